@@ -17,6 +17,14 @@ APT_PACKAGES=(
   pkg-config
   iperf3              # loopback limit in benchmark ratios
   rsync
+  # used by tests/peers/*.sh and ../shared/kclient/build.sh; not in a minimal Debian 12 image
+  iproute2            # ss: port checks in tests/peers/ganesha.sh
+  gcc                 # kclient build.sh compiles a static mount helper
+  libc6-dev
+  binutils            # strip
+  bc                  # kclient run.sh timings
+  python3             # kclient build.sh (module closure, vmlinux extraction)
+  ca-certificates
 )
 
 missing=()
@@ -28,16 +36,41 @@ if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # tshark asks whether non-root users may capture; answer non-interactively.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  # Installing nfs-ganesha / rpcbind would start their system services, which listen on all
+  # interfaces (rpcbind on port 111). We only ever run private loopback instances
+  # (tests/peers/ganesha.sh), so forbid service starts during the install with the standard
+  # policy-rc.d mechanism (honoured by invoke-rc.d and deb-systemd-invoke).
+  POLICY=/usr/sbin/policy-rc.d
+  own_policy=0
+  if [ ! -e "$POLICY" ]; then
+    printf '#!/bin/sh\nexit 101\n' > "$POLICY"; chmod 755 "$POLICY"; own_policy=1
+    trap 'if [ "$own_policy" = 1 ]; then rm -f "$POLICY"; fi' EXIT
+  fi
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get install -y -qq --no-install-recommends -o Dpkg::Options::=--force-confdef \
+    -o Dpkg::Options::=--force-confold "${missing[@]}" >/dev/null
+  if [ "$own_policy" = 1 ]; then rm -f "$POLICY"; own_policy=0; fi
 fi
 
-# Debian's ganesha/rpcbind packages try to start services on install; we run our own private
-# instances (see tests/peers/ganesha.sh), so make sure the system ones are not holding ports.
-if command -v systemctl >/dev/null 2>&1; then
-  systemctl stop nfs-ganesha rpcbind rpcbind.socket >/dev/null 2>&1 || true
+# ../shared/kclient/build.sh resolves and downloads the Debian kernel package with apt:
+# it needs package lists even when every package above was preinstalled.
+if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then
+  echo "install-deps: apt-get update (no package lists, needed by kclient build.sh)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
 fi
-pkill -x ganesha.nfsd >/dev/null 2>&1 || true
+
+# The packaged services must not hold ports or answer on non-loopback interfaces. Stop them
+# where they run (never by process name: private test instances of ganesha may be running).
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+  systemctl disable --now nfs-ganesha.service rpcbind.socket rpcbind.service >/dev/null 2>&1 || true
+fi
+# the packaged ganesha's own pidfile (our private instances use a private /run)
+if [ -r /run/ganesha/ganesha.pid ]; then
+  gpid="$(cat /run/ganesha/ganesha.pid 2>/dev/null || true)"
+  if [ -n "$gpid" ] && [ "$(cat "/proc/$gpid/comm" 2>/dev/null)" = ganesha.nfsd ]; then
+    kill "$gpid" 2>/dev/null || true
+  fi
+fi
 
 if command -v rustup >/dev/null 2>&1; then
   rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs the whole default test suite: formatting, lints, unit/property/simulation tests and the
+# interop tests against real peers (libnfs-utils, tshark, nfs-ganesha, the Linux kernel client).
+# Installs what it needs first (idempotent), so it works on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"
+# The interop tests start servers and guests; two at a time is what 2 cores sustain.
+cargo test --workspace -- --test-threads=2
