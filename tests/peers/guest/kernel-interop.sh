@@ -1,0 +1,165 @@
+# Guest script (busybox sh, run by ../kclient.sh inside the kclient guest; kc-lib.sh is
+# already sourced). The Linux kernel NFS client against the server under test:
+#   cp -a of a tree (nested dirs, symlinks, 0 B .. 1 MiB+1 files) both from the guest's tmpfs
+#   and from a tree the host placed in the export; ls -lR; dd of 64 MiB both ways with sha256;
+#   sha256 of a host-placed file; rename (file, dir, over an existing file); symlink + readlink;
+#   rm -r. Reads are done after dropping the page cache so the data comes from the server.
+# Prints one PASS/FAIL line per check and exits non-zero if any failed.
+#
+# Guest environment (run.sh --env K=V):
+#   KI_WORK       work folder name inside the export          [kernel-interop]
+#   KI_HOST_TREE  tree placed by the host (relative to export) [host-tree]; skipped if absent
+#   KI_HOST_FILE  file placed by the host (relative to export) [host-64m.bin]; skipped if absent
+#   KI_BIG_MIB    size of the dd test file                     [64]
+# Files saved for the host (run folder out/): sums.txt ("sha256  path-relative-to-export"
+# for every file the guest wrote and kept, plus "host:" lines for what it read), ls-lR.txt.
+
+MNT="${KI_MNT:-/mnt}"
+WORK="${KI_WORK:-kernel-interop}"
+W="$MNT/$WORK"
+HOST_TREE="${KI_HOST_TREE:-host-tree}"
+HOST_FILE="${KI_HOST_FILE:-host-64m.bin}"
+BIG_MIB="${KI_BIG_MIB:-64}"
+NPASS=0
+NFAIL=0
+
+pass() { NPASS=$((NPASS + 1)); echo "PASS $*"; }
+fail() { NFAIL=$((NFAIL + 1)); echo "FAIL $*"; }
+# check NAME CMD...: run CMD, PASS/FAIL by its status (output shown only on failure)
+check() {
+    local name="$1" out
+    shift
+    if out="$("$@" 2>&1)"; then pass "$name"; else fail "$name: $(echo "$out" | tail -n 5)"; fi
+}
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+# manifest DIR: one line per entry, sorted: type, path, size/target, sha256 (files)
+manifest() {
+    (cd "$1" && find . | LC_ALL=C sort | while read -r p; do
+        if [ -L "$p" ]; then echo "l $p -> $(readlink "$p")"
+        elif [ -d "$p" ]; then echo "d $p"
+        else echo "f $p $(stat -c %s "$p") $(sha "$p")"; fi
+    done)
+}
+finish() {
+    echo "RESULT: $NPASS passed, $NFAIL failed"
+    [ "$NFAIL" = 0 ] && echo "RESULT: PASS" || echo "RESULT: FAIL"
+    [ "$NFAIL" = 0 ]
+    exit $?
+}
+
+kc_mount "$MNT" || { fail "mount $KC_SERVER:$KC_EXPORT"; finish; }
+pass "mount $KC_SERVER:$KC_EXPORT ($(awk -v m="$MNT" '$2 == m {print $4}' /proc/mounts | cut -c1-80)...)"
+
+rm -rf "$W" 2>/dev/null
+check "mkdir $WORK" mkdir "$W"
+: > /tmp/sums.txt
+
+# ------------------------------------------------------------------ a tree made in the guest
+T=/tmp/tree
+rm -rf "$T"; mkdir -p "$T/sub/deeper" "$T/empty-dir"
+i=0
+for size in 0 1 2 511 512 513 4095 4096 4097 65535 65536 65537 131072 1048575 1048576 1048577; do
+    head -c "$size" /dev/urandom > "$T/f$i-$size.bin"; i=$((i + 1))
+done
+for n in 1 2 3 4 5 6 7 8 9 10 11 12; do echo "small file $n in sub" > "$T/sub/s$n.txt"; done
+for n in 1 2 3 4 5 6 7 8; do head -c $((n * 3000)) /dev/urandom > "$T/sub/deeper/d$n.bin"; done
+echo "a file with spaces" > "$T/sub/name with spaces.txt"
+ln -s sub/s1.txt "$T/link-to-file"
+ln -s sub/deeper "$T/link-to-dir"
+ln -s does-not-exist "$T/dangling-link"
+chmod 600 "$T/sub/s2.txt"; chmod 755 "$T/sub/s3.txt"
+NENT=$(find "$T" | wc -l)
+manifest "$T" > /tmp/tree.manifest
+
+check "cp -a guest tree ($NENT entries) into the export" cp -a "$T" "$W/tree"
+kc_dropcaches
+manifest "$W/tree" > /tmp/tree-nfs.manifest
+check "tree read back after drop_caches: names, sizes, sha256, symlink targets" \
+    diff /tmp/tree.manifest /tmp/tree-nfs.manifest
+check "modes preserved (600, 755)" sh -c \
+    "[ \"\$(stat -c %a '$W/tree/sub/s2.txt')\" = 600 ] && [ \"\$(stat -c %a '$W/tree/sub/s3.txt')\" = 755 ]"
+check "cat through a symlink to a dir" sh -c "[ \"\$(cat '$W/tree/link-to-dir/d1.bin' | wc -c)\" = 3000 ]"
+ls -lR "$W/tree" > /tmp/ls-lR.txt 2>&1
+check "ls -lR" sh -c "grep -q 'link-to-file -> sub/s1.txt' /tmp/ls-lR.txt && grep -q 'deeper' /tmp/ls-lR.txt \
+    && [ \$(grep -c '^-' /tmp/ls-lR.txt) -ge 30 ]"
+kc_save ls-lR.txt < /tmp/ls-lR.txt
+# keep one copy for the host to verify, the original is used for rename/rm tests
+check "cp -a tree -> tree-kept (server to server through the client)" cp -a "$W/tree" "$W/tree-kept"
+(cd "$W/tree-kept" && find . -type f | LC_ALL=C sort | while read -r p; do
+    echo "$(sha "$p")  $WORK/tree-kept/${p#./}"; done) >> /tmp/sums.txt
+
+# ------------------------------------------------------------------ a tree placed by the host
+if [ -d "$MNT/$HOST_TREE" ]; then
+    manifest "$MNT/$HOST_TREE" > /tmp/host-tree.manifest
+    check "cp -a host tree out of the export" cp -a "$MNT/$HOST_TREE" /tmp/host-tree-copy
+    manifest /tmp/host-tree-copy > /tmp/host-tree-copy.manifest
+    check "host tree copy identical" diff /tmp/host-tree.manifest /tmp/host-tree-copy.manifest
+    check "cp -a host tree back into the export" cp -a /tmp/host-tree-copy "$W/host-tree-copy"
+    kc_save host-tree.manifest < /tmp/host-tree.manifest
+else
+    echo "SKIP host tree: no $HOST_TREE in the export"
+fi
+
+# ------------------------------------------------------------------ dd, 64 MiB both ways
+gdd if=/dev/urandom of=/tmp/big.src bs=1M count="$BIG_MIB" status=none
+SRC_SUM=$(sha /tmp/big.src)
+out=$(gdd if=/tmp/big.src of="$W/big.bin" bs=1M conv=fsync 2>&1) \
+    && pass "dd write ${BIG_MIB} MiB: $(echo "$out" | tail -n 1)" || fail "dd write: $out"
+rm -f /tmp/big.src
+kc_dropcaches
+out=$(gdd if="$W/big.bin" of=/tmp/big.back bs=1M 2>&1) \
+    && pass "dd read ${BIG_MIB} MiB: $(echo "$out" | tail -n 1)" || fail "dd read: $out"
+BACK_SUM=$(sha /tmp/big.back)
+[ "$SRC_SUM" = "$BACK_SUM" ] && pass "dd round trip sha256 $SRC_SUM" \
+    || fail "dd round trip: wrote $SRC_SUM read $BACK_SUM"
+check "size $((BIG_MIB * 1048576))" sh -c "[ \$(stat -c %s '$W/big.bin') = $((BIG_MIB * 1048576)) ]"
+rm -f /tmp/big.back
+echo "$SRC_SUM  $WORK/big-renamed.bin" >> /tmp/sums.txt
+
+if [ -f "$MNT/$HOST_FILE" ]; then
+    out=$(gdd if="$MNT/$HOST_FILE" of=/tmp/host.bin bs=1M 2>&1) \
+        && pass "dd read host file $HOST_FILE: $(echo "$out" | tail -n 1)" || fail "dd read host file: $out"
+    HSUM=$(sha /tmp/host.bin)
+    echo "host-file sha256 $HSUM $HOST_FILE"
+    echo "host:$HSUM  $HOST_FILE" >> /tmp/sums.txt
+    rm -f /tmp/host.bin
+else
+    echo "SKIP host file: no $HOST_FILE in the export"
+fi
+
+# ------------------------------------------------------------------ rename
+check "rename file" mv "$W/big.bin" "$W/big-renamed.bin"
+check "old name gone, new name has the data" sh -c \
+    "[ ! -e '$W/big.bin' ] && [ \$(stat -c %s '$W/big-renamed.bin') = $((BIG_MIB * 1048576)) ]"
+check "rename dir" mv "$W/tree/sub" "$W/tree/sub-renamed"
+check "files reachable under the renamed dir" sh -c \
+    "[ ! -e '$W/tree/sub' ] && grep -q 'small file 4 in sub' '$W/tree/sub-renamed/s4.txt'"
+echo "replacement" > "$W/repl-src"; echo "victim" > "$W/repl-dst"
+check "rename over an existing file" mv -f "$W/repl-src" "$W/repl-dst"
+check "replaced content" sh -c "[ \"\$(cat '$W/repl-dst')\" = replacement ] && [ ! -e '$W/repl-src' ]"
+check "rename across dirs" mv "$W/tree/f1-1.bin" "$W/tree/sub-renamed/deeper/moved.bin"
+
+# ------------------------------------------------------------------ symlink + readlink
+check "symlink create" ln -s "tree-kept/sub/s5.txt" "$W/newlink"
+check "readlink" sh -c "[ \"\$(readlink '$W/newlink')\" = tree-kept/sub/s5.txt ]"
+check "read through the new symlink" grep -q 'small file 5 in sub' "$W/newlink"
+long=$(head -c 200 /dev/zero | tr '\0' 'x')
+check "symlink with a 200-byte target" ln -s "$long" "$W/longlink"
+check "readlink of the long target" sh -c "[ \"\$(readlink '$W/longlink')\" = '$long' ]"
+kc_dropcaches
+check "readlink after drop_caches" sh -c "[ \"\$(readlink '$W/newlink')\" = tree-kept/sub/s5.txt ]"
+check "hard link" ln "$W/repl-dst" "$W/repl-hard"
+check "link count 2" sh -c "[ \$(stat -c %h '$W/repl-dst') = 2 ]"
+
+# ------------------------------------------------------------------ rm -r
+check "rm -r tree" rm -r "$W/tree"
+check "tree gone" sh -c "[ ! -e '$W/tree' ]"
+[ -d "$W/host-tree-copy" ] && check "rm -r host tree copy" rm -r "$W/host-tree-copy"
+check "rm files" rm "$W/repl-dst" "$W/repl-hard" "$W/longlink"
+check "rmdir of a non-empty dir fails" sh -c "! rmdir '$W/tree-kept' 2>/dev/null"
+check "ls of the work dir" sh -c "ls -la '$W' >/dev/null"
+
+kc_save sums.txt < /tmp/sums.txt
+cd /
+check "umount" kc_umount "$MNT"
+finish
