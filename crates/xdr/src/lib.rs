@@ -304,6 +304,26 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// An XDR linked list (`struct node { T item; node *next; }`, as used by READDIR entries and
+    /// the MOUNT/PORTMAP lists): a `true` before each item and a `false` after the last.
+    ///
+    /// At most `max` items are accepted; every item takes at least 4 bytes of the record, so a
+    /// list can never claim more memory than the record (bounded by the transport) holds.
+    pub fn get_list<T: Unpack>(&mut self, what: &'static str, max: usize) -> Result<Vec<T>> {
+        let mut v = Vec::new();
+        while self.get_bool()? {
+            if v.len() >= max {
+                return Err(DecodeError::TooLong {
+                    what,
+                    max,
+                    got: v.len() + 1,
+                });
+            }
+            v.push(T::unpack(self)?);
+        }
+        Ok(v)
+    }
+
     /// Fails unless the whole record has been consumed.
     pub fn finish(&self) -> Result<()> {
         if self.remaining == 0 {
@@ -319,7 +339,10 @@ impl<'a> Reader<'a> {
 // ---------------------------------------------------------------------------------------------
 
 /// Bulk data (READ/WRITE payloads, READLINK targets are not bulk) as a list of chunks.
-#[derive(Clone, Default, PartialEq, Eq)]
+///
+/// Equality compares the bytes, not how they are split into chunks: the same payload decoded
+/// from differently fragmented records is the same value.
+#[derive(Clone, Default)]
 pub struct Payload {
     chunks: Vec<Bytes>,
     len: usize,
@@ -367,6 +390,18 @@ impl Payload {
         v
     }
 }
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len
+            && self
+                .chunks
+                .iter()
+                .flat_map(|c| c.iter())
+                .eq(other.chunks.iter().flat_map(|c| c.iter()))
+    }
+}
+impl Eq for Payload {}
 
 impl From<Bytes> for Payload {
     fn from(b: Bytes) -> Self {
@@ -518,6 +553,16 @@ impl Writer {
         }
     }
 
+    /// An XDR linked list: `true` and the item for each item, then `false`
+    /// (see [`Reader::get_list`]).
+    pub fn put_list<T: Pack>(&mut self, items: &[T]) {
+        for it in items {
+            self.put_bool(true);
+            it.pack(self);
+        }
+        self.put_bool(false);
+    }
+
     /// An optional item.
     pub fn put_option<T: Pack>(&mut self, v: &Option<T>) {
         match v {
@@ -621,6 +666,26 @@ impl Pack for bool {
 impl Unpack for bool {
     fn unpack(r: &mut Reader<'_>) -> Result<Self> {
         r.get_bool()
+    }
+}
+/// `void`: nothing on the wire (NULL procedures, resfail arms with no body).
+impl Pack for () {
+    fn pack(&self, _w: &mut Writer) {}
+}
+impl Unpack for () {
+    fn unpack(_r: &mut Reader<'_>) -> Result<Self> {
+        Ok(())
+    }
+}
+/// Fixed-length opaque data (`opaque x[N]`, e.g. NFS verifiers), padded to four bytes.
+impl<const N: usize> Pack for [u8; N] {
+    fn pack(&self, w: &mut Writer) {
+        w.put_fixed(self)
+    }
+}
+impl<const N: usize> Unpack for [u8; N] {
+    fn unpack(r: &mut Reader<'_>) -> Result<Self> {
+        r.get_fixed()
     }
 }
 impl<T: Pack> Pack for Option<T> {
