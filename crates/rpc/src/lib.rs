@@ -1,0 +1,31 @@
+//! ONC RPC (RFC 5531) machinery for sluice, with no I/O and no clock.
+//!
+//! Every type here takes bytes and `now: Instant` as inputs and returns what to send and when to
+//! wake up; the tokio drivers in `sluice-server` / `sluice-client` own the sockets, and the
+//! simulator drives the very same code in virtual time (see STYLE.md, "the one architectural
+//! rule"). `clippy.toml` in this crate forbids `Instant::now` and socket/file types.
+//!
+//! ```text
+//!   socket bytes ──push──► record::RecordDecoder ──next_record──► Vec<Bytes> (one RPC message)
+//!                                                                     │
+//!              server side: server::parse_call ◄──────────────────────┤
+//!                 │  CallParse::Call ─► drc::ReplyCache ─► handler ─► server::success_header
+//!                 │  other outcomes ─► server::reply_for (ready-made MSG_DENIED / GARBAGE)
+//!                                                                     │
+//!              client side: client::CallTable::handle_reply ◄─────────┘
+//!                 CallTable::poll_transmit ─► record::frame (TCP) ─► writev
+//!                 CallTable::poll_timeout / handle_timeout, retransmit policy from rtt
+//! ```
+//!
+//! | module     | what                                                              |
+//! |------------|-------------------------------------------------------------------|
+//! | [`record`] | TCP record marking (RFC 5531 §11), zero-copy, bounded             |
+//! | [`server`] | call header parsing and authentication outcome, reply builders    |
+//! | [`rtt`]    | per-timer-class RTT estimator with a variance floor and backoff   |
+//! | [`client`] | the client call table: XIDs, slots, retransmit policy, events     |
+//! | [`drc`]    | the server's duplicate request cache                              |
+
+pub mod record;
+pub mod server;
+
+pub use sluice_xdr as xdr;
