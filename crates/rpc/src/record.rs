@@ -571,7 +571,11 @@ mod tests {
             cuts in proptest::collection::vec(any::<usize>(), 0..40),
         ) {
             let wire = stream_of(&records, frag);
-            let mut d = RecordDecoder::default();
+            // frag = 1 makes up to 2000 fragments per record.
+            let mut d = RecordDecoder::new(RecordDecoderConfig {
+                max_fragments_per_record: 2000,
+                ..Default::default()
+            });
             let mut got = Vec::new();
             for piece in split_at(&wire, &cuts) {
                 d.push(piece);
