@@ -360,4 +360,16 @@ mod tests {
         };
         assert!(AuthSys::from_opaque_auth(&cred.to_opaque_auth()).is_err());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128)) {
+            let b = Bytes::from(data);
+            let _ = from_bytes::<MsgHeader>(&b);
+            let _ = from_bytes::<AuthSys>(&b);
+            let _ = from_bytes::<OpaqueAuth>(&b);
+        }
+    }
 }
