@@ -26,6 +26,18 @@
 //! | [`drc`]    | the server's duplicate request cache                              |
 
 pub mod record;
+pub mod rtt;
 pub mod server;
 
 pub use sluice_xdr as xdr;
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    use std::time::Instant;
+
+    /// The one clock read in this crate: a base for tests, which then only add Durations.
+    #[allow(clippy::disallowed_methods)]
+    pub fn base_instant() -> Instant {
+        Instant::now()
+    }
+}
