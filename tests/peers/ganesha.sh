@@ -128,6 +128,7 @@ NFSV4 {
     RecoveryRoot = "$st/recovery";
 }
 NFS_KRB5 { Active_krb5 = false; }
+MDCACHE { Dir_Chunk = 0; }
 EXPORT {
     Export_Id = 1;
     Path = "$dir";
@@ -137,6 +138,9 @@ EXPORT {
     SecType = sys;
     Protocols = 3, 4;
     Transports = TCP;
+    # no attribute caching: files the host changes behind ganesha's back (test set-up,
+    # host-side mkdir/rename/rm) must be visible to the clients at once
+    Attr_Expiration_Time = 0;
     FSAL { Name = VFS; }
 }
 EOF
