@@ -30,6 +30,7 @@
 //! - `srtt / margin_srtt_divisor` (default srtt/2): on a long path whose RTT is stable (a WAN
 //!   with 300 ms RTT and no jitter) `rttvar` decays too, and a queue building up by 50% would
 //!   look like loss. A proportional floor keeps the RTO at or above 1.5 × srtt.
+//!
 //! And the RTO itself is clamped to `rto_min` (default 200 ms, Linux TCP's RTO_min): below that
 //! a retransmission buys almost nothing, because loss on the links that have such short RTTs is
 //! rare, while every spurious one costs a duplicated request.
@@ -153,7 +154,7 @@ impl RttEstimator {
                 rttvar: sample / 2,
             },
             Some(Smoothed { srtt, rttvar }) => {
-                let deviation = abs_diff(srtt, sample);
+                let deviation = srtt.abs_diff(sample);
                 Smoothed {
                     rttvar: rttvar * 3 / 4 + deviation / 4,
                     srtt: srtt * 7 / 8 + sample / 8,
@@ -248,14 +249,6 @@ impl RttEstimator {
 impl Default for RttEstimator {
     fn default() -> Self {
         Self::new(RttConfig::default())
-    }
-}
-
-fn abs_diff(a: Duration, b: Duration) -> Duration {
-    if a > b {
-        a - b
-    } else {
-        b - a
     }
 }
 
