@@ -25,6 +25,7 @@
 //! | [`client`] | the client call table: XIDs, slots, retransmit policy, events     |
 //! | [`drc`]    | the server's duplicate request cache                              |
 
+pub mod client;
 pub mod record;
 pub mod rtt;
 pub mod server;

@@ -1,0 +1,1258 @@
+//! The client call table: XIDs, slots, transmission, retransmission and timeouts, with no I/O.
+//!
+//! Shaped like `quinn-proto`'s connection: the driver feeds inputs with `handle_*(now, ..)`,
+//! drains outputs with [`CallTable::poll_transmit`] and [`CallTable::poll_event`], and sleeps
+//! until [`CallTable::poll_timeout`], then calls [`CallTable::handle_timeout`].
+//!
+//! ```text
+//!  start_call ──► waiting queue ──(free slot)──► slot table ──poll_transmit──► wire
+//!   (Busy when        (bounded,                   (max_in_flight)      ▲
+//!    both full)        max_queued)                   │    │            │ resend: UDP minor timeout,
+//!                                                    │    └────────────┘ TCP reconnect
+//!                                  handle_reply ◄────┘ (matched by xid; unknown xids counted)
+//! ```
+//!
+//! # XIDs
+//! The first call gets the caller's seed, each next one the previous plus one (wrapping). The
+//! seed should differ across client restarts (the driver derives it from time and randomness)
+//! so that the server's duplicate request cache does not mistake a new client's call for an old
+//! one. An XID still owned by an outstanding call is skipped. A retransmission always reuses the
+//! call's XID: that is what lets the server's reply cache recognise it.
+//!
+//! # Retransmission policy
+//! **TCP** delivers or breaks the connection; it never loses a message on a live connection.
+//! So over TCP there is *no timer-driven retransmission on a live connection*, ever: a slow
+//! reply is just slow, and resending would only load a server that is already busy. A call
+//! waits up to `major_timeout` (default 60 s, Linux's `timeo=600` for TCP). When that expires
+//! the table emits [`Event::NotResponding`] (once per episode) and [`Event::Reconnect`], and
+//! treats the connection as broken: the driver closes it, reconnects and calls
+//! [`CallTable::handle_connected`]. Then *every* outstanding call is resent, once, with its
+//! original XID: replies in flight on the old connection are lost with it. The driver reports
+//! connection losses it sees itself with [`CallTable::handle_disconnect`].
+//!
+//! **UDP** loses datagrams, so a call is resent when its RTO expires: the per-class estimate of
+//! [`crate::rtt`], doubled for each timeout of that call or its class (whichever has backed off
+//! more), capped at `rto_max`. The first timeout of a call also backs its class off, so new calls
+//! of that class start with the longer timeout until a valid sample arrives (Karn's rule: no
+//! sample from a call transmitted twice). `major_timeout` (default 10 s) measures how long a
+//! call may go unanswered, across retransmissions, before the server is declared not
+//! responding.
+//!
+//! # Hard and soft
+//! By default (`retrans: None`) calls never give up: the NFS "hard" semantics, where an
+//! application waits for the server to come back. With `retrans: Some(n)` ("soft") a call fails
+//! with [`RpcError::TimedOut`] at its `n`-th major timeout, reported as [`Event::Failed`].
+//!
+//! # Server (not) responding
+//! [`Event::NotResponding`] is emitted at the first major timeout of an episode and
+//! [`Event::Ok`] at the first reply after it: once each, however many calls time out, so the
+//! driver can log "server not responding" / "server OK" exactly like the kernel.
+//!
+//! # Bounds and cost
+//! At most `max_in_flight` calls hold slots and at most `max_queued` wait for one; beyond that
+//! [`CallTable::start_call`] returns [`Busy`] (backpressure, never growth). Timer scans are
+//! linear in the slots (64 by default), which is cheaper than maintaining a heap at that size.
+//! Everything that iterates over calls does so in start order, so a simulation run is a pure
+//! function of its inputs.
+
+use crate::rtt::{RttConfig, RttEstimator, TimerClass};
+use bytes::Bytes;
+use sluice_xdr::rpc::{
+    AcceptStat, AuthStat, CallHeader, MsgHeader, OpaqueAuth, ReplyBody, MSG_REPLY, RPC_VERSION,
+};
+use sluice_xdr::{DecodeError, Pack, Reader, Unpack, Writer};
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// The transport the table drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+/// Settings of a [`CallTable`]. Start from [`CallTableConfig::tcp`] or [`CallTableConfig::udp`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallTableConfig {
+    pub transport: Transport,
+    /// Calls outstanding on the wire at once (the slot table). Default 64: enough 1 MiB READs
+    /// to cover 64 MiB of bandwidth-delay product (10 Gb/s at 50 ms RTT), far more than the
+    /// 16 of Linux's UDP default, and still a bound on server work per client.
+    pub max_in_flight: usize,
+    /// Calls waiting for a slot before [`CallTable::start_call`] refuses with [`Busy`].
+    /// Default 1024.
+    pub max_queued: usize,
+    /// How long a call may go unanswered before a major timeout. Defaults: 60 s over TCP
+    /// (`timeo=600`), 10 s over UDP (about where `timeo=11,retrans=3` gives up: 1.1 + 2.2 + 4.4 s
+    /// plus the last wait).
+    pub major_timeout: Duration,
+    /// Soft mode: fail a call at its `n`-th major timeout. `None` (default): hard, never fail.
+    pub retrans: Option<u32>,
+    /// RTT estimation; used for UDP retransmit timers (and reported for TCP).
+    pub rtt: RttConfig,
+}
+
+impl CallTableConfig {
+    pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+    pub const DEFAULT_MAX_QUEUED: usize = 1024;
+
+    pub fn tcp() -> Self {
+        CallTableConfig {
+            transport: Transport::Tcp,
+            max_in_flight: Self::DEFAULT_MAX_IN_FLIGHT,
+            max_queued: Self::DEFAULT_MAX_QUEUED,
+            major_timeout: Duration::from_secs(60),
+            retrans: None,
+            rtt: RttConfig::default(),
+        }
+    }
+
+    pub fn udp() -> Self {
+        CallTableConfig {
+            transport: Transport::Udp,
+            major_timeout: Duration::from_secs(10),
+            ..Self::tcp()
+        }
+    }
+}
+
+/// Program, version and procedure of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ProcId {
+    pub prog: u32,
+    pub vers: u32,
+    pub proc_: u32,
+}
+
+/// Both the slot table and the waiting queue are full: try again after a completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy;
+
+impl fmt::Display for Busy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RPC call table and queue are full")
+    }
+}
+
+impl std::error::Error for Busy {}
+
+/// A message to put on the wire now. `segments` is the whole RPC message (header and
+/// arguments), not record-marked: over TCP pass it through [`crate::record::frame`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    pub xid: u32,
+    pub segments: Vec<Bytes>,
+    /// True when this call was transmitted before (same XID).
+    pub is_retransmit: bool,
+}
+
+/// A successful reply: the record and where the procedure's results start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub segments: Vec<Bytes>,
+    pub results_offset: usize,
+}
+
+impl Reply {
+    /// A reader positioned at the results.
+    pub fn results(&self) -> Reader<'_> {
+        let mut r = Reader::new(&self.segments);
+        r.skip(self.results_offset)
+            .expect("results_offset lies within the reply");
+        r
+    }
+}
+
+/// Why a call did not produce results.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RpcError {
+    /// MSG_ACCEPTED / PROG_UNAVAIL.
+    ProgUnavail,
+    /// MSG_ACCEPTED / PROG_MISMATCH with the versions the server supports.
+    ProgMismatch { low: u32, high: u32 },
+    /// MSG_ACCEPTED / PROC_UNAVAIL.
+    ProcUnavail,
+    /// MSG_ACCEPTED / GARBAGE_ARGS.
+    GarbageArgs,
+    /// MSG_ACCEPTED / SYSTEM_ERR.
+    SystemErr,
+    /// MSG_DENIED / AUTH_ERROR.
+    AuthError(AuthStat),
+    /// MSG_DENIED / RPC_MISMATCH with the RPC versions the server supports.
+    RpcMismatch { low: u32, high: u32 },
+    /// The reply header for this XID did not decode (or had an undefined accept_stat).
+    BadReply(DecodeError),
+    /// Soft mode: `retrans` major timeouts passed without a reply.
+    TimedOut,
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RpcError::ProgUnavail => write!(f, "program unavailable"),
+            RpcError::ProgMismatch { low, high } => {
+                write!(f, "program version mismatch (server has {low}..={high})")
+            }
+            RpcError::ProcUnavail => write!(f, "procedure unavailable"),
+            RpcError::GarbageArgs => write!(f, "server could not decode the arguments"),
+            RpcError::SystemErr => write!(f, "server system error"),
+            RpcError::AuthError(s) => write!(f, "authentication error {}", s.0),
+            RpcError::RpcMismatch { low, high } => {
+                write!(f, "RPC version mismatch (server has {low}..={high})")
+            }
+            RpcError::BadReply(e) => write!(f, "undecodable reply: {e}"),
+            RpcError::TimedOut => write!(f, "timed out"),
+        }
+    }
+}
+
+impl std::error::Error for RpcError {}
+
+/// A call answered by the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completed {
+    pub xid: u32,
+    pub class: TimerClass,
+    pub result: Result<Reply, RpcError>,
+    /// The RTT sample taken from this reply; `None` if the call was transmitted more than once
+    /// (Karn's rule).
+    pub rtt_sample: Option<Duration>,
+    /// How many times the call was put on the wire.
+    pub transmissions: u32,
+    /// Time from `start_call` to the reply, queueing included.
+    pub elapsed: Duration,
+}
+
+/// Something the driver must act on or log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// First major timeout of an episode: log "server not responding".
+    NotResponding,
+    /// First reply after [`Event::NotResponding`]: log "server OK".
+    Ok,
+    /// TCP: close the connection and connect again, then call [`CallTable::handle_connected`].
+    /// The table already considers the connection gone.
+    Reconnect,
+    /// Soft mode: the call failed without a reply. Its slot is free.
+    Failed { xid: u32, error: RpcError },
+}
+
+/// Counters, for `sluice stats` and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallStats {
+    pub calls_started: u64,
+    pub calls_completed: u64,
+    pub busy_refusals: u64,
+    pub transmissions: u64,
+    pub retransmissions: u64,
+    /// UDP retransmit timer expiries.
+    pub minor_timeouts: u64,
+    pub major_timeouts: u64,
+    pub reconnects_requested: u64,
+    pub disconnects: u64,
+    pub soft_failures: u64,
+    pub cancelled: u64,
+    /// Replies whose XID matched no outstanding transmitted call (late duplicates, mostly).
+    pub unknown_xid_replies: u64,
+    /// Records that were not RPC replies at all.
+    pub garbage_replies: u64,
+}
+
+/// The client call table. See the module docs.
+#[derive(Debug)]
+pub struct CallTable {
+    config: CallTableConfig,
+    rtt: RttEstimator,
+    /// Every call not yet completed, waiting or in a slot.
+    calls: HashMap<u32, Call>,
+    /// XIDs of calls waiting for a slot, in start order.
+    waiting: VecDeque<u32>,
+    /// XIDs of slotted calls to (re)transmit, in order; stale entries are skipped.
+    send_queue: VecDeque<u32>,
+    in_flight: usize,
+    connected: bool,
+    /// Incremented on each (re)connection; asserts the TCP no-retransmit rule.
+    connection_epoch: u64,
+    not_responding: bool,
+    next_xid: u32,
+    next_seq: u64,
+    events: VecDeque<Event>,
+    stats: CallStats,
+}
+
+#[derive(Debug)]
+struct Call {
+    /// Start order, for deterministic iteration.
+    seq: u64,
+    class: TimerClass,
+    /// The whole RPC message, kept for retransmission (reference-counted, not copied).
+    message: Vec<Bytes>,
+    started: Instant,
+    in_slot: bool,
+    /// Queued in `send_queue` for (re)transmission.
+    needs_send: bool,
+    transmissions: u32,
+    last_sent: Option<Instant>,
+    sent_epoch: u64,
+    /// UDP retransmit timer expiries of this call.
+    timeouts: u32,
+    /// UDP only: when to retransmit.
+    retransmit_at: Option<Instant>,
+    /// When the next major timeout falls (set once the call has a slot).
+    major_at: Option<Instant>,
+    major_timeouts: u32,
+}
+
+impl CallTable {
+    /// A table whose first XID is `xid_seed`. For TCP the connection is assumed to be up; if
+    /// it is not yet, call [`CallTable::handle_disconnect`] first.
+    pub fn new(config: CallTableConfig, xid_seed: u32) -> Self {
+        assert!(config.max_in_flight >= 1, "max_in_flight is 0");
+        assert!(config.retrans != Some(0), "soft mode needs retrans >= 1");
+        CallTable {
+            rtt: RttEstimator::new(config.rtt),
+            config,
+            calls: HashMap::new(),
+            waiting: VecDeque::new(),
+            send_queue: VecDeque::new(),
+            in_flight: 0,
+            connected: true,
+            connection_epoch: 0,
+            not_responding: false,
+            next_xid: xid_seed,
+            next_seq: 0,
+            events: VecDeque::new(),
+            stats: CallStats::default(),
+        }
+    }
+
+    // --- getters ---------------------------------------------------------------------------
+
+    pub fn config(&self) -> &CallTableConfig {
+        &self.config
+    }
+    pub fn rtt(&self) -> &RttEstimator {
+        &self.rtt
+    }
+    pub fn stats(&self) -> &CallStats {
+        &self.stats
+    }
+    /// Calls holding a slot.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+    /// Calls waiting for a slot.
+    pub fn queued(&self) -> usize {
+        self.waiting.len()
+    }
+    pub fn is_connected(&self) -> bool {
+        self.connected
+    }
+    /// True between [`Event::NotResponding`] and [`Event::Ok`].
+    pub fn is_not_responding(&self) -> bool {
+        self.not_responding
+    }
+
+    // --- commands --------------------------------------------------------------------------
+
+    /// Starts a call and returns its XID. `args` is the XDR-encoded argument list (its segments
+    /// are sent as they are, without copying). The call gets a slot now or waits in the bounded
+    /// queue; when both are full it is refused with [`Busy`].
+    pub fn start_call(
+        &mut self,
+        now: Instant,
+        proc_id: ProcId,
+        cred: &OpaqueAuth,
+        args: Vec<Bytes>,
+        class: TimerClass,
+    ) -> Result<u32, Busy> {
+        let slot_free = self.in_flight < self.config.max_in_flight && self.waiting.is_empty();
+        if !slot_free && self.waiting.len() >= self.config.max_queued {
+            self.stats.busy_refusals += 1;
+            return Err(Busy);
+        }
+        let xid = self.alloc_xid();
+        let call = Call {
+            seq: self.next_seq,
+            class,
+            message: build_call(xid, proc_id, cred, args),
+            started: now,
+            in_slot: false,
+            needs_send: false,
+            transmissions: 0,
+            last_sent: None,
+            sent_epoch: 0,
+            timeouts: 0,
+            retransmit_at: None,
+            major_at: None,
+            major_timeouts: 0,
+        };
+        self.next_seq += 1;
+        self.calls.insert(xid, call);
+        self.stats.calls_started += 1;
+        if slot_free {
+            self.admit(now, xid);
+        } else {
+            self.waiting.push_back(xid);
+        }
+        Ok(xid)
+    }
+
+    /// Forgets a call (the caller gave up on it). A later reply counts as an unknown XID.
+    /// Returns false if no such call is outstanding.
+    pub fn cancel(&mut self, now: Instant, xid: u32) -> bool {
+        let Some(call) = self.calls.remove(&xid) else {
+            return false;
+        };
+        if call.in_slot {
+            self.free_slot(now);
+        } else {
+            self.waiting.retain(|&x| x != xid);
+        }
+        self.stats.cancelled += 1;
+        true
+    }
+
+    // --- inputs ----------------------------------------------------------------------------
+
+    /// Matches a reply record to its call. Returns `None` for records that complete nothing
+    /// (unknown XIDs, late duplicates, non-replies), which are counted in [`CallStats`].
+    pub fn handle_reply(&mut self, now: Instant, segments: Vec<Bytes>) -> Option<Completed> {
+        let mut r = Reader::new(&segments);
+        let (Ok(xid), Ok(MSG_REPLY)) = (r.get_u32(), r.get_u32()) else {
+            self.stats.garbage_replies += 1;
+            return None;
+        };
+        match self.calls.get(&xid) {
+            Some(call) if call.in_slot && call.transmissions > 0 => {}
+            _ => {
+                self.stats.unknown_xid_replies += 1;
+                return None;
+            }
+        }
+        let call = self.calls.remove(&xid).expect("checked above");
+        let result = decode_reply(segments);
+        let last_sent = call.last_sent.expect("transmitted calls have a send time");
+        let rtt_sample = self
+            .rtt
+            .observe(call.class, last_sent, now, call.transmissions);
+        if self.not_responding {
+            self.not_responding = false;
+            self.events.push_back(Event::Ok);
+        }
+        self.stats.calls_completed += 1;
+        self.free_slot(now);
+        Some(Completed {
+            xid,
+            class: call.class,
+            result,
+            rtt_sample,
+            transmissions: call.transmissions,
+            elapsed: now.saturating_duration_since(call.started),
+        })
+    }
+
+    /// Runs the timers that are due: UDP retransmissions, major timeouts (not-responding
+    /// events, TCP reconnects, soft failures).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut due: Vec<(u64, u32)> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| {
+                c.in_slot
+                    && (c.major_at.is_some_and(|t| t <= now)
+                        || c.retransmit_at.is_some_and(|t| t <= now))
+            })
+            .map(|(&xid, c)| (c.seq, xid))
+            .collect();
+        due.sort_unstable();
+        for (_, xid) in due {
+            if self.major_due(now, xid) && !self.major_timeout(now, xid) {
+                continue; // the call failed
+            }
+            self.minor_due(now, xid);
+        }
+    }
+
+    /// The connection broke (TCP). Outstanding calls will be resent, with their XIDs, after
+    /// [`CallTable::handle_connected`]. Idempotent; a no-op for UDP.
+    pub fn handle_disconnect(&mut self, _now: Instant) {
+        if self.config.transport == Transport::Udp || !self.connected {
+            return;
+        }
+        self.stats.disconnects += 1;
+        self.disconnect();
+    }
+
+    /// A (new) connection is up (TCP): every outstanding call is queued for transmission.
+    pub fn handle_connected(&mut self, _now: Instant) {
+        if self.config.transport == Transport::Udp || self.connected {
+            return;
+        }
+        self.connected = true;
+        self.connection_epoch += 1;
+    }
+
+    // --- outputs ---------------------------------------------------------------------------
+
+    /// The next message to send, if any. A returned message counts as sent at `now`.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if !self.connected {
+            return None;
+        }
+        while let Some(xid) = self.send_queue.pop_front() {
+            let Some(call) = self.calls.get_mut(&xid) else {
+                continue; // completed or cancelled while queued
+            };
+            if !call.needs_send {
+                continue;
+            }
+            let is_retransmit = call.transmissions > 0;
+            debug_assert!(
+                self.config.transport == Transport::Udp
+                    || !is_retransmit
+                    || call.sent_epoch != self.connection_epoch,
+                "TCP retransmission on the connection that carried the call"
+            );
+            call.needs_send = false;
+            call.transmissions += 1;
+            call.last_sent = Some(now);
+            call.sent_epoch = self.connection_epoch;
+            match self.config.transport {
+                Transport::Udp => {
+                    let rto = self.rtt.rto_with_backoff(call.class, call.timeouts);
+                    call.retransmit_at = Some(now + rto);
+                }
+                // A fresh connection gets a fresh major timeout.
+                Transport::Tcp => call.major_at = Some(now + self.config.major_timeout),
+            }
+            self.stats.transmissions += 1;
+            if is_retransmit {
+                self.stats.retransmissions += 1;
+            }
+            return Some(Transmit {
+                xid,
+                segments: call.message.clone(),
+                is_retransmit,
+            });
+        }
+        None
+    }
+
+    /// When [`CallTable::handle_timeout`] should next run.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.calls
+            .values()
+            .filter(|c| c.in_slot)
+            .flat_map(|c| [c.retransmit_at, c.major_at])
+            .flatten()
+            .min()
+    }
+
+    /// The next event for the driver.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // --- helpers ---------------------------------------------------------------------------
+
+    fn alloc_xid(&mut self) -> u32 {
+        // Outstanding calls are far fewer than 2^32, so this ends.
+        loop {
+            let xid = self.next_xid;
+            self.next_xid = self.next_xid.wrapping_add(1);
+            if !self.calls.contains_key(&xid) {
+                return xid;
+            }
+        }
+    }
+
+    /// Gives a call a slot and queues it for transmission.
+    fn admit(&mut self, now: Instant, xid: u32) {
+        let call = self.calls.get_mut(&xid).expect("admitted call exists");
+        debug_assert!(!call.in_slot);
+        call.in_slot = true;
+        call.needs_send = true;
+        // The major timer covers waiting for a connection too, so soft calls fail even when
+        // the server cannot be reached at all.
+        call.major_at = Some(now + self.config.major_timeout);
+        self.in_flight += 1;
+        self.send_queue.push_back(xid);
+    }
+
+    fn free_slot(&mut self, now: Instant) {
+        self.in_flight -= 1;
+        while self.in_flight < self.config.max_in_flight {
+            let Some(xid) = self.waiting.pop_front() else {
+                break;
+            };
+            self.admit(now, xid);
+        }
+    }
+
+    fn major_due(&self, now: Instant, xid: u32) -> bool {
+        self.calls[&xid].major_at.is_some_and(|t| t <= now)
+    }
+
+    /// Handles a major timeout of one call; returns false if the call failed (soft mode).
+    fn major_timeout(&mut self, now: Instant, xid: u32) -> bool {
+        self.stats.major_timeouts += 1;
+        let call = self.calls.get_mut(&xid).expect("due call exists");
+        call.major_timeouts += 1;
+        if self
+            .config
+            .retrans
+            .is_some_and(|n| call.major_timeouts >= n)
+        {
+            self.calls.remove(&xid);
+            self.stats.soft_failures += 1;
+            self.events.push_back(Event::Failed {
+                xid,
+                error: RpcError::TimedOut,
+            });
+            self.free_slot(now);
+            return false;
+        }
+        call.major_at = Some(now + self.config.major_timeout);
+        if !self.not_responding {
+            self.not_responding = true;
+            self.events.push_back(Event::NotResponding);
+        }
+        if self.config.transport == Transport::Tcp && self.connected {
+            self.stats.reconnects_requested += 1;
+            self.events.push_back(Event::Reconnect);
+            self.disconnect();
+        }
+        true
+    }
+
+    /// UDP: a retransmit timer expired; back off and queue the call for resending.
+    fn minor_due(&mut self, now: Instant, xid: u32) {
+        let call = self.calls.get_mut(&xid).expect("due call exists");
+        if call.retransmit_at.is_none_or(|t| t > now) {
+            return;
+        }
+        debug_assert_eq!(self.config.transport, Transport::Udp);
+        if call.timeouts == 0 {
+            self.rtt.on_timeout(call.class);
+        }
+        call.timeouts += 1;
+        call.retransmit_at = None;
+        self.stats.minor_timeouts += 1;
+        if !call.needs_send {
+            call.needs_send = true;
+            self.send_queue.push_back(xid);
+        }
+    }
+
+    /// TCP: the connection is gone. Queue every slotted call for resending, in start order.
+    fn disconnect(&mut self) {
+        self.connected = false;
+        let mut resend: Vec<(u64, u32)> = Vec::with_capacity(self.in_flight);
+        for (&xid, call) in self.calls.iter_mut().filter(|(_, c)| c.in_slot) {
+            call.needs_send = true;
+            call.retransmit_at = None;
+            resend.push((call.seq, xid));
+        }
+        resend.sort_unstable();
+        self.send_queue = resend.into_iter().map(|(_, xid)| xid).collect();
+    }
+}
+
+/// Encodes the call header followed by the argument segments.
+fn build_call(xid: u32, p: ProcId, cred: &OpaqueAuth, args: Vec<Bytes>) -> Vec<Bytes> {
+    let mut w = Writer::new();
+    MsgHeader::Call {
+        xid,
+        call: CallHeader {
+            rpcvers: RPC_VERSION,
+            prog: p.prog,
+            vers: p.vers,
+            proc_: p.proc_,
+            cred: cred.clone(),
+            verf: OpaqueAuth::none(),
+        },
+    }
+    .pack(&mut w);
+    let mut segs = w.into_segments();
+    segs.extend(args.into_iter().filter(|a| !a.is_empty()));
+    segs
+}
+
+/// Maps a reply record (already known to be a REPLY for a live call) to the call's result.
+fn decode_reply(segments: Vec<Bytes>) -> Result<Reply, RpcError> {
+    let mut r = Reader::new(&segments);
+    let body = match MsgHeader::unpack(&mut r) {
+        Ok(MsgHeader::Reply { body, .. }) => body,
+        Ok(MsgHeader::Call { .. }) => unreachable!("msg_type was checked to be REPLY"),
+        Err(e) => return Err(RpcError::BadReply(e)),
+    };
+    let results_offset = r.position();
+    match body {
+        ReplyBody::Accepted { stat, mismatch, .. } => match stat {
+            AcceptStat::SUCCESS => Ok(Reply {
+                segments,
+                results_offset,
+            }),
+            AcceptStat::PROG_UNAVAIL => Err(RpcError::ProgUnavail),
+            AcceptStat::PROG_MISMATCH => {
+                let (low, high) = mismatch.expect("decoded with PROG_MISMATCH");
+                Err(RpcError::ProgMismatch { low, high })
+            }
+            AcceptStat::PROC_UNAVAIL => Err(RpcError::ProcUnavail),
+            AcceptStat::GARBAGE_ARGS => Err(RpcError::GarbageArgs),
+            AcceptStat::SYSTEM_ERR => Err(RpcError::SystemErr),
+            AcceptStat(value) => Err(RpcError::BadReply(DecodeError::BadDiscriminant {
+                what: "accept_stat",
+                value,
+            })),
+        },
+        ReplyBody::RpcMismatch { low, high } => Err(RpcError::RpcMismatch { low, high }),
+        ReplyBody::AuthError(stat) => Err(RpcError::AuthError(stat)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server;
+    use crate::test_util::base_instant;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    const NFS: ProcId = ProcId {
+        prog: 100003,
+        vers: 3,
+        proc_: 1,
+    };
+    const S: Duration = Duration::from_secs(1);
+    const MS: Duration = Duration::from_millis(1);
+
+    fn args(v: u32) -> Vec<Bytes> {
+        vec![Bytes::copy_from_slice(&v.to_be_bytes())]
+    }
+
+    fn start(t: &mut CallTable, now: Instant) -> u32 {
+        t.start_call(now, NFS, &OpaqueAuth::none(), args(7), TimerClass::Getattr)
+            .unwrap()
+    }
+
+    /// The reply a well-behaved server sends: SUCCESS and a result derived from the xid.
+    fn ok_reply(xid: u32) -> Vec<Bytes> {
+        let mut w = server::success_header(xid);
+        w.put_u32(xid ^ 0x5a5a_5a5a);
+        w.into_segments()
+    }
+
+    fn drain_transmits(t: &mut CallTable, now: Instant) -> Vec<Transmit> {
+        std::iter::from_fn(|| t.poll_transmit(now)).collect()
+    }
+
+    fn drain_events(t: &mut CallTable) -> Vec<Event> {
+        std::iter::from_fn(|| t.poll_event()).collect()
+    }
+
+    // --- a small link simulator --------------------------------------------------------------
+
+    /// A virtual-time link to an echo server: each call that survives loss gets its reply after
+    /// an RTT drawn uniformly from `rtt`; a down server swallows calls.
+    struct Sim {
+        now: Instant,
+        rng: ChaCha8Rng,
+        rtt: (Duration, Duration),
+        loss: f64,
+        server_up: bool,
+        in_transit: BinaryHeap<Reverse<(Instant, u64, u32)>>,
+        seq: u64,
+        lost_datagrams: u64,
+        events: Vec<Event>,
+        completed: u64,
+    }
+
+    impl Sim {
+        fn new(seed: u64, rtt: (Duration, Duration), loss: f64) -> Self {
+            println!("simulation seed {seed:#x}");
+            Sim {
+                now: base_instant(),
+                rng: ChaCha8Rng::seed_from_u64(seed),
+                rtt,
+                loss,
+                server_up: true,
+                in_transit: BinaryHeap::new(),
+                seq: 0,
+                lost_datagrams: 0,
+                events: Vec::new(),
+                completed: 0,
+            }
+        }
+
+        fn send(&mut self, t: &Transmit) {
+            if !self.server_up {
+                return;
+            }
+            // The call and the reply each cross the link once.
+            for _ in 0..2 {
+                if self.loss > 0.0 && self.rng.gen_bool(self.loss) {
+                    self.lost_datagrams += 1;
+                    return;
+                }
+            }
+            let rtt = self.rng.gen_range(self.rtt.0..=self.rtt.1);
+            self.seq += 1;
+            self.in_transit
+                .push(Reverse((self.now + rtt, self.seq, t.xid)));
+        }
+
+        /// Pumps transmits and events, then advances to the next arrival or timer (not beyond
+        /// `limit`). Returns false when nothing is scheduled before `limit`.
+        fn step(&mut self, t: &mut CallTable, limit: Instant) -> bool {
+            while let Some(tx) = t.poll_transmit(self.now) {
+                self.send(&tx);
+            }
+            self.events.extend(drain_events(t));
+            let arrival = self.in_transit.peek().map(|r| r.0 .0);
+            let Some(next) = [arrival, t.poll_timeout()].into_iter().flatten().min() else {
+                return false;
+            };
+            if next > limit {
+                self.now = limit;
+                return false;
+            }
+            assert!(next >= self.now, "time went backwards");
+            self.now = next;
+            while self.in_transit.peek().is_some_and(|r| r.0 .0 <= self.now) {
+                let Reverse((_, _, xid)) = self.in_transit.pop().unwrap();
+                if let Some(c) = t.handle_reply(self.now, ok_reply(xid)) {
+                    let reply = c.result.expect("echo server replies SUCCESS");
+                    assert_eq!(reply.results().get_u32().unwrap(), xid ^ 0x5a5a_5a5a);
+                    self.completed += 1;
+                }
+            }
+            if t.poll_timeout().is_some_and(|d| d <= self.now) {
+                t.handle_timeout(self.now);
+            }
+            self.events.extend(drain_events(t));
+            true
+        }
+
+        /// Runs `total` calls, keeping every slot busy, until all complete.
+        fn run_calls(&mut self, t: &mut CallTable, total: u64) {
+            let mut started = 0;
+            let target = self.completed + total;
+            let far = self.now + Duration::from_secs(1_000_000);
+            while self.completed < target {
+                while started < total && t.in_flight() < t.config().max_in_flight {
+                    start(t, self.now);
+                    started += 1;
+                }
+                assert!(self.step(t, far), "simulation stalled");
+            }
+        }
+
+        fn run_until(&mut self, t: &mut CallTable, limit: Instant) {
+            while self.step(t, limit) {}
+        }
+    }
+
+    // --- scenarios -----------------------------------------------------------------------------
+
+    #[test]
+    fn jittery_lossless_link_causes_no_retransmissions() {
+        // The third case takes rto_min away: the margin floor alone must prevent spurious
+        // retransmissions (the Linux 2.4.21 ratchet).
+        let udp_no_rto_min = CallTableConfig {
+            rtt: RttConfig {
+                rto_min: Duration::ZERO,
+                ..RttConfig::default()
+            },
+            ..CallTableConfig::udp()
+        };
+        for (i, config) in [
+            CallTableConfig::tcp(),
+            CallTableConfig::udp(),
+            udp_no_rto_min,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut sim = Sim::new(
+                0xa11ce + i as u64,
+                (200 * Duration::from_micros(1), 40 * MS),
+                0.0,
+            );
+            let mut t = CallTable::new(config, 1);
+            sim.run_calls(&mut t, 10_000);
+            let s = t.stats();
+            assert_eq!(s.calls_completed, 10_000);
+            assert_eq!(s.retransmissions, 0, "{:?}: {s:?}", config.transport);
+            assert_eq!(s.minor_timeouts + s.major_timeouts, 0);
+            assert_eq!(s.unknown_xid_replies, 0);
+            assert!(sim.events.is_empty());
+        }
+    }
+
+    #[test]
+    fn udp_loss_costs_at_most_two_retransmissions_per_lost_datagram() {
+        for seed in [1u64, 2, 3] {
+            let mut sim = Sim::new(seed, (200 * Duration::from_micros(1), 40 * MS), 0.01);
+            let mut t = CallTable::new(CallTableConfig::udp(), seed as u32);
+            sim.run_calls(&mut t, 10_000);
+            let s = *t.stats();
+            println!("lost {} datagrams, {s:?}", sim.lost_datagrams);
+            assert!(sim.lost_datagrams > 0);
+            assert!(s.retransmissions <= 2 * sim.lost_datagrams);
+            assert_eq!(s.calls_completed, 10_000);
+        }
+    }
+
+    #[test]
+    fn tcp_slow_server_is_never_retransmitted_before_the_major_timeout() {
+        let mut sim = Sim::new(7, (50 * S, 59 * S), 0.0);
+        let mut t = CallTable::new(CallTableConfig::tcp(), 1);
+        sim.run_calls(&mut t, 500);
+        assert_eq!(t.stats().retransmissions, 0);
+        assert_eq!(t.stats().major_timeouts, 0);
+        assert!(sim.events.is_empty());
+    }
+
+    #[test]
+    fn tcp_disconnect_resends_outstanding_calls_once_with_the_same_xids() {
+        let t0 = base_instant();
+        let mut t = CallTable::new(CallTableConfig::tcp(), 1000);
+        let xids: Vec<u32> = (0..10).map(|_| start(&mut t, t0)).collect();
+        assert_eq!(xids, (1000..1010).collect::<Vec<_>>());
+        let first = drain_transmits(&mut t, t0);
+        assert_eq!(first.iter().map(|x| x.xid).collect::<Vec<_>>(), xids);
+        assert!(first.iter().all(|x| !x.is_retransmit));
+        for &xid in &xids[..3] {
+            assert!(t.handle_reply(t0 + MS, ok_reply(xid)).is_some());
+        }
+        t.handle_disconnect(t0 + 2 * MS);
+        t.handle_disconnect(t0 + 2 * MS); // idempotent
+        let late = start(&mut t, t0 + 3 * MS);
+        assert_eq!(
+            t.poll_transmit(t0 + 3 * MS),
+            None,
+            "nothing goes out while down"
+        );
+        t.handle_connected(t0 + 4 * MS);
+        let again = drain_transmits(&mut t, t0 + 4 * MS);
+        let mut want: Vec<u32> = xids[3..].to_vec();
+        want.push(late);
+        assert_eq!(again.iter().map(|x| x.xid).collect::<Vec<_>>(), want);
+        for tx in &again {
+            assert_eq!(tx.is_retransmit, tx.xid != late);
+            let orig = first.iter().find(|f| f.xid == tx.xid);
+            if let Some(orig) = orig {
+                assert_eq!(orig.segments, tx.segments, "same message, same xid");
+            }
+        }
+        assert_eq!(t.poll_transmit(t0 + 5 * MS), None);
+        assert_eq!(t.stats().retransmissions, 7);
+        // Karn: the resent calls give no RTT sample.
+        let c = t.handle_reply(t0 + 6 * MS, ok_reply(xids[5])).unwrap();
+        assert_eq!(c.rtt_sample, None);
+        assert_eq!(c.transmissions, 2);
+        let c = t.handle_reply(t0 + 6 * MS, ok_reply(late)).unwrap();
+        assert_eq!(c.rtt_sample, Some(2 * MS));
+    }
+
+    #[test]
+    fn tcp_major_timeout_requests_a_reconnect_then_resends() {
+        let t0 = base_instant();
+        let mut t = CallTable::new(CallTableConfig::tcp(), 1);
+        let a = start(&mut t, t0);
+        drain_transmits(&mut t, t0);
+        let b = start(&mut t, t0 + S);
+        drain_transmits(&mut t, t0 + S);
+        assert_eq!(t.poll_timeout(), Some(t0 + 60 * S), "only the major timer");
+        t.handle_timeout(t0 + 60 * S);
+        assert_eq!(
+            drain_events(&mut t),
+            vec![Event::NotResponding, Event::Reconnect]
+        );
+        assert!(!t.is_connected());
+        // b's major timeout falls while reconnecting: counted, but no second Reconnect.
+        t.handle_timeout(t0 + 61 * S);
+        assert_eq!(drain_events(&mut t), vec![]);
+        t.handle_connected(t0 + 62 * S);
+        let again = drain_transmits(&mut t, t0 + 62 * S);
+        assert_eq!(again.iter().map(|x| x.xid).collect::<Vec<_>>(), vec![a, b]);
+        assert!(again.iter().all(|x| x.is_retransmit));
+        assert_eq!(t.poll_timeout(), Some(t0 + 122 * S));
+        t.handle_reply(t0 + 63 * S, ok_reply(a)).unwrap();
+        assert_eq!(drain_events(&mut t), vec![Event::Ok]);
+        assert_eq!(t.stats().major_timeouts, 2);
+    }
+
+    #[test]
+    fn not_responding_and_ok_fire_once_per_episode() {
+        let mut sim = Sim::new(11, (MS, 2 * MS), 0.0);
+        let mut t = CallTable::new(CallTableConfig::udp(), 1);
+        sim.run_calls(&mut t, 50);
+        for episode in 0..2 {
+            sim.server_up = false;
+            for _ in 0..8 {
+                start(&mut t, sim.now);
+            }
+            let down_until = sim.now + Duration::from_secs(100);
+            sim.run_until(&mut t, down_until);
+            assert!(t.stats().major_timeouts > 8, "several major timeouts");
+            sim.server_up = true;
+            let far = sim.now + Duration::from_secs(1000);
+            while t.in_flight() > 0 {
+                assert!(sim.step(&mut t, far));
+            }
+            assert_eq!(
+                sim.events,
+                vec![Event::NotResponding, Event::Ok],
+                "episode {episode}"
+            );
+            sim.events.clear();
+        }
+    }
+
+    #[test]
+    fn soft_mode_fails_after_retrans_major_timeouts() {
+        let t0 = base_instant();
+        for transport in [Transport::Tcp, Transport::Udp] {
+            let config = CallTableConfig {
+                transport,
+                retrans: Some(2),
+                major_timeout: 60 * S,
+                ..CallTableConfig::tcp()
+            };
+            let mut t = CallTable::new(config, 1);
+            let xid = start(&mut t, t0);
+            let mut now = t0;
+            let mut failed_at = None;
+            while failed_at.is_none() {
+                while t.poll_transmit(now).is_some() {}
+                now = t.poll_timeout().expect("a timer is pending");
+                t.handle_timeout(now);
+                for ev in drain_events(&mut t) {
+                    match ev {
+                        Event::Reconnect => t.handle_connected(now),
+                        Event::Failed { xid: x, error } => {
+                            assert_eq!((x, error), (xid, RpcError::TimedOut));
+                            failed_at = Some(now);
+                        }
+                        Event::NotResponding => {}
+                        Event::Ok => panic!("no reply was sent"),
+                    }
+                }
+            }
+            assert_eq!(failed_at, Some(t0 + 120 * S), "{transport:?}");
+            assert_eq!(t.in_flight(), 0);
+            assert_eq!(t.stats().soft_failures, 1);
+            assert_eq!(t.poll_timeout(), None);
+            // A late reply is just an unknown xid.
+            assert!(t.handle_reply(now, ok_reply(xid)).is_none());
+            assert_eq!(t.stats().unknown_xid_replies, 1);
+        }
+    }
+
+    #[test]
+    fn soft_calls_fail_even_when_never_connected() {
+        let t0 = base_instant();
+        let mut t = CallTable::new(
+            CallTableConfig {
+                retrans: Some(1),
+                ..CallTableConfig::tcp()
+            },
+            1,
+        );
+        t.handle_disconnect(t0);
+        let xid = start(&mut t, t0);
+        assert_eq!(t.poll_timeout(), Some(t0 + 60 * S));
+        t.handle_timeout(t0 + 60 * S);
+        assert_eq!(
+            drain_events(&mut t),
+            vec![Event::Failed {
+                xid,
+                error: RpcError::TimedOut
+            }]
+        );
+    }
+
+    // --- unit behaviour ------------------------------------------------------------------------
+
+    #[test]
+    fn slots_then_queue_then_busy() {
+        let t0 = base_instant();
+        let mut t = CallTable::new(
+            CallTableConfig {
+                max_in_flight: 2,
+                max_queued: 1,
+                ..CallTableConfig::udp()
+            },
+            1,
+        );
+        let a = start(&mut t, t0);
+        start(&mut t, t0);
+        let c = start(&mut t, t0);
+        assert_eq!((t.in_flight(), t.queued()), (2, 1));
+        assert_eq!(
+            t.start_call(t0, NFS, &OpaqueAuth::none(), args(1), TimerClass::Other),
+            Err(Busy)
+        );
+        assert_eq!(drain_transmits(&mut t, t0).len(), 2);
+        t.handle_reply(t0 + MS, ok_reply(a)).unwrap();
+        assert_eq!((t.in_flight(), t.queued()), (2, 0));
+        let tx = drain_transmits(&mut t, t0 + MS);
+        assert_eq!(tx.len(), 1);
+        assert_eq!(tx[0].xid, c);
+        assert_eq!(t.stats().busy_refusals, 1);
+    }
+
+    #[test]
+    fn xids_start_at_the_seed_wrap_and_skip_outstanding_ones() {
+        let t0 = base_instant();
+        let mut t = CallTable::new(CallTableConfig::udp(), u32::MAX);
+        assert_eq!(start(&mut t, t0), u32::MAX);
+        assert_eq!(start(&mut t, t0), 0);
+        // Force the counter back onto an outstanding xid.
+        t.next_xid = u32::MAX;
+        assert_eq!(start(&mut t, t0), 1);
+    }
+
+    #[test]
+    fn call_message_is_header_then_args_zero_copy() {
+        let t0 = base_instant();
+        let mut t = CallTable::new(CallTableConfig::udp(), 42);
+        let payload = Bytes::from(vec![9u8; 8192]);
+        let cred = sluice_xdr::rpc::AuthSys {
+            stamp: 1,
+            machine_name: Bytes::from_static(b"h"),
+            uid: 5,
+            gid: 6,
+            gids: vec![],
+        }
+        .to_opaque_auth();
+        t.start_call(t0, NFS, &cred, vec![payload.clone()], TimerClass::Write)
+            .unwrap();
+        let tx = t.poll_transmit(t0).unwrap();
+        assert!(tx.segments.iter().any(|s| s.as_ptr() == payload.as_ptr()));
+        let server::CallParse::Call(call) = server::parse_call(&tx.segments) else {
+            panic!("not a call")
+        };
+        assert_eq!(call.xid, 42);
+        assert_eq!(call.cred.uid(), Some(5));
+        assert_eq!((call.prog(), call.vers(), call.proc_()), (100003, 3, 1));
+        assert_eq!(call.args(&tx.segments).remaining(), 8192);
+    }
+
+    #[test]
+    fn error_replies_map_to_rpc_errors() {
+        let t0 = base_instant();
+        let cases: Vec<(Vec<Bytes>, RpcError)> = vec![
+            (server::prog_unavail(0), RpcError::ProgUnavail),
+            (
+                server::prog_mismatch(0, 2, 3),
+                RpcError::ProgMismatch { low: 2, high: 3 },
+            ),
+            (server::proc_unavail(0), RpcError::ProcUnavail),
+            (server::garbage_args(0), RpcError::GarbageArgs),
+            (server::system_err(0), RpcError::SystemErr),
+            (
+                server::auth_error(0, AuthStat::TOOWEAK),
+                RpcError::AuthError(AuthStat::TOOWEAK),
+            ),
+            (
+                server::rpc_mismatch(0),
+                RpcError::RpcMismatch { low: 2, high: 2 },
+            ),
+            (
+                server::accepted_reply(0, AcceptStat(99), |_| {}),
+                RpcError::BadReply(DecodeError::BadDiscriminant {
+                    what: "accept_stat",
+                    value: 99,
+                }),
+            ),
+        ];
+        let mut t = CallTable::new(CallTableConfig::udp(), 0);
+        for (reply, want) in cases {
+            let xid = start(&mut t, t0);
+            drain_transmits(&mut t, t0);
+            // Patch in the xid (the builders above used 0).
+            let mut bytes: Vec<u8> = reply.iter().flat_map(|s| s.to_vec()).collect();
+            bytes[..4].copy_from_slice(&xid.to_be_bytes());
+            let c = t.handle_reply(t0, vec![Bytes::from(bytes)]).unwrap();
+            assert_eq!(c.result, Err(want));
+        }
+        // A truncated reply header for a live xid fails the call.
+        let xid = start(&mut t, t0);
+        drain_transmits(&mut t, t0);
+        let mut bytes = xid.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&[0, 0, 0, 1, 0, 0]);
+        let c = t.handle_reply(t0, vec![Bytes::from(bytes)]).unwrap();
+        assert_eq!(c.result, Err(RpcError::BadReply(DecodeError::Truncated)));
+    }
+
+    #[test]
+    fn stray_records_are_counted_not_matched() {
+        let t0 = base_instant();
+        let mut t = CallTable::new(CallTableConfig::udp(), 10);
+        let xid = start(&mut t, t0);
+        // Not yet transmitted: a reply cannot be for it.
+        assert!(t.handle_reply(t0, ok_reply(xid)).is_none());
+        drain_transmits(&mut t, t0);
+        assert!(t.handle_reply(t0, ok_reply(xid + 1)).is_none());
+        assert!(t
+            .handle_reply(t0, vec![Bytes::from_static(b"\0\0")])
+            .is_none());
+        // A CALL with our xid is not a reply.
+        assert!(t
+            .handle_reply(t0, vec![Bytes::from_static(b"\0\0\0\x0a\0\0\0\0")])
+            .is_none());
+        let s = t.stats();
+        assert_eq!((s.unknown_xid_replies, s.garbage_replies), (2, 2));
+        assert!(t.handle_reply(t0, ok_reply(xid)).is_some());
+    }
+
+    #[test]
+    fn udp_retransmit_backs_off_and_obeys_karn() {
+        let t0 = base_instant();
+        let mut t = CallTable::new(CallTableConfig::udp(), 1);
+        let xid = start(&mut t, t0);
+        drain_transmits(&mut t, t0);
+        let rto0 = Duration::from_millis(1100);
+        assert_eq!(t.poll_timeout(), Some(t0 + rto0));
+        t.handle_timeout(t0 + rto0);
+        let tx = drain_transmits(&mut t, t0 + rto0);
+        assert_eq!(tx.len(), 1);
+        assert!(tx[0].is_retransmit && tx[0].xid == xid);
+        assert_eq!(t.poll_timeout(), Some(t0 + 3 * rto0), "doubled");
+        let c = t.handle_reply(t0 + rto0 + MS, ok_reply(xid)).unwrap();
+        assert_eq!(c.rtt_sample, None);
+        assert_eq!(t.rtt().backoff_shift(TimerClass::Getattr), 1);
+        // The next call starts backed off; its clean reply resets the class.
+        let y = start(&mut t, t0 + 2 * S);
+        drain_transmits(&mut t, t0 + 2 * S);
+        assert_eq!(t.poll_timeout(), Some(t0 + 2 * S + 2 * rto0));
+        let c = t.handle_reply(t0 + 2 * S + 3 * MS, ok_reply(y)).unwrap();
+        assert_eq!(c.rtt_sample, Some(3 * MS));
+        assert_eq!(t.rtt().backoff_shift(TimerClass::Getattr), 0);
+    }
+
+    #[test]
+    fn cancel_frees_the_slot() {
+        let t0 = base_instant();
+        let mut t = CallTable::new(
+            CallTableConfig {
+                max_in_flight: 1,
+                ..CallTableConfig::tcp()
+            },
+            1,
+        );
+        let a = start(&mut t, t0);
+        let b = start(&mut t, t0);
+        assert!(t.cancel(t0, a));
+        assert!(!t.cancel(t0, a));
+        let tx = drain_transmits(&mut t, t0);
+        assert_eq!(tx.iter().map(|x| x.xid).collect::<Vec<_>>(), vec![b]);
+    }
+}
