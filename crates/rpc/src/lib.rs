@@ -26,6 +26,7 @@
 //! | [`drc`]    | the server's duplicate request cache                              |
 
 pub mod client;
+pub mod drc;
 pub mod record;
 pub mod rtt;
 pub mod server;
