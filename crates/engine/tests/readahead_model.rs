@@ -11,6 +11,8 @@
 //! ```
 //! Run with `--nocapture` to see the measured grid.
 
+#![allow(clippy::disallowed_methods)] // one real `Instant` as the virtual clock's base
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sluice_engine::readahead::{Budget, FileReadahead, ReadaheadConfig, ReadaheadMode};
