@@ -1,0 +1,1724 @@
+//! [`LocalFs`]: one exported directory of the local file system.
+//!
+//! # Rules every procedure follows
+//! * **Handles are resolved as root, operations run as the client.** `open_by_handle_at` needs
+//!   CAP_DAC_READ_SEARCH, so the handle becomes an `O_PATH` descriptor first; then a
+//!   [`CredGuard`] switches the thread to the caller's fsuid/fsgid/groups and the operation is a
+//!   `*at()` call relative to that descriptor, checked by the kernel. Where the kernel cannot
+//!   check (I/O on a descriptor the server opened), the check is explicit: `faccessat2` with
+//!   `AT_EACCESS` under the caller's credentials, plus knfsd's *owner override* (the owner may
+//!   read and write their file whatever its mode, so that "create 0444, then write" works, as it
+//!   does locally with an open descriptor).
+//! * **Names are one component.** Empty names, `/` and NUL are NFS3ERR_ACCES, names over 255 bytes
+//!   NFS3ERR_NAMETOOLONG. Final symlinks are never followed (`O_NOFOLLOW`, `AT_SYMLINK_NOFOLLOW`).
+//!   `..` of the export root is the root (as knfsd), so no name leads out of the export.
+//! * **Weak cache consistency** (RFC 1813 §2.6): `before` is taken before the change, `after` once
+//!   it is done, with nothing cached in between. Concurrent changes by others may fall between
+//!   them, as with any server.
+//! * **Read-only exports** answer NFS3ERR_ROFS to every modifying procedure (after the handle is
+//!   found valid, so a stale handle is still NFS3ERR_STALE).
+//! * **Nested mounts are not exported**: objects on another mount than the export root are not
+//!   given handles; LOOKUP of a mount point answers NFS3ERR_ACCES and READDIRPLUS omits its
+//!   attributes and handle (as knfsd without `crossmnt`, except that knfsd shows the covered
+//!   directory, which user space cannot reach).
+//! * **Mode when the client sends none** is 0 (as knfsd); objects are created with exactly the
+//!   mode the client sent (the thread's umask is 0, see `creds`).
+//!
+//! # READDIR cookies
+//! A cookie is the file system's own directory offset (`d_off` from `getdents64`, resumed with
+//! `lseek`), which is what knfsd sends: ext4 hashes and tmpfs offsets stay valid when other
+//! entries are added or removed, so a long listing is neither restarted nor duplicated by
+//! concurrent changes. The cookie verifier is a keyed digest of the directory's kernel handle:
+//! constant for the life of the directory, so a client is never told NFS3ERR_BAD_COOKIE merely
+//! because the directory changed (a verifier built from the mtime would do that on every change,
+//! and Linux clients then restart or truncate their listing). A verifier of zero is accepted, as
+//! RFC 1813 §3.3.16 allows for the first request.
+
+// The failure side of every procedure carries the failure reply's body (attributes, wcc data),
+// which is as large as the success side; boxing it would add an allocation to every error reply.
+#![allow(clippy::result_large_err)]
+
+use super::attr::{self, dev_ino, is_dir, is_lnk, is_reg};
+use super::creds::{Cred, CredGuard};
+use super::exports::{squash, ExportOptions};
+use super::handle::{self, Decoded, ExportId, HandleKey, Kind};
+use super::openfiles::{OpenFile, OpenFiles, OPEN_FILES_DEFAULT};
+use super::sys::{self, KernelHandle};
+use bytes::Bytes;
+use sluice_xdr::nfs3::{
+    Fattr3, Ftype3, NfsFh3, Nfsstat3, Nfstime3, PostOpAttr, Sattr3, SetTime, Specdata3, WccAttr,
+    WccData,
+};
+use std::ffi::{CStr, CString};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where the server keeps its state (the handle secret) unless configured otherwise. The server
+/// runs as root, so the FHS location for variable state is used rather than `$XDG_STATE_HOME`.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/sluice";
+/// Longest file name (bytes), as Linux `NAME_MAX`.
+pub const NAME_MAX: usize = 255;
+/// Longest symlink target (bytes): Linux `PATH_MAX` minus the terminating NUL.
+pub const SYMLINK_TARGET_MAX: usize = 4095;
+
+/// Default for READ and WRITE sizes offered in FSINFO: 1 MiB, the Linux client's maximum.
+pub const IO_BYTES_MAX_DEFAULT: u32 = 1 << 20;
+/// Default preferred READDIR size in FSINFO: 64 KiB. The Linux client uses it as the request size
+/// for READDIR(PLUS); larger pages mean fewer round trips for big directories.
+pub const READDIR_BYTES_PREF_DEFAULT: u32 = 64 << 10;
+
+/// ACCESS3 bits (RFC 1813 §3.3.4).
+pub mod access3 {
+    pub const READ: u32 = 0x0001;
+    pub const LOOKUP: u32 = 0x0002;
+    pub const MODIFY: u32 = 0x0004;
+    pub const EXTEND: u32 = 0x0008;
+    pub const DELETE: u32 = 0x0010;
+    pub const EXECUTE: u32 = 0x0020;
+}
+
+/// FSINFO3 `properties` bits (RFC 1813 §3.3.19).
+pub mod fsf3 {
+    pub const LINK: u32 = 0x0001;
+    pub const SYMLINK: u32 = 0x0002;
+    pub const HOMOGENEOUS: u32 = 0x0008;
+    pub const CANSETTIME: u32 = 0x0010;
+}
+
+/// Configuration of one export.
+#[derive(Debug, Clone)]
+pub struct LocalFsConfig {
+    /// The exported directory.
+    pub path: PathBuf,
+    /// The server's state directory; the handle secret is `<state_dir>/secret`. Default
+    /// [`DEFAULT_STATE_DIR`].
+    pub state_dir: PathBuf,
+    /// The export id written into handles and used as `fsid`. Default: derived from the
+    /// canonical path ([`ExportId::from_path`]); `fsid=N` in exports sets it.
+    pub export_id: Option<ExportId>,
+    /// FSINFO `rtmax`/`rtpref`, bytes. Default [`IO_BYTES_MAX_DEFAULT`].
+    pub read_bytes_max: u32,
+    /// FSINFO `wtmax`/`wtpref`, bytes. Default [`IO_BYTES_MAX_DEFAULT`].
+    pub write_bytes_max: u32,
+    /// FSINFO `dtpref`, bytes. Default [`READDIR_BYTES_PREF_DEFAULT`].
+    pub readdir_bytes_pref: u32,
+    /// Open descriptors cached for READ/WRITE/COMMIT. Default [`OPEN_FILES_DEFAULT`].
+    pub open_files_max: usize,
+}
+
+impl LocalFsConfig {
+    pub fn new(path: impl Into<PathBuf>) -> LocalFsConfig {
+        LocalFsConfig {
+            path: path.into(),
+            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+            export_id: None,
+            read_bytes_max: IO_BYTES_MAX_DEFAULT,
+            write_bytes_max: IO_BYTES_MAX_DEFAULT,
+            readdir_bytes_pref: READDIR_BYTES_PREF_DEFAULT,
+            open_files_max: OPEN_FILES_DEFAULT,
+        }
+    }
+
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state_dir = dir.into();
+        self
+    }
+
+    pub fn export_id(mut self, id: ExportId) -> Self {
+        self.export_id = Some(id);
+        self
+    }
+
+    pub fn open_files_max(mut self, n: usize) -> Self {
+        self.open_files_max = n;
+        self
+    }
+}
+
+/// Why an export cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{0}: not a directory")]
+    NotADirectory(PathBuf),
+    #[error("{path}: the file system does not support file handles: {source}")]
+    NoHandles { path: PathBuf, source: io::Error },
+    #[error("state directory {path}: {source}")]
+    State { path: PathBuf, source: io::Error },
+}
+
+/// Who is asking, after the export's squashing, and whether the export is read-only for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub cred: Cred,
+    pub read_only: bool,
+}
+
+impl Caller {
+    /// The caller as the export's options for its client make it: squashed credentials and the
+    /// client's `ro`/`rw`.
+    pub fn new(cred: &Cred, opts: &ExportOptions) -> Caller {
+        Caller {
+            cred: squash(cred, opts),
+            read_only: opts.read_only,
+        }
+    }
+
+    /// A caller with these exact credentials on a writable export.
+    pub fn with_cred(cred: Cred) -> Caller {
+        Caller {
+            cred,
+            read_only: false,
+        }
+    }
+}
+
+/// A result whose failure carries the failure reply's body (attributes or wcc data).
+pub type Res<T, F> = Result<T, (Nfsstat3, F)>;
+
+/// `stable_how` (RFC 1813 §3.3.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StableHow {
+    Unstable = 0,
+    DataSync = 1,
+    FileSync = 2,
+}
+
+/// `createhow3` (RFC 1813 §3.3.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateHow {
+    Unchecked(Sattr3),
+    Guarded(Sattr3),
+    Exclusive([u8; 8]),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LookupOk {
+    pub fh: NfsFh3,
+    pub attr: Fattr3,
+    pub dir_attr: PostOpAttr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOk {
+    /// Bytes placed in the caller's buffers, in order.
+    pub count: usize,
+    pub eof: bool,
+    pub attr: Fattr3,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOk {
+    pub count: usize,
+    /// How stable the data is now (as asked: the backend never does less, nor more).
+    pub committed: StableHow,
+    pub wcc: WccData,
+}
+
+/// CREATE, MKDIR, SYMLINK, MKNOD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateOk {
+    pub fh: NfsFh3,
+    pub attr: Fattr3,
+    pub dir_wcc: WccData,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RenameWcc {
+    pub from_dir: WccData,
+    pub to_dir: WccData,
+}
+
+/// LINK's reply body (the same on success and failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinkRes {
+    pub attr: PostOpAttr,
+    pub dir_wcc: WccData,
+}
+
+/// One directory entry offered to the READDIR(PLUS) callback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry<'a> {
+    pub fileid: u64,
+    pub name: &'a [u8],
+    /// Resume after this entry by passing it as the next call's cookie.
+    pub cookie: u64,
+    /// READDIRPLUS only, and only when the entry can be looked up by the caller.
+    pub attr: Option<Fattr3>,
+    /// READDIRPLUS only, as `attr`.
+    pub fh: Option<NfsFh3>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReaddirOk {
+    pub dir_attr: PostOpAttr,
+    pub cookieverf: [u8; 8],
+    /// True when the callback took every entry up to the end of the directory.
+    pub eof: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsStat {
+    pub tbytes: u64,
+    pub fbytes: u64,
+    pub abytes: u64,
+    pub tfiles: u64,
+    pub ffiles: u64,
+    pub afiles: u64,
+    pub invarsec: u32,
+    pub attr: PostOpAttr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsInfo {
+    pub rtmax: u32,
+    pub rtpref: u32,
+    pub rtmult: u32,
+    pub wtmax: u32,
+    pub wtpref: u32,
+    pub wtmult: u32,
+    pub dtpref: u32,
+    pub maxfilesize: u64,
+    pub time_delta: Nfstime3,
+    pub properties: u32,
+    pub attr: PostOpAttr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathConf {
+    pub linkmax: u32,
+    pub name_max: u32,
+    pub no_trunc: bool,
+    pub chown_restricted: bool,
+    pub case_insensitive: bool,
+    pub case_preserving: bool,
+    pub attr: PostOpAttr,
+}
+
+/// One exported directory.
+pub struct LocalFs {
+    /// The export root, `O_RDONLY`: the mount descriptor for `open_by_handle_at`. Never read
+    /// from (its directory offset is shared by every dup).
+    root: OwnedFd,
+    root_id: (u64, u64),
+    root_mnt_id: u64,
+    root_kh: KernelHandle,
+    root_fh: NfsFh3,
+    /// The export root is the root of its file system, so every object of the mount is inside
+    /// and confinement needs no check.
+    whole_fs: bool,
+    key: HandleKey,
+    fsid: u64,
+    files: OpenFiles,
+    write_verifier: [u8; 8],
+    config: LocalFsConfig,
+}
+
+/// A resolved handle: a descriptor (usually `O_PATH`), its attributes, its kernel handle.
+struct Obj {
+    fd: OwnedFd,
+    st: libc::statx,
+    kh: KernelHandle,
+}
+
+impl LocalFs {
+    /// Opens an export: the directory, the handle secret (created on first start) and the
+    /// checks that the file system can serve persistent handles.
+    pub fn new(config: LocalFsConfig) -> Result<LocalFs, SetupError> {
+        let io_err = |source| SetupError::Io {
+            path: config.path.clone(),
+            source,
+        };
+        let path = std::fs::canonicalize(&config.path).map_err(io_err)?;
+        let cpath = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io_err(io::Error::from_raw_os_error(libc::EINVAL)))?;
+        // Not O_PATH: open_by_handle_at refuses an O_PATH descriptor as its mount descriptor.
+        let root = sys::open_path(&cpath, libc::O_RDONLY | libc::O_DIRECTORY).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOTDIR) {
+                SetupError::NotADirectory(path.clone())
+            } else {
+                io_err(e)
+            }
+        })?;
+        let st = sys::statx(root.as_fd(), sys::EMPTY).map_err(io_err)?;
+        let (root_kh, _) = sys::name_to_handle_at(root.as_fd(), sys::EMPTY, libc::AT_EMPTY_PATH)
+            .map_err(|source| SetupError::NoHandles {
+                path: path.clone(),
+                source,
+            })?;
+        let secret = handle::load_or_create_secret(&config.state_dir).map_err(|source| {
+            SetupError::State {
+                path: config.state_dir.clone(),
+                source,
+            }
+        })?;
+        let export = config
+            .export_id
+            .unwrap_or_else(|| ExportId::from_path(&path));
+        let key = HandleKey::new(&secret, export);
+        let root_fh = key
+            .encode(true, &root_kh, None)
+            .ok_or_else(|| SetupError::NoHandles {
+                path: path.clone(),
+                source: io::Error::other(format!("unsupported handle type {:#x}", root_kh.ty)),
+            })?;
+        let mut write_verifier = [0u8; 8];
+        sys::getrandom(&mut write_verifier).map_err(io_err)?;
+        let whole_fs = mount_is_fs_root_at(st.stx_mnt_id, &path);
+        tracing::info!(
+            path = %path.display(),
+            export = export.0,
+            whole_fs,
+            "export ready"
+        );
+        Ok(LocalFs {
+            root,
+            root_id: dev_ino(&st),
+            root_mnt_id: st.stx_mnt_id,
+            root_kh,
+            root_fh,
+            whole_fs,
+            key,
+            fsid: u64::from(export.0),
+            files: OpenFiles::new(config.open_files_max),
+            write_verifier,
+            config: LocalFsConfig { path, ..config },
+        })
+    }
+
+    /// The handle of the export root (for MOUNT).
+    pub fn root_handle(&self) -> NfsFh3 {
+        self.root_fh.clone()
+    }
+
+    pub fn export_id(&self) -> ExportId {
+        self.key.export()
+    }
+
+    /// The canonical path of the export.
+    pub fn path(&self) -> &Path {
+        &self.config.path
+    }
+
+    pub fn config(&self) -> &LocalFsConfig {
+        &self.config
+    }
+
+    /// WRITE/COMMIT verifier: random per instance, so a restarted server tells clients to
+    /// resend unstable data.
+    pub fn write_verifier(&self) -> [u8; 8] {
+        self.write_verifier
+    }
+
+    /// The open-file cache (for statistics and tests).
+    pub fn open_files(&self) -> &OpenFiles {
+        &self.files
+    }
+
+    // --- Procedures --------------------------------------------------------------------------
+
+    /// GETATTR (RFC 1813 §3.3.1). No permission is needed to read attributes.
+    pub fn getattr(&self, fh: &NfsFh3) -> Result<Fattr3, Nfsstat3> {
+        let obj = self.resolve(fh)?;
+        Ok(self.fattr(&obj.st))
+    }
+
+    /// SETATTR (§3.3.2). `guard` is `sattrguard3`: the ctime the client believes the object has;
+    /// a mismatch is NFS3ERR_NOT_SYNC and changes nothing.
+    ///
+    /// Order: size, owner, mode, times, so that a mode set with the owner survives the kernel
+    /// clearing set-id bits on chown, and explicit times survive the truncate.
+    pub fn setattr(
+        &self,
+        caller: &Caller,
+        fh: &NfsFh3,
+        sattr: &Sattr3,
+        guard: Option<Nfstime3>,
+    ) -> Res<WccData, WccData> {
+        let obj = self.resolve(fh).map_err(|s| (s, WccData::default()))?;
+        let pre = attr::wcc(&obj.st);
+        let fail = |s| (s, self.wcc_after(Some(pre), obj.fd.as_fd()));
+        if guard.is_some_and(|ctime| ctime != pre.ctime) {
+            return Err(fail(Nfsstat3::NOT_SYNC));
+        }
+        if caller.read_only {
+            return Err(fail(Nfsstat3::ROFS));
+        }
+        let file = match sattr.size {
+            Some(_) if is_dir(&obj.st) => return Err(fail(Nfsstat3::ISDIR)),
+            Some(_) if !is_reg(&obj.st) => return Err(fail(Nfsstat3::INVAL)),
+            Some(_) => Some(self.open_file(fh, true).map_err(fail)?),
+            None => None,
+        };
+        {
+            let _as = self.act_as(caller).map_err(fail)?;
+            self.apply_sattr(&obj, file.as_deref(), sattr, &caller.cred)
+                .map_err(fail)?;
+        }
+        Ok(self.wcc_after(Some(pre), obj.fd.as_fd()))
+    }
+
+    /// LOOKUP (§3.3.3). Never follows a symlink; `..` of the export root is the root.
+    pub fn lookup(&self, caller: &Caller, dir: &NfsFh3, name: &[u8]) -> Res<LookupOk, PostOpAttr> {
+        let d = self.resolve(dir).map_err(|s| (s, None))?;
+        let fail = |s| (s, self.post_op(d.fd.as_fd()));
+        if !is_dir(&d.st) {
+            return Err(fail(Nfsstat3::NOTDIR));
+        }
+        let name = Name::parse(name).map_err(fail)?;
+        let (fh, st) = {
+            let _as = self.act_as(caller).map_err(fail)?;
+            if name.is_dot() || (name.is_dotdot() && dev_ino(&d.st) == self.root_id) {
+                // Looking up "." (or ".." at the root) still needs search permission.
+                sys::access(d.fd.as_fd(), libc::X_OK).map_err(|e| fail(errno(&e)))?;
+                (None, d.st)
+            } else {
+                let flags = libc::O_PATH | libc::O_NOFOLLOW;
+                let fd =
+                    sys::openat(d.fd.as_fd(), name.c(), flags, 0).map_err(|e| fail(errno(&e)))?;
+                let st = sys::statx(fd.as_fd(), sys::EMPTY).map_err(|e| fail(errno(&e)))?;
+                (Some(fd), st)
+            }
+        };
+        let fh = match fh {
+            None if name.is_dot() => dir.clone(),
+            None => self.root_fh.clone(),
+            Some(fd) => self
+                .handle_for(fd.as_fd(), &st, Some(&d.kh))
+                .map_err(fail)?,
+        };
+        Ok(LookupOk {
+            fh,
+            attr: self.fattr(&st),
+            dir_attr: self.post_op(d.fd.as_fd()),
+        })
+    }
+
+    /// ACCESS (§3.3.4): which of the `requested` ACCESS3 bits the caller has, asked of the kernel
+    /// under the caller's credentials. Modifying bits are never granted on a read-only export.
+    /// DELETE is only meaningful (and only granted) for directories, as in knfsd.
+    pub fn access(
+        &self,
+        caller: &Caller,
+        fh: &NfsFh3,
+        requested: u32,
+    ) -> Res<(u32, PostOpAttr), PostOpAttr> {
+        use access3::*;
+        let obj = self.resolve(fh).map_err(|s| (s, None))?;
+        let dir = is_dir(&obj.st);
+        let mut granted = 0;
+        {
+            let _as = self
+                .act_as(caller)
+                .map_err(|s| (s, self.post_op(obj.fd.as_fd())))?;
+            let may = |mode| sys::access(obj.fd.as_fd(), mode).is_ok();
+            if requested & READ != 0 && may(libc::R_OK) {
+                granted |= READ;
+            }
+            if dir && requested & LOOKUP != 0 && may(libc::X_OK) {
+                granted |= LOOKUP;
+            }
+            if !dir && requested & EXECUTE != 0 && may(libc::X_OK) {
+                granted |= EXECUTE;
+            }
+            if !caller.read_only && requested & (MODIFY | EXTEND | DELETE) != 0 {
+                if may(libc::W_OK) {
+                    granted |= requested & (MODIFY | EXTEND);
+                }
+                if dir && requested & DELETE != 0 && may(libc::W_OK | libc::X_OK) {
+                    granted |= DELETE;
+                }
+            }
+        }
+        Ok((granted & requested, self.post_op(obj.fd.as_fd())))
+    }
+
+    /// READLINK (§3.3.5). The target bytes, as stored.
+    pub fn readlink(&self, fh: &NfsFh3) -> Res<(Vec<u8>, PostOpAttr), PostOpAttr> {
+        let obj = self.resolve(fh).map_err(|s| (s, None))?;
+        let post = self.fattr(&obj.st);
+        if !is_lnk(&obj.st) {
+            return Err((Nfsstat3::INVAL, Some(post)));
+        }
+        let target =
+            sys::readlinkat(obj.fd.as_fd(), sys::EMPTY).map_err(|e| (errno(&e), Some(post)))?;
+        Ok((target, Some(post)))
+    }
+
+    /// READ (§3.3.6) into the caller's buffers, filled in order (`preadv`). Pass chunks of at
+    /// most 64 KiB: nothing here allocates a data buffer. `eof` is true when the read reached
+    /// the end of the file.
+    ///
+    /// Permission: read permission, or execute permission on a regular file (a client must be
+    /// able to load a binary it may only execute), or being the owner.
+    pub fn read<B: AsMut<[u8]>>(
+        &self,
+        caller: &Caller,
+        fh: &NfsFh3,
+        offset: u64,
+        bufs: &mut [B],
+    ) -> Res<ReadOk, PostOpAttr> {
+        let file = self
+            .open_file(fh, false)
+            .map_err(|s| (s, self.attr_or_none(fh)))?;
+        let st = self.live_stat(fh, &file)?;
+        {
+            let _as = self
+                .act_as(caller)
+                .map_err(|s| (s, Some(self.fattr(&st))))?;
+            may_read(file.as_fd(), &st, &caller.cred).map_err(|s| (s, Some(self.fattr(&st))))?;
+        }
+        let mut slices: Vec<IoSliceMut<'_>> = bufs
+            .iter_mut()
+            .map(|b| IoSliceMut::new(b.as_mut()))
+            .collect();
+        let want: usize = slices.iter().map(|s| s.len()).sum();
+        let mut rest = &mut slices[..];
+        let mut count = 0usize;
+        while !rest.is_empty() && count < want {
+            let n = match sys::preadv(file.as_fd(), rest, offset.saturating_add(count as u64)) {
+                Ok(n) => n,
+                Err(e) => return Err((errno(&e), self.post_op(file.as_fd()))),
+            };
+            if n == 0 {
+                break;
+            }
+            count += n;
+            IoSliceMut::advance_slices(&mut rest, n);
+        }
+        let post = sys::statx(file.as_fd(), sys::EMPTY).map_err(|e| (errno(&e), None))?;
+        let eof = count < want || offset.saturating_add(count as u64) >= post.stx_size;
+        Ok(ReadOk {
+            count,
+            eof,
+            attr: self.fattr(&post),
+        })
+    }
+
+    /// WRITE (§3.3.7) of `data` (the payload's chunks, in order) at `offset`, with `pwritev2`.
+    /// UNSTABLE leaves the data in the page cache; DATA_SYNC and FILE_SYNC make the written range
+    /// durable before returning (`RWF_DSYNC` / `RWF_SYNC`: the range, its allocation metadata,
+    /// and for FILE_SYNC all metadata, with a disk cache flush).
+    pub fn write(
+        &self,
+        caller: &Caller,
+        fh: &NfsFh3,
+        offset: u64,
+        data: &[Bytes],
+        stable: StableHow,
+    ) -> Res<WriteOk, WccData> {
+        if caller.read_only {
+            return Err((Nfsstat3::ROFS, self.wcc_or_default(fh)));
+        }
+        let file = self
+            .open_file(fh, true)
+            .map_err(|s| (s, self.wcc_or_default(fh)))?;
+        let st = self.live_stat(fh, &file).map_err(|(s, a)| {
+            (
+                s,
+                WccData {
+                    before: None,
+                    after: a,
+                },
+            )
+        })?;
+        let pre = attr::wcc(&st);
+        let fail = |s| (s, self.wcc_after(Some(pre), file.as_fd()));
+        let total: u64 = data.iter().map(|b| b.len() as u64).sum();
+        if offset
+            .checked_add(total)
+            .is_none_or(|end| end > i64::MAX as u64)
+        {
+            return Err(fail(Nfsstat3::FBIG));
+        }
+        let count = {
+            let _as = self.act_as(caller).map_err(fail)?;
+            may_write(file.as_fd(), &st, &caller.cred).map_err(fail)?;
+            write_all(file.as_fd(), offset, data, stable).map_err(|e| fail(errno(&e)))?
+        };
+        Ok(WriteOk {
+            count,
+            committed: stable,
+            wcc: self.wcc_after(Some(pre), file.as_fd()),
+        })
+    }
+
+    /// CREATE (§3.3.8).
+    ///
+    /// * UNCHECKED: creates, or if a regular file of that name exists, only applies `size`.
+    /// * GUARDED: NFS3ERR_EXIST if the name exists.
+    /// * EXCLUSIVE: creates with mode 0 and stores the verifier in the times, like knfsd
+    ///   (mtime seconds = first 4 bytes, atime seconds = last 4, high bits cleared for file
+    ///   systems with 31-bit times). A retransmission finds an empty regular file with the same
+    ///   verifier and succeeds; anything else under that name is NFS3ERR_EXIST. The client sets
+    ///   the real attributes with a SETATTR afterwards.
+    pub fn create(
+        &self,
+        caller: &Caller,
+        dir: &NfsFh3,
+        name: &[u8],
+        how: CreateHow,
+    ) -> Res<CreateOk, WccData> {
+        let (d, pre) = self.modify_dir(caller, dir)?;
+        let fail = |s| (s, self.wcc_after(Some(pre), d.fd.as_fd()));
+        let name = Name::parse(name).map_err(fail)?;
+        if name.is_dot_or_dotdot() {
+            return Err(fail(Nfsstat3::EXIST));
+        }
+        let (mode, sattr) = match how {
+            CreateHow::Unchecked(s) | CreateHow::Guarded(s) => (s.mode.unwrap_or(0), Some(s)),
+            CreateHow::Exclusive(_) => (0, None),
+        };
+        let (obj, exists) = {
+            let _as = self.act_as(caller).map_err(fail)?;
+            let made = sys::mknodat(d.fd.as_fd(), name.c(), libc::S_IFREG | (mode & 0o7777), 0);
+            let exists = matches!(&made, Err(e) if e.raw_os_error() == Some(libc::EEXIST));
+            if let Err(e) = &made {
+                if !exists || matches!(how, CreateHow::Guarded(_)) {
+                    return Err(fail(errno(e)));
+                }
+            }
+            let obj = self.child(&d, &name).map_err(fail)?;
+            match (how, exists) {
+                (CreateHow::Exclusive(verf), false) => {
+                    let (m, a) = exclusive_times(verf);
+                    sys::set_times(obj.fd.as_fd(), Some(Some((a, 0))), Some(Some((m, 0))))
+                        .map_err(|e| fail(errno(&e)))?;
+                }
+                (CreateHow::Exclusive(verf), true) => {
+                    let (m, a) = exclusive_times(verf);
+                    let same = is_reg(&obj.st)
+                        && obj.st.stx_size == 0
+                        && obj.st.stx_mtime.tv_sec == m
+                        && obj.st.stx_atime.tv_sec == a;
+                    if !same {
+                        return Err(fail(Nfsstat3::EXIST));
+                    }
+                }
+                (_, true) if !is_reg(&obj.st) => return Err(fail(Nfsstat3::EXIST)),
+                _ => {}
+            }
+            (obj, exists)
+        };
+        // Attributes beyond the mode: after creation (or only the size for an existing file).
+        let fh = self
+            .handle_for(obj.fd.as_fd(), &obj.st, Some(&d.kh))
+            .map_err(fail)?;
+        if let Some(mut s) = sattr {
+            s.mode = None;
+            if exists {
+                // UNCHECKED over an existing file: only the size applies (as knfsd).
+                s = Sattr3 {
+                    size: s.size,
+                    ..Sattr3::default()
+                };
+            }
+            let file = match s.size {
+                Some(_) => Some(self.open_file(&fh, true).map_err(fail)?),
+                None => None,
+            };
+            let _as = self.act_as(caller).map_err(fail)?;
+            self.apply_sattr(&obj, file.as_deref(), &s, &caller.cred)
+                .map_err(fail)?;
+        }
+        let st = sys::statx(obj.fd.as_fd(), sys::EMPTY).map_err(|e| fail(errno(&e)))?;
+        Ok(CreateOk {
+            fh,
+            attr: self.fattr(&st),
+            dir_wcc: self.wcc_after(Some(pre), d.fd.as_fd()),
+        })
+    }
+
+    /// MKDIR (§3.3.9).
+    pub fn mkdir(
+        &self,
+        caller: &Caller,
+        dir: &NfsFh3,
+        name: &[u8],
+        sattr: &Sattr3,
+    ) -> Res<CreateOk, WccData> {
+        self.make(caller, dir, name, sattr, |dirfd, name| {
+            sys::mkdirat(dirfd, name, sattr.mode.unwrap_or(0) & 0o7777)
+        })
+    }
+
+    /// SYMLINK (§3.3.10). The target is stored as given (it is the client's to interpret); a
+    /// target containing NUL is NFS3ERR_INVAL, one over 4095 bytes NFS3ERR_NAMETOOLONG.
+    pub fn symlink(
+        &self,
+        caller: &Caller,
+        dir: &NfsFh3,
+        name: &[u8],
+        target: &[u8],
+        sattr: &Sattr3,
+    ) -> Res<CreateOk, WccData> {
+        let target_c = match CString::new(target) {
+            _ if target.len() > SYMLINK_TARGET_MAX => Err(Nfsstat3::NAMETOOLONG),
+            Ok(c) => Ok(c),
+            Err(_) => Err(Nfsstat3::INVAL),
+        };
+        // A symlink's mode is meaningless on Linux (always 0777).
+        let sattr = Sattr3 {
+            mode: None,
+            size: None,
+            ..*sattr
+        };
+        self.make(caller, dir, name, &sattr, |dirfd, name| match &target_c {
+            Ok(t) => sys::symlinkat(t, dirfd, name),
+            Err(s) => Err(status_error(*s)),
+        })
+    }
+
+    /// MKNOD (§3.3.11): character and block devices (which the kernel lets only root create),
+    /// sockets and FIFOs. Other types are NFS3ERR_BADTYPE.
+    pub fn mknod(
+        &self,
+        caller: &Caller,
+        dir: &NfsFh3,
+        name: &[u8],
+        ftype: Ftype3,
+        sattr: &Sattr3,
+        rdev: Specdata3,
+    ) -> Res<CreateOk, WccData> {
+        let (kind, dev) = match ftype {
+            Ftype3::CHR => (libc::S_IFCHR, sys::makedev(rdev.major, rdev.minor)),
+            Ftype3::BLK => (libc::S_IFBLK, sys::makedev(rdev.major, rdev.minor)),
+            Ftype3::SOCK => (libc::S_IFSOCK, 0),
+            Ftype3::FIFO => (libc::S_IFIFO, 0),
+            _ => {
+                let wcc = self.wcc_or_default(dir);
+                return Err((Nfsstat3::BADTYPE, wcc));
+            }
+        };
+        let mode = kind | (sattr.mode.unwrap_or(0) & 0o7777);
+        self.make(caller, dir, name, sattr, |dirfd, name| {
+            sys::mknodat(dirfd, name, mode, dev)
+        })
+    }
+
+    /// REMOVE (§3.3.12) of a non-directory. Closes cached descriptors of the removed file.
+    pub fn remove(&self, caller: &Caller, dir: &NfsFh3, name: &[u8]) -> Res<WccData, WccData> {
+        self.unlink(caller, dir, name, 0)
+    }
+
+    /// RMDIR (§3.3.13).
+    pub fn rmdir(&self, caller: &Caller, dir: &NfsFh3, name: &[u8]) -> Res<WccData, WccData> {
+        self.unlink(caller, dir, name, libc::AT_REMOVEDIR)
+    }
+
+    /// RENAME (§3.3.14). Both directories must belong to this export (else NFS3ERR_XDEV). A
+    /// replaced target's cached descriptors are closed.
+    pub fn rename(
+        &self,
+        caller: &Caller,
+        from_dir: &NfsFh3,
+        from_name: &[u8],
+        to_dir: &NfsFh3,
+        to_name: &[u8],
+    ) -> Res<RenameWcc, RenameWcc> {
+        if handle::export_id_of(to_dir).is_some_and(|e| e != self.export_id()) {
+            return Err((Nfsstat3::XDEV, RenameWcc::default()));
+        }
+        let (fd_, fpre) = self.modify_dir(caller, from_dir).map_err(|(s, w)| {
+            (
+                s,
+                RenameWcc {
+                    from_dir: w,
+                    ..Default::default()
+                },
+            )
+        })?;
+        let (td, tpre) = self.modify_dir(caller, to_dir).map_err(|(s, w)| {
+            (
+                s,
+                RenameWcc {
+                    from_dir: self.wcc_after(Some(fpre), fd_.fd.as_fd()),
+                    to_dir: w,
+                },
+            )
+        })?;
+        let wccs = || RenameWcc {
+            from_dir: self.wcc_after(Some(fpre), fd_.fd.as_fd()),
+            to_dir: self.wcc_after(Some(tpre), td.fd.as_fd()),
+        };
+        let fail = |s| (s, wccs());
+        let from = Name::parse(from_name).map_err(fail)?;
+        let to = Name::parse(to_name).map_err(fail)?;
+        if from.is_dot_or_dotdot() || to.is_dot_or_dotdot() {
+            return Err(fail(Nfsstat3::INVAL));
+        }
+        {
+            let _as = self.act_as(caller).map_err(fail)?;
+            let source = sys::statx(fd_.fd.as_fd(), from.c())
+                .ok()
+                .map(|s| dev_ino(&s));
+            let victim = sys::statx(td.fd.as_fd(), to.c()).ok().map(|s| dev_ino(&s));
+            sys::renameat(fd_.fd.as_fd(), from.c(), td.fd.as_fd(), to.c())
+                .map_err(|e| fail(errno_busy_is_acces(&e)))?;
+            if let Some((dev, ino)) = victim.filter(|v| Some(*v) != source) {
+                self.files.remove_inode(dev, ino);
+            }
+        }
+        Ok(wccs())
+    }
+
+    /// LINK (§3.3.15): a new name in `dir` for the object `fh`. Across exports: NFS3ERR_XDEV.
+    pub fn link(
+        &self,
+        caller: &Caller,
+        fh: &NfsFh3,
+        dir: &NfsFh3,
+        name: &[u8],
+    ) -> Res<LinkRes, LinkRes> {
+        if handle::export_id_of(dir).is_some_and(|e| e != self.export_id()) {
+            return Err((Nfsstat3::XDEV, LinkRes::default()));
+        }
+        let obj = self.resolve(fh).map_err(|s| (s, LinkRes::default()))?;
+        let (d, pre) = self.modify_dir(caller, dir).map_err(|(s, w)| {
+            (
+                s,
+                LinkRes {
+                    attr: self.post_op(obj.fd.as_fd()),
+                    dir_wcc: w,
+                },
+            )
+        })?;
+        let res = || LinkRes {
+            attr: self.post_op(obj.fd.as_fd()),
+            dir_wcc: self.wcc_after(Some(pre), d.fd.as_fd()),
+        };
+        let fail = |s| (s, res());
+        let name = Name::parse(name).map_err(fail)?;
+        if name.is_dot_or_dotdot() {
+            return Err(fail(Nfsstat3::EXIST));
+        }
+        if is_dir(&obj.st) {
+            // Hard links to directories do not exist on Linux (EPERM); RFC 1813 suggests ISDIR.
+            return Err(fail(Nfsstat3::ISDIR));
+        }
+        {
+            let _as = self.act_as(caller).map_err(fail)?;
+            sys::link_fd(obj.fd.as_fd(), d.fd.as_fd(), name.c()).map_err(|e| fail(errno(&e)))?;
+        }
+        Ok(res())
+    }
+
+    /// READDIR and READDIRPLUS (§3.3.16, §3.3.17): offers entries from `cookie` on to `visit`,
+    /// which returns `false` to refuse one (the page is full; that entry is not part of the
+    /// reply and the next call resumes at the last accepted entry's cookie). `"."` and `".."` are
+    /// included; `".."` of the export root is the root itself. With `plus`, entries carry
+    /// attributes and handles when the caller may look them up.
+    pub fn readdir(
+        &self,
+        caller: &Caller,
+        dir: &NfsFh3,
+        cookie: u64,
+        cookieverf: [u8; 8],
+        plus: bool,
+        visit: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> Res<ReaddirOk, PostOpAttr> {
+        let decoded = self.key.decode(&dir.0).map_err(|s| (s, None))?;
+        if decoded.kind != Kind::Dir {
+            return Err((Nfsstat3::NOTDIR, self.attr_or_none(dir)));
+        }
+        let d = self
+            .open_checked(&decoded, libc::O_RDONLY | libc::O_DIRECTORY)
+            .map_err(|s| (s, None))?;
+        let fail = |s| (s, self.post_op(d.fd.as_fd()));
+        let verf = self.key.digest8(&d.kh);
+        if cookie != 0 && cookieverf != [0; 8] && cookieverf != verf {
+            return Err(fail(Nfsstat3::BAD_COOKIE));
+        }
+        let at_root = dev_ino(&d.st) == self.root_id;
+        let eof = {
+            let _as = self.act_as(caller).map_err(fail)?;
+            sys::access(d.fd.as_fd(), libc::R_OK).map_err(|e| fail(errno(&e)))?;
+            if cookie != 0 {
+                sys::lseek_set(d.fd.as_fd(), cookie).map_err(|e| fail(errno(&e)))?;
+            }
+            let mut buf = vec![0u8; DIRENT_BUF_BYTES];
+            'outer: loop {
+                let n = sys::getdents64(d.fd.as_fd(), &mut buf).map_err(|e| fail(errno(&e)))?;
+                if n == 0 {
+                    break 'outer true;
+                }
+                for ent in Dirents::new(&buf[..n]) {
+                    let entry = self.dir_entry(&d, dir, at_root, &ent, plus);
+                    if !visit(entry) {
+                        break 'outer false;
+                    }
+                }
+            }
+        };
+        Ok(ReaddirOk {
+            dir_attr: self.post_op(d.fd.as_fd()),
+            cookieverf: verf,
+            eof,
+        })
+    }
+
+    /// FSSTAT (§3.3.18) from `fstatfs`. `afiles` is the free inode count (Linux has no separate
+    /// count for unprivileged users, knfsd sends the same).
+    pub fn fsstat(&self, fh: &NfsFh3) -> Res<FsStat, PostOpAttr> {
+        let obj = self.resolve(fh).map_err(|s| (s, None))?;
+        let post = Some(self.fattr(&obj.st));
+        let s = sys::fstatfs(obj.fd.as_fd()).map_err(|e| (errno(&e), post))?;
+        let unit = if s.f_frsize > 0 {
+            s.f_frsize
+        } else {
+            s.f_bsize
+        } as u64;
+        Ok(FsStat {
+            tbytes: (s.f_blocks as u64).saturating_mul(unit),
+            fbytes: (s.f_bfree as u64).saturating_mul(unit),
+            abytes: (s.f_bavail as u64).saturating_mul(unit),
+            tfiles: s.f_files as u64,
+            ffiles: s.f_ffree as u64,
+            afiles: s.f_ffree as u64,
+            invarsec: 0,
+            attr: post,
+        })
+    }
+
+    /// FSINFO (§3.3.19).
+    pub fn fsinfo(&self, fh: &NfsFh3) -> Res<FsInfo, PostOpAttr> {
+        let obj = self.resolve(fh).map_err(|s| (s, None))?;
+        let c = &self.config;
+        // The page size: a multiple keeps client I/O page-aligned.
+        let mult = 4096;
+        Ok(FsInfo {
+            rtmax: c.read_bytes_max,
+            rtpref: c.read_bytes_max,
+            rtmult: mult,
+            wtmax: c.write_bytes_max,
+            wtpref: c.write_bytes_max,
+            wtmult: mult,
+            dtpref: c.readdir_bytes_pref,
+            // Linux's MAX_LFS_FILESIZE; a file system with a smaller limit answers EFBIG.
+            maxfilesize: i64::MAX as u64,
+            time_delta: Nfstime3 {
+                seconds: 0,
+                nseconds: 1,
+            },
+            properties: fsf3::LINK | fsf3::SYMLINK | fsf3::HOMOGENEOUS | fsf3::CANSETTIME,
+            attr: Some(self.fattr(&obj.st)),
+        })
+    }
+
+    /// PATHCONF (§3.3.20).
+    pub fn pathconf(&self, fh: &NfsFh3) -> Res<PathConf, PostOpAttr> {
+        let obj = self.resolve(fh).map_err(|s| (s, None))?;
+        let post = Some(self.fattr(&obj.st));
+        let name_max = sys::fstatfs(obj.fd.as_fd())
+            .map(|s| (s.f_namelen as u64).min(NAME_MAX as u64) as u32)
+            .unwrap_or(NAME_MAX as u32);
+        Ok(PathConf {
+            // ext4's limit is 65000; when unknown, the POSIX minimum a client may rely on.
+            linkmax: sys::fpathconf_link_max(obj.fd.as_fd()).unwrap_or(8),
+            name_max,
+            no_trunc: true,
+            chown_restricted: true,
+            case_insensitive: false,
+            case_preserving: true,
+            attr: post,
+        })
+    }
+
+    /// COMMIT (§3.3.21): makes `count` bytes from `offset` durable (`count == 0`: to the end of
+    /// the file): `sync_file_range` writes the range's dirty pages and waits for them, then
+    /// `fdatasync` commits the metadata needed to read them back and flushes the disk cache.
+    /// Needs write permission (or ownership), like WRITE.
+    pub fn commit(
+        &self,
+        caller: &Caller,
+        fh: &NfsFh3,
+        offset: u64,
+        count: u32,
+    ) -> Res<WccData, WccData> {
+        if caller.read_only {
+            return Err((Nfsstat3::ROFS, self.wcc_or_default(fh)));
+        }
+        let file = self
+            .open_file(fh, false)
+            .map_err(|s| (s, self.wcc_or_default(fh)))?;
+        let st = self.live_stat(fh, &file).map_err(|(s, a)| {
+            (
+                s,
+                WccData {
+                    before: None,
+                    after: a,
+                },
+            )
+        })?;
+        let pre = attr::wcc(&st);
+        let fail = |s| (s, self.wcc_after(Some(pre), file.as_fd()));
+        {
+            let _as = self.act_as(caller).map_err(fail)?;
+            may_write(file.as_fd(), &st, &caller.cred).map_err(fail)?;
+        }
+        sys::sync_range(file.as_fd(), offset, u64::from(count)).map_err(|e| fail(errno(&e)))?;
+        sys::fdatasync(file.as_fd()).map_err(|e| fail(errno(&e)))?;
+        Ok(self.wcc_after(Some(pre), file.as_fd()))
+    }
+
+    // --- Handles and confinement ---------------------------------------------------------------
+
+    /// Verifies a handle and opens its object `O_PATH`, checking that it still exists and is
+    /// inside the export.
+    fn resolve(&self, fh: &NfsFh3) -> Result<Obj, Nfsstat3> {
+        let d = self.key.decode(&fh.0)?;
+        self.open_checked(&d, libc::O_PATH)
+    }
+
+    fn open_checked(&self, d: &Decoded, flags: libc::c_int) -> Result<Obj, Nfsstat3> {
+        let fd = self
+            .open_kernel(&d.object, flags)
+            .map_err(|e| stale_errno(&e))?;
+        let st = sys::statx(fd.as_fd(), sys::EMPTY).map_err(|e| errno(&e))?;
+        // An unlinked object still open somewhere (even in our own cache) has no names left.
+        if st.stx_nlink == 0 || is_dir(&st) != (d.kind == Kind::Dir) {
+            return Err(Nfsstat3::STALE);
+        }
+        self.confine(fd.as_fd(), &st, d)?;
+        Ok(Obj {
+            fd,
+            st,
+            kh: d.object,
+        })
+    }
+
+    fn open_kernel(&self, kh: &KernelHandle, flags: libc::c_int) -> io::Result<OwnedFd> {
+        if *kh == self.root_kh && flags == libc::O_PATH {
+            return sys::dup(self.root.as_fd());
+        }
+        match sys::open_by_handle_at(self.root.as_fd(), kh, flags) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                // Out of descriptors: give back half of the cache and try once more.
+                tracing::warn!(cached = self.files.len(), "out of file descriptors");
+                self.files.shrink_to(self.files.len() / 2);
+                sys::open_by_handle_at(self.root.as_fd(), kh, flags)
+            }
+            r => r,
+        }
+    }
+
+    /// Is the object behind `fd` inside the export?
+    fn confine(&self, fd: BorrowedFd<'_>, st: &libc::statx, d: &Decoded) -> Result<(), Nfsstat3> {
+        if self.whole_fs || dev_ino(st) == self.root_id {
+            return Ok(());
+        }
+        match self.place_of(fd, st) {
+            Place::Inside => Ok(()),
+            Place::Outside => Err(Nfsstat3::STALE),
+            Place::Unknown if is_dir(st) => Err(Nfsstat3::STALE),
+            Place::Unknown => {
+                // A disconnected non-directory: find it in the directory it was looked up in.
+                let Some(parent) = d.parent else {
+                    return Err(Nfsstat3::STALE);
+                };
+                let pd = Decoded {
+                    kind: Kind::Dir,
+                    object: parent,
+                    parent: None,
+                };
+                let p = self.open_checked(&pd, libc::O_RDONLY | libc::O_DIRECTORY)?;
+                if dir_holds(p.fd.as_fd(), dev_ino(st)) {
+                    Ok(())
+                } else {
+                    Err(Nfsstat3::STALE)
+                }
+            }
+        }
+    }
+
+    /// Where the kernel says `fd` is: under the export root's current path, somewhere else, or
+    /// unknown (a disconnected dentry, reported as `/`).
+    fn place_of(&self, fd: BorrowedFd<'_>, st: &libc::statx) -> Place {
+        let (Ok(root), Ok(path)) = (sys::fd_path(self.root.as_fd()), sys::fd_path(fd)) else {
+            return Place::Unknown;
+        };
+        let inside = root == b"/"
+            || path == root
+            || (path.starts_with(&root) && path.get(root.len()) == Some(&b'/'));
+        if inside {
+            return Place::Inside;
+        }
+        match sys::lstat_dev_ino(&path) {
+            Ok(found) if found == dev_ino(st) => Place::Outside,
+            _ => Place::Unknown,
+        }
+    }
+
+    /// The handle of an object found inside the export; `parent` is the directory it was found
+    /// in (recorded as a hint for non-directories).
+    fn handle_for(
+        &self,
+        fd: BorrowedFd<'_>,
+        st: &libc::statx,
+        parent: Option<&KernelHandle>,
+    ) -> Result<NfsFh3, Nfsstat3> {
+        if dev_ino(st) == self.root_id {
+            return Ok(self.root_fh.clone());
+        }
+        if st.stx_mnt_id != self.root_mnt_id {
+            return Err(Nfsstat3::ACCES);
+        }
+        let (kh, _) = sys::name_to_handle_at(fd, sys::EMPTY, libc::AT_EMPTY_PATH).map_err(|e| {
+            if e.raw_os_error() == Some(libc::EOVERFLOW) {
+                tracing::error!(
+                    "kernel file handle larger than {} bytes",
+                    sys::KERNEL_HANDLE_MAX
+                );
+                Nfsstat3::SERVERFAULT
+            } else {
+                errno(&e)
+            }
+        })?;
+        self.key
+            .encode(is_dir(st), &kh, parent.filter(|_| !is_dir(st)))
+            .ok_or(Nfsstat3::SERVERFAULT)
+    }
+
+    /// The cached descriptor for a regular file, opening (or upgrading to read-write) on a miss.
+    fn open_file(&self, fh: &NfsFh3, write: bool) -> Result<Arc<OpenFile>, Nfsstat3> {
+        if let Some(f) = self.files.get(&fh.0) {
+            if !write || f.writable() {
+                return Ok(f);
+            }
+        }
+        let d = self.key.decode(&fh.0)?;
+        let obj = self.open_checked(&d, libc::O_PATH)?;
+        if is_dir(&obj.st) {
+            return Err(Nfsstat3::ISDIR);
+        }
+        if !is_reg(&obj.st) {
+            return Err(Nfsstat3::INVAL);
+        }
+        let (fd, writable) = match self.open_kernel(&d.object, libc::O_RDWR) {
+            Ok(fd) => (fd, true),
+            Err(_) if !write => (
+                self.open_kernel(&d.object, libc::O_RDONLY)
+                    .map_err(|e| stale_errno(&e))?,
+                false,
+            ),
+            Err(e) => return Err(stale_errno(&e)),
+        };
+        let (dev, ino) = dev_ino(&obj.st);
+        Ok(self
+            .files
+            .insert(&fh.0, OpenFile::new(fd, writable, dev, ino)))
+    }
+
+    /// `statx` of a cached file; a file without names left is stale (and leaves the cache).
+    fn live_stat(&self, fh: &NfsFh3, file: &OpenFile) -> Res<libc::statx, PostOpAttr> {
+        let st = sys::statx(file.as_fd(), sys::EMPTY).map_err(|e| (errno(&e), None))?;
+        if st.stx_nlink == 0 {
+            self.files.remove(&fh.0[..]);
+            return Err((Nfsstat3::STALE, None));
+        }
+        Ok(st)
+    }
+
+    // --- Shared pieces of the procedures -------------------------------------------------------
+
+    fn act_as(&self, caller: &Caller) -> Result<CredGuard, Nfsstat3> {
+        CredGuard::switch(&caller.cred).map_err(|e| {
+            tracing::error!(error = %e, uid = caller.cred.uid, "cannot switch credentials");
+            Nfsstat3::SERVERFAULT
+        })
+    }
+
+    /// Resolves a directory about to be modified: its object and pre-op attributes.
+    fn modify_dir(&self, caller: &Caller, dir: &NfsFh3) -> Res<(Obj, WccAttr), WccData> {
+        let d = self.resolve(dir).map_err(|s| (s, WccData::default()))?;
+        let pre = attr::wcc(&d.st);
+        if !is_dir(&d.st) {
+            return Err((Nfsstat3::NOTDIR, self.wcc_after(Some(pre), d.fd.as_fd())));
+        }
+        if caller.read_only {
+            return Err((Nfsstat3::ROFS, self.wcc_after(Some(pre), d.fd.as_fd())));
+        }
+        Ok((d, pre))
+    }
+
+    /// Opens `dir/name` `O_PATH` without following a symlink (call with credentials switched).
+    fn child(&self, dir: &Obj, name: &Name) -> Result<Obj, Nfsstat3> {
+        let flags = libc::O_PATH | libc::O_NOFOLLOW;
+        let fd = sys::openat(dir.fd.as_fd(), name.c(), flags, 0).map_err(|e| errno(&e))?;
+        let st = sys::statx(fd.as_fd(), sys::EMPTY).map_err(|e| errno(&e))?;
+        Ok(Obj { fd, st, kh: dir.kh })
+    }
+
+    /// MKDIR, SYMLINK, MKNOD: `make(dirfd, name)` creates the object as the caller, then the
+    /// remaining attributes are applied.
+    fn make(
+        &self,
+        caller: &Caller,
+        dir: &NfsFh3,
+        name: &[u8],
+        sattr: &Sattr3,
+        make: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<()>,
+    ) -> Res<CreateOk, WccData> {
+        let (d, pre) = self.modify_dir(caller, dir)?;
+        let fail = |s| (s, self.wcc_after(Some(pre), d.fd.as_fd()));
+        let name = Name::parse(name).map_err(fail)?;
+        if name.is_dot_or_dotdot() {
+            return Err(fail(Nfsstat3::EXIST));
+        }
+        let obj = {
+            let _as = self.act_as(caller).map_err(fail)?;
+            make(d.fd.as_fd(), name.c()).map_err(|e| fail(errno(&e)))?;
+            let obj = self.child(&d, &name).map_err(fail)?;
+            let rest = Sattr3 {
+                mode: None,
+                size: None,
+                ..*sattr
+            };
+            self.apply_sattr(&obj, None, &rest, &caller.cred)
+                .map_err(fail)?;
+            obj
+        };
+        let fh = self
+            .handle_for(obj.fd.as_fd(), &obj.st, Some(&d.kh))
+            .map_err(fail)?;
+        let st = sys::statx(obj.fd.as_fd(), sys::EMPTY).map_err(|e| fail(errno(&e)))?;
+        Ok(CreateOk {
+            fh,
+            attr: self.fattr(&st),
+            dir_wcc: self.wcc_after(Some(pre), d.fd.as_fd()),
+        })
+    }
+
+    /// REMOVE and RMDIR.
+    fn unlink(
+        &self,
+        caller: &Caller,
+        dir: &NfsFh3,
+        name: &[u8],
+        flags: libc::c_int,
+    ) -> Res<WccData, WccData> {
+        let (d, pre) = self.modify_dir(caller, dir)?;
+        let fail = |s| (s, self.wcc_after(Some(pre), d.fd.as_fd()));
+        let name = Name::parse(name).map_err(fail)?;
+        if name.is_dot_or_dotdot() {
+            return Err(fail(Nfsstat3::ACCES));
+        }
+        {
+            let _as = self.act_as(caller).map_err(fail)?;
+            let victim = sys::statx(d.fd.as_fd(), name.c()).ok().map(|s| dev_ino(&s));
+            sys::unlinkat(d.fd.as_fd(), name.c(), flags)
+                .map_err(|e| fail(errno_busy_is_acces(&e)))?;
+            if let Some((dev, ino)) = victim {
+                self.files.remove_inode(dev, ino);
+            }
+        }
+        Ok(self.wcc_after(Some(pre), d.fd.as_fd()))
+    }
+
+    /// Applies size, owner, mode and times (call with credentials switched). `file` is the
+    /// writable descriptor for a size change.
+    fn apply_sattr(
+        &self,
+        obj: &Obj,
+        file: Option<&OpenFile>,
+        s: &Sattr3,
+        cred: &Cred,
+    ) -> Result<(), Nfsstat3> {
+        let st = &obj.st;
+        if let Some(size) = s.size {
+            let file = file.ok_or(Nfsstat3::INVAL)?;
+            may_write(file.as_fd(), st, cred)?;
+            sys::ftruncate(file.as_fd(), size).map_err(|e| errno(&e))?;
+        }
+        // Unchanged ids are skipped: a chown to the same ids would still clear set-id bits.
+        let uid = s.uid.filter(|&u| u != st.stx_uid);
+        let gid = s.gid.filter(|&g| g != st.stx_gid);
+        if uid.is_some() || gid.is_some() {
+            sys::fchown(
+                obj.fd.as_fd(),
+                uid.unwrap_or(u32::MAX),
+                gid.unwrap_or(u32::MAX),
+            )
+            .map_err(|e| errno(&e))?;
+        }
+        if let Some(mode) = s.mode {
+            if !is_lnk(st) {
+                sys::chmod_fd(obj.fd.as_fd(), mode & 0o7777).map_err(|e| errno(&e))?;
+            }
+        }
+        if s.atime != SetTime::DontChange || s.mtime != SetTime::DontChange {
+            sys::set_times(obj.fd.as_fd(), timespec(s.atime), timespec(s.mtime))
+                .map_err(|e| errno(&e))?;
+        }
+        Ok(())
+    }
+
+    /// One READDIR entry, with attributes and handle for READDIRPLUS.
+    fn dir_entry<'a>(
+        &self,
+        d: &Obj,
+        dir_fh: &NfsFh3,
+        at_root: bool,
+        ent: &Dirent<'a>,
+        plus: bool,
+    ) -> DirEntry<'a> {
+        let dot = ent.name == b".";
+        let dotdot = ent.name == b"..";
+        let mut e = DirEntry {
+            fileid: ent.ino,
+            name: ent.name,
+            cookie: ent.off,
+            attr: None,
+            fh: None,
+        };
+        if dot || (dotdot && at_root) {
+            e.fileid = d.st.stx_ino;
+            if plus {
+                e.attr = Some(self.fattr(&d.st));
+                e.fh = Some(if dot {
+                    dir_fh.clone()
+                } else {
+                    self.root_fh.clone()
+                });
+            }
+            return e;
+        }
+        if plus {
+            let Ok(name) = CString::new(ent.name) else {
+                return e;
+            };
+            let flags = libc::O_PATH | libc::O_NOFOLLOW;
+            if let Ok(fd) = sys::openat(d.fd.as_fd(), &name, flags, 0) {
+                if let Ok(st) = sys::statx(fd.as_fd(), sys::EMPTY) {
+                    if let Ok(fh) = self.handle_for(fd.as_fd(), &st, Some(&d.kh)) {
+                        e.attr = Some(self.fattr(&st));
+                        e.fh = Some(fh);
+                    }
+                }
+            }
+        }
+        e
+    }
+
+    fn fattr(&self, st: &libc::statx) -> Fattr3 {
+        attr::fattr(st, self.fsid)
+    }
+
+    fn post_op(&self, fd: BorrowedFd<'_>) -> PostOpAttr {
+        sys::statx(fd, sys::EMPTY).ok().map(|st| self.fattr(&st))
+    }
+
+    fn wcc_after(&self, before: Option<WccAttr>, fd: BorrowedFd<'_>) -> WccData {
+        WccData {
+            before,
+            after: self.post_op(fd),
+        }
+    }
+
+    /// Attributes for a failure reply, if the handle still resolves.
+    fn attr_or_none(&self, fh: &NfsFh3) -> PostOpAttr {
+        self.resolve(fh).ok().map(|o| self.fattr(&o.st))
+    }
+
+    fn wcc_or_default(&self, fh: &NfsFh3) -> WccData {
+        WccData {
+            before: None,
+            after: self.attr_or_none(fh),
+        }
+    }
+}
+
+/// The getdents64 buffer: 16 KiB holds about 500 typical entries; a small page pays for reading
+/// more than it uses, a large one for more system calls, and neither matters much.
+const DIRENT_BUF_BYTES: usize = 16 << 10;
+
+enum Place {
+    Inside,
+    Outside,
+    Unknown,
+}
+
+/// A validated file name: one path component, NUL-terminated in place.
+struct Name {
+    buf: [u8; NAME_MAX + 1],
+    len: usize,
+}
+
+impl Name {
+    fn parse(raw: &[u8]) -> Result<Name, Nfsstat3> {
+        if raw.is_empty() || raw.contains(&b'/') || raw.contains(&0) {
+            return Err(Nfsstat3::ACCES);
+        }
+        if raw.len() > NAME_MAX {
+            return Err(Nfsstat3::NAMETOOLONG);
+        }
+        let mut buf = [0u8; NAME_MAX + 1];
+        buf[..raw.len()].copy_from_slice(raw);
+        Ok(Name {
+            buf,
+            len: raw.len(),
+        })
+    }
+
+    fn c(&self) -> &CStr {
+        CStr::from_bytes_with_nul(&self.buf[..=self.len]).expect("no interior NUL, checked")
+    }
+
+    fn is_dot(&self) -> bool {
+        &self.buf[..self.len] == b"."
+    }
+
+    fn is_dotdot(&self) -> bool {
+        &self.buf[..self.len] == b".."
+    }
+
+    fn is_dot_or_dotdot(&self) -> bool {
+        self.is_dot() || self.is_dotdot()
+    }
+}
+
+/// One `linux_dirent64`.
+struct Dirent<'a> {
+    ino: u64,
+    off: u64,
+    name: &'a [u8],
+}
+
+/// Parses the records `getdents64` wrote: `d_ino` u64, `d_off` i64, `d_reclen` u16, `d_type`
+/// u8, then the NUL-terminated name, padded to `d_reclen`.
+struct Dirents<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Dirents<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Dirents { buf }
+    }
+}
+
+impl<'a> Iterator for Dirents<'a> {
+    type Item = Dirent<'a>;
+
+    fn next(&mut self) -> Option<Dirent<'a>> {
+        const NAME_AT: usize = 19;
+        let b = self.buf;
+        if b.len() < NAME_AT {
+            return None;
+        }
+        let ino = u64::from_ne_bytes(b[0..8].try_into().ok()?);
+        let off = u64::from_ne_bytes(b[8..16].try_into().ok()?);
+        let reclen = u16::from_ne_bytes(b[16..18].try_into().ok()?) as usize;
+        if reclen < NAME_AT || reclen > b.len() {
+            debug_assert!(false, "malformed dirent record");
+            return None;
+        }
+        let raw = &b[NAME_AT..reclen];
+        let name = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
+        self.buf = &b[reclen..];
+        Some(Dirent { ino, off, name })
+    }
+}
+
+/// Whether the directory holds a name for the inode (reconnects it in the kernel's dcache).
+fn dir_holds(dir: BorrowedFd<'_>, target: (u64, u64)) -> bool {
+    let mut buf = vec![0u8; DIRENT_BUF_BYTES];
+    loop {
+        let n = match sys::getdents64(dir, &mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => n,
+        };
+        for ent in Dirents::new(&buf[..n]) {
+            if ent.ino != target.1 || ent.name == b"." || ent.name == b".." {
+                continue;
+            }
+            let Ok(name) = CString::new(ent.name) else {
+                continue;
+            };
+            if sys::statx(dir, &name).is_ok_and(|st| dev_ino(&st) == target) {
+                return true;
+            }
+        }
+    }
+}
+
+/// Writes every chunk, looping over short writes; syncs as `stable` asks.
+fn write_all(
+    fd: BorrowedFd<'_>,
+    offset: u64,
+    data: &[Bytes],
+    stable: StableHow,
+) -> io::Result<usize> {
+    let flags = match stable {
+        StableHow::Unstable => 0,
+        StableHow::DataSync => libc::RWF_DSYNC,
+        StableHow::FileSync => libc::RWF_SYNC,
+    };
+    let mut slices: Vec<IoSlice<'_>> = data.iter().map(|b| IoSlice::new(b)).collect();
+    let want: usize = data.iter().map(|b| b.len()).sum();
+    let mut rest = &mut slices[..];
+    let mut done = 0usize;
+    let mut flags_ok = true;
+    while done < want {
+        let f = if flags_ok { flags } else { 0 };
+        match sys::pwritev2(fd, rest, offset + done as u64, f) {
+            Ok(0) => return Err(io::Error::from_raw_os_error(libc::EIO)),
+            Ok(n) => {
+                done += n;
+                IoSlice::advance_slices(&mut rest, n);
+            }
+            Err(e) if f != 0 && e.raw_os_error() == Some(libc::EOPNOTSUPP) => flags_ok = false,
+            Err(e) => return Err(e),
+        }
+    }
+    if !flags_ok {
+        match stable {
+            StableHow::Unstable => {}
+            StableHow::DataSync => sys::fdatasync(fd)?,
+            StableHow::FileSync => sys::fsync(fd)?,
+        }
+    }
+    Ok(done)
+}
+
+/// Read permission for READ: read, or execute on a regular file, or ownership.
+fn may_read(fd: BorrowedFd<'_>, st: &libc::statx, cred: &Cred) -> Result<(), Nfsstat3> {
+    if st.stx_uid == cred.uid {
+        return Ok(());
+    }
+    match sys::access(fd, libc::R_OK) {
+        Ok(()) => Ok(()),
+        Err(_) if is_reg(st) && sys::access(fd, libc::X_OK).is_ok() => Ok(()),
+        Err(e) => Err(errno(&e)),
+    }
+}
+
+/// Write permission for WRITE, COMMIT and truncation: write, or ownership.
+fn may_write(fd: BorrowedFd<'_>, st: &libc::statx, cred: &Cred) -> Result<(), Nfsstat3> {
+    if st.stx_uid == cred.uid {
+        return Ok(());
+    }
+    sys::access(fd, libc::W_OK).map_err(|e| errno(&e))
+}
+
+/// The times knfsd stores an exclusive-create verifier in: (mtime, atime) seconds.
+fn exclusive_times(verf: [u8; 8]) -> (i64, i64) {
+    let m = u32::from_be_bytes(verf[0..4].try_into().expect("4 bytes")) & 0x7fff_ffff;
+    let a = u32::from_be_bytes(verf[4..8].try_into().expect("4 bytes")) & 0x7fff_ffff;
+    (i64::from(m), i64::from(a))
+}
+
+fn timespec(t: SetTime) -> sys::TimeSpec {
+    match t {
+        SetTime::DontChange => None,
+        SetTime::ServerTime => Some(None),
+        SetTime::ClientTime(t) => Some(Some((i64::from(t.seconds), t.nseconds))),
+    }
+}
+
+fn errno(e: &io::Error) -> Nfsstat3 {
+    Nfsstat3::from_errno(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// EBUSY from unlink/rmdir/rename means a mount point or the like: not worth a retry
+/// (JUKEBOX), refused.
+fn errno_busy_is_acces(e: &io::Error) -> Nfsstat3 {
+    match e.raw_os_error() {
+        Some(libc::EBUSY) => Nfsstat3::ACCES,
+        _ => errno(e),
+    }
+}
+
+/// `open_by_handle_at` errors: a handle the kernel cannot find is stale.
+fn stale_errno(e: &io::Error) -> Nfsstat3 {
+    match e.raw_os_error() {
+        Some(libc::ESTALE | libc::ENOENT | libc::EINVAL | libc::ENOTDIR) => Nfsstat3::STALE,
+        _ => errno(e),
+    }
+}
+
+/// Carries an NFS status through an `io::Result` closure.
+fn status_error(s: Nfsstat3) -> io::Error {
+    let errno = match s {
+        Nfsstat3::NAMETOOLONG => libc::ENAMETOOLONG,
+        _ => libc::EINVAL,
+    };
+    io::Error::from_raw_os_error(errno)
+}
+
+/// Whether mount `mnt_id` mounts its file system's root at `path` (from /proc/self/mountinfo).
+/// When it does, every object reachable through the mount is inside the export.
+fn mount_is_fs_root_at(mnt_id: u64, path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    for line in text.lines() {
+        let mut f = line.split(' ');
+        let (Some(id), Some(_parent), Some(_dev), Some(root), Some(mount_point)) =
+            (f.next(), f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        if id.parse::<u64>().ok() == Some(mnt_id) {
+            return root == "/" && unescape_mountinfo(mount_point) == path.as_os_str().as_bytes();
+        }
+    }
+    false
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape_mountinfo(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 4 <= b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = b[i + 1..i + 4]
+                .iter()
+                .fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(Name::parse(b"").err(), Some(Nfsstat3::ACCES));
+        assert_eq!(Name::parse(b"a/b").err(), Some(Nfsstat3::ACCES));
+        assert_eq!(Name::parse(b"a\0b").err(), Some(Nfsstat3::ACCES));
+        assert_eq!(Name::parse(&[b'x'; 256]).err(), Some(Nfsstat3::NAMETOOLONG));
+        let n = Name::parse(&[b'x'; 255]).unwrap();
+        assert_eq!(n.c().to_bytes().len(), 255);
+        assert!(Name::parse(b"..").unwrap().is_dotdot());
+        assert!(Name::parse(b".").unwrap().is_dot());
+        assert!(!Name::parse(b"...").unwrap().is_dot_or_dotdot());
+    }
+
+    #[test]
+    fn exclusive_verifier_times_clear_the_high_bit() {
+        let (m, a) = exclusive_times([0xff, 0, 0, 1, 0x12, 0x34, 0x56, 0x78]);
+        assert_eq!(m, 0x7f00_0001);
+        assert_eq!(a, 0x1234_5678);
+    }
+
+    #[test]
+    fn mountinfo_escapes() {
+        assert_eq!(unescape_mountinfo(r"/a\040b\134c"), b"/a b\\c".to_vec());
+        assert_eq!(unescape_mountinfo(r"/x\04"), b"/x\\04".to_vec());
+    }
+}

@@ -1,0 +1,3 @@
+//! The sluice NFSv3 server.
+
+pub mod backend;
