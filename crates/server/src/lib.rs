@@ -1,3 +1,201 @@
 //! The sluice NFSv3 server.
+//!
+//! ```text
+//!   net (tokio driver: TCP/UDP, record marking, concurrency limits)
+//!    └─ service (RPC dispatch: PORTMAP v2, MOUNT v3, NFS v3; stats; request logs)
+//!        ├─ portmap   (answers for the one port)
+//!        ├─ mountd    (export roots, mount list)
+//!        └─ nfs       (the 22 procedures: wire types <-> backend)
+//!            └─ backend (LocalFs: handles, credentials, confinement, open-file cache, exports)
+//! ```
+//! Wire formats live in `sluice-xdr`, RPC framing and call parsing in `sluice-rpc`; both pure.
 
 pub mod backend;
+pub mod mountd;
+pub mod net;
+pub mod nfs;
+pub mod portmap;
+pub mod service;
+pub mod stats;
+
+use backend::{Export, LocalFs, LocalFsConfig};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tracing::info;
+
+/// Everything `sluice serve` needs.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where NFS, MOUNT and PORTMAP listen (TCP, and UDP when `udp`). Default 127.0.0.1:2049.
+    pub listen: SocketAddr,
+    /// The exported directories and their client rules.
+    pub exports: Vec<Export>,
+    /// Holds the file handle secret. Default [`backend::DEFAULT_STATE_DIR`].
+    pub state_dir: PathBuf,
+    /// FSINFO rtmax/wtmax in bytes (default 1 MiB).
+    pub read_bytes_max: u32,
+    pub write_bytes_max: u32,
+    /// Also answer PORTMAP on port 111 (`--portmapper`).
+    pub portmapper: bool,
+    /// Also serve over UDP on the same port.
+    pub udp: bool,
+    /// One log line per request.
+    pub log_requests: bool,
+    pub net: net::NetConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: "127.0.0.1:2049".parse().expect("literal address"),
+            exports: Vec::new(),
+            state_dir: PathBuf::from(backend::DEFAULT_STATE_DIR),
+            read_bytes_max: backend::IO_BYTES_MAX_DEFAULT,
+            write_bytes_max: backend::IO_BYTES_MAX_DEFAULT,
+            portmapper: false,
+            udp: false,
+            log_requests: false,
+            net: net::NetConfig::default(),
+        }
+    }
+}
+
+/// A server ready to run: exports opened, sockets bound.
+pub struct Bound {
+    pub server: Arc<service::Server>,
+    pub tcp: tokio::net::TcpListener,
+    pub udp: Option<tokio::net::UdpSocket>,
+    pub portmap_tcp: Option<tokio::net::TcpListener>,
+    pub config: ServerConfig,
+}
+
+impl Bound {
+    /// The TCP address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.tcp.local_addr()
+    }
+}
+
+/// Opens the exports and binds the sockets; errors say what to fix.
+pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
+    if config.exports.is_empty() {
+        return Err("nothing to export: give a directory or --exports FILE".into());
+    }
+    let mut entries = Vec::new();
+    for export in &mut config.exports {
+        let canonical = std::fs::canonicalize(&export.path)
+            .map_err(|e| format!("export {}: {e}", export.path.display()))?;
+        export.path = canonical;
+        let mut fs_cfg = LocalFsConfig::new(&export.path).state_dir(&config.state_dir);
+        fs_cfg.read_bytes_max = config.read_bytes_max;
+        fs_cfg.write_bytes_max = config.write_bytes_max;
+        if let Some(id) = export.clients.iter().find_map(|c| c.options.fsid) {
+            fs_cfg = fs_cfg.export_id(backend::ExportId(id));
+        }
+        let fs = LocalFs::new(fs_cfg)
+            .map_err(|e| format!("cannot export {}: {e}", export.path.display()))?;
+        entries.push(nfs::ExportEntry {
+            fs: Arc::new(fs),
+            export: export.clone(),
+        });
+    }
+    let tcp = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot listen on {} (TCP): {e}; choose another with --listen ADDR:PORT",
+                config.listen
+            )
+        })?;
+    let port = tcp.local_addr().map_err(|e| e.to_string())?.port();
+    let bound_addr = SocketAddr::new(config.listen.ip(), port);
+    let udp = if config.udp {
+        Some(
+            tokio::net::UdpSocket::bind(bound_addr)
+                .await
+                .map_err(|e| format!("cannot listen on {bound_addr} (UDP): {e}"))?,
+        )
+    } else {
+        None
+    };
+    let portmap_tcp = if config.portmapper {
+        let addr = SocketAddr::new(config.listen.ip(), sluice_xdr::portmap::PORT);
+        Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+            format!("cannot listen on {addr} for --portmapper: {e} (is rpcbind running?)")
+        })?)
+    } else {
+        None
+    };
+    let exports = Arc::new(entries);
+    let stats = Arc::new(stats::Stats::default());
+    let verifier = exports
+        .first()
+        .map(|e| e.fs.write_verifier())
+        .unwrap_or_default();
+    let server = Arc::new(service::Server {
+        nfs: nfs::Nfs3 {
+            exports: exports.clone(),
+            stats: stats.clone(),
+        },
+        mountd: mountd::Mountd::new(exports.clone()),
+        ports: portmap::PortTable {
+            port,
+            udp: config.udp,
+        },
+        stats,
+        log_requests: config.log_requests,
+    });
+    for e in exports.iter() {
+        info!(
+            path = %e.export.path.display(),
+            rules = e.export.clients.len(),
+            "exporting"
+        );
+    }
+    info!(
+        listen = %bound_addr,
+        udp = config.udp,
+        portmapper = config.portmapper,
+        rtmax = config.read_bytes_max,
+        wtmax = config.write_bytes_max,
+        verifier = %hex(&verifier),
+        "sluice serving NFSv3, MOUNTv3 and PORTMAPv2"
+    );
+    Ok(Bound {
+        server,
+        tcp,
+        udp,
+        portmap_tcp,
+        config,
+    })
+}
+
+/// Serves until a listener fails.
+pub async fn run(bound: Bound) -> Result<(), String> {
+    let Bound {
+        server,
+        tcp,
+        udp,
+        portmap_tcp,
+        config,
+    } = bound;
+    let net = config.net.clone();
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(net::serve_tcp(tcp, server.clone(), net.clone()));
+    if let Some(u) = udp {
+        tasks.spawn(net::serve_udp(u, server.clone(), net.clone()));
+    }
+    if let Some(p) = portmap_tcp {
+        tasks.spawn(net::serve_tcp(p, server.clone(), net.clone()));
+    }
+    match tasks.join_next().await {
+        Some(Ok(Ok(()))) | None => Ok(()),
+        Some(Ok(Err(e))) => Err(format!("server stopped: {e}")),
+        Some(Err(e)) => Err(format!("server task failed: {e}")),
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

@@ -1,0 +1,65 @@
+//! The `sluice` command line: a thin layer that parses arguments and calls the library crates.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod serve;
+
+#[derive(Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about = "A user-space NFS server and client that streams at link speed"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Export a directory over NFSv3 (NFS, MOUNT and PORTMAP on one port).
+    Serve(serve::ServeArgs),
+    /// Run the link emulator: a TCP/UDP proxy with delay, bandwidth limit and faults.
+    Link(sluice_link::LinkArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.cmd {
+            Cmd::Serve(args) => serve::run(args).await,
+            Cmd::Link(args) => sluice_link::run(args)
+                .await
+                .map_err(|e| format!("link: {e}")),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("sluice: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Logs go to stderr; `RUST_LOG` overrides the default level (info).
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

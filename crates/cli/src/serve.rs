@@ -1,0 +1,208 @@
+//! `sluice serve`: export directories over NFSv3.
+
+use clap::Args;
+use sluice_server::backend::exports::{parse_exports, ClientRule, IoMode, Squash};
+use sluice_server::backend::{Export, ExportOptions};
+use sluice_server::ServerConfig;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Directory to export (or use --exports FILE for several).
+    pub dir: Option<PathBuf>,
+    /// Address and port for NFS, MOUNT and PORTMAP.
+    #[arg(long, default_value = "127.0.0.1:2049")]
+    pub listen: SocketAddr,
+    /// Export read-only.
+    #[arg(long)]
+    pub ro: bool,
+    /// Do not map uid/gid 0 to the anonymous ids (the default squashes root).
+    #[arg(long, conflicts_with = "all_squash")]
+    pub no_root_squash: bool,
+    /// Map every client uid/gid to the anonymous ids.
+    #[arg(long)]
+    pub all_squash: bool,
+    /// uid that squashed requests run as.
+    #[arg(long, default_value_t = 65534)]
+    pub anonuid: u32,
+    /// gid that squashed requests run as.
+    #[arg(long, default_value_t = 65534)]
+    pub anongid: u32,
+    /// Client network allowed to use the export (CIDR or address; repeatable). Default: any
+    /// client that can reach --listen.
+    #[arg(long = "allow", value_name = "CIDR")]
+    pub allow: Vec<String>,
+    /// Require clients to use a privileged source port (exports' `secure`).
+    #[arg(long)]
+    pub secure: bool,
+    /// How READ/WRITE reach the disk: buffered, dontcache or direct.
+    #[arg(long, default_value = "buffered")]
+    pub io: String,
+    /// Exports file in /etc/exports syntax, instead of DIR and the flags above.
+    #[arg(long, value_name = "FILE", conflicts_with = "dir")]
+    pub exports: Option<PathBuf>,
+    /// Where the file-handle secret is kept (handles stay valid across restarts with the same one).
+    #[arg(long, default_value = "/var/lib/sluice")]
+    pub state_dir: PathBuf,
+    /// Largest READ offered to clients (FSINFO rtmax), e.g. 1M.
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    pub rtmax: u32,
+    /// Largest WRITE offered to clients (FSINFO wtmax), e.g. 1M.
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    pub wtmax: u32,
+    /// Also answer PORTMAP queries on port 111.
+    #[arg(long)]
+    pub portmapper: bool,
+    /// Also serve NFS and MOUNT over UDP on the same port.
+    #[arg(long)]
+    pub udp: bool,
+    /// Log one line per request.
+    #[arg(long)]
+    pub log_requests: bool,
+    /// Connections served at once.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Close connections idle for this many seconds.
+    #[arg(long, default_value_t = 360)]
+    pub idle_timeout: u64,
+}
+
+pub async fn run(args: ServeArgs) -> Result<(), String> {
+    let config = config_from(&args)?;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        return Err(
+            "sluice serve must run as root: it opens files by handle (CAP_DAC_READ_SEARCH) \
+                    and switches to each client's uid (setfsuid)"
+                .into(),
+        );
+    }
+    let bound = sluice_server::bind(config).await?;
+    tokio::select! {
+        r = sluice_server::run(bound) => r,
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("interrupted; stopping");
+            Ok(())
+        }
+    }
+}
+
+extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
+    let exports = match (&a.exports, &a.dir) {
+        (Some(file), _) => {
+            let text =
+                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            parse_exports(&text).map_err(|e| format!("{}: {e}", file.display()))?
+        }
+        (None, Some(dir)) => vec![export_from_flags(a, dir)?],
+        (None, None) => return Err("give a directory to export, or --exports FILE".into()),
+    };
+    if a.rtmax < 4096 || a.wtmax < 4096 {
+        return Err("--rtmax and --wtmax must be at least 4K".into());
+    }
+    let mut net = sluice_server::net::NetConfig {
+        connections_max: a.max_connections,
+        idle_timeout: Duration::from_secs(a.idle_timeout),
+        ..Default::default()
+    };
+    net.record_bytes_max = net.record_bytes_max.max(a.wtmax as usize + 64 * 1024);
+    Ok(ServerConfig {
+        listen: a.listen,
+        exports,
+        state_dir: a.state_dir.clone(),
+        read_bytes_max: a.rtmax,
+        write_bytes_max: a.wtmax,
+        portmapper: a.portmapper,
+        udp: a.udp,
+        log_requests: a.log_requests,
+        net,
+    })
+}
+
+fn export_from_flags(a: &ServeArgs, dir: &std::path::Path) -> Result<Export, String> {
+    let io_mode = match a.io.as_str() {
+        "buffered" => IoMode::Buffered,
+        "dontcache" => IoMode::DontCache,
+        "direct" => IoMode::Direct,
+        other => {
+            return Err(format!(
+                "--io {other}: expected buffered, dontcache or direct"
+            ))
+        }
+    };
+    let options = ExportOptions {
+        read_only: a.ro,
+        squash: if a.all_squash {
+            Squash::All
+        } else if a.no_root_squash {
+            Squash::None
+        } else {
+            Squash::Root
+        },
+        anonuid: a.anonuid,
+        anongid: a.anongid,
+        secure: a.secure,
+        io_mode,
+        ..ExportOptions::default()
+    };
+    let specs: Vec<String> = if a.allow.is_empty() {
+        vec!["*".into()]
+    } else {
+        a.allow.clone()
+    };
+    let mut clients = Vec::new();
+    for spec in &specs {
+        // Reuse the exports-file parser for the client syntax, so both accept the same forms.
+        let parsed = parse_exports(&format!("/ {spec}(ro)"))
+            .map_err(|_| format!("--allow {spec}: expected an address, a CIDR network or *"))?;
+        let client = parsed[0].clients[0].client;
+        clients.push(ClientRule {
+            client,
+            options: options.clone(),
+        });
+    }
+    Ok(Export {
+        path: dir.to_path_buf(),
+        clients,
+    })
+}
+
+/// Parses a byte count such as 1048576, 64K, 1M (powers of two).
+pub fn parse_size(s: &str) -> Result<u32, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => {
+            let unit = s[i..].trim_end_matches(['B', 'b']).trim_end_matches('i');
+            let m = match unit.to_ascii_uppercase().as_str() {
+                "" => 1,
+                "K" => 1 << 10,
+                "M" => 1 << 20,
+                _ => return Err(format!("{s}: unknown unit (use K or M)")),
+            };
+            (&s[..i], m)
+        }
+        None => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("{s}: not a size"))?;
+    u32::try_from(n * mult).map_err(|_| format!("{s}: too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert_eq!(parse_size("64KiB").unwrap(), 64 << 10);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("1G").is_err());
+    }
+}

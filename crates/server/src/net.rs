@@ -1,0 +1,284 @@
+//! The tokio driver: sockets and tasks around the pure RPC and NFS code.
+//!
+//! ```text
+//!            +-------------------- one TCP connection --------------------+
+//!  socket -> | reader task: read 64 KiB chunks -> RecordDecoder -> record |
+//!            |     |  (one task per call, at most `calls_in_flight_max`)   |
+//!            |     +--> Service::handle(record) --> reply segments --+     |
+//!            |                                                       v     |
+//!  socket <- | writer task: record-mark, writev, in completion order <-+   |
+//!            +-------------------------------------------------------------+
+//! ```
+//!
+//! Calls on one connection run concurrently and their replies go out as they complete, so a
+//! slow COMMIT never holds up the READs behind it. Every queue is bounded: the per-connection
+//! call semaphore stops the reader (and so the client, through TCP flow control) when too many
+//! calls are outstanding; the connection semaphore refuses connections past the limit; an idle
+//! connection is closed after `idle_timeout`.
+//!
+//! Socket reads go into 64 KiB buffers that are frozen and handed to the record decoder as
+//! they are, so a 1 MiB WRITE arrives as sixteen 64 KiB segments and is never copied into one
+//! contiguous buffer.
+
+use bytes::{Bytes, BytesMut};
+use sluice_rpc::record::{self, RecordDecoder, RecordDecoderConfig};
+use std::future::Future;
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::{mpsc, Semaphore};
+use tracing::{debug, info, warn};
+
+/// Size of one socket read buffer; also the largest contiguous allocation the receive path makes.
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Limits of the network driver.
+#[derive(Debug, Clone)]
+pub struct NetConfig {
+    /// Largest RPC record accepted; a larger one closes the connection (default 4 MiB: a 1 MiB
+    /// WRITE plus headers fits with room to spare, and `--wtmax` larger raises it).
+    pub record_bytes_max: usize,
+    /// Calls executing at once on one connection (default 128: more than any client's slot table).
+    pub calls_in_flight_max: usize,
+    /// Connections served at once (default 1024); more are accepted and closed at once.
+    pub connections_max: usize,
+    /// A connection with no outstanding call and no traffic for this long is closed (default 6 min,
+    /// like knfsd's idle timeout).
+    pub idle_timeout: Duration,
+    /// Replies queued for the writer of one connection (default 256).
+    pub replies_queued_max: usize,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            record_bytes_max: 4 << 20,
+            calls_in_flight_max: 128,
+            connections_max: 1024,
+            idle_timeout: Duration::from_secs(360),
+            replies_queued_max: 256,
+        }
+    }
+}
+
+/// Who sent a call.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    /// A number unique to the connection (0 for UDP), for the duplicate request cache.
+    pub conn_id: u64,
+    pub transport: Transport,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+/// Whatever answers RPC records: the NFS/MOUNT/PORTMAP dispatcher in production.
+pub trait Service: Send + Sync + 'static {
+    /// Handles one call record; `None` means send nothing (e.g. an undecodable header).
+    fn handle(
+        self: Arc<Self>,
+        peer: Peer,
+        record: Vec<Bytes>,
+    ) -> impl Future<Output = Option<Vec<Bytes>>> + Send;
+}
+
+/// Accepts TCP connections until the listener fails.
+pub async fn serve_tcp<S: Service>(
+    listener: TcpListener,
+    svc: Arc<S>,
+    cfg: NetConfig,
+) -> io::Result<()> {
+    let conns = Arc::new(Semaphore::new(cfg.connections_max));
+    let mut next_id: u64 = 1;
+    loop {
+        let (stream, addr) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                warn!("accept failed: {e}; retrying in 100 ms");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let permit = match conns.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                warn!(%addr, limit = cfg.connections_max, "connection refused: too many connections");
+                drop(stream);
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let peer = Peer {
+            addr,
+            conn_id: next_id,
+            transport: Transport::Tcp,
+        };
+        next_id += 1;
+        let svc = svc.clone();
+        let cfg = cfg.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_conn(stream, peer, svc, cfg).await {
+                debug!(%addr, "connection closed: {e}");
+            }
+            drop(permit);
+        });
+    }
+}
+
+async fn serve_conn<S: Service>(
+    stream: TcpStream,
+    peer: Peer,
+    svc: Arc<S>,
+    cfg: NetConfig,
+) -> io::Result<()> {
+    let (mut rd, mut wr) = stream.into_split();
+    let (tx, mut rx) = mpsc::channel::<Vec<Bytes>>(cfg.replies_queued_max);
+    let writer = tokio::spawn(async move {
+        while let Some(reply) = rx.recv().await {
+            let framed = record::frame(reply, usize::MAX >> 1);
+            if let Err(e) = write_all_vectored(&mut wr, &framed).await {
+                debug!("write failed: {e}");
+                return;
+            }
+        }
+        let _ = wr.shutdown().await;
+    });
+
+    let calls = Arc::new(Semaphore::new(cfg.calls_in_flight_max));
+    let mut decoder = RecordDecoder::new(RecordDecoderConfig {
+        max_record_bytes: cfg.record_bytes_max,
+        ..RecordDecoderConfig::default()
+    });
+    let mut buf = BytesMut::new();
+    let result = loop {
+        if buf.capacity() - buf.len() < 4096 {
+            buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        }
+        let idle = calls.available_permits() == cfg.calls_in_flight_max;
+        let n = if idle {
+            match tokio::time::timeout(cfg.idle_timeout, rd.read_buf(&mut buf)).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    info!(addr = %peer.addr, "closing idle connection after {:?}", cfg.idle_timeout);
+                    break Ok(());
+                }
+            }
+        } else {
+            rd.read_buf(&mut buf).await?
+        };
+        if n == 0 {
+            break Ok(());
+        }
+        decoder.push(buf.split().freeze());
+        loop {
+            match decoder.next_record() {
+                Ok(Some(rec)) => {
+                    let permit = calls
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .expect("semaphore is never closed");
+                    let svc = svc.clone();
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        if let Some(reply) = svc.handle(peer, rec).await {
+                            let _ = tx.send(reply).await;
+                        }
+                        drop(permit);
+                    });
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    warn!(addr = %peer.addr, "closing connection: {e}");
+                    drop(tx);
+                    let _ = writer.await;
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()));
+                }
+            }
+        }
+    };
+    drop(tx);
+    let _ = writer.await;
+    result
+}
+
+/// Writes every segment, in order, with as few `writev` calls as the socket allows.
+pub async fn write_all_vectored<W: AsyncWriteExt + Unpin>(
+    w: &mut W,
+    segs: &[Bytes],
+) -> io::Result<()> {
+    let mut idx = 0;
+    let mut off = 0;
+    while idx < segs.len() {
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity((segs.len() - idx).min(64));
+        slices.push(IoSlice::new(&segs[idx][off..]));
+        for s in segs[idx + 1..].iter().take(63) {
+            slices.push(IoSlice::new(s));
+        }
+        let mut n = w.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 && idx < segs.len() {
+            let left = segs[idx].len() - off;
+            if n >= left {
+                n -= left;
+                idx += 1;
+                off = 0;
+            } else {
+                off += n;
+                n = 0;
+            }
+        }
+        while idx < segs.len() && segs[idx].len() == off {
+            idx += 1;
+            off = 0;
+        }
+    }
+    Ok(())
+}
+
+/// Serves RPC over UDP: one datagram is one record (no record marking).
+pub async fn serve_udp<S: Service>(sock: UdpSocket, svc: Arc<S>, cfg: NetConfig) -> io::Result<()> {
+    let sock = Arc::new(sock);
+    let calls = Arc::new(Semaphore::new(cfg.calls_in_flight_max));
+    loop {
+        let mut buf = BytesMut::zeroed(READ_CHUNK_BYTES);
+        let (n, addr) = sock.recv_from(&mut buf).await?;
+        buf.truncate(n);
+        let rec = vec![buf.freeze()];
+        let permit = calls
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("semaphore is never closed");
+        let svc = svc.clone();
+        let sock = sock.clone();
+        tokio::spawn(async move {
+            let peer = Peer {
+                addr,
+                conn_id: 0,
+                transport: Transport::Udp,
+            };
+            if let Some(reply) = svc.handle(peer, rec).await {
+                let total: usize = reply.iter().map(|s| s.len()).sum();
+                let mut out = BytesMut::with_capacity(total);
+                for s in &reply {
+                    out.extend_from_slice(s);
+                }
+                if let Err(e) = sock.send_to(&out, addr).await {
+                    debug!(%addr, "UDP reply of {total} bytes not sent: {e}");
+                }
+            }
+            drop(permit);
+        });
+    }
+}

@@ -1,0 +1,560 @@
+//! NFSv3 procedure handlers (RFC 1813 §3.3): wire arguments in, wire results out.
+//!
+//! This layer only translates. It picks the export a handle belongs to, applies the export's
+//! client rules and squashing, runs the backend call on the blocking pool (every backend call is a
+//! few syscalls under the caller's fsuid), and turns the backend's answer into the procedure's
+//! `resok`/`resfail`. Semantics (permissions, wcc data, confinement) live in the backend.
+//!
+//! READ replies are built from 64 KiB chunks ([`DATA_CHUNK_BYTES`]) appended to the reply iovec
+//! without a copy; WRITE payloads arrive as the receive path's 64 KiB segments and go to
+//! `pwritev` as they are. Nothing on the data path allocates a contiguous buffer larger than a
+//! chunk.
+
+use crate::backend::{self, export_id_of, Caller, Cred, DirEntry, Export, ExportOptions, LocalFs};
+use crate::net::Peer;
+use crate::stats::Stats;
+use bytes::{Bytes, BytesMut};
+use sluice_rpc::server::Credentials;
+use sluice_xdr::nfs3::*;
+use sluice_xdr::{Pack, Payload, Writer};
+use std::sync::Arc;
+
+/// Size of one READ buffer chunk.
+pub const DATA_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Largest READDIR/READDIRPLUS reply built, whatever the client asks (bounds server memory per
+/// call; 1 MiB is what Linux clients ask for at most).
+pub const READDIR_REPLY_BYTES_MAX: usize = 1 << 20;
+
+/// One export: its backend and its client rules.
+pub struct ExportEntry {
+    pub fs: Arc<LocalFs>,
+    pub export: Export,
+}
+
+/// The NFSv3 program.
+pub struct Nfs3 {
+    pub exports: Arc<Vec<ExportEntry>>,
+    pub stats: Arc<Stats>,
+}
+
+/// Why a call cannot reach an export.
+enum Gate {
+    Status(Nfsstat3),
+}
+
+impl Nfs3 {
+    /// Runs one procedure and appends its results to `w`. Returns the status sent.
+    pub async fn handle(
+        &self,
+        peer: &Peer,
+        cred: &Credentials,
+        args: Args3,
+        w: &mut Writer,
+    ) -> Nfsstat3 {
+        if let Args3::Null(()) = args {
+            return Nfsstat3::OK;
+        }
+        let res = match self.gate(peer, cred, primary_fh(&args)) {
+            Ok((fs, caller)) => self.run(fs, caller, args).await,
+            Err(Gate::Status(s)) => failure(&args, s),
+        };
+        let status = res_status(&res);
+        res.pack(w);
+        status
+    }
+
+    /// Finds the export of a handle and the caller as that export sees them.
+    fn gate(
+        &self,
+        peer: &Peer,
+        cred: &Credentials,
+        fh: &NfsFh3,
+    ) -> Result<(Arc<LocalFs>, Caller), Gate> {
+        let id = export_id_of(fh).ok_or(Gate::Status(Nfsstat3::BADHANDLE))?;
+        let entry = self
+            .exports
+            .iter()
+            .find(|e| e.fs.export_id() == id)
+            .ok_or(Gate::Status(Nfsstat3::STALE))?;
+        let opts = entry
+            .export
+            .options_for(peer.addr.ip())
+            .ok_or(Gate::Status(Nfsstat3::ACCES))?;
+        if opts.secure && peer.addr.port() >= 1024 {
+            // knfsd answers a request from an unprivileged port on a `secure` export with
+            // NFSERR_PERM; the client should mount with a reserved port or the export be `insecure`.
+            return Err(Gate::Status(Nfsstat3::PERM));
+        }
+        Ok((entry.fs.clone(), caller_for(cred, opts)))
+    }
+
+    async fn run(&self, fs: Arc<LocalFs>, caller: Caller, args: Args3) -> Res3 {
+        let stats = self.stats.clone();
+        let fallback = failure(&args, Nfsstat3::SERVERFAULT);
+        match tokio::task::spawn_blocking(move || execute(&fs, &caller, args, &stats)).await {
+            Ok(res) => res,
+            Err(e) => {
+                tracing::error!("NFS handler failed: {e}");
+                fallback
+            }
+        }
+    }
+}
+
+/// The credentials a call runs with: AUTH_SYS ids, or the export's anonymous ids for AUTH_NONE,
+/// then squashed by the export's rules.
+pub fn caller_for(cred: &Credentials, opts: &ExportOptions) -> Caller {
+    let c = match cred {
+        Credentials::Sys(a) => Cred::new(a.uid, a.gid).with_groups(&a.gids),
+        Credentials::None => Cred::new(opts.anonuid, opts.anongid),
+    };
+    Caller::new(&c, opts)
+}
+
+/// The handle that decides which export a call is for.
+fn primary_fh(args: &Args3) -> &NfsFh3 {
+    static EMPTY: NfsFh3 = NfsFh3(Bytes::new());
+    match args {
+        Args3::Null(()) => &EMPTY,
+        Args3::Getattr(a) => &a.object,
+        Args3::Setattr(a) => &a.object,
+        Args3::Lookup(a) => &a.what.dir,
+        Args3::Access(a) => &a.object,
+        Args3::Readlink(a) => &a.symlink,
+        Args3::Read(a) => &a.file,
+        Args3::Write(a) => &a.file,
+        Args3::Create(a) => &a.where_.dir,
+        Args3::Mkdir(a) => &a.where_.dir,
+        Args3::Symlink(a) => &a.where_.dir,
+        Args3::Mknod(a) => &a.where_.dir,
+        Args3::Remove(a) => &a.object.dir,
+        Args3::Rmdir(a) => &a.object.dir,
+        Args3::Rename(a) => &a.from.dir,
+        Args3::Link(a) => &a.file,
+        Args3::Readdir(a) => &a.dir,
+        Args3::Readdirplus(a) => &a.dir,
+        Args3::Fsstat(a) => &a.fsroot,
+        Args3::Fsinfo(a) => &a.fsroot,
+        Args3::Pathconf(a) => &a.object,
+        Args3::Commit(a) => &a.file,
+    }
+}
+
+fn res_status(res: &Res3) -> Nfsstat3 {
+    match res {
+        Res3::Null(()) => Nfsstat3::OK,
+        Res3::Getattr(r) => r.status(),
+        Res3::Setattr(r) => r.status(),
+        Res3::Lookup(r) => r.status(),
+        Res3::Access(r) => r.status(),
+        Res3::Readlink(r) => r.status(),
+        Res3::Read(r) => r.status(),
+        Res3::Write(r) => r.status(),
+        Res3::Create(r) => r.status(),
+        Res3::Mkdir(r) => r.status(),
+        Res3::Symlink(r) => r.status(),
+        Res3::Mknod(r) => r.status(),
+        Res3::Remove(r) => r.status(),
+        Res3::Rmdir(r) => r.status(),
+        Res3::Rename(r) => r.status(),
+        Res3::Link(r) => r.status(),
+        Res3::Readdir(r) => r.status(),
+        Res3::Readdirplus(r) => r.status(),
+        Res3::Fsstat(r) => r.status(),
+        Res3::Fsinfo(r) => r.status(),
+        Res3::Pathconf(r) => r.status(),
+        Res3::Commit(r) => r.status(),
+    }
+}
+
+/// The failure result of `args`' procedure with an empty body (no attributes known).
+fn failure(args: &Args3, s: Nfsstat3) -> Res3 {
+    use NfsResult::Err as E;
+    match args {
+        Args3::Null(()) => Res3::Null(()),
+        Args3::Getattr(_) => Res3::Getattr(E(s, ())),
+        Args3::Setattr(_) => Res3::Setattr(E(s, Default::default())),
+        Args3::Lookup(_) => Res3::Lookup(E(s, Default::default())),
+        Args3::Access(_) => Res3::Access(E(s, Default::default())),
+        Args3::Readlink(_) => Res3::Readlink(E(s, Default::default())),
+        Args3::Read(_) => Res3::Read(E(s, Default::default())),
+        Args3::Write(_) => Res3::Write(E(s, Default::default())),
+        Args3::Create(_) => Res3::Create(E(s, Default::default())),
+        Args3::Mkdir(_) => Res3::Mkdir(E(s, Default::default())),
+        Args3::Symlink(_) => Res3::Symlink(E(s, Default::default())),
+        Args3::Mknod(_) => Res3::Mknod(E(s, Default::default())),
+        Args3::Remove(_) => Res3::Remove(E(s, Default::default())),
+        Args3::Rmdir(_) => Res3::Rmdir(E(s, Default::default())),
+        Args3::Rename(_) => Res3::Rename(E(s, Default::default())),
+        Args3::Link(_) => Res3::Link(E(s, Default::default())),
+        Args3::Readdir(_) => Res3::Readdir(E(s, Default::default())),
+        Args3::Readdirplus(_) => Res3::Readdirplus(E(s, Default::default())),
+        Args3::Fsstat(_) => Res3::Fsstat(E(s, Default::default())),
+        Args3::Fsinfo(_) => Res3::Fsinfo(E(s, Default::default())),
+        Args3::Pathconf(_) => Res3::Pathconf(E(s, Default::default())),
+        Args3::Commit(_) => Res3::Commit(E(s, Default::default())),
+    }
+}
+
+fn created(r: backend::Res<backend::CreateOk, WccData>) -> CreateRes {
+    match r {
+        Ok(c) => NfsResult::Ok(CreateResOk {
+            obj: Some(c.fh),
+            obj_attributes: Some(c.attr),
+            dir_wcc: c.dir_wcc,
+        }),
+        Err((s, dir_wcc)) => NfsResult::Err(s, CreateResFail { dir_wcc }),
+    }
+}
+
+fn stable_to_backend(s: StableHow) -> Option<backend::StableHow> {
+    match s {
+        StableHow::UNSTABLE => Some(backend::StableHow::Unstable),
+        StableHow::DATA_SYNC => Some(backend::StableHow::DataSync),
+        StableHow::FILE_SYNC => Some(backend::StableHow::FileSync),
+        _ => None,
+    }
+}
+
+fn stable_to_wire(s: backend::StableHow) -> StableHow {
+    match s {
+        backend::StableHow::Unstable => StableHow::UNSTABLE,
+        backend::StableHow::DataSync => StableHow::DATA_SYNC,
+        backend::StableHow::FileSync => StableHow::FILE_SYNC,
+    }
+}
+
+/// Runs one procedure on the blocking pool.
+fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats) -> Res3 {
+    use NfsResult::{Err as E, Ok as O};
+    match args {
+        Args3::Null(()) => Res3::Null(()),
+        Args3::Getattr(a) => Res3::Getattr(match fs.getattr(&a.object) {
+            Ok(attr) => O(GetattrResOk {
+                obj_attributes: attr,
+            }),
+            Err(s) => E(s, ()),
+        }),
+        Args3::Setattr(a) => Res3::Setattr(
+            match fs.setattr(caller, &a.object, &a.new_attributes, a.guard) {
+                Ok(obj_wcc) => O(SetattrResOk { obj_wcc }),
+                Err((s, obj_wcc)) => E(s, SetattrResFail { obj_wcc }),
+            },
+        ),
+        Args3::Lookup(a) => Res3::Lookup(match fs.lookup(caller, &a.what.dir, &a.what.name) {
+            Ok(l) => O(LookupResOk {
+                object: l.fh,
+                obj_attributes: Some(l.attr),
+                dir_attributes: l.dir_attr,
+            }),
+            Err((s, dir_attributes)) => E(s, LookupResFail { dir_attributes }),
+        }),
+        Args3::Access(a) => Res3::Access(match fs.access(caller, &a.object, a.access) {
+            Ok((access, obj_attributes)) => O(AccessResOk {
+                obj_attributes,
+                access,
+            }),
+            Err((s, obj_attributes)) => E(s, AccessResFail { obj_attributes }),
+        }),
+        Args3::Readlink(a) => Res3::Readlink(match fs.readlink(&a.symlink) {
+            Ok((target, symlink_attributes)) => O(ReadlinkResOk {
+                symlink_attributes,
+                data: Bytes::from(target),
+            }),
+            Err((s, symlink_attributes)) => E(s, ReadlinkResFail { symlink_attributes }),
+        }),
+        Args3::Read(a) => Res3::Read(read(fs, caller, a, stats)),
+        Args3::Write(a) => Res3::Write(write(fs, caller, a, stats)),
+        Args3::Create(a) => {
+            let how = match a.how {
+                CreateHow::Unchecked(s) => backend::CreateHow::Unchecked(s),
+                CreateHow::Guarded(s) => backend::CreateHow::Guarded(s),
+                CreateHow::Exclusive(v) => backend::CreateHow::Exclusive(v),
+            };
+            Res3::Create(created(fs.create(
+                caller,
+                &a.where_.dir,
+                &a.where_.name,
+                how,
+            )))
+        }
+        Args3::Mkdir(a) => Res3::Mkdir(created(fs.mkdir(
+            caller,
+            &a.where_.dir,
+            &a.where_.name,
+            &a.attributes,
+        ))),
+        Args3::Symlink(a) => Res3::Symlink(created(fs.symlink(
+            caller,
+            &a.where_.dir,
+            &a.where_.name,
+            &a.symlink_data,
+            &a.symlink_attributes,
+        ))),
+        Args3::Mknod(a) => {
+            let (ftype, sattr, spec) = match a.what {
+                MknodData::Chr(d) => (Ftype3::CHR, d.dev_attributes, d.spec),
+                MknodData::Blk(d) => (Ftype3::BLK, d.dev_attributes, d.spec),
+                MknodData::Sock(s) => (Ftype3::SOCK, s, Specdata3::default()),
+                MknodData::Fifo(s) => (Ftype3::FIFO, s, Specdata3::default()),
+                other => (other.ftype(), Sattr3::default(), Specdata3::default()),
+            };
+            Res3::Mknod(created(fs.mknod(
+                caller,
+                &a.where_.dir,
+                &a.where_.name,
+                ftype,
+                &sattr,
+                spec,
+            )))
+        }
+        Args3::Remove(a) => Res3::Remove(match fs.remove(caller, &a.object.dir, &a.object.name) {
+            Ok(dir_wcc) => O(RemoveResOk { dir_wcc }),
+            Err((s, dir_wcc)) => E(s, RemoveResFail { dir_wcc }),
+        }),
+        Args3::Rmdir(a) => Res3::Rmdir(match fs.rmdir(caller, &a.object.dir, &a.object.name) {
+            Ok(dir_wcc) => O(RemoveResOk { dir_wcc }),
+            Err((s, dir_wcc)) => E(s, RemoveResFail { dir_wcc }),
+        }),
+        Args3::Rename(a) => Res3::Rename(
+            match fs.rename(caller, &a.from.dir, &a.from.name, &a.to.dir, &a.to.name) {
+                Ok(w) => O(RenameResOk {
+                    fromdir_wcc: w.from_dir,
+                    todir_wcc: w.to_dir,
+                }),
+                Err((s, w)) => E(
+                    s,
+                    RenameResFail {
+                        fromdir_wcc: w.from_dir,
+                        todir_wcc: w.to_dir,
+                    },
+                ),
+            },
+        ),
+        Args3::Link(a) => Res3::Link(match fs.link(caller, &a.file, &a.link.dir, &a.link.name) {
+            Ok(l) => O(LinkResOk {
+                file_attributes: l.attr,
+                linkdir_wcc: l.dir_wcc,
+            }),
+            Err((s, l)) => E(
+                s,
+                LinkResFail {
+                    file_attributes: l.attr,
+                    linkdir_wcc: l.dir_wcc,
+                },
+            ),
+        }),
+        Args3::Readdir(a) => Res3::Readdir(readdir(fs, caller, a)),
+        Args3::Readdirplus(a) => Res3::Readdirplus(readdirplus(fs, caller, a)),
+        Args3::Fsstat(a) => Res3::Fsstat(match fs.fsstat(&a.fsroot) {
+            Ok(f) => O(FsstatResOk {
+                obj_attributes: f.attr,
+                tbytes: f.tbytes,
+                fbytes: f.fbytes,
+                abytes: f.abytes,
+                tfiles: f.tfiles,
+                ffiles: f.ffiles,
+                afiles: f.afiles,
+                invarsec: f.invarsec,
+            }),
+            Err((s, obj_attributes)) => E(s, FsstatResFail { obj_attributes }),
+        }),
+        Args3::Fsinfo(a) => Res3::Fsinfo(match fs.fsinfo(&a.fsroot) {
+            Ok(f) => O(FsinfoResOk {
+                obj_attributes: f.attr,
+                rtmax: f.rtmax,
+                rtpref: f.rtpref,
+                rtmult: f.rtmult,
+                wtmax: f.wtmax,
+                wtpref: f.wtpref,
+                wtmult: f.wtmult,
+                dtpref: f.dtpref,
+                maxfilesize: f.maxfilesize,
+                time_delta: f.time_delta,
+                properties: f.properties,
+            }),
+            Err((s, obj_attributes)) => E(s, FsinfoResFail { obj_attributes }),
+        }),
+        Args3::Pathconf(a) => Res3::Pathconf(match fs.pathconf(&a.object) {
+            Ok(p) => O(PathconfResOk {
+                obj_attributes: p.attr,
+                linkmax: p.linkmax,
+                name_max: p.name_max,
+                no_trunc: p.no_trunc,
+                chown_restricted: p.chown_restricted,
+                case_insensitive: p.case_insensitive,
+                case_preserving: p.case_preserving,
+            }),
+            Err((s, obj_attributes)) => E(s, PathconfResFail { obj_attributes }),
+        }),
+        Args3::Commit(a) => Res3::Commit(match fs.commit(caller, &a.file, a.offset, a.count) {
+            Ok(file_wcc) => O(CommitResOk {
+                file_wcc,
+                verf: fs.write_verifier(),
+            }),
+            Err((s, file_wcc)) => E(s, CommitResFail { file_wcc }),
+        }),
+    }
+}
+
+fn read(fs: &LocalFs, caller: &Caller, a: ReadArgs, stats: &Stats) -> ReadRes {
+    let count = (a.count as usize).min(fs.config().read_bytes_max as usize);
+    let mut bufs: Vec<BytesMut> = Vec::with_capacity(count.div_ceil(DATA_CHUNK_BYTES));
+    let mut left = count;
+    while left > 0 {
+        let n = left.min(DATA_CHUNK_BYTES);
+        bufs.push(BytesMut::zeroed(n));
+        left -= n;
+    }
+    match fs.read(caller, &a.file, a.offset, &mut bufs) {
+        Ok(ok) => {
+            let mut data = Payload::new();
+            let mut left = ok.count;
+            for mut b in bufs {
+                if left == 0 {
+                    break;
+                }
+                let n = left.min(b.len());
+                b.truncate(n);
+                data.push(b.freeze());
+                left -= n;
+            }
+            stats.wire_read_bytes.record(ok.count as u64);
+            NfsResult::Ok(ReadResOk {
+                file_attributes: Some(ok.attr),
+                count: ok.count as u32,
+                eof: ok.eof,
+                data,
+            })
+        }
+        Err((s, file_attributes)) => NfsResult::Err(s, ReadResFail { file_attributes }),
+    }
+}
+
+fn write(fs: &LocalFs, caller: &Caller, a: WriteArgs, stats: &Stats) -> WriteRes {
+    let fail = |s| NfsResult::Err(s, WriteResFail::default());
+    let Some(stable) = stable_to_backend(a.stable) else {
+        return fail(Nfsstat3::INVAL);
+    };
+    // RFC 1813 §3.3.7: `count` is the number of bytes of `data` to write; more than was sent is
+    // a malformed request.
+    let count = a.count as usize;
+    if count > a.data.len() {
+        return fail(Nfsstat3::INVAL);
+    }
+    let mut chunks: Vec<Bytes> = Vec::with_capacity(a.data.chunks().len());
+    let mut left = count;
+    for c in a.data.chunks() {
+        if left == 0 {
+            break;
+        }
+        let n = left.min(c.len());
+        chunks.push(c.slice(..n));
+        left -= n;
+    }
+    stats.wire_write_bytes.record(count as u64);
+    match fs.write(caller, &a.file, a.offset, &chunks, stable) {
+        Ok(w) => NfsResult::Ok(WriteResOk {
+            file_wcc: w.wcc,
+            count: w.count as u32,
+            committed: stable_to_wire(w.committed),
+            verf: fs.write_verifier(),
+        }),
+        Err((s, file_wcc)) => NfsResult::Err(s, WriteResFail { file_wcc }),
+    }
+}
+
+/// Bytes of a READDIR(PLUS) reply besides the entries: status, dir attributes, verifier, the
+/// list terminator and eof.
+const READDIR_OVERHEAD_BYTES: usize = 4 + READDIR_RESOK_FIXED_BYTES;
+
+fn readdir(fs: &LocalFs, caller: &Caller, a: ReaddirArgs) -> ReaddirRes {
+    let limit = (a.count as usize).min(READDIR_REPLY_BYTES_MAX);
+    let mut used = READDIR_OVERHEAD_BYTES;
+    let mut entries: Vec<Entry3> = Vec::new();
+    let mut visit = |e: DirEntry<'_>| {
+        let entry = Entry3 {
+            fileid: e.fileid,
+            name: Bytes::copy_from_slice(e.name),
+            cookie: e.cookie,
+        };
+        let n = entry.encoded_len();
+        if used + n > limit {
+            return false;
+        }
+        used += n;
+        entries.push(entry);
+        true
+    };
+    match fs.readdir(caller, &a.dir, a.cookie, a.cookieverf, false, &mut visit) {
+        Ok(ok) => {
+            if entries.is_empty() && !ok.eof {
+                return NfsResult::Err(
+                    Nfsstat3::TOOSMALL,
+                    ReaddirResFail {
+                        dir_attributes: ok.dir_attr,
+                    },
+                );
+            }
+            NfsResult::Ok(ReaddirResOk {
+                dir_attributes: ok.dir_attr,
+                cookieverf: ok.cookieverf,
+                entries,
+                eof: ok.eof,
+            })
+        }
+        Err((s, dir_attributes)) => NfsResult::Err(s, ReaddirResFail { dir_attributes }),
+    }
+}
+
+fn readdirplus(fs: &LocalFs, caller: &Caller, a: ReaddirplusArgs) -> ReaddirplusRes {
+    let limit = (a.maxcount as usize).min(READDIR_REPLY_BYTES_MAX);
+    // RFC 1813 §3.3.17: dircount bounds the directory information alone (fileid, name, cookie).
+    // Zero is taken as "no separate bound", as some clients send it.
+    let dir_limit = if a.dircount == 0 {
+        usize::MAX
+    } else {
+        a.dircount as usize
+    };
+    let mut used = READDIR_OVERHEAD_BYTES;
+    let mut dir_used = 0usize;
+    let mut entries: Vec<Entryplus3> = Vec::new();
+    let mut visit = |e: DirEntry<'_>| {
+        let entry = Entryplus3 {
+            fileid: e.fileid,
+            name: Bytes::copy_from_slice(e.name),
+            cookie: e.cookie,
+            name_attributes: e.attr,
+            name_handle: e.fh,
+        };
+        let n = entry.encoded_len();
+        let d = entry.dir_info_len();
+        if used + n > limit || (!entries.is_empty() && dir_used + d > dir_limit) {
+            return false;
+        }
+        used += n;
+        dir_used += d;
+        entries.push(entry);
+        true
+    };
+    match fs.readdir(caller, &a.dir, a.cookie, a.cookieverf, true, &mut visit) {
+        Ok(ok) => {
+            if entries.is_empty() && !ok.eof {
+                return NfsResult::Err(
+                    Nfsstat3::TOOSMALL,
+                    ReaddirplusResFail {
+                        dir_attributes: ok.dir_attr,
+                    },
+                );
+            }
+            NfsResult::Ok(ReaddirplusResOk {
+                dir_attributes: ok.dir_attr,
+                cookieverf: ok.cookieverf,
+                entries,
+                eof: ok.eof,
+            })
+        }
+        Err((s, dir_attributes)) => NfsResult::Err(s, ReaddirplusResFail { dir_attributes }),
+    }
+}

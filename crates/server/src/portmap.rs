@@ -1,0 +1,95 @@
+//! PORTMAP v2 responder (RFC 1833 §3).
+//!
+//! sluice serves NFS and MOUNT on one port, so its portmapper has nothing to learn: it answers
+//! GETPORT for the programs it serves with that port, DUMP with the same table, and refuses SET
+//! and UNSET (nobody else may register here). Clients that ask a portmapper (libnfs without
+//! `nfsport`/`mountport`, the kernel's mount helper) then find everything in one round trip.
+
+use sluice_xdr::portmap::{Args, Mapping, PmapList, IPPROTO_TCP, IPPROTO_UDP};
+use sluice_xdr::{mount3, nfs3, portmap, Pack, Writer};
+
+/// What this server offers, for PORTMAP answers.
+#[derive(Debug, Clone)]
+pub struct PortTable {
+    pub port: u16,
+    pub udp: bool,
+}
+
+impl PortTable {
+    /// The port of (prog, vers, prot), or 0 when not served (RFC 1833: 0 means "not registered").
+    pub fn getport(&self, m: &Mapping) -> u32 {
+        if self
+            .mappings()
+            .iter()
+            .any(|x| x.prog == m.prog && x.vers == m.vers && x.prot == m.prot)
+        {
+            self.port as u32
+        } else {
+            0
+        }
+    }
+
+    pub fn mappings(&self) -> Vec<Mapping> {
+        let mut protos = vec![IPPROTO_TCP];
+        if self.udp {
+            protos.push(IPPROTO_UDP);
+        }
+        let mut out = Vec::new();
+        for &prot in &protos {
+            for (prog, vers) in [
+                (portmap::PROGRAM, portmap::VERSION),
+                (nfs3::PROGRAM, nfs3::VERSION),
+                (mount3::PROGRAM, mount3::VERSION),
+            ] {
+                out.push(Mapping {
+                    prog,
+                    vers,
+                    prot,
+                    port: self.port as u32,
+                });
+            }
+        }
+        out
+    }
+
+    /// Encodes the results of one PORTMAP call, or `None` for a procedure we do not answer.
+    pub fn handle(&self, args: &Args, w: &mut Writer) -> Option<()> {
+        match args {
+            Args::Null => {}
+            Args::Set(_) | Args::Unset(_) => false.pack(w),
+            Args::Getport(m) => w.put_u32(self.getport(m)),
+            Args::Dump => PmapList(self.mappings()).pack(w),
+            Args::Callit(_) => return None,
+        }
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn getport_answers_only_served_programs() {
+        let t = PortTable {
+            port: 2049,
+            udp: false,
+        };
+        let q = |prog, vers, prot| Mapping {
+            prog,
+            vers,
+            prot,
+            port: 0,
+        };
+        assert_eq!(t.getport(&q(100003, 3, IPPROTO_TCP)), 2049);
+        assert_eq!(t.getport(&q(100005, 3, IPPROTO_TCP)), 2049);
+        assert_eq!(t.getport(&q(100003, 4, IPPROTO_TCP)), 0);
+        assert_eq!(t.getport(&q(100003, 3, IPPROTO_UDP)), 0);
+        assert_eq!(t.getport(&q(100021, 4, IPPROTO_TCP)), 0);
+        let t = PortTable {
+            port: 2049,
+            udp: true,
+        };
+        assert_eq!(t.getport(&q(100003, 3, IPPROTO_UDP)), 2049);
+    }
+}
