@@ -1,0 +1,1093 @@
+//! [`Client`]: a mounted NFSv3 export with typed calls for every procedure and path helpers.
+//!
+//! # Connecting (what `Client::connect` does, in order)
+//! 1. Resolve the URL's host; only the addresses it names are ever contacted.
+//! 2. Ports: `nfsport`/`mountport` from the URL; a missing one is asked from PORTMAP (GETPORT,
+//!    TCP) on the authority's port (`nfs://host:P/...`, where sluice serves it) or on 111. If
+//!    no portmapper answers and only one port is known, it is used for both (sluice serves NFS
+//!    and MOUNT on one port).
+//! 3. MOUNT: the URL path is split into the export and a path inside it. The server's EXPORT
+//!    list picks the longest export that is a prefix of the path; without a list, MNT is tried
+//!    on the whole path, then on ever shorter prefixes. MNT returns the root file handle.
+//! 4. FSINFO on the root: `rsize = min(rtmax, ClientOptions::rsize_max)`, likewise `wsize`.
+//!
+//! Every call is recorded in per-procedure [`ClientStats`].
+
+use crate::error::NfsError;
+use crate::file::File;
+use crate::stats::{ClientStats, Sample};
+use crate::transport::{CallError, PendingCall, RpcClient, RpcConfig};
+use crate::url::NfsUrl;
+use bytes::Bytes;
+use sluice_rpc::client::{CallTableConfig, ProcId};
+use sluice_rpc::rtt::TimerClass;
+use sluice_xdr::nfs3::{self, proc_, *};
+use sluice_xdr::rpc::{AuthSys, OpaqueAuth};
+use sluice_xdr::{mount3, portmap, Pack, Payload, Reader, Unpack, Writer};
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Settings of a [`Client`].
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Transport settings (slots, hard/soft, reconnect backoff).
+    pub rpc: RpcConfig,
+    /// Cap on the READ size; the server's `rtmax` may lower it. Default 1 MiB, Linux's cap.
+    pub rsize_max: u32,
+    /// Cap on the WRITE size; the server's `wtmax` may lower it. Default 1 MiB.
+    pub wsize_max: u32,
+    /// READs of rsize in flight per sequential reader. Default 4: enough to keep a loopback
+    /// or LAN link busy (one READ transferring, three queued at the server).
+    pub read_depth: usize,
+    /// UNSTABLE WRITEs of wsize in flight per writer. Default 4, for the same reason.
+    pub write_depth: usize,
+    /// Uncommitted bytes a writer may hold (for resending after a server restart) before it
+    /// sends a COMMIT. Default 64 MiB: a bound on client memory per open writer.
+    pub commit_bytes_max: u64,
+    /// Credentials (AUTH_SYS); the URL's `uid`/`gid` override these. Default: the process's
+    /// effective ids.
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// READDIR(PLUS) reply size asked for; the server's `dtpref` may lower it. Default 64 KiB.
+    pub readdir_bytes: u32,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            rpc: RpcConfig::default(),
+            rsize_max: 1 << 20,
+            wsize_max: 1 << 20,
+            read_depth: 4,
+            write_depth: 4,
+            commit_bytes_max: 64 << 20,
+            uid: None,
+            gid: None,
+            readdir_bytes: 64 << 10,
+        }
+    }
+}
+
+/// Anything that names an NFS URL.
+pub trait IntoNfsUrl {
+    fn into_nfs_url(self) -> Result<NfsUrl, NfsError>;
+}
+impl IntoNfsUrl for NfsUrl {
+    fn into_nfs_url(self) -> Result<NfsUrl, NfsError> {
+        Ok(self)
+    }
+}
+impl IntoNfsUrl for &NfsUrl {
+    fn into_nfs_url(self) -> Result<NfsUrl, NfsError> {
+        Ok(self.clone())
+    }
+}
+impl IntoNfsUrl for &str {
+    fn into_nfs_url(self) -> Result<NfsUrl, NfsError> {
+        NfsUrl::parse(self).map_err(|e| NfsError::Other(e.to_string()))
+    }
+}
+impl IntoNfsUrl for &String {
+    fn into_nfs_url(self) -> Result<NfsUrl, NfsError> {
+        self.as_str().into_nfs_url()
+    }
+}
+
+/// A mounted export. Cheap to clone (shared connection and statistics).
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    url: NfsUrl,
+    export: String,
+    /// The URL's path inside the export ("/" for the export's root).
+    target: String,
+    nfs: RpcClient,
+    cred: OpaqueAuth,
+    root: NfsFh3,
+    fsinfo: FsinfoResOk,
+    rsize: u32,
+    wsize: u32,
+    dir_bytes: u32,
+    options: ClientOptions,
+    stats: Mutex<ClientStats>,
+}
+
+/// One directory entry from [`Client::read_dir`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub fileid: u64,
+    /// From READDIRPLUS when the server sent them.
+    pub fh: Option<NfsFh3>,
+    pub attr: Option<Fattr3>,
+}
+
+impl Client {
+    /// Connects to the server named by `url`, mounts its export and reads FSINFO.
+    pub async fn connect(url: impl IntoNfsUrl, options: ClientOptions) -> Result<Client, NfsError> {
+        let url = url.into_nfs_url()?;
+        let stats = Mutex::new(ClientStats::default());
+        let cred = credentials(&url, &options);
+        let ip = resolve(&url).await?;
+        let (nfs_port, mount_port) = ports(&url, ip, &options, &cred, &stats).await?;
+        let mut rpc_config = options.rpc.clone();
+        if rpc_config.server_name.is_empty() {
+            rpc_config.server_name = url.host.clone();
+        }
+        let nfs_addr = SocketAddr::new(ip, nfs_port);
+        let nfs = RpcClient::connect(nfs_addr, rpc_config.clone())
+            .await
+            .map_err(|e| NfsError::Connect(format!("cannot connect to {nfs_addr}: {e}")))?;
+        let mount_rpc = if mount_port == nfs_port {
+            nfs.clone()
+        } else {
+            let addr = SocketAddr::new(ip, mount_port);
+            RpcClient::connect(addr, setup_config(&rpc_config))
+                .await
+                .map_err(|e| NfsError::Connect(format!("cannot connect to MOUNT at {addr}: {e}")))?
+        };
+        let (export, root) = mount(&mount_rpc, &cred, &url.path, &stats).await?;
+        drop(mount_rpc);
+        let target = strip_export(&url.path, &export);
+        let inner = Inner {
+            url,
+            export,
+            target,
+            nfs,
+            cred,
+            root: root.clone(),
+            fsinfo: FsinfoResOk::default(),
+            rsize: 0,
+            wsize: 0,
+            dir_bytes: 0,
+            options,
+            stats,
+        };
+        let mut client = Client {
+            inner: Arc::new(inner),
+        };
+        let fsinfo = client.fsinfo(&root).await?;
+        let inner = Arc::get_mut(&mut client.inner).expect("no other handle exists yet");
+        inner.rsize = transfer_size(fsinfo.rtmax, inner.options.rsize_max);
+        inner.wsize = transfer_size(fsinfo.wtmax, inner.options.wsize_max);
+        inner.dir_bytes = match fsinfo.dtpref {
+            0 => inner.options.readdir_bytes,
+            d => d.clamp(4096, inner.options.readdir_bytes.max(4096)),
+        };
+        inner.fsinfo = fsinfo;
+        Ok(client)
+    }
+
+    // --- getters ---------------------------------------------------------------------------
+
+    /// The URL this client was connected with.
+    pub fn url(&self) -> &NfsUrl {
+        &self.inner.url
+    }
+    /// The mounted export's path on the server.
+    pub fn export(&self) -> &str {
+        &self.inner.export
+    }
+    /// The URL's path relative to the export ("/" when the URL names the export itself).
+    pub fn target_path(&self) -> &str {
+        &self.inner.target
+    }
+    /// The export's root handle.
+    pub fn root(&self) -> &NfsFh3 {
+        &self.inner.root
+    }
+    pub fn rsize(&self) -> u32 {
+        self.inner.rsize
+    }
+    pub fn wsize(&self) -> u32 {
+        self.inner.wsize
+    }
+    pub fn fsinfo_cached(&self) -> &FsinfoResOk {
+        &self.inner.fsinfo
+    }
+    pub fn options(&self) -> &ClientOptions {
+        &self.inner.options
+    }
+    /// The URL of `path` (relative to the export) on this server, for messages.
+    pub fn url_of(&self, path: &str) -> NfsUrl {
+        let p = crate::url::normalize_path(path);
+        if self.inner.export == "/" {
+            self.inner.url.with_path(&p)
+        } else if p == "/" {
+            self.inner.url.with_path(&self.inner.export)
+        } else {
+            self.inner
+                .url
+                .with_path(&format!("{}{p}", self.inner.export))
+        }
+    }
+    /// Per-procedure statistics so far.
+    pub fn stats(&self) -> ClientStats {
+        self.inner.stats.lock().expect("stats lock").clone()
+    }
+    /// Transport counters (reconnects, bytes on the wire).
+    pub fn transport_stats(&self) -> crate::transport::TransportStats {
+        self.inner.nfs.stats()
+    }
+
+    // --- the NFSv3 procedures (RFC 1813 §3.3) --------------------------------------------
+
+    pub async fn null(&self) -> Result<(), NfsError> {
+        self.start::<(), ()>(proc_::NULL, &()).await.wait().await
+    }
+
+    pub async fn getattr(&self, object: &NfsFh3) -> Result<GetattrResOk, NfsError> {
+        let args = GetattrArgs {
+            object: object.clone(),
+        };
+        self.start::<GetattrResOk, ()>(proc_::GETATTR, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn setattr(
+        &self,
+        object: &NfsFh3,
+        new_attributes: Sattr3,
+        guard: Option<Nfstime3>,
+    ) -> Result<SetattrResOk, NfsError> {
+        let args = SetattrArgs {
+            object: object.clone(),
+            new_attributes,
+            guard,
+        };
+        self.start::<SetattrResOk, SetattrResFail>(proc_::SETATTR, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn lookup(&self, dir: &NfsFh3, name: &str) -> Result<LookupResOk, NfsError> {
+        let args = LookupArgs {
+            what: diropargs(dir, name),
+        };
+        self.start::<LookupResOk, LookupResFail>(proc_::LOOKUP, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn access(&self, object: &NfsFh3, access: u32) -> Result<AccessResOk, NfsError> {
+        let args = AccessArgs {
+            object: object.clone(),
+            access,
+        };
+        self.start::<AccessResOk, AccessResFail>(proc_::ACCESS, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn readlink(&self, symlink: &NfsFh3) -> Result<ReadlinkResOk, NfsError> {
+        let args = ReadlinkArgs {
+            symlink: symlink.clone(),
+        };
+        self.start::<ReadlinkResOk, ReadlinkResFail>(proc_::READLINK, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn read(
+        &self,
+        file: &NfsFh3,
+        offset: u64,
+        count: u32,
+    ) -> Result<ReadResOk, NfsError> {
+        self.start_read(file, offset, count).await.wait().await
+    }
+
+    /// Starts a READ without waiting for it (for pipelining).
+    pub async fn start_read(&self, file: &NfsFh3, offset: u64, count: u32) -> Pending<ReadResOk> {
+        let args = ReadArgs {
+            file: file.clone(),
+            offset,
+            count,
+        };
+        self.start::<ReadResOk, ReadResFail>(proc_::READ, &args)
+            .await
+    }
+
+    pub async fn write(
+        &self,
+        file: &NfsFh3,
+        offset: u64,
+        data: Bytes,
+        stable: StableHow,
+    ) -> Result<WriteResOk, NfsError> {
+        self.start_write(file, offset, data, stable)
+            .await
+            .wait()
+            .await
+    }
+
+    /// Starts a WRITE without waiting for it (for pipelining). `data` is sent without copying.
+    pub async fn start_write(
+        &self,
+        file: &NfsFh3,
+        offset: u64,
+        data: Bytes,
+        stable: StableHow,
+    ) -> Pending<WriteResOk> {
+        let args = WriteArgs {
+            file: file.clone(),
+            offset,
+            count: data.len() as u32,
+            stable,
+            data: Payload::from(data),
+        };
+        self.start::<WriteResOk, WriteResFail>(proc_::WRITE, &args)
+            .await
+    }
+
+    pub async fn create(
+        &self,
+        dir: &NfsFh3,
+        name: &str,
+        how: CreateHow,
+    ) -> Result<CreateResOk, NfsError> {
+        let args = CreateArgs {
+            where_: diropargs(dir, name),
+            how,
+        };
+        self.start::<CreateResOk, CreateResFail>(proc_::CREATE, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn mkdir(
+        &self,
+        dir: &NfsFh3,
+        name: &str,
+        attributes: Sattr3,
+    ) -> Result<MkdirResOk, NfsError> {
+        let args = MkdirArgs {
+            where_: diropargs(dir, name),
+            attributes,
+        };
+        self.start::<MkdirResOk, MkdirResFail>(proc_::MKDIR, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn symlink(
+        &self,
+        dir: &NfsFh3,
+        name: &str,
+        target: &str,
+        attributes: Sattr3,
+    ) -> Result<SymlinkResOk, NfsError> {
+        let args = SymlinkArgs {
+            where_: diropargs(dir, name),
+            symlink_attributes: attributes,
+            symlink_data: Bytes::copy_from_slice(target.as_bytes()),
+        };
+        self.start::<SymlinkResOk, SymlinkResFail>(proc_::SYMLINK, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn mknod(
+        &self,
+        dir: &NfsFh3,
+        name: &str,
+        what: MknodData,
+    ) -> Result<MknodResOk, NfsError> {
+        let args = MknodArgs {
+            where_: diropargs(dir, name),
+            what,
+        };
+        self.start::<MknodResOk, MknodResFail>(proc_::MKNOD, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn remove(&self, dir: &NfsFh3, name: &str) -> Result<RemoveResOk, NfsError> {
+        let args = RemoveArgs {
+            object: diropargs(dir, name),
+        };
+        self.start::<RemoveResOk, RemoveResFail>(proc_::REMOVE, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn rmdir(&self, dir: &NfsFh3, name: &str) -> Result<RmdirResOk, NfsError> {
+        let args = RmdirArgs {
+            object: diropargs(dir, name),
+        };
+        self.start::<RmdirResOk, RmdirResFail>(proc_::RMDIR, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn rename(
+        &self,
+        from_dir: &NfsFh3,
+        from_name: &str,
+        to_dir: &NfsFh3,
+        to_name: &str,
+    ) -> Result<RenameResOk, NfsError> {
+        let args = RenameArgs {
+            from: diropargs(from_dir, from_name),
+            to: diropargs(to_dir, to_name),
+        };
+        self.start::<RenameResOk, RenameResFail>(proc_::RENAME, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn link(
+        &self,
+        file: &NfsFh3,
+        dir: &NfsFh3,
+        name: &str,
+    ) -> Result<LinkResOk, NfsError> {
+        let args = LinkArgs {
+            file: file.clone(),
+            link: diropargs(dir, name),
+        };
+        self.start::<LinkResOk, LinkResFail>(proc_::LINK, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn readdir(
+        &self,
+        dir: &NfsFh3,
+        cookie: u64,
+        cookieverf: Verifier,
+        count: u32,
+    ) -> Result<ReaddirResOk, NfsError> {
+        let args = ReaddirArgs {
+            dir: dir.clone(),
+            cookie,
+            cookieverf,
+            count,
+        };
+        self.start::<ReaddirResOk, ReaddirResFail>(proc_::READDIR, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn readdirplus(
+        &self,
+        dir: &NfsFh3,
+        cookie: u64,
+        cookieverf: Verifier,
+        dircount: u32,
+        maxcount: u32,
+    ) -> Result<ReaddirplusResOk, NfsError> {
+        let args = ReaddirplusArgs {
+            dir: dir.clone(),
+            cookie,
+            cookieverf,
+            dircount,
+            maxcount,
+        };
+        self.start::<ReaddirplusResOk, ReaddirplusResFail>(proc_::READDIRPLUS, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn fsstat(&self, fsroot: &NfsFh3) -> Result<FsstatResOk, NfsError> {
+        let args = FsstatArgs {
+            fsroot: fsroot.clone(),
+        };
+        self.start::<FsstatResOk, FsstatResFail>(proc_::FSSTAT, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn fsinfo(&self, fsroot: &NfsFh3) -> Result<FsinfoResOk, NfsError> {
+        let args = FsinfoArgs {
+            fsroot: fsroot.clone(),
+        };
+        self.start::<FsinfoResOk, FsinfoResFail>(proc_::FSINFO, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn pathconf(&self, object: &NfsFh3) -> Result<PathconfResOk, NfsError> {
+        let args = PathconfArgs {
+            object: object.clone(),
+        };
+        self.start::<PathconfResOk, PathconfResFail>(proc_::PATHCONF, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    pub async fn commit(
+        &self,
+        file: &NfsFh3,
+        offset: u64,
+        count: u32,
+    ) -> Result<CommitResOk, NfsError> {
+        let args = CommitArgs {
+            file: file.clone(),
+            offset,
+            count,
+        };
+        self.start::<CommitResOk, CommitResFail>(proc_::COMMIT, &args)
+            .await
+            .wait()
+            .await
+    }
+
+    // --- path helpers ----------------------------------------------------------------------
+
+    /// Looks up `path` (relative to the export root; "/" or "" is the root) component by
+    /// component. Symbolic links are not followed.
+    pub async fn lookup_path(&self, path: &str) -> Result<(NfsFh3, Fattr3), NfsError> {
+        let mut fh = self.inner.root.clone();
+        let mut attr = None;
+        for name in components(path) {
+            let res = self.lookup(&fh, name).await?;
+            fh = res.object;
+            attr = res.obj_attributes;
+        }
+        let attr = match attr {
+            Some(a) => a,
+            None => self.getattr(&fh).await?.obj_attributes,
+        };
+        Ok((fh, attr))
+    }
+
+    /// The directory holding `path` and the last component's name.
+    pub async fn lookup_parent(&self, path: &str) -> Result<(NfsFh3, String), NfsError> {
+        let parts: Vec<&str> = components(path).collect();
+        let Some((name, dirs)) = parts.split_last() else {
+            return Err(NfsError::Other("the export root has no parent".into()));
+        };
+        let (dir, attr) = self.lookup_path(&dirs.join("/")).await?;
+        if attr.ftype != Ftype3::DIR {
+            return Err(NfsError::local(Nfsstat3::NOTDIR));
+        }
+        Ok((dir, name.to_string()))
+    }
+
+    /// Opens an existing regular file (or anything not a directory) for reading or writing.
+    pub async fn open(&self, path: &str) -> Result<File, NfsError> {
+        let (fh, attr) = self.lookup_path(path).await?;
+        if attr.ftype == Ftype3::DIR {
+            return Err(NfsError::local(Nfsstat3::ISDIR));
+        }
+        Ok(File::new(self.clone(), fh, attr))
+    }
+
+    /// Creates `path` (or truncates it if it exists: UNCHECKED with size 0) with `mode`.
+    pub async fn create_file(&self, path: &str, mode: u32) -> Result<File, NfsError> {
+        let (dir, name) = self.lookup_parent(path).await?;
+        self.create_in(&dir, &name, mode).await
+    }
+
+    /// Creates (or truncates) `name` in `dir` with `mode`.
+    pub async fn create_in(&self, dir: &NfsFh3, name: &str, mode: u32) -> Result<File, NfsError> {
+        let how = CreateHow::Unchecked(Sattr3 {
+            mode: Some(mode),
+            size: Some(0),
+            ..Sattr3::default()
+        });
+        let res = self.create(dir, name, how).await?;
+        let fh = match res.obj {
+            Some(fh) => fh,
+            None => self.lookup(dir, name).await?.object,
+        };
+        let attr = match res.obj_attributes {
+            Some(a) => a,
+            None => self.getattr(&fh).await?.obj_attributes,
+        };
+        Ok(File::new(self.clone(), fh, attr))
+    }
+
+    /// All entries of a directory except "." and "..", with attributes when the server sends
+    /// them (READDIRPLUS; READDIR if the server does not support it).
+    pub async fn read_dir(&self, dir: &NfsFh3) -> Result<Vec<DirEntry>, NfsError> {
+        match self.read_dir_plus(dir).await {
+            Err(e) if e.status() == Some(Nfsstat3::NOTSUPP) => self.read_dir_plain(dir).await,
+            other => other,
+        }
+    }
+
+    async fn read_dir_plus(&self, dir: &NfsFh3) -> Result<Vec<DirEntry>, NfsError> {
+        let (mut cookie, mut verf, mut out) = (0u64, [0u8; 8], Vec::new());
+        // dircount bounds the names, maxcount the whole reply with attributes and handles;
+        // a 4:1 ratio like Linux's leaves room for the ~200 bytes of attributes per entry.
+        let dircount = self.inner.dir_bytes;
+        let maxcount = dircount.saturating_mul(4).min(1 << 20);
+        loop {
+            let res = self
+                .readdirplus(dir, cookie, verf, dircount, maxcount)
+                .await?;
+            verf = res.cookieverf;
+            let progressed = !res.entries.is_empty();
+            for e in res.entries {
+                cookie = e.cookie;
+                if e.name.as_ref() == b"." || e.name.as_ref() == b".." {
+                    continue;
+                }
+                out.push(DirEntry {
+                    name: String::from_utf8_lossy(&e.name).into_owned(),
+                    fileid: e.fileid,
+                    fh: e.name_handle,
+                    attr: e.name_attributes,
+                });
+            }
+            if res.eof {
+                return Ok(out);
+            }
+            if !progressed {
+                return Err(NfsError::Other(
+                    "server returned an empty READDIRPLUS reply without EOF".into(),
+                ));
+            }
+        }
+    }
+
+    async fn read_dir_plain(&self, dir: &NfsFh3) -> Result<Vec<DirEntry>, NfsError> {
+        let (mut cookie, mut verf, mut out) = (0u64, [0u8; 8], Vec::new());
+        loop {
+            let res = self
+                .readdir(dir, cookie, verf, self.inner.dir_bytes)
+                .await?;
+            verf = res.cookieverf;
+            let progressed = !res.entries.is_empty();
+            for e in res.entries {
+                cookie = e.cookie;
+                if e.name.as_ref() == b"." || e.name.as_ref() == b".." {
+                    continue;
+                }
+                out.push(DirEntry {
+                    name: String::from_utf8_lossy(&e.name).into_owned(),
+                    fileid: e.fileid,
+                    fh: None,
+                    attr: None,
+                });
+            }
+            if res.eof {
+                return Ok(out);
+            }
+            if !progressed {
+                return Err(NfsError::Other(
+                    "server returned an empty READDIR reply without EOF".into(),
+                ));
+            }
+        }
+    }
+
+    // --- the call machinery ----------------------------------------------------------------
+
+    async fn start<O: Unpack, F: Unpack>(&self, proc_: u32, args: &impl Pack) -> Pending<O> {
+        let mut w = Writer::new();
+        args.pack(&mut w);
+        let segments = w.into_segments();
+        let bytes_sent = segments.iter().map(|s| s.len()).sum();
+        let id = ProcId {
+            prog: nfs3::PROGRAM,
+            vers: nfs3::VERSION,
+            proc_,
+        };
+        let call = self
+            .inner
+            .nfs
+            .start(id, &self.inner.cred, segments, timer_class(proc_))
+            .await;
+        Pending {
+            call,
+            client: self.clone(),
+            proc_,
+            bytes_sent,
+            decode: decode_nfs::<O, F>,
+            _out: PhantomData,
+        }
+    }
+}
+
+/// An NFS call in flight; [`Pending::wait`] gives its result.
+pub struct Pending<O> {
+    call: PendingCall,
+    client: Client,
+    proc_: u32,
+    bytes_sent: usize,
+    decode: fn(&mut Reader<'_>) -> sluice_xdr::Result<Result<O, Nfsstat3>>,
+    _out: PhantomData<fn() -> O>,
+}
+
+impl<O> Pending<O> {
+    pub async fn wait(self) -> Result<O, NfsError> {
+        let outcome = self.call.wait().await;
+        let mut sample = Sample {
+            bytes_sent: self.bytes_sent,
+            ..Sample::default()
+        };
+        let result = match outcome {
+            Ok(o) => {
+                sample.transmissions = o.transmissions;
+                sample.bytes_received = o.reply_bytes;
+                sample.elapsed = o.elapsed;
+                let mut r = o.reply.results();
+                match (self.decode)(&mut r) {
+                    Ok(Ok(v)) => Ok(v),
+                    Ok(Err(status)) => Err(NfsError::Status {
+                        proc_: self.proc_,
+                        status,
+                    }),
+                    Err(e) => Err(NfsError::Decode(e)),
+                }
+            }
+            Err(e) => Err(NfsError::Rpc(e)),
+        };
+        sample.error = result.is_err();
+        let name = proc_::NAMES
+            .get(self.proc_ as usize)
+            .copied()
+            .unwrap_or("?");
+        self.client
+            .inner
+            .stats
+            .lock()
+            .expect("stats lock")
+            .record("NFS3", self.proc_, name, sample);
+        result
+    }
+}
+
+fn decode_nfs<O: Unpack, F: Unpack>(r: &mut Reader<'_>) -> sluice_xdr::Result<Result<O, Nfsstat3>> {
+    Ok(match NfsResult::<O, F>::unpack(r)? {
+        NfsResult::Ok(v) => Ok(v),
+        NfsResult::Err(s, _) => Err(s),
+    })
+}
+
+/// The RTT class of each procedure (see `sluice_rpc::rtt`).
+fn timer_class(p: u32) -> TimerClass {
+    match p {
+        proc_::READ | proc_::READLINK => TimerClass::Read,
+        proc_::WRITE | proc_::COMMIT => TimerClass::Write,
+        proc_::GETATTR | proc_::ACCESS | proc_::FSSTAT | proc_::FSINFO | proc_::PATHCONF => {
+            TimerClass::Getattr
+        }
+        proc_::LOOKUP | proc_::READDIR | proc_::READDIRPLUS => TimerClass::Lookup,
+        _ => TimerClass::Other,
+    }
+}
+
+fn diropargs(dir: &NfsFh3, name: &str) -> DirOpArgs3 {
+    DirOpArgs3 {
+        dir: dir.clone(),
+        name: Bytes::copy_from_slice(name.as_bytes()),
+    }
+}
+
+/// Path components, without empty ones and ".".
+pub(crate) fn components(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|c| !c.is_empty() && *c != ".")
+}
+
+/// `min(server max, cap)`, in whole 4 KiB pages when that large; the server's max when it
+/// gives none (0) is taken as no limit.
+fn transfer_size(server_max: u32, cap: u32) -> u32 {
+    let s = if server_max == 0 {
+        cap
+    } else {
+        server_max.min(cap)
+    };
+    let s = s.min(RecordLimit::PAYLOAD_MAX);
+    if s >= 4096 {
+        s & !4095
+    } else {
+        s.max(512)
+    }
+}
+
+/// Transfer sizes must leave room for headers in a reply record the transport accepts.
+struct RecordLimit;
+impl RecordLimit {
+    const PAYLOAD_MAX: u32 =
+        (sluice_rpc::record::RecordDecoderConfig::DEFAULT_MAX_RECORD_BYTES - 64 * 1024) as u32;
+}
+
+fn credentials(url: &NfsUrl, options: &ClientOptions) -> OpaqueAuth {
+    // SAFETY: geteuid/getegid have no preconditions and cannot fail.
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let uid = url.uid.or(options.uid).unwrap_or(euid);
+    let gid = url.gid.or(options.gid).unwrap_or(egid);
+    AuthSys {
+        stamp: rand::random(),
+        machine_name: Bytes::from(hostname()),
+        uid,
+        gid,
+        gids: vec![gid],
+    }
+    .to_opaque_auth()
+}
+
+fn hostname() -> Vec<u8> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
+    // truncates, and we stop at the first NUL or the end.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return b"localhost".to_vec();
+    }
+    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    buf[..n.min(sluice_xdr::rpc::MAX_MACHINE_NAME)].to_vec()
+}
+
+async fn resolve(url: &NfsUrl) -> Result<std::net::IpAddr, NfsError> {
+    let port = url.port.unwrap_or(portmap::PORT);
+    let mut addrs = tokio::net::lookup_host((url.host.as_str(), port))
+        .await
+        .map_err(|e| NfsError::Connect(format!("cannot resolve {}: {e}", url.host)))?;
+    addrs
+        .next()
+        .map(|a| a.ip())
+        .ok_or_else(|| NfsError::Connect(format!("{} has no address", url.host)))
+}
+
+/// Settings for the short set-up conversations (PORTMAP, MOUNT): soft, so that a missing
+/// service is an error within seconds instead of a hang.
+fn setup_config(base: &RpcConfig) -> RpcConfig {
+    RpcConfig {
+        table: CallTableConfig {
+            major_timeout: Duration::from_secs(15),
+            retrans: Some(1),
+            ..base.table
+        },
+        ..base.clone()
+    }
+}
+
+async fn ports(
+    url: &NfsUrl,
+    ip: std::net::IpAddr,
+    options: &ClientOptions,
+    cred: &OpaqueAuth,
+    stats: &Mutex<ClientStats>,
+) -> Result<(u16, u16), NfsError> {
+    if let (Some(n), Some(m)) = (url.nfsport, url.mountport) {
+        return Ok((n, m));
+    }
+    let pm_addr = SocketAddr::new(ip, url.port.unwrap_or(portmap::PORT));
+    let asked = async {
+        let pm = RpcClient::connect(pm_addr, setup_config(&options.rpc))
+            .await
+            .map_err(|e| {
+                NfsError::Connect(format!("cannot reach the portmapper at {pm_addr}: {e}"))
+            })?;
+        let nfs = match url.nfsport {
+            Some(p) => p,
+            None => getport(&pm, cred, nfs3::PROGRAM, nfs3::VERSION, stats).await?,
+        };
+        let mount = match url.mountport {
+            Some(p) => p,
+            None => getport(&pm, cred, mount3::PROGRAM, mount3::VERSION, stats).await?,
+        };
+        Ok::<_, NfsError>((nfs, mount))
+    }
+    .await;
+    match asked {
+        Ok(ports) => Ok(ports),
+        Err(e) => match (url.nfsport, url.mountport) {
+            (Some(p), None) | (None, Some(p)) => {
+                tracing::debug!("{e}; using port {p} for both NFS and MOUNT");
+                Ok((p, p))
+            }
+            _ => Err(e),
+        },
+    }
+}
+
+async fn getport(
+    pm: &RpcClient,
+    cred: &OpaqueAuth,
+    prog: u32,
+    vers: u32,
+    stats: &Mutex<ClientStats>,
+) -> Result<u16, NfsError> {
+    let args = portmap::Mapping {
+        prog,
+        vers,
+        prot: portmap::IPPROTO_TCP,
+        port: 0,
+    };
+    let res = raw_call(
+        pm,
+        cred,
+        ("PORTMAP2", portmap::PROGRAM, portmap::VERSION),
+        portmap::proc_::GETPORT,
+        &args,
+        stats,
+        |r| portmap::decode_res(portmap::proc_::GETPORT, r),
+    )
+    .await?;
+    let port = match res {
+        portmap::Res::Getport(p) => p,
+        _ => 0,
+    };
+    u16::try_from(port).ok().filter(|&p| p != 0).ok_or_else(|| {
+        NfsError::Connect(format!(
+            "the portmapper at {} knows no program {prog} version {vers} over TCP",
+            pm.peer_addr()
+        ))
+    })
+}
+
+/// MOUNT: picks the export for `path` and returns it with its root handle.
+async fn mount(
+    rpc: &RpcClient,
+    cred: &OpaqueAuth,
+    path: &str,
+    stats: &Mutex<ClientStats>,
+) -> Result<(String, NfsFh3), NfsError> {
+    let prog = ("MOUNT3", mount3::PROGRAM, mount3::VERSION);
+    let mut candidates: Vec<String> = Vec::new();
+    if let Ok(mount3::Res::Export(list)) =
+        raw_call(rpc, cred, prog, mount3::proc_::EXPORT, &(), stats, |r| {
+            mount3::decode_res(mount3::proc_::EXPORT, r)
+        })
+        .await
+    {
+        let mut dirs: Vec<String> = list
+            .0
+            .iter()
+            .map(|n| String::from_utf8_lossy(&n.dir.0).into_owned())
+            .filter(|d| is_path_prefix(d, path))
+            .collect();
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.len()));
+        candidates.extend(dirs);
+    }
+    let parts: Vec<&str> = components(path).collect();
+    for n in (0..=parts.len()).rev() {
+        let p = format!("/{}", parts[..n].join("/"));
+        if !candidates.contains(&p) {
+            candidates.push(p);
+        }
+    }
+    let mut first_error = None;
+    for dir in candidates {
+        let args = mount3::DirPath(Bytes::from(dir.clone().into_bytes()));
+        let res = raw_call(rpc, cred, prog, mount3::proc_::MNT, &args, stats, |r| {
+            mount3::decode_res(mount3::proc_::MNT, r)
+        })
+        .await;
+        match res {
+            Ok(mount3::Res::Mnt(mount3::MntRes::Ok(ok))) => return Ok((dir, ok.fhandle)),
+            Ok(mount3::Res::Mnt(mount3::MntRes::Err(s))) => {
+                first_error.get_or_insert(NfsError::Mount(s));
+            }
+            Ok(_) => {
+                first_error.get_or_insert(NfsError::Other("MNT: unexpected reply".into()));
+            }
+            Err(e @ NfsError::Rpc(_)) => return Err(e),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error.unwrap_or_else(|| NfsError::Other("nothing to mount".into())))
+}
+
+/// A call to a set-up program (PORTMAP, MOUNT), recorded in the statistics.
+async fn raw_call<T>(
+    rpc: &RpcClient,
+    cred: &OpaqueAuth,
+    (prog_name, prog, vers): (&'static str, u32, u32),
+    proc_: u32,
+    args: &impl Pack,
+    stats: &Mutex<ClientStats>,
+    decode: impl FnOnce(&mut Reader<'_>) -> sluice_xdr::Result<T>,
+) -> Result<T, NfsError> {
+    let mut w = Writer::new();
+    args.pack(&mut w);
+    let segments = w.into_segments();
+    let bytes_sent = segments.iter().map(|s| s.len()).sum();
+    let id = ProcId { prog, vers, proc_ };
+    let outcome = rpc.call(id, cred, segments, TimerClass::Other).await;
+    let mut sample = Sample {
+        bytes_sent,
+        ..Sample::default()
+    };
+    let result = match outcome {
+        Ok(o) => {
+            sample.transmissions = o.transmissions;
+            sample.bytes_received = o.reply_bytes;
+            sample.elapsed = o.elapsed;
+            decode(&mut o.reply.results()).map_err(NfsError::Decode)
+        }
+        Err(CallError::Rpc(e)) => Err(NfsError::Rpc(CallError::Rpc(e))),
+        Err(e) => Err(NfsError::Rpc(e)),
+    };
+    sample.error = result.is_err();
+    let names: &[&'static str] = if prog == mount3::PROGRAM {
+        &mount3::proc_::NAMES
+    } else {
+        &portmap::proc_::NAMES
+    };
+    let name = names.get(proc_ as usize).copied().unwrap_or("?");
+    stats
+        .lock()
+        .expect("stats lock")
+        .record(prog_name, proc_, name, sample);
+    result
+}
+
+/// True if `prefix` is `path` or a directory above it, component-wise.
+fn is_path_prefix(prefix: &str, path: &str) -> bool {
+    let pre: Vec<&str> = components(prefix).collect();
+    let p: Vec<&str> = components(path).collect();
+    p.len() >= pre.len() && p[..pre.len()] == pre[..]
+}
+
+fn strip_export(path: &str, export: &str) -> String {
+    let skip = components(export).count();
+    let rest: Vec<&str> = components(path).skip(skip).collect();
+    format!("/{}", rest.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_prefixes_are_component_wise() {
+        assert!(is_path_prefix("/tmp/exp", "/tmp/exp/a"));
+        assert!(is_path_prefix("/tmp/exp/", "/tmp/exp"));
+        assert!(is_path_prefix("/", "/x"));
+        assert!(!is_path_prefix("/tmp/exp", "/tmp/exp2/a"));
+        assert_eq!(strip_export("/tmp/exp/a/b", "/tmp/exp"), "/a/b");
+        assert_eq!(strip_export("/tmp/exp", "/tmp/exp"), "/");
+    }
+
+    #[test]
+    fn transfer_sizes_respect_server_cap_and_pages() {
+        assert_eq!(transfer_size(1 << 20, 1 << 20), 1 << 20);
+        assert_eq!(transfer_size(64 << 10, 1 << 20), 64 << 10);
+        assert_eq!(transfer_size(0, 1 << 20), 1 << 20);
+        assert_eq!(transfer_size(100_000, 1 << 20), 98_304);
+        assert_eq!(transfer_size(16 << 20, 16 << 20), 4 << 20);
+    }
+}

@@ -1,0 +1,450 @@
+//! [`File`]: pipelined sequential reads ([`FileReader`]) and unstable write-behind with COMMIT
+//! and verifier checking ([`FileWriter`]). The policies are in [`crate::plan`]; this module only
+//! issues the calls they ask for.
+//!
+//! ```text
+//!  FileReader:  planner.next() ──start_read──► [READ][READ][READ][READ] ──in offset order──► caller
+//!                 ▲ ReadState (consumed, fetched_end, size, eof)   short read: the gap is read first
+//!
+//!  FileWriter:  write() ─► buffer ─(wsize)─► [WRITE][WRITE][WRITE][WRITE] UNSTABLE ─► UnstableLog
+//!               finish() / log over commit_bytes_max ─► drain ─► COMMIT ─► log.on_commit(verf)
+//!                                         lost chunks (verifier changed) ─► resend ─► COMMIT again
+//! ```
+
+use crate::client::{Client, Pending};
+use crate::error::NfsError;
+use crate::plan::{FixedWindow, ReadPlanner, ReadSample, ReadState, UnstableLog};
+use bytes::{Bytes, BytesMut};
+use sluice_xdr::nfs3::{Fattr3, NfsFh3, ReadResOk, Sattr3, StableHow, Verifier, WriteResOk};
+use std::collections::VecDeque;
+use std::time::Instant;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+/// How many times a COMMIT may report a new verifier (and make the writer resend) before the
+/// writer gives up: a server that restarts on every COMMIT cannot be written to.
+const COMMIT_ROUNDS_MAX: usize = 8;
+
+/// An open file: a handle and the attributes seen when it was opened.
+#[derive(Clone)]
+pub struct File {
+    client: Client,
+    fh: NfsFh3,
+    attr: Fattr3,
+}
+
+impl File {
+    pub(crate) fn new(client: Client, fh: NfsFh3, attr: Fattr3) -> File {
+        File { client, fh, attr }
+    }
+
+    pub fn fh(&self) -> &NfsFh3 {
+        &self.fh
+    }
+    /// Attributes as of opening (or the last [`File::refresh`]).
+    pub fn attr(&self) -> &Fattr3 {
+        &self.attr
+    }
+    pub fn size(&self) -> u64 {
+        self.attr.size
+    }
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Fetches the attributes again.
+    pub async fn refresh(&mut self) -> Result<&Fattr3, NfsError> {
+        self.attr = self.client.getattr(&self.fh).await?.obj_attributes;
+        Ok(&self.attr)
+    }
+
+    /// A sequential reader from offset 0 with the default fixed readahead window.
+    pub fn reader(&self) -> FileReader {
+        let depth = self.client.options().read_depth;
+        self.reader_with(Box::new(FixedWindow { depth }))
+    }
+
+    /// A sequential reader with a custom readahead policy.
+    pub fn reader_with(&self, planner: Box<dyn ReadPlanner>) -> FileReader {
+        FileReader {
+            file: self.clone(),
+            planner,
+            state: ReadState {
+                size_hint: self.attr.size,
+                rsize: self.client.rsize(),
+                ..ReadState::default()
+            },
+            queue: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    /// The whole file in memory.
+    pub async fn read_all(&self) -> Result<Vec<u8>, NfsError> {
+        let mut out = Vec::with_capacity(self.attr.size.min(1 << 30) as usize);
+        let mut r = self.reader();
+        while let Some(chunks) = r.next_chunk().await? {
+            for c in chunks {
+                out.extend_from_slice(&c);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Streams the whole file into `sink`; returns the bytes copied. `progress` is called with
+    /// each delivered chunk's length.
+    pub async fn read_to<W: AsyncWrite + Unpin>(
+        &self,
+        sink: &mut W,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64, ReadToError> {
+        let mut r = self.reader();
+        let mut total = 0u64;
+        while let Some(chunks) = r.next_chunk().await.map_err(ReadToError::Nfs)? {
+            for c in chunks {
+                sink.write_all(&c).await.map_err(ReadToError::Io)?;
+                total += c.len() as u64;
+                progress(c.len() as u64);
+            }
+        }
+        sink.flush().await.map_err(ReadToError::Io)?;
+        Ok(total)
+    }
+
+    /// A writer from offset 0 (the caller truncates first if it wants to replace the file).
+    pub fn writer(&self) -> FileWriter {
+        let o = self.client.options();
+        FileWriter {
+            file: self.clone(),
+            offset: 0,
+            buf: BytesMut::new(),
+            in_flight: VecDeque::new(),
+            log: UnstableLog::new(),
+            depth: o.write_depth.max(1),
+            wsize: self.client.wsize() as usize,
+            commit_bytes_max: o.commit_bytes_max,
+            sent_any: false,
+            verifier_changes: 0,
+        }
+    }
+
+    /// Sets attributes (mode, owner, size, times).
+    pub async fn set_attr(&self, attrs: Sattr3) -> Result<(), NfsError> {
+        self.client.setattr(&self.fh, attrs, None).await.map(|_| ())
+    }
+}
+
+/// Failure of [`File::read_to`]: the NFS side or the sink.
+#[derive(Debug)]
+pub enum ReadToError {
+    Nfs(NfsError),
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for ReadToError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadToError::Nfs(e) => write!(f, "{e}"),
+            ReadToError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadToError {}
+
+/// A sequential reader keeping several READs in flight. See the module docs.
+pub struct FileReader {
+    file: File,
+    planner: Box<dyn ReadPlanner>,
+    state: ReadState,
+    queue: VecDeque<InFlightRead>,
+    done: bool,
+}
+
+struct InFlightRead {
+    offset: u64,
+    count: u32,
+    started: Instant,
+    pending: Pending<ReadResOk>,
+}
+
+impl FileReader {
+    /// The next piece of the file, in order, as zero-copy chunks; `None` at end of file.
+    pub async fn next_chunk(&mut self) -> Result<Option<Vec<Bytes>>, NfsError> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            self.fill().await;
+            let Some(read) = self.queue.pop_front() else {
+                self.done = true;
+                return Ok(None);
+            };
+            let res = read.pending.wait().await;
+            self.state.in_flight -= 1;
+            let res = match res {
+                Ok(r) => r,
+                Err(e) => {
+                    self.done = true;
+                    return Err(e);
+                }
+            };
+            if let Some(a) = &res.file_attributes {
+                self.state.size_hint = self.state.size_hint.max(a.size);
+            }
+            let got = res.data.len().min(res.count as usize) as u32;
+            self.planner.on_reply(&ReadSample {
+                offset: read.offset,
+                count: got,
+                rtt: read.started.elapsed(),
+            });
+            if res.eof {
+                // Nothing exists past this reply: READs queued behind it are dropped unread.
+                self.state.eof_seen = true;
+                self.queue.clear();
+                self.state.in_flight = 0;
+                self.state.fetched_end = read.offset + u64::from(got);
+            } else if got < read.count {
+                if got == 0 {
+                    // No data and no EOF: a server bug; stop rather than spin.
+                    self.done = true;
+                    return Err(NfsError::Other(format!(
+                        "server returned an empty READ at offset {} without EOF",
+                        read.offset
+                    )));
+                }
+                // A short read: fetch the rest of this range before anything behind it.
+                let offset = read.offset + u64::from(got);
+                let count = read.count - got;
+                let pending = self
+                    .file
+                    .client
+                    .start_read(&self.file.fh, offset, count)
+                    .await;
+                self.queue.push_front(InFlightRead {
+                    offset,
+                    count,
+                    started: Instant::now(),
+                    pending,
+                });
+                self.state.in_flight += 1;
+            }
+            self.state.consumed += u64::from(got);
+            if got > 0 {
+                let mut chunks = res.data.into_chunks();
+                truncate_chunks(&mut chunks, got as usize);
+                return Ok(Some(chunks));
+            }
+        }
+    }
+
+    /// Bytes delivered so far.
+    pub fn position(&self) -> u64 {
+        self.state.consumed
+    }
+
+    async fn fill(&mut self) {
+        if self.state.eof_seen {
+            return;
+        }
+        while let Some(req) = self.planner.next(&self.state) {
+            let pending = self
+                .file
+                .client
+                .start_read(&self.file.fh, req.offset, req.count)
+                .await;
+            self.queue.push_back(InFlightRead {
+                offset: req.offset,
+                count: req.count,
+                started: Instant::now(),
+                pending,
+            });
+            self.state.in_flight += 1;
+            self.state.fetched_end = self
+                .state
+                .fetched_end
+                .max(req.offset + u64::from(req.count));
+        }
+    }
+}
+
+fn truncate_chunks(chunks: &mut Vec<Bytes>, mut keep: usize) {
+    let mut out = Vec::with_capacity(chunks.len());
+    for mut c in chunks.drain(..) {
+        if keep == 0 {
+            break;
+        }
+        if c.len() > keep {
+            c.truncate(keep);
+        }
+        keep -= c.len();
+        if !c.is_empty() {
+            out.push(c);
+        }
+    }
+    *chunks = out;
+}
+
+/// Sequential write-behind: UNSTABLE WRITEs of wsize, several in flight, then COMMIT with
+/// verifier checking. Call [`FileWriter::finish`]: until it returns Ok, nothing is known to be
+/// on stable storage.
+pub struct FileWriter {
+    file: File,
+    /// Offset of the next byte handed to a WRITE.
+    offset: u64,
+    buf: BytesMut,
+    in_flight: VecDeque<InFlightWrite>,
+    log: UnstableLog,
+    depth: usize,
+    wsize: usize,
+    commit_bytes_max: u64,
+    sent_any: bool,
+    verifier_changes: u64,
+}
+
+struct InFlightWrite {
+    offset: u64,
+    data: Bytes,
+    pending: Pending<WriteResOk>,
+}
+
+impl FileWriter {
+    /// Appends `data`; sends whole wsize WRITEs as the buffer fills.
+    pub async fn write(&mut self, mut data: &[u8]) -> Result<(), NfsError> {
+        while !data.is_empty() {
+            let room = self.wsize - self.buf.len();
+            let n = room.min(data.len());
+            self.buf.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            if self.buf.len() == self.wsize {
+                let chunk = self.buf.split().freeze();
+                self.send(chunk, StableHow::UNSTABLE).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes accepted so far (sent or buffered).
+    pub fn position(&self) -> u64 {
+        self.offset + self.buf.len() as u64
+    }
+
+    /// How many times the server's write verifier changed under this writer (each time the
+    /// uncommitted data was resent).
+    pub fn verifier_changes(&self) -> u64 {
+        self.verifier_changes
+    }
+
+    /// Sends what is buffered, waits for every WRITE and COMMITs until the server's verifier
+    /// confirms all data. Returns the bytes written.
+    pub async fn finish(mut self) -> Result<u64, NfsError> {
+        if !self.buf.is_empty() {
+            let chunk = self.buf.split().freeze();
+            // A file that fits in one WRITE is sent FILE_SYNC: one round trip, no COMMIT (what
+            // the Linux client does for a single small request at close).
+            let stable = if self.sent_any {
+                StableHow::UNSTABLE
+            } else {
+                StableHow::FILE_SYNC
+            };
+            self.send(chunk, stable).await?;
+        }
+        self.commit().await?;
+        Ok(self.offset)
+    }
+
+    async fn send(&mut self, chunk: Bytes, stable: StableHow) -> Result<(), NfsError> {
+        while self.in_flight.len() >= self.depth {
+            self.complete_one().await?;
+        }
+        let offset = self.offset;
+        self.offset += chunk.len() as u64;
+        self.sent_any = true;
+        self.start_write(offset, chunk, stable).await;
+        if self.log.bytes() >= self.commit_bytes_max {
+            self.commit().await?;
+        }
+        Ok(())
+    }
+
+    async fn start_write(&mut self, offset: u64, data: Bytes, stable: StableHow) {
+        let pending = self
+            .file
+            .client
+            .start_write(&self.file.fh, offset, data.clone(), stable)
+            .await;
+        self.in_flight.push_back(InFlightWrite {
+            offset,
+            data,
+            pending,
+        });
+    }
+
+    async fn complete_one(&mut self) -> Result<(), NfsError> {
+        let Some(w) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        let res = w.pending.wait().await?;
+        let count = (res.count as usize).min(w.data.len());
+        if res.committed != StableHow::FILE_SYNC {
+            self.log.record(w.offset, w.data.slice(..count), res.verf);
+        }
+        if count < w.data.len() {
+            // A short write: the rest goes again, now, before anything else completes.
+            let rest = w.data.slice(count..);
+            let offset = w.offset + count as u64;
+            let pending = self
+                .file
+                .client
+                .start_write(&self.file.fh, offset, rest.clone(), StableHow::UNSTABLE)
+                .await;
+            self.in_flight.push_front(InFlightWrite {
+                offset,
+                data: rest,
+                pending,
+            });
+        }
+        Ok(())
+    }
+
+    async fn drain(&mut self) -> Result<(), NfsError> {
+        while !self.in_flight.is_empty() {
+            self.complete_one().await?;
+        }
+        Ok(())
+    }
+
+    /// Drains the WRITEs, COMMITs, and resends whatever a changed verifier says may be lost.
+    async fn commit(&mut self) -> Result<(), NfsError> {
+        for _ in 0..COMMIT_ROUNDS_MAX {
+            self.drain().await?;
+            if self.log.is_empty() {
+                return Ok(());
+            }
+            let res = self.file.client.commit(&self.file.fh, 0, 0).await?;
+            let lost = self.log.on_commit(res.verf);
+            if lost.is_empty() {
+                return Ok(());
+            }
+            self.verifier_changes += 1;
+            let bytes: usize = lost.iter().map(|c| c.data.len()).sum();
+            tracing::warn!(
+                "server write verifier changed to {}: resending {bytes} bytes of unstable data",
+                hex(&res.verf)
+            );
+            for c in lost {
+                while self.in_flight.len() >= self.depth {
+                    self.complete_one().await?;
+                }
+                self.start_write(c.offset, c.data, StableHow::UNSTABLE)
+                    .await;
+            }
+        }
+        Err(NfsError::Other(format!(
+            "the server's write verifier changed {COMMIT_ROUNDS_MAX} times in a row; giving up"
+        )))
+    }
+}
+
+fn hex(v: &Verifier) -> String {
+    v.iter().map(|b| format!("{b:02x}")).collect()
+}

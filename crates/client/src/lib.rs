@@ -1,0 +1,44 @@
+//! The sluice NFSv3 client library and its command-line commands.
+//!
+//! ```text
+//!   cmd (cp, cat, ls, stat, mkdir, rm, mv)      the `sluice` binary calls these
+//!     │
+//!   Client (client.rs)   mount, FSINFO, typed calls for all 22 procedures, path helpers,
+//!     │                  per-procedure statistics
+//!   File (file.rs)       pipelined sequential reads, UNSTABLE write-behind + COMMIT
+//!     │   └─ plan.rs     pure policies: ReadPlanner (what to READ next), UnstableLog (what a
+//!     │                  COMMIT must still cover, what to resend after a verifier change)
+//!   RpcClient (transport.rs)   tokio driver around sluice_rpc::client::CallTable: one TCP
+//!                              connection, many calls by XID, reconnect and resend
+//! ```
+//!
+//! Everything that decides (XIDs, retransmission, readahead, what to resend) is sans-IO code in
+//! `sluice-rpc` or [`plan`]; the modules here that touch sockets and files are thin drivers.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), sluice_client::NfsError> {
+//! use sluice_client::{Client, ClientOptions};
+//! let c = Client::connect("nfs://127.0.0.1/export/f?nfsport=2049&mountport=2049",
+//!                         ClientOptions::default()).await?;
+//! let f = c.open(c.target_path()).await?;
+//! let bytes = f.read_all().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod client;
+pub mod cmd;
+pub mod error;
+pub mod file;
+pub mod plan;
+pub mod stats;
+pub mod transport;
+pub mod url;
+
+pub use client::{Client, ClientOptions, DirEntry, IntoNfsUrl, Pending};
+pub use cmd::{run, ClientCmd};
+pub use error::NfsError;
+pub use file::{File, FileReader, FileWriter};
+pub use sluice_xdr::nfs3;
+pub use stats::{ClientStats, ProcStats};
+pub use transport::{RpcClient, RpcConfig};
+pub use url::NfsUrl;

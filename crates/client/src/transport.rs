@@ -1,0 +1,629 @@
+//! The tokio transport: one TCP connection carrying many RPC calls, driven by the sans-IO
+//! [`CallTable`].
+//!
+//! ```text
+//!   RpcClient::start ──(bounded mpsc)──► driver task ──framed iovecs──► writer task ──► socket
+//!        ▲ oneshot                          │  ▲                                          │
+//!        └──────────── Completed ───────────┘  └──── records ◄── reader task (RecordDecoder)
+//!                                              └──── sleep_until(poll_timeout) ─► handle_timeout
+//! ```
+//!
+//! The driver is deliberately thin: every decision (which XID, when a call may go out, when the
+//! server counts as not responding, what to resend after a reconnect) is the [`CallTable`]'s.
+//! The driver only moves bytes, reads the clock and owns the sockets:
+//!
+//! - **Many calls at once.** Calls are matched to replies by XID; at most
+//!   [`CallTableConfig::max_in_flight`] are on the wire, at most `max_queued` wait in the table,
+//!   and when both are full the driver stops taking commands from its bounded channel, so the
+//!   callers' `start` awaits (backpressure, never growth).
+//! - **Reconnect.** When the connection breaks (EOF, error, or the table asks after a major
+//!   timeout), the driver reconnects with exponential backoff ([`RpcConfig::reconnect_delay_initial`]
+//!   doubling up to [`RpcConfig::reconnect_delay_max`]) and tells the table, which resends every
+//!   outstanding call once with its original XID so the server's duplicate request cache can
+//!   recognise it. Over a live TCP connection nothing is ever retransmitted.
+//! - **Hard or soft.** `retrans: None` in the table config retries forever (hard, the default);
+//!   `Some(n)` fails a call with [`RpcError::TimedOut`] at its n-th major timeout.
+//! - **Logging.** "server HOST not responding, still trying" and "server HOST OK" once per
+//!   episode, from the table's events, like the kernel client.
+//! - **Source port.** As root, the connection is bound to a reserved port (below 1024) like the
+//!   kernel's `resvport` default, because some servers insist on it; otherwise (or when no
+//!   reserved port is free) an ordinary ephemeral port.
+
+use bytes::{Buf, Bytes, BytesMut};
+use rand::Rng;
+use sluice_rpc::client::{
+    CallStats, CallTable, CallTableConfig, Event, ProcId, Reply, RpcError, Transmit,
+};
+use sluice_rpc::record::{frame, RecordDecoder, RecordDecoderConfig, MAX_FRAGMENT_BYTES};
+use sluice_rpc::rtt::TimerClass;
+use sluice_xdr::rpc::OpaqueAuth;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+/// Settings of an [`RpcClient`].
+#[derive(Debug, Clone)]
+pub struct RpcConfig {
+    /// The call table: slots, queue bound, major timeout, hard/soft.
+    pub table: CallTableConfig,
+    /// Wait before the first reconnect attempt after a connection loss. Default 100 ms: an
+    /// immediate retry would hammer a server that is restarting.
+    pub reconnect_delay_initial: Duration,
+    /// Cap of the doubling reconnect delay. Default 5 s: a restarted server is found within
+    /// seconds, and a dead one costs one connect attempt per 5 s.
+    pub reconnect_delay_max: Duration,
+    /// How long the very first connection attempt may take. Default 10 s.
+    pub connect_timeout: Duration,
+    /// Bind to a reserved source port when running as root. Default true.
+    pub privileged_port: bool,
+    /// Largest reply record accepted. Default 4 MiB + 64 KiB (the record decoder's default):
+    /// a 4 MiB READ reply and its headers. rsize is capped below it.
+    pub max_record_bytes: usize,
+    /// The server's name in log messages ("server NAME not responding").
+    pub server_name: String,
+}
+
+impl Default for RpcConfig {
+    fn default() -> Self {
+        RpcConfig {
+            table: CallTableConfig::tcp(),
+            reconnect_delay_initial: Duration::from_millis(100),
+            reconnect_delay_max: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(10),
+            privileged_port: true,
+            max_record_bytes: RecordDecoderConfig::DEFAULT_MAX_RECORD_BYTES,
+            server_name: String::new(),
+        }
+    }
+}
+
+/// Why a call produced no reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// The server answered with an RPC-level error, or (soft mode) never answered.
+    Rpc(RpcError),
+    /// The transport is shut down (the driver ended).
+    Closed,
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Rpc(e) => write!(f, "RPC error: {e}"),
+            CallError::Closed => write!(f, "RPC transport closed"),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// A finished call: the reply and how it went.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub reply: Reply,
+    /// How many times the call went on the wire (1 unless resent after a reconnect).
+    pub transmissions: u32,
+    /// From the start of the call to its reply, queueing included.
+    pub elapsed: Duration,
+    /// Bytes of the reply record.
+    pub reply_bytes: usize,
+}
+
+/// Counters of the transport, for `--stats`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransportStats {
+    pub table: CallStats,
+    /// Connections established after the first.
+    pub reconnects: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// A call in progress; await [`PendingCall::wait`] for its outcome.
+#[derive(Debug)]
+pub struct PendingCall {
+    rx: oneshot::Receiver<Result<CallOutcome, CallError>>,
+}
+
+impl PendingCall {
+    pub async fn wait(self) -> Result<CallOutcome, CallError> {
+        self.rx.await.unwrap_or(Err(CallError::Closed))
+    }
+}
+
+/// A handle on one RPC connection. Cheap to clone; the connection lives while handles or
+/// calls do.
+#[derive(Debug, Clone)]
+pub struct RpcClient {
+    commands: mpsc::Sender<Command>,
+    stats: Arc<Mutex<TransportStats>>,
+    addr: SocketAddr,
+}
+
+#[derive(Debug)]
+struct Command {
+    proc_id: ProcId,
+    cred: OpaqueAuth,
+    args: Vec<Bytes>,
+    class: TimerClass,
+    reply: oneshot::Sender<Result<CallOutcome, CallError>>,
+}
+
+impl RpcClient {
+    /// Connects to `addr` and starts the driver task. Fails if the first connection cannot be
+    /// made: a server that is not there at all is an error for the user, not a wait.
+    pub async fn connect(addr: SocketAddr, mut config: RpcConfig) -> io::Result<RpcClient> {
+        if config.server_name.is_empty() {
+            config.server_name = addr.ip().to_string();
+        }
+        let stream = tokio::time::timeout(
+            config.connect_timeout,
+            connect_socket(addr, config.privileged_port),
+        )
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connection timed out"))??;
+        let (tx, rx) = mpsc::channel(config.table.max_queued.max(1));
+        let stats = Arc::new(Mutex::new(TransportStats::default()));
+        let xid_seed: u32 = rand::thread_rng().gen();
+        let driver = Driver::new(addr, config, xid_seed, stats.clone());
+        tokio::spawn(driver.run(rx, stream));
+        Ok(RpcClient {
+            commands: tx,
+            stats,
+            addr,
+        })
+    }
+
+    /// The server address this client talks to.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Starts a call; the returned [`PendingCall`] resolves to its outcome. Awaits only while the
+    /// call table and its queue are full.
+    pub async fn start(
+        &self,
+        proc_id: ProcId,
+        cred: &OpaqueAuth,
+        args: Vec<Bytes>,
+        class: TimerClass,
+    ) -> PendingCall {
+        let (reply, rx) = oneshot::channel();
+        let cmd = Command {
+            proc_id,
+            cred: cred.clone(),
+            args,
+            class,
+            reply,
+        };
+        // If the driver is gone, `cmd.reply` is dropped with the error and `wait` sees Closed.
+        let _ = self.commands.send(cmd).await;
+        PendingCall { rx }
+    }
+
+    /// Starts a call and waits for it.
+    pub async fn call(
+        &self,
+        proc_id: ProcId,
+        cred: &OpaqueAuth,
+        args: Vec<Bytes>,
+        class: TimerClass,
+    ) -> Result<CallOutcome, CallError> {
+        self.start(proc_id, cred, args, class).await.wait().await
+    }
+
+    /// A snapshot of the transport counters.
+    pub fn stats(&self) -> TransportStats {
+        *self.stats.lock().expect("stats lock")
+    }
+}
+
+// --- the driver ------------------------------------------------------------------------------
+
+/// What the connection tasks report to the driver, tagged with the connection generation so
+/// that news from a connection already given up is ignored.
+enum ConnEvent {
+    Record(u64, Vec<Bytes>),
+    Closed(u64, String),
+    Connected(u64, TcpStream),
+    ConnectFailed(u64, String),
+}
+
+struct Conn {
+    writer: mpsc::UnboundedSender<Vec<Bytes>>,
+    reader: JoinHandle<()>,
+    writer_task: JoinHandle<()>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.reader.abort();
+        self.writer_task.abort();
+    }
+}
+
+struct Driver {
+    addr: SocketAddr,
+    config: RpcConfig,
+    table: CallTable,
+    pending: HashMap<u32, Pending>,
+    /// Commands refused with Busy, retried after completions (the channel is not read
+    /// meanwhile).
+    overflow: VecDeque<Command>,
+    conn: Option<Conn>,
+    generation: u64,
+    connecting: bool,
+    reconnect_delay: Duration,
+    events_tx: mpsc::UnboundedSender<ConnEvent>,
+    events_rx: mpsc::UnboundedReceiver<ConnEvent>,
+    stats: Arc<Mutex<TransportStats>>,
+    local: TransportStats,
+}
+
+struct Pending {
+    reply: oneshot::Sender<Result<CallOutcome, CallError>>,
+}
+
+impl Driver {
+    fn new(
+        addr: SocketAddr,
+        config: RpcConfig,
+        xid_seed: u32,
+        stats: Arc<Mutex<TransportStats>>,
+    ) -> Self {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        Driver {
+            addr,
+            table: CallTable::new(config.table, xid_seed),
+            reconnect_delay: config.reconnect_delay_initial,
+            config,
+            pending: HashMap::new(),
+            overflow: VecDeque::new(),
+            conn: None,
+            generation: 0,
+            connecting: false,
+            events_tx,
+            events_rx,
+            stats,
+            local: TransportStats::default(),
+        }
+    }
+
+    async fn run(mut self, mut commands: mpsc::Receiver<Command>, stream: TcpStream) {
+        self.attach(stream);
+        let mut closing = false;
+        loop {
+            self.flush();
+            if closing && self.pending.is_empty() && self.overflow.is_empty() {
+                break;
+            }
+            let deadline = self.table.poll_timeout();
+            let sleep = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                cmd = commands.recv(), if self.overflow.is_empty() && !closing => match cmd {
+                    Some(cmd) => self.start(cmd),
+                    None => closing = true,
+                },
+                Some(ev) = self.events_rx.recv() => self.handle_conn_event(ev),
+                _ = sleep => self.table.handle_timeout(Instant::now()),
+            }
+        }
+    }
+
+    fn start(&mut self, cmd: Command) {
+        let now = Instant::now();
+        let class = cmd.class;
+        match self
+            .table
+            .start_call(now, cmd.proc_id, &cmd.cred, cmd.args.clone(), class)
+        {
+            Ok(xid) => {
+                self.pending.insert(xid, Pending { reply: cmd.reply });
+            }
+            Err(_busy) => self.overflow.push_back(cmd),
+        }
+    }
+
+    /// Retries refused commands, sends what the table wants sent, acts on its events and
+    /// publishes the counters.
+    fn flush(&mut self) {
+        self.retry_overflow();
+        self.transmit();
+        while let Some(ev) = self.table.poll_event() {
+            match ev {
+                Event::NotResponding => tracing::warn!(
+                    "server {} not responding, still trying",
+                    self.config.server_name
+                ),
+                Event::Ok => tracing::warn!("server {} OK", self.config.server_name),
+                Event::Reconnect => {
+                    // The table already considers the connection gone.
+                    self.conn = None;
+                    self.schedule_reconnect();
+                }
+                Event::Failed { xid, error } => {
+                    if let Some(p) = self.pending.remove(&xid) {
+                        let _ = p.reply.send(Err(CallError::Rpc(error)));
+                    }
+                }
+            }
+        }
+        // A soft failure frees a slot.
+        self.retry_overflow();
+        self.transmit();
+        self.local.table = *self.table.stats();
+        *self.stats.lock().expect("stats lock") = self.local;
+    }
+
+    fn transmit(&mut self) {
+        let Some(conn) = &self.conn else {
+            return;
+        };
+        let now = Instant::now();
+        while let Some(Transmit { segments, .. }) = self.table.poll_transmit(now) {
+            let framed = frame(segments, MAX_FRAGMENT_BYTES);
+            self.local.bytes_sent += framed.iter().map(|b| b.len() as u64).sum::<u64>();
+            if conn.writer.send(framed).is_err() {
+                // The writer died; its Closed event is on its way and the table will resend.
+                break;
+            }
+        }
+    }
+
+    fn retry_overflow(&mut self) {
+        while let Some(cmd) = self.overflow.pop_front() {
+            let before = self.overflow.len();
+            self.start(cmd);
+            if self.overflow.len() > before {
+                // Refused again (pushed to the back): restore the order, wait for a completion.
+                let cmd = self.overflow.pop_back().expect("just pushed");
+                self.overflow.push_front(cmd);
+                break;
+            }
+        }
+    }
+
+    fn handle_conn_event(&mut self, ev: ConnEvent) {
+        let now = Instant::now();
+        match ev {
+            ConnEvent::Record(generation, record) if generation == self.generation => {
+                let reply_bytes = record.iter().map(|b| b.len()).sum();
+                self.local.bytes_received += reply_bytes as u64 + 4;
+                if let Some(done) = self.table.handle_reply(now, record) {
+                    if let Some(p) = self.pending.remove(&done.xid) {
+                        let outcome =
+                            done.result
+                                .map_err(CallError::Rpc)
+                                .map(|reply| CallOutcome {
+                                    reply,
+                                    transmissions: done.transmissions,
+                                    elapsed: done.elapsed,
+                                    reply_bytes,
+                                });
+                        let _ = p.reply.send(outcome);
+                    }
+                }
+            }
+            ConnEvent::Closed(generation, why)
+                if generation == self.generation && self.conn.is_some() =>
+            {
+                self.conn = None;
+                tracing::debug!("connection to {} lost: {why}", self.addr);
+                self.table.handle_disconnect(now);
+                self.schedule_reconnect();
+            }
+            ConnEvent::Connected(generation, stream) if generation == self.generation => {
+                self.connecting = false;
+                self.reconnect_delay = self.config.reconnect_delay_initial;
+                self.local.reconnects += 1;
+                tracing::debug!("reconnected to {}", self.addr);
+                self.attach(stream);
+                self.table.handle_connected(now);
+            }
+            ConnEvent::ConnectFailed(generation, why) if generation == self.generation => {
+                tracing::debug!("reconnect to {} failed: {why}", self.addr);
+                self.connecting = false;
+                self.schedule_reconnect();
+            }
+            _ => {} // news from a connection already given up
+        }
+    }
+
+    fn attach(&mut self, stream: TcpStream) {
+        self.generation += 1;
+        let generation = self.generation;
+        let _ = stream.set_nodelay(true);
+        let (rd, wr) = stream.into_split();
+        let (wtx, wrx) = mpsc::unbounded_channel();
+        let decoder = RecordDecoder::new(RecordDecoderConfig {
+            max_record_bytes: self.config.max_record_bytes,
+            ..RecordDecoderConfig::default()
+        });
+        let reader = tokio::spawn(read_loop(rd, decoder, generation, self.events_tx.clone()));
+        let writer_task = tokio::spawn(write_loop(wr, wrx, generation, self.events_tx.clone()));
+        self.conn = Some(Conn {
+            writer: wtx,
+            reader,
+            writer_task,
+        });
+    }
+
+    fn schedule_reconnect(&mut self) {
+        if self.connecting {
+            return;
+        }
+        self.connecting = true;
+        // A new generation: anything the old connection still reports is ignored.
+        self.generation += 1;
+        let generation = self.generation;
+        let delay = self.reconnect_delay;
+        self.reconnect_delay = (self.reconnect_delay * 2).min(self.config.reconnect_delay_max);
+        let addr = self.addr;
+        let privileged = self.config.privileged_port;
+        let timeout = self.config.connect_timeout;
+        let tx = self.events_tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let ev = match tokio::time::timeout(timeout, connect_socket(addr, privileged)).await {
+                Ok(Ok(s)) => ConnEvent::Connected(generation, s),
+                Ok(Err(e)) => ConnEvent::ConnectFailed(generation, e.to_string()),
+                Err(_) => ConnEvent::ConnectFailed(generation, "timed out".into()),
+            };
+            let _ = tx.send(ev);
+        });
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        for (_, p) in self.pending.drain() {
+            let _ = p.reply.send(Err(CallError::Closed));
+        }
+    }
+}
+
+/// Reads the socket, reassembles records and hands them to the driver.
+async fn read_loop(
+    mut rd: OwnedReadHalf,
+    mut decoder: RecordDecoder,
+    generation: u64,
+    tx: mpsc::UnboundedSender<ConnEvent>,
+) {
+    // Reads land in one growing buffer that is cut into `Bytes` per read, so a 1 MiB READ reply
+    // is a handful of zero-copy segments. 256 KiB per read: a few syscalls per 1 MiB reply.
+    const READ_BYTES: usize = 256 * 1024;
+    let mut buf = BytesMut::with_capacity(READ_BYTES);
+    let why = loop {
+        if buf.capacity() - buf.len() < READ_BYTES / 4 {
+            buf.reserve(READ_BYTES);
+        }
+        match rd.read_buf(&mut buf).await {
+            Ok(0) => break "connection closed by the server".to_string(),
+            Ok(_) => {
+                decoder.push(buf.split().freeze());
+                loop {
+                    match decoder.next_record() {
+                        Ok(Some(record)) => {
+                            if tx.send(ConnEvent::Record(generation, record)).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            let _ = tx.send(ConnEvent::Closed(generation, e.to_string()));
+                            return;
+                        }
+                    }
+                }
+            }
+            Err(e) => break e.to_string(),
+        }
+    };
+    let _ = tx.send(ConnEvent::Closed(generation, why));
+}
+
+/// Writes framed messages, batching whatever is queued into one vectored write.
+async fn write_loop(
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
+    generation: u64,
+    tx: mpsc::UnboundedSender<ConnEvent>,
+) {
+    let mut queue: VecDeque<Bytes> = VecDeque::new();
+    while let Some(msg) = rx.recv().await {
+        queue.extend(msg);
+        while let Ok(more) = rx.try_recv() {
+            queue.extend(more);
+        }
+        if let Err(e) = write_segments(&mut wr, &mut queue).await {
+            let _ = tx.send(ConnEvent::Closed(generation, e.to_string()));
+            return;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+async fn write_segments(wr: &mut OwnedWriteHalf, queue: &mut VecDeque<Bytes>) -> io::Result<()> {
+    // Linux's IOV_MAX is 1024; 64 slices per call is plenty for a few messages.
+    const SLICES_MAX: usize = 64;
+    while !queue.is_empty() {
+        let n = {
+            let slices: Vec<IoSlice<'_>> = queue
+                .iter()
+                .take(SLICES_MAX)
+                .map(|b| IoSlice::new(b))
+                .collect();
+            wr.write_vectored(&slices).await?
+        };
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        let mut left = n;
+        while left > 0 {
+            let front = queue.front_mut().expect("wrote bytes that were queued");
+            if front.len() <= left {
+                left -= front.len();
+                queue.pop_front();
+            } else {
+                front.advance(left);
+                left = 0;
+            }
+        }
+        while queue.front().is_some_and(|b| b.is_empty()) {
+            queue.pop_front();
+        }
+    }
+    Ok(())
+}
+
+/// Connects to `addr`, from a reserved port when asked to and running as root.
+async fn connect_socket(addr: SocketAddr, privileged: bool) -> io::Result<TcpStream> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if privileged && root {
+        // The kernel picks from 665..=1023 (sunrpc min/max_resvport); a few random tries skip
+        // ports in use or still in TIME_WAIT towards this server.
+        for _ in 0..16 {
+            let port = rand::thread_rng().gen_range(665..1024u16);
+            let socket = if addr.is_ipv4() {
+                TcpSocket::new_v4()?
+            } else {
+                TcpSocket::new_v6()?
+            };
+            let local: SocketAddr = if addr.is_ipv4() {
+                (std::net::Ipv4Addr::UNSPECIFIED, port).into()
+            } else {
+                (std::net::Ipv6Addr::UNSPECIFIED, port).into()
+            };
+            if socket.bind(local).is_err() {
+                continue;
+            }
+            match socket.connect(addr).await {
+                Ok(s) => return Ok(s),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    TcpStream::connect(addr).await
+}

@@ -1,0 +1,254 @@
+//! Shared fixtures for the integration tests: a private nfs-ganesha (tests/peers/ganesha.sh),
+//! the sluice server binary when it has been built, and helpers.
+#![allow(dead_code)]
+
+use sha2::{Digest, Sha256};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "sluice-client-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Two consecutive free loopback ports (NFS and MOUNT for ganesha).
+pub fn free_port_pair() -> u16 {
+    for _ in 0..100 {
+        let a = TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = a.local_addr().unwrap().port();
+        if p < 65535 && TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free pair of loopback ports");
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// An NFS server under test: where its export lives on disk and how to build URLs to it.
+pub trait Server {
+    /// The exported directory on the local filesystem.
+    fn export_dir(&self) -> &Path;
+    /// `nfs://` URL of `rel` (relative to the export, starting with '/' or empty).
+    fn url(&self, rel: &str) -> String;
+    fn name(&self) -> &str;
+}
+
+/// nfs-ganesha 4.3 exporting a fresh directory, NFS on PORT and MOUNT on PORT+1.
+pub struct Ganesha {
+    export: TempDir,
+    state: TempDir,
+    port: u16,
+}
+
+impl Ganesha {
+    /// Starts ganesha; panics loudly when it is not installed.
+    pub fn start() -> Ganesha {
+        let found = Command::new("sh")
+            .args(["-c", "command -v ganesha.nfsd"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        assert!(
+            found,
+            "nfs-ganesha (ganesha.nfsd) is not installed: run `bash scripts/install-deps.sh`. \
+             These tests need a real third-party NFS server and do not skip."
+        );
+        let export = TempDir::new("ganesha-export");
+        let state = TempDir::new("ganesha-state");
+        let port = free_port_pair();
+        let script = workspace_root().join("tests/peers/ganesha.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .arg(export.path())
+            .arg(port.to_string())
+            .arg(state.path())
+            .output()
+            .expect("run ganesha.sh");
+        assert!(
+            out.status.success(),
+            "ganesha.sh start failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ganesha {
+            export,
+            state,
+            port,
+        }
+    }
+}
+
+impl Server for Ganesha {
+    fn export_dir(&self) -> &Path {
+        self.export.path()
+    }
+    fn url(&self, rel: &str) -> String {
+        format!(
+            "nfs://127.0.0.1{}{rel}?version=3&nfsport={}&mountport={}",
+            self.export.path().display(),
+            self.port,
+            self.port + 1
+        )
+    }
+    fn name(&self) -> &str {
+        "ganesha"
+    }
+}
+
+impl Drop for Ganesha {
+    fn drop(&mut self) {
+        let script = workspace_root().join("tests/peers/ganesha.sh");
+        let _ = Command::new("bash")
+            .arg(&script)
+            .arg("stop")
+            .arg(self.state.path())
+            .output();
+    }
+}
+
+/// The sluice server binary (`sluice serve DIR --listen 127.0.0.1:PORT`), if built.
+pub struct SluiceServer {
+    export: TempDir,
+    child: std::process::Child,
+    port: u16,
+}
+
+impl SluiceServer {
+    /// Path of target/debug/sluice (or $SLUICE_BIN) if it exists.
+    pub fn binary() -> Option<PathBuf> {
+        if let Ok(p) = std::env::var("SLUICE_BIN") {
+            return Some(PathBuf::from(p));
+        }
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| workspace_root().join("target"));
+        let p = target.join("debug/sluice");
+        p.exists().then_some(p)
+    }
+
+    pub fn start(bin: &Path) -> SluiceServer {
+        let export = TempDir::new("sluice-export");
+        let port = free_port();
+        let child = Command::new(bin)
+            .arg("serve")
+            .arg(export.path())
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn sluice serve");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sluice serve did not listen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        SluiceServer {
+            export,
+            child,
+            port,
+        }
+    }
+}
+
+impl Server for SluiceServer {
+    fn export_dir(&self) -> &Path {
+        self.export.path()
+    }
+    fn url(&self, rel: &str) -> String {
+        // PORTMAP is served on the NFS port: the authority's port is enough.
+        format!(
+            "nfs://127.0.0.1:{}{}{rel}",
+            self.port,
+            self.export.path().display()
+        )
+    }
+    fn name(&self) -> &str {
+        "sluice"
+    }
+}
+
+impl Drop for SluiceServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn sha256_file(p: &Path) -> String {
+    let mut h = Sha256::new();
+    let mut f = std::fs::File::open(p).unwrap();
+    std::io::copy(&mut f, &mut h).unwrap();
+    format!("{:x}", h.finalize())
+}
+
+/// A file of `len` pseudo-random bytes (fast: xorshift, not a CSPRNG).
+pub fn make_file(p: &Path, len: u64, seed: u64) {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(p).unwrap());
+    let mut x = seed | 1;
+    let mut left = len;
+    let mut buf = vec![0u8; 1 << 20];
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        for chunk in buf[..n].chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let b = x.to_le_bytes();
+            chunk.copy_from_slice(&b[..chunk.len()]);
+        }
+        f.write_all(&buf[..n]).unwrap();
+        left -= n as u64;
+    }
+    f.flush().unwrap();
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
