@@ -7,3 +7,11 @@
 //!   listening port and a target, for TCP and for UDP.
 
 pub mod model;
+pub mod proxy;
+
+mod args;
+mod timer;
+
+pub use args::{parse_bytes, parse_duration, parse_rate, parse_ratio, run, LinkArgs};
+pub use model::{LinkConfig, LinkDirection};
+pub use proxy::{run_tcp_proxy, run_udp_proxy, ProxyConfig, TcpProxy, UdpProxy};

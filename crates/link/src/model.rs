@@ -476,6 +476,12 @@ impl<P: Clone> LinkDirection<P> {
             .is_some_and(|n| self.stats.offered_bytes >= n)
     }
 
+    /// Segments on the wire (serialized, not yet delivered). A driver may time
+    /// the last one more carefully than the ones in the middle of a burst.
+    pub fn wire_segments(&self) -> usize {
+        self.wire.len()
+    }
+
     /// Bytes waiting for the serializer at the last call's `now`.
     pub fn queue_bytes(&self) -> u64 {
         self.serializing_bytes

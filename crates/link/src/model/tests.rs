@@ -255,7 +255,7 @@ fn datagram_loss_dup_reorder_statistics() {
 #[test]
 fn datagrams_are_dropped_when_the_queue_is_full() {
     let cfg = LinkConfig {
-        rate_bytes_per_sec: 1 * MB,
+        rate_bytes_per_sec: MB,
         queue_bytes_max: Some(10_000),
         ..LinkConfig::default()
     };
@@ -426,7 +426,7 @@ fn randomized_invariants_replayable_from_seed() {
     let seed = std::env::var("SLUICE_LINK_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::random::<u64>());
+        .unwrap_or_else(rand::random::<u64>);
     println!("SLUICE_LINK_SEED={seed}");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for _ in 0..50 {
