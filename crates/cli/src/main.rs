@@ -22,6 +22,8 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// Run the link emulator: a TCP/UDP proxy with delay, bandwidth limit and faults.
     Link(sluice_link::LinkArgs),
+    #[command(flatten)]
+    Client(sluice_client::cmd::ClientCmd),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
             Cmd::Link(args) => sluice_link::run(args)
                 .await
                 .map_err(|e| format!("link: {e}")),
+            Cmd::Client(cmd) => sluice_client::cmd::run(cmd).await,
         }
     });
     match result {

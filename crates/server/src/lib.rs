@@ -145,6 +145,7 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
         },
         stats,
         log_requests: config.log_requests,
+        drc: std::sync::Mutex::new(sluice_rpc::drc::ReplyCache::new(Default::default())),
     });
     for e in exports.iter() {
         info!(

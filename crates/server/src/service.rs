@@ -21,7 +21,9 @@ use bytes::Bytes;
 use sluice_rpc::server::{self as rpcs, CallParse, RpcCall};
 use sluice_xdr::rpc::AcceptStat;
 use sluice_xdr::{mount3, nfs3, portmap, Writer};
-use std::sync::Arc;
+use sluice_rpc::drc::{DrcKey, Hit, Lookup, ReplyCache};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tracing::{debug, info};
 
@@ -33,6 +35,8 @@ pub struct Server {
     pub stats: std::sync::Arc<Stats>,
     /// Log one line per request (`--log-requests`).
     pub log_requests: bool,
+    /// Replies to recent non-idempotent calls, so a retransmission is answered, not re-executed.
+    pub drc: Mutex<ReplyCache>,
 }
 
 impl Service for Server {
@@ -45,7 +49,27 @@ impl Service for Server {
             }
         };
         let started = Instant::now();
+        let drc_key = is_non_idempotent(call.prog(), call.vers(), call.proc_())
+            .then(|| DrcKey::for_call(client_id(&peer), &call, &record));
+        if let Some(key) = &drc_key {
+            let hit = self.drc.lock().expect("drc lock").lookup_or_insert(started, key.clone());
+            match hit {
+                Lookup::Miss => {}
+                Lookup::Hit(Hit::InProgress) => {
+                    // The original is still running; its reply will answer the client.
+                    debug!(addr = %peer.addr, xid = call.xid, "retransmission of a call in progress dropped");
+                    return None;
+                }
+                Lookup::Hit(Hit::Done(reply)) => {
+                    debug!(addr = %peer.addr, xid = call.xid, "retransmission answered from the reply cache");
+                    return Some(reply);
+                }
+            }
+        }
         let (reply, status) = self.dispatch(&peer, &call, &record).await;
+        if let Some(key) = drc_key {
+            self.drc.lock().expect("drc lock").complete(Instant::now(), key, &reply);
+        }
         let elapsed = started.elapsed();
         self.stats
             .record(call.prog(), call.proc_(), elapsed, status.is_some());
@@ -133,6 +157,23 @@ impl Server {
             _ => (rpcs::prog_unavail(xid), None),
         }
     }
+}
+
+/// Calls whose second execution would differ from the first (RFC 1813 §4.4 is silent; this is
+/// knfsd's list plus WRITE, whose replay after a COMMIT would be harmless but wasteful).
+pub fn is_non_idempotent(prog: u32, vers: u32, proc_: u32) -> bool {
+    use nfs3::proc_::*;
+    prog == nfs3::PROGRAM
+        && vers == nfs3::VERSION
+        && matches!(proc_, SETATTR | WRITE | CREATE | MKDIR | SYMLINK | MKNOD | REMOVE | RMDIR | RENAME | LINK)
+}
+
+/// The duplicate request cache's client identity: the client's address without the port, since
+/// a client resends on a new connection (and often a new port) after a reconnect.
+fn client_id(peer: &Peer) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    peer.addr.ip().hash(&mut h);
+    h.finish()
 }
 
 /// A procedure's name for logs and statistics.
