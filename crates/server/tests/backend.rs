@@ -8,7 +8,7 @@ use sluice_server::backend::{
 };
 use sluice_xdr::nfs3::{Ftype3, NfsFh3, Nfsstat3, Nfstime3, Sattr3, SetTime, Specdata3};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A temporary directory holding an export and a state directory; removed on drop.
@@ -549,13 +549,671 @@ fn mknod_types() {
     );
 }
 
-#[allow(dead_code)]
-fn exists(p: &Path) -> bool {
-    p.symlink_metadata().is_ok()
+#[test]
+fn lookup_dot_dotdot_and_symlinks_stay_inside() {
+    let fx = Fixture::new("confine-lookup");
+    std::fs::create_dir_all(fx.path("sub/deeper")).unwrap();
+    std::os::unix::fs::symlink("/etc", fx.path("etc")).unwrap();
+    std::os::unix::fs::symlink("../../..", fx.path("sub/up")).unwrap();
+    let r = fx.root();
+    // ".." at the root is the root, "." is the directory itself.
+    assert_eq!(fx.lookup(&r, "..").unwrap(), r);
+    assert_eq!(fx.lookup(&r, ".").unwrap(), r);
+    let sub = fx.walk("sub");
+    let deeper = fx.walk("sub/deeper");
+    assert_eq!(fx.lookup(&deeper, "..").unwrap(), sub);
+    assert_eq!(fx.lookup(&sub, "..").unwrap(), r);
+    assert_eq!(fx.lookup(&fx.lookup(&sub, "..").unwrap(), "..").unwrap(), r);
+    // A symlink is returned as a symlink, never followed.
+    let etc = fx.fs.lookup(&root(), &r, b"etc").unwrap();
+    assert_eq!(etc.attr.ftype, Ftype3::LNK);
+    assert_eq!(fx.fs.readlink(&etc.fh).unwrap().0, b"/etc");
+    assert_eq!(fx.lookup(&etc.fh, "passwd"), Err(Nfsstat3::NOTDIR));
+    assert_eq!(
+        read_all(&fx, &root(), &etc.fh, 0, 10).unwrap_err(),
+        Nfsstat3::INVAL
+    );
+    let up = fx.walk("sub/up");
+    assert_eq!(fx.fs.getattr(&up).unwrap().ftype, Ftype3::LNK);
+    assert_eq!(fx.lookup(&up, ".."), Err(Nfsstat3::NOTDIR));
+    assert_eq!(fx.fs.readlink(&r).unwrap_err().0, Nfsstat3::INVAL);
+    // Creating through a symlinked directory name is refused, not followed.
+    let e = fx
+        .fs
+        .create(&root(), &etc.fh, b"x", CreateHow::Guarded(mode(0o600)));
+    assert_eq!(e.unwrap_err().0, Nfsstat3::NOTDIR);
+    let e = fx
+        .fs
+        .create(&root(), &r, b"etc", CreateHow::Unchecked(mode(0o600)));
+    assert_eq!(e.unwrap_err().0, Nfsstat3::EXIST);
+    assert!(std::fs::symlink_metadata("/etc/x").is_err());
 }
 
-#[allow(dead_code)]
-fn unused() {
-    let _ = parse_exports("");
-    let _ = access3::READ;
+#[test]
+fn handles_of_objects_outside_the_export_do_not_resolve() {
+    let fx = Fixture::new("confine-handles");
+    std::fs::create_dir_all(fx.base.join("outside/dir")).unwrap();
+    std::fs::write(fx.base.join("outside/file"), b"secret").unwrap();
+    std::fs::create_dir_all(fx.path("in")).unwrap();
+    // A second export over the parent directory, sharing the state directory *and* the export
+    // id: its handles carry a valid MAC for the first export, so only confinement stops them.
+    let wide = LocalFs::new(
+        LocalFsConfig::new(&fx.base)
+            .state_dir(&fx.state)
+            .export_id(fx.fs.export_id()),
+    )
+    .unwrap();
+    let wr = wide.root_handle();
+    let outside = wide.lookup(&root(), &wr, b"outside").unwrap().fh;
+    let odir = wide.lookup(&root(), &outside, b"dir").unwrap().fh;
+    let ofile = wide.lookup(&root(), &outside, b"file").unwrap().fh;
+    for fh in [&wr, &outside, &odir, &ofile] {
+        assert_eq!(fx.fs.getattr(fh), Err(Nfsstat3::STALE));
+    }
+    assert_eq!(
+        read_all(&fx, &root(), &ofile, 0, 6).unwrap_err(),
+        Nfsstat3::STALE
+    );
+    assert_eq!(fx.lookup(&odir, ".."), Err(Nfsstat3::STALE));
+    // Handles for the inside still work through the wide export's view.
+    let inside = wide
+        .lookup(
+            &root(),
+            &wide.lookup(&root(), &wr, b"export").unwrap().fh,
+            b"in",
+        )
+        .unwrap()
+        .fh;
+    assert_eq!(fx.fs.getattr(&inside).unwrap().ftype, Ftype3::DIR);
+    // With its own export id (the normal case) the wide export's handles are simply stale.
+    let other = LocalFs::new(LocalFsConfig::new(&fx.base).state_dir(&fx.state)).unwrap();
+    let ofh = other
+        .lookup(&root(), &other.root_handle(), b"outside")
+        .unwrap()
+        .fh;
+    assert_eq!(fx.fs.getattr(&ofh), Err(Nfsstat3::STALE));
+
+    // Objects moved out of the export after their handle was issued.
+    std::fs::create_dir_all(fx.path("leaving")).unwrap();
+    std::fs::write(fx.path("leaving.txt"), b"bye").unwrap();
+    let ldir = fx.walk("leaving");
+    let lfile = fx.walk("leaving.txt");
+    std::fs::rename(fx.path("leaving"), fx.base.join("outside/left")).unwrap();
+    std::fs::rename(fx.path("leaving.txt"), fx.base.join("outside/left.txt")).unwrap();
+    assert_eq!(fx.fs.getattr(&ldir), Err(Nfsstat3::STALE));
+    assert_eq!(fx.fs.getattr(&lfile), Err(Nfsstat3::STALE));
+}
+
+#[test]
+fn rename_and_link_across_exports_is_xdev() {
+    let fx = Fixture::new("xdev");
+    let other_dir = fx.base.join("other");
+    std::fs::create_dir_all(&other_dir).unwrap();
+    let other = LocalFs::new(LocalFsConfig::new(&other_dir).state_dir(&fx.state)).unwrap();
+    let f = create(&fx, &root(), &fx.root(), "f", 0o644);
+    let e = fx
+        .fs
+        .rename(&root(), &fx.root(), b"f", &other.root_handle(), b"g")
+        .unwrap_err();
+    assert_eq!(e.0, Nfsstat3::XDEV);
+    let e = fx
+        .fs
+        .link(&root(), &f, &other.root_handle(), b"g")
+        .unwrap_err();
+    assert_eq!(e.0, Nfsstat3::XDEV);
+    assert!(fx.path("f").exists());
+}
+
+#[test]
+fn remove_rmdir_rename_link_with_wcc() {
+    let fx = Fixture::new("namespace");
+    let r = fx.root();
+    let a = fx.fs.mkdir(&root(), &r, b"a", &mode(0o755)).unwrap();
+    assert_eq!(a.attr.ftype, Ftype3::DIR);
+    assert_eq!(a.attr.mode, 0o755);
+    let b = fx.fs.mkdir(&root(), &r, b"b", &mode(0o700)).unwrap().fh;
+    let f = create(&fx, &root(), &a.fh, "f", 0o644);
+    write(&fx, &root(), &f, 0, b"one").unwrap();
+    let g = create(&fx, &root(), &b, "g", 0o644);
+    write(&fx, &root(), &g, 0, b"two").unwrap();
+    assert_eq!(fx.fs.open_files().len(), 2);
+
+    // Rename a/f over b/g: both directories' wcc, g's descriptor closed, g's handle stale.
+    let w = fx.fs.rename(&root(), &a.fh, b"f", &b, b"g").unwrap();
+    assert!(w.from_dir.before.is_some() && w.to_dir.before.is_some());
+    assert_ne!(
+        w.from_dir.before.unwrap().mtime,
+        w.from_dir.after.unwrap().mtime
+    );
+    assert_eq!(fx.fs.open_files().len(), 1);
+    assert_eq!(fx.fs.getattr(&g), Err(Nfsstat3::STALE));
+    assert_eq!(fx.lookup(&b, "g").unwrap(), {
+        // The moved file keeps its identity; its handle may differ only in the parent hint.
+        let moved = fx.lookup(&b, "g").unwrap();
+        assert_eq!(
+            fx.fs.getattr(&moved).unwrap().fileid,
+            fx.fs.getattr(&f).unwrap().fileid
+        );
+        moved
+    });
+    let (data, _) = read_all(&fx, &root(), &f, 0, 10).unwrap();
+    assert_eq!(data, b"one");
+
+    // Link, then remove one name: the file lives on.
+    let l = fx.fs.link(&root(), &f, &r, b"hard").unwrap();
+    assert_eq!(l.attr.unwrap().nlink, 2);
+    assert!(l.dir_wcc.before.is_some());
+    let e = fx.fs.link(&root(), &f, &r, b"hard").unwrap_err();
+    assert_eq!(e.0, Nfsstat3::EXIST);
+    let e = fx.fs.link(&root(), &a.fh, &r, b"dirlink").unwrap_err();
+    assert_eq!(e.0, Nfsstat3::ISDIR);
+    fx.fs.remove(&root(), &b, b"g").unwrap();
+    assert_eq!(fx.fs.getattr(&f).unwrap().nlink, 1);
+
+    // Symlinks can be linked too (the link names the symlink, not its target).
+    let s = fx
+        .fs
+        .symlink(&root(), &r, b"sl", b"/nonexistent", &Sattr3::default())
+        .unwrap();
+    assert_eq!(s.attr.ftype, Ftype3::LNK);
+    fx.fs.link(&root(), &s.fh, &r, b"sl2").unwrap();
+    assert_eq!(
+        std::fs::read_link(fx.path("sl2")).unwrap(),
+        PathBuf::from("/nonexistent")
+    );
+
+    // Errors.
+    assert_eq!(
+        fx.fs.remove(&root(), &r, b"a").unwrap_err().0,
+        Nfsstat3::ISDIR
+    );
+    assert_eq!(
+        fx.fs.rmdir(&root(), &r, b"hard").unwrap_err().0,
+        Nfsstat3::NOTDIR
+    );
+    create(&fx, &root(), &a.fh, "x", 0o644);
+    assert_eq!(
+        fx.fs.rmdir(&root(), &r, b"a").unwrap_err().0,
+        Nfsstat3::NOTEMPTY
+    );
+    assert_eq!(
+        fx.fs.remove(&root(), &r, b"nope").unwrap_err().0,
+        Nfsstat3::NOENT
+    );
+    assert_eq!(
+        fx.fs.remove(&root(), &r, b".").unwrap_err().0,
+        Nfsstat3::ACCES
+    );
+    assert_eq!(
+        fx.fs.rmdir(&root(), &r, b"..").unwrap_err().0,
+        Nfsstat3::ACCES
+    );
+    let e = fx.fs.rename(&root(), &r, b"..", &r, b"z").unwrap_err();
+    assert_eq!(e.0, Nfsstat3::INVAL);
+    assert_eq!(
+        fx.fs.remove(&root(), &f, b"x").unwrap_err().0,
+        Nfsstat3::NOTDIR
+    );
+    fx.fs.remove(&root(), &a.fh, b"x").unwrap();
+    let w = fx.fs.rmdir(&root(), &r, b"a").unwrap();
+    assert!(w.before.is_some() && w.after.is_some());
+    assert_eq!(fx.fs.getattr(&a.fh), Err(Nfsstat3::STALE));
+}
+
+#[test]
+fn permissions_are_the_callers() {
+    let fx = Fixture::new("perm");
+    let r = fx.root();
+    let (u1000, u1001) = (user(1000), user(1001));
+    let theirs = create(&fx, &u1001, &r, "theirs", 0o644);
+    write(&fx, &u1001, &theirs, 0, b"owned by 1001").unwrap();
+    assert_eq!(std::fs::metadata(fx.path("theirs")).unwrap().uid(), 1001);
+    // 1000 may read a 0644 file of 1001 but not write it.
+    assert_eq!(read_all(&fx, &u1000, &theirs, 0, 5).unwrap().0, b"owned");
+    assert_eq!(
+        write(&fx, &u1000, &theirs, 0, b"x").unwrap_err(),
+        Nfsstat3::ACCES
+    );
+    let e = fx.fs.commit(&u1000, &theirs, 0, 0).unwrap_err();
+    assert_eq!(e.0, Nfsstat3::ACCES);
+    let trunc = Sattr3 {
+        size: Some(0),
+        ..Sattr3::default()
+    };
+    assert_eq!(
+        fx.fs.setattr(&u1000, &theirs, &trunc, None).unwrap_err().0,
+        Nfsstat3::ACCES
+    );
+    assert_eq!(
+        fx.fs
+            .setattr(&u1000, &theirs, &mode(0o666), None)
+            .unwrap_err()
+            .0,
+        Nfsstat3::PERM
+    );
+    let chown = Sattr3 {
+        uid: Some(1000),
+        ..Sattr3::default()
+    };
+    assert_eq!(
+        fx.fs.setattr(&u1001, &theirs, &chown, None).unwrap_err().0,
+        Nfsstat3::PERM
+    );
+    // Root still can (no squashing in this caller).
+    write(&fx, &root(), &theirs, 0, b"O").unwrap();
+
+    // The owner may write their own read-only file (open-then-chmod semantics).
+    let ro = create(&fx, &u1000, &r, "mine-ro", 0o444);
+    write(&fx, &u1000, &ro, 0, b"still mine").unwrap();
+    assert_eq!(
+        write(&fx, &u1001, &ro, 0, b"x").unwrap_err(),
+        Nfsstat3::ACCES
+    );
+
+    // Execute-only files can be read (a client loading a binary), unreadable ones cannot.
+    fx.fs.setattr(&u1001, &theirs, &mode(0o711), None).unwrap();
+    assert!(read_all(&fx, &u1000, &theirs, 0, 1).is_ok());
+    fx.fs.setattr(&u1001, &theirs, &mode(0o600), None).unwrap();
+    assert_eq!(
+        read_all(&fx, &u1000, &theirs, 0, 1).unwrap_err(),
+        Nfsstat3::ACCES
+    );
+
+    // Supplementary groups count.
+    let shared = create(&fx, &u1001, &r, "shared", 0o660);
+    let to_group = Sattr3 {
+        gid: Some(2000),
+        ..Sattr3::default()
+    };
+    fx.fs.setattr(&root(), &shared, &to_group, None).unwrap();
+    assert_eq!(
+        write(&fx, &u1000, &shared, 0, b"x").unwrap_err(),
+        Nfsstat3::ACCES
+    );
+    let member = Caller::with_cred(Cred::new(1000, 1000).with_groups(&[2000]));
+    write(&fx, &member, &shared, 0, b"x").unwrap();
+
+    // Directories: a private directory cannot be searched, listed or written by others.
+    let private = fx
+        .fs
+        .mkdir(&u1001, &r, b"private", &mode(0o700))
+        .unwrap()
+        .fh;
+    create(&fx, &u1001, &private, "inner", 0o644);
+    assert_eq!(
+        fx.fs.lookup(&u1000, &private, b"inner").unwrap_err().0,
+        Nfsstat3::ACCES
+    );
+    let e = fx
+        .fs
+        .create(&u1000, &private, b"x", CreateHow::Guarded(mode(0o600)));
+    assert_eq!(e.unwrap_err().0, Nfsstat3::ACCES);
+    assert_eq!(
+        fx.fs.remove(&u1000, &private, b"inner").unwrap_err().0,
+        Nfsstat3::ACCES
+    );
+    let e = fx
+        .fs
+        .readdir(&u1000, &private, 0, [0; 8], false, &mut |_| true)
+        .unwrap_err();
+    assert_eq!(e.0, Nfsstat3::ACCES);
+    assert!(fx.fs.lookup(&u1001, &private, b"inner").is_ok());
+}
+
+#[test]
+fn access_bits() {
+    use access3::*;
+    let fx = Fixture::new("access");
+    let r = fx.root();
+    let all = READ | LOOKUP | MODIFY | EXTEND | DELETE | EXECUTE;
+    let f = create(&fx, &user(1001), &r, "f", 0o644);
+    let x = create(&fx, &user(1001), &r, "x", 0o755);
+    let d = fx.fs.mkdir(&user(1001), &r, b"d", &mode(0o755)).unwrap().fh;
+    let grant = |c: &Caller, fh: &NfsFh3| fx.fs.access(c, fh, all).unwrap().0;
+    assert_eq!(grant(&user(1000), &f), READ);
+    assert_eq!(grant(&user(1001), &f), READ | MODIFY | EXTEND);
+    assert_eq!(grant(&user(1000), &x), READ | EXECUTE);
+    assert_eq!(grant(&user(1000), &d), READ | LOOKUP);
+    assert_eq!(
+        grant(&user(1001), &d),
+        READ | LOOKUP | MODIFY | EXTEND | DELETE
+    );
+    assert_eq!(grant(&root(), &f), READ | MODIFY | EXTEND);
+    // Only what was asked.
+    assert_eq!(fx.fs.access(&user(1001), &f, MODIFY).unwrap().0, MODIFY);
+    // Read-only export: no modifying bits even for the owner.
+    let ro = Caller {
+        cred: Cred::new(1001, 1001),
+        read_only: true,
+    };
+    assert_eq!(grant(&ro, &f), READ);
+    assert_eq!(grant(&ro, &d), READ | LOOKUP);
+    assert!(fx.fs.access(&user(1000), &f, READ).unwrap().1.is_some());
+}
+
+#[test]
+fn read_only_exports_and_squashing() {
+    let fx = Fixture::new("ro-squash");
+    let r = fx.root();
+    let exports = parse_exports(&format!(
+        "{0} 127.0.0.1(rw) 10.0.0.0/8(ro) 192.168.0.0/16(rw,no_root_squash) *(rw,all_squash,anonuid=3000,anongid=3001)",
+        fx.export.display()
+    ))
+    .unwrap();
+    let e = &exports[0];
+    let rootcred = Cred::new(0, 0);
+    let opts = |ip: &str| e.options_for(ip.parse().unwrap()).unwrap();
+
+    // root_squash (the default): root's files belong to nobody.
+    let squashed = Caller::new(&rootcred, opts("127.0.0.1"));
+    assert_eq!(squashed.cred.uid, 65534);
+    create(&fx, &squashed, &r, "by-nobody", 0o644);
+    let meta = std::fs::metadata(fx.path("by-nobody")).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+    // ... and nobody cannot touch root's files.
+    std::fs::write(fx.path("roots"), b"r").unwrap();
+    let roots = fx.walk("roots");
+    assert_eq!(
+        write(&fx, &squashed, &roots, 0, b"x").unwrap_err(),
+        Nfsstat3::ACCES
+    );
+
+    // no_root_squash.
+    let real_root = Caller::new(&rootcred, opts("192.168.1.1"));
+    create(&fx, &real_root, &r, "by-root", 0o644);
+    assert_eq!(std::fs::metadata(fx.path("by-root")).unwrap().uid(), 0);
+
+    // all_squash with anonuid/anongid.
+    let anon = Caller::new(&Cred::new(1000, 1000), opts("172.16.0.1"));
+    create(&fx, &anon, &r, "by-anon", 0o644);
+    let meta = std::fs::metadata(fx.path("by-anon")).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (3000, 3001));
+
+    // Read-only: every modifying procedure is ROFS, reads work.
+    let ro = Caller::new(&Cred::new(1000, 1000), opts("10.1.1.1"));
+    assert!(ro.read_only);
+    let f = fx.walk("by-root");
+    let rofs = Nfsstat3::ROFS;
+    assert_eq!(write(&fx, &ro, &f, 0, b"x").unwrap_err(), rofs);
+    assert_eq!(
+        fx.fs.setattr(&ro, &f, &mode(0o600), None).unwrap_err().0,
+        rofs
+    );
+    let c = fx
+        .fs
+        .create(&ro, &r, b"n", CreateHow::Unchecked(mode(0o600)));
+    assert_eq!(c.unwrap_err().0, rofs);
+    assert_eq!(
+        fx.fs.mkdir(&ro, &r, b"n", &mode(0o700)).unwrap_err().0,
+        rofs
+    );
+    let s = fx.fs.symlink(&ro, &r, b"n", b"t", &Sattr3::default());
+    assert_eq!(s.unwrap_err().0, rofs);
+    let m = fx.fs.mknod(
+        &ro,
+        &r,
+        b"n",
+        Ftype3::FIFO,
+        &mode(0o600),
+        Specdata3::default(),
+    );
+    assert_eq!(m.unwrap_err().0, rofs);
+    assert_eq!(fx.fs.remove(&ro, &r, b"by-root").unwrap_err().0, rofs);
+    assert_eq!(fx.fs.rmdir(&ro, &r, b"x").unwrap_err().0, rofs);
+    let e = fx.fs.rename(&ro, &r, b"by-root", &r, b"z").unwrap_err();
+    assert_eq!(e.0, rofs);
+    assert_eq!(fx.fs.link(&ro, &f, &r, b"z").unwrap_err().0, rofs);
+    assert_eq!(fx.fs.commit(&ro, &f, 0, 0).unwrap_err().0, rofs);
+    assert!(read_all(&fx, &ro, &f, 0, 1).is_ok());
+    assert!(fx.fs.lookup(&ro, &r, b"by-root").is_ok());
+    // A stale handle is still STALE on a read-only export.
+    fx.fs.remove(&root(), &r, b"by-anon").unwrap();
+    let gone = fx.fs.lookup(&root(), &r, b"by-root").unwrap().fh;
+    fx.fs.remove(&root(), &r, b"by-root").unwrap();
+    assert_eq!(
+        fx.fs.setattr(&ro, &gone, &mode(0o600), None).unwrap_err().0,
+        Nfsstat3::STALE
+    );
+}
+
+#[test]
+fn readdir_small_directory_and_plus() {
+    let fx = Fixture::new("readdir-small");
+    let r = fx.root();
+    std::fs::create_dir(fx.path("d")).unwrap();
+    std::fs::write(fx.path("d/f"), b"12345").unwrap();
+    std::os::unix::fs::symlink("/etc", fx.path("d/l")).unwrap();
+    let d = fx.walk("d");
+    let root_id = fx.fs.getattr(&r).unwrap().fileid;
+
+    let mut seen = Vec::new();
+    let ok = fx
+        .fs
+        .readdir(&root(), &d, 0, [0; 8], true, &mut |e| {
+            seen.push((e.name.to_vec(), e.fileid, e.cookie, e.attr, e.fh));
+            true
+        })
+        .unwrap();
+    assert!(ok.eof);
+    assert!(ok.dir_attr.is_some());
+    let mut names: Vec<_> = seen.iter().map(|s| s.0.clone()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![b".".to_vec(), b"..".to_vec(), b"f".to_vec(), b"l".to_vec()]
+    );
+    for (name, fileid, _cookie, attr, fh) in &seen {
+        let attr = attr.expect("plus has attributes");
+        let fh = fh.clone().expect("plus has handles");
+        assert_eq!(attr.fileid, *fileid, "{name:?}");
+        assert_eq!(fx.fs.getattr(&fh).unwrap().fileid, *fileid);
+        match &name[..] {
+            b"." => assert_eq!(fh, d),
+            b".." => assert_eq!(fh, r),
+            b"f" => assert_eq!((attr.ftype, attr.size), (Ftype3::REG, 5)),
+            b"l" => assert_eq!(attr.ftype, Ftype3::LNK),
+            _ => unreachable!(),
+        }
+    }
+    // At the export root, ".." is the root itself.
+    let mut dotdot = None;
+    fx.fs
+        .readdir(&root(), &r, 0, [0; 8], true, &mut |e| {
+            if e.name == b".." {
+                dotdot = Some((e.fileid, e.fh));
+            }
+            true
+        })
+        .unwrap();
+    assert_eq!(dotdot, Some((root_id, Some(r.clone()))));
+
+    // Plain READDIR carries no attributes. Refusing an entry ends the page without eof.
+    let mut n = 0;
+    let page = fx
+        .fs
+        .readdir(&root(), &d, 0, [0; 8], false, &mut |e| {
+            assert!(e.attr.is_none() && e.fh.is_none());
+            n += 1;
+            n <= 2
+        })
+        .unwrap();
+    assert!(!page.eof);
+    // Cookie verifier: ours or zero is fine, another is BAD_COOKIE (only with a cookie).
+    let cookie = seen[1].2;
+    assert!(fx
+        .fs
+        .readdir(&root(), &d, cookie, page.cookieverf, false, &mut |_| true)
+        .is_ok());
+    assert!(fx
+        .fs
+        .readdir(&root(), &d, cookie, [0; 8], false, &mut |_| true)
+        .is_ok());
+    let e = fx
+        .fs
+        .readdir(&root(), &d, cookie, [9; 8], false, &mut |_| true)
+        .unwrap_err();
+    assert_eq!(e.0, Nfsstat3::BAD_COOKIE);
+    assert!(fx
+        .fs
+        .readdir(&root(), &d, 0, [9; 8], false, &mut |_| true)
+        .is_ok());
+    let f = fx.walk("d/f");
+    let e = fx
+        .fs
+        .readdir(&root(), &f, 0, [0; 8], false, &mut |_| true)
+        .unwrap_err();
+    assert_eq!(e.0, Nfsstat3::NOTDIR);
+}
+
+/// Lists a directory in pages of the given sizes (cycled), returning every name seen.
+fn list_in_pages(fx: &Fixture, dir: &NfsFh3, sizes: &[usize], plus: bool) -> Vec<Vec<u8>> {
+    let mut names = Vec::new();
+    let (mut cookie, mut verf) = (0u64, [0u8; 8]);
+    for page in 0.. {
+        let limit = sizes[page % sizes.len()];
+        let mut taken = 0;
+        let mut last = cookie;
+        let ok = fx
+            .fs
+            .readdir(&root(), dir, cookie, verf, plus, &mut |e| {
+                if taken == limit {
+                    return false;
+                }
+                taken += 1;
+                last = e.cookie;
+                names.push(e.name.to_vec());
+                true
+            })
+            .unwrap();
+        assert!(taken > 0 || ok.eof, "no progress at cookie {cookie:#x}");
+        verf = ok.cookieverf;
+        cookie = last;
+        if ok.eof {
+            break;
+        }
+    }
+    names
+}
+
+#[test]
+fn readdir_lists_100000_entries_exactly_once() {
+    let fx = Fixture::new("readdir-big");
+    std::fs::create_dir(fx.path("big")).unwrap();
+    let n = 100_000;
+    for i in 0..n {
+        std::fs::File::create(fx.path(&format!("big/entry-{i:06}"))).unwrap();
+    }
+    let dir = fx.walk("big");
+    for (sizes, plus) in [(&[1, 2, 3, 7, 97][..], false), (&[1000, 1][..], true)] {
+        let started = std::time::Instant::now();
+        let names = list_in_pages(&fx, &dir, sizes, plus);
+        let elapsed = started.elapsed();
+        assert_eq!(names.len(), n + 2, "each entry once, plus . and ..");
+        let unique: std::collections::HashSet<_> = names.iter().collect();
+        assert_eq!(unique.len(), n + 2);
+        for i in (0..n).step_by(997) {
+            assert!(unique.contains(&format!("entry-{i:06}").into_bytes()));
+        }
+        eprintln!(
+            "listed {} entries (plus: {plus}) in {elapsed:?}",
+            names.len()
+        );
+        assert!(elapsed < std::time::Duration::from_secs(8), "{elapsed:?}");
+    }
+}
+
+#[test]
+fn readdir_cookies_survive_changes_between_pages() {
+    let fx = Fixture::new("readdir-changes");
+    std::fs::create_dir(fx.path("d")).unwrap();
+    for i in 0..2000 {
+        std::fs::File::create(fx.path(&format!("d/keep-{i}"))).unwrap();
+    }
+    let dir = fx.walk("d");
+    let mut names = Vec::new();
+    let (mut cookie, mut verf, mut pages) = (0u64, [0u8; 8], 0);
+    loop {
+        let mut taken = 0;
+        let ok = fx
+            .fs
+            .readdir(&root(), &dir, cookie, verf, true, &mut |e| {
+                if taken == 50 {
+                    return false;
+                }
+                taken += 1;
+                cookie = e.cookie;
+                names.push(e.name.to_vec());
+                true
+            })
+            .unwrap();
+        verf = ok.cookieverf;
+        pages += 1;
+        // Churn between pages: other names come and go.
+        std::fs::File::create(fx.path(&format!("d/temp-{pages}"))).unwrap();
+        if pages > 1 {
+            std::fs::remove_file(fx.path(&format!("d/temp-{}", pages - 1))).unwrap();
+        }
+        if ok.eof {
+            break;
+        }
+    }
+    let kept: Vec<_> = names.iter().filter(|n| n.starts_with(b"keep-")).collect();
+    let unique: std::collections::HashSet<_> = kept.iter().collect();
+    assert_eq!(kept.len(), 2000, "no keep- entry lost or repeated");
+    assert_eq!(unique.len(), 2000);
+}
+
+#[test]
+fn fsstat_fsinfo_pathconf() {
+    let fx = Fixture::new("fsinfo");
+    let r = fx.root();
+    let s = fx.fs.fsstat(&r).unwrap();
+    assert!(s.tbytes > 0 && s.tbytes >= s.fbytes && s.fbytes >= s.abytes);
+    assert!(s.tfiles >= s.ffiles);
+    assert!(s.attr.is_some());
+    let i = fx.fs.fsinfo(&r).unwrap();
+    assert_eq!((i.rtmax, i.wtmax), (1 << 20, 1 << 20));
+    assert_eq!(
+        i.time_delta,
+        Nfstime3 {
+            seconds: 0,
+            nseconds: 1
+        }
+    );
+    assert_eq!(i.properties, 0x1b);
+    assert!(i.maxfilesize > 1 << 40);
+    let p = fx.fs.pathconf(&r).unwrap();
+    assert_eq!(p.name_max, 255);
+    assert!(p.linkmax >= 8);
+    assert!(p.no_trunc && p.chown_restricted && !p.case_insensitive && p.case_preserving);
+}
+
+#[test]
+fn writable_descriptor_replaces_a_read_only_one() {
+    let fx = Fixture::new("upgrade");
+    std::fs::write(fx.path("f"), b"abc").unwrap();
+    let f = fx.walk("f");
+    // An immutable file can only be opened read-only, even by root.
+    let chattr = |flag: &str| {
+        std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(fx.path("f"))
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    if !chattr("+i") {
+        eprintln!("chattr unavailable; skipping");
+        return;
+    }
+    assert_eq!(read_all(&fx, &root(), &f, 0, 3).unwrap().0, b"abc");
+    assert_eq!(
+        write(&fx, &root(), &f, 0, b"x").unwrap_err(),
+        Nfsstat3::PERM
+    );
+    assert!(chattr("-i"));
+    // The cached read-only descriptor is upgraded.
+    write(&fx, &root(), &f, 0, b"X").unwrap();
+    assert_eq!(std::fs::read(fx.path("f")).unwrap(), b"Xbc");
+    assert_eq!(fx.fs.open_files().len(), 1);
 }

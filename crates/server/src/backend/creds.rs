@@ -23,8 +23,14 @@
 //! [`CredGuard`] uses `libc::syscall` directly, and restores the thread's previous values in
 //! `Drop`, which also runs when an operation panics.
 //!
-//! The guard also gives each thread a private umask of 0 the first time it switches (see
-//! [`sys::private_zero_umask`]): modes sent by clients are final, as in knfsd.
+//! The guard also sets the umask to 0 while it lives (restoring it afterwards): modes sent by
+//! clients are final, as in knfsd, whose threads run with umask 0. The umask belongs to the
+//! process's shared `fs_struct`, so the first switch on a thread gives that thread its own
+//! (`unshare(CLONE_FS)`); from then on the thread no longer follows the process's `chdir` and
+//! `chroot`, which a server does not use.
+//!
+//! A thread created while a guard is active inherits the switched identity: never spawn threads
+//! from inside an operation.
 
 use super::sys;
 use std::cell::Cell;
@@ -68,14 +74,15 @@ impl Cred {
 }
 
 thread_local! {
-    /// Whether this thread already has a private fs_struct with umask 0.
-    static UMASK_ZEROED: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread already has a private fs_struct (so its umask is its own).
+    static FS_UNSHARED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The calling thread acts as a client until this guard is dropped.
 ///
 /// Not `Send`: the credentials belong to the thread that switched them.
 pub struct CredGuard {
+    prev_umask: u32,
     prev_uid: u32,
     prev_gid: u32,
     prev_groups: Vec<u32>,
@@ -85,9 +92,9 @@ pub struct CredGuard {
 impl CredGuard {
     /// Switches the calling thread's fsuid, fsgid and supplementary groups to `cred`.
     pub fn switch(cred: &Cred) -> io::Result<CredGuard> {
-        if !UMASK_ZEROED.get() {
-            sys::private_zero_umask()?;
-            UMASK_ZEROED.set(true);
+        if !FS_UNSHARED.get() {
+            sys::unshare_fs()?;
+            FS_UNSHARED.set(true);
         }
         let prev_groups = sys::getgroups_thread()?;
         let groups = &cred.gids[..cred.gids.len().min(GROUPS_MAX)];
@@ -97,6 +104,7 @@ impl CredGuard {
         let prev_gid = sys::setfsgid(cred.gid);
         let prev_uid = sys::setfsuid(cred.uid);
         let guard = CredGuard {
+            prev_umask: sys::set_umask(0),
             prev_uid,
             prev_gid,
             prev_groups,
@@ -114,6 +122,7 @@ impl CredGuard {
 
 impl Drop for CredGuard {
     fn drop(&mut self) {
+        sys::set_umask(self.prev_umask);
         sys::setfsuid(self.prev_uid);
         sys::setfsgid(self.prev_gid);
         if let Err(e) = sys::setgroups_thread(&self.prev_groups) {
@@ -128,11 +137,14 @@ impl Drop for CredGuard {
 mod tests {
     use super::*;
 
-    fn current() -> (u32, u32, Vec<u32>) {
+    fn current() -> (u32, u32, Vec<u32>, u32) {
+        let umask = sys::set_umask(0o22);
+        sys::set_umask(umask);
         (
             sys::setfsuid(u32::MAX),
             sys::setfsgid(u32::MAX),
             sys::getgroups_thread().unwrap(),
+            umask,
         )
     }
 
@@ -149,8 +161,8 @@ mod tests {
         let cred = Cred::new(1000, 1000).with_groups(&[1000, 27]);
         {
             let _g = CredGuard::switch(&cred).unwrap();
-            let (u, g, groups) = current();
-            assert_eq!((u, g), (1000, 1000));
+            let (u, g, groups, umask) = current();
+            assert_eq!((u, g, umask), (1000, 1000, 0));
             assert_eq!(groups, vec![27, 1000]); // the kernel keeps them sorted
             ask.send(()).unwrap();
             let seen = told.recv().unwrap();

@@ -471,8 +471,7 @@ fn apply_options(o: &mut ExportOptions, list: &str) -> Result<(), String> {
         };
         let id = |v: Option<&str>| -> Result<u32, String> {
             let v = v.ok_or_else(|| format!("{key} needs a value"))?;
-            // exportfs accepts -1 for "nobody" style configurations; we take it as 65534-like
-            // "no id" only through explicit numbers, so refuse it.
+            // exportfs also takes -1 (meaning 65535 on 16-bit-id systems); ids are numbers here.
             v.parse::<u32>()
                 .map_err(|_| format!("{key}={v}: not a number"))
         };

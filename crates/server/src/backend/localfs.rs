@@ -1198,14 +1198,16 @@ impl LocalFs {
         if !is_reg(&obj.st) {
             return Err(Nfsstat3::INVAL);
         }
+        // The handle was just found valid, so errors here are about opening: EROFS, EPERM
+        // (immutable, append-only), ETXTBSY.
         let (fd, writable) = match self.open_kernel(&d.object, libc::O_RDWR) {
             Ok(fd) => (fd, true),
             Err(_) if !write => (
                 self.open_kernel(&d.object, libc::O_RDONLY)
-                    .map_err(|e| stale_errno(&e))?,
+                    .map_err(|e| errno(&e))?,
                 false,
             ),
-            Err(e) => return Err(stale_errno(&e)),
+            Err(e) => return Err(errno(&e)),
         };
         let (dev, ino) = dev_ino(&obj.st);
         Ok(self
@@ -1632,11 +1634,18 @@ fn errno_busy_is_acces(e: &io::Error) -> Nfsstat3 {
     }
 }
 
-/// `open_by_handle_at` errors: a handle the kernel cannot find is stale.
+/// `open_by_handle_at` errors. Whatever the file system answers for a handle it cannot turn
+/// into a live object (ESTALE, ENOENT, EINVAL, and on some paths EIO or EUCLEAN for an inode
+/// freed and reused under us) means the handle is stale. Only a lack of resources is worth a
+/// retry, and EPERM means the server lacks CAP_DAC_READ_SEARCH: a server fault, not the client's.
 fn stale_errno(e: &io::Error) -> Nfsstat3 {
     match e.raw_os_error() {
-        Some(libc::ESTALE | libc::ENOENT | libc::EINVAL | libc::ENOTDIR) => Nfsstat3::STALE,
-        _ => errno(e),
+        Some(libc::ENOMEM | libc::EMFILE | libc::ENFILE | libc::EAGAIN) => Nfsstat3::JUKEBOX,
+        Some(libc::EPERM) => {
+            tracing::error!("open_by_handle_at: EPERM; the server needs CAP_DAC_READ_SEARCH");
+            Nfsstat3::SERVERFAULT
+        }
+        _ => Nfsstat3::STALE,
     }
 }
 

@@ -353,15 +353,17 @@ pub(crate) fn getgroups_thread() -> io::Result<Vec<u32>> {
     }
 }
 
-/// Gives the calling thread its own umask, cwd and root (`unshare(CLONE_FS)`), then sets its
-/// umask to 0: like knfsd's threads, the server creates objects with exactly the mode the client
-/// asked for (the client already applied its own umask).
-pub(crate) fn private_zero_umask() -> io::Result<()> {
+/// Gives the calling thread its own umask, cwd and root (`unshare(CLONE_FS)`), so that
+/// [`set_umask`] affects only this thread.
+pub(crate) fn unshare_fs() -> io::Result<()> {
     // SAFETY: plain integer argument.
-    cvt(unsafe { libc::unshare(libc::CLONE_FS) })?;
-    // SAFETY: plain integer argument; affects only this thread's (now private) fs_struct.
-    unsafe { libc::umask(0) };
-    Ok(())
+    cvt(unsafe { libc::unshare(libc::CLONE_FS) }).map(drop)
+}
+
+/// `umask(2)`, returning the previous mask. Per thread after [`unshare_fs`].
+pub(crate) fn set_umask(mask: u32) -> u32 {
+    // SAFETY: plain integer argument.
+    unsafe { libc::umask(mask as libc::mode_t) as u32 }
 }
 
 pub(crate) fn mknodat(dir: BorrowedFd<'_>, name: &CStr, mode: u32, dev: u64) -> io::Result<()> {
