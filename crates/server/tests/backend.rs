@@ -633,6 +633,17 @@ fn handles_of_objects_outside_the_export_do_not_resolve() {
         .fh;
     assert_eq!(fx.fs.getattr(&ofh), Err(Nfsstat3::STALE));
 
+    // A file with a second hard link outside: still served through its name inside, even when
+    // the kernel reports the outside name for it.
+    std::fs::write(fx.path("linked"), b"two names").unwrap();
+    let linked = fx.walk("linked");
+    std::fs::hard_link(fx.path("linked"), fx.base.join("outside/alias")).unwrap();
+    std::fs::metadata(fx.base.join("outside/alias")).unwrap();
+    assert!(fx.fs.getattr(&linked).is_ok());
+    assert_eq!(read_all(&fx, &root(), &linked, 0, 3).unwrap().0, b"two");
+    std::fs::remove_file(fx.path("linked")).unwrap();
+    assert_eq!(fx.fs.getattr(&linked), Err(Nfsstat3::STALE));
+
     // Objects moved out of the export after their handle was issued.
     std::fs::create_dir_all(fx.path("leaving")).unwrap();
     std::fs::write(fx.path("leaving.txt"), b"bye").unwrap();

@@ -42,9 +42,14 @@
 //! `LocalFs::resolve`): directories by the path the kernel reports for the opened descriptor
 //! (the kernel always reconnects a directory to the tree, so its path is exact), other objects
 //! the same way when the kernel knows their path. A non-directory opened from a cold cache is
-//! "disconnected" (its reported path is `/`); then the parent hint is opened, checked, and
-//! searched for the object's inode, which also reconnects it for later lookups. An object that
-//! cannot be shown to be inside the export is NFS3ERR_STALE.
+//! "disconnected" (its reported path is `/`), and one with several hard links may be reported
+//! under a name outside the export; then the parent hint is opened, checked, and searched for the
+//! object's inode, which also reconnects it for later lookups. An object that cannot be shown to
+//! be inside the export is NFS3ERR_STALE. One consequence: a file moved to another directory of
+//! the export is stale *while the kernel has no cached path for it* (after a reboot), until a
+//! LOOKUP by name (which clients do after NFS3ERR_STALE) reconnects it; knfsd's
+//! `subtree_check` has the same property. Exporting the root of a file system avoids all of it:
+//! then every object of the mount is inside and no check is made.
 
 use super::sys::{KernelHandle, KERNEL_HANDLE_MAX};
 use bytes::Bytes;

@@ -325,6 +325,12 @@ struct Obj {
     kh: KernelHandle,
 }
 
+/// An object just found by name (no handle yet): an `O_PATH` descriptor and its attributes.
+struct Found {
+    fd: OwnedFd,
+    st: libc::statx,
+}
+
 impl LocalFs {
     /// Opens an export: the directory, the handle secret (created on first start) and the
     /// checks that the file system can serve persistent handles.
@@ -456,8 +462,14 @@ impl LocalFs {
         };
         {
             let _as = self.act_as(caller).map_err(fail)?;
-            self.apply_sattr(&obj, file.as_deref(), sattr, &caller.cred)
-                .map_err(fail)?;
+            self.apply_sattr(
+                obj.fd.as_fd(),
+                &obj.st,
+                file.as_deref(),
+                sattr,
+                &caller.cred,
+            )
+            .map_err(fail)?;
         }
         Ok(self.wcc_after(Some(pre), obj.fd.as_fd()))
     }
@@ -722,7 +734,7 @@ impl LocalFs {
                 None => None,
             };
             let _as = self.act_as(caller).map_err(fail)?;
-            self.apply_sattr(&obj, file.as_deref(), &s, &caller.cred)
+            self.apply_sattr(obj.fd.as_fd(), &obj.st, file.as_deref(), &s, &caller.cred)
                 .map_err(fail)?;
         }
         let st = sys::statx(obj.fd.as_fd(), sys::EMPTY).map_err(|e| fail(errno(&e)))?;
@@ -912,6 +924,9 @@ impl LocalFs {
     /// reply and the next call resumes at the last accepted entry's cookie). `"."` and `".."` are
     /// included; `".."` of the export root is the root itself. With `plus`, entries carry
     /// attributes and handles when the caller may look them up.
+    ///
+    /// `visit` runs on this thread with the caller's credentials switched in: keep it to size
+    /// accounting and encoding (no I/O, no spawning threads).
     pub fn readdir(
         &self,
         caller: &Caller,
@@ -938,7 +953,9 @@ impl LocalFs {
             let _as = self.act_as(caller).map_err(fail)?;
             sys::access(d.fd.as_fd(), libc::R_OK).map_err(|e| fail(errno(&e)))?;
             if cookie != 0 {
-                sys::lseek_set(d.fd.as_fd(), cookie).map_err(|e| fail(errno(&e)))?;
+                // Only a cookie no directory offset can have is refused here (the file system
+                // resumes after any other value).
+                sys::lseek_set(d.fd.as_fd(), cookie).map_err(|_| fail(Nfsstat3::BAD_COOKIE))?;
             }
             let mut buf = vec![0u8; DIRENT_BUF_BYTES];
             'outer: loop {
@@ -1113,10 +1130,11 @@ impl LocalFs {
         }
         match self.place_of(fd, st) {
             Place::Inside => Ok(()),
-            Place::Outside => Err(Nfsstat3::STALE),
-            Place::Unknown if is_dir(st) => Err(Nfsstat3::STALE),
-            Place::Unknown => {
-                // A disconnected non-directory: find it in the directory it was looked up in.
+            Place::Outside | Place::Unknown if is_dir(st) => Err(Nfsstat3::STALE),
+            Place::Outside | Place::Unknown => {
+                // A non-directory the kernel reports disconnected, or under a name outside the
+                // export (it may have another hard link inside): look for it in the directory
+                // it was found in.
                 let Some(parent) = d.parent else {
                     return Err(Nfsstat3::STALE);
                 };
@@ -1248,11 +1266,11 @@ impl LocalFs {
     }
 
     /// Opens `dir/name` `O_PATH` without following a symlink (call with credentials switched).
-    fn child(&self, dir: &Obj, name: &Name) -> Result<Obj, Nfsstat3> {
+    fn child(&self, dir: &Obj, name: &Name) -> Result<Found, Nfsstat3> {
         let flags = libc::O_PATH | libc::O_NOFOLLOW;
         let fd = sys::openat(dir.fd.as_fd(), name.c(), flags, 0).map_err(|e| errno(&e))?;
         let st = sys::statx(fd.as_fd(), sys::EMPTY).map_err(|e| errno(&e))?;
-        Ok(Obj { fd, st, kh: dir.kh })
+        Ok(Found { fd, st })
     }
 
     /// MKDIR, SYMLINK, MKNOD: `make(dirfd, name)` creates the object as the caller, then the
@@ -1280,7 +1298,7 @@ impl LocalFs {
                 size: None,
                 ..*sattr
             };
-            self.apply_sattr(&obj, None, &rest, &caller.cred)
+            self.apply_sattr(obj.fd.as_fd(), &obj.st, None, &rest, &caller.cred)
                 .map_err(fail)?;
             obj
         };
@@ -1325,12 +1343,12 @@ impl LocalFs {
     /// writable descriptor for a size change.
     fn apply_sattr(
         &self,
-        obj: &Obj,
+        fd: BorrowedFd<'_>,
+        st: &libc::statx,
         file: Option<&OpenFile>,
         s: &Sattr3,
         cred: &Cred,
     ) -> Result<(), Nfsstat3> {
-        let st = &obj.st;
         if let Some(size) = s.size {
             let file = file.ok_or(Nfsstat3::INVAL)?;
             may_write(file.as_fd(), st, cred)?;
@@ -1340,21 +1358,16 @@ impl LocalFs {
         let uid = s.uid.filter(|&u| u != st.stx_uid);
         let gid = s.gid.filter(|&g| g != st.stx_gid);
         if uid.is_some() || gid.is_some() {
-            sys::fchown(
-                obj.fd.as_fd(),
-                uid.unwrap_or(u32::MAX),
-                gid.unwrap_or(u32::MAX),
-            )
-            .map_err(|e| errno(&e))?;
+            sys::fchown(fd, uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX))
+                .map_err(|e| errno(&e))?;
         }
         if let Some(mode) = s.mode {
             if !is_lnk(st) {
-                sys::chmod_fd(obj.fd.as_fd(), mode & 0o7777).map_err(|e| errno(&e))?;
+                sys::chmod_fd(fd, mode & 0o7777).map_err(|e| errno(&e))?;
             }
         }
         if s.atime != SetTime::DontChange || s.mtime != SetTime::DontChange {
-            sys::set_times(obj.fd.as_fd(), timespec(s.atime), timespec(s.mtime))
-                .map_err(|e| errno(&e))?;
+            sys::set_times(fd, timespec(s.atime), timespec(s.mtime)).map_err(|e| errno(&e))?;
         }
         Ok(())
     }
