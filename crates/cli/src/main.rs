@@ -22,8 +22,20 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// Run the link emulator: a TCP/UDP proxy with delay, bandwidth limit and faults.
     Link(sluice_link::LinkArgs),
+    /// Print a running server's statistics (like nfsstat -s), from its --metrics endpoint.
+    Stats(StatsArgs),
     #[command(flatten)]
     Client(sluice_client::cmd::ClientCmd),
+}
+
+#[derive(clap::Args)]
+struct StatsArgs {
+    /// The server's --metrics address.
+    #[arg(default_value = "127.0.0.1:9049")]
+    metrics: std::net::SocketAddr,
+    /// Print the raw Prometheus text instead.
+    #[arg(long)]
+    prometheus: bool,
 }
 
 fn main() -> ExitCode {
@@ -46,6 +58,12 @@ fn main() -> ExitCode {
                 .await
                 .map_err(|e| format!("link: {e}")),
             Cmd::Client(cmd) => sluice_client::cmd::run(cmd).await,
+            Cmd::Stats(a) => {
+                let path = if a.prometheus { "/metrics" } else { "/stats" };
+                sluice_server::metrics::fetch(a.metrics, path)
+                    .await
+                    .map(|t| print!("{t}"))
+            }
         }
     });
     match result {

@@ -61,6 +61,9 @@ pub struct ServeArgs {
     /// Log one line per request.
     #[arg(long)]
     pub log_requests: bool,
+    /// Serve statistics over HTTP on ADDR:PORT (/metrics for Prometheus, /stats for `sluice stats`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<SocketAddr>,
     /// Connections served at once.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
@@ -122,6 +125,7 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         portmapper: a.portmapper,
         udp: a.udp,
         log_requests: a.log_requests,
+        metrics: a.metrics,
         net,
     })
 }

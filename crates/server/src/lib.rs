@@ -11,6 +11,7 @@
 //! Wire formats live in `sluice-xdr`, RPC framing and call parsing in `sluice-rpc`; both pure.
 
 pub mod backend;
+pub mod metrics;
 pub mod mountd;
 pub mod net;
 pub mod nfs;
@@ -42,6 +43,8 @@ pub struct ServerConfig {
     pub udp: bool,
     /// One log line per request.
     pub log_requests: bool,
+    /// Serve statistics over HTTP here (`/metrics` Prometheus, `/stats` text).
+    pub metrics: Option<SocketAddr>,
     pub net: net::NetConfig,
 }
 
@@ -56,6 +59,7 @@ impl Default for ServerConfig {
             portmapper: false,
             udp: false,
             log_requests: false,
+            metrics: None,
             net: net::NetConfig::default(),
         }
     }
@@ -67,6 +71,7 @@ pub struct Bound {
     pub tcp: tokio::net::TcpListener,
     pub udp: Option<tokio::net::UdpSocket>,
     pub portmap_tcp: Option<tokio::net::TcpListener>,
+    pub metrics: Option<tokio::net::TcpListener>,
     pub config: ServerConfig,
 }
 
@@ -127,6 +132,14 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
     } else {
         None
     };
+    let metrics = match config.metrics {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("cannot listen on {addr} for --metrics: {e}"))?,
+        ),
+        None => None,
+    };
     let exports = Arc::new(entries);
     let stats = Arc::new(stats::Stats::default());
     let verifier = exports
@@ -168,6 +181,7 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
         tcp,
         udp,
         portmap_tcp,
+        metrics,
         config,
     })
 }
@@ -179,6 +193,7 @@ pub async fn run(bound: Bound) -> Result<(), String> {
         tcp,
         udp,
         portmap_tcp,
+        metrics,
         config,
     } = bound;
     let net = config.net.clone();
@@ -189,6 +204,9 @@ pub async fn run(bound: Bound) -> Result<(), String> {
     }
     if let Some(p) = portmap_tcp {
         tasks.spawn(net::serve_tcp(p, server.clone(), net.clone()));
+    }
+    if let Some(m) = metrics {
+        tasks.spawn(metrics::serve(m, server.stats.clone()));
     }
     match tasks.join_next().await {
         Some(Ok(Ok(()))) | None => Ok(()),

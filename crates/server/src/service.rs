@@ -18,10 +18,10 @@ use crate::nfs::Nfs3;
 use crate::portmap::PortTable;
 use crate::stats::Stats;
 use bytes::Bytes;
+use sluice_rpc::drc::{DrcKey, Hit, Lookup, ReplyCache};
 use sluice_rpc::server::{self as rpcs, CallParse, RpcCall};
 use sluice_xdr::rpc::AcceptStat;
 use sluice_xdr::{mount3, nfs3, portmap, Writer};
-use sluice_rpc::drc::{DrcKey, Hit, Lookup, ReplyCache};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -52,7 +52,11 @@ impl Service for Server {
         let drc_key = is_non_idempotent(call.prog(), call.vers(), call.proc_())
             .then(|| DrcKey::for_call(client_id(&peer), &call, &record));
         if let Some(key) = &drc_key {
-            let hit = self.drc.lock().expect("drc lock").lookup_or_insert(started, key.clone());
+            let hit = self
+                .drc
+                .lock()
+                .expect("drc lock")
+                .lookup_or_insert(started, *key);
             match hit {
                 Lookup::Miss => {}
                 Lookup::Hit(Hit::InProgress) => {
@@ -61,6 +65,10 @@ impl Service for Server {
                     return None;
                 }
                 Lookup::Hit(Hit::Done(reply)) => {
+                    self.stats
+                        .engine
+                        .drc_hits
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     debug!(addr = %peer.addr, xid = call.xid, "retransmission answered from the reply cache");
                     return Some(reply);
                 }
@@ -68,7 +76,10 @@ impl Service for Server {
         }
         let (reply, status) = self.dispatch(&peer, &call, &record).await;
         if let Some(key) = drc_key {
-            self.drc.lock().expect("drc lock").complete(Instant::now(), key, &reply);
+            self.drc
+                .lock()
+                .expect("drc lock")
+                .complete(Instant::now(), key, &reply);
         }
         let elapsed = started.elapsed();
         self.stats
@@ -165,7 +176,10 @@ pub fn is_non_idempotent(prog: u32, vers: u32, proc_: u32) -> bool {
     use nfs3::proc_::*;
     prog == nfs3::PROGRAM
         && vers == nfs3::VERSION
-        && matches!(proc_, SETATTR | WRITE | CREATE | MKDIR | SYMLINK | MKNOD | REMOVE | RMDIR | RENAME | LINK)
+        && matches!(
+            proc_,
+            SETATTR | WRITE | CREATE | MKDIR | SYMLINK | MKNOD | REMOVE | RMDIR | RENAME | LINK
+        )
 }
 
 /// The duplicate request cache's client identity: the client's address without the port, since

@@ -74,8 +74,23 @@ impl SizeHistogram {
     }
 }
 
+/// Gauges and counters the I/O engine maintains (sequential table, write-behind, chunk pool).
+#[derive(Default)]
+pub struct EngineStats {
+    pub seq_hits: AtomicU64,
+    pub seq_misses: AtomicU64,
+    pub seq_evictions: AtomicU64,
+    pub dirty_bytes: AtomicU64,
+    pub dirty_bytes_high_water: AtomicU64,
+    pub pool_chunks_in_use: AtomicU64,
+    pub pool_chunks_high_water: AtomicU64,
+    pub readahead_bytes: AtomicU64,
+    pub drc_hits: AtomicU64,
+}
+
 #[derive(Default)]
 pub struct Stats {
+    pub engine: EngineStats,
     pub nfs: [ProcStats; 22],
     pub mount: [ProcStats; 6],
     pub other_calls: AtomicU64,
@@ -109,6 +124,164 @@ impl Stats {
         p.latency_buckets[i].fetch_add(1, Relaxed);
     }
 
+    /// Renders every counter in the Prometheus text exposition format (version 0.0.4).
+    pub fn render_prometheus(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# HELP sluice_nfs_calls_total NFSv3 calls by procedure.");
+        let _ = writeln!(s, "# TYPE sluice_nfs_calls_total counter");
+        for (i, p) in self.nfs.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "sluice_nfs_calls_total{{proc=\"{}\"}} {}",
+                nfs3::proc_::NAMES[i],
+                p.calls.load(Relaxed)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "# HELP sluice_nfs_errors_total NFSv3 calls answered with an error."
+        );
+        let _ = writeln!(s, "# TYPE sluice_nfs_errors_total counter");
+        for (i, p) in self.nfs.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "sluice_nfs_errors_total{{proc=\"{}\"}} {}",
+                nfs3::proc_::NAMES[i],
+                p.errors.load(Relaxed)
+            );
+        }
+        let _ = writeln!(s, "# HELP sluice_nfs_latency_seconds NFSv3 call latency.");
+        let _ = writeln!(s, "# TYPE sluice_nfs_latency_seconds histogram");
+        for (i, p) in self.nfs.iter().enumerate() {
+            let calls = p.calls.load(Relaxed);
+            if calls == 0 {
+                continue;
+            }
+            let name = nfs3::proc_::NAMES[i];
+            let mut cum = 0;
+            for (b, bound) in LATENCY_BUCKETS_MICROS.iter().enumerate() {
+                cum += p.latency_buckets[b].load(Relaxed);
+                let _ = writeln!(
+                    s,
+                    "sluice_nfs_latency_seconds_bucket{{proc=\"{name}\",le=\"{}\"}} {cum}",
+                    *bound as f64 / 1e6
+                );
+            }
+            let _ = writeln!(
+                s,
+                "sluice_nfs_latency_seconds_bucket{{proc=\"{name}\",le=\"+Inf\"}} {calls}"
+            );
+            let _ = writeln!(
+                s,
+                "sluice_nfs_latency_seconds_sum{{proc=\"{name}\"}} {}",
+                p.latency_micros_total.load(Relaxed) as f64 / 1e6
+            );
+            let _ = writeln!(
+                s,
+                "sluice_nfs_latency_seconds_count{{proc=\"{name}\"}} {calls}"
+            );
+        }
+        for (metric, help, h) in [
+            (
+                "sluice_wire_read_bytes",
+                "Payload sizes of READ replies.",
+                &self.wire_read_bytes,
+            ),
+            (
+                "sluice_wire_write_bytes",
+                "Payload sizes of WRITE calls.",
+                &self.wire_write_bytes,
+            ),
+            (
+                "sluice_backend_read_bytes",
+                "Sizes of reads from the backing file system.",
+                &self.backend_read_bytes,
+            ),
+            (
+                "sluice_backend_write_bytes",
+                "Sizes of writes to the backing file system.",
+                &self.backend_write_bytes,
+            ),
+        ] {
+            let _ = writeln!(s, "# HELP {metric} {help}");
+            let _ = writeln!(s, "# TYPE {metric} histogram");
+            let mut cum = 0;
+            for (b, bound) in SIZE_BUCKETS_BYTES.iter().enumerate() {
+                cum += h.buckets[b].load(Relaxed);
+                let _ = writeln!(s, "{metric}_bucket{{le=\"{bound}\"}} {cum}");
+            }
+            let _ = writeln!(
+                s,
+                "{metric}_bucket{{le=\"+Inf\"}} {}",
+                h.count.load(Relaxed)
+            );
+            let _ = writeln!(s, "{metric}_sum {}", h.bytes.load(Relaxed));
+            let _ = writeln!(s, "{metric}_count {}", h.count.load(Relaxed));
+        }
+        let e = &self.engine;
+        for (metric, kind, help, v) in [
+            (
+                "sluice_seqtable_hits_total",
+                "counter",
+                "Sequential-table lookups that found the file.",
+                &e.seq_hits,
+            ),
+            (
+                "sluice_seqtable_misses_total",
+                "counter",
+                "Sequential-table lookups that did not.",
+                &e.seq_misses,
+            ),
+            (
+                "sluice_seqtable_evictions_total",
+                "counter",
+                "Sequential-table entries evicted.",
+                &e.seq_evictions,
+            ),
+            (
+                "sluice_dirty_bytes",
+                "gauge",
+                "UNSTABLE data held in memory, not yet written.",
+                &e.dirty_bytes,
+            ),
+            (
+                "sluice_dirty_bytes_high_water",
+                "gauge",
+                "Most dirty bytes held at once.",
+                &e.dirty_bytes_high_water,
+            ),
+            (
+                "sluice_pool_chunks_in_use",
+                "gauge",
+                "Data chunks lent out by the pool.",
+                &e.pool_chunks_in_use,
+            ),
+            (
+                "sluice_pool_chunks_high_water",
+                "gauge",
+                "Most chunks lent out at once.",
+                &e.pool_chunks_high_water,
+            ),
+            (
+                "sluice_readahead_bytes_total",
+                "counter",
+                "Bytes the server read ahead.",
+                &e.readahead_bytes,
+            ),
+            (
+                "sluice_drc_hits_total",
+                "counter",
+                "Retransmissions answered from the reply cache.",
+                &e.drc_hits,
+            ),
+        ] {
+            let _ = writeln!(s, "# HELP {metric} {help}");
+            let _ = writeln!(s, "# TYPE {metric} {kind}");
+            let _ = writeln!(s, "{metric} {}", v.load(Relaxed));
+        }
+        s
+    }
+
     /// Renders the counters like `nfsstat -s`.
     pub fn render(&self) -> String {
         let mut s = String::new();
@@ -133,6 +306,20 @@ impl Stats {
                 avg
             );
         }
+        let e = &self.engine;
+        let _ = writeln!(
+            s,
+            "seqtable: {} hits, {} misses, {} evictions; dirty {} bytes (high water {}); pool {} chunks in use (high water {}); read ahead {} bytes; reply cache hits {}",
+            e.seq_hits.load(Relaxed),
+            e.seq_misses.load(Relaxed),
+            e.seq_evictions.load(Relaxed),
+            e.dirty_bytes.load(Relaxed),
+            e.dirty_bytes_high_water.load(Relaxed),
+            e.pool_chunks_in_use.load(Relaxed),
+            e.pool_chunks_high_water.load(Relaxed),
+            e.readahead_bytes.load(Relaxed),
+            e.drc_hits.load(Relaxed),
+        );
         for (name, h) in [
             ("wire READ", &self.wire_read_bytes),
             ("wire WRITE", &self.wire_write_bytes),
