@@ -11,7 +11,7 @@
 //! chunk.
 
 use crate::backend::{self, export_id_of, Caller, Cred, DirEntry, Export, ExportOptions, LocalFs};
-use crate::net::Peer;
+use crate::net::{Peer, Transport};
 use crate::stats::Stats;
 use bytes::{Bytes, BytesMut};
 use sluice_rpc::server::Credentials;
@@ -55,10 +55,23 @@ impl Nfs3 {
         if let Args3::Null(()) = args {
             return Nfsstat3::OK;
         }
-        let res = match self.gate(peer, cred, primary_fh(&args)) {
+        let mut args = args;
+        if peer.transport == Transport::Udp {
+            // Whatever the client asks, a reply must fit one datagram.
+            match &mut args {
+                Args3::Read(a) => a.count = a.count.min(UDP_IO_BYTES_MAX),
+                Args3::Readdir(a) => a.count = a.count.min(UDP_IO_BYTES_MAX),
+                Args3::Readdirplus(a) => a.maxcount = a.maxcount.min(UDP_IO_BYTES_MAX),
+                _ => {}
+            }
+        }
+        let mut res = match self.gate(peer, cred, primary_fh(&args)) {
             Ok((fs, caller)) => self.run(fs, caller, args).await,
             Err(Gate::Status(s)) => failure(&args, s),
         };
+        if peer.transport == Transport::Udp {
+            cap_for_datagrams(&mut res);
+        }
         let status = res_status(&res);
         res.pack(w);
         status
@@ -99,6 +112,21 @@ impl Nfs3 {
                 fallback
             }
         }
+    }
+}
+
+/// Largest READ/WRITE offered over UDP: a reply must fit one datagram (64 KiB less headers), and
+/// 32 KiB is what knfsd offers so that IP fragmentation stays modest.
+pub const UDP_IO_BYTES_MAX: u32 = 32 * 1024;
+
+/// Over UDP, FSINFO advertises datagram-sized transfers.
+fn cap_for_datagrams(res: &mut Res3) {
+    if let Res3::Fsinfo(NfsResult::Ok(f)) = res {
+        f.rtmax = f.rtmax.min(UDP_IO_BYTES_MAX);
+        f.rtpref = f.rtpref.min(UDP_IO_BYTES_MAX);
+        f.wtmax = f.wtmax.min(UDP_IO_BYTES_MAX);
+        f.wtpref = f.wtpref.min(UDP_IO_BYTES_MAX);
+        f.dtpref = f.dtpref.min(UDP_IO_BYTES_MAX);
     }
 }
 
