@@ -649,9 +649,20 @@ fn handles_of_objects_outside_the_export_do_not_resolve() {
     std::fs::write(fx.path("leaving.txt"), b"bye").unwrap();
     let ldir = fx.walk("leaving");
     let lfile = fx.walk("leaving.txt");
+    // In the open-file cache when it leaves: the cached descriptor must not keep serving it.
+    write(&fx, &root(), &lfile, 3, b"!").unwrap();
+    assert!(fx.fs.getattr(&lfile).is_ok());
     std::fs::rename(fx.path("leaving"), fx.base.join("outside/left")).unwrap();
     std::fs::rename(fx.path("leaving.txt"), fx.base.join("outside/left.txt")).unwrap();
     assert_eq!(fx.fs.getattr(&ldir), Err(Nfsstat3::STALE));
+    assert_eq!(
+        read_all(&fx, &root(), &lfile, 0, 3).unwrap_err(),
+        Nfsstat3::STALE
+    );
+    assert_eq!(
+        write(&fx, &root(), &lfile, 0, b"x").unwrap_err(),
+        Nfsstat3::STALE
+    );
     assert_eq!(fx.fs.getattr(&lfile), Err(Nfsstat3::STALE));
 }
 

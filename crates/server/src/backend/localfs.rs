@@ -427,8 +427,12 @@ impl LocalFs {
 
     // --- Procedures --------------------------------------------------------------------------
 
-    /// GETATTR (RFC 1813 §3.3.1). No permission is needed to read attributes.
+    /// GETATTR (RFC 1813 §3.3.1). No permission is needed to read attributes. A file in the
+    /// open-file cache is answered from its descriptor (clients revalidate open files often).
     pub fn getattr(&self, fh: &NfsFh3) -> Result<Fattr3, Nfsstat3> {
+        if let Some((_, st)) = self.cached_file(fh, false)? {
+            return Ok(self.fattr(&st));
+        }
         let obj = self.resolve(fh)?;
         Ok(self.fattr(&obj.st))
     }
@@ -457,7 +461,7 @@ impl LocalFs {
         let file = match sattr.size {
             Some(_) if is_dir(&obj.st) => return Err(fail(Nfsstat3::ISDIR)),
             Some(_) if !is_reg(&obj.st) => return Err(fail(Nfsstat3::INVAL)),
-            Some(_) => Some(self.open_file(fh, true).map_err(fail)?),
+            Some(_) => Some(self.open_file(fh, true).map_err(fail)?.0),
             None => None,
         };
         {
@@ -471,7 +475,15 @@ impl LocalFs {
             )
             .map_err(fail)?;
         }
-        Ok(self.wcc_after(Some(pre), obj.fd.as_fd()))
+        let post = sys::statx(obj.fd.as_fd(), sys::EMPTY).ok();
+        if let (Some(file), Some(post)) = (&file, &post) {
+            // Found inside the export by `resolve` above; the ctime change is our own.
+            file.set_validated(ctime_stamp(post));
+        }
+        Ok(WccData {
+            before: Some(pre),
+            after: post.map(|st| self.fattr(&st)),
+        })
     }
 
     /// LOOKUP (§3.3.3). Never follows a symlink; `..` of the export root is the root.
@@ -574,10 +586,9 @@ impl LocalFs {
         offset: u64,
         bufs: &mut [B],
     ) -> Res<ReadOk, PostOpAttr> {
-        let file = self
+        let (file, st) = self
             .open_file(fh, false)
             .map_err(|s| (s, self.attr_or_none(fh)))?;
-        let st = self.live_stat(fh, &file)?;
         {
             let _as = self
                 .act_as(caller)
@@ -626,18 +637,9 @@ impl LocalFs {
         if caller.read_only {
             return Err((Nfsstat3::ROFS, self.wcc_or_default(fh)));
         }
-        let file = self
+        let (file, st) = self
             .open_file(fh, true)
             .map_err(|s| (s, self.wcc_or_default(fh)))?;
-        let st = self.live_stat(fh, &file).map_err(|(s, a)| {
-            (
-                s,
-                WccData {
-                    before: None,
-                    after: a,
-                },
-            )
-        })?;
         let pre = attr::wcc(&st);
         let fail = |s| (s, self.wcc_after(Some(pre), file.as_fd()));
         let total: u64 = data.iter().map(|b| b.len() as u64).sum();
@@ -652,10 +654,17 @@ impl LocalFs {
             may_write(file.as_fd(), &st, &caller.cred).map_err(fail)?;
             write_all(file.as_fd(), offset, data, stable).map_err(|e| fail(errno(&e)))?
         };
+        let post = sys::statx(file.as_fd(), sys::EMPTY).ok();
+        if let Some(post) = &post {
+            file.advance_validated(ctime_stamp(&st), ctime_stamp(post));
+        }
         Ok(WriteOk {
             count,
             committed: stable,
-            wcc: self.wcc_after(Some(pre), file.as_fd()),
+            wcc: WccData {
+                before: Some(pre),
+                after: post.map(|p| self.fattr(&p)),
+            },
         })
     }
 
@@ -730,7 +739,7 @@ impl LocalFs {
                 };
             }
             let file = match s.size {
-                Some(_) => Some(self.open_file(&fh, true).map_err(fail)?),
+                Some(_) => Some(self.open_file(&fh, true).map_err(fail)?.0),
                 None => None,
             };
             let _as = self.act_as(caller).map_err(fail)?;
@@ -1059,18 +1068,9 @@ impl LocalFs {
         if caller.read_only {
             return Err((Nfsstat3::ROFS, self.wcc_or_default(fh)));
         }
-        let file = self
+        let (file, st) = self
             .open_file(fh, false)
             .map_err(|s| (s, self.wcc_or_default(fh)))?;
-        let st = self.live_stat(fh, &file).map_err(|(s, a)| {
-            (
-                s,
-                WccData {
-                    before: None,
-                    after: a,
-                },
-            )
-        })?;
         let pre = attr::wcc(&st);
         let fail = |s| (s, self.wcc_after(Some(pre), file.as_fd()));
         {
@@ -1201,12 +1201,15 @@ impl LocalFs {
             .ok_or(Nfsstat3::SERVERFAULT)
     }
 
-    /// The cached descriptor for a regular file, opening (or upgrading to read-write) on a miss.
-    fn open_file(&self, fh: &NfsFh3, write: bool) -> Result<Arc<OpenFile>, Nfsstat3> {
-        if let Some(f) = self.files.get(&fh.0) {
-            if !write || f.writable() {
-                return Ok(f);
-            }
+    /// The cached descriptor for a regular file and its current attributes, opening (or
+    /// upgrading to read-write) on a miss.
+    fn open_file(
+        &self,
+        fh: &NfsFh3,
+        write: bool,
+    ) -> Result<(Arc<OpenFile>, libc::statx), Nfsstat3> {
+        if let Some(hit) = self.cached_file(fh, write)? {
+            return Ok(hit);
         }
         let d = self.key.decode(&fh.0)?;
         let obj = self.open_checked(&d, libc::O_PATH)?;
@@ -1228,19 +1231,38 @@ impl LocalFs {
             Err(e) => return Err(errno(&e)),
         };
         let (dev, ino) = dev_ino(&obj.st);
-        Ok(self
-            .files
-            .insert(&fh.0, OpenFile::new(fd, writable, dev, ino)))
+        let file = OpenFile::new(fd, writable, dev, ino, ctime_stamp(&obj.st));
+        Ok((self.files.insert(&fh.0, file), obj.st))
     }
 
-    /// `statx` of a cached file; a file without names left is stale (and leaves the cache).
-    fn live_stat(&self, fh: &NfsFh3, file: &OpenFile) -> Res<libc::statx, PostOpAttr> {
-        let st = sys::statx(file.as_fd(), sys::EMPTY).map_err(|e| (errno(&e), None))?;
+    /// A cache hit usable for `write`, with current attributes; `None` on a miss. A file
+    /// without names left is stale; one whose ctime moved since it was last found inside the
+    /// export (a rename, a link, a change by another process) is checked again.
+    fn cached_file(
+        &self,
+        fh: &NfsFh3,
+        write: bool,
+    ) -> Result<Option<(Arc<OpenFile>, libc::statx)>, Nfsstat3> {
+        let Some(file) = self.files.get(&fh.0) else {
+            return Ok(None);
+        };
+        if write && !file.writable() {
+            return Ok(None);
+        }
+        let st = sys::statx(file.as_fd(), sys::EMPTY).map_err(|e| errno(&e))?;
         if st.stx_nlink == 0 {
             self.files.remove(&fh.0[..]);
-            return Err((Nfsstat3::STALE, None));
+            return Err(Nfsstat3::STALE);
         }
-        Ok(st)
+        let stamp = ctime_stamp(&st);
+        if !file.validated_at(stamp) {
+            if let Err(s) = self.resolve(fh) {
+                self.files.remove(&fh.0[..]);
+                return Err(s);
+            }
+            file.set_validated(stamp);
+        }
+        Ok(Some((file, st)))
     }
 
     // --- Shared pieces of the procedures -------------------------------------------------------
@@ -1617,6 +1639,11 @@ fn may_write(fd: BorrowedFd<'_>, st: &libc::statx, cred: &Cred) -> Result<(), Nf
         return Ok(());
     }
     sys::access(fd, libc::W_OK).map_err(|e| errno(&e))
+}
+
+/// The ctime as one number, for the open-file cache's validation stamps.
+fn ctime_stamp(st: &libc::statx) -> u64 {
+    ((st.stx_ctime.tv_sec as u64) << 30) | u64::from(st.stx_ctime.tv_nsec)
 }
 
 /// The times knfsd stores an exclusive-create verifier in: (mtime, atime) seconds.

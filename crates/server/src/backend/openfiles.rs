@@ -23,12 +23,17 @@
 //!
 //! # Invalidation
 //! REMOVE and a RENAME over an existing name drop the victim's entries ([`OpenFiles::remove_inode`]).
-//! A file removed by a local process stays open until evicted, but every use `fstat`s it, and a
-//! link count of zero answers NFS3ERR_STALE.
+//! Changes made behind the server's back are caught on use: every use `fstat`s the file, a link
+//! count of zero answers NFS3ERR_STALE, and a ctime other than the one recorded when the entry
+//! was last found inside the export (its *validation stamp*) makes the backend check the handle
+//! again (a rename or link changes the ctime), so a file moved out of the export stops being
+//! served. The backend's own WRITE and SETATTR carry the stamp forward, so they do not cause
+//! re-checks.
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Default for the number of cached descriptors. The default `RLIMIT_NOFILE` soft limit is 1024
@@ -42,16 +47,38 @@ pub struct OpenFile {
     writable: bool,
     dev: u64,
     ino: u64,
+    /// The ctime (as packed by the backend) at which the file was last known to be inside the
+    /// export. A torn or stale value only causes an extra check.
+    validated: AtomicU64,
 }
 
 impl OpenFile {
-    pub fn new(fd: OwnedFd, writable: bool, dev: u64, ino: u64) -> OpenFile {
+    pub fn new(fd: OwnedFd, writable: bool, dev: u64, ino: u64, validated: u64) -> OpenFile {
         OpenFile {
             fd,
             writable,
             dev,
             ino,
+            validated: AtomicU64::new(validated),
         }
+    }
+
+    /// Whether the file was last validated at `stamp`.
+    pub fn validated_at(&self, stamp: u64) -> bool {
+        self.validated.load(Ordering::Relaxed) == stamp
+    }
+
+    /// Records a new validation.
+    pub fn set_validated(&self, stamp: u64) {
+        self.validated.store(stamp, Ordering::Relaxed);
+    }
+
+    /// Moves the validation from `from` to `to` (an own change), unless something else changed
+    /// the file first (then the next use checks it again).
+    pub fn advance_validated(&self, from: u64, to: u64) {
+        let _ = self
+            .validated
+            .compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     /// Whether the descriptor was opened `O_RDWR`.
@@ -221,7 +248,7 @@ mod tests {
 
     fn file(ino: u64) -> OpenFile {
         let fd = std::fs::File::open("/dev/null").unwrap();
-        OpenFile::new(fd.into(), false, 1, ino)
+        OpenFile::new(fd.into(), false, 1, ino, 0)
     }
 
     #[test]
@@ -245,7 +272,13 @@ mod tests {
         c.insert(b"b", file(2));
         let w = c.insert(
             b"b",
-            OpenFile::new(std::fs::File::open("/dev/null").unwrap().into(), true, 1, 2),
+            OpenFile::new(
+                std::fs::File::open("/dev/null").unwrap().into(),
+                true,
+                1,
+                2,
+                0,
+            ),
         );
         assert!(w.writable());
         assert_eq!(c.len(), 3);
