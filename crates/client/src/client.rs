@@ -238,7 +238,10 @@ impl Client {
     // --- the NFSv3 procedures (RFC 1813 §3.3) --------------------------------------------
 
     pub async fn null(&self) -> Result<(), NfsError> {
-        self.start::<(), ()>(proc_::NULL, &()).await.wait().await
+        self.start_with(proc_::NULL, &(), decode_void)
+            .await
+            .wait()
+            .await
     }
 
     pub async fn getattr(&self, object: &NfsFh3) -> Result<GetattrResOk, NfsError> {
@@ -701,6 +704,15 @@ impl Client {
     // --- the call machinery ----------------------------------------------------------------
 
     async fn start<O: Unpack, F: Unpack>(&self, proc_: u32, args: &impl Pack) -> Pending<O> {
+        self.start_with(proc_, args, decode_nfs::<O, F>).await
+    }
+
+    async fn start_with<O>(
+        &self,
+        proc_: u32,
+        args: &impl Pack,
+        decode: fn(&mut Reader<'_>) -> sluice_xdr::Result<Result<O, Nfsstat3>>,
+    ) -> Pending<O> {
         let mut w = Writer::new();
         args.pack(&mut w);
         let segments = w.into_segments();
@@ -720,7 +732,7 @@ impl Client {
             client: self.clone(),
             proc_,
             bytes_sent,
-            decode: decode_nfs::<O, F>,
+            decode,
             _out: PhantomData,
         }
     }
@@ -780,6 +792,11 @@ fn decode_nfs<O: Unpack, F: Unpack>(r: &mut Reader<'_>) -> sluice_xdr::Result<Re
         NfsResult::Ok(v) => Ok(v),
         NfsResult::Err(s, _) => Err(s),
     })
+}
+
+/// NULL has no results at all (not even a status).
+fn decode_void(_: &mut Reader<'_>) -> sluice_xdr::Result<Result<(), Nfsstat3>> {
+    Ok(Ok(()))
 }
 
 /// The RTT class of each procedure (see `sluice_rpc::rtt`).
@@ -1056,13 +1073,13 @@ async fn raw_call<T>(
 }
 
 /// True if `prefix` is `path` or a directory above it, component-wise.
-fn is_path_prefix(prefix: &str, path: &str) -> bool {
+pub(crate) fn is_path_prefix(prefix: &str, path: &str) -> bool {
     let pre: Vec<&str> = components(prefix).collect();
     let p: Vec<&str> = components(path).collect();
     p.len() >= pre.len() && p[..pre.len()] == pre[..]
 }
 
-fn strip_export(path: &str, export: &str) -> String {
+pub(crate) fn strip_export(path: &str, export: &str) -> String {
     let skip = components(export).count();
     let rest: Vec<&str> = components(path).skip(skip).collect();
     format!("/{}", rest.join("/"))

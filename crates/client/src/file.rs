@@ -92,7 +92,7 @@ impl File {
 
     /// Streams the whole file into `sink`; returns the bytes copied. `progress` is called with
     /// each delivered chunk's length.
-    pub async fn read_to<W: AsyncWrite + Unpin>(
+    pub async fn read_to<W: AsyncWrite + Unpin + ?Sized>(
         &self,
         sink: &mut W,
         mut progress: impl FnMut(u64),

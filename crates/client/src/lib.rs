@@ -35,7 +35,7 @@ pub mod transport;
 pub mod url;
 
 pub use client::{Client, ClientOptions, DirEntry, IntoNfsUrl, Pending};
-pub use cmd::{run, ClientCmd};
+pub use cmd::{run, run_with_output, ClientCmd};
 pub use error::NfsError;
 pub use file::{File, FileReader, FileWriter};
 pub use sluice_xdr::nfs3;

@@ -1,9 +1,150 @@
-//! The client commands.
-use clap::Subcommand;
+//! The client commands of the `sluice` binary: `cp`, `cat`, `ls`, `stat`, `mkdir`, `rm`, `mv`.
+//!
+//! Each is a clap-derive struct and an async function. The binary embeds [`ClientCmd`] in its
+//! own subcommands and calls [`run`]; an `Err` is the message to print (already naming the path
+//! and the NFS status in words, e.g. `nfs://h/x/y: permission denied (NFS3ERR_ACCES)`), to be
+//! followed by a non-zero exit.
+//!
+//! Every command takes `--stats` (per-procedure RPC statistics on stderr at the end),
+//! `--soft N` and `--timeo SECONDS`.
 
-#[derive(Debug, Subcommand)]
-pub enum ClientCmd {}
+mod cp;
+mod ops;
 
+pub use cp::CpArgs;
+pub use ops::{CatArgs, LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
+
+use crate::client::{is_path_prefix, strip_export, Client, ClientOptions};
+use crate::error::NfsError;
+use crate::stats::ClientStats;
+use crate::url::NfsUrl;
+use clap::{Args, Subcommand};
+use std::time::Duration;
+
+/// The client commands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ClientCmd {
+    /// Copy files and trees; either side may be an nfs:// URL or a local path.
+    Cp(CpArgs),
+    /// Write files to standard output.
+    Cat(CatArgs),
+    /// List directories.
+    Ls(LsArgs),
+    /// Show file attributes (and with --rpc the RPC statistics).
+    Stat(StatArgs),
+    /// Create directories.
+    Mkdir(MkdirArgs),
+    /// Remove files and (with -r) trees.
+    Rm(RmArgs),
+    /// Rename within one export.
+    Mv(MvArgs),
+}
+
+/// Options every client command takes.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CommonArgs {
+    /// Print per-procedure RPC statistics (like nfsstat -c) to stderr when done.
+    #[arg(long)]
+    pub stats: bool,
+    /// Soft mount: fail a call after N major timeouts instead of retrying forever (hard).
+    #[arg(long, value_name = "N")]
+    pub soft: Option<u32>,
+    /// Seconds a call may go unanswered before the server counts as not responding (default 60).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeo: Option<u64>,
+}
+
+/// Where commands write their output (stdout in the binary, a buffer in tests).
+pub type Out = dyn tokio::io::AsyncWrite + Unpin + Send;
+
+/// Runs a client command with its output on stdout. `Err` is a complete message for stderr.
 pub async fn run(cmd: ClientCmd) -> Result<(), String> {
-    match cmd {}
+    let mut stdout = tokio::io::stdout();
+    run_with_output(cmd, &mut stdout).await
+}
+
+/// Runs a client command writing its output (`cat`, `ls`, `stat`) to `out`.
+pub async fn run_with_output(cmd: ClientCmd, out: &mut Out) -> Result<(), String> {
+    match cmd {
+        ClientCmd::Cp(a) => cp::run(a).await,
+        ClientCmd::Cat(a) => ops::cat(a, out).await,
+        ClientCmd::Ls(a) => ops::ls(a, out).await,
+        ClientCmd::Stat(a) => ops::stat(a, out).await,
+        ClientCmd::Mkdir(a) => ops::mkdir(a).await,
+        ClientCmd::Rm(a) => ops::rm(a).await,
+        ClientCmd::Mv(a) => ops::mv(a).await,
+    }
+}
+
+/// The connections of one command: URLs on the same server and export share a client.
+pub(crate) struct Session {
+    options: ClientOptions,
+    clients: Vec<Client>,
+    show_stats: bool,
+}
+
+impl Session {
+    pub(crate) fn new(common: &CommonArgs) -> Session {
+        let mut options = ClientOptions::default();
+        if let Some(n) = common.soft {
+            options.rpc.table.retrans = Some(n.max(1));
+        }
+        if let Some(t) = common.timeo {
+            options.rpc.table.major_timeout = Duration::from_secs(t.max(1));
+        }
+        Session {
+            options,
+            clients: Vec::new(),
+            show_stats: common.stats,
+        }
+    }
+
+    /// A client whose export holds `url`, and the path of `url` inside that export.
+    pub(crate) async fn resolve(&mut self, url: &NfsUrl) -> Result<(Client, String), String> {
+        for c in &self.clients {
+            let u = c.url();
+            if u.host == url.host
+                && u.port == url.port
+                && u.nfsport == url.nfsport
+                && u.mountport == url.mountport
+                && u.uid == url.uid
+                && u.gid == url.gid
+                && is_path_prefix(c.export(), &url.path)
+            {
+                return Ok((c.clone(), strip_export(&url.path, c.export())));
+            }
+        }
+        let c = Client::connect(url, self.options.clone())
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
+        let rel = c.target_path().to_string();
+        self.clients.push(c.clone());
+        Ok((c, rel))
+    }
+
+    pub(crate) fn stats(&self) -> ClientStats {
+        let mut all = ClientStats::default();
+        for c in &self.clients {
+            all.merge(&c.stats());
+        }
+        all
+    }
+
+    /// Prints the statistics if asked to; passes `result` through.
+    pub(crate) fn finish(&self, result: Result<(), String>) -> Result<(), String> {
+        if self.show_stats {
+            eprintln!("{}", self.stats());
+        }
+        result
+    }
+}
+
+/// Parses a command-line URL argument.
+pub(crate) fn parse_url(s: &str) -> Result<NfsUrl, String> {
+    NfsUrl::parse(s).map_err(|e| e.to_string())
+}
+
+/// "URL: message".
+pub(crate) fn at(url: &NfsUrl, e: NfsError) -> String {
+    format!("{url}: {e}")
 }

@@ -1,0 +1,547 @@
+//! `cat`, `ls`, `stat`, `mkdir`, `rm`, `mv`.
+
+use super::{at, parse_url, CommonArgs, Out, Session};
+use crate::client::{components, Client};
+use crate::error::NfsError;
+use crate::url::NfsUrl;
+use clap::Args;
+use sluice_xdr::nfs3::{Fattr3, Ftype3, NfsFh3, Nfsstat3, Nfstime3, Sattr3};
+use std::fmt::Write as _;
+use std::future::Future;
+use std::pin::Pin;
+use tokio::io::AsyncWriteExt;
+
+#[derive(Debug, Clone, Args)]
+pub struct CatArgs {
+    /// nfs:// URLs of the files.
+    #[arg(required = true)]
+    pub urls: Vec<String>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LsArgs {
+    /// Long format: type and mode, links, owner, group, size, modification time, name.
+    #[arg(short = 'l')]
+    pub long: bool,
+    /// List subdirectories recursively.
+    #[arg(short = 'R')]
+    pub recursive: bool,
+    /// nfs:// URL of a directory or file.
+    pub url: String,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StatArgs {
+    /// nfs:// URL.
+    pub url: String,
+    /// Also print per-procedure RPC statistics (same as --stats, on stdout).
+    #[arg(long)]
+    pub rpc: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MkdirArgs {
+    /// Create missing parents; no error if the directory exists.
+    #[arg(short = 'p')]
+    pub parents: bool,
+    /// nfs:// URLs of the directories.
+    #[arg(required = true)]
+    pub urls: Vec<String>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RmArgs {
+    /// Remove directories and their contents.
+    #[arg(short = 'r', short_alias = 'R')]
+    pub recursive: bool,
+    /// nfs:// URLs to remove.
+    #[arg(required = true)]
+    pub urls: Vec<String>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MvArgs {
+    /// nfs:// URL to rename.
+    pub src: String,
+    /// nfs:// URL of the new name (or of an existing directory to move into), on the same
+    /// server and export.
+    pub dst: String,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+pub(crate) async fn cat(a: CatArgs, out: &mut Out) -> Result<(), String> {
+    let mut s = Session::new(&a.common);
+    let r = async {
+        for u in &a.urls {
+            let url = parse_url(u)?;
+            let (c, rel) = s.resolve(&url).await?;
+            let f = c.open(&rel).await.map_err(|e| at(&url, e))?;
+            f.read_to(out, |_| {})
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+        }
+        out.flush().await.map_err(|e| format!("stdout: {e}"))
+    }
+    .await;
+    s.finish(r)
+}
+
+pub(crate) async fn ls(a: LsArgs, out: &mut Out) -> Result<(), String> {
+    let mut s = Session::new(&a.common);
+    let r = async {
+        let url = parse_url(&a.url)?;
+        let (c, rel) = s.resolve(&url).await?;
+        let (fh, attr) = c.lookup_path(&rel).await.map_err(|e| at(&url, e))?;
+        if attr.ftype != Ftype3::DIR {
+            let line = entry_line(a.long, url.file_name(), &attr, None);
+            return write_out(out, &line).await;
+        }
+        list_dir(&c, &url, fh, a.long, a.recursive, false, out).await
+    }
+    .await;
+    s.finish(r)
+}
+
+fn list_dir<'a>(
+    c: &'a Client,
+    url: &'a NfsUrl,
+    fh: NfsFh3,
+    long: bool,
+    recursive: bool,
+    header: bool,
+    out: &'a mut Out,
+) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+    Box::pin(async move {
+        let mut entries = c.read_dir(&fh).await.map_err(|e| at(url, e))?;
+        entries.sort_by(|x, y| x.name.cmp(&y.name));
+        let mut text = String::new();
+        if header {
+            let _ = writeln!(text, "\n{url}:");
+        } else if recursive {
+            let _ = writeln!(text, "{url}:");
+        }
+        let mut subdirs = Vec::new();
+        for e in &mut entries {
+            let attr = match e.attr {
+                Some(a) => Some(a),
+                None if long || recursive => {
+                    let r = c
+                        .lookup(&fh, &e.name)
+                        .await
+                        .map_err(|err| at(&url.join(&e.name), err))?;
+                    e.fh = Some(r.object.clone());
+                    match r.obj_attributes {
+                        Some(a) => Some(a),
+                        None => Some(
+                            c.getattr(&r.object)
+                                .await
+                                .map_err(|err| at(url, err))?
+                                .obj_attributes,
+                        ),
+                    }
+                }
+                None => None,
+            };
+            let target = match attr {
+                Some(a) if long && a.ftype == Ftype3::LNK => {
+                    let fh = link_fh(c, &fh, e).await.map_err(|err| at(url, err))?;
+                    c.readlink(&fh)
+                        .await
+                        .ok()
+                        .map(|r| String::from_utf8_lossy(&r.data).into_owned())
+                }
+                _ => None,
+            };
+            match attr {
+                Some(a) => text.push_str(&entry_line(long, &e.name, &a, target.as_deref())),
+                None => {
+                    text.push_str(&e.name);
+                    text.push('\n');
+                }
+            }
+            if recursive && attr.is_some_and(|a| a.ftype == Ftype3::DIR) {
+                subdirs.push(e.clone());
+            }
+        }
+        write_out(out, &text).await?;
+        for e in subdirs {
+            let sub_fh = link_fh(c, &fh, &e).await.map_err(|err| at(url, err))?;
+            list_dir(c, &url.join(&e.name), sub_fh, long, recursive, true, out).await?;
+        }
+        Ok(())
+    })
+}
+
+async fn link_fh(c: &Client, dir: &NfsFh3, e: &crate::DirEntry) -> Result<NfsFh3, NfsError> {
+    match &e.fh {
+        Some(fh) => Ok(fh.clone()),
+        None => Ok(c.lookup(dir, &e.name).await?.object),
+    }
+}
+
+async fn write_out(out: &mut Out, s: &str) -> Result<(), String> {
+    out.write_all(s.as_bytes())
+        .await
+        .map_err(|e| format!("stdout: {e}"))?;
+    out.flush().await.map_err(|e| format!("stdout: {e}"))
+}
+
+fn entry_line(long: bool, name: &str, a: &Fattr3, target: Option<&str>) -> String {
+    if !long {
+        return format!("{name}\n");
+    }
+    let link = target.map(|t| format!(" -> {t}")).unwrap_or_default();
+    format!(
+        "{} {:>3} {:>5} {:>5} {:>12} {} {name}{link}\n",
+        mode_string(a.ftype, a.mode),
+        a.nlink,
+        a.uid,
+        a.gid,
+        a.size,
+        format_time(a.mtime)
+    )
+}
+
+pub(crate) async fn stat(a: StatArgs, out: &mut Out) -> Result<(), String> {
+    let mut s = Session::new(&a.common);
+    let r = async {
+        let url = parse_url(&a.url)?;
+        let (c, rel) = s.resolve(&url).await?;
+        let (fh, attr) = c.lookup_path(&rel).await.map_err(|e| at(&url, e))?;
+        let mut text = String::new();
+        let _ = writeln!(text, "  File: {url}");
+        let _ = writeln!(
+            text,
+            "  Size: {:<12} Used: {:<12} Type: {}",
+            attr.size,
+            attr.used,
+            type_name(attr.ftype)
+        );
+        let _ = writeln!(
+            text,
+            "  Mode: ({:04o}/{})  Uid: {}  Gid: {}  Links: {}",
+            attr.mode & 0o7777,
+            mode_string(attr.ftype, attr.mode),
+            attr.uid,
+            attr.gid,
+            attr.nlink
+        );
+        let _ = writeln!(
+            text,
+            "FileId: {}  Fsid: {:#x}  Rdev: {},{}  Handle: {}",
+            attr.fileid,
+            attr.fsid,
+            attr.rdev.major,
+            attr.rdev.minor,
+            hex(&fh.0)
+        );
+        let _ = writeln!(text, "Access: {}", format_time_full(attr.atime));
+        let _ = writeln!(text, "Modify: {}", format_time_full(attr.mtime));
+        let _ = writeln!(text, "Change: {}", format_time_full(attr.ctime));
+        let _ = writeln!(
+            text,
+            "Server: export {}  rsize {}  wsize {}",
+            c.export(),
+            c.rsize(),
+            c.wsize()
+        );
+        if a.rpc {
+            let _ = writeln!(text, "\n{}", s.stats());
+        }
+        write_out(out, &text).await
+    }
+    .await;
+    s.finish(r)
+}
+
+pub(crate) async fn mkdir(a: MkdirArgs) -> Result<(), String> {
+    let mut s = Session::new(&a.common);
+    let r = async {
+        for u in &a.urls {
+            let url = parse_url(u)?;
+            let (c, rel) = s.resolve(&url).await?;
+            if a.parents {
+                mkdir_parents(&c, &rel).await.map_err(|e| at(&url, e))?;
+            } else {
+                let (dir, name) = c.lookup_parent(&rel).await.map_err(|e| at(&url, e))?;
+                c.mkdir(&dir, &name, dir_attrs(0o755))
+                    .await
+                    .map_err(|e| at(&url, e))?;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    s.finish(r)
+}
+
+fn dir_attrs(mode: u32) -> Sattr3 {
+    Sattr3 {
+        mode: Some(mode),
+        ..Sattr3::default()
+    }
+}
+
+/// `mkdir -p`: creates every missing component; existing directories are fine.
+pub(crate) async fn mkdir_parents(c: &Client, rel: &str) -> Result<NfsFh3, NfsError> {
+    let mut fh = c.root().clone();
+    for name in components(rel) {
+        fh = match c.lookup(&fh, name).await {
+            Ok(r) => {
+                let attr = match r.obj_attributes {
+                    Some(a) => a,
+                    None => c.getattr(&r.object).await?.obj_attributes,
+                };
+                if attr.ftype != Ftype3::DIR {
+                    return Err(NfsError::local(Nfsstat3::NOTDIR));
+                }
+                r.object
+            }
+            Err(e) if e.status() == Some(Nfsstat3::NOENT) => {
+                match c.mkdir(&fh, name, dir_attrs(0o755)).await {
+                    Ok(r) => match r.obj {
+                        Some(h) => h,
+                        None => c.lookup(&fh, name).await?.object,
+                    },
+                    // Created by someone else meanwhile.
+                    Err(e) if e.status() == Some(Nfsstat3::EXIST) => {
+                        c.lookup(&fh, name).await?.object
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    Ok(fh)
+}
+
+pub(crate) async fn rm(a: RmArgs) -> Result<(), String> {
+    let mut s = Session::new(&a.common);
+    let r = async {
+        for u in &a.urls {
+            let url = parse_url(u)?;
+            let (c, rel) = s.resolve(&url).await?;
+            let (dir, name) = c.lookup_parent(&rel).await.map_err(|e| at(&url, e))?;
+            let r = c.lookup(&dir, &name).await.map_err(|e| at(&url, e))?;
+            let attr = match r.obj_attributes {
+                Some(a) => a,
+                None => {
+                    c.getattr(&r.object)
+                        .await
+                        .map_err(|e| at(&url, e))?
+                        .obj_attributes
+                }
+            };
+            if attr.ftype == Ftype3::DIR {
+                if !a.recursive {
+                    return Err(format!("{url}: is a directory (use -r)"));
+                }
+                remove_tree(&c, &url, &dir, &name, &r.object).await?;
+            } else {
+                c.remove(&dir, &name).await.map_err(|e| at(&url, e))?;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    s.finish(r)
+}
+
+/// Removes the directory `name` in `parent` (handle `fh`) and everything below it.
+pub(crate) fn remove_tree<'a>(
+    c: &'a Client,
+    url: &'a NfsUrl,
+    parent: &'a NfsFh3,
+    name: &'a str,
+    fh: &'a NfsFh3,
+) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+    Box::pin(async move {
+        // READDIR cookies may not survive removals on every server: list, remove, and list
+        // again until the directory is empty.
+        loop {
+            let entries = c.read_dir(fh).await.map_err(|e| at(url, e))?;
+            if entries.is_empty() {
+                break;
+            }
+            for e in entries {
+                let child = url.join(&e.name);
+                let is_dir = match e.attr {
+                    Some(a) => a.ftype == Ftype3::DIR,
+                    None => {
+                        let r = c.lookup(fh, &e.name).await.map_err(|err| at(&child, err))?;
+                        match r.obj_attributes {
+                            Some(a) => a.ftype == Ftype3::DIR,
+                            None => {
+                                c.getattr(&r.object)
+                                    .await
+                                    .map_err(|err| at(&child, err))?
+                                    .obj_attributes
+                                    .ftype
+                                    == Ftype3::DIR
+                            }
+                        }
+                    }
+                };
+                if is_dir {
+                    let sub = link_fh(c, fh, &e).await.map_err(|err| at(&child, err))?;
+                    remove_tree(c, &child, fh, &e.name, &sub).await?;
+                } else {
+                    match c.remove(fh, &e.name).await {
+                        Ok(_) => {}
+                        Err(err) if err.status() == Some(Nfsstat3::NOENT) => {}
+                        Err(err) => return Err(at(&child, err)),
+                    }
+                }
+            }
+        }
+        c.rmdir(parent, name).await.map_err(|e| at(url, e))?;
+        Ok(())
+    })
+}
+
+pub(crate) async fn mv(a: MvArgs) -> Result<(), String> {
+    let mut s = Session::new(&a.common);
+    let r = async {
+        let src = parse_url(&a.src)?;
+        let dst = parse_url(&a.dst)?;
+        let (c, src_rel) = s.resolve(&src).await?;
+        let (c2, dst_rel) = s.resolve(&dst).await?;
+        if c.export() != c2.export() || c.url().host != c2.url().host {
+            return Err(format!(
+                "{dst}: not on the same server and export as {src} (cannot rename across exports; use cp and rm)"
+            ));
+        }
+        let (from_dir, from_name) = c.lookup_parent(&src_rel).await.map_err(|e| at(&src, e))?;
+        // Moving onto an existing directory moves into it, like mv(1).
+        let (to_dir, to_name, shown) = match c.lookup_path(&dst_rel).await {
+            Ok((fh, attr)) if attr.ftype == Ftype3::DIR => (fh, from_name.clone(), dst.join(&from_name)),
+            _ => {
+                let (d, n) = c.lookup_parent(&dst_rel).await.map_err(|e| at(&dst, e))?;
+                (d, n, dst.clone())
+            }
+        };
+        c.rename(&from_dir, &from_name, &to_dir, &to_name)
+            .await
+            .map_err(|e| format!("{src} -> {shown}: {e}"))?;
+        Ok(())
+    }
+    .await;
+    s.finish(r)
+}
+
+// --- formatting ------------------------------------------------------------------------------
+
+fn type_name(t: Ftype3) -> &'static str {
+    match t {
+        Ftype3::REG => "regular file",
+        Ftype3::DIR => "directory",
+        Ftype3::LNK => "symbolic link",
+        Ftype3::BLK => "block device",
+        Ftype3::CHR => "character device",
+        Ftype3::SOCK => "socket",
+        Ftype3::FIFO => "fifo",
+        _ => "unknown",
+    }
+}
+
+/// "drwxr-xr-x", like ls -l.
+pub(crate) fn mode_string(t: Ftype3, mode: u32) -> String {
+    let kind = match t {
+        Ftype3::DIR => 'd',
+        Ftype3::LNK => 'l',
+        Ftype3::BLK => 'b',
+        Ftype3::CHR => 'c',
+        Ftype3::SOCK => 's',
+        Ftype3::FIFO => 'p',
+        _ => '-',
+    };
+    let mut s = String::with_capacity(10);
+    s.push(kind);
+    let bit = |m: u32, c: char| if mode & m != 0 { c } else { '-' };
+    let special =
+        |x: u32, special: u32, lower: char, upper: char| match (mode & x != 0, mode & special != 0)
+        {
+            (true, true) => lower,
+            (false, true) => upper,
+            (true, false) => 'x',
+            (false, false) => '-',
+        };
+    s.push(bit(0o400, 'r'));
+    s.push(bit(0o200, 'w'));
+    s.push(special(0o100, 0o4000, 's', 'S'));
+    s.push(bit(0o040, 'r'));
+    s.push(bit(0o020, 'w'));
+    s.push(special(0o010, 0o2000, 's', 'S'));
+    s.push(bit(0o004, 'r'));
+    s.push(bit(0o002, 'w'));
+    s.push(special(0o001, 0o1000, 't', 'T'));
+    s
+}
+
+/// "2024-05-01 13:07" (UTC).
+pub(crate) fn format_time(t: Nfstime3) -> String {
+    let (y, mo, d, h, mi, _) = civil(t.seconds);
+    format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}")
+}
+
+fn format_time_full(t: Nfstime3) -> String {
+    let (y, mo, d, h, mi, s) = civil(t.seconds);
+    format!(
+        "{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{:09} UTC",
+        t.nseconds
+    )
+}
+
+/// Seconds since the epoch to (year, month, day, hour, minute, second), UTC (the
+/// days-to-civil algorithm of H. Hinnant's date library).
+fn civil(secs: u32) -> (i64, u32, u32, u32, u32, u32) {
+    let secs = i64::from(secs);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400) as u32;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d, rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_and_times_format_like_ls() {
+        assert_eq!(mode_string(Ftype3::DIR, 0o755), "drwxr-xr-x");
+        assert_eq!(mode_string(Ftype3::REG, 0o4644), "-rwSr--r--");
+        assert_eq!(mode_string(Ftype3::REG, 0o1777), "-rwxrwxrwt");
+        assert_eq!(mode_string(Ftype3::LNK, 0o777), "lrwxrwxrwx");
+        let t = |s| Nfstime3 {
+            seconds: s,
+            nseconds: 0,
+        };
+        assert_eq!(format_time(t(0)), "1970-01-01 00:00");
+        assert_eq!(format_time(t(951_782_400)), "2000-02-29 00:00");
+        assert_eq!(format_time(t(1_714_568_820)), "2024-05-01 13:07");
+    }
+}
