@@ -1,0 +1,117 @@
+//! Acceptance criteria 1 and 2: the RTT × rate grid of one sequential reader.
+//!
+//! `cargo test -p sluice-sim --test grid -- --nocapture` prints both tables;
+//! `cargo run -p sluice-sim --release --example grid` prints them as markdown.
+
+// The one clock read: the epoch that virtual time starts from.
+#![allow(clippy::disallowed_methods)]
+
+use sluice_sim::grid::{markdown, run_grid, Cell};
+use sluice_sim::{seed_from_env, ReadaheadMode, KIB};
+use std::time::{Duration, Instant};
+
+fn assert_clean(cells: &[Cell]) {
+    for c in cells {
+        c.report.assert_invariants();
+        assert_eq!(
+            c.report.retransmits, 0,
+            "TCP never retransmits on a live link"
+        );
+        assert_eq!(
+            c.report.gap_fetch_bytes, 0,
+            "the readahead engine kept its contract"
+        );
+    }
+}
+
+/// Criterion 1: Auto readahead reaches ≥ 90 % of the link after its first 8 × BDP bytes, on every cell.
+#[test]
+fn auto_readahead_reaches_90_percent_of_every_link() {
+    let seed = seed_from_env(1);
+    let cells = run_grid(ReadaheadMode::Auto, seed, Instant::now());
+    println!(
+        "\nAuto readahead (seed {seed}):\n{}",
+        markdown(&[("auto", &cells)])
+    );
+    assert_clean(&cells);
+    let short: Vec<String> = cells
+        .iter()
+        .filter(|c| c.ratio() < 0.9)
+        .map(|c| format!("{:?} {} B/s: {:.3}", c.rtt, c.rate_bytes_per_sec, c.ratio()))
+        .collect();
+    assert!(short.is_empty(), "cells below 90 % of the link: {short:?}");
+}
+
+/// Criterion 2: Linux ≥ 5.4's fixed 128 KiB falls short on the long, fat cells.
+#[test]
+fn fixed_128k_falls_short_on_long_fat_links() {
+    let seed = seed_from_env(1);
+    let cells = run_grid(ReadaheadMode::Fixed(128 * KIB), seed, Instant::now());
+    println!(
+        "\nFixed(128 KiB) readahead (seed {seed}):\n{}",
+        markdown(&[("fixed:128k", &cells)])
+    );
+    assert_clean(&cells);
+    for c in &cells {
+        let long_fat = c.rtt >= Duration::from_millis(10) && c.rate_bytes_per_sec >= 300_000_000;
+        if long_fat {
+            println!(
+                "fixed:128k on {:?} × {} MB/s: {:.3} of the link",
+                c.rtt,
+                c.rate_bytes_per_sec / 1_000_000,
+                c.ratio()
+            );
+            assert!(c.ratio() < 0.9, "{c:?}");
+        }
+    }
+    // The regression that motivates autotuning: 1 ms × 300 MB/s is no longer filled.
+    let metro = cells
+        .iter()
+        .find(|c| c.rtt == Duration::from_millis(1) && c.rate_bytes_per_sec == 300_000_000)
+        .expect("cell");
+    assert!(metro.ratio() < 0.9, "1 ms × 300 MB/s: {:.3}", metro.ratio());
+}
+
+/// FINDING in sluice-engine's readahead (not a simulator bug): Auto sizes the window as
+/// `2 × bw_max × rtt_min`, and `rtt_min` is the *minimum* RTT sample. That is right when RTT
+/// grows because of our own queueing, but on a path whose RTT jitters for other reasons the
+/// minimum is far below what most READs see, and the window stays below the BDP (seed 5: TCP,
+/// 10 ms ± 5 ms at 300 MB/s reaches 0.863 of the link; UDP, rsize 32 KiB, RTT uniform in
+/// [0.2, 40] ms at 12.5 MB/s reaches 0.41 with a 112 KiB window for a 250 KB BDP).
+///
+/// Ignored until the engine accounts for RTT variation; run it with
+/// `cargo test -p sluice-sim --test grid -- --ignored --nocapture`.
+#[test]
+#[ignore = "fails: readahead sizes its window from the minimum RTT (see the doc comment)"]
+fn auto_readahead_fills_a_jittery_link() {
+    use sluice_sim::{run, Scenario, Transport, MIB};
+    let seed = seed_from_env(5);
+    let mut short = Vec::new();
+    for (transport, rtt_us, jitter_us, rate, rsize) in [
+        (Transport::Tcp, 10_000, 5_000, 300_000_000, MIB),
+        (Transport::Udp, 20_100, 19_900, 12_500_000, 32 * KIB),
+    ] {
+        let mut sc = Scenario {
+            seed,
+            transport,
+            rtt: Duration::from_micros(rtt_us),
+            rtt_jitter: Duration::from_micros(jitter_us),
+            rate_bytes_per_sec: rate,
+            rsize_bytes: rsize,
+            ..Scenario::default()
+        };
+        sc.file_bytes = (16 * sc.bdp_bytes()).max(64 * MIB).div_ceil(MIB) * MIB;
+        let r = run(&sc, Instant::now());
+        r.assert_invariants();
+        let ratio = r.ratio().expect("rate");
+        println!(
+            "{transport:?} {rtt_us} µs ± {jitter_us} µs × {} MB/s: {ratio:.3} of the link, window {} KiB",
+            rate / 1_000_000,
+            r.final_window_bytes / KIB
+        );
+        if ratio < 0.9 {
+            short.push((transport, rtt_us, jitter_us, ratio));
+        }
+    }
+    assert!(short.is_empty(), "below 90 % of a jittery link: {short:?}");
+}

@@ -1,0 +1,77 @@
+//! Acceptance criteria 3 and 4: random reads do not amplify; two interleaved readers share.
+
+// The one clock read: the epoch that virtual time starts from.
+#![allow(clippy::disallowed_methods)]
+
+use sluice_sim::{run, seed_from_env, Pattern, ReadaheadMode, Scenario, KIB, MIB};
+use std::time::{Duration, Instant};
+
+/// Criterion 3: Random 4 KiB reads fetch at most 1.1 × the bytes the application asked for.
+#[test]
+fn random_4k_reads_fetch_at_most_1_1_times_what_was_asked() {
+    let seed = seed_from_env(3);
+    for mode in [ReadaheadMode::Auto, ReadaheadMode::Fixed(128 * KIB)] {
+        let sc = Scenario {
+            seed,
+            readahead: mode,
+            file_bytes: 4 * 1024 * MIB,
+            pattern: Pattern::Random4k { reads: 20_000 },
+            ..Scenario::default()
+        };
+        let r = run(&sc, Instant::now());
+        r.assert_invariants();
+        println!(
+            "{mode:?}: random 4 KiB reads fetched {:.4}× the {} bytes asked ({} READs by size {:?})",
+            r.fetch_amplification(),
+            r.bytes_asked_by_app,
+            r.calls_completed,
+            r.read_sizes
+        );
+        assert_eq!(r.bytes_read_by_app, 20_000 * 4 * KIB);
+        assert!(
+            r.fetch_amplification() <= 1.1,
+            "{mode:?}: {}",
+            r.fetch_amplification()
+        );
+    }
+}
+
+/// Criterion 4: Two interleaved sequential readers of one file both reach the rate: together at least
+/// 90 % of the link, each at least 40 %.
+#[test]
+fn two_interleaved_sequential_readers_both_reach_the_rate() {
+    let seed = seed_from_env(4);
+    for (rtt, rate) in [
+        (Duration::from_millis(1), 300_000_000),
+        (Duration::from_millis(10), 1_000_000_000),
+        (Duration::from_millis(40), 1_000_000_000),
+    ] {
+        let mut sc = Scenario {
+            seed,
+            rtt,
+            rate_bytes_per_sec: rate,
+            pattern: Pattern::TwoInterleaved,
+            ..Scenario::default()
+        };
+        let half = (16 * sc.bdp_bytes()).max(64 * MIB).div_ceil(MIB) * MIB;
+        sc.file_bytes = 2 * half;
+        let r = run(&sc, Instant::now());
+        r.assert_invariants();
+        let link = rate as f64;
+        let each: Vec<f64> = r
+            .reader_rates_after_warmup
+            .iter()
+            .map(|x| x.expect("reader passed warm-up") / link)
+            .collect();
+        let sum: f64 = each.iter().sum();
+        println!(
+            "two readers, {rtt:?} × {} MB/s: {:.3} + {:.3} = {sum:.3} of the link; {} streams",
+            rate / 1_000_000,
+            each[0],
+            each[1],
+            r.readahead_stats.streams_started
+        );
+        assert!(sum >= 0.9, "aggregate {each:?}");
+        assert!(each.iter().all(|&x| x >= 0.4), "unfair: {each:?}");
+    }
+}
