@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Issue 4 benchmark: sequential reads through the link emulator, for RTT x bandwidth cells, with
+# the sluice client in each readahead mode and libnfs' nfs-cat for reference. Prints a markdown
+# table of achieved rate / configured link rate, measured side by side in one run, plus the
+# loopback single-stream limit (iperf3). Not part of the default tests: timings are noisy here.
+#
+#   bench/read-grid.sh [--quick] [--out FILE]
+#
+# --quick runs two cells only (for trying the script). Results go to stdout and, with --out, to
+# FILE (commit it under bench/results/ with the date).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+QUICK=0
+OUT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --out) OUT="$2"; shift ;;
+    *) echo "usage: $0 [--quick] [--out FILE]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+./scripts/install-deps.sh >/dev/null
+cargo build --release -q -p sluice
+BIN="$PWD/target/release/sluice"
+
+WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+wait_port() { for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; return 1; }
+
+mkdir -p "$WORK/export" "$WORK/state"
+SP=$(free_port)
+"$BIN" serve "$WORK/export" --listen 127.0.0.1:"$SP" --state-dir "$WORK/state" --no-root-squash 2>"$WORK/server.log" &
+PIDS+=($!)
+wait_port "$SP"
+
+# Loopback limit: one TCP stream, as PEERS.md suggests.
+IP=$(free_port)
+iperf3 -s -1 -p "$IP" >/dev/null 2>&1 &
+sleep 0.3
+LOOP_BPS=$(iperf3 -c 127.0.0.1 -p "$IP" -t 3 -J 2>/dev/null | python3 -c 'import json,sys; print(int(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/8))')
+
+if [ "$QUICK" = 1 ]; then
+  CELLS="1ms:300MB/s 10ms:300MB/s"
+else
+  CELLS=""
+  for rtt in 0.2ms 1ms 10ms 40ms; do
+    for rate in 12.5MB/s 300MB/s 1GB/s; do CELLS="$CELLS $rtt:$rate"; done
+  done
+fi
+
+to_secs() { python3 -c "import sys; v=sys.argv[1]; print(float(v[:-2])/1000 if v.endswith('ms') else float(v[:-1]))" "$1"; }
+to_bps() { python3 -c "import sys; v=sys.argv[1].removesuffix('/s'); m={'MB':1e6,'GB':1e9}; print(int(float(v[:-2])*m[v[-2:]]))" "$1"; }
+
+# time_read CMD...: runs CMD, prints bytes/s for FILE_BYTES.
+time_read() {
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@" >/dev/null 2>>"$WORK/client.log" || { echo "FAILED: $*" >&2; echo 0; return; }
+  t1=$(date +%s.%N)
+  python3 -c "print(int($FILE_BYTES/($t1-$t0)))"
+}
+
+{
+echo "# Sequential read through sluice link: achieved / link rate"
+echo
+echo "Date: $(date -u +%Y-%m-%d). Machine: $(nproc) cores. Loopback single-stream limit (iperf3): $((LOOP_BPS/1000000)) MB/s."
+echo "Server: sluice serve (page cache warm). Client: sluice cat in each readahead mode; libnfs nfs-cat (one 1 MiB READ in flight) for reference."
+echo
+echo "| RTT | link rate | file | auto | fixed:128k | fixed:15m | nfs-cat |"
+echo "|---|---|---|---|---|---|---|"
+} | tee "$WORK/table.md"
+
+for cell in $CELLS; do
+  rtt=${cell%%:*}; rate=${cell#*:}
+  bps=$(to_bps "$rate"); secs=$(to_secs "$rtt")
+  # Enough bytes to measure after warm-up: at least 16 x BDP, 64 MiB, and ~2 s of transfer (capped at 1 GiB).
+  FILE_BYTES=$(python3 -c "b=$bps; print(min(max(64<<20, int(16*b*$secs), int(2*b)), 1<<30))")
+  f="$WORK/export/f-$FILE_BYTES"
+  [ -f "$f" ] || head -c "$FILE_BYTES" /dev/urandom > "$f"
+  cat "$f" > /dev/null   # warm the server's page cache
+  LP=$(free_port)
+  "$BIN" link --listen 127.0.0.1:"$LP" --to 127.0.0.1:"$SP" --rtt "$rtt" --rate "$rate" 2>>"$WORK/link.log" &
+  LPID=$!
+  PIDS+=($LPID)
+  wait_port "$LP"
+  URL="nfs://127.0.0.1$WORK/export/$(basename "$f")?version=3&nfsport=$LP&mountport=$LP"
+  row="| $rtt | $rate | $((FILE_BYTES>>20)) MiB"
+  for mode in auto fixed:128k fixed:15m; do
+    r=$(time_read "$BIN" cat --readahead "$mode" "$URL")
+    row="$row | $(python3 -c "print(f'{$r/$bps:.2f}')")"
+  done
+  r=$(time_read nfs-cat "$URL")
+  row="$row | $(python3 -c "print(f'{$r/$bps:.2f}')") |"
+  echo "$row" | tee -a "$WORK/table.md"
+  kill "$LPID" 2>/dev/null || true
+done
+
+if [ -n "$OUT" ]; then
+  mkdir -p "$(dirname "$OUT")"
+  cp "$WORK/table.md" "$OUT"
+  echo "wrote $OUT" >&2
+fi
