@@ -498,7 +498,8 @@ impl LocalFs {
             let _as = self.act_as(caller).map_err(fail)?;
             if name.is_dot() || (name.is_dotdot() && dev_ino(&d.st) == self.root_id) {
                 // Looking up "." (or ".." at the root) still needs search permission.
-                sys::access(d.fd.as_fd(), libc::X_OK).map_err(|e| fail(errno(&e)))?;
+                permitted(d.fd.as_fd(), &d.st, &caller.cred, libc::X_OK)
+                    .map_err(|e| fail(errno(&e)))?;
                 (None, d.st)
             } else {
                 let flags = libc::O_PATH | libc::O_NOFOLLOW;
@@ -539,7 +540,7 @@ impl LocalFs {
             let _as = self
                 .act_as(caller)
                 .map_err(|s| (s, self.post_op(obj.fd.as_fd())))?;
-            let may = |mode| sys::access(obj.fd.as_fd(), mode).is_ok();
+            let may = |mode| permitted(obj.fd.as_fd(), &obj.st, &caller.cred, mode).is_ok();
             if requested & READ != 0 && may(libc::R_OK) {
                 granted |= READ;
             }
@@ -960,7 +961,8 @@ impl LocalFs {
         let at_root = dev_ino(&d.st) == self.root_id;
         let eof = {
             let _as = self.act_as(caller).map_err(fail)?;
-            sys::access(d.fd.as_fd(), libc::R_OK).map_err(|e| fail(errno(&e)))?;
+            permitted(d.fd.as_fd(), &d.st, &caller.cred, libc::R_OK)
+                .map_err(|e| fail(errno(&e)))?;
             if cookie != 0 {
                 // Only a cookie no directory offset can have is refused here (the file system
                 // resumes after any other value).
@@ -1626,9 +1628,9 @@ fn may_read(fd: BorrowedFd<'_>, st: &libc::statx, cred: &Cred) -> Result<(), Nfs
     if st.stx_uid == cred.uid {
         return Ok(());
     }
-    match sys::access(fd, libc::R_OK) {
+    match permitted(fd, st, cred, libc::R_OK) {
         Ok(()) => Ok(()),
-        Err(_) if is_reg(st) && sys::access(fd, libc::X_OK).is_ok() => Ok(()),
+        Err(_) if is_reg(st) && permitted(fd, st, cred, libc::X_OK).is_ok() => Ok(()),
         Err(e) => Err(errno(&e)),
     }
 }
@@ -1638,12 +1640,47 @@ fn may_write(fd: BorrowedFd<'_>, st: &libc::statx, cred: &Cred) -> Result<(), Nf
     if st.stx_uid == cred.uid {
         return Ok(());
     }
-    sys::access(fd, libc::W_OK).map_err(|e| errno(&e))
+    permitted(fd, st, cred, libc::W_OK).map_err(|e| errno(&e))
 }
 
 /// The ctime as one number, for the open-file cache's validation stamps.
 fn ctime_stamp(st: &libc::statx) -> u64 {
     ((st.stx_ctime.tv_sec as u64) << 30) | u64::from(st.stx_ctime.tv_nsec)
+}
+
+/// May the caller (whose credentials are switched in) access the object with `mode`? The
+/// kernel's answer (`faccessat2`); on kernels before 5.8, which lack it, the mode bits alone
+/// (POSIX ACLs are then not consulted).
+fn permitted(
+    fd: BorrowedFd<'_>,
+    st: &libc::statx,
+    cred: &Cred,
+    mode: libc::c_int,
+) -> io::Result<()> {
+    match sys::access(fd, mode) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => mode_bits_allow(st, cred, mode)
+            .then_some(())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EACCES)),
+        r => r,
+    }
+}
+
+/// The classic permission check on mode bits, with root's overrides.
+fn mode_bits_allow(st: &libc::statx, cred: &Cred, mode: libc::c_int) -> bool {
+    let bits = u32::from(st.stx_mode);
+    let want = (mode & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
+    if cred.uid == 0 {
+        // Root may read and write anything, and execute what anyone may (or search directories).
+        return want & libc::X_OK as u32 == 0 || is_dir(st) || bits & 0o111 != 0;
+    }
+    let granted = if st.stx_uid == cred.uid {
+        (bits >> 6) & 7
+    } else if cred.in_group(st.stx_gid) {
+        (bits >> 3) & 7
+    } else {
+        bits & 7
+    };
+    granted & want == want
 }
 
 /// The times knfsd stores an exclusive-create verifier in: (mtime, atime) seconds.
@@ -1756,6 +1793,26 @@ mod tests {
         assert!(Name::parse(b"..").unwrap().is_dotdot());
         assert!(Name::parse(b".").unwrap().is_dot());
         assert!(!Name::parse(b"...").unwrap().is_dot_or_dotdot());
+    }
+
+    #[test]
+    fn mode_bits_fallback() {
+        let mut st = sys::zeroed_statx();
+        st.stx_mode = (libc::S_IFREG | 0o640) as u16;
+        st.stx_uid = 1000;
+        st.stx_gid = 100;
+        let owner = Cred::new(1000, 1000);
+        let member = Cred::new(1001, 1001).with_groups(&[100]);
+        let other = Cred::new(1002, 1002);
+        assert!(mode_bits_allow(&st, &owner, libc::R_OK | libc::W_OK));
+        assert!(!mode_bits_allow(&st, &owner, libc::X_OK));
+        assert!(mode_bits_allow(&st, &member, libc::R_OK));
+        assert!(!mode_bits_allow(&st, &member, libc::W_OK));
+        assert!(!mode_bits_allow(&st, &other, libc::R_OK));
+        assert!(mode_bits_allow(&st, &Cred::root(), libc::R_OK | libc::W_OK));
+        assert!(!mode_bits_allow(&st, &Cred::root(), libc::X_OK));
+        st.stx_mode = (libc::S_IFDIR | 0o700) as u16;
+        assert!(mode_bits_allow(&st, &Cred::root(), libc::X_OK));
     }
 
     #[test]

@@ -602,6 +602,13 @@ pub(crate) fn getrandom(buf: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// An all-zero `struct statx`, for tests of attribute logic.
+#[cfg(test)]
+pub(crate) fn zeroed_statx() -> libc::statx {
+    // SAFETY: `statx` is plain integers; all-zero is a valid value.
+    unsafe { MaybeUninit::<libc::statx>::zeroed().assume_init() }
+}
+
 /// Linux `makedev()` for a 64-bit `dev_t`.
 pub(crate) fn makedev(major: u32, minor: u32) -> u64 {
     let (major, minor) = (major as u64, minor as u64);
