@@ -147,6 +147,7 @@ impl Drop for Ganesha {
 /// The sluice server binary (`sluice serve DIR --listen 127.0.0.1:PORT`), if built.
 pub struct SluiceServer {
     export: TempDir,
+    _state: TempDir,
     child: std::process::Child,
     port: u16,
 }
@@ -166,12 +167,23 @@ impl SluiceServer {
 
     pub fn start(bin: &Path) -> SluiceServer {
         let export = TempDir::new("sluice-export");
+        let state = TempDir::new("sluice-state");
         let port = free_port();
-        let child = Command::new(bin)
-            .arg("serve")
+        // Root as root (like ganesha's No_Root_Squash), and `--secure`: the client binds a
+        // reserved source port when it runs as root, as the kernel does.
+        let mut cmd = Command::new(bin);
+        cmd.arg("serve")
             .arg(export.path())
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
+            .arg("--no-root-squash")
+            .arg("--state-dir")
+            .arg(state.path());
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            cmd.arg("--secure");
+        }
+        let child = cmd
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -186,6 +198,7 @@ impl SluiceServer {
         }
         SluiceServer {
             export,
+            _state: state,
             child,
             port,
         }
