@@ -1,0 +1,29 @@
+//! `sluice mount`: an NFSv3 export as a local filesystem through FUSE (issue #3).
+//!
+//! ```text
+//!   kernel VFS ──/dev/fuse──► fuser session thread ──► fuse.rs (SluiceFuse: callbacks → tasks)
+//!                                                          │ tokio runtime
+//!                                                          ▼
+//!                                       fs.rs (Fs: inodes, attribute/name caches, open files,
+//!                                              write-behind + COMMIT, readahead window)
+//!                                                          │
+//!                                       sluice_client::Client (typed NFSv3 calls, one TCP
+//!                                                              connection, many XIDs in flight)
+//! ```
+//!
+//! - [`cache`]: the pure attribute-timeout policy (acregmin/acregmax/acdirmin/acdirmax).
+//! - [`fs`]: the async filesystem, testable without a kernel.
+//! - [`fuse`]: translation of `fuser` callbacks, nothing more.
+//! - [`mount`]: [`MountArgs`], [`run`] and [`umount`] for the `sluice` binary.
+//!
+//! Mounting uses `fuser`'s pure-Rust mount (no libfuse): as root it calls mount(2) on
+//! /dev/fuse directly, otherwise it runs the setuid `fusermount3` from the fuse3 package.
+
+pub mod cache;
+pub mod fs;
+pub mod fuse;
+pub mod mount;
+
+pub use cache::AttrCacheConfig;
+pub use fs::{Fs, FsConfig};
+pub use mount::{mount, run, umount, MountArgs, MountError, Mounted};

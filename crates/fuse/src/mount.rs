@@ -1,0 +1,288 @@
+//! `sluice mount` / `sluice umount`: arguments, the mount's life cycle, unmounting.
+//!
+//! ```text
+//!   run(args) ─► preflight (/dev/fuse, fusermount3) ─► Client::connect ─► Fs::new
+//!       └─► session thread: Session::new (mount(2) or fusermount3, INIT) ─► Session::run
+//!       └─► wait for: the session ending (someone ran `sluice umount`)  → Ok
+//!                     SIGINT / SIGTERM → unmount (flushes happen in the kernel's
+//!                                        release calls first) → wait for the session
+//! ```
+
+use crate::cache::AttrCacheConfig;
+use crate::fs::{Fs, FsConfig};
+use crate::fuse::SluiceFuse;
+use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
+use sluice_client::{Client, ClientOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `sluice mount nfs://host/export /mnt/point [--read-only] [--allow-other] [--acregmin S]…`
+#[derive(clap::Args, Debug, Clone)]
+pub struct MountArgs {
+    /// The export: nfs://host[:port]/export[?nfsport=N&mountport=M&uid=U&gid=G].
+    pub url: String,
+    /// An existing directory to mount on.
+    pub mountpoint: PathBuf,
+    /// Mount read-only.
+    #[arg(long, short = 'r')]
+    pub read_only: bool,
+    /// Let other users than the one mounting use the mount (needs user_allow_other in
+    /// /etc/fuse.conf unless root). Permissions are checked by the kernel against the modes.
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Seconds a regular file's attributes stay cached at least (Linux acregmin).
+    #[arg(long, default_value_t = 3)]
+    pub acregmin: u64,
+    /// Seconds a regular file's attributes stay cached at most (acregmax).
+    #[arg(long, default_value_t = 60)]
+    pub acregmax: u64,
+    /// Seconds a directory's attributes stay cached at least (acdirmin).
+    #[arg(long, default_value_t = 30)]
+    pub acdirmin: u64,
+    /// Seconds a directory's attributes stay cached at most (acdirmax).
+    #[arg(long, default_value_t = 60)]
+    pub acdirmax: u64,
+    /// No attribute caching (every stat asks the server), like Linux's `noac`.
+    #[arg(long)]
+    pub noac: bool,
+}
+
+impl MountArgs {
+    /// Arguments with the Linux defaults for `url` on `mountpoint`.
+    pub fn new(url: impl Into<String>, mountpoint: impl Into<PathBuf>) -> MountArgs {
+        MountArgs {
+            url: url.into(),
+            mountpoint: mountpoint.into(),
+            read_only: false,
+            allow_other: false,
+            acregmin: 3,
+            acregmax: 60,
+            acdirmin: 30,
+            acdirmax: 60,
+            noac: false,
+        }
+    }
+
+    fn fs_config(&self) -> FsConfig {
+        let attr = if self.noac {
+            AttrCacheConfig::noac()
+        } else {
+            AttrCacheConfig {
+                acregmin: Duration::from_secs(self.acregmin),
+                acregmax: Duration::from_secs(self.acregmax),
+                acdirmin: Duration::from_secs(self.acdirmin),
+                acdirmax: Duration::from_secs(self.acdirmax),
+            }
+        };
+        FsConfig {
+            attr,
+            read_only: self.read_only,
+            ..FsConfig::default()
+        }
+    }
+}
+
+/// Why a mount failed, in words for the user.
+pub type MountError = String;
+
+/// Mounts, serves until unmounted (`sluice umount`) or SIGINT/SIGTERM (then unmounts), and
+/// returns. Must run inside a multi-threaded tokio runtime.
+pub async fn run(args: MountArgs) -> Result<(), MountError> {
+    let mut m = mount(args).await?;
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("signal: {e}"))?;
+    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("signal: {e}"))?;
+    loop {
+        tokio::select! {
+            r = &mut m.ended => return session_result(r),
+            _ = int.recv() => m.unmount_or_warn(),
+            _ = term.recv() => m.unmount_or_warn(),
+        }
+    }
+}
+
+/// A live mount, for callers (and tests) that manage its life themselves.
+pub struct Mounted {
+    mountpoint: PathBuf,
+    unmounter: SessionUnmounter,
+    ended: tokio::sync::oneshot::Receiver<std::io::Result<()>>,
+    fs: Arc<Fs>,
+}
+
+impl Mounted {
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+    pub fn fs(&self) -> &Arc<Fs> {
+        &self.fs
+    }
+
+    /// Unmounts (fails with EBUSY while files are open or a process has its cwd inside).
+    pub fn unmount(&mut self) -> Result<(), MountError> {
+        self.unmounter
+            .unmount()
+            .map_err(|e| format!("cannot unmount {}: {e}", self.mountpoint.display()))
+    }
+
+    fn unmount_or_warn(&mut self) {
+        match self.unmount() {
+            Ok(()) => tracing::info!("unmounted {}", self.mountpoint.display()),
+            Err(e) => eprintln!("sluice: {e}; still serving (close the files and try again)"),
+        }
+    }
+
+    /// Waits until the session ends (after an unmount from here or from `sluice umount`).
+    pub async fn wait(self) -> Result<(), MountError> {
+        session_result(self.ended.await)
+    }
+}
+
+fn session_result(
+    r: Result<std::io::Result<()>, tokio::sync::oneshot::error::RecvError>,
+) -> Result<(), MountError> {
+    match r {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("FUSE session failed: {e}")),
+        Err(_) => Err("the FUSE session thread died".into()),
+    }
+}
+
+/// Connects, mounts and starts serving; returns once the kernel has completed INIT.
+pub async fn mount(args: MountArgs) -> Result<Mounted, MountError> {
+    preflight(&args.mountpoint)?;
+    let client = Client::connect(args.url.as_str(), ClientOptions::default())
+        .await
+        .map_err(|e| format!("{}: {e}", args.url))?;
+    let fs = Arc::new(
+        Fs::new(client, args.fs_config())
+            .await
+            .map_err(|e| format!("{}: {e}", args.url))?,
+    );
+    let adapter = SluiceFuse::new(fs.clone(), tokio::runtime::Handle::current());
+    let slot = adapter.notifier_slot();
+    let config = fuse_config(&args);
+    let mountpoint = args.mountpoint.clone();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let (ended_tx, ended_rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("sluice-fuse".into())
+        .spawn(move || {
+            let mut session = match Session::new(adapter, &mountpoint, &config) {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let _ = slot.set(session.notifier());
+            let _ = ready_tx.send(Ok(session.unmount_callable()));
+            let _ = ended_tx.send(session.run());
+        })
+        .map_err(|e| format!("cannot start the FUSE thread: {e}"))?;
+    let unmounter = match ready_rx.await {
+        Ok(Ok(u)) => u,
+        Ok(Err(e)) => return Err(mount_error(&args.mountpoint, e)),
+        Err(_) => return Err("the FUSE session thread died while mounting".into()),
+    };
+    tracing::info!("mounted {} on {}", args.url, args.mountpoint.display());
+    Ok(Mounted {
+        mountpoint: args.mountpoint,
+        unmounter,
+        ended: ended_rx,
+        fs,
+    })
+}
+
+/// Unmounts a sluice (or any FUSE) mount: umount2(2) as root, else `fusermount3 -u`.
+pub fn umount(mountpoint: &Path) -> Result<(), MountError> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        let c = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())
+            .map_err(|_| format!("{}: path contains NUL", mountpoint.display()))?;
+        // SAFETY: c is a valid NUL-terminated path for the duration of the call.
+        if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        return Err(format!("cannot unmount {}: {e}", mountpoint.display()));
+    }
+    let out = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg(mountpoint)
+        .output()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                "fusermount3 not found: install fuse3 (apt-get install fuse3)".to_string()
+            }
+            _ => format!("fusermount3: {e}"),
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "cannot unmount {}: {}",
+            mountpoint.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn fuse_config(args: &MountArgs) -> Config {
+    let mut c = Config::default();
+    c.mount_options = vec![
+        MountOption::FSName(args.url.clone()),
+        MountOption::Subtype("sluice".into()),
+        // The kernel checks permissions against the modes we report, like an NFS client does
+        // before asking the server (which checks again with our AUTH_SYS credentials).
+        MountOption::DefaultPermissions,
+        if args.read_only {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
+    ];
+    if args.allow_other {
+        c.acl = SessionACL::All;
+    }
+    c
+}
+
+fn preflight(mountpoint: &Path) -> Result<(), MountError> {
+    if !Path::new("/dev/fuse").exists() {
+        return Err(
+            "/dev/fuse is missing: install fuse3 (apt-get install fuse3) and load the fuse \
+             module (modprobe fuse)"
+                .into(),
+        );
+    }
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root && which("fusermount3").is_none() {
+        return Err("fusermount3 not found: install fuse3 (apt-get install fuse3)".into());
+    }
+    match std::fs::metadata(mountpoint) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!("{}: not a directory", mountpoint.display())),
+        Err(e) => Err(format!("{}: {e}", mountpoint.display())),
+    }
+}
+
+fn mount_error(mountpoint: &Path, e: std::io::Error) -> MountError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        format!(
+            "cannot mount on {}: {e} (fusermount3 missing? install fuse3: apt-get install fuse3)",
+            mountpoint.display()
+        )
+    } else {
+        format!("cannot mount on {}: {e}", mountpoint.display())
+    }
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}

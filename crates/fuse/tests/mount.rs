@@ -1,0 +1,483 @@
+//! The FUSE mount under ordinary tools (cp, rsync, tar, mv, rm), against the sluice server and
+//! nfs-ganesha. Each test has its own directories, ports and mount point; every command runs
+//! under `timeout`. A missing peer fails the test loudly: nothing is skipped.
+
+use sluice_client::{Client, ClientOptions};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+// --- fixtures ----------------------------------------------------------------------------------
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "sluice-fuse-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port_pair() -> u16 {
+    for _ in 0..100 {
+        let a = TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = a.local_addr().unwrap().port();
+        if p < 65535 && TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free pair of loopback ports");
+}
+
+trait Peer {
+    fn export_dir(&self) -> &Path;
+    fn url(&self) -> String;
+}
+
+struct SluiceServer {
+    export: TempDir,
+    _state: TempDir,
+    child: std::process::Child,
+    port: u16,
+}
+
+impl SluiceServer {
+    fn start() -> SluiceServer {
+        let bin = std::env::var("SLUICE_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| workspace_root().join("target/debug/sluice"));
+        assert!(
+            bin.exists(),
+            "the sluice server binary {} is missing: run `cargo build -p sluice` (or set \
+             SLUICE_BIN). These tests do not skip.",
+            bin.display()
+        );
+        let export = TempDir::new("sluice-export");
+        let state = TempDir::new("sluice-state");
+        let port = free_port_pair();
+        let child = Command::new(&bin)
+            .arg("serve")
+            .arg(export.path())
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--state-dir")
+            .arg(state.path())
+            .arg("--no-root-squash")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sluice serve");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "sluice serve did not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        SluiceServer {
+            export,
+            _state: state,
+            child,
+            port,
+        }
+    }
+}
+
+impl Peer for SluiceServer {
+    fn export_dir(&self) -> &Path {
+        self.export.path()
+    }
+    fn url(&self) -> String {
+        format!(
+            "nfs://127.0.0.1{}?version=3&nfsport={p}&mountport={p}",
+            self.export.path().display(),
+            p = self.port
+        )
+    }
+}
+
+impl Drop for SluiceServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Ganesha {
+    export: TempDir,
+    state: TempDir,
+    port: u16,
+}
+
+impl Ganesha {
+    fn start() -> Ganesha {
+        let found = Command::new("sh")
+            .args(["-c", "command -v ganesha.nfsd"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        assert!(
+            found,
+            "nfs-ganesha (ganesha.nfsd) is not installed: run `bash scripts/install-deps.sh`. \
+             These tests do not skip."
+        );
+        let export = TempDir::new("ganesha-export");
+        let state = TempDir::new("ganesha-state");
+        let port = free_port_pair();
+        let out = Command::new("timeout")
+            .arg("60")
+            .arg("bash")
+            .arg(workspace_root().join("tests/peers/ganesha.sh"))
+            .arg("start")
+            .arg(export.path())
+            .arg(port.to_string())
+            .arg(state.path())
+            .output()
+            .expect("run ganesha.sh");
+        assert!(
+            out.status.success(),
+            "ganesha.sh start failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ganesha {
+            export,
+            state,
+            port,
+        }
+    }
+}
+
+impl Peer for Ganesha {
+    fn export_dir(&self) -> &Path {
+        self.export.path()
+    }
+    fn url(&self) -> String {
+        format!(
+            "nfs://127.0.0.1{}?version=3&nfsport={}&mountport={}",
+            self.export.path().display(),
+            self.port,
+            self.port + 1
+        )
+    }
+}
+
+impl Drop for Ganesha {
+    fn drop(&mut self) {
+        let _ = Command::new("timeout")
+            .arg("30")
+            .arg("bash")
+            .arg(workspace_root().join("tests/peers/ganesha.sh"))
+            .arg("stop")
+            .arg(self.state.path())
+            .output();
+    }
+}
+
+/// A mount served by this process; unmounted (lazily if need be) on drop.
+struct Mount {
+    rt: tokio::runtime::Runtime,
+    mounted: Option<sluice_fuse::Mounted>,
+    dir: TempDir,
+}
+
+impl Mount {
+    fn new(url: &str) -> Mount {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = TempDir::new("mnt");
+        let args = sluice_fuse::MountArgs::new(url, dir.path());
+        let mounted = rt
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(30), sluice_fuse::mount(args)).await
+            })
+            .expect("mount timed out")
+            .unwrap_or_else(|e| panic!("mount failed: {e}"));
+        Mount {
+            rt,
+            mounted: Some(mounted),
+            dir,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `sluice umount`, then the session must end by itself.
+    fn unmount(mut self) {
+        sluice_fuse::umount(self.path()).expect("umount");
+        let m = self.mounted.take().unwrap();
+        let r = self
+            .rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(20), m.wait()).await });
+        r.expect("session did not end after umount")
+            .expect("session result");
+        assert!(!is_mounted(self.path()), "still mounted after umount");
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if self.mounted.is_some() {
+            let _ = sluice_fuse::umount(self.path());
+            if is_mounted(self.path()) {
+                let _ = Command::new("umount").arg("-l").arg(self.path()).status();
+            }
+        }
+    }
+}
+
+fn is_mounted(p: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let p = p.to_string_lossy();
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(p.as_ref()))
+}
+
+/// Runs a shell command under `timeout 120`; panics with its output on failure.
+fn sh(cmd: &str) -> String {
+    let out = Command::new("timeout")
+        .args(["120", "sh", "-c", cmd])
+        .output()
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn make_file(p: &Path, len: usize, seed: u64) {
+    let mut x = seed | 1;
+    let mut buf = vec![0u8; len];
+    for chunk in buf.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+    std::fs::write(p, buf).unwrap();
+}
+
+/// A source tree: nested directories, empty to multi-wsize files, odd modes, a symlink, a
+/// hard link, and set mtimes.
+fn make_tree(root: &Path) {
+    let d = |p: &str| std::fs::create_dir_all(root.join(p)).unwrap();
+    d("a/b/c");
+    d("empty");
+    d("x y");
+    let sizes = [
+        0usize,
+        1,
+        4095,
+        4097,
+        65536,
+        1 << 20,
+        (1 << 20) + 1,
+        3 * (1 << 20) + 12345,
+    ];
+    for (i, n) in sizes.iter().enumerate() {
+        make_file(&root.join(format!("f{i}")), *n, i as u64 + 1);
+        make_file(&root.join(format!("a/b/g{i}")), *n / 3, i as u64 + 100);
+    }
+    make_file(&root.join("a/b/c/deep"), 10_000, 7);
+    make_file(&root.join("x y/spaced name"), 123, 8);
+    std::os::unix::fs::symlink("../f3", root.join("a/link")).unwrap();
+    std::fs::hard_link(root.join("f2"), root.join("a/hard")).unwrap();
+    sh(&format!(
+        "chmod 0640 '{0}/f1' && chmod 0755 '{0}/f4' && chmod 0700 '{0}/a/b'",
+        root.display()
+    ));
+    sh(&format!(
+        "touch -d '2020-01-02 03:04:05.123456789' '{}/f5'",
+        root.display()
+    ));
+}
+
+// --- the scenario ------------------------------------------------------------------------------
+
+fn exercise(peer: &dyn Peer) {
+    let src = TempDir::new("src");
+    make_tree(src.path());
+    let m = Mount::new(&peer.url());
+    let mnt = m.path().to_path_buf();
+    let (s, mp, backing) = (
+        src.path().display(),
+        mnt.display(),
+        peer.export_dir().display(),
+    );
+
+    // statfs and an empty listing
+    sh(&format!("df '{mp}' >/dev/null && ls -la '{mp}' >/dev/null"));
+
+    // cp of a file: the mount, the server's backing directory
+    sh(&format!(
+        "cp '{s}/f7' '{mp}/big' && cmp '{s}/f7' '{mp}/big' && cmp '{s}/f7' '{backing}/big'"
+    ));
+
+    // cp -a of a tree
+    sh(&format!(
+        "cp -a '{s}' '{mp}/cpa' && diff -r '{s}' '{mp}/cpa' && diff -r '{s}' '{backing}/cpa'"
+    ));
+
+    // rsync -a, then a second run that must transfer nothing
+    sh(&format!("rsync -a '{s}/' '{mp}/rs/'"));
+    sh(&format!("diff -r '{s}' '{mp}/rs'"));
+    let again = sh(&format!("rsync -a --itemize-changes '{s}/' '{mp}/rs/'"));
+    assert_eq!(
+        again.trim(),
+        "",
+        "second rsync transferred something:\n{again}"
+    );
+
+    // tar extract into the mount
+    let tarball = TempDir::new("tar");
+    let t = tarball.path().display();
+    sh(&format!(
+        "tar -C '{s}' -cf '{t}/t.tar' . && mkdir '{mp}/tarx' && tar -C '{mp}/tarx' -xf '{t}/t.tar'"
+    ));
+    sh(&format!(
+        "diff -r '{s}' '{mp}/tarx' && diff -r '{s}' '{backing}/tarx'"
+    ));
+
+    // modes, mtimes and sizes as the server sees them
+    let stat = |p: String| sh(&format!("stat -c '%a %s %Y %F' '{p}'"));
+    for f in ["f1", "f4", "f5", "a/b", "a/link"] {
+        assert_eq!(
+            stat(format!("{s}/{f}")),
+            stat(format!("{mp}/rs/{f}")),
+            "{f}"
+        );
+        assert_eq!(
+            stat(format!("{s}/{f}")),
+            stat(format!("{backing}/rs/{f}")),
+            "{f}"
+        );
+    }
+
+    // rename over an existing file; unlink
+    sh(&format!(
+        "echo one > '{mp}/r1' && echo two > '{mp}/r2' && mv '{mp}/r1' '{mp}/r2'"
+    ));
+    assert_eq!(std::fs::read_to_string(mnt.join("r2")).unwrap(), "one\n");
+    assert!(!mnt.join("r1").exists());
+    assert_eq!(
+        std::fs::read_to_string(peer.export_dir().join("r2")).unwrap(),
+        "one\n"
+    );
+    sh(&format!(
+        "mv '{mp}/cpa/a' '{mp}/moved' && test -f '{mp}/moved/b/c/deep' && test ! -e '{mp}/cpa/a'"
+    ));
+    sh(&format!(
+        "rm '{mp}/r2' && test ! -e '{mp}/r2' && test ! -e '{backing}/r2'"
+    ));
+    sh(&format!("rm -r '{mp}/cpa' && test ! -e '{backing}/cpa'"));
+
+    // truncate, chmod, utimens, append
+    sh(&format!(
+        "truncate -s 1000 '{mp}/big' && test $(stat -c %s '{backing}/big') = 1000"
+    ));
+    sh(&format!(
+        "chmod 0604 '{mp}/big' && test $(stat -c %a '{backing}/big') = 604"
+    ));
+    sh(&format!("touch -d '2001-02-03 04:05:06' '{mp}/big' && test $(stat -c %Y '{backing}/big') = $(date -d '2001-02-03 04:05:06' +%s)"));
+    sh(&format!(
+        "printf abc >> '{mp}/big' && test $(stat -c %s '{mp}/big') = 1003"
+    ));
+
+    // symlink, hard link, mkdir/rmdir
+    sh(&format!(
+        "ln -s target '{mp}/sl' && test $(readlink '{mp}/sl') = target"
+    ));
+    sh(&format!(
+        "ln '{mp}/big' '{mp}/big2' && test $(stat -c %h '{mp}/big') = 2"
+    ));
+    sh(&format!(
+        "mkdir '{mp}/d' && rmdir '{mp}/d' && test ! -e '{backing}/d'"
+    ));
+
+    // written through the mount (dd: 1 MiB blocks, then a 4 KiB tail), read by the library
+    sh(&format!(
+        "dd if='{s}/f7' of='{mp}/viadd' bs=1M status=none conv=fsync"
+    ));
+    let expect = std::fs::read(src.path().join("f7")).unwrap();
+    let url = peer.url();
+    let got = m.rt.block_on(async move {
+        let c = Client::connect(url.as_str(), ClientOptions::default())
+            .await
+            .unwrap();
+        let f = c.open("/viadd").await.unwrap();
+        f.read_all().await.unwrap()
+    });
+    assert!(
+        got == expect,
+        "file written through the mount differs when read by the client"
+    );
+
+    // a change made on the server is seen after reopening (close-to-open)
+    std::fs::write(peer.export_dir().join("c2o"), b"first").unwrap();
+    assert_eq!(std::fs::read(mnt.join("c2o")).unwrap(), b"first");
+    std::thread::sleep(Duration::from_millis(1100)); // a different mtime second on any server
+    std::fs::write(peer.export_dir().join("c2o"), b"second, longer").unwrap();
+    assert_eq!(std::fs::read(mnt.join("c2o")).unwrap(), b"second, longer");
+
+    // clean unmount: nothing open, the session ends by itself
+    m.unmount();
+}
+
+#[test]
+fn tools_work_on_a_mount_of_the_sluice_server() {
+    let server = SluiceServer::start();
+    exercise(&server);
+}
+
+#[test]
+fn tools_work_on_a_mount_of_ganesha() {
+    let server = Ganesha::start();
+    exercise(&server);
+}
+
+#[test]
+fn mounting_a_missing_mountpoint_fails_with_a_message() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let args = sluice_fuse::MountArgs::new(
+        "nfs://127.0.0.1/nowhere?nfsport=1&mountport=1",
+        "/nonexistent/sluice-mnt",
+    );
+    let e = rt
+        .block_on(sluice_fuse::mount(args))
+        .err()
+        .expect("must fail");
+    assert!(e.contains("/nonexistent/sluice-mnt"), "{e}");
+}
