@@ -427,10 +427,24 @@ fn exercise(peer: &dyn Peer) {
         "mkdir '{mp}/d' && rmdir '{mp}/d' && test ! -e '{backing}/d'"
     ));
 
-    // written through the mount (dd: 1 MiB blocks, then a 4 KiB tail), read by the library
+    // written through the mount (dd: 1 MiB blocks), read by the library; the kernel's chunks
+    // must have been coalesced into wsize WRITEs and committed
+    let calls = |name: &str| {
+        let st = m.mounted.as_ref().unwrap().fs().client().stats();
+        st.get("NFS3", name).map_or(0, |p| p.calls)
+    };
+    let (writes0, commits0) = (calls("WRITE"), calls("COMMIT"));
     sh(&format!(
         "dd if='{s}/f7' of='{mp}/viadd' bs=1M status=none conv=fsync"
     ));
+    let wsize = m.mounted.as_ref().unwrap().fs().wsize() as u64;
+    let len = std::fs::metadata(src.path().join("f7")).unwrap().len();
+    let writes = calls("WRITE") - writes0;
+    assert!(
+        writes <= len.div_ceil(wsize) + 1,
+        "{writes} WRITEs for {len} bytes at wsize {wsize}: not coalesced"
+    );
+    assert!(calls("COMMIT") > commits0, "fsync/close sent no COMMIT");
     let expect = std::fs::read(src.path().join("f7")).unwrap();
     let url = peer.url();
     let got = m.rt.block_on(async move {
