@@ -162,17 +162,22 @@ async fn serve_conn<S: Service>(
         if buf.capacity() - buf.len() < 4096 {
             buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
         }
-        let idle = calls.available_permits() == cfg.calls_in_flight_max;
-        let n = if idle {
+        // Every read is bounded by the idle timeout; when it expires while calls are still
+        // running, the connection is busy, not idle, and the read is retried. (Deciding before
+        // the read instead would miss the usual case: the reader is back here before the call
+        // it just spawned has finished, and would then wait without bound for a client that
+        // went quiet after its last reply.) `read_buf` is cancel safe: a timed-out read lost
+        // nothing.
+        let n = loop {
             match tokio::time::timeout(cfg.idle_timeout, rd.read_buf(&mut buf)).await {
-                Ok(r) => r?,
-                Err(_) => {
-                    info!(addr = %peer.addr, "closing idle connection after {:?}", cfg.idle_timeout);
-                    break Ok(());
-                }
+                Ok(r) => break Some(r?),
+                Err(_) if calls.available_permits() < cfg.calls_in_flight_max => continue,
+                Err(_) => break None,
             }
-        } else {
-            rd.read_buf(&mut buf).await?
+        };
+        let Some(n) = n else {
+            info!(addr = %peer.addr, "closing idle connection after {:?}", cfg.idle_timeout);
+            break Ok(());
         };
         if n == 0 {
             break Ok(());

@@ -279,22 +279,178 @@ async fn a_bad_credential_flavor_is_auth_error() {
     assert_eq!(c.call(NFS, 3, 0, &[]).await.body, ReplyBody::success());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_message_sent_to_the_server_is_ignored() {
+    let s = TestServer::start(rw()).await;
+    let mut c = s.connect().await;
+    let mut w = Writer::new();
+    MsgHeader::Reply {
+        xid: 0xdead_beef,
+        body: ReplyBody::success(),
+    }
+    .pack(&mut w);
+    c.send_message(&w.into_bytes()).await;
+    // Too short to hold even an xid.
+    c.send_message(&[1, 2]).await;
+    // Nothing comes back for either; the next call gets the next reply.
+    let r = c.call(NFS, 3, proc_::NULL, &[]).await;
+    assert_eq!(r.body, ReplyBody::success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retransmitted_remove_is_answered_from_the_reply_cache() {
+    let s = TestServer::start(rw()).await;
+    std::fs::write(s.export.join("gone"), b"").unwrap();
+    let mut c = s.connect().await;
+    let root = c.mnt_root(&s).await;
+    let xid = c.next_xid();
+    let msg = call_message(
+        xid,
+        NFS,
+        3,
+        proc_::REMOVE,
+        &c.cred,
+        &sluice_xdr::to_bytes(&RemoveArgs {
+            object: dirop(&root, "gone"),
+        }),
+    );
+    c.send_message(&msg).await;
+    let first = c.recv().await.expect("a reply");
+    let res = RemoveRes::unpack(&mut Reader::from_bytes(&first.results)).unwrap();
+    ok(res);
+    assert!(!s.export.join("gone").exists());
+    // The client lost the reply, reconnected and resent the same call (same xid): it must
+    // see the original success, not NFS3ERR_NOENT from running the REMOVE again.
+    let mut again = s.connect().await;
+    again.send_message(&msg).await;
+    let second = again.recv().await.expect("a reply");
+    assert_eq!(second.xid, xid);
+    assert_eq!(second.body, first.body);
+    assert_eq!(
+        second.results, first.results,
+        "the cached reply, byte for byte"
+    );
+    // A new call (new xid) with the same arguments is executed.
+    assert_eq!(
+        remove(&mut c, &root, "gone").await.status(),
+        Nfsstat3::NOENT
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_limit_are_closed_and_idle_ones_time_out() {
+    let mut cfg = rw();
+    cfg.net.connections_max = 2;
+    cfg.net.idle_timeout = Duration::from_secs(2);
+    let s = TestServer::start(cfg).await;
+    let mut a = s.connect().await;
+    let mut b = s.connect().await;
+    assert_eq!(a.call(NFS, 3, 0, &[]).await.body, ReplyBody::success());
+    assert_eq!(b.call(NFS, 3, 0, &[]).await.body, ReplyBody::success());
+    let mut third = s.connect().await;
+    third
+        .send_message(&call_message(1, NFS, 3, 0, &auth_sys(0, 0), &[]))
+        .await;
+    assert!(
+        third.recv().await.is_none(),
+        "a third connection is closed at once"
+    );
+    // Once one closes, a new connection is served (the slot is freed when the server notices).
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = s.connect().await;
+        c.send_message(&call_message(2, NFS, 3, 0, &auth_sys(0, 0), &[]))
+            .await;
+        if c.recv().await.is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the freed slot was never reused");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // b has been idle: it is closed after about the idle timeout.
+    let idle_since = Instant::now();
+    assert!(b.recv().await.is_none(), "an idle connection is closed");
+    assert!(idle_since.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nfs_and_mount_also_answer_over_udp() {
+    let mut cfg = rw();
+    cfg.udp = true;
+    let s = TestServer::start(cfg).await;
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    sock.connect(s.addr).await.unwrap();
+    let exchange = |msg: Vec<u8>| {
+        let sock = &sock;
+        async move {
+            sock.send(&msg).await.unwrap();
+            let mut buf = vec![0u8; 65536];
+            let n = tokio::time::timeout(REPLY_TIMEOUT, sock.recv(&mut buf))
+                .await
+                .expect("a UDP reply in time")
+                .unwrap();
+            parse_reply(&[Bytes::copy_from_slice(&buf[..n])])
+        }
+    };
+    let cred = auth_sys(0, 0);
+    let path = s.export.to_str().unwrap().as_bytes().to_vec();
+    let r = exchange(call_message(
+        11,
+        mount3::PROGRAM,
+        3,
+        mount3::proc_::MNT,
+        &cred,
+        &sluice_xdr::to_bytes(&mount3::Args::Mnt(DirPath(Bytes::from(path)))),
+    ))
+    .await;
+    assert_eq!((r.xid, &r.body), (11, &ReplyBody::success()));
+    let MntRes::Ok(m) = MntRes::unpack(&mut Reader::from_bytes(&r.results)).unwrap() else {
+        panic!("MNT over UDP")
+    };
+    let r = exchange(call_message(
+        12,
+        NFS,
+        3,
+        proc_::GETATTR,
+        &cred,
+        &sluice_xdr::to_bytes(&GetattrArgs { object: m.fhandle }),
+    ))
+    .await;
+    assert_eq!(r.xid, 12);
+    let res = GetattrRes::unpack(&mut Reader::from_bytes(&r.results)).unwrap();
+    assert_eq!(ok(res).obj_attributes.ftype, Ftype3::DIR);
+    // PORTMAP over TCP now lists the UDP mappings too.
+    let mut c = s.connect().await;
+    let r = c
+        .portmap(portmap::Args::Getport(Mapping {
+            prog: NFS,
+            vers: 3,
+            prot: portmap::IPPROTO_UDP,
+            port: 0,
+        }))
+        .await;
+    assert_eq!(r, portmap::Res::Getport(u32::from(s.addr.port())));
+}
+
 // =============================================================================================
 // Concurrency on one connection
 // =============================================================================================
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_calls_in_flight_on_one_connection_are_matched_by_xid() {
+    const FILES: usize = 300;
     let s = TestServer::start(rw()).await;
     let mut c = s.connect().await;
     let root = c.mnt_root(&s).await;
-    for i in 0..50 {
-        std::fs::write(s.export.join(format!("f{i}")), vec![b'a'; i * 100]).unwrap();
+    for i in 0..FILES {
+        std::fs::write(s.export.join(format!("f{i}")), vec![b'a'; i * 10]).unwrap();
     }
-    // Look up 50 files with 50 different sizes, all sent before any reply is read.
+    // Look up 300 files of 300 different sizes, all sent before any reply is read: more than
+    // the server runs at once on one connection (`calls_in_flight_max`, 128).
     let mut sent: HashMap<u32, usize> = HashMap::new();
     let mut batch = Vec::new();
-    for i in 0..50usize {
+    for i in 0..FILES {
         let xid = c.next_xid();
         let args = sluice_xdr::to_bytes(&LookupArgs {
             what: DirOpArgs3 {
@@ -314,7 +470,7 @@ async fn many_calls_in_flight_on_one_connection_are_matched_by_xid() {
     }
     c.stream.write_all(&batch).await.unwrap();
     let mut seen = HashSet::new();
-    for _ in 0..50 {
+    for _ in 0..FILES {
         let r = c.recv().await.expect("a reply");
         let i = *sent
             .get(&r.xid)
@@ -322,9 +478,9 @@ async fn many_calls_in_flight_on_one_connection_are_matched_by_xid() {
         assert!(seen.insert(r.xid), "xid {} answered twice", r.xid);
         let res = LookupRes::unpack(&mut Reader::from_bytes(&r.results)).unwrap();
         let attr = ok(res).obj_attributes.expect("attributes");
-        assert_eq!(attr.size, i as u64 * 100, "reply {} belongs to f{i}", r.xid);
+        assert_eq!(attr.size, i as u64 * 10, "reply {} belongs to f{i}", r.xid);
     }
-    assert_eq!(seen.len(), 50);
+    assert_eq!(seen.len(), FILES);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -822,6 +978,234 @@ async fn all_22_procedures_answer_with_correct_status_and_attributes() {
     assert_eq!(remove(&mut c, &root, "dir").await.status(), Nfsstat3::NOENT);
     ok(remove(&mut c, &root, "file").await);
     assert!(!s.export.join("file").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misuse_of_procedures_gets_the_statuses_a_linux_server_gives() {
+    let s = TestServer::start(rw()).await;
+    std::fs::create_dir_all(s.export.join("d/sub")).unwrap();
+    std::fs::create_dir_all(s.export.join("e/x")).unwrap();
+    std::fs::write(s.export.join("f"), b"abc").unwrap();
+    let mut c = s.connect().await;
+    let root = c.mnt_root(&s).await;
+    let f = ok(lookup(&mut c, &root, "f").await).object;
+    let d = ok(lookup(&mut c, &root, "d").await).object;
+    let sub = ok(lookup(&mut c, &d, "sub").await).object;
+    let rename = |from: DirOpArgs3, to: DirOpArgs3| RenameArgs { from, to };
+    let checks: Vec<(&str, Nfsstat3, Nfsstat3)> = vec![
+        (
+            "LOOKUP in a file",
+            lookup(&mut c, &f, "x").await.status(),
+            Nfsstat3::NOTDIR,
+        ),
+        (
+            "READ of a directory",
+            read(&mut c, &d, 0, 10).await.status(),
+            Nfsstat3::ISDIR,
+        ),
+        (
+            "WRITE to a directory",
+            write(&mut c, &d, 0, b"x", StableHow::FILE_SYNC)
+                .await
+                .status(),
+            Nfsstat3::ISDIR,
+        ),
+        (
+            "REMOVE of a directory",
+            remove(&mut c, &root, "d").await.status(),
+            Nfsstat3::ISDIR,
+        ),
+        (
+            "RMDIR of '.'",
+            op!(
+                c,
+                Rmdir,
+                RmdirArgs {
+                    object: dirop(&d, ".")
+                }
+            )
+            .status(),
+            Nfsstat3::ACCES,
+        ),
+        (
+            "RENAME of a directory into itself",
+            op!(c, Rename, rename(dirop(&root, "d"), dirop(&sub, "d2"))).status(),
+            Nfsstat3::INVAL,
+        ),
+        (
+            "RENAME over a non-empty directory",
+            op!(c, Rename, rename(dirop(&root, "d"), dirop(&root, "e"))).status(),
+            Nfsstat3::NOTEMPTY,
+        ),
+        (
+            "RENAME of a file over a directory",
+            op!(c, Rename, rename(dirop(&root, "f"), dirop(&root, "e"))).status(),
+            Nfsstat3::ISDIR,
+        ),
+        (
+            "RENAME of a missing name",
+            op!(c, Rename, rename(dirop(&root, "nope"), dirop(&root, "n2"))).status(),
+            Nfsstat3::NOENT,
+        ),
+        (
+            "LINK to a directory",
+            op!(
+                c,
+                Link,
+                LinkArgs {
+                    file: d.clone(),
+                    link: dirop(&root, "dl")
+                }
+            )
+            .status(),
+            Nfsstat3::ISDIR,
+        ),
+        (
+            "LINK over an existing name",
+            op!(
+                c,
+                Link,
+                LinkArgs {
+                    file: f.clone(),
+                    link: dirop(&root, "e")
+                }
+            )
+            .status(),
+            Nfsstat3::EXIST,
+        ),
+        (
+            "READLINK of a file",
+            op!(c, Readlink, ReadlinkArgs { symlink: f.clone() }).status(),
+            Nfsstat3::INVAL,
+        ),
+        (
+            "READDIR of a file",
+            op!(
+                c,
+                Readdir,
+                ReaddirArgs {
+                    dir: f.clone(),
+                    cookie: 0,
+                    cookieverf: [0; 8],
+                    count: 4096
+                }
+            )
+            .status(),
+            Nfsstat3::NOTDIR,
+        ),
+        (
+            "MKDIR over an existing name",
+            op!(
+                c,
+                Mkdir,
+                MkdirArgs {
+                    where_: dirop(&root, "d"),
+                    attributes: Sattr3::default()
+                }
+            )
+            .status(),
+            Nfsstat3::EXIST,
+        ),
+        (
+            "SYMLINK over an existing name",
+            op!(
+                c,
+                Symlink,
+                SymlinkArgs {
+                    where_: dirop(&root, "f"),
+                    symlink_attributes: Sattr3::default(),
+                    symlink_data: Bytes::from_static(b"x"),
+                }
+            )
+            .status(),
+            Nfsstat3::EXIST,
+        ),
+        (
+            "MKNOD of a directory",
+            op!(
+                c,
+                Mknod,
+                MknodArgs {
+                    where_: dirop(&root, "md"),
+                    what: MknodData::Dir
+                }
+            )
+            .status(),
+            Nfsstat3::BADTYPE,
+        ),
+        (
+            "WRITE whose count exceeds its data",
+            op!(
+                c,
+                Write,
+                WriteArgs {
+                    file: f.clone(),
+                    offset: 0,
+                    count: 10,
+                    stable: StableHow::FILE_SYNC,
+                    data: Payload::from(b"ab".to_vec()),
+                }
+            )
+            .status(),
+            Nfsstat3::INVAL,
+        ),
+        (
+            "WRITE with an undefined stable_how",
+            op!(
+                c,
+                Write,
+                WriteArgs {
+                    file: f.clone(),
+                    offset: 0,
+                    count: 2,
+                    stable: StableHow(7),
+                    data: Payload::from(b"ab".to_vec()),
+                }
+            )
+            .status(),
+            Nfsstat3::INVAL,
+        ),
+        (
+            "WRITE past the largest file size",
+            write(&mut c, &f, u64::MAX - 1, b"ab", StableHow::FILE_SYNC)
+                .await
+                .status(),
+            Nfsstat3::FBIG,
+        ),
+        (
+            "READDIR with a cookie and verifier this server never gave",
+            op!(
+                c,
+                Readdir,
+                ReaddirArgs {
+                    dir: d.clone(),
+                    cookie: 0x7777_7777_7777,
+                    cookieverf: [1; 8],
+                    count: 4096
+                }
+            )
+            .status(),
+            Nfsstat3::BAD_COOKIE,
+        ),
+    ];
+    let wrong: Vec<String> = checks
+        .iter()
+        .filter(|(_, got, want)| got != want)
+        .map(|(what, got, want)| format!("{what}: got {}, want {}", got.name(), want.name()))
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // Nothing changed on disk.
+    assert_eq!(std::fs::read(s.export.join("f")).unwrap(), b"abc");
+    assert!(s.export.join("d/sub").is_dir() && s.export.join("e/x").is_dir());
+    // READ edge cases: past EOF is an empty eof reply; a zero count at 0 is not eof.
+    let r = ok(read(&mut c, &f, 100, 10).await);
+    assert_eq!((r.count, r.eof, r.data.len()), (0, true, 0));
+    let r = ok(read(&mut c, &f, 0, 0).await);
+    assert_eq!((r.count, r.eof), (0, false));
+    // A READ larger than rtmax is cut to rtmax.
+    std::fs::write(s.export.join("f"), vec![1u8; 3 << 20]).unwrap();
+    let r = ok(read(&mut c, &f, 0, 2 << 20).await);
+    assert_eq!((r.count, r.eof, r.data.len()), (1 << 20, false, 1 << 20));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
