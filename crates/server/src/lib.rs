@@ -11,6 +11,7 @@
 //! Wire formats live in `sluice-xdr`, RPC framing and call parsing in `sluice-rpc`; both pure.
 
 pub mod backend;
+pub mod io;
 pub mod metrics;
 pub mod mountd;
 pub mod net;
@@ -46,6 +47,8 @@ pub struct ServerConfig {
     /// Serve statistics over HTTP here (`/metrics` Prometheus, `/stats` text).
     pub metrics: Option<SocketAddr>,
     pub net: net::NetConfig,
+    /// Sequential detection, readahead, READ chunk pool and write-behind (`io::IoConfig`).
+    pub io: io::IoConfig,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +64,7 @@ impl Default for ServerConfig {
             log_requests: false,
             metrics: None,
             net: net::NetConfig::default(),
+            io: io::IoConfig::default(),
         }
     }
 }
@@ -150,6 +154,7 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
         nfs: nfs::Nfs3 {
             exports: exports.clone(),
             stats: stats.clone(),
+            io: io::Engine::new(config.io.clone(), config.read_bytes_max, stats.clone()),
         },
         mountd: mountd::Mountd::new(exports.clone()),
         ports: portmap::PortTable {
@@ -198,6 +203,7 @@ pub async fn run(bound: Bound) -> Result<(), String> {
     } = bound;
     let net = config.net.clone();
     let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(server.nfs.io.wb.clone().run_flusher());
     tasks.spawn(net::serve_tcp(tcp, server.clone(), net.clone()));
     if let Some(u) = udp {
         tasks.spawn(net::serve_udp(u, server.clone(), net.clone()));

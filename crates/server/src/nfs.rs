@@ -5,15 +5,24 @@
 //! few syscalls under the caller's fsuid), and turns the backend's answer into the procedure's
 //! `resok`/`resfail`. Semantics (permissions, wcc data, confinement) live in the backend.
 //!
-//! READ replies are built from 64 KiB chunks ([`DATA_CHUNK_BYTES`]) appended to the reply iovec
-//! without a copy; WRITE payloads arrive as the receive path's 64 KiB segments and go to
-//! `pwritev` as they are. Nothing on the data path allocates a contiguous buffer larger than a
-//! chunk.
+//! READ replies are built from 64 KiB chunks ([`DATA_CHUNK_BYTES`]) lent by the server's pool
+//! ([`crate::io::pool`]) and appended to the reply iovec without a copy; they return to the pool
+//! once the reply is on the socket. WRITE payloads arrive as the receive path's 64 KiB segments;
+//! UNSTABLE ones are held by write-behind ([`crate::io::writebehind`]) and reach `pwritev` in
+//! clusters, the others go to `pwritev` as they are. Nothing on the data path allocates a
+//! contiguous buffer larger than a chunk.
+//!
+//! Most procedures are one backend call on the blocking pool ([`execute`]). READ, WRITE, COMMIT,
+//! size-changing SETATTR and CREATE, and REMOVE also talk to write-behind around that call, which
+//! may mean waiting (for admission, or for held data to land), so they are driven from
+//! [`Nfs3::run`] in async code and only their backend calls go to the blocking pool.
 
 use crate::backend::{self, export_id_of, Caller, Cred, DirEntry, Export, ExportOptions, LocalFs};
+use crate::io::writebehind::SizeFix;
+use crate::io::Engine;
 use crate::net::{Peer, Transport};
 use crate::stats::Stats;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::nfs3::*;
 use sluice_xdr::{Pack, Payload, Writer};
@@ -36,6 +45,8 @@ pub struct ExportEntry {
 pub struct Nfs3 {
     pub exports: Arc<Vec<ExportEntry>>,
     pub stats: Arc<Stats>,
+    /// Sequential table, READ chunk pool and write-behind, shared by every export.
+    pub io: Arc<Engine>,
 }
 
 /// Why a call cannot reach an export.
@@ -103,16 +114,250 @@ impl Nfs3 {
     }
 
     async fn run(&self, fs: Arc<LocalFs>, caller: Caller, args: Args3) -> Res3 {
+        let wb = &self.io.wb;
+        match args {
+            Args3::Read(a) => Res3::Read(self.read(fs, caller, a).await),
+            Args3::Write(a) => Res3::Write(self.write(fs, caller, a).await),
+            Args3::Commit(a) => Res3::Commit(self.commit(fs, caller, a).await),
+            Args3::Setattr(a) if a.new_attributes.size.is_some() => {
+                // Truncate or extend: every held byte lands first, so none is written back
+                // beyond the new size after it.
+                wb.flush_range(&a.object.0, 0, 0).await;
+                self.blocking(fs, caller, Args3::Setattr(a)).await
+            }
+            Args3::Create(a) if creates_with_size(&a.how) && wb.holds_any() => {
+                // CREATE UNCHECKED of an existing file applies the size like SETATTR.
+                let (fs2, c2, dir, name) = (
+                    fs.clone(),
+                    caller.clone(),
+                    a.where_.dir.clone(),
+                    a.where_.name.clone(),
+                );
+                let found = self
+                    .spawn(move || fs2.lookup(&c2, &dir, &name).ok())
+                    .await
+                    .flatten();
+                if let Some(l) = found {
+                    wb.flush_range(&l.fh.0, 0, 0).await;
+                }
+                self.blocking(fs, caller, Args3::Create(a)).await
+            }
+            Args3::Remove(a) if wb.holds_any() => self.remove(fs, caller, a).await,
+            other => self.blocking(fs, caller, other).await,
+        }
+    }
+
+    /// Runs one procedure on the blocking pool.
+    async fn blocking(&self, fs: Arc<LocalFs>, caller: Caller, args: Args3) -> Res3 {
         let stats = self.stats.clone();
+        let io = self.io.clone();
         let fallback = failure(&args, Nfsstat3::SERVERFAULT);
-        match tokio::task::spawn_blocking(move || execute(&fs, &caller, args, &stats)).await {
-            Ok(res) => res,
+        self.spawn(move || execute(&fs, &caller, args, &stats, &io))
+            .await
+            .unwrap_or(fallback)
+    }
+
+    /// `f` on the blocking pool; `None` if it panicked (logged).
+    async fn spawn<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        match tokio::task::spawn_blocking(f).await {
+            Ok(v) => Some(v),
             Err(e) => {
                 tracing::error!("NFS handler failed: {e}");
-                fallback
+                None
             }
         }
     }
+
+    /// READ (RFC 1813 §3.3.6): held data overlapping the range lands first; the reply's data are
+    /// pooled chunks.
+    async fn read(&self, fs: Arc<LocalFs>, caller: Caller, a: ReadArgs) -> ReadRes {
+        let fail = |s| NfsResult::Err(s, ReadResFail::default());
+        let wb = &self.io.wb;
+        let count = a.count.min(fs.config().read_bytes_max);
+        if count > 0 && wb.holds(&a.file.0) {
+            wb.flush_range(&a.file.0, a.offset, u64::from(count)).await;
+        }
+        let run = |fs: Arc<LocalFs>, caller: Caller, a: ReadArgs| {
+            let (stats, io) = (self.stats.clone(), self.io.clone());
+            self.spawn(move || read(&fs, &caller, &a, count, &stats, &io))
+        };
+        let Some(mut res) = run(fs.clone(), caller.clone(), a.clone()).await else {
+            return fail(Nfsstat3::SERVERFAULT);
+        };
+        if let NfsResult::Ok(ok) = &res {
+            // Short, with held data beyond: a hole before a held write reads as zeros only once
+            // the write has landed.
+            let got_end = a.offset + u64::from(ok.count);
+            if ok.count < count && wb.held_end(&a.file.0).is_some_and(|e| e > got_end) {
+                wb.flush_range(&a.file.0, got_end, 0).await;
+                drop(res);
+                res = match run(fs, caller, a).await {
+                    Some(r) => r,
+                    None => return fail(Nfsstat3::SERVERFAULT),
+                };
+            }
+        }
+        res
+    }
+
+    /// WRITE (§3.3.7). UNSTABLE: held by write-behind and acknowledged from memory once the
+    /// caller's permission is checked. DATA_SYNC/FILE_SYNC: held data overlapping the range
+    /// lands first, then the write goes through.
+    async fn write(&self, fs: Arc<LocalFs>, caller: Caller, a: WriteArgs) -> WriteRes {
+        let fail = |s| NfsResult::Err(s, WriteResFail::default());
+        let Some(stable) = stable_to_backend(a.stable) else {
+            return fail(Nfsstat3::INVAL);
+        };
+        // RFC 1813 §3.3.7: `count` is the number of bytes of `data` to write; more than was sent
+        // is a malformed request.
+        let count = a.count as usize;
+        if count > a.data.len() {
+            return fail(Nfsstat3::INVAL);
+        }
+        self.stats.wire_write_bytes.record(count as u64);
+        self.io.seq.observe_write(&a.file.0, a.offset, count as u64);
+        let chunks = payload_prefix(&a.data, count);
+        let wb = &self.io.wb;
+        if stable != backend::StableHow::Unstable || !self.io.config.write_behind_enabled {
+            if count > 0 && wb.holds(&a.file.0) {
+                wb.flush_range(&a.file.0, a.offset, count as u64).await;
+            }
+            let (stats, io) = (self.stats.clone(), self.io.clone());
+            return self
+                .spawn(move || write_through(&fs, &caller, &a, &chunks, stable, &stats, &io))
+                .await
+                .unwrap_or(fail(Nfsstat3::SERVERFAULT));
+        }
+        if a.offset
+            .checked_add(count as u64)
+            .is_none_or(|end| end > i64::MAX as u64)
+        {
+            return fail(Nfsstat3::FBIG);
+        }
+        wb.admit(count as u64).await;
+        // The permission check, as the caller: the backend's WRITE path without the data.
+        let (fs2, c2, fh) = (fs.clone(), caller.clone(), a.file.clone());
+        let checked = self
+            .spawn(
+                move || match fs2.write(&c2, &fh, a.offset, &[], backend::StableHow::Unstable) {
+                    Ok(w) => (Nfsstat3::OK, w.wcc),
+                    Err((s, wcc)) => (s, wcc),
+                },
+            )
+            .await;
+        let mut wcc = match checked {
+            Some((Nfsstat3::OK, wcc)) => wcc,
+            Some((s, file_wcc)) => {
+                wb.cancel(count as u64);
+                return NfsResult::Err(s, WriteResFail { file_wcc });
+            }
+            None => {
+                wb.cancel(count as u64);
+                return fail(Nfsstat3::SERVERFAULT);
+            }
+        };
+        let previous_end = wb.hold(&fs, &a.file, a.offset, chunks, caller);
+        if let (Some(before), Some(end)) = (wcc.before.as_mut(), previous_end) {
+            before.size = before.size.max(end);
+        }
+        if let Some(after) = wcc.after.as_mut() {
+            let end = wb.held_end(&a.file.0).unwrap_or(0);
+            after.size = after.size.max(end).max(a.offset + count as u64);
+        }
+        NfsResult::Ok(WriteResOk {
+            file_wcc: wcc,
+            count: count as u32,
+            committed: StableHow::UNSTABLE,
+            verf: fs.write_verifier(),
+        })
+    }
+
+    /// COMMIT (§3.3.21): held data overlapping the range lands, then a flush error remembered
+    /// for the file is reported, or the range is made durable.
+    async fn commit(&self, fs: Arc<LocalFs>, caller: Caller, a: CommitArgs) -> CommitRes {
+        let wb = &self.io.wb;
+        wb.flush_range(&a.file.0, a.offset, u64::from(a.count))
+            .await;
+        if let Some(s) = wb.take_error(&a.file.0) {
+            let fh = a.file.clone();
+            let attr = self.spawn(move || fs.getattr(&fh).ok()).await.flatten();
+            return NfsResult::Err(
+                s,
+                CommitResFail {
+                    file_wcc: WccData {
+                        before: None,
+                        after: attr,
+                    },
+                },
+            );
+        }
+        let io = self.io.clone();
+        self.spawn(move || {
+            let since = io.wb.epoch();
+            match fs.commit(&caller, &a.file, a.offset, a.count) {
+                Ok(mut file_wcc) => {
+                    fix_post_op(&io, &fs, &a.file, &mut file_wcc.after, since);
+                    NfsResult::Ok(CommitResOk {
+                        file_wcc,
+                        verf: fs.write_verifier(),
+                    })
+                }
+                Err((s, file_wcc)) => NfsResult::Err(s, CommitResFail { file_wcc }),
+            }
+        })
+        .await
+        .unwrap_or(NfsResult::Err(
+            Nfsstat3::SERVERFAULT,
+            CommitResFail::default(),
+        ))
+    }
+
+    /// REMOVE (§3.3.12) while write-behind holds data: if the removed file's handle is stale
+    /// afterwards (its last link is gone), its held data is dropped.
+    async fn remove(&self, fs: Arc<LocalFs>, caller: Caller, a: RemoveArgs) -> Res3 {
+        let (fs2, c2, dir, name) = (
+            fs.clone(),
+            caller.clone(),
+            a.object.dir.clone(),
+            a.object.name.clone(),
+        );
+        let target = self
+            .spawn(move || fs2.lookup(&c2, &dir, &name).ok().map(|l| l.fh))
+            .await
+            .flatten()
+            .filter(|fh| self.io.wb.holds(&fh.0));
+        let res = self.blocking(fs.clone(), caller, Args3::Remove(a)).await;
+        if let (Some(fh), Res3::Remove(NfsResult::Ok(_))) = (target, &res) {
+            let fh2 = fh.clone();
+            let gone = self
+                .spawn(move || fs.getattr(&fh2).is_err())
+                .await
+                .unwrap_or(false);
+            if gone {
+                self.io.wb.discard(&fh.0).await;
+            }
+        }
+        res
+    }
+}
+
+fn creates_with_size(how: &CreateHow) -> bool {
+    matches!(how, CreateHow::Unchecked(s) if s.size.is_some())
+}
+
+/// The first `count` bytes of a WRITE's payload, as slices of its segments.
+fn payload_prefix(data: &Payload, count: usize) -> Vec<Bytes> {
+    let mut chunks: Vec<Bytes> = Vec::with_capacity(data.chunks().len());
+    let mut left = count;
+    for c in data.chunks() {
+        if left == 0 {
+            break;
+        }
+        let n = left.min(c.len());
+        chunks.push(c.slice(..n));
+        left -= n;
+    }
+    chunks
 }
 
 /// Largest READ/WRITE offered over UDP: a reply must fit one datagram (64 KiB less headers), and
@@ -253,36 +498,56 @@ fn stable_to_wire(s: backend::StableHow) -> StableHow {
     }
 }
 
-/// Runs one procedure on the blocking pool.
-fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats) -> Res3 {
+/// Runs one procedure on the blocking pool. Attributes of files with held writes are fixed
+/// up (size) before they leave; see [`crate::io::writebehind`].
+fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engine) -> Res3 {
     use NfsResult::{Err as E, Ok as O};
+    let since = io.wb.epoch();
     match args {
         Args3::Null(()) => Res3::Null(()),
         Args3::Getattr(a) => Res3::Getattr(match fs.getattr(&a.object) {
-            Ok(attr) => O(GetattrResOk {
-                obj_attributes: attr,
-            }),
+            Ok(mut attr) => {
+                if io.wb.fix_size(&a.object.0, &mut attr, since) == SizeFix::Uncertain {
+                    attr = match fs.getattr(&a.object) {
+                        Ok(again) => again,
+                        Err(s) => return Res3::Getattr(E(s, ())),
+                    };
+                }
+                O(GetattrResOk {
+                    obj_attributes: attr,
+                })
+            }
             Err(s) => E(s, ()),
         }),
         Args3::Setattr(a) => Res3::Setattr(
             match fs.setattr(caller, &a.object, &a.new_attributes, a.guard) {
-                Ok(obj_wcc) => O(SetattrResOk { obj_wcc }),
+                Ok(mut obj_wcc) => {
+                    fix_post_op(io, fs, &a.object, &mut obj_wcc.after, since);
+                    O(SetattrResOk { obj_wcc })
+                }
                 Err((s, obj_wcc)) => E(s, SetattrResFail { obj_wcc }),
             },
         ),
         Args3::Lookup(a) => Res3::Lookup(match fs.lookup(caller, &a.what.dir, &a.what.name) {
-            Ok(l) => O(LookupResOk {
-                object: l.fh,
-                obj_attributes: Some(l.attr),
-                dir_attributes: l.dir_attr,
-            }),
+            Ok(l) => {
+                let mut obj_attributes = Some(l.attr);
+                fix_post_op(io, fs, &l.fh, &mut obj_attributes, since);
+                O(LookupResOk {
+                    object: l.fh,
+                    obj_attributes,
+                    dir_attributes: l.dir_attr,
+                })
+            }
             Err((s, dir_attributes)) => E(s, LookupResFail { dir_attributes }),
         }),
         Args3::Access(a) => Res3::Access(match fs.access(caller, &a.object, a.access) {
-            Ok((access, obj_attributes)) => O(AccessResOk {
-                obj_attributes,
-                access,
-            }),
+            Ok((access, mut obj_attributes)) => {
+                fix_post_op(io, fs, &a.object, &mut obj_attributes, since);
+                O(AccessResOk {
+                    obj_attributes,
+                    access,
+                })
+            }
             Err((s, obj_attributes)) => E(s, AccessResFail { obj_attributes }),
         }),
         Args3::Readlink(a) => Res3::Readlink(match fs.readlink(&a.symlink) {
@@ -292,8 +557,20 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats) -> Res3 {
             }),
             Err((s, symlink_attributes)) => E(s, ReadlinkResFail { symlink_attributes }),
         }),
-        Args3::Read(a) => Res3::Read(read(fs, caller, a, stats)),
-        Args3::Write(a) => Res3::Write(write(fs, caller, a, stats)),
+        Args3::Read(a) => {
+            let count = a.count.min(fs.config().read_bytes_max);
+            Res3::Read(read(fs, caller, &a, count, stats, io))
+        }
+        Args3::Write(a) => {
+            let Some(stable) = stable_to_backend(a.stable) else {
+                return Res3::Write(E(Nfsstat3::INVAL, WriteResFail::default()));
+            };
+            if a.count as usize > a.data.len() {
+                return Res3::Write(E(Nfsstat3::INVAL, WriteResFail::default()));
+            }
+            let chunks = payload_prefix(&a.data, a.count as usize);
+            Res3::Write(write_through(fs, caller, &a, &chunks, stable, stats, io))
+        }
         Args3::Create(a) => {
             let how = match a.how {
                 CreateHow::Unchecked(s) => backend::CreateHow::Unchecked(s),
@@ -361,10 +638,13 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats) -> Res3 {
             },
         ),
         Args3::Link(a) => Res3::Link(match fs.link(caller, &a.file, &a.link.dir, &a.link.name) {
-            Ok(l) => O(LinkResOk {
-                file_attributes: l.attr,
-                linkdir_wcc: l.dir_wcc,
-            }),
+            Ok(mut l) => {
+                fix_post_op(io, fs, &a.file, &mut l.attr, since);
+                O(LinkResOk {
+                    file_attributes: l.attr,
+                    linkdir_wcc: l.dir_wcc,
+                })
+            }
             Err((s, l)) => E(
                 s,
                 LinkResFail {
@@ -374,7 +654,19 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats) -> Res3 {
             ),
         }),
         Args3::Readdir(a) => Res3::Readdir(readdir(fs, caller, a)),
-        Args3::Readdirplus(a) => Res3::Readdirplus(readdirplus(fs, caller, a)),
+        Args3::Readdirplus(a) => {
+            let mut res = readdirplus(fs, caller, a);
+            if let NfsResult::Ok(ok) = &mut res {
+                io.wb.fix_sizes(
+                    ok.entries.iter_mut().filter_map(|e| {
+                        let fh = e.name_handle.as_ref()?;
+                        Some((&fh.0[..], &mut e.name_attributes))
+                    }),
+                    since,
+                );
+            }
+            Res3::Readdirplus(res)
+        }
         Args3::Fsstat(a) => Res3::Fsstat(match fs.fsstat(&a.fsroot) {
             Ok(f) => O(FsstatResOk {
                 obj_attributes: f.attr,
@@ -416,43 +708,62 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats) -> Res3 {
             }),
             Err((s, obj_attributes)) => E(s, PathconfResFail { obj_attributes }),
         }),
-        Args3::Commit(a) => Res3::Commit(match fs.commit(caller, &a.file, a.offset, a.count) {
-            Ok(file_wcc) => O(CommitResOk {
-                file_wcc,
-                verf: fs.write_verifier(),
-            }),
-            Err((s, file_wcc)) => E(s, CommitResFail { file_wcc }),
-        }),
+        // COMMIT always goes through `Nfs3::commit` (held data must land first).
+        Args3::Commit(_) => Res3::Commit(E(Nfsstat3::SERVERFAULT, CommitResFail::default())),
     }
 }
 
-fn read(fs: &LocalFs, caller: &Caller, a: ReadArgs, stats: &Stats) -> ReadRes {
-    let count = (a.count as usize).min(fs.config().read_bytes_max as usize);
-    let mut bufs: Vec<BytesMut> = Vec::with_capacity(count.div_ceil(DATA_CHUNK_BYTES));
-    let mut left = count;
-    while left > 0 {
-        let n = left.min(DATA_CHUNK_BYTES);
-        bufs.push(BytesMut::zeroed(n));
-        left -= n;
+/// Post-op attributes of a file with held writes: size fixed, or read again when a fix cannot
+/// tell (see [`SizeFix`]).
+fn fix_post_op(io: &Engine, fs: &LocalFs, fh: &NfsFh3, attr: &mut PostOpAttr, since: u64) {
+    if let Some(a) = attr.as_mut() {
+        if io.wb.fix_size(&fh.0, a, since) == SizeFix::Uncertain {
+            *attr = fs.getattr(fh).ok();
+        }
     }
+}
+
+/// READ of `count` bytes into pooled chunks; starts server readahead for a sequential reader.
+fn read(
+    fs: &LocalFs,
+    caller: &Caller,
+    a: &ReadArgs,
+    count: u32,
+    stats: &Stats,
+    io: &Engine,
+) -> ReadRes {
+    let since = io.wb.epoch();
+    let Some(mut bufs) = io.pool.acquire_for(count as usize) else {
+        tracing::warn!(count, "READ buffers exhausted; answering JUKEBOX");
+        return NfsResult::Err(Nfsstat3::JUKEBOX, ReadResFail::default());
+    };
+    let ahead = io.seq.observe_read(&a.file.0, a.offset, u64::from(count));
     match fs.read(caller, &a.file, a.offset, &mut bufs) {
         Ok(ok) => {
+            if let Some(ra) = ahead {
+                fs.readahead_hint(&a.file, ra.offset, ra.len);
+            }
             let mut data = Payload::new();
             let mut left = ok.count;
-            for mut b in bufs {
+            for b in bufs {
                 if left == 0 {
-                    break;
+                    break; // the rest go back to the pool here
                 }
-                let n = left.min(b.len());
-                b.truncate(n);
-                data.push(b.freeze());
+                let n = left.min(b.as_ref().len());
+                data.push(b.into_bytes(n));
                 left -= n;
             }
             stats.wire_read_bytes.record(ok.count as u64);
+            stats.backend_read_bytes.record(ok.count as u64);
+            let mut attr = Some(ok.attr);
+            fix_post_op(io, fs, &a.file, &mut attr, since);
+            let end = a.offset + ok.count as u64;
+            // Held data beyond what was read: not the end of the file yet.
+            let eof = ok.eof && attr.is_none_or(|at| at.size <= end);
             NfsResult::Ok(ReadResOk {
-                file_attributes: Some(ok.attr),
+                file_attributes: attr,
                 count: ok.count as u32,
-                eof: ok.eof,
+                eof,
                 data,
             })
         }
@@ -460,35 +771,28 @@ fn read(fs: &LocalFs, caller: &Caller, a: ReadArgs, stats: &Stats) -> ReadRes {
     }
 }
 
-fn write(fs: &LocalFs, caller: &Caller, a: WriteArgs, stats: &Stats) -> WriteRes {
-    let fail = |s| NfsResult::Err(s, WriteResFail::default());
-    let Some(stable) = stable_to_backend(a.stable) else {
-        return fail(Nfsstat3::INVAL);
-    };
-    // RFC 1813 §3.3.7: `count` is the number of bytes of `data` to write; more than was sent is
-    // a malformed request.
-    let count = a.count as usize;
-    if count > a.data.len() {
-        return fail(Nfsstat3::INVAL);
-    }
-    let mut chunks: Vec<Bytes> = Vec::with_capacity(a.data.chunks().len());
-    let mut left = count;
-    for c in a.data.chunks() {
-        if left == 0 {
-            break;
+/// WRITE straight to the backend (DATA_SYNC, FILE_SYNC, or write-behind disabled).
+fn write_through(
+    fs: &LocalFs,
+    caller: &Caller,
+    a: &WriteArgs,
+    chunks: &[Bytes],
+    stable: backend::StableHow,
+    stats: &Stats,
+    io: &Engine,
+) -> WriteRes {
+    let since = io.wb.epoch();
+    match fs.write(caller, &a.file, a.offset, chunks, stable) {
+        Ok(mut w) => {
+            stats.backend_write_bytes.record(w.count as u64);
+            fix_post_op(io, fs, &a.file, &mut w.wcc.after, since);
+            NfsResult::Ok(WriteResOk {
+                file_wcc: w.wcc,
+                count: w.count as u32,
+                committed: stable_to_wire(w.committed),
+                verf: fs.write_verifier(),
+            })
         }
-        let n = left.min(c.len());
-        chunks.push(c.slice(..n));
-        left -= n;
-    }
-    stats.wire_write_bytes.record(count as u64);
-    match fs.write(caller, &a.file, a.offset, &chunks, stable) {
-        Ok(w) => NfsResult::Ok(WriteResOk {
-            file_wcc: w.wcc,
-            count: w.count as u32,
-            committed: stable_to_wire(w.committed),
-            verf: fs.write_verifier(),
-        }),
         Err((s, file_wcc)) => NfsResult::Err(s, WriteResFail { file_wcc }),
     }
 }
