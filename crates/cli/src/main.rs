@@ -22,10 +22,20 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// Run the link emulator: a TCP/UDP proxy with delay, bandwidth limit and faults.
     Link(sluice_link::LinkArgs),
+    /// Mount an NFS export with FUSE: ordinary programs then read and write it.
+    Mount(sluice_fuse::MountArgs),
+    /// Unmount a `sluice mount`.
+    Umount(UmountArgs),
     /// Print a running server's statistics (like nfsstat -s), from its --metrics endpoint.
     Stats(StatsArgs),
     #[command(flatten)]
     Client(sluice_client::cmd::ClientCmd),
+}
+
+#[derive(clap::Args)]
+struct UmountArgs {
+    /// The mount point.
+    mountpoint: std::path::PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -58,6 +68,8 @@ fn main() -> ExitCode {
                 .await
                 .map_err(|e| format!("link: {e}")),
             Cmd::Client(cmd) => sluice_client::cmd::run(cmd).await,
+            Cmd::Mount(a) => sluice_fuse::run(a).await,
+            Cmd::Umount(a) => sluice_fuse::umount(&a.mountpoint).map_err(|e| e.to_string()),
             Cmd::Stats(a) => {
                 let path = if a.prometheus { "/metrics" } else { "/stats" };
                 sluice_server::metrics::fetch(a.metrics, path)

@@ -64,6 +64,14 @@ pub struct ServeArgs {
     /// Serve statistics over HTTP on ADDR:PORT (/metrics for Prometheus, /stats for `sluice stats`).
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<SocketAddr>,
+    /// Write UNSTABLE WRITEs through to the disk before replying, instead of holding them in
+    /// memory and flushing them in large clusters.
+    #[arg(long)]
+    pub no_write_behind: bool,
+    /// Keep write-behind but flush each WRITE alone as it arrives (the benchmark baseline for
+    /// clustering).
+    #[arg(long)]
+    pub no_clustering: bool,
     /// Connections served at once.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
@@ -127,6 +135,14 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         log_requests: a.log_requests,
         metrics: a.metrics,
         net,
+        io: {
+            let mut io = sluice_server::io::IoConfig {
+                write_behind_enabled: !a.no_write_behind,
+                ..Default::default()
+            };
+            io.write_behind.clustering = !a.no_clustering;
+            io
+        },
     })
 }
 
