@@ -58,7 +58,7 @@ pub enum Squash {
     All,
 }
 
-/// How READ and WRITE reach the disk. Only stored for now; the backend always buffers.
+/// How READ and WRITE reach the disk (`io=` in exports, `--io`); see `backend/iomode.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IoMode {
     /// Through the page cache.

@@ -24,6 +24,12 @@
 //! * **Mode when the client sends none** is 0 (as knfsd); objects are created with exactly the
 //!   mode the client sent (the thread's umask is 0, see `creds`).
 //!
+//! # READ and WRITE
+//! Both go through the open-file cache and then the export's cache mode (`iomode`: buffered,
+//! `RWF_DONTCACHE`, or `O_DIRECT` on an aligned middle with buffered head and tail, each falling
+//! back to buffered with one warning when the file system refuses). The mode changes what stays
+//! in the page cache, never the bytes, the `eof` flag or the stability a WRITE or COMMIT promises.
+//!
 //! # READDIR cookies
 //! A cookie is the file system's own directory offset (`d_off` from `getdents64`, resumed with
 //! `lseek`), which is what knfsd sends: ext4 hashes and tmpfs offsets stay valid when other
@@ -40,9 +46,10 @@
 
 use super::attr::{self, dev_ino, is_dir, is_lnk, is_reg};
 use super::creds::{Cred, CredGuard};
-use super::exports::{squash, ExportOptions};
+use super::exports::{squash, ExportOptions, IoMode};
 use super::handle::{self, Decoded, ExportId, HandleKey, Kind};
-use super::openfiles::{OpenFile, OpenFiles, OPEN_FILES_DEFAULT};
+use super::iomode::ModeIo;
+use super::openfiles::{DirectFd, OpenFile, OpenFiles, OPEN_FILES_DEFAULT};
 use super::sys::{self, KernelHandle};
 use bytes::Bytes;
 use sluice_xdr::nfs3::{
@@ -50,7 +57,7 @@ use sluice_xdr::nfs3::{
     WccData,
 };
 use std::ffi::{CStr, CString};
-use std::io::{self, IoSlice, IoSliceMut};
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -105,8 +112,12 @@ pub struct LocalFsConfig {
     pub write_bytes_max: u32,
     /// FSINFO `dtpref`, bytes. Default [`READDIR_BYTES_PREF_DEFAULT`].
     pub readdir_bytes_pref: u32,
-    /// Open descriptors cached for READ/WRITE/COMMIT. Default [`OPEN_FILES_DEFAULT`].
+    /// Open descriptors cached for READ/WRITE/COMMIT. Default [`OPEN_FILES_DEFAULT`]. With
+    /// `io_mode` Direct each cached file holds two, so half as many files are cached.
     pub open_files_max: usize,
+    /// How READ and WRITE reach the disk (`io=` in exports, `--io`). Default
+    /// [`IoMode::Buffered`]; see the `iomode` module for the others and their fallbacks.
+    pub io_mode: IoMode,
 }
 
 impl LocalFsConfig {
@@ -119,6 +130,7 @@ impl LocalFsConfig {
             write_bytes_max: IO_BYTES_MAX_DEFAULT,
             readdir_bytes_pref: READDIR_BYTES_PREF_DEFAULT,
             open_files_max: OPEN_FILES_DEFAULT,
+            io_mode: IoMode::Buffered,
         }
     }
 
@@ -134,6 +146,11 @@ impl LocalFsConfig {
 
     pub fn open_files_max(mut self, n: usize) -> Self {
         self.open_files_max = n;
+        self
+    }
+
+    pub fn io_mode(mut self, mode: IoMode) -> Self {
+        self.io_mode = mode;
         self
     }
 }
@@ -314,6 +331,8 @@ pub struct LocalFs {
     key: HandleKey,
     fsid: u64,
     files: OpenFiles,
+    /// The cache mode and its fallbacks; does every READ and WRITE.
+    modes: ModeIo,
     write_verifier: [u8; 8],
     config: LocalFsConfig,
 }
@@ -379,8 +398,13 @@ impl LocalFs {
             path = %path.display(),
             export = export.0,
             whole_fs,
+            io_mode = ?config.io_mode,
             "export ready"
         );
+        let open_files_max = match config.io_mode {
+            IoMode::Direct => (config.open_files_max / 2).max(1),
+            IoMode::Buffered | IoMode::DontCache => config.open_files_max,
+        };
         Ok(LocalFs {
             root,
             root_id: dev_ino(&st),
@@ -390,7 +414,8 @@ impl LocalFs {
             whole_fs,
             key,
             fsid: u64::from(export.0),
-            files: OpenFiles::new(config.open_files_max),
+            files: OpenFiles::new(open_files_max),
+            modes: ModeIo::new(config.io_mode, path.clone()),
             write_verifier,
             config: LocalFsConfig { path, ..config },
         })
@@ -418,6 +443,23 @@ impl LocalFs {
     /// resend unstable data.
     pub fn write_verifier(&self) -> [u8; 8] {
         self.write_verifier
+    }
+
+    /// The cache mode in effect: the configured one, or [`IoMode::Buffered`] once the file
+    /// system refused it (learnt on first use, logged once).
+    pub fn io_mode(&self) -> IoMode {
+        self.modes.io_mode()
+    }
+
+    /// A hint that `len` bytes from `offset` of the file will be read soon: buffered and
+    /// dontcache exports start reading them into the page cache (`POSIX_FADV_WILLNEED`, which
+    /// queues the reads and returns); direct exports ignore it (their reads bypass the page
+    /// cache). Only a file already in the open-file cache is hinted (it is, right after a READ of
+    /// it); nothing is opened, checked or answered.
+    pub fn readahead_hint(&self, fh: &NfsFh3, offset: u64, len: u64) {
+        if let Some(file) = self.files.get(&fh.0) {
+            self.modes.readahead(&file, offset, len);
+        }
     }
 
     /// The open-file cache (for statistics and tests).
@@ -574,9 +616,11 @@ impl LocalFs {
         Ok((target, Some(post)))
     }
 
-    /// READ (§3.3.6) into the caller's buffers, filled in order (`preadv`). Pass chunks of at
-    /// most 64 KiB: nothing here allocates a data buffer. `eof` is true when the read reached
-    /// the end of the file.
+    /// READ (§3.3.6) into the caller's buffers, filled in order, as the export's cache mode says
+    /// (see `iomode`). Pass chunks of at most 64 KiB: buffered and dontcache reads allocate no
+    /// data buffer; direct reads use pooled aligned buffers unless the caller's are aligned
+    /// (address and length multiples of 4 KiB, and an aligned offset). `eof` is true when the
+    /// read reached the end of the file.
     ///
     /// Permission: read permission, or execute permission on a regular file (a client must be
     /// able to load a binary it may only execute), or being the owner.
@@ -596,24 +640,11 @@ impl LocalFs {
                 .map_err(|s| (s, Some(self.fattr(&st))))?;
             may_read(file.as_fd(), &st, &caller.cred).map_err(|s| (s, Some(self.fattr(&st))))?;
         }
-        let mut slices: Vec<IoSliceMut<'_>> = bufs
-            .iter_mut()
-            .map(|b| IoSliceMut::new(b.as_mut()))
-            .collect();
-        let want: usize = slices.iter().map(|s| s.len()).sum();
-        let mut rest = &mut slices[..];
-        let mut count = 0usize;
-        while !rest.is_empty() && count < want {
-            let n = match sys::preadv(file.as_fd(), rest, offset.saturating_add(count as u64)) {
-                Ok(n) => n,
-                Err(e) => return Err((errno(&e), self.post_op(file.as_fd()))),
-            };
-            if n == 0 {
-                break;
-            }
-            count += n;
-            IoSliceMut::advance_slices(&mut rest, n);
-        }
+        let want: usize = bufs.iter_mut().map(|b| b.as_mut().len()).sum();
+        let count = self
+            .modes
+            .read(&file, offset, bufs)
+            .map_err(|e| (errno(&e), self.post_op(file.as_fd())))?;
         let post = sys::statx(file.as_fd(), sys::EMPTY).map_err(|e| (errno(&e), None))?;
         let eof = count < want || offset.saturating_add(count as u64) >= post.stx_size;
         Ok(ReadOk {
@@ -623,7 +654,8 @@ impl LocalFs {
         })
     }
 
-    /// WRITE (§3.3.7) of `data` (the payload's chunks, in order) at `offset`, with `pwritev2`.
+    /// WRITE (§3.3.7) of `data` (the payload's chunks, in order) at `offset`, with `pwritev2` as
+    /// the export's cache mode says (see `iomode`).
     /// UNSTABLE leaves the data in the page cache; DATA_SYNC and FILE_SYNC make the written range
     /// durable before returning (`RWF_DSYNC` / `RWF_SYNC`: the range, its allocation metadata,
     /// and for FILE_SYNC all metadata, with a disk cache flush).
@@ -653,7 +685,9 @@ impl LocalFs {
         let count = {
             let _as = self.act_as(caller).map_err(fail)?;
             may_write(file.as_fd(), &st, &caller.cred).map_err(fail)?;
-            write_all(file.as_fd(), offset, data, stable).map_err(|e| fail(errno(&e)))?
+            self.modes
+                .write(&file, offset, data, stable)
+                .map_err(|e| fail(errno(&e)))?
         };
         let post = sys::statx(file.as_fd(), sys::EMPTY).ok();
         if let Some(post) = &post {
@@ -1233,8 +1267,50 @@ impl LocalFs {
             Err(e) => return Err(errno(&e)),
         };
         let (dev, ino) = dev_ino(&obj.st);
-        let file = OpenFile::new(fd, writable, dev, ino, ctime_stamp(&obj.st));
+        let mut file = OpenFile::new(fd, writable, dev, ino, ctime_stamp(&obj.st));
+        if self.modes.wants_direct() {
+            if let Some(direct) = self.open_direct(&obj, writable) {
+                file = file.with_direct(direct);
+            }
+        }
         Ok((self.files.insert(&fh.0, file), obj.st))
+    }
+
+    /// The `O_DIRECT` twin of a file being opened for the cache, or `None` when the export is to
+    /// fall back to buffered I/O (then [`ModeIo::refuse_direct`] has turned it, once) or the
+    /// process is short of descriptors (this file is then served buffered until evicted).
+    fn open_direct(&self, obj: &Obj, writable: bool) -> Option<DirectFd> {
+        let align = match sys::statx_dio_align(obj.fd.as_fd()) {
+            Ok(a) => a,
+            Err(e) => {
+                self.modes
+                    .refuse_direct(&format!("statx(STATX_DIOALIGN): {e}"));
+                return None;
+            }
+        };
+        let (mem, off) = match self.modes.usable_alignment(align) {
+            Ok(a) => a,
+            Err(why) => {
+                self.modes.refuse_direct(&why);
+                return None;
+            }
+        };
+        let access = if writable {
+            libc::O_RDWR
+        } else {
+            libc::O_RDONLY
+        };
+        match self.open_kernel(&obj.kh, access | libc::O_DIRECT) {
+            Ok(fd) => Some(DirectFd::new(fd, mem, off)),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) => {
+                self.modes.refuse_direct(&format!("open(O_DIRECT): {e}"));
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "open(O_DIRECT) failed; this file is served buffered");
+                None
+            }
+        }
     }
 
     /// A cache hit usable for `write`, with current attributes; `None` on a miss. A file
@@ -1582,45 +1658,6 @@ fn dir_holds(dir: BorrowedFd<'_>, target: (u64, u64)) -> bool {
             }
         }
     }
-}
-
-/// Writes every chunk, looping over short writes; syncs as `stable` asks.
-fn write_all(
-    fd: BorrowedFd<'_>,
-    offset: u64,
-    data: &[Bytes],
-    stable: StableHow,
-) -> io::Result<usize> {
-    let flags = match stable {
-        StableHow::Unstable => 0,
-        StableHow::DataSync => libc::RWF_DSYNC,
-        StableHow::FileSync => libc::RWF_SYNC,
-    };
-    let mut slices: Vec<IoSlice<'_>> = data.iter().map(|b| IoSlice::new(b)).collect();
-    let want: usize = data.iter().map(|b| b.len()).sum();
-    let mut rest = &mut slices[..];
-    let mut done = 0usize;
-    let mut flags_ok = true;
-    while done < want {
-        let f = if flags_ok { flags } else { 0 };
-        match sys::pwritev2(fd, rest, offset + done as u64, f) {
-            Ok(0) => return Err(io::Error::from_raw_os_error(libc::EIO)),
-            Ok(n) => {
-                done += n;
-                IoSlice::advance_slices(&mut rest, n);
-            }
-            Err(e) if f != 0 && e.raw_os_error() == Some(libc::EOPNOTSUPP) => flags_ok = false,
-            Err(e) => return Err(e),
-        }
-    }
-    if !flags_ok {
-        match stable {
-            StableHow::Unstable => {}
-            StableHow::DataSync => sys::fdatasync(fd)?,
-            StableHow::FileSync => sys::fsync(fd)?,
-        }
-    }
-    Ok(done)
 }
 
 /// Read permission for READ: read, or execute on a regular file, or ownership.

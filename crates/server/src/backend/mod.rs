@@ -25,6 +25,7 @@
 //! * [`handle`]: the file handle layout, its MAC and the secret in the state directory.
 //! * [`creds`]: per-thread fsuid/fsgid/groups switching.
 //! * [`openfiles`]: the bounded cache of open descriptors.
+//! * `iomode`: the cache modes per export (buffered, dontcache, direct) behind READ and WRITE.
 //! * `localfs`: [`LocalFs`], the 21 procedures (NULL needs no backend).
 //! * `sys`: the only place with `unsafe`: one wrapper per system call.
 
@@ -32,11 +33,12 @@ mod attr;
 pub mod creds;
 pub mod exports;
 pub mod handle;
+mod iomode;
 mod localfs;
 pub mod openfiles;
 mod sys;
 
 pub use creds::Cred;
-pub use exports::{Export, ExportOptions};
+pub use exports::{Export, ExportOptions, IoMode};
 pub use handle::{export_id_of, ExportId};
 pub use localfs::*;

@@ -17,7 +17,9 @@
 //! a running `pread`. Evicted descriptors are dropped after the lock is released.
 //!
 //! Descriptors are opened by the server (as root), `O_RDWR` when root may, else `O_RDONLY`
-//! (a read-only file system, an immutable file). A WRITE that finds a read-only entry reopens
+//! (a read-only file system, an immutable file). On `io=direct` exports an entry also holds an
+//! `O_DIRECT` twin descriptor ([`DirectFd`], same access mode), so such an entry costs two
+//! descriptors and the backend halves the number of entries to keep the descriptor bound. A WRITE that finds a read-only entry reopens
 //! the file and replaces the entry: the mode upgrade. The descriptors carry no client identity,
 //! so every operation still checks the caller's permission explicitly (see `LocalFs::read`).
 //!
@@ -40,10 +42,39 @@ use std::sync::{Arc, Mutex};
 /// and systemd raises services to 524288; 1024 leaves room for sockets under either.
 pub const OPEN_FILES_DEFAULT: usize = 1024;
 
+/// A second descriptor of the same file opened `O_DIRECT` (exports with `io=direct`), with the
+/// alignment the file system asks of it.
+#[derive(Debug)]
+pub struct DirectFd {
+    fd: OwnedFd,
+    /// `stx_dio_mem_align`: buffer addresses must be multiples of it.
+    pub mem_align_bytes: u32,
+    /// `stx_dio_offset_align`: file offsets and lengths must be multiples of it.
+    pub offset_align_bytes: u32,
+}
+
+impl DirectFd {
+    pub fn new(fd: OwnedFd, mem_align_bytes: u32, offset_align_bytes: u32) -> DirectFd {
+        DirectFd {
+            fd,
+            mem_align_bytes,
+            offset_align_bytes,
+        }
+    }
+}
+
+impl AsFd for DirectFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 /// An open regular file.
 #[derive(Debug)]
 pub struct OpenFile {
     fd: OwnedFd,
+    /// The `O_DIRECT` twin of `fd` (same access mode), on `io=direct` exports only.
+    direct: Option<DirectFd>,
     writable: bool,
     dev: u64,
     ino: u64,
@@ -56,11 +87,23 @@ impl OpenFile {
     pub fn new(fd: OwnedFd, writable: bool, dev: u64, ino: u64, validated: u64) -> OpenFile {
         OpenFile {
             fd,
+            direct: None,
             writable,
             dev,
             ino,
             validated: AtomicU64::new(validated),
         }
+    }
+
+    /// Adds the `O_DIRECT` twin descriptor.
+    pub fn with_direct(mut self, direct: DirectFd) -> OpenFile {
+        self.direct = Some(direct);
+        self
+    }
+
+    /// The `O_DIRECT` twin descriptor, if the file has one.
+    pub fn direct(&self) -> Option<&DirectFd> {
+        self.direct.as_ref()
     }
 
     /// Whether the file was last validated at `stamp`.

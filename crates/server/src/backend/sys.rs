@@ -228,6 +228,30 @@ pub(crate) fn statx(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<libc::statx>
     Ok(unsafe { st.assume_init() })
 }
 
+/// Direct-I/O alignment of a regular file from `statx(STATX_DIOALIGN)` (Linux 6.1):
+/// `(stx_dio_mem_align, stx_dio_offset_align)` in bytes, or `None` when the file system does not
+/// report it or reports zero (no O_DIRECT for this file).
+pub(crate) fn statx_dio_align(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, u32)>> {
+    let mut st = MaybeUninit::<libc::statx>::zeroed();
+    let flags = libc::AT_STATX_SYNC_AS_STAT | libc::AT_EMPTY_PATH;
+    // SAFETY: `st` has room for a `struct statx`; static empty string.
+    let ret = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            flags,
+            libc::STATX_DIOALIGN,
+            st.as_mut_ptr(),
+        )
+    };
+    cvt(ret)?;
+    // SAFETY: filled by the kernel over a zeroed value.
+    let st = unsafe { st.assume_init() };
+    let reported = st.stx_mask & libc::STATX_DIOALIGN != 0;
+    let (mem, off) = (st.stx_dio_mem_align, st.stx_dio_offset_align);
+    Ok((reported && mem != 0 && off != 0).then_some((mem, off)))
+}
+
 pub(crate) fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<libc::statfs> {
     let mut st = MaybeUninit::<libc::statfs>::zeroed();
     // SAFETY: `st` has room for a `struct statfs`. fstatfs works on O_PATH descriptors.
@@ -489,11 +513,13 @@ pub(crate) fn ftruncate(fd: BorrowedFd<'_>, size: u64) -> io::Result<()> {
     retry(|| cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), size) }).map(drop))
 }
 
-/// One `preadv(2)` of at most `IOV_MAX` buffers; returns the bytes read (0 at end of file).
-pub(crate) fn preadv(
+/// One `preadv2(2)` of at most `IOV_MAX` buffers with `RWF_*` flags; returns the bytes read
+/// (0 at end of file).
+pub(crate) fn preadv2(
     fd: BorrowedFd<'_>,
     bufs: &mut [std::io::IoSliceMut<'_>],
     offset: u64,
+    flags: libc::c_int,
 ) -> io::Result<usize> {
     let n = bufs.len().min(libc::UIO_MAXIOV as usize);
     let offset = i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -501,11 +527,12 @@ pub(crate) fn preadv(
         // SAFETY: `IoSliceMut` is ABI-compatible with `struct iovec` and each one describes a
         // live, exclusively borrowed buffer.
         let ret = unsafe {
-            libc::preadv(
+            libc::preadv2(
                 fd.as_raw_fd(),
                 bufs.as_mut_ptr().cast::<libc::iovec>(),
                 n as libc::c_int,
                 offset,
+                flags,
             )
         };
         cvt_size(ret)
@@ -559,6 +586,22 @@ pub(crate) fn sync_range(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Resul
     retry(|| cvt(unsafe { libc::sync_file_range(fd.as_raw_fd(), offset, len, flags) }).map(drop))
 }
 
+/// `posix_fadvise(fd, offset, len, POSIX_FADV_WILLNEED)`: starts readahead of the range into
+/// the page cache and returns without waiting for the data.
+pub(crate) fn fadvise_willneed(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
+    let offset = i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let len = i64::try_from(len).unwrap_or(i64::MAX);
+    // SAFETY: integer arguments.
+    let ret =
+        unsafe { libc::posix_fadvise(fd.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED) };
+    // posix_fadvise returns the error number instead of setting errno.
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(ret))
+    }
+}
+
 pub(crate) fn lseek_set(fd: BorrowedFd<'_>, offset: u64) -> io::Result<()> {
     // Directory offsets are opaque 64-bit cookies (ext4 hashes use all 63 bits), passed through.
     // SAFETY: integer arguments.
@@ -607,6 +650,13 @@ pub(crate) fn getrandom(buf: &mut [u8]) -> io::Result<()> {
 pub(crate) fn zeroed_statx() -> libc::statx {
     // SAFETY: `statx` is plain integers; all-zero is a valid value.
     unsafe { MaybeUninit::<libc::statx>::zeroed().assume_init() }
+}
+
+/// The page size in bytes (4 KiB on x86-64; 16 or 64 KiB on some arm64 kernels).
+pub(crate) fn page_size() -> u64 {
+    // SAFETY: integer argument.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(v).ok().filter(|&p| p > 0).unwrap_or(4096)
 }
 
 /// Linux `makedev()` for a 64-bit `dev_t`.
