@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bench;
 mod serve;
 
 #[derive(Parser)]
@@ -22,6 +23,8 @@ enum Cmd {
     Serve(serve::ServeArgs),
     /// Run the link emulator: a TCP/UDP proxy with delay, bandwidth limit and faults.
     Link(sluice_link::LinkArgs),
+    /// Load generator for benchmarks: pipelined READ/WRITE calls at a fixed queue depth.
+    Bench(bench::BenchArgs),
     /// Mount an NFS export with FUSE: ordinary programs then read and write it.
     Mount(sluice_fuse::MountArgs),
     /// Unmount a `sluice mount`.
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
                 .await
                 .map_err(|e| format!("link: {e}")),
             Cmd::Client(cmd) => sluice_client::cmd::run(cmd).await,
+            Cmd::Bench(a) => bench::run(a).await,
             Cmd::Mount(a) => sluice_fuse::run(a).await,
             Cmd::Umount(a) => sluice_fuse::umount(&a.mountpoint).map_err(|e| e.to_string()),
             Cmd::Stats(a) => {
