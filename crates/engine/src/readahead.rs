@@ -41,15 +41,52 @@
 //!   `pos` passes `trigger`, the reader has consumed a whole window since the last decision; the
 //!   window doubles and `trigger` moves a full new window ahead. A window-limited reader consumes
 //!   a window per RTT, so the window doubles per RTT.
-//! * **What is needed**: growth stops at `need = bdp_gain × bw_max × rtt_min` (a BBR-style
-//!   bandwidth-delay product). `rtt_min` is the windowed minimum of the RTT samples the caller
-//!   reports for completed READs (a minimum, not an average: queueing we cause ourselves inflates
-//!   RTT, and `bw × smoothed_rtt` would then grow without bound). `bw_max` is the windowed maximum
-//!   of delivery-rate samples: for each completed READ, the bytes this file received while that
-//!   READ was outstanding, divided by how long it was outstanding. While the window limits us
-//!   `bw ≈ window / RTT`, so `need ≈ 2 × window` and growth continues; once the link (or the
-//!   server, or a slow reader) limits us, `bw` stops rising and the window settles at
-//!   `bdp_gain` (2) × the true BDP. A window more than twice `need` halves at the next trigger.
+//! * **What is needed**: growth stops at `need = bdp_gain × bw_max × rtt_late` (a BBR-style
+//!   bandwidth-delay product). `bw_max` is the windowed maximum of delivery-rate samples: for
+//!   each completed READ, the bytes this file received while that READ was outstanding, divided
+//!   by how long it was outstanding. While the window limits us `bw ≈ window / RTT`, so
+//!   `need ≈ 2 × window` and growth continues; once the link (or the server, or a slow reader)
+//!   limits us, `bw` stops rising and the window settles at `bdp_gain` (2) × the true BDP. A
+//!   window more than twice `need` halves at the next trigger.
+//! * **Which RTT** (`rtt_late = rtt_min + 2 × rtt_jitter`). The reader consumes in order, so
+//!   the READ issued when the window's far edge passed an offset must be back by the time the
+//!   reader gets there: the window has to cover the rate times the RTT of the *late* READs, not
+//!   of the typical or the fastest one. Two things make READs late, and they need opposite
+//!   treatment:
+//!   - *our own queueing*: a window above the BDP parks its excess in the bottleneck queue, and
+//!     every READ's RTT grows by the same standing delay. Counting that delay as "needed" is a
+//!     positive feedback (a bigger window, a longer RTT, a bigger need): sized from the smoothed
+//!     RTT, a high percentile, or even `rtt_min + 4 × rttvar` (tried: the queue's ramp while the
+//!     window doubles keeps the deviation from the lagging mean high, and the windows of the
+//!     acceptance grid ran to 53 MiB on a 2 KiB BDP), the window grows until the cap. It must be
+//!     left out.
+//!   - *the path's own jitter* (other traffic's queues, wireless retries, a server whose service
+//!     time varies): no window size changes it, and a window sized from the minimum RTT leaves
+//!     the reader waiting for every READ that drew a long one (seed 5 of the simulator: 10 ms ±
+//!     5 ms at 300 MB/s reached 0.863 of the link; RTT uniform in [0.2, 40] ms at 12.5 MB/s,
+//!     0.41). It must be counted.
+//!
+//!   A standing queue *shifts* every sample; jitter *spreads* them. So the estimate is a floor
+//!   plus a spread, each blind to a shift. `rtt_min` is the windowed minimum (10 s, as BBR's
+//!   min_rtt) of the RTT samples the caller reports. `rtt_jitter` is RTP's interarrival jitter
+//!   (RFC 3550 §6.4.1) applied to consecutive RTT samples: `J += (|R_i - R_{i-1}| - J) / 16`.
+//!   A difference of consecutive samples does not see a standing queue at all, and sees a
+//!   growing one only by its slope per sample, about one chunk's serialization time whatever the
+//!   window (each completed READ adds at most one more behind the others), so `need` stays at
+//!   about `2 × BDP + 4 chunks` while the window grows and decays back to `2 × BDP` plus the real
+//!   jitter once it stops; the `2 × need` halving rule trims what the ramp left. The price is on
+//!   slow links with large READs, where one chunk's serialization dwarfs the BDP: in the
+//!   readahead model, 12.5 MB/s with 1 MiB READs settles at 7 MiB where the BDP is a few KiB
+//!   (the per-file cap and the global budget still bound it). Why two
+//!   jitters: for RTTs uniform over a width `w` the mean absolute difference of two samples is
+//!   `w / 3`, so `rtt_late ≈ rtt_min + 2w/3` and `need = 2 × bw × rtt_late` covers
+//!   `bw × (rtt_min + w)`, the latest READ, with room to spare; three would reach the top of the
+//!   range before the gain and pay the ramp's contamination once more (measured: two interleaved
+//!   readers at 10 ms × 1 GB/s grew 24 MiB windows instead of 20 and fell to 0.884 of the
+//!   link, as the first reader's overrun into the second one's half got longer). On a steady
+//!   path `rtt_late` is `rtt_min`, the old estimate. Linux's TCP receive-buffer autotuning (`tcp_rcv_space_adjust`) sizes a buffer
+//!   from what one RTT delivers for the same reason: what the path holds, not what our own
+//!   buffer adds; `bw_max × rtt_late` is the readahead form of it.
 //! * **Caps**: the sum of a file's stream windows is at most
 //!   [`ReadaheadConfig::window_bytes_max`], and growth never exceeds what the global [`Budget`]
 //!   has left. A readahead chunk the budget cannot cover is simply not issued yet.
@@ -59,7 +96,7 @@
 //!
 //! ```text
 //!   window
-//!     │                 ┌────────────── need = 2 × bw_max × rtt_min
+//!     │                 ┌────────────── need = 2 × bw_max × (rtt_min + 2 × rtt_jitter)
 //!     │            ┌────┘
 //!     │       ┌────┘     ×2 each time the reader consumes a whole window
 //!     │  ┌────┘
@@ -115,9 +152,15 @@ pub struct ReadaheadConfig {
     pub window_bytes_max: u64,
     /// Streams tracked per file; the least recently used is evicted. Default 8.
     pub streams_max: usize,
-    /// Window target as a percentage of the measured BDP (`bw_max × rtt_min`). Default 200: a
+    /// Window target as a percentage of the measured BDP (`bw_max × rtt_late`). Default 200: a
     /// window of twice the BDP keeps the pipe full through the chunk granularity and rate noise.
     pub bdp_gain_percent: u64,
+    /// Multiples of the RTT jitter (RFC 3550 §6.4.1, over consecutive RTT samples) added to the
+    /// minimum RTT to get `rtt_late`, the RTT of a late READ (see the module essay). Default 2:
+    /// the mean absolute difference of samples uniform over a width `w` is `w / 3`, so with the
+    /// `bdp_gain_percent` of 200 the window covers the latest READ. 0 gives back the pure
+    /// minimum-RTT estimate.
+    pub rtt_jitter_multiplier: u64,
     /// How long an RTT sample stays a candidate for the minimum. Default 10 s (as BBR's min_rtt).
     pub rtt_min_window: Duration,
     /// How long a delivery-rate sample stays a candidate for the maximum. Default 2 s.
@@ -138,6 +181,7 @@ impl Default for ReadaheadConfig {
             window_bytes_max: 128 * 1024 * 1024,
             streams_max: 8,
             bdp_gain_percent: 200,
+            rtt_jitter_multiplier: 2,
             rtt_min_window: Duration::from_secs(10),
             bw_max_window: Duration::from_secs(2),
             fetches_tracked_max: 1024,
@@ -331,6 +375,7 @@ pub struct FileReadahead {
     fetches: VecDeque<TrackedFetch>,
     delivered_bytes: u64,
     rtt_min: WindowedExtreme,
+    rtt_jitter: RttJitter,
     bw_max: WindowedExtreme,
     stats: ReadaheadStats,
     trace: VecDeque<TraceEvent>,
@@ -361,6 +406,7 @@ impl FileReadahead {
             fetches: VecDeque::new(),
             delivered_bytes: 0,
             rtt_min: WindowedExtreme::new(Extreme::Min),
+            rtt_jitter: RttJitter::default(),
             bw_max: WindowedExtreme::new(Extreme::Max),
             stats: ReadaheadStats::default(),
             trace: VecDeque::new(),
@@ -404,6 +450,7 @@ impl FileReadahead {
         self.delivered_bytes += len;
         let rtt_ns = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX).max(1);
         self.rtt_min.update(now, rtt_ns, self.config.rtt_min_window);
+        self.rtt_jitter.update(rtt_ns);
         let Some(i) = self.fetches.iter().position(|f| f.offset == offset) else {
             return;
         };
@@ -454,7 +501,7 @@ impl FileReadahead {
     /// The BDP-based window target, if RTT and rate samples exist.
     pub fn need_bytes(&self) -> Option<u64> {
         let bw = self.bw_max.get()?;
-        let rtt_ns = self.rtt_min.get()?;
+        let rtt_ns = self.rtt_late_ns()?;
         let bdp = u128::from(bw) * u128::from(rtt_ns) / 1_000_000_000;
         let need = bdp * u128::from(self.config.bdp_gain_percent) / 100;
         Some(u64::try_from(need).unwrap_or(u64::MAX))
@@ -463,6 +510,16 @@ impl FileReadahead {
     /// Windowed minimum RTT.
     pub fn rtt_min(&self) -> Option<Duration> {
         self.rtt_min.get().map(Duration::from_nanos)
+    }
+
+    /// Smoothed absolute difference of consecutive RTT samples (RFC 3550 §6.4.1).
+    pub fn rtt_jitter(&self) -> Option<Duration> {
+        self.rtt_jitter.get_ns().map(Duration::from_nanos)
+    }
+
+    /// The RTT of a late READ that the window sizes for: `rtt_min + 2 × rtt_jitter`.
+    pub fn rtt_late(&self) -> Option<Duration> {
+        self.rtt_late_ns().map(Duration::from_nanos)
     }
 
     /// Windowed maximum delivery rate, bytes per second.
@@ -483,6 +540,13 @@ impl FileReadahead {
     /// Takes the trace events recorded since the last call.
     pub fn take_trace(&mut self) -> Vec<TraceEvent> {
         self.trace.drain(..).collect()
+    }
+
+    fn rtt_late_ns(&self) -> Option<u64> {
+        let min_ns = self.rtt_min.get()?;
+        let jitter_ns = self.rtt_jitter.get_ns().unwrap_or(0);
+        let spread_ns = jitter_ns.saturating_mul(self.config.rtt_jitter_multiplier);
+        Some(min_ns.saturating_add(spread_ns))
     }
 
     // ---- the decisions -------------------------------------------------------------------
@@ -927,6 +991,31 @@ struct TrackedFetch {
     delivered_at_issue: u64,
 }
 
+/// The RTP interarrival jitter estimator (RFC 3550 §6.4.1) applied to RTT samples: the
+/// smoothed absolute difference between consecutive samples, `J += (|R_i - R_{i-1}| - J) / 16`,
+/// in nanoseconds. A shift of every sample (a standing queue) does not change a difference, and
+/// a queue that ramps while the window grows only adds its slope per sample.
+#[derive(Debug, Clone, Copy, Default)]
+struct RttJitter {
+    /// `None` before the first sample.
+    last_ns: Option<u64>,
+    jitter_ns: u64,
+}
+
+impl RttJitter {
+    fn update(&mut self, sample_ns: u64) {
+        if let Some(last) = self.last_ns {
+            let d = u128::from(sample_ns.abs_diff(last));
+            self.jitter_ns = ((15 * u128::from(self.jitter_ns) + d) / 16) as u64;
+        }
+        self.last_ns = Some(sample_ns);
+    }
+
+    fn get_ns(&self) -> Option<u64> {
+        self.last_ns.map(|_| self.jitter_ns)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Extreme {
     Min,
@@ -1114,6 +1203,32 @@ mod tests {
             r.on_read(t0, i * MIB, MIB, 10 * GIB, &mut b);
         }
         assert_eq!(r.window_bytes(), need.div_ceil(MIB) * MIB);
+    }
+
+    /// Regression (simulator seed 5, `auto_readahead_fills_a_jittery_link`): jitter that the
+    /// window did not cause raises the need; a standing queue that it did cause does not.
+    #[test]
+    fn jitter_raises_the_need_and_a_standing_queue_does_not() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let feed = |rtts: &[u64]| {
+            let mut r = ra(ReadaheadMode::Auto);
+            let mut b = Budget::new(GIB);
+            r.on_read(t0, 0, MIB, 10 * GIB, &mut b);
+            for (i, &rtt) in rtts.iter().enumerate() {
+                r.on_fetch_complete(t0 + ms(i as u64), 0, MIB, ms(rtt));
+            }
+            r.rtt_late().unwrap()
+        };
+        // Steady at 10 ms: the late RTT is the minimum.
+        assert_eq!(feed(&[10; 200]), ms(10));
+        // A standing queue of 30 ms after 100 samples: a step, then steady again.
+        let mut shifted = vec![10; 100];
+        shifted.extend([40; 100]);
+        assert!(feed(&shifted) < ms(11), "{:?}", feed(&shifted));
+        // RTTs alternating between 10 and 40 ms: the late RTT covers the long ones.
+        let jittery: Vec<u64> = (0..200).map(|i| if i % 2 == 0 { 10 } else { 40 }).collect();
+        assert!(feed(&jittery) >= ms(60), "{:?}", feed(&jittery));
     }
 
     #[test]

@@ -72,17 +72,17 @@ fn fixed_128k_falls_short_on_long_fat_links() {
     assert!(metro.ratio() < 0.9, "1 ms × 300 MB/s: {:.3}", metro.ratio());
 }
 
-/// FINDING in sluice-engine's readahead (not a simulator bug): Auto sizes the window as
-/// `2 × bw_max × rtt_min`, and `rtt_min` is the *minimum* RTT sample. That is right when RTT
-/// grows because of our own queueing, but on a path whose RTT jitters for other reasons the
-/// minimum is far below what most READs see, and the window stays below the BDP (seed 5: TCP,
-/// 10 ms ± 5 ms at 300 MB/s reaches 0.863 of the link; UDP, rsize 32 KiB, RTT uniform in
-/// [0.2, 40] ms at 12.5 MB/s reaches 0.41 with a 112 KiB window for a 250 KB BDP).
+/// Regression test for a finding of this simulator in sluice-engine's readahead: Auto sized the
+/// window as `2 × bw_max × rtt_min`, with `rtt_min` the *minimum* RTT sample. That is right when
+/// RTT grows because of our own queueing, but on a path whose RTT jitters for other reasons the
+/// minimum is far below what most READs see, and the window stayed below the BDP (seed 5: TCP,
+/// 10 ms ± 5 ms at 300 MB/s reached 0.863 of the link; UDP, rsize 32 KiB, RTT uniform in
+/// [0.2, 40] ms at 12.5 MB/s reached 0.41 with a 112 KiB window for a 250 KB BDP). The engine
+/// now sizes for the RTT of a late READ, `rtt_min + 2 × rtt_jitter` (see
+/// `sluice_engine::readahead`).
 ///
-/// Ignored until the engine accounts for RTT variation; run it with
-/// `cargo test -p sluice-sim --test grid -- --ignored --nocapture`.
+/// `cargo test -p sluice-sim --test grid -- --nocapture` prints the numbers.
 #[test]
-#[ignore = "fails: readahead sizes its window from the minimum RTT (see the doc comment)"]
 fn auto_readahead_fills_a_jittery_link() {
     use sluice_sim::{run, Scenario, Transport, MIB};
     let seed = seed_from_env(5);
