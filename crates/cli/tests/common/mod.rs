@@ -81,6 +81,10 @@ pub struct Sluice {
     /// The exported directory (canonical path, as MOUNT expects it).
     pub export: PathBuf,
     pub log: PathBuf,
+    state_dir: PathBuf,
+    extra: Vec<String>,
+    /// False between [`Sluice::kill9`] and [`Sluice::restart`].
+    running: bool,
 }
 
 impl Sluice {
@@ -90,25 +94,17 @@ impl Sluice {
         let export = export.canonicalize().expect("export dir exists");
         for _attempt in 0..5 {
             let port = free_port();
-            let logf = std::fs::File::create(log).expect("create server log");
-            let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-                .arg("serve")
-                .arg(&export)
-                .arg("--listen")
-                .arg(format!("127.0.0.1:{port}"))
-                .arg("--state-dir")
-                .arg(state_dir)
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(logf.try_clone().expect("clone log handle"))
-                .stderr(logf)
-                .spawn()
-                .expect("spawn the sluice binary");
+            let _ = std::fs::remove_file(log);
+            let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+            let child = spawn_server(&export, port, state_dir, &extra, log);
             let mut s = Sluice {
                 child,
                 port,
                 export: export.clone(),
                 log: log.to_path_buf(),
+                state_dir: state_dir.to_path_buf(),
+                extra,
+                running: true,
             };
             match s.wait_listening() {
                 Ok(()) => return s,
@@ -125,6 +121,49 @@ impl Sluice {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// SIGKILL (`kill -9`): the server gets no chance to flush anything it holds in memory
+    /// (write-behind data answered UNSTABLE is lost, as in a crash). Reaps the process.
+    pub fn kill9(&mut self) {
+        if self.running {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            self.running = false;
+        }
+    }
+
+    /// Starts the server again on the same directory, state directory, flags and port (after
+    /// [`Sluice::kill9`]; kills it first if it still runs). Its log is appended to the same
+    /// file. The port may be briefly unavailable after the kill, so a failed bind is retried
+    /// for up to [`RESTART_BIND_TIMEOUT`].
+    pub fn restart(&mut self) {
+        self.kill9();
+        let deadline = Instant::now() + RESTART_BIND_TIMEOUT;
+        loop {
+            self.child = spawn_server(
+                &self.export,
+                self.port,
+                &self.state_dir,
+                &self.extra,
+                &self.log,
+            );
+            self.running = true;
+            match self.wait_listening() {
+                Ok(()) => return,
+                Err(e) if e.contains("cannot listen") && Instant::now() < deadline => {
+                    let _ = self.child.wait();
+                    self.running = false;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("sluice did not restart on port {}: {e}", self.port),
+            }
+        }
+    }
+
+    /// A field of the server's /proc/PID/status in KiB (`VmRSS`, `VmHWM`), if readable.
+    pub fn status_kib(&self, field: &str) -> Option<u64> {
+        proc_status_kib(self.pid(), field)
     }
 
     pub fn log_text(&self) -> String {
@@ -157,6 +196,306 @@ impl Drop for Sluice {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// How long [`Sluice::restart`] retries binding the old port.
+pub const RESTART_BIND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `sluice serve` with its output appended to `log`.
+fn spawn_server(export: &Path, port: u16, state_dir: &Path, extra: &[String], log: &Path) -> Child {
+    let logf = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("open server log");
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("serve")
+        .arg(export)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--state-dir")
+        .arg(state_dir)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(logf.try_clone().expect("clone log handle"))
+        .stderr(logf)
+        .spawn()
+        .expect("spawn the sluice binary")
+}
+
+/// A field of /proc/PID/status given in kB (`VmRSS`, `VmHWM`).
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(field)?.strip_prefix(':')?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// The NFS URL of `path` (absolute, inside the export) on a sluice serving NFS and MOUNT on
+/// `port`.
+pub fn nfs_url(port: u16, path: &Path) -> String {
+    format!(
+        "nfs://127.0.0.1{}?version=3&nfsport={port}&mountport={port}",
+        path.display()
+    )
+}
+
+/// Hex SHA-256 of a byte slice.
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex(&Sha256::digest(data))
+}
+
+/// Hex SHA-256 of a file, streamed.
+pub fn sha256_file(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    use std::io::Read as _;
+    let mut f = std::fs::File::open(path)
+        .unwrap_or_else(|e| panic!("open {} for hashing: {e}", path.display()));
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).expect("read for hashing");
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    hex(&h.finalize())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `len` bytes of a deterministic pseudo-random stream (xorshift64* from `seed`): data that
+/// does not compress and differs per seed, so a misplaced or stale block shows in the hash.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Waits until `cond` holds, polling every `step`; false if `timeout` passed first.
+pub fn wait_until(timeout: Duration, step: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(step);
+    }
+}
+
+/// Size of a file, 0 if it does not exist (yet).
+pub fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// A `sluice` client command (`cp`, `cat`, `mount`...) as a child process with stdout and
+/// stderr in files; killed and reaped on drop.
+pub struct SluiceProc {
+    child: Child,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    _dir: TempDir,
+}
+
+impl SluiceProc {
+    /// Runs `sluice args...` with the extra environment (`RUST_LOG`, say).
+    pub fn spawn(args: &[&str], env: &[(&str, &str)]) -> SluiceProc {
+        let dir = TempDir::new("proc");
+        let stdout = dir.path().join("stdout");
+        let stderr = dir.path().join("stderr");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&stdout).expect("stdout file"))
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn the sluice binary");
+        SluiceProc {
+            child,
+            stdout,
+            stderr,
+            _dir: dir,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The exit status if it has exited.
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().expect("try_wait")
+    }
+
+    /// Waits up to `timeout` for the exit; kills the process and panics with its output if it
+    /// takes longer.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = self.try_wait() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "sluice did not finish within {timeout:?}; killed.\n--- stderr ---\n{}",
+                    self.stderr_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn stderr_text(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for SluiceProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `sluice link` between a client and a server; killed on drop.
+pub struct Link {
+    proc_: SluiceProc,
+    pub port: u16,
+}
+
+impl Link {
+    /// Listens on a free loopback port and forwards to `to`, with the extra flags (`--rtt`,
+    /// `--rate`, `--reset-after`, `--stall-after`/`--stall-for`).
+    pub fn start(to: u16, flags: &[&str]) -> Link {
+        for _attempt in 0..5 {
+            let port = free_port();
+            let listen = format!("127.0.0.1:{port}");
+            let dest = format!("127.0.0.1:{to}");
+            let mut args = vec!["link", "--listen", &listen, "--to", &dest];
+            args.extend_from_slice(flags);
+            let mut proc_ = SluiceProc::spawn(&args, &[]);
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            let up = wait_until(SERVER_START_TIMEOUT, Duration::from_millis(20), || {
+                proc_.try_wait().is_some()
+                    || TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+            });
+            if up && proc_.try_wait().is_none() {
+                return Link { proc_, port };
+            }
+            // Exited (port taken in between?) or never listened: try another port.
+            drop(proc_);
+        }
+        panic!("sluice link could not start in 5 attempts");
+    }
+
+    pub fn log_text(&self) -> String {
+        self.proc_.stderr_text()
+    }
+}
+
+/// A `sluice mount` of an export; unmounted (`sluice umount`, then a lazy `umount -l` if
+/// that fails) and killed on drop, so a failed test leaves no mount behind.
+pub struct FuseMount {
+    proc_: SluiceProc,
+    pub mountpoint: PathBuf,
+    mounted: bool,
+}
+
+impl FuseMount {
+    /// Mounts `url` on `mountpoint` (an existing empty directory) and waits until the kernel
+    /// lists the mount. `env` goes to the mount process (`RUST_LOG` to see reconnects).
+    pub fn mount(url: &str, mountpoint: &Path, env: &[(&str, &str)]) -> FuseMount {
+        let mp = mountpoint.to_str().expect("utf-8 mount point");
+        let mut proc_ = SluiceProc::spawn(&["mount", url, mp], env);
+        let ok = wait_until(SERVER_START_TIMEOUT, Duration::from_millis(20), || {
+            proc_.try_wait().is_some() || is_mounted(mountpoint)
+        }) && is_mounted(mountpoint);
+        // Marked mounted even on failure: a mount that completes late is still undone on drop.
+        let m = FuseMount {
+            proc_,
+            mountpoint: mountpoint.to_path_buf(),
+            mounted: true,
+        };
+        assert!(
+            ok,
+            "sluice mount did not mount {}:\n{}",
+            mountpoint.display(),
+            m.proc_.stderr_text()
+        );
+        m
+    }
+
+    pub fn log_text(&self) -> String {
+        self.proc_.stderr_text()
+    }
+
+    /// Unmounts with `sluice umount` and waits for the mount process to exit.
+    pub fn unmount(&mut self) {
+        if !self.mounted {
+            return;
+        }
+        self.mounted = false;
+        let st = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("umount")
+            .arg(&self.mountpoint)
+            .status();
+        if !st.is_ok_and(|s| s.success()) {
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(&self.mountpoint)
+                .status();
+        }
+        let gone = wait_until(Duration::from_secs(10), Duration::from_millis(20), || {
+            self.proc_.try_wait().is_some()
+        });
+        assert!(gone, "sluice mount did not exit after umount");
+    }
+}
+
+impl Drop for FuseMount {
+    fn drop(&mut self) {
+        if self.mounted {
+            self.mounted = false;
+            let _ = Command::new(env!("CARGO_BIN_EXE_sluice"))
+                .arg("umount")
+                .arg(&self.mountpoint)
+                .status();
+            if is_mounted(&self.mountpoint) {
+                let _ = Command::new("umount")
+                    .arg("-l")
+                    .arg(&self.mountpoint)
+                    .status();
+            }
+        }
+    }
+}
+
+/// True if `path` is a mount point in /proc/self/mounts.
+pub fn is_mounted(path: &Path) -> bool {
+    let want = path.to_string_lossy();
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some(&*want))
 }
 
 /// What a finished script printed.
