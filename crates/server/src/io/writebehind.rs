@@ -387,6 +387,7 @@ impl WriteBehindDriver {
                 .expect("a file with a flush holds bytes");
             (ctx.fs.clone(), ctx.discard)
         };
+        tracing::debug!(reason = ?op.reason, offset = op.offset, len = op.len, "write-behind flush");
         let me = self.clone();
         tokio::spawn(async move {
             let (id, file, len) = (op.id, op.file.clone(), op.len);

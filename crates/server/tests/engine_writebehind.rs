@@ -1,0 +1,367 @@
+//! Write-behind on the wire: an in-process server (`bind` on 127.0.0.1:0, then `run`) and a
+//! pipelining raw RPC client ([`engine_support::Client`]). What is checked is what a client and
+//! the disk see (file contents, sizes, statuses) and the sizes of the backend writes the server
+//! made (`Stats::backend_write_bytes`), which is where clustering shows.
+
+mod engine_support;
+
+use bytes::Bytes;
+use engine_support::*;
+use sluice_engine::writebehind::WriteBehindConfig;
+use sluice_server::stats::Stats;
+use sluice_server::ServerConfig;
+use sluice_xdr::nfs3::*;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Server {
+    addr: SocketAddr,
+    stats: Arc<Stats>,
+    dirs: TestDirs,
+    task: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn start(tag: &str, tune: impl FnOnce(&mut ServerConfig)) -> Server {
+    let dirs = TestDirs::new(tag);
+    let mut config = dirs.config();
+    tune(&mut config);
+    let bound = sluice_server::bind(config).await.expect("server binds");
+    let addr = bound.local_addr().unwrap();
+    let stats = bound.server.stats.clone();
+    let task = tokio::spawn(sluice_server::run(bound));
+    Server {
+        addr,
+        stats,
+        dirs,
+        task,
+    }
+}
+
+impl Server {
+    async fn client(&self) -> (Client, NfsFh3) {
+        let mut c = Client::connect(self.addr).await;
+        let root = c.mount(&self.dirs.export()).await;
+        (c, root)
+    }
+
+    fn disk(&self, name: &str) -> Vec<u8> {
+        std::fs::read(self.dirs.export().join(name)).unwrap()
+    }
+
+    fn disk_len(&self, name: &str) -> u64 {
+        std::fs::metadata(self.dirs.export().join(name))
+            .unwrap()
+            .len()
+    }
+}
+
+/// Writes `mib` MiB of [`pattern`] as windows of 16 pipelined 1 MiB UNSTABLE WRITEs, each window
+/// shuffled, then COMMITs the file; returns the median backend write size.
+async fn stream_reordered(s: &Server, name: &str, mib: u64) -> u64 {
+    let (mut c, root) = s.client().await;
+    let fh = c.create(&root, name).await;
+    for window in 0..mib / 16 {
+        let order: Vec<u64> = shuffled(16, 0x5eed + window)
+            .into_iter()
+            .map(|i| window * 16 + i)
+            .collect();
+        c.write_pipelined(&fh, &order, MIB).await;
+    }
+    let committed = c.commit(&fh, 0, 0).await;
+    assert!(matches!(committed, NfsResult::Ok(_)), "{committed:?}");
+    let disk = s.disk(name);
+    assert_eq!(disk.len() as u64, mib * MIB);
+    assert!(
+        disk == pattern_range(0, disk.len()),
+        "file content differs from what was written"
+    );
+    let h = &s.stats.backend_write_bytes;
+    let median = h.median_bucket_bytes();
+    eprintln!(
+        "{name}: {} backend writes for {mib} MiB, avg {} KiB, median <= {} KiB",
+        h.count.load(Relaxed),
+        h.bytes.load(Relaxed) / h.count.load(Relaxed).max(1) / 1024,
+        median / 1024
+    );
+    median
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reordered_unstable_writes_reach_the_backend_in_large_runs() {
+    let s = start("wb-cluster", |_| {}).await;
+    let median = stream_reordered(&s, "clustered", 16).await;
+    assert!(median >= 4 * MIB, "16 MiB: median backend write {median}");
+    let s = start("wb-cluster64", |_| {}).await;
+    let median = stream_reordered(&s, "clustered64", 64).await;
+    assert!(median >= 4 * MIB, "64 MiB: median backend write {median}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_clustering_each_write_reaches_the_backend_alone() {
+    let s = start("wb-unclustered", |c| c.io.write_behind.clustering = false).await;
+    let median = stream_reordered(&s, "unclustered", 64).await;
+    assert_eq!(median, MIB, "unclustered median backend write");
+}
+
+/// A write-behind that holds data for 10 s unless made to flush: what the client sees in the
+/// meantime comes from the held data, not from the disk.
+fn holding(c: &mut ServerConfig) {
+    c.io.write_behind = WriteBehindConfig {
+        gap_wait: Duration::from_secs(10),
+        ..WriteBehindConfig::default()
+    };
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn read_and_getattr_see_unstable_writes_before_commit() {
+    let s = start("wb-visible", holding).await;
+    let (mut c, root) = s.client().await;
+    let fh = c.create(&root, "f").await;
+    // 1 MiB at 4 MiB: held, not on disk.
+    let data = Bytes::from(pattern_range(4 * MIB, MIB as usize));
+    let w = c
+        .write(&fh, 4 * MIB, data.clone(), StableHow::UNSTABLE)
+        .await;
+    assert_eq!(w.committed, StableHow::UNSTABLE);
+    assert_eq!(w.file_wcc.after.unwrap().size, 5 * MIB, "WRITE wcc size");
+    assert_eq!(s.disk_len("f"), 0, "the data is held, not written");
+    assert_eq!(c.getattr(&fh).await.size, 5 * MIB, "GETATTR size");
+    assert_eq!(s.disk_len("f"), 0, "GETATTR does not flush");
+    // READ of the held range returns it.
+    let r = c.read(&fh, 4 * MIB, MIB as u32).await;
+    assert_eq!(r.count as u64, MIB);
+    assert!(r.data.to_vec() == data, "READ returns the held data");
+    assert!(r.eof);
+    assert_eq!(r.file_attributes.unwrap().size, 5 * MIB);
+    // Another held write beyond; a READ of the hole before it reads zeros, not the end.
+    c.write(&fh, 8 * MIB, data.clone(), StableHow::UNSTABLE)
+        .await;
+    let r = c.read(&fh, 6 * MIB, MIB as u32).await;
+    assert_eq!(r.count as u64, MIB, "a hole before held data");
+    assert!(r.data.to_vec().iter().all(|&b| b == 0));
+    assert!(!r.eof, "held data lies beyond");
+    let NfsResult::Ok(_) = c.commit(&fh, 0, 0).await else {
+        panic!("COMMIT failed")
+    };
+    assert_eq!(s.disk_len("f"), 9 * MIB);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn file_sync_writes_are_on_disk_before_the_reply_and_win_over_older_held_data() {
+    let s = start("wb-sync", holding).await;
+    let (mut c, root) = s.client().await;
+    let fh = c.create(&root, "f").await;
+    c.write(&fh, 0, Bytes::from(vec![b'A'; 8192]), StableHow::UNSTABLE)
+        .await;
+    let w = c
+        .write(&fh, 0, Bytes::from(vec![b'B'; 4096]), StableHow::FILE_SYNC)
+        .await;
+    assert_eq!(w.committed, StableHow::FILE_SYNC);
+    // The held 'A's overlapping the FILE_SYNC range landed first; the 'B's are on disk.
+    let disk = s.disk("f");
+    assert_eq!(&disk[..4096], &[b'B'; 4096][..]);
+    assert_eq!(&disk[4096..], &[b'A'; 4096][..]);
+    let NfsResult::Ok(_) = c.commit(&fh, 0, 0).await else {
+        panic!("COMMIT failed")
+    };
+    let disk = s.disk("f");
+    assert_eq!(
+        &disk[..4096],
+        &[b'B'; 4096][..],
+        "no older write landed after"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn commit_of_a_range_makes_exactly_that_range_land() {
+    let s = start("wb-commit-range", holding).await;
+    let (mut c, root) = s.client().await;
+    let fh = c.create(&root, "f").await;
+    c.write_pipelined(&fh, &[0, 1, 2, 3], MIB).await;
+    let NfsResult::Ok(_) = c.commit(&fh, MIB, MIB as u32).await else {
+        panic!("COMMIT failed")
+    };
+    // Only the held write overlapping [1 MiB, 2 MiB) landed: the disk file ends there, with
+    // a hole before it.
+    assert_eq!(s.disk_len("f"), 2 * MIB);
+    let disk = s.disk("f");
+    assert!(disk[..MIB as usize].iter().all(|&b| b == 0));
+    assert!(disk[MIB as usize..] == pattern_range(MIB, MIB as usize)[..]);
+    assert_eq!(c.getattr(&fh).await.size, 4 * MIB, "the rest is still held");
+    let NfsResult::Ok(_) = c.commit(&fh, 0, 0).await else {
+        panic!("COMMIT failed")
+    };
+    assert!(s.disk("f") == pattern_range(0, 4 * MIB as usize));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_on_many_files_all_land_intact() {
+    let s = Arc::new(start("wb-concurrent", |_| {}).await);
+    let mut tasks = Vec::new();
+    for w in 0..4u64 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut c, root) = s.client().await;
+            for f in 0..2u64 {
+                let name = format!("w{w}f{f}");
+                let fh = c.create(&root, &name).await;
+                let order = shuffled(8, w * 10 + f);
+                c.write_pipelined(&fh, &order, MIB).await;
+                let NfsResult::Ok(_) = c.commit(&fh, 0, 0).await else {
+                    panic!("COMMIT {name} failed")
+                };
+                let disk = s.disk(&name);
+                assert_eq!(disk.len() as u64, 8 * MIB, "{name}");
+                assert!(disk == pattern_range(0, disk.len()), "{name} content");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(s.stats.engine.dirty_bytes.load(Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dirty_bytes_never_exceed_the_limit() {
+    const LIMIT: u64 = 4 * MIB;
+    let s = start("wb-limit", |c| {
+        c.io.write_behind.dirty_bytes_limit = LIMIT;
+    })
+    .await;
+    let (mut c, root) = s.client().await;
+    let fh = c.create(&root, "f").await;
+    for window in 0..4 {
+        let order: Vec<u64> = shuffled(16, window)
+            .iter()
+            .map(|i| window * 16 + i)
+            .collect();
+        c.write_pipelined(&fh, &order, MIB).await;
+    }
+    let NfsResult::Ok(_) = c.commit(&fh, 0, 0).await else {
+        panic!("COMMIT failed")
+    };
+    let high = s.stats.engine.dirty_bytes_high_water.load(Relaxed);
+    eprintln!("dirty high water {high} bytes, limit {LIMIT}");
+    assert!(high <= LIMIT, "high water {high} over the limit");
+    assert!(high >= MIB, "something was held");
+    assert!(s.disk("f") == pattern_range(0, 64 * MIB as usize));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_truncate_drops_held_data_beyond_the_new_size() {
+    let s = start("wb-truncate", holding).await;
+    let (mut c, root) = s.client().await;
+    let fh = c.create(&root, "f").await;
+    c.write_pipelined(&fh, &[0, 1], MIB).await;
+    let r = c
+        .nfs(Args3::Setattr(SetattrArgs {
+            object: fh.clone(),
+            new_attributes: Sattr3 {
+                size: Some(MIB / 2),
+                ..Default::default()
+            },
+            guard: None,
+        }))
+        .await;
+    let Res3::Setattr(NfsResult::Ok(ok)) = r else {
+        panic!("SETATTR: {r:?}")
+    };
+    assert_eq!(ok.obj_wcc.after.unwrap().size, MIB / 2);
+    assert_eq!(c.getattr(&fh).await.size, MIB / 2);
+    let NfsResult::Ok(_) = c.commit(&fh, 0, 0).await else {
+        panic!("COMMIT failed")
+    };
+    assert!(s.disk("f") == pattern_range(0, (MIB / 2) as usize));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn remove_drops_the_files_held_data() {
+    let s = start("wb-remove", holding).await;
+    let (mut c, root) = s.client().await;
+    let fh = c.create(&root, "f").await;
+    c.write_pipelined(&fh, &[0, 1, 2], MIB).await;
+    let r = c
+        .nfs(Args3::Remove(RemoveArgs {
+            object: dirop(&root, "f"),
+        }))
+        .await;
+    assert!(matches!(r, Res3::Remove(NfsResult::Ok(_))), "{r:?}");
+    assert_eq!(s.stats.engine.dirty_bytes.load(Relaxed), 0, "nothing held");
+    assert_eq!(
+        s.stats.backend_write_bytes.count.load(Relaxed),
+        0,
+        "nothing written for a removed file"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_flush_is_reported_by_the_next_commit() {
+    let s = start("wb-error", holding).await;
+    let (mut c, root) = s.client().await;
+    let fh = c.create(&root, "f").await;
+    c.write_pipelined(&fh, &[0], MIB).await;
+    // The file disappears behind the server's back: the flush cannot write it.
+    std::fs::remove_file(s.dirs.export().join("f")).unwrap();
+    let r = c.commit(&fh, 0, 0).await;
+    let NfsResult::Err(status, _) = r else {
+        panic!("COMMIT succeeded for data that could not be written")
+    };
+    eprintln!("COMMIT after a failed flush: {}", status.name());
+    assert_ne!(status, Nfsstat3::OK);
+    assert_eq!(s.stats.engine.dirty_bytes.load(Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sequential_reads_are_read_ahead() {
+    let s = start("seq-read", |_| {}).await;
+    std::fs::write(
+        s.dirs.export().join("r"),
+        pattern_range(0, (32 * MIB) as usize),
+    )
+    .unwrap();
+    let (mut c, root) = s.client().await;
+    let fh = match c
+        .nfs(Args3::Lookup(LookupArgs {
+            what: dirop(&root, "r"),
+        }))
+        .await
+    {
+        Res3::Lookup(NfsResult::Ok(ok)) => ok.object,
+        other => panic!("LOOKUP: {other:?}"),
+    };
+    for i in 0..32 {
+        let r = c.read(&fh, i * MIB, MIB as u32).await;
+        assert!(r.data.to_vec() == pattern_range(i * MIB, MIB as usize));
+    }
+    let e = &s.stats.engine;
+    let ra = e.readahead_bytes.load(Relaxed);
+    eprintln!(
+        "read ahead {ra} bytes; seqtable hits {} misses {}; pool high water {} chunks",
+        e.seq_hits.load(Relaxed),
+        e.seq_misses.load(Relaxed),
+        e.pool_chunks_high_water.load(Relaxed)
+    );
+    assert!(
+        ra >= 31 * MIB,
+        "every READ after the first was hinted ahead"
+    );
+    assert_eq!(e.seq_misses.load(Relaxed), 1);
+    assert!(e.pool_chunks_high_water.load(Relaxed) >= 16);
+    // The last reply's chunks come back once the server's writer has dropped them.
+    for _ in 0..100 {
+        if e.pool_chunks_in_use.load(Relaxed) == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(e.pool_chunks_in_use.load(Relaxed), 0, "chunks came back");
+}
