@@ -14,7 +14,9 @@
 //! slow COMMIT never holds up the READs behind it. Every queue is bounded: the per-connection
 //! call semaphore stops the reader (and so the client, through TCP flow control) when too many
 //! calls are outstanding; the connection semaphore refuses connections past the limit; an idle
-//! connection is closed after `idle_timeout`.
+//! connection is closed after `idle_timeout`, and so is one whose replies make no progress for
+//! that long (a client that never reads would otherwise pin its queue, its calls and its
+//! connection slot forever).
 //!
 //! Socket reads go into 64 KiB buffers that are frozen and handed to the record decoder as
 //! they are, so a 1 MiB WRITE arrives as sixteen 64 KiB segments and is never copied into one
@@ -46,7 +48,7 @@ pub struct NetConfig {
     /// Connections served at once (default 1024); more are accepted and closed at once.
     pub connections_max: usize,
     /// A connection with no outstanding call and no traffic for this long is closed (default 6 min,
-    /// like knfsd's idle timeout).
+    /// like knfsd's idle timeout); so is one whose reply writes make no progress for this long.
     pub idle_timeout: Duration,
     /// Replies queued for the writer of one connection (default 256).
     pub replies_queued_max: usize,
@@ -141,11 +143,19 @@ async fn serve_conn<S: Service>(
 ) -> io::Result<()> {
     let (mut rd, mut wr) = stream.into_split();
     let (tx, mut rx) = mpsc::channel::<Vec<Bytes>>(cfg.replies_queued_max);
+    let stall_max = cfg.idle_timeout;
     let writer = tokio::spawn(async move {
         while let Some(reply) = rx.recv().await {
             let framed = record::frame(reply, usize::MAX >> 1);
-            if let Err(e) = write_all_vectored(&mut wr, &framed).await {
-                debug!("write failed: {e}");
+            if let Err(e) = write_all_vectored_within(&mut wr, &framed, stall_max).await {
+                if e.kind() == io::ErrorKind::TimedOut {
+                    // A client that does not read its replies: everything behind this reply
+                    // (the queue, the calls in flight, the reader) is stuck, and the
+                    // connection would be held forever. Closing it frees all of it.
+                    warn!(addr = %peer.addr, "closing connection: replies made no progress for {stall_max:?}");
+                } else {
+                    debug!("write failed: {e}");
+                }
                 return;
             }
         }
@@ -191,6 +201,12 @@ async fn serve_conn<S: Service>(
                         .acquire_owned()
                         .await
                         .expect("semaphore is never closed");
+                    if tx.is_closed() {
+                        // The writer gave up (see above): executing more calls is wasted work.
+                        drop(tx);
+                        let _ = writer.await;
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, "replies stuck"));
+                    }
                     let svc = svc.clone();
                     let tx = tx.clone();
                     tokio::spawn(async move {
@@ -220,6 +236,17 @@ pub async fn write_all_vectored<W: AsyncWriteExt + Unpin>(
     w: &mut W,
     segs: &[Bytes],
 ) -> io::Result<()> {
+    write_all_vectored_within(w, segs, Duration::MAX).await
+}
+
+/// [`write_all_vectored`], failing with `TimedOut` when one `writev` makes no progress for
+/// `stall_max` (the peer stopped reading). Progress, not the whole write, is timed, so a large
+/// reply to a slow but live client is never cut.
+pub async fn write_all_vectored_within<W: AsyncWriteExt + Unpin>(
+    w: &mut W,
+    segs: &[Bytes],
+    stall_max: Duration,
+) -> io::Result<()> {
     let mut idx = 0;
     let mut off = 0;
     while idx < segs.len() {
@@ -228,7 +255,10 @@ pub async fn write_all_vectored<W: AsyncWriteExt + Unpin>(
         for s in segs[idx + 1..].iter().take(63) {
             slices.push(IoSlice::new(s));
         }
-        let mut n = w.write_vectored(&slices).await?;
+        let mut n = match tokio::time::timeout(stall_max, w.write_vectored(&slices)).await {
+            Ok(r) => r?,
+            Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+        };
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
