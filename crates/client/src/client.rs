@@ -10,16 +10,24 @@
 //!    list picks the longest export that is a prefix of the path; without a list, MNT is tried
 //!    on the whole path, then on ever shorter prefixes. MNT returns the root file handle.
 //! 4. FSINFO on the root: `rsize = min(rtmax, ClientOptions::rsize_max)`, likewise `wsize`.
+//!    Over UDP both are also capped at [`UDP_TRANSFER_BYTES_MAX`] (32 KiB) so that every READ
+//!    reply and WRITE call fits in one datagram.
 //!
-//! Every call is recorded in per-procedure [`ClientStats`].
+//! The transport is TCP unless the URL says `proto=udp` or [`ClientOptions::udp`] is set; then
+//! PORTMAP, MOUNT and NFS all go over UDP (GETPORT asks for the UDP ports).
+//!
+//! Every call is recorded in per-procedure [`ClientStats`]; file reads also in [`ReadStats`].
+//! All files of a client share one readahead memory [`Budget`]
+//! ([`ClientOptions::readahead_budget_bytes`]).
 
 use crate::error::NfsError;
 use crate::file::File;
-use crate::stats::{ClientStats, Sample};
+use crate::stats::{ClientStats, ReadStats, Sample};
 use crate::transport::{CallError, PendingCall, RpcClient, RpcConfig};
 use crate::url::NfsUrl;
 use bytes::Bytes;
-use sluice_rpc::client::{CallTableConfig, ProcId};
+use sluice_engine::readahead::{Budget, ReadaheadMode};
+use sluice_rpc::client::{CallTableConfig, ProcId, Transport};
 use sluice_rpc::rtt::TimerClass;
 use sluice_xdr::nfs3::{self, proc_, *};
 use sluice_xdr::rpc::{AuthSys, OpaqueAuth};
@@ -27,7 +35,11 @@ use sluice_xdr::{mount3, portmap, Pack, Payload, Reader, Unpack, Writer};
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Largest READ/WRITE over UDP: a 32 KiB payload plus headers fits the 64 KiB datagram limit
+/// with room (Linux's UDP default is also 32 KiB).
+pub const UDP_TRANSFER_BYTES_MAX: u32 = 32 * 1024;
 
 /// Settings of a [`Client`].
 #[derive(Debug, Clone)]
@@ -38,9 +50,26 @@ pub struct ClientOptions {
     pub rsize_max: u32,
     /// Cap on the WRITE size; the server's `wtmax` may lower it. Default 1 MiB.
     pub wsize_max: u32,
-    /// READs of rsize in flight per sequential reader. Default 4: enough to keep a loopback
-    /// or LAN link busy (one READ transferring, three queued at the server).
-    pub read_depth: usize,
+    /// Readahead policy of every file read (see `sluice_engine::readahead`). Default
+    /// [`ReadaheadMode::Auto`]: the window grows while readers keep consuming, up to twice the
+    /// measured bandwidth-delay product. `Fixed(128 KiB)` reproduces Linux >= 5.4's NFS
+    /// default (at most 128 KiB in flight per file), `Fixed(15 MiB)` Linux 4.14's 15 x rsize;
+    /// `Off` fetches only what is read.
+    pub readahead: ReadaheadMode,
+    /// Memory all files of this client may hold in data fetched ahead of their readers and
+    /// not yet consumed. Default 256 MiB: twice the 40 ms x 1 GB/s bandwidth-delay product
+    /// (one fast reader at full window), or 16 readers at 16 MiB each. Demand fetches (what a
+    /// reader waits for) are never refused; readahead beyond the budget waits.
+    pub readahead_budget_bytes: u64,
+    /// Print a line on stderr for every readahead window change (like the kernel's readahead
+    /// debug prints). Default false.
+    pub trace_readahead: bool,
+    /// How long a file's attributes are trusted before a read revalidates them with GETATTR
+    /// (data cached ahead is dropped if size, mtime or ctime changed). Default 3 s, Linux's
+    /// `acregmin`. Every READ reply's post-op attributes also revalidate.
+    pub attr_timeout: Duration,
+    /// Use UDP instead of TCP (also `?proto=udp` in the URL). Default false.
+    pub udp: bool,
     /// UNSTABLE WRITEs of wsize in flight per writer. Default 4, for the same reason.
     pub write_depth: usize,
     /// Uncommitted bytes a writer may hold (for resending after a server restart) before it
@@ -60,7 +89,11 @@ impl Default for ClientOptions {
             rpc: RpcConfig::default(),
             rsize_max: 1 << 20,
             wsize_max: 1 << 20,
-            read_depth: 4,
+            readahead: ReadaheadMode::Auto,
+            readahead_budget_bytes: 256 << 20,
+            trace_readahead: false,
+            attr_timeout: Duration::from_secs(3),
+            udp: false,
             write_depth: 4,
             commit_bytes_max: 64 << 20,
             uid: None,
@@ -115,6 +148,13 @@ struct Inner {
     dir_bytes: u32,
     options: ClientOptions,
     stats: Mutex<ClientStats>,
+    /// The readahead memory budget shared by all files (locked after a file's own state).
+    budget: Mutex<Budget>,
+    reads: Mutex<ReadStats>,
+    /// Files opened so far (names files in traces).
+    files_opened: std::sync::atomic::AtomicU64,
+    /// When the client connected (traces print time since).
+    started: Instant,
 }
 
 /// One directory entry from [`Client::read_dir`].
@@ -129,8 +169,19 @@ pub struct DirEntry {
 
 impl Client {
     /// Connects to the server named by `url`, mounts its export and reads FSINFO.
-    pub async fn connect(url: impl IntoNfsUrl, options: ClientOptions) -> Result<Client, NfsError> {
+    pub async fn connect(
+        url: impl IntoNfsUrl,
+        mut options: ClientOptions,
+    ) -> Result<Client, NfsError> {
         let url = url.into_nfs_url()?;
+        if let Some(p) = url.proto {
+            options.udp = p == crate::url::Proto::Udp;
+        }
+        if options.udp {
+            options.rpc.table = udp_table(&options.rpc.table);
+            options.rsize_max = options.rsize_max.min(UDP_TRANSFER_BYTES_MAX);
+            options.wsize_max = options.wsize_max.min(UDP_TRANSFER_BYTES_MAX);
+        }
         let stats = Mutex::new(ClientStats::default());
         let cred = credentials(&url, &options);
         let ip = resolve(&url).await?;
@@ -165,6 +216,10 @@ impl Client {
             rsize: 0,
             wsize: 0,
             dir_bytes: 0,
+            budget: Mutex::new(Budget::new(options.readahead_budget_bytes)),
+            reads: Mutex::new(ReadStats::default()),
+            files_opened: std::sync::atomic::AtomicU64::new(0),
+            started: Instant::now(),
             options,
             stats,
         };
@@ -233,6 +288,32 @@ impl Client {
     /// Transport counters (reconnects, bytes on the wire).
     pub fn transport_stats(&self) -> crate::transport::TransportStats {
         self.inner.nfs.stats()
+    }
+    /// File read statistics: READ sizes, depth in flight, readahead windows and waste.
+    pub fn read_stats(&self) -> ReadStats {
+        let mut r = self.inner.reads.lock().expect("reads lock").clone();
+        let b = self.inner.budget.lock().expect("budget lock");
+        r.budget_high_water_bytes = b.high_water_bytes();
+        r.budget_limit_bytes = b.limit_bytes();
+        r
+    }
+    /// True when the NFS traffic goes over UDP.
+    pub fn is_udp(&self) -> bool {
+        self.inner.nfs.is_udp()
+    }
+    pub(crate) fn budget(&self) -> &Mutex<Budget> {
+        &self.inner.budget
+    }
+    pub(crate) fn reads(&self) -> &Mutex<ReadStats> {
+        &self.inner.reads
+    }
+    pub(crate) fn next_file_id(&self) -> u64 {
+        self.inner
+            .files_opened
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+    pub(crate) fn started(&self) -> Instant {
+        self.inner.started
     }
 
     // --- the NFSv3 procedures (RFC 1813 §3.3) --------------------------------------------
@@ -750,7 +831,13 @@ pub struct Pending<O> {
 
 impl<O> Pending<O> {
     pub async fn wait(self) -> Result<O, NfsError> {
+        self.wait_timed().await.0
+    }
+
+    /// The result and the call's RTT sample (`None` if it was transmitted more than once).
+    pub async fn wait_timed(self) -> (Result<O, NfsError>, Option<Duration>) {
         let outcome = self.call.wait().await;
+        let rtt = outcome.as_ref().ok().and_then(|o| o.rtt_sample);
         let mut sample = Sample {
             bytes_sent: self.bytes_sent,
             ..Sample::default()
@@ -783,7 +870,7 @@ impl<O> Pending<O> {
             .lock()
             .expect("stats lock")
             .record("NFS3", self.proc_, name, sample);
-        result
+        (result, rtt)
     }
 }
 
@@ -885,6 +972,23 @@ async fn resolve(url: &NfsUrl) -> Result<std::net::IpAddr, NfsError> {
         .ok_or_else(|| NfsError::Connect(format!("{} has no address", url.host)))
 }
 
+/// The UDP call table, keeping what the caller changed from the TCP defaults (slots, queue,
+/// hard/soft, an explicit major timeout).
+fn udp_table(base: &CallTableConfig) -> CallTableConfig {
+    if base.transport == Transport::Udp {
+        return *base;
+    }
+    let tcp = CallTableConfig::tcp();
+    let mut t = CallTableConfig::udp();
+    t.max_in_flight = base.max_in_flight;
+    t.max_queued = base.max_queued;
+    t.retrans = base.retrans;
+    if base.major_timeout != tcp.major_timeout {
+        t.major_timeout = base.major_timeout;
+    }
+    t
+}
+
 /// Settings for the short set-up conversations (PORTMAP, MOUNT): soft, so that a missing
 /// service is an error within seconds instead of a hang.
 fn setup_config(base: &RpcConfig) -> RpcConfig {
@@ -945,10 +1049,15 @@ async fn getport(
     vers: u32,
     stats: &Mutex<ClientStats>,
 ) -> Result<u16, NfsError> {
+    let udp = pm.is_udp();
     let args = portmap::Mapping {
         prog,
         vers,
-        prot: portmap::IPPROTO_TCP,
+        prot: if udp {
+            portmap::IPPROTO_UDP
+        } else {
+            portmap::IPPROTO_TCP
+        },
         port: 0,
     };
     let res = raw_call(
@@ -967,8 +1076,9 @@ async fn getport(
     };
     u16::try_from(port).ok().filter(|&p| p != 0).ok_or_else(|| {
         NfsError::Connect(format!(
-            "the portmapper at {} knows no program {prog} version {vers} over TCP",
-            pm.peer_addr()
+            "the portmapper at {} knows no program {prog} version {vers} over {}",
+            pm.peer_addr(),
+            if udp { "UDP" } else { "TCP" }
         ))
     })
 }

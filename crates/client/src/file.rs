@@ -1,10 +1,10 @@
-//! [`File`]: pipelined sequential reads ([`FileReader`]) and unstable write-behind with COMMIT
-//! and verifier checking ([`FileWriter`]). The policies are in [`crate::plan`]; this module only
-//! issues the calls they ask for.
+//! [`File`]: positional reads ([`File::read_at`]) and sequential ones ([`FileReader`]) through
+//! the autotuned readahead of [`crate::read`], and unstable write-behind with COMMIT and
+//! verifier checking ([`FileWriter`]). The write policy is in [`crate::plan`]; this module only
+//! issues the calls it asks for.
 //!
 //! ```text
-//!  FileReader:  planner.next() ──start_read──► [READ][READ][READ][READ] ──in offset order──► caller
-//!                 ▲ ReadState (consumed, fetched_end, size, eof)   short read: the gap is read first
+//!  read_at / FileReader ──► read::FileShared (engine, cache, READs in flight) ──► [READ][READ]..
 //!
 //!  FileWriter:  write() ─► buffer ─(wsize)─► [WRITE][WRITE][WRITE][WRITE] UNSTABLE ─► UnstableLog
 //!               finish() / log over commit_bytes_max ─► drain ─► COMMIT ─► log.on_commit(verf)
@@ -13,28 +13,38 @@
 
 use crate::client::{Client, Pending};
 use crate::error::NfsError;
-use crate::plan::{FixedWindow, ReadPlanner, ReadSample, ReadState, UnstableLog};
+use crate::plan::UnstableLog;
+use crate::read::FileShared;
 use bytes::{Bytes, BytesMut};
-use sluice_xdr::nfs3::{Fattr3, NfsFh3, ReadResOk, Sattr3, StableHow, Verifier, WriteResOk};
+use sluice_xdr::nfs3::{Fattr3, NfsFh3, Sattr3, StableHow, Verifier, WriteResOk};
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// How many times a COMMIT may report a new verifier (and make the writer resend) before the
 /// writer gives up: a server that restarts on every COMMIT cannot be written to.
 const COMMIT_ROUNDS_MAX: usize = 8;
 
-/// An open file: a handle and the attributes seen when it was opened.
+/// An open file: a handle, the attributes seen when it was opened, and its read state
+/// (readahead streams, cached data, READs in flight), shared by all clones. Dropping the last
+/// clone closes it: its readahead budget goes back to the client.
 #[derive(Clone)]
 pub struct File {
     client: Client,
     fh: NfsFh3,
     attr: Fattr3,
+    shared: Arc<FileShared>,
 }
 
 impl File {
     pub(crate) fn new(client: Client, fh: NfsFh3, attr: Fattr3) -> File {
-        File { client, fh, attr }
+        let shared = FileShared::new(client.clone(), fh.clone(), &attr);
+        File {
+            client,
+            fh,
+            attr,
+            shared,
+        }
     }
 
     pub fn fh(&self) -> &NfsFh3 {
@@ -51,29 +61,44 @@ impl File {
         &self.client
     }
 
-    /// Fetches the attributes again.
+    /// Fetches the attributes again; data cached for reads is dropped if the file changed
+    /// (close-to-open consistency: call it where another client may have written).
     pub async fn refresh(&mut self) -> Result<&Fattr3, NfsError> {
         self.attr = self.client.getattr(&self.fh).await?.obj_attributes;
+        self.shared.observe_attrs(&self.attr);
         Ok(&self.attr)
     }
 
-    /// A sequential reader from offset 0 with the default fixed readahead window.
-    pub fn reader(&self) -> FileReader {
-        let depth = self.client.options().read_depth;
-        self.reader_with(Box::new(FixedWindow { depth }))
+    /// The size as last seen by the read path (open, refresh or a READ's post-op attributes).
+    pub fn current_size(&self) -> u64 {
+        self.shared.size()
     }
 
-    /// A sequential reader with a custom readahead policy.
-    pub fn reader_with(&self, planner: Box<dyn ReadPlanner>) -> FileReader {
+    /// Positional read (like `pread`): up to `len` bytes at `offset`, fewer only at end of
+    /// file, none at or past it. Goes through the file's readahead: a random reader fetches
+    /// what it asks for (rounded out to 4 KiB), a sequential one gets its stream's window of
+    /// full-rsize READs ahead. Any number of tasks may read one file (or its clones) at once.
+    pub async fn read_at(&self, offset: u64, len: u64) -> Result<Vec<Bytes>, NfsError> {
+        self.shared.read_at(offset, len).await
+    }
+
+    /// [`File::read_at`] into a buffer; returns the bytes read (0 at end of file).
+    pub async fn read_at_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize, NfsError> {
+        let chunks = self.read_at(offset, buf.len() as u64).await?;
+        let mut n = 0;
+        for c in chunks {
+            buf[n..n + c.len()].copy_from_slice(&c);
+            n += c.len();
+        }
+        Ok(n)
+    }
+
+    /// A sequential reader from offset 0 (application reads of rsize).
+    pub fn reader(&self) -> FileReader {
         FileReader {
             file: self.clone(),
-            planner,
-            state: ReadState {
-                size_hint: self.attr.size,
-                rsize: self.client.rsize(),
-                ..ReadState::default()
-            },
-            queue: VecDeque::new(),
+            pos: 0,
+            step: u64::from(self.client.rsize().max(1)),
             done: false,
         }
     }
@@ -151,137 +176,41 @@ impl std::fmt::Display for ReadToError {
 
 impl std::error::Error for ReadToError {}
 
-/// A sequential reader keeping several READs in flight. See the module docs.
+/// A sequential reader: application reads of rsize from offset 0, through the file's
+/// readahead (see [`crate::read`]). Delivers the file in order, in zero-copy chunks.
 pub struct FileReader {
     file: File,
-    planner: Box<dyn ReadPlanner>,
-    state: ReadState,
-    queue: VecDeque<InFlightRead>,
+    pos: u64,
+    step: u64,
     done: bool,
-}
-
-struct InFlightRead {
-    offset: u64,
-    count: u32,
-    started: Instant,
-    pending: Pending<ReadResOk>,
 }
 
 impl FileReader {
     /// The next piece of the file, in order, as zero-copy chunks; `None` at end of file.
     pub async fn next_chunk(&mut self) -> Result<Option<Vec<Bytes>>, NfsError> {
-        loop {
-            if self.done {
-                return Ok(None);
-            }
-            self.fill().await;
-            let Some(read) = self.queue.pop_front() else {
-                self.done = true;
-                return Ok(None);
-            };
-            let res = read.pending.wait().await;
-            self.state.in_flight -= 1;
-            let res = match res {
-                Ok(r) => r,
-                Err(e) => {
-                    self.done = true;
-                    return Err(e);
-                }
-            };
-            if let Some(a) = &res.file_attributes {
-                self.state.size_hint = self.state.size_hint.max(a.size);
-            }
-            let got = res.data.len().min(res.count as usize) as u32;
-            self.planner.on_reply(&ReadSample {
-                offset: read.offset,
-                count: got,
-                rtt: read.started.elapsed(),
-            });
-            if res.eof {
-                // Nothing exists past this reply: READs queued behind it are dropped unread.
-                self.state.eof_seen = true;
-                self.queue.clear();
-                self.state.in_flight = 0;
-                self.state.fetched_end = read.offset + u64::from(got);
-            } else if got < read.count {
-                if got == 0 {
-                    // No data and no EOF: a server bug; stop rather than spin.
-                    self.done = true;
-                    return Err(NfsError::Other(format!(
-                        "server returned an empty READ at offset {} without EOF",
-                        read.offset
-                    )));
-                }
-                // A short read: fetch the rest of this range before anything behind it.
-                let offset = read.offset + u64::from(got);
-                let count = read.count - got;
-                let pending = self
-                    .file
-                    .client
-                    .start_read(&self.file.fh, offset, count)
-                    .await;
-                self.queue.push_front(InFlightRead {
-                    offset,
-                    count,
-                    started: Instant::now(),
-                    pending,
-                });
-                self.state.in_flight += 1;
-            }
-            self.state.consumed += u64::from(got);
-            if got > 0 {
-                let mut chunks = res.data.into_chunks();
-                truncate_chunks(&mut chunks, got as usize);
-                return Ok(Some(chunks));
-            }
+        if self.done {
+            return Ok(None);
         }
+        let chunks = match self.file.read_at(self.pos, self.step).await {
+            Ok(c) => c,
+            Err(e) => {
+                self.done = true;
+                return Err(e);
+            }
+        };
+        let n: usize = chunks.iter().map(|c| c.len()).sum();
+        if n == 0 {
+            self.done = true;
+            return Ok(None);
+        }
+        self.pos += n as u64;
+        Ok(Some(chunks))
     }
 
     /// Bytes delivered so far.
     pub fn position(&self) -> u64 {
-        self.state.consumed
+        self.pos
     }
-
-    async fn fill(&mut self) {
-        if self.state.eof_seen {
-            return;
-        }
-        while let Some(req) = self.planner.next(&self.state) {
-            let pending = self
-                .file
-                .client
-                .start_read(&self.file.fh, req.offset, req.count)
-                .await;
-            self.queue.push_back(InFlightRead {
-                offset: req.offset,
-                count: req.count,
-                started: Instant::now(),
-                pending,
-            });
-            self.state.in_flight += 1;
-            self.state.fetched_end = self
-                .state
-                .fetched_end
-                .max(req.offset + u64::from(req.count));
-        }
-    }
-}
-
-fn truncate_chunks(chunks: &mut Vec<Bytes>, mut keep: usize) {
-    let mut out = Vec::with_capacity(chunks.len());
-    for mut c in chunks.drain(..) {
-        if keep == 0 {
-            break;
-        }
-        if c.len() > keep {
-            c.truncate(keep);
-        }
-        keep -= c.len();
-        if !c.is_empty() {
-            out.push(c);
-        }
-    }
-    *chunks = out;
 }
 
 /// Sequential write-behind: UNSTABLE WRITEs of wsize, several in flight, then COMMIT with

@@ -5,11 +5,14 @@
 //!     │
 //!   Client (client.rs)   mount, FSINFO, typed calls for all 22 procedures, path helpers,
 //!     │                  per-procedure statistics
-//!   File (file.rs)       pipelined sequential reads, UNSTABLE write-behind + COMMIT
-//!     │   └─ plan.rs     pure policies: ReadPlanner (what to READ next), UnstableLog (what a
-//!     │                  COMMIT must still cover, what to resend after a verifier change)
+//!   File (file.rs)       read_at / sequential reader, UNSTABLE write-behind + COMMIT
+//!     │   ├─ read.rs     driver of sluice_engine::readahead (autotuned window, streams,
+//!     │   │              global budget): cache, READs in flight, change detection
+//!     │   └─ plan.rs     pure policy: UnstableLog (what a COMMIT must still cover, what to
+//!     │                  resend after a verifier change)
 //!   RpcClient (transport.rs)   tokio driver around sluice_rpc::client::CallTable: one TCP
-//!                              connection, many calls by XID, reconnect and resend
+//!                              connection (or UDP socket), many calls by XID, reconnect and
+//!                              resend (TCP) or RTO retransmission (UDP, the table's)
 //! ```
 //!
 //! Everything that decides (XIDs, retransmission, readahead, what to resend) is sans-IO code in
@@ -30,6 +33,7 @@ pub mod cmd;
 pub mod error;
 pub mod file;
 pub mod plan;
+pub mod read;
 pub mod stats;
 pub mod transport;
 pub mod url;
@@ -38,7 +42,9 @@ pub use client::{Client, ClientOptions, DirEntry, IntoNfsUrl, Pending};
 pub use cmd::{run, run_with_output, ClientCmd};
 pub use error::NfsError;
 pub use file::{File, FileReader, FileWriter};
+pub use read::parse_readahead;
+pub use sluice_engine::readahead::ReadaheadMode;
 pub use sluice_xdr::nfs3;
-pub use stats::{ClientStats, ProcStats};
+pub use stats::{ClientStats, ProcStats, ReadStats};
 pub use transport::{RpcClient, RpcConfig};
 pub use url::NfsUrl;

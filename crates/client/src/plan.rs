@@ -1,21 +1,8 @@
-//! The pure policies of file I/O: what to READ next, and which unstable WRITEs are still owed.
+//! The pure policy of writing: which unstable WRITEs are still owed.
 //!
-//! Neither does I/O; `file.rs` drives them. They are separate so that the simulator can drive
-//! them in virtual time and so that the autotuned readahead of `sluice_engine::readahead` can
-//! replace [`FixedWindow`] behind the [`ReadPlanner`] trait without touching the driver.
-//!
-//! # Reading (a sequential stream)
-//! ```text
-//!   consumed            fetched_end
-//!   ───┼─── in flight ─────┼──────────────► offset
-//!      └ delivered to the reader, in order
-//! ```
-//! The driver asks [`ReadPlanner::next`] for the next READ whenever a reply arrives or the
-//! reader asks for data, and issues what it returns; replies are delivered in offset order.
-//! [`FixedWindow`] keeps `depth` READs of rsize in flight: enough to overlap one READ's transfer
-//! with the requests behind it so that the link never idles. Reads stop at the size the
-//! attributes announce; past it a single probe READ runs at a time until the server says EOF
-//! (a file that grows while being read is followed, one READ at a time).
+//! It does no I/O; `file.rs` drives it. (What to READ is decided by
+//! `sluice_engine::readahead`, driven by `read.rs`: the earlier `ReadPlanner` trait here could
+//! only describe one sequential stream, not random reads, discards or several readers.)
 //!
 //! # Writing (RFC 1813 §3.3.7, §3.3.21: "nothing lost")
 //! An UNSTABLE WRITE reply only promises that the data reached the server's memory. The
@@ -27,68 +14,6 @@
 
 use bytes::Bytes;
 use sluice_xdr::nfs3::Verifier;
-
-/// What a read stream looks like to a planner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ReadState {
-    /// Bytes handed to the reader (the stream starts at 0).
-    pub consumed: u64,
-    /// End of the highest READ issued.
-    pub fetched_end: u64,
-    /// READs issued and not yet delivered.
-    pub in_flight: usize,
-    /// The file size as last seen in attributes.
-    pub size_hint: u64,
-    /// The server said end of file.
-    pub eof_seen: bool,
-    /// Largest READ the server takes.
-    pub rsize: u32,
-}
-
-/// One READ to issue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadRequest {
-    pub offset: u64,
-    pub count: u32,
-}
-
-/// A completed READ, for planners that learn from the link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadSample {
-    pub offset: u64,
-    pub count: u32,
-    pub rtt: std::time::Duration,
-}
-
-/// Decides what to fetch next for a sequential stream.
-pub trait ReadPlanner: Send {
-    /// The next READ to issue now, if any. Called repeatedly until it returns `None`.
-    fn next(&mut self, state: &ReadState) -> Option<ReadRequest>;
-    /// A READ completed.
-    fn on_reply(&mut self, _sample: &ReadSample) {}
-}
-
-/// A fixed window of `depth` READs of rsize in flight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FixedWindow {
-    pub depth: usize,
-}
-
-impl ReadPlanner for FixedWindow {
-    fn next(&mut self, s: &ReadState) -> Option<ReadRequest> {
-        if s.eof_seen || s.in_flight >= self.depth.max(1) {
-            return None;
-        }
-        // Past the announced size only one probe at a time: it is likely answered with EOF.
-        if s.fetched_end >= s.size_hint && s.in_flight > 0 {
-            return None;
-        }
-        Some(ReadRequest {
-            offset: s.fetched_end,
-            count: s.rsize,
-        })
-    }
-}
 
 /// One chunk written UNSTABLE and not yet known to be on stable storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,49 +62,6 @@ impl UnstableLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn state(fetched_end: u64, in_flight: usize, size: u64) -> ReadState {
-        ReadState {
-            consumed: 0,
-            fetched_end,
-            in_flight,
-            size_hint: size,
-            eof_seen: false,
-            rsize: 100,
-        }
-    }
-
-    #[test]
-    fn fixed_window_keeps_depth_reads_in_flight_up_to_the_size() {
-        let mut p = FixedWindow { depth: 4 };
-        assert_eq!(
-            p.next(&state(0, 0, 1000)),
-            Some(ReadRequest {
-                offset: 0,
-                count: 100
-            })
-        );
-        assert_eq!(p.next(&state(300, 3, 1000)).map(|r| r.offset), Some(300));
-        assert_eq!(p.next(&state(400, 4, 1000)), None, "window full");
-        assert_eq!(
-            p.next(&state(1000, 2, 1000)),
-            None,
-            "no probe while reads run"
-        );
-        assert_eq!(
-            p.next(&state(1000, 0, 1000)).map(|r| r.offset),
-            Some(1000),
-            "probe"
-        );
-        let mut eof = state(1000, 0, 1000);
-        eof.eof_seen = true;
-        assert_eq!(p.next(&eof), None);
-        assert_eq!(
-            p.next(&state(0, 0, 0)).map(|r| r.offset),
-            Some(0),
-            "empty file: one probe"
-        );
-    }
 
     #[test]
     fn a_verifier_change_makes_the_log_return_what_must_be_resent() {

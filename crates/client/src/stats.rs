@@ -138,3 +138,125 @@ impl fmt::Display for ClientStats {
         )
     }
 }
+
+/// What file reads did, for `--stats`: the READs issued for them, how deep the pipeline ran,
+/// and what readahead fetched and wasted. Summed over every file of a client.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Application reads (`read_at` calls, a sequential reader's steps) and bytes they asked.
+    pub app_reads: u64,
+    pub app_read_bytes: u64,
+    /// READ calls issued for file data and bytes they asked for.
+    pub reads: u64,
+    pub read_bytes: u64,
+    /// Data bytes the replies carried.
+    pub read_bytes_received: u64,
+    /// READs in flight for one file: most ever, and the sum of the depth seen by each READ as
+    /// it was issued (itself included) for the average.
+    pub in_flight_max: u64,
+    pub in_flight_sum: u64,
+    /// Most bytes in READs in flight for one file.
+    pub in_flight_bytes_max: u64,
+    /// From the readahead engine: bytes fetched for waiting readers and ahead of them, and
+    /// bytes fetched ahead that were never used (discarded on a seek, eviction, invalidation or
+    /// close, or skipped over).
+    pub demand_bytes: u64,
+    pub readahead_bytes: u64,
+    pub unused_bytes: u64,
+    /// Reply bytes dropped on arrival (their range was discarded or the file changed meanwhile).
+    pub dropped_bytes: u64,
+    /// Largest sum of one file's stream windows, and the window changes.
+    pub window_max_bytes: u64,
+    pub window_grows: u64,
+    pub window_shrinks: u64,
+    /// Times a file's cached data was dropped because its size/mtime/ctime changed.
+    pub invalidations: u64,
+    /// The global budget: limit and high-water mark.
+    pub budget_limit_bytes: u64,
+    pub budget_high_water_bytes: u64,
+}
+
+impl ReadStats {
+    /// Adds another client's counts (maxima stay maxima).
+    pub fn merge(&mut self, o: &ReadStats) {
+        self.app_reads += o.app_reads;
+        self.app_read_bytes += o.app_read_bytes;
+        self.reads += o.reads;
+        self.read_bytes += o.read_bytes;
+        self.read_bytes_received += o.read_bytes_received;
+        self.in_flight_max = self.in_flight_max.max(o.in_flight_max);
+        self.in_flight_sum += o.in_flight_sum;
+        self.in_flight_bytes_max = self.in_flight_bytes_max.max(o.in_flight_bytes_max);
+        self.demand_bytes += o.demand_bytes;
+        self.readahead_bytes += o.readahead_bytes;
+        self.unused_bytes += o.unused_bytes;
+        self.dropped_bytes += o.dropped_bytes;
+        self.window_max_bytes = self.window_max_bytes.max(o.window_max_bytes);
+        self.window_grows += o.window_grows;
+        self.window_shrinks += o.window_shrinks;
+        self.invalidations += o.invalidations;
+        self.budget_limit_bytes = self.budget_limit_bytes.max(o.budget_limit_bytes);
+        self.budget_high_water_bytes = self.budget_high_water_bytes.max(o.budget_high_water_bytes);
+    }
+
+    /// Average READ size in bytes.
+    pub fn read_bytes_avg(&self) -> u64 {
+        self.read_bytes.checked_div(self.reads).unwrap_or(0)
+    }
+
+    /// Average READs in flight as each was issued.
+    pub fn in_flight_avg(&self) -> f64 {
+        if self.reads == 0 {
+            0.0
+        } else {
+            self.in_flight_sum as f64 / self.reads as f64
+        }
+    }
+
+    /// Bytes fetched per byte asked (1.0 is perfect; readahead that is used also counts).
+    pub fn fetch_amplification(&self) -> f64 {
+        if self.app_read_bytes == 0 {
+            0.0
+        } else {
+            self.read_bytes as f64 / self.app_read_bytes as f64
+        }
+    }
+}
+
+impl fmt::Display for ReadStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kib = |b: u64| b as f64 / 1024.0;
+        writeln!(
+            f,
+            "reads: {} app reads ({:.1} KiB asked); {} READs, avg {:.1} KiB, {:.1} KiB received ({:.3}x asked)",
+            self.app_reads,
+            kib(self.app_read_bytes),
+            self.reads,
+            kib(self.read_bytes_avg()),
+            kib(self.read_bytes_received),
+            self.fetch_amplification()
+        )?;
+        writeln!(
+            f,
+            "in flight per file: max {} READs / {:.1} KiB, avg {:.2} READs",
+            self.in_flight_max,
+            kib(self.in_flight_bytes_max),
+            self.in_flight_avg()
+        )?;
+        write!(
+            f,
+            "readahead: window max {:.1} KiB, {} grows, {} shrinks; {:.1} KiB ahead, {:.1} KiB on demand; \
+             never used {:.1} KiB (+{:.1} KiB dropped on arrival); {} invalidations; budget high water {:.1} of {:.1} KiB",
+            kib(self.window_max_bytes),
+            self.window_grows,
+            self.window_shrinks,
+            kib(self.readahead_bytes),
+            kib(self.demand_bytes),
+            kib(self.unused_bytes),
+            kib(self.dropped_bytes),
+            self.invalidations,
+            kib(self.budget_high_water_bytes),
+            kib(self.budget_limit_bytes)
+        )
+    }
+}

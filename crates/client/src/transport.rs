@@ -1,5 +1,5 @@
-//! The tokio transport: one TCP connection carrying many RPC calls, driven by the sans-IO
-//! [`CallTable`].
+//! The tokio transport: one TCP connection (or one UDP socket) carrying many RPC calls, driven
+//! by the sans-IO [`CallTable`].
 //!
 //! ```text
 //!   RpcClient::start ──(bounded mpsc)──► driver task ──framed iovecs──► writer task ──► socket
@@ -28,9 +28,17 @@
 //! - **Source port.** As root, the connection is bound to a reserved port (below 1024) like the
 //!   kernel's `resvport` default, because some servers insist on it; otherwise (or when no
 //!   reserved port is free) an ordinary ephemeral port.
+//! - **UDP** (`CallTableConfig::udp()`, chosen by `?proto=udp` or `--udp`). One datagram is one
+//!   RPC message: no record marking (RFC 5531 §11 applies to streams only). The socket is
+//!   `connect`ed to the server, so datagrams from anyone else are dropped by the kernel. Lost
+//!   datagrams are the table's business: it resends on its RTO with backoff (and, once the rpc
+//!   crate has it, within its congestion window); the driver only moves datagrams. There is no
+//!   connection to lose, so no reconnect. Replies are read into 64 KiB buffers, the largest
+//!   datagram; the client caps rsize/wsize at 32 KiB for UDP so every reply fits.
 
 use bytes::{Buf, Bytes, BytesMut};
 use rand::Rng;
+use sluice_rpc::client::Transport;
 use sluice_rpc::client::{
     CallStats, CallTable, CallTableConfig, Event, ProcId, Reply, RpcError, Transmit,
 };
@@ -45,7 +53,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -113,6 +121,9 @@ pub struct CallOutcome {
     pub transmissions: u32,
     /// From the start of the call to its reply, queueing included.
     pub elapsed: Duration,
+    /// The table's RTT sample (last transmission to reply; `None` for a call sent more than
+    /// once, by Karn's rule).
+    pub rtt_sample: Option<Duration>,
     /// Bytes of the reply record.
     pub reply_bytes: usize,
 }
@@ -146,6 +157,13 @@ pub struct RpcClient {
     commands: mpsc::Sender<Command>,
     stats: Arc<Mutex<TransportStats>>,
     addr: SocketAddr,
+    udp: bool,
+}
+
+/// The first socket, opened by `connect`.
+enum Socket {
+    Tcp(TcpStream),
+    Udp(UdpSocket),
 }
 
 #[derive(Debug)]
@@ -164,22 +182,34 @@ impl RpcClient {
         if config.server_name.is_empty() {
             config.server_name = addr.ip().to_string();
         }
-        let stream = tokio::time::timeout(
-            config.connect_timeout,
-            connect_socket(addr, config.privileged_port),
-        )
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connection timed out"))??;
+        let udp = config.table.transport == Transport::Udp;
+        let socket = if config.table.transport == Transport::Udp {
+            Socket::Udp(udp_socket(addr, config.privileged_port).await?)
+        } else {
+            let stream = tokio::time::timeout(
+                config.connect_timeout,
+                connect_socket(addr, config.privileged_port),
+            )
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connection timed out"))??;
+            Socket::Tcp(stream)
+        };
         let (tx, rx) = mpsc::channel(config.table.max_queued.max(1));
         let stats = Arc::new(Mutex::new(TransportStats::default()));
         let xid_seed: u32 = rand::thread_rng().gen();
         let driver = Driver::new(addr, config, xid_seed, stats.clone());
-        tokio::spawn(driver.run(rx, stream));
+        tokio::spawn(driver.run(rx, socket));
         Ok(RpcClient {
             commands: tx,
             stats,
             addr,
+            udp,
         })
+    }
+
+    /// True for a UDP transport.
+    pub fn is_udp(&self) -> bool {
+        self.udp
     }
 
     /// The server address this client talks to.
@@ -234,6 +264,7 @@ enum ConnEvent {
     Record(u64, Vec<Bytes>),
     Closed(u64, String),
     Connected(u64, TcpStream),
+    ConnectedUdp(u64, UdpSocket),
     ConnectFailed(u64, String),
 }
 
@@ -297,8 +328,11 @@ impl Driver {
         }
     }
 
-    async fn run(mut self, mut commands: mpsc::Receiver<Command>, stream: TcpStream) {
-        self.attach(stream);
+    async fn run(mut self, mut commands: mpsc::Receiver<Command>, socket: Socket) {
+        match socket {
+            Socket::Tcp(stream) => self.attach(stream),
+            Socket::Udp(sock) => self.attach_udp(sock),
+        }
         let mut closing = false;
         loop {
             self.flush();
@@ -349,6 +383,10 @@ impl Driver {
                     self.config.server_name
                 ),
                 Event::Ok => tracing::warn!("server {} OK", self.config.server_name),
+                Event::Reconnect if self.udp() => {
+                    // Nothing to reconnect over UDP; the table keeps retransmitting.
+                    self.table.handle_connected(Instant::now());
+                }
                 Event::Reconnect => {
                     // The table already considers the connection gone.
                     self.conn = None;
@@ -373,14 +411,24 @@ impl Driver {
             return;
         };
         let now = Instant::now();
+        let udp = self.udp();
         while let Some(Transmit { segments, .. }) = self.table.poll_transmit(now) {
-            let framed = frame(segments, MAX_FRAGMENT_BYTES);
+            // A datagram is the whole message; a stream needs record marking.
+            let framed = if udp {
+                segments
+            } else {
+                frame(segments, MAX_FRAGMENT_BYTES)
+            };
             self.local.bytes_sent += framed.iter().map(|b| b.len() as u64).sum::<u64>();
             if conn.writer.send(framed).is_err() {
                 // The writer died; its Closed event is on its way and the table will resend.
                 break;
             }
         }
+    }
+
+    fn udp(&self) -> bool {
+        self.config.table.transport == Transport::Udp
     }
 
     fn retry_overflow(&mut self) {
@@ -401,7 +449,8 @@ impl Driver {
         match ev {
             ConnEvent::Record(generation, record) if generation == self.generation => {
                 let reply_bytes = record.iter().map(|b| b.len()).sum();
-                self.local.bytes_received += reply_bytes as u64 + 4;
+                let marker = if self.udp() { 0 } else { 4 };
+                self.local.bytes_received += reply_bytes as u64 + marker;
                 if let Some(done) = self.table.handle_reply(now, record) {
                     if let Some(p) = self.pending.remove(&done.xid) {
                         let outcome =
@@ -411,11 +460,19 @@ impl Driver {
                                     reply,
                                     transmissions: done.transmissions,
                                     elapsed: done.elapsed,
+                                    rtt_sample: done.rtt_sample,
                                     reply_bytes,
                                 });
                         let _ = p.reply.send(outcome);
                     }
                 }
+            }
+            ConnEvent::Closed(generation, why) if generation == self.generation && self.udp() => {
+                // A UDP socket error (an ICMP port unreachable, say) is not a lost connection:
+                // the table's retransmissions carry on over a fresh socket.
+                tracing::debug!("UDP socket to {} failed: {why}; reopening", self.addr);
+                self.conn = None;
+                self.schedule_reconnect();
             }
             ConnEvent::Closed(generation, why)
                 if generation == self.generation && self.conn.is_some() =>
@@ -424,6 +481,12 @@ impl Driver {
                 tracing::debug!("connection to {} lost: {why}", self.addr);
                 self.table.handle_disconnect(now);
                 self.schedule_reconnect();
+            }
+            ConnEvent::ConnectedUdp(generation, sock) if generation == self.generation => {
+                self.connecting = false;
+                self.reconnect_delay = self.config.reconnect_delay_initial;
+                self.local.reconnects += 1;
+                self.attach_udp(sock);
             }
             ConnEvent::Connected(generation, stream) if generation == self.generation => {
                 self.connecting = false;
@@ -461,6 +524,29 @@ impl Driver {
         });
     }
 
+    fn attach_udp(&mut self, sock: UdpSocket) {
+        self.generation += 1;
+        let generation = self.generation;
+        let sock = Arc::new(sock);
+        let (wtx, wrx) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(udp_read_loop(
+            sock.clone(),
+            generation,
+            self.events_tx.clone(),
+        ));
+        let writer_task = tokio::spawn(udp_write_loop(
+            sock,
+            wrx,
+            generation,
+            self.events_tx.clone(),
+        ));
+        self.conn = Some(Conn {
+            writer: wtx,
+            reader,
+            writer_task,
+        });
+    }
+
     fn schedule_reconnect(&mut self) {
         if self.connecting {
             return;
@@ -475,8 +561,17 @@ impl Driver {
         let privileged = self.config.privileged_port;
         let timeout = self.config.connect_timeout;
         let tx = self.events_tx.clone();
+        let udp = self.udp();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
+            if udp {
+                let ev = match udp_socket(addr, privileged).await {
+                    Ok(s) => ConnEvent::ConnectedUdp(generation, s),
+                    Err(e) => ConnEvent::ConnectFailed(generation, e.to_string()),
+                };
+                let _ = tx.send(ev);
+                return;
+            }
             let ev = match tokio::time::timeout(timeout, connect_socket(addr, privileged)).await {
                 Ok(Ok(s)) => ConnEvent::Connected(generation, s),
                 Ok(Err(e)) => ConnEvent::ConnectFailed(generation, e.to_string()),
@@ -587,6 +682,92 @@ async fn write_segments(wr: &mut OwnedWriteHalf, queue: &mut VecDeque<Bytes>) ->
         }
     }
     Ok(())
+}
+
+/// Reads datagrams; each is one reply record.
+async fn udp_read_loop(
+    sock: Arc<UdpSocket>,
+    generation: u64,
+    tx: mpsc::UnboundedSender<ConnEvent>,
+) {
+    // The largest UDP payload over IPv4 is 65,507 bytes; a buffer of 64 KiB holds any of them.
+    const DATAGRAM_BYTES_MAX: usize = 64 * 1024;
+    loop {
+        let mut buf = BytesMut::zeroed(DATAGRAM_BYTES_MAX);
+        match sock.recv(&mut buf).await {
+            Ok(n) => {
+                buf.truncate(n);
+                if tx
+                    .send(ConnEvent::Record(generation, vec![buf.freeze()]))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            // ICMP errors surface here; a connected socket reports "connection refused"
+            // while the server is down. The table retransmits; keep listening, but not in a
+            // busy loop.
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => {
+                let _ = tx.send(ConnEvent::Closed(generation, e.to_string()));
+                return;
+            }
+        }
+    }
+}
+
+/// Sends each message as one datagram.
+async fn udp_write_loop(
+    sock: Arc<UdpSocket>,
+    mut rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
+    generation: u64,
+    tx: mpsc::UnboundedSender<ConnEvent>,
+) {
+    while let Some(msg) = rx.recv().await {
+        let datagram: Vec<u8> = msg.concat();
+        match sock.send(&datagram).await {
+            Ok(_) => {}
+            // Lost like any datagram; the table resends on its timer.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionRefused | io::ErrorKind::WouldBlock
+                ) => {}
+            Err(e) => {
+                let _ = tx.send(ConnEvent::Closed(generation, e.to_string()));
+                return;
+            }
+        }
+    }
+}
+
+/// A UDP socket connected to `addr`, from a reserved port when asked to and running as root.
+async fn udp_socket(addr: SocketAddr, privileged: bool) -> io::Result<UdpSocket> {
+    let any: std::net::IpAddr = if addr.is_ipv4() {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut sock = None;
+    if privileged && root {
+        for _ in 0..16 {
+            let port = rand::thread_rng().gen_range(665..1024u16);
+            if let Ok(s) = UdpSocket::bind((any, port)).await {
+                sock = Some(s);
+                break;
+            }
+        }
+    }
+    let sock = match sock {
+        Some(s) => s,
+        None => UdpSocket::bind((any, 0)).await?,
+    };
+    sock.connect(addr).await?;
+    Ok(sock)
 }
 
 /// Connects to `addr`, from a reserved port when asked to and running as root.

@@ -9,6 +9,9 @@
 //!   `nfs://host:2049/export` is enough to reach it. Without it, port 111 is asked.
 //! - The path is absolute and percent-decoded. Which prefix of it is the export is decided at
 //!   mount time (see `Client::connect`).
+//! - `proto=udp` (or `proto=tcp`, the default) picks the transport, like mount(8)'s `proto=`
+//!   option. libnfs has no such parameter (it only speaks TCP to NFS) and ignores unknown
+//!   ones, so such a URL given to nfs-cat still works there, over TCP.
 //! - `version` must be 3 if present. Other parameters libnfs knows (`readahead`, `auto-traverse-
 //!   mounts`...) are accepted and ignored, so URLs written for nfs-cp work here.
 
@@ -27,8 +30,17 @@ pub struct NfsUrl {
     pub mountport: Option<u16>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    /// `proto=tcp|udp`; `None` when absent (the client's option decides).
+    pub proto: Option<Proto>,
     /// The query string as written (without '?'), kept to build URLs of other paths.
     query: String,
+}
+
+/// The transport a URL asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    Tcp,
+    Udp,
 }
 
 /// Why a string is not a usable `nfs://` URL.
@@ -76,6 +88,7 @@ impl NfsUrl {
             mountport: None,
             uid: None,
             gid: None,
+            proto: None,
             query: query.to_string(),
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -100,6 +113,13 @@ impl NfsUrl {
                 }
                 "uid" => url.uid = Some(num("uid")?),
                 "gid" => url.gid = Some(num("gid")?),
+                "proto" => {
+                    url.proto = Some(match v.to_ascii_lowercase().as_str() {
+                        "tcp" => Proto::Tcp,
+                        "udp" => Proto::Udp,
+                        _ => return Err(bad(&format!("bad proto value {v:?} (tcp or udp)"))),
+                    })
+                }
                 _ => tracing::debug!("ignoring URL parameter {k}"),
             }
         }
@@ -257,6 +277,13 @@ mod tests {
             assert!(NfsUrl::parse(bad).is_err(), "{bad}");
         }
         assert!(NfsUrl::parse("nfs://h/x?readahead=1").is_ok());
+        assert!(NfsUrl::parse("nfs://h/x?proto=sctp").is_err());
+        assert_eq!(
+            NfsUrl::parse("nfs://h/x?version=3&proto=udp")
+                .unwrap()
+                .proto,
+            Some(Proto::Udp)
+        );
         assert!(NfsUrl::is_nfs_url("NFS://h/x"));
         assert!(!NfsUrl::is_nfs_url("/tmp/nfs://x"));
     }

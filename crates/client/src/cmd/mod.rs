@@ -5,8 +5,10 @@
 //! and the NFS status in words, e.g. `nfs://h/x/y: permission denied (NFS3ERR_ACCES)`), to be
 //! followed by a non-zero exit.
 //!
-//! Every command takes `--stats` (per-procedure RPC statistics on stderr at the end),
-//! `--soft N` and `--timeo SECONDS`.
+//! Every command takes `--stats` (per-procedure RPC statistics, READ sizes and depth,
+//! readahead windows and waste, retransmissions, on stderr at the end), `--soft N`,
+//! `--timeo SECONDS`, `--readahead auto|off|fixed:SIZE`, `--readahead-budget SIZE`,
+//! `--trace-readahead` and `--udp`.
 
 mod cp;
 mod ops;
@@ -16,7 +18,7 @@ pub use ops::{CatArgs, LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
 
 use crate::client::{is_path_prefix, strip_export, Client, ClientOptions};
 use crate::error::NfsError;
-use crate::stats::ClientStats;
+use crate::stats::{ClientStats, ReadStats};
 use crate::url::NfsUrl;
 use clap::{Args, Subcommand};
 use std::time::Duration;
@@ -49,9 +51,31 @@ pub struct CommonArgs {
     /// Soft mount: fail a call after N major timeouts instead of retrying forever (hard).
     #[arg(long, value_name = "N")]
     pub soft: Option<u32>,
-    /// Seconds a call may go unanswered before the server counts as not responding (default 60).
+    /// Seconds a call may go unanswered before the server counts as not responding (default 60
+    /// over TCP, 10 over UDP).
     #[arg(long, value_name = "SECONDS")]
     pub timeo: Option<u64>,
+    /// Readahead: auto (default; the window grows to twice the measured bandwidth-delay
+    /// product), off (fetch only what is read), or fixed:SIZE (fixed:128k is Linux >= 5.4's
+    /// NFS default, fixed:15m Linux 4.14's 15 x rsize).
+    #[arg(long, value_name = "MODE", value_parser = crate::read::parse_readahead)]
+    pub readahead: Option<sluice_engine::readahead::ReadaheadMode>,
+    /// Memory all files may hold in data read ahead (default 256m).
+    #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
+    pub readahead_budget: Option<u64>,
+    /// Print every readahead window change on stderr.
+    #[arg(long)]
+    pub trace_readahead: bool,
+    /// Talk to the server over UDP (same as ?proto=udp in the URL).
+    #[arg(long)]
+    pub udp: bool,
+}
+
+fn parse_budget(s: &str) -> Result<u64, String> {
+    match crate::read::parse_readahead(&format!("fixed:{s}"))? {
+        sluice_engine::readahead::ReadaheadMode::Fixed(b) => Ok(b),
+        _ => Err(format!("bad size {s:?}")),
+    }
 }
 
 /// Where commands write their output (stdout in the binary, a buffer in tests).
@@ -92,6 +116,14 @@ impl Session {
         if let Some(t) = common.timeo {
             options.rpc.table.major_timeout = Duration::from_secs(t.max(1));
         }
+        if let Some(m) = common.readahead {
+            options.readahead = m;
+        }
+        if let Some(b) = common.readahead_budget {
+            options.readahead_budget_bytes = b;
+        }
+        options.trace_readahead = common.trace_readahead;
+        options.udp = common.udp;
         Session {
             options,
             clients: Vec::new(),
@@ -109,6 +141,7 @@ impl Session {
                 && u.mountport == url.mountport
                 && u.uid == url.uid
                 && u.gid == url.gid
+                && u.proto == url.proto
                 && is_path_prefix(c.export(), &url.path)
             {
                 return Ok((c.clone(), strip_export(&url.path, c.export())));
@@ -130,10 +163,33 @@ impl Session {
         all
     }
 
+    /// The RPC table, then file read statistics and transport counters.
+    pub(crate) fn report(&self) -> String {
+        let mut out = self.stats().to_string();
+        let mut reads = ReadStats::default();
+        let (mut retrans, mut reconnects, mut udp) = (0, 0, false);
+        for c in &self.clients {
+            reads.merge(&c.read_stats());
+            let t = c.transport_stats();
+            retrans += t.table.retransmissions;
+            reconnects += t.reconnects;
+            udp |= c.is_udp();
+        }
+        if reads.app_reads > 0 {
+            out.push('\n');
+            out.push_str(&reads.to_string());
+        }
+        out.push_str(&format!(
+            "\ntransport: {}, {retrans} retransmissions, {reconnects} reconnects",
+            if udp { "udp" } else { "tcp" }
+        ));
+        out
+    }
+
     /// Prints the statistics if asked to; passes `result` through.
     pub(crate) fn finish(&self, result: Result<(), String>) -> Result<(), String> {
         if self.show_stats {
-            eprintln!("{}", self.stats());
+            eprintln!("{}", self.report());
         }
         result
     }

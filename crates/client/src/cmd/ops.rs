@@ -257,7 +257,7 @@ pub(crate) async fn stat(a: StatArgs, out: &mut Out) -> Result<(), String> {
             c.wsize()
         );
         if a.rpc {
-            let _ = writeln!(text, "\n{}", s.stats());
+            let _ = writeln!(text, "\n{}", s.report());
         }
         write_out(out, &text).await
     }

@@ -166,6 +166,13 @@ impl SluiceServer {
     }
 
     pub fn start(bin: &Path) -> SluiceServer {
+        Self::start_with(bin, &[], true)
+    }
+
+    /// With extra `serve` flags (e.g. `--udp`: NFS and MOUNT also over UDP on the same port).
+    /// `secure`: as root, require a reserved source port (a `sluice link` proxy in between
+    /// connects from an ordinary port, so tests through it pass false).
+    pub fn start_with(bin: &Path, extra: &[&str], secure: bool) -> SluiceServer {
         let export = TempDir::new("sluice-export");
         let state = TempDir::new("sluice-state");
         let port = free_port();
@@ -178,9 +185,10 @@ impl SluiceServer {
             .arg(format!("127.0.0.1:{port}"))
             .arg("--no-root-squash")
             .arg("--state-dir")
-            .arg(state.path());
+            .arg(state.path())
+            .args(extra);
         // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
+        if secure && unsafe { libc::geteuid() } == 0 {
             cmd.arg("--secure");
         }
         let child = cmd
@@ -202,6 +210,13 @@ impl SluiceServer {
             child,
             port,
         }
+    }
+}
+
+impl SluiceServer {
+    /// The port NFS, MOUNT and PORTMAP listen on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 }
 
