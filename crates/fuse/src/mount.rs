@@ -46,6 +46,11 @@ pub struct MountArgs {
     /// No attribute caching (every stat asks the server), like Linux's `noac`.
     #[arg(long)]
     pub noac: bool,
+    /// Seconds a call may go unanswered before the server counts as not responding and the
+    /// connection is re-established (default 60, Linux's TCP `timeo=600`); like the client
+    /// commands' `--timeo`.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeo: Option<u64>,
 }
 
 impl MountArgs {
@@ -61,7 +66,16 @@ impl MountArgs {
             acdirmin: 30,
             acdirmax: 60,
             noac: false,
+            timeo: None,
         }
+    }
+
+    fn client_options(&self) -> ClientOptions {
+        let mut o = ClientOptions::default();
+        if let Some(t) = self.timeo {
+            o.rpc.table.major_timeout = Duration::from_secs(t.max(1));
+        }
+        o
     }
 
     fn fs_config(&self) -> FsConfig {
@@ -151,7 +165,7 @@ fn session_result(
 /// Connects, mounts and starts serving; returns once the kernel has completed INIT.
 pub async fn mount(args: MountArgs) -> Result<Mounted, MountError> {
     preflight(&args.mountpoint)?;
-    let client = Client::connect(args.url.as_str(), ClientOptions::default())
+    let client = Client::connect(args.url.as_str(), args.client_options())
         .await
         .map_err(|e| format!("{}: {e}", args.url))?;
     let fs = Arc::new(
