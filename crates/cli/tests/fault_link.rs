@@ -191,16 +191,17 @@ fn reset_every_16mib_during_write_loses_nothing() {
 const STALL_AFTER: &str = "32MiB";
 const STALL_FILE_BYTES: usize = 48 << 20;
 
-/// A 3 s stall with a 1 s major timeout: one not-responding episode, one reconnect, the
-/// outstanding calls resent, the data intact.
+/// A 4 s stall with a 2 s major timeout: one not-responding episode, one reconnect, the
+/// outstanding calls resent, the data intact. (2 s rather than 1 s: on a loaded 2-core
+/// machine a call on the healthy second connection must not reach the timeout by itself.)
 #[test]
 fn stall_longer_than_timeo_during_read_reconnects_once() {
     let setup = Setup::new(
         "link-stall-read",
-        &["--stall-after", STALL_AFTER, "--stall-for", "3s"],
+        &["--stall-after", STALL_AFTER, "--stall-for", "4s"],
     );
-    let (err, r, elapsed) = cat_through(&setup, STALL_FILE_BYTES, 13, &["--timeo", "1"]);
-    eprintln!("3 s stall during read, timeo 1 s: {elapsed:.1?}, {r:?}\n{err}");
+    let (err, r, elapsed) = cat_through(&setup, STALL_FILE_BYTES, 13, &["--timeo", "2"]);
+    eprintln!("4 s stall during read, timeo 2 s: {elapsed:.1?}, {r:?}\n{err}");
     assert_long_stall_episode(&err, &r, elapsed);
 }
 
@@ -208,10 +209,10 @@ fn stall_longer_than_timeo_during_read_reconnects_once() {
 fn stall_longer_than_timeo_during_write_reconnects_once() {
     let setup = Setup::new(
         "link-stall-write",
-        &["--stall-after", STALL_AFTER, "--stall-for", "3s"],
+        &["--stall-after", STALL_AFTER, "--stall-for", "4s"],
     );
-    let (err, r, elapsed) = cp_through(&setup, STALL_FILE_BYTES, 14, &["--timeo", "1"]);
-    eprintln!("3 s stall during write, timeo 1 s: {elapsed:.1?}, {r:?}\n{err}");
+    let (err, r, elapsed) = cp_through(&setup, STALL_FILE_BYTES, 14, &["--timeo", "2"]);
+    eprintln!("4 s stall during write, timeo 2 s: {elapsed:.1?}, {r:?}\n{err}");
     assert_long_stall_episode(&err, &r, elapsed);
 }
 
@@ -236,7 +237,7 @@ fn assert_long_stall_episode(err: &str, r: &Report, elapsed: Duration) {
         r.proc_retrans > 0,
         "nothing resent after the reconnect: {r:?}\n{err}"
     );
-    // The reconnect came at the 1 s major timeout, not after the 3 s stall ended.
+    // Bounded: a client stuck behind the stalled connection would hang here.
     assert!(
         elapsed < Duration::from_secs(30),
         "took {elapsed:?}: stuck behind the stall?"

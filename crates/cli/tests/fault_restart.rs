@@ -10,15 +10,14 @@
 //! Each test: a 256 MiB transfer, the kill once a third of it has gone, the server down for
 //! [`DOWN`] (longer than the client's 1 s major timeout, so the client says "not responding"),
 //! the restart, then: the transfer finished, the SHA-256 of what arrived equals the source's,
-//! the client logged "not responding" and "OK" (or, for the FUSE mount, whose timeout is the
-//! default 60 s, its reconnect), the client resent WRITEs or saw the verifier change, and
-//! handles from before the restart still work.
+//! the client logged "not responding" and "OK" (the FUSE mount also its reconnect), the client
+//! resent WRITEs or saw the verifier change, and handles from before the restart still work.
 //!
 //! | test | client | kill |
 //! |---|---|---|
 //! | `library_writer_...` | `File::writer` in this process | at 96 MiB handed to the writer |
 //! | `cp_local_to_nfs_...` | `sluice cp --timeo 1` child | at 96 MiB on the server's disk |
-//! | `fuse_dd_...` | `dd` into a `sluice mount` | at 96 MiB on the server's disk |
+//! | `fuse_dd_...` | `dd` into a `sluice mount --timeo 1` | at 96 MiB on the server's disk |
 //! | `cat_...` | `sluice cat --timeo 1` child | at 96 MiB on its stdout |
 
 mod common;
@@ -314,6 +313,7 @@ fn fuse_dd_survives_kill9_restart_without_remount() {
     let mut mount = FuseMount::mount(
         &setup.url(""),
         &mnt,
+        &["--timeo", "1"],
         &[("RUST_LOG", "info,sluice_client::transport=debug")],
     );
     // Look the old file up through the mount before the restart: its inode holds the handle.
@@ -373,6 +373,11 @@ fn fuse_dd_survives_kill9_restart_without_remount() {
         log.contains("reconnected to"),
         "no reconnect logged:\n{log}"
     );
+    assert!(
+        count(&log, NOT_RESPONDING) >= 1,
+        "no 'not responding':\n{log}"
+    );
+    assert!(count(&log, OK) >= 1, "no 'OK':\n{log}");
     assert!(
         log.contains("write verifier changed"),
         "the mount did not notice the verifier change:\n{log}"

@@ -421,11 +421,14 @@ pub struct FuseMount {
 }
 
 impl FuseMount {
-    /// Mounts `url` on `mountpoint` (an existing empty directory) and waits until the kernel
-    /// lists the mount. `env` goes to the mount process (`RUST_LOG` to see reconnects).
-    pub fn mount(url: &str, mountpoint: &Path, env: &[(&str, &str)]) -> FuseMount {
+    /// Mounts `url` on `mountpoint` (an existing empty directory) with the extra `flags`
+    /// (`--timeo 1`) and waits until the kernel lists the mount. `env` goes to the mount
+    /// process (`RUST_LOG` to see reconnects).
+    pub fn mount(url: &str, mountpoint: &Path, flags: &[&str], env: &[(&str, &str)]) -> FuseMount {
         let mp = mountpoint.to_str().expect("utf-8 mount point");
-        let mut proc_ = SluiceProc::spawn(&["mount", url, mp], env);
+        let mut args = vec!["mount", url, mp];
+        args.extend_from_slice(flags);
+        let mut proc_ = SluiceProc::spawn(&args, env);
         let ok = wait_until(SERVER_START_TIMEOUT, Duration::from_millis(20), || {
             proc_.try_wait().is_some() || is_mounted(mountpoint)
         }) && is_mounted(mountpoint);
