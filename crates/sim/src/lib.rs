@@ -65,10 +65,12 @@
 //! | [`content`]  | the file's position-dependent pattern                            |
 //! | [`grid`]     | the RTT × rate acceptance grid and its markdown table            |
 //! | [`cache`]    | range sets and the page cache                                    |
+//! | [`faults`]   | resets, stalls, restarts, EIO against a write+read model (own world) |
 
 pub mod cache;
 mod client;
 pub mod content;
+pub mod faults;
 pub mod grid;
 mod pipe;
 pub mod scenario;
