@@ -31,7 +31,8 @@ ENV=(SLUICE_LOAD_SECS="$SECS" SLUICE_LOAD_REPORT="$REPORT")
 # The test starts the release `sluice` binary (CARGO_BIN_EXE_sluice) as the server. A bounded
 # wait: the run plus generous room for the build and the final verification.
 env "${ENV[@]}" timeout $((SECS + 1800)) \
-  cargo test --release -q -p sluice --test load -- --nocapture >&2
+  cargo test --release -q -p sluice --test load -- --exact \
+  thirty_two_clients_mixed_workload_loses_nothing --nocapture >&2
 
 mkdir -p "$(dirname "$OUT")"
 {

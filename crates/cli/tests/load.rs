@@ -22,8 +22,16 @@
 //! /proc/PID/status). The test fails on any failed call or mismatch and if the server's peak
 //! RSS passes [`RSS_LIMIT_KIB`].
 //!
+//! Two more runs go through `sluice link`, which resets every connection after N bytes, with
+//! a 5 s major timeout: the mixed workload (N = 8 MiB, mostly WRITEs and READs cut off) and a
+//! metadata-heavy one of small files (N = 32 KiB, so CREATE, REMOVE and RENAME calls and
+//! replies are cut off too). Every resent call must be answered (no major timeout) and a
+//! resent non-idempotent call that already ran must get its first reply from the server's
+//! duplicate request cache (else a guarded CREATE fails with EXIST, a REMOVE with NOENT).
+//!
 //! Duration: `SLUICE_LOAD_SECS` (default 10 s for the default suite; `bench/load.sh` runs
-//! 60 s in a release build). `SLUICE_LOAD_REPORT=PATH` also writes the report there.
+//! 60 s in a release build), `SLUICE_LOAD_LINK_SECS` for the link runs (default 5 s).
+//! `SLUICE_LOAD_REPORT=PATH` also writes the first run's report there.
 
 mod common;
 
@@ -45,9 +53,129 @@ const ERRORS_SHOWN: usize = 20;
 #[test]
 fn thirty_two_clients_mixed_workload_loses_nothing() {
     let secs: u64 = env_or("SLUICE_LOAD_SECS", 10);
+    let run = run_load("load", secs, None, ClientOptions::default(), Shape::Mixed);
+    if let Ok(path) = std::env::var("SLUICE_LOAD_REPORT") {
+        std::fs::write(&path, &run.report).expect("write SLUICE_LOAD_REPORT");
+    }
+    run.assert_clean(secs);
+}
+
+/// The same workload through `sluice link`, which resets every connection after 8 MiB: each
+/// client reconnects many times and resends the calls it had in flight, non-idempotent ones
+/// (CREATE, REMOVE, RENAME, WRITE) included. The server's duplicate request cache must answer
+/// a resent call that already ran with its first reply, or a guarded CREATE would fail with
+/// EXIST and a REMOVE with NOENT. And a resend must never be left unanswered: the clients
+/// run with a 5 s major timeout, and none may expire.
+#[test]
+fn thirty_two_clients_through_a_resetting_link_lose_nothing() {
+    let secs: u64 = env_or("SLUICE_LOAD_LINK_SECS", 5);
+    let mut options = ClientOptions::default();
+    options.rpc.table.major_timeout = Duration::from_secs(5);
+    let run = run_load(
+        "load-link",
+        secs,
+        Some(&["--reset-after", "8MiB"]),
+        options,
+        Shape::Mixed,
+    );
+    run.assert_resets_answered(secs);
+}
+
+/// Mostly metadata (CREATE, REMOVE, RENAME, small WRITEs) through a link that resets every
+/// connection after 32 KiB: here the cut call, or the lost reply, is a non-idempotent
+/// metadata call, and the resend of one that already ran must be answered from the server's
+/// duplicate request cache.
+#[test]
+fn metadata_storm_through_a_link_resetting_every_32kib_loses_nothing() {
+    let secs: u64 = env_or("SLUICE_LOAD_LINK_SECS", 5);
+    let mut options = ClientOptions::default();
+    options.rpc.table.major_timeout = Duration::from_secs(5);
+    let run = run_load(
+        "load-meta-link",
+        secs,
+        Some(&["--reset-after", "32KiB"]),
+        options,
+        Shape::Metadata,
+    );
+    run.assert_resets_answered(secs);
+    let resent_metadata: u64 = ["CREATE", "REMOVE", "RENAME"]
+        .iter()
+        .map(|p| run.stats.get("NFS3", p).map_or(0, |s| s.retransmits))
+        .sum();
+    assert!(
+        resent_metadata > 0,
+        "no CREATE/REMOVE/RENAME was resent: the test did not exercise the reply cache"
+    );
+}
+
+/// One finished load run.
+struct LoadRun {
+    workers: Vec<Worker>,
+    errors: Vec<String>,
+    report: String,
+    hwm_kib: u64,
+    server_log: String,
+    /// All clients' per-procedure statistics.
+    stats: sluice_client::ClientStats,
+}
+
+impl LoadRun {
+    /// Clean, the link really reset connections, and no call waited for a major timeout.
+    fn assert_resets_answered(&self, secs: u64) {
+        self.assert_clean(secs);
+        let (reconnects, major_timeouts) = self.workers.iter().fold((0, 0), |(r, m), w| {
+            let t = w.client.transport_stats();
+            (r + t.reconnects, m + t.table.major_timeouts)
+        });
+        assert!(
+            reconnects >= CLIENTS as u64,
+            "only {reconnects} reconnects: the link did not reset connections"
+        );
+        assert_eq!(
+            major_timeouts, 0,
+            "{major_timeouts} calls went unanswered for 5 s after a reconnect (a resend \
+             dropped by the server?)"
+        );
+    }
+
+    fn assert_clean(&self, secs: u64) {
+        assert!(
+            self.errors.is_empty(),
+            "{} errors under load (first {ERRORS_SHOWN}):\n{}\n--- server log tail ---\n{}",
+            self.errors.len(),
+            self.errors
+                .iter()
+                .take(ERRORS_SHOWN)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n"),
+            tail(&self.server_log, 40)
+        );
+        let ops: u64 = self.workers.iter().map(|w| w.ops).sum();
+        assert!(
+            ops >= CLIENTS as u64 * 10,
+            "only {ops} operations in {secs} s: the clients hardly ran"
+        );
+        assert!(
+            self.hwm_kib > 0 && self.hwm_kib < RSS_LIMIT_KIB,
+            "server peak RSS {} KiB (limit {RSS_LIMIT_KIB} KiB)",
+            self.hwm_kib
+        );
+    }
+}
+
+/// Runs the workload for `secs` against a fresh server (through a `sluice link` with
+/// `link_flags` if given), verifies, prints the report.
+fn run_load(
+    tag: &str,
+    secs: u64,
+    link_flags: Option<&[&str]>,
+    options: ClientOptions,
+    shape: Shape,
+) -> LoadRun {
     let seed: u64 = env_or("SLUICE_LOAD_SEED", 0x5EED);
-    eprintln!("load: {CLIENTS} clients, {secs} s, seed {seed:#x} (SLUICE_LOAD_SEED replays)");
-    let dirs = TempDir::new("load");
+    eprintln!("{tag}: {CLIENTS} clients, {secs} s, seed {seed:#x} (SLUICE_LOAD_SEED replays)");
+    let dirs = TempDir::new(tag);
     let export = dirs.path().join("export");
     let state = dirs.path().join("state");
     std::fs::create_dir_all(&export).unwrap();
@@ -58,7 +186,9 @@ fn thirty_two_clients_mixed_workload_loses_nothing() {
         &["--no-root-squash"],
         &dirs.path().join("server.log"),
     );
-    let url = nfs_url(server.port, &server.export);
+    let link = link_flags.map(|f| Link::start(server.port, f));
+    let port = link.as_ref().map_or(server.port, |l| l.port);
+    let url = nfs_url(port, &server.export);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -66,15 +196,16 @@ fn thirty_two_clients_mixed_workload_loses_nothing() {
         .unwrap();
     let started = Instant::now();
     let run_for = Duration::from_secs(secs);
-    let results: Vec<Worker> = rt.block_on(async {
+    let workers: Vec<Worker> = rt.block_on(async {
         let mut tasks = Vec::new();
         for i in 0..CLIENTS {
             let url = url.clone();
+            let options = options.clone();
             tasks.push(tokio::spawn(async move {
-                let client = Client::connect(url.as_str(), ClientOptions::default())
+                let client = Client::connect(url.as_str(), options)
                     .await
                     .expect("connect");
-                let mut w = Worker::new(client, i, seed).await;
+                let mut w = Worker::new(client, i, seed, shape).await;
                 w.run(run_for).await;
                 w.verify_over_nfs().await;
                 w
@@ -87,40 +218,39 @@ fn thirty_two_clients_mixed_workload_loses_nothing() {
         out
     });
     let elapsed = started.elapsed();
-    let hwm = server.status_kib("VmHWM").unwrap_or(0);
-    let rss = server.status_kib("VmRSS").unwrap_or(0);
+    let hwm_kib = server.status_kib("VmHWM").unwrap_or(0);
+    let rss_kib = server.status_kib("VmRSS").unwrap_or(0);
 
     // The server's disk agrees with every model too (everything was committed).
-    let mut errors: Vec<String> = results.iter().flat_map(|w| w.errors.clone()).collect();
-    for w in &results {
+    let mut errors: Vec<String> = workers.iter().flat_map(|w| w.errors.clone()).collect();
+    for w in &workers {
         errors.extend(w.verify_on_disk(&server.export));
     }
-    let report = report(&results, secs, seed, elapsed, hwm, rss);
+    let what = match shape {
+        Shape::Mixed => "mixed workload",
+        Shape::Metadata => "metadata-heavy workload (small files)",
+    };
+    let title = match link_flags {
+        None => format!("{CLIENTS} clients, {what}, {secs} s"),
+        Some(f) => format!(
+            "{CLIENTS} clients, {what}, {secs} s, through sluice link {}",
+            f.join(" ")
+        ),
+    };
+    let report = report(&title, &workers, secs, seed, elapsed, hwm_kib, rss_kib);
     println!("{report}");
-    if let Ok(path) = std::env::var("SLUICE_LOAD_REPORT") {
-        std::fs::write(&path, &report).expect("write SLUICE_LOAD_REPORT");
+    let mut stats = sluice_client::ClientStats::default();
+    for w in &workers {
+        stats.merge(&w.client.stats());
     }
-    assert!(
-        errors.is_empty(),
-        "{} errors under load (first {ERRORS_SHOWN}):\n{}\n--- server log tail ---\n{}",
-        errors.len(),
-        errors
-            .iter()
-            .take(ERRORS_SHOWN)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n"),
-        tail(&server.log_text(), 40)
-    );
-    let ops: u64 = results.iter().map(|w| w.ops).sum();
-    assert!(
-        ops >= CLIENTS as u64 * 10,
-        "only {ops} operations in {secs} s: the clients hardly ran"
-    );
-    assert!(
-        hwm > 0 && hwm < RSS_LIMIT_KIB,
-        "server peak RSS {hwm} KiB (limit {RSS_LIMIT_KIB} KiB)"
-    );
+    LoadRun {
+        workers,
+        errors,
+        report,
+        hwm_kib,
+        server_log: server.log_text(),
+        stats,
+    }
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -137,6 +267,18 @@ fn tail(s: &str, lines: usize) -> String {
 
 // --- one client --------------------------------------------------------------------------------
 
+/// What the workload's data looks like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// Files of 0..2 MiB, WRITEs up to 64 KiB (and 1 MiB pieces when creating), READs of
+    /// rsize: the default.
+    Mixed,
+    /// Files under 16 KiB, WRITEs up to 2 KiB, READs of 4 KiB: mostly metadata calls, every
+    /// message small, so a link that resets every few KiB catches CREATE, REMOVE and RENAME
+    /// (their calls or their replies) in the act.
+    Metadata,
+}
+
 /// A file of the model: its handle (kept across renames) and contents.
 struct ModelFile {
     fh: NfsFh3,
@@ -151,6 +293,7 @@ struct Worker {
     dir_name: String,
     files: BTreeMap<String, ModelFile>,
     next_name: u64,
+    shape: Shape,
     /// Latency of every call, by procedure.
     latencies: BTreeMap<&'static str, Vec<Duration>>,
     errors: Vec<String>,
@@ -177,7 +320,7 @@ macro_rules! call {
 }
 
 impl Worker {
-    async fn new(client: Client, id: usize, seed: u64) -> Worker {
+    async fn new(client: Client, id: usize, seed: u64, shape: Shape) -> Worker {
         let dir_name = format!("c{id:02}");
         let root = client.root().clone();
         let dir = client
@@ -194,6 +337,7 @@ impl Worker {
             dir_name,
             files: BTreeMap::new(),
             next_name: 0,
+            shape,
             latencies: BTreeMap::new(),
             errors: Vec::new(),
             ops: 0,
@@ -237,10 +381,19 @@ impl Worker {
 
     /// A size: mostly small, sometimes up to 2 MiB.
     fn random_size(&mut self) -> usize {
-        match self.rng.below(8) {
-            0 => self.rng.below(2 << 20) as usize,
-            1 => 0,
-            _ => self.rng.below(256 << 10) as usize,
+        match (self.rng.below(8), self.shape) {
+            (1, _) => 0,
+            (_, Shape::Metadata) => self.rng.below(2 << 10) as usize,
+            (0, Shape::Mixed) => self.rng.below(2 << 20) as usize,
+            (_, Shape::Mixed) => self.rng.below(256 << 10) as usize,
+        }
+    }
+
+    /// READ size: rsize, or 4 KiB for the metadata shape (every reply stays small).
+    fn read_chunk(&self) -> u64 {
+        match self.shape {
+            Shape::Mixed => u64::from(self.client.rsize()),
+            Shape::Metadata => 4096,
         }
     }
 
@@ -279,8 +432,17 @@ impl Worker {
     async fn write(&mut self) {
         let name = self.pick();
         let size = self.files[&name].data.len() as u64;
-        let offset = self.rng.below(size + 8192 + 1);
-        let len = 1 + self.rng.below(64 << 10) as usize;
+        let (offset, len) = match self.shape {
+            Shape::Mixed => (
+                self.rng.below(size + 8192 + 1),
+                1 + self.rng.below(64 << 10) as usize,
+            ),
+            // Files stay below 16 KiB.
+            Shape::Metadata => (
+                self.rng.below(size.min(12 << 10) + 1),
+                1 + self.rng.below(2 << 10) as usize,
+            ),
+        };
         let data = self.random_data(len);
         let stable = self.random_stable();
         let fh = self.files[&name].fh.clone();
@@ -354,7 +516,7 @@ impl Worker {
         let name = self.pick();
         let fh = self.files[&name].fh.clone();
         let size = self.files[&name].data.len() as u64;
-        let rsize = u64::from(self.client.rsize());
+        let rsize = self.read_chunk();
         let (offset, len) = if self.rng.below(3) == 0 {
             (0, size + 1) // the whole file, to past its end
         } else {
@@ -508,7 +670,7 @@ impl Worker {
             let fh = f.fh.clone();
             let want_len = f.data.len();
             let mut got = Vec::with_capacity(want_len);
-            let rsize = self.client.rsize();
+            let rsize = self.read_chunk() as u32;
             loop {
                 let r = self.client.read(&fh, got.len() as u64, rsize).await;
                 match r {
@@ -605,6 +767,7 @@ impl Rng {
 // --- the report --------------------------------------------------------------------------------
 
 fn report(
+    title: &str,
     workers: &[Worker],
     secs: u64,
     seed: u64,
@@ -631,7 +794,7 @@ fn report(
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let mut s = String::new();
     s.push_str(&format!(
-        "## sluice load: {CLIENTS} clients, mixed workload, {secs} s\n\n\
+        "## sluice load: {title}\n\n\
          - seed {seed:#x}, wall time {:.1} s (run + final verification)\n\
          - {ops} operations, {calls} calls ({:.0} calls/s), {errors} errors\n\
          - {:.1} MiB written, {:.1} MiB read, {files} files left and verified\n\
@@ -647,14 +810,22 @@ fn report(
         rss_kib as f64 / 1024.0,
         RSS_LIMIT_KIB as f64 / 1024.0,
     ));
-    s.push_str("| procedure | calls | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|---:|\n");
+    let mut stats = sluice_client::ClientStats::default();
+    for w in workers {
+        stats.merge(&w.client.stats());
+    }
+    s.push_str(
+        "| procedure | calls | resent | p50 ms | p99 ms | max ms |\n\
+         |---|---:|---:|---:|---:|---:|\n",
+    );
     for (p, v) in &mut all {
         v.sort_unstable();
         let q = |f: f64| v[((v.len() as f64 * f) as usize).min(v.len() - 1)];
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         s.push_str(&format!(
-            "| {p} | {} | {:.3} | {:.3} | {:.3} |\n",
+            "| {p} | {} | {} | {:.3} | {:.3} | {:.3} |\n",
             v.len(),
+            stats.get("NFS3", p).map_or(0, |s| s.retransmits),
             ms(q(0.50)),
             ms(q(0.99)),
             ms(*v.last().expect("non-empty"))
