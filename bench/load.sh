@@ -23,6 +23,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 REPORT=$(mktemp /tmp/sluice-load.XXXXXX)
 trap 'rm -f "$REPORT"' EXIT
 ENV=(SLUICE_LOAD_SECS="$SECS" SLUICE_LOAD_REPORT="$REPORT")
@@ -40,6 +41,7 @@ mkdir -p "$(dirname "$OUT")"
   echo
   echo "Host: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -sr); commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo ' (+ uncommitted changes in crates/)'), release build."
   echo "Client and server share the host: latencies include queueing behind the other 31 clients."
+  echo "Host load average before the run: $LOAD_BEFORE (other work on the machine inflates the tails)."
   echo
   cat "$REPORT"
 } | tee "$OUT"
