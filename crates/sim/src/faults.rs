@@ -40,6 +40,9 @@
 //! * backend errors: a READ, WRITE or COMMIT answers NFS3ERR_IO without touching anything. The
 //!   application sees the error (counted) and retries the operation as a new call.
 //!
+//! Faults start only during the first [`FaultScenario::chaos`] of virtual time; then the
+//! liveness phase requires the run to finish.
+//!
 //! A run is a pure function of its [`FaultScenario`]: it prints the seed first, and the tests
 //! replay one with `SLUICE_SEED=<n>`.
 
@@ -94,6 +97,11 @@ pub struct FaultScenario {
     pub service_time_max: Duration,
     /// The call table's major timeout: a stall longer than this makes it reconnect.
     pub major_timeout: Duration,
+    /// Faults are drawn only during this much virtual time from the start; after it comes
+    /// the liveness phase, in which the run must finish. (Restarts faster than a WRITE + COMMIT
+    /// round trip make any NFSv3 client resend forever without losing anything: safety holds,
+    /// progress needs the chaos to end, as in tigerbeetle's simulator.)
+    pub chaos: Duration,
     /// A run that has not finished by then is reported as stuck.
     pub time_limit: Duration,
 }
@@ -127,6 +135,7 @@ impl FaultScenario {
             io_error_ratio: faulty(&mut g, 0.5, 0.1),
             service_time_max: Duration::from_micros(g.gen_range(0..=3_000)),
             major_timeout: Duration::from_millis(g.gen_range(100..=1_500)),
+            chaos: Duration::from_millis(g.gen_range(100..=30_000)),
             time_limit: Duration::from_secs(3600),
         }
     }
@@ -137,7 +146,7 @@ impl fmt::Display for FaultScenario {
         write!(
             f,
             "rtt {:?}, file {} B, {} phases of <= {} ops of <= {} B, resets {:.3}, stalls {:.3} \
-             (<= {:?}), restarts every {:?} (down {:?}), crash at COMMIT {:.2}, EIO {:.3}, service <= {:?}, major {:?}",
+             (<= {:?}), restarts every {:?} (down {:?}), crash at COMMIT {:.2}, EIO {:.3}, service <= {:?}, major {:?}, chaos {:?}",
             self.rtt,
             self.file_bytes,
             self.phases,
@@ -152,6 +161,7 @@ impl fmt::Display for FaultScenario {
             self.io_error_ratio,
             self.service_time_max,
             self.major_timeout,
+            self.chaos,
         )
     }
 }
@@ -328,6 +338,11 @@ impl FaultWorld {
         Err(self.diagnose("livelock"))
     }
 
+    /// Past the chaos period: no new fault starts (ones under way run their course).
+    fn chaos_over(&self) -> bool {
+        self.now >= self.epoch + self.sc.chaos
+    }
+
     fn next_wake(&self) -> Option<Instant> {
         let link_free = self.stalled_until.filter(|&t| t > self.now);
         let delivery = [self.c2s.next(), self.s2c.next()]
@@ -340,7 +355,7 @@ impl FaultWorld {
             self.server.jobs.peek().map(|r| r.0 .0),
             self.server.down_until,
             self.reset_at,
-            self.next_restart,
+            self.next_restart.filter(|_| !self.chaos_over()),
             self.client.connect_at,
             self.client.table.poll_timeout(),
         ]
@@ -361,7 +376,7 @@ impl FaultWorld {
             self.drop_connection();
             progress = true;
         }
-        if self.next_restart.is_some_and(|t| t <= now) {
+        if self.next_restart.is_some_and(|t| t <= now) && !self.chaos_over() {
             self.report.server_restarts += 1;
             self.server.restart(now + self.sc.restart_downtime);
             self.drop_connection();
@@ -469,6 +484,7 @@ impl FaultWorld {
                 continue;
             }
             if matches!(job.args, Args3::Commit(_))
+                && !self.chaos_over()
                 && self.rng.gen_bool(self.sc.crash_at_commit_ratio)
             {
                 self.report.server_restarts += 1;
@@ -476,7 +492,8 @@ impl FaultWorld {
                 self.drop_connection();
                 break;
             }
-            let reply = self.server.execute(&job, &self.sc, &mut self.rng);
+            let chaos = !self.chaos_over();
+            let reply = self.server.execute(&job, &self.sc, chaos, &mut self.rng);
             Self::send(
                 &mut self.s2c,
                 &mut self.rng,
@@ -535,10 +552,11 @@ impl FaultWorld {
         progress |= self.app_step()?;
         while let Some(tx) = self.client.table.poll_transmit(now) {
             progress = true;
-            if self.rng.gen_bool(self.sc.reset_ratio) && self.reset_at.is_none() {
+            let chaos = !self.chaos_over();
+            if chaos && self.rng.gen_bool(self.sc.reset_ratio) && self.reset_at.is_none() {
                 self.reset_at = Some(now + self.sc.rtt.mul_f64(self.rng.gen_range(0.0..1.0)));
             }
-            if self.rng.gen_bool(self.sc.stall_ratio) && self.stalled_until.is_none() {
+            if chaos && self.rng.gen_bool(self.sc.stall_ratio) && self.stalled_until.is_none() {
                 self.report.stalls += 1;
                 let d = self.sc.stall_max.mul_f64(self.rng.gen_range(0.0..1.0));
                 self.stalled_until = Some(now + d);
@@ -929,9 +947,15 @@ impl FaultServer {
         }
     }
 
-    fn execute(&mut self, job: &Job, sc: &FaultScenario, rng: &mut ChaCha8Rng) -> Vec<Bytes> {
+    fn execute(
+        &mut self,
+        job: &Job,
+        sc: &FaultScenario,
+        chaos: bool,
+        rng: &mut ChaCha8Rng,
+    ) -> Vec<Bytes> {
         let mut w = rpcs::success_header(job.xid);
-        let io_error = rng.gen_bool(sc.io_error_ratio);
+        let io_error = chaos && rng.gen_bool(sc.io_error_ratio);
         let wcc = WccData::default();
         match &job.args {
             Args3::Write(a) => {
