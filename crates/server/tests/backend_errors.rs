@@ -146,14 +146,11 @@ async fn unstable_writes_past_a_full_tmpfs_are_nospc_at_commit_at_the_latest() {
     check_intact(&mut c, &root, "keep", &keep, &fs).await;
 }
 
-/// Bug (reported, not fixed here: `io/writebehind.rs` belongs to another change): the first
-/// COMMIT after a failed write-behind flush answers NFS3ERR_NOSPC, but a second COMMIT of the
-/// same file answers NFS3_OK with the *same* write verifier, although the data never reached
-/// the file system. A client that retries its COMMIT (or whose first COMMIT reply was lost and
-/// answered again) is told lost data is stable. Either every later COMMIT must keep failing
-/// until the data is rewritten, or the verifier must change so that clients resend.
+/// Regression: the first COMMIT after a failed write-behind flush answered NFS3ERR_NOSPC, but a
+/// second COMMIT of the same file answered NFS3_OK with the *same* write verifier, although the
+/// data never reached the file system, so a client that retried its COMMIT was told lost data
+/// was stable. A failed flush now changes the export's write verifier, so clients resend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: a second COMMIT after a failed write-behind flush reports lost data as stable"]
 async fn a_second_commit_after_nospc_does_not_report_lost_data_as_stable() {
     let Some(fs) = Mount::tmpfs("8m") else { return };
     let s = TestServer::start(&[fs.path()]).await;

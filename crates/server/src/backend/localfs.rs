@@ -333,7 +333,8 @@ pub struct LocalFs {
     files: OpenFiles,
     /// The cache mode and its fallbacks; does every READ and WRITE.
     modes: ModeIo,
-    write_verifier: [u8; 8],
+    /// The WRITE/COMMIT verifier, as a big-endian u64 so it can change without a lock.
+    write_verifier: std::sync::atomic::AtomicU64,
     config: LocalFsConfig,
 }
 
@@ -416,7 +417,7 @@ impl LocalFs {
             fsid: u64::from(export.0),
             files: OpenFiles::new(open_files_max),
             modes: ModeIo::new(config.io_mode, path.clone()),
-            write_verifier,
+            write_verifier: std::sync::atomic::AtomicU64::new(u64::from_be_bytes(write_verifier)),
             config: LocalFsConfig { path, ..config },
         })
     }
@@ -443,6 +444,24 @@ impl LocalFs {
     /// resend unstable data.
     pub fn write_verifier(&self) -> [u8; 8] {
         self.write_verifier
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .to_be_bytes()
+    }
+
+    /// Draws a new write verifier. Called when data acknowledged as UNSTABLE could not be
+    /// written (a failed write-behind flush): every client holding uncommitted data then sees a
+    /// new verifier at its next COMMIT and resends, instead of being told that lost data is
+    /// stable (knfsd resets its verifier on writeback errors for the same reason).
+    pub fn reset_write_verifier(&self) {
+        let mut v = [0u8; 8];
+        if sys::getrandom(&mut v).is_err() {
+            // Never fails on Linux ≥ 3.17 once the pool is initialised; still, any different
+            // value does the job.
+            v = (u64::from_be_bytes(self.write_verifier()) ^ 0x5a5a_5a5a_a5a5_a5a5).to_be_bytes();
+        }
+        self.write_verifier
+            .store(u64::from_be_bytes(v), std::sync::atomic::Ordering::SeqCst);
+        tracing::warn!(path = %self.config.path.display(), "write verifier changed after a lost write; clients will resend uncommitted data");
     }
 
     /// The cache mode in effect: the configured one, or [`IoMode::Buffered`] once the file

@@ -61,8 +61,10 @@
 //! A flush that fails (ENOSPC, EDQUOT, EIO, ...) changes nothing else: what was written stays,
 //! nothing is retried or rolled back. The error is remembered per file (at most
 //! [`ERRORS_REMEMBERED_MAX`] files) and returned, once, by the next COMMIT of that file; the
-//! client then reports it to the application (`close`/`fsync` fail). Data lost in a server crash
-//! is different: the write verifier changes on every start, so clients resend it.
+//! client then reports it to the application (`close`/`fsync` fail). The export's write verifier
+//! is also changed, so a client that retries its COMMIT sees a new verifier and resends what it
+//! has not committed, rather than being told that lost data is stable. Data lost in a server
+//! crash is covered the same way: the write verifier changes on every start.
 //!
 //! # Bounds
 //! Dirty bytes (admitted, not yet landed) stay under `dirty_bytes_limit`: a WRITE that would
@@ -409,9 +411,11 @@ impl WriteBehindDriver {
         st.in_flight.remove(&id);
         let mut gone = false;
         let mut remember = None;
+        let mut lost_on = None;
         if let Some(ctx) = st.files.get_mut(file) {
             if let Err(s) = result {
                 if !ctx.discard {
+                    lost_on = Some(ctx.fs.clone());
                     remember = Some(s);
                 }
             }
@@ -435,6 +439,12 @@ impl WriteBehindDriver {
                 }
             }
             st.errors.insert(file.clone(), s);
+        }
+        if let Some(fs) = lost_on {
+            // Data acknowledged as UNSTABLE did not reach the disk. Reporting the error at one
+            // COMMIT is not enough: a client that retries its COMMIT must not be told the data
+            // is stable. A new verifier makes every client resend what it has not committed.
+            fs.reset_write_verifier();
         }
         self.publish(&st);
         drop(st);
