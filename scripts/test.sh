@@ -14,3 +14,6 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 # The interop tests start servers and guests; two at a time is what 2 cores sustain.
 cargo test --workspace -- --test-threads=2
+
+echo "== fuzz (short run: replay regression inputs, then 15 s per target; long runs: scripts/fuzz.sh 600)"
+./scripts/fuzz.sh 15
