@@ -23,7 +23,7 @@
 //! RSS passes [`RSS_LIMIT_KIB`].
 //!
 //! Two more runs go through `sluice link`, which resets every connection after N bytes, with
-//! a 5 s major timeout: the mixed workload (N = 8 MiB, mostly WRITEs and READs cut off) and a
+//! a 5 s major timeout: the mixed workload (N = 2 MiB, mostly WRITEs and READs cut off) and a
 //! metadata-heavy one of small files (N = 32 KiB, so CREATE, REMOVE and RENAME calls and
 //! replies are cut off too). Every resent call must be answered (no major timeout) and a
 //! resent non-idempotent call that already ran must get its first reply from the server's
@@ -60,7 +60,7 @@ fn thirty_two_clients_mixed_workload_loses_nothing() {
     run.assert_clean(secs);
 }
 
-/// The same workload through `sluice link`, which resets every connection after 8 MiB: each
+/// The same workload through `sluice link`, which resets every connection after 2 MiB: each
 /// client reconnects many times and resends the calls it had in flight, non-idempotent ones
 /// (CREATE, REMOVE, RENAME, WRITE) included. The server's duplicate request cache must answer
 /// a resent call that already ran with its first reply, or a guarded CREATE would fail with
@@ -74,7 +74,7 @@ fn thirty_two_clients_through_a_resetting_link_lose_nothing() {
     let run = run_load(
         "load-link",
         secs,
-        Some(&["--reset-after", "8MiB"]),
+        Some(&["--reset-after", "2MiB"]),
         options,
         Shape::Mixed,
     );
