@@ -173,6 +173,7 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
         stats,
         log_requests: config.log_requests,
         drc: std::sync::Mutex::new(sluice_rpc::drc::ReplyCache::new(Default::default())),
+        drc_done: tokio::sync::Notify::new(),
     });
     for e in exports.iter() {
         info!(

@@ -37,6 +37,8 @@ pub struct Server {
     pub log_requests: bool,
     /// Replies to recent non-idempotent calls, so a retransmission is answered, not re-executed.
     pub drc: Mutex<ReplyCache>,
+    /// Woken whenever a cached call completes, for retransmissions waiting on their original.
+    pub drc_done: tokio::sync::Notify,
 }
 
 impl Service for Server {
@@ -52,26 +54,8 @@ impl Service for Server {
         let drc_key = is_non_idempotent(call.prog(), call.vers(), call.proc_())
             .then(|| DrcKey::for_call(client_id(&peer), &call, &record));
         if let Some(key) = &drc_key {
-            let hit = self
-                .drc
-                .lock()
-                .expect("drc lock")
-                .lookup_or_insert(started, *key);
-            match hit {
-                Lookup::Miss => {}
-                Lookup::Hit(Hit::InProgress) => {
-                    // The original is still running; its reply will answer the client.
-                    debug!(addr = %peer.addr, xid = call.xid, "retransmission of a call in progress dropped");
-                    return None;
-                }
-                Lookup::Hit(Hit::Done(reply)) => {
-                    self.stats
-                        .engine
-                        .drc_hits
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    debug!(addr = %peer.addr, xid = call.xid, "retransmission answered from the reply cache");
-                    return Some(reply);
-                }
+            if let Some(reply) = self.check_reply_cache(&peer, &call, key).await {
+                return reply;
             }
         }
         let (reply, status) = self.dispatch(&peer, &call, &record).await;
@@ -81,6 +65,7 @@ impl Service for Server {
                 .expect("drc lock")
                 .complete(Instant::now(), key, &reply);
         }
+        self.drc_done.notify_waiters();
         let elapsed = started.elapsed();
         self.stats
             .record(call.prog(), call.proc_(), elapsed, status.is_some());
@@ -99,7 +84,56 @@ impl Service for Server {
     }
 }
 
+/// How long a retransmission waits for its original, still running, to finish before it is
+/// dropped. A client resends on a new connection after a reconnect, so the original's reply
+/// went to a dead connection: the copy must be answered from the cache once the original ends,
+/// or the client waits a whole major timeout (60 s by default) before resending again.
+pub const DRC_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Server {
+    /// Consults the duplicate request cache for a non-idempotent call. `Some(reply)` means the
+    /// call must not run (a cached reply to send, or `None` to send nothing); `None` means run
+    /// it (it is now recorded as in progress).
+    async fn check_reply_cache(
+        &self,
+        peer: &Peer,
+        call: &RpcCall,
+        key: &DrcKey,
+    ) -> Option<Option<Vec<Bytes>>> {
+        let deadline = tokio::time::Instant::now() + DRC_WAIT;
+        let mut waited = false;
+        loop {
+            let notified = self.drc_done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let hit = self
+                .drc
+                .lock()
+                .expect("drc lock")
+                .lookup_or_insert(Instant::now(), *key);
+            match hit {
+                // New, or the original's entry is gone (evicted, or its reply was too large to
+                // keep): run it.
+                Lookup::Miss => return None,
+                Lookup::Hit(Hit::Done(reply)) => {
+                    self.stats
+                        .engine
+                        .drc_hits
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    debug!(addr = %peer.addr, xid = call.xid, waited, "retransmission answered from the reply cache");
+                    return Some(Some(reply));
+                }
+                Lookup::Hit(Hit::InProgress) => {
+                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                        debug!(addr = %peer.addr, xid = call.xid, "retransmission dropped: its original is still running");
+                        return Some(None);
+                    }
+                    waited = true;
+                }
+            }
+        }
+    }
+
     /// Runs one call. Returns the reply and, for NFS calls, the status name for logs.
     async fn dispatch(
         &self,
@@ -199,4 +233,99 @@ pub fn proc_name(prog: u32, proc_: u32) -> &'static str {
         _ => &[],
     };
     names.get(proc_ as usize).copied().unwrap_or("UNKNOWN")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::Transport;
+    use sluice_xdr::rpc::{AuthSys, CallHeader, OpaqueAuth};
+
+    fn remove_call(xid: u32) -> (RpcCall, Vec<Bytes>) {
+        let cred = AuthSys {
+            stamp: 0,
+            machine_name: Bytes::new(),
+            uid: 0,
+            gid: 0,
+            gids: vec![],
+        };
+        let header = CallHeader {
+            rpcvers: 2,
+            prog: nfs3::PROGRAM,
+            vers: nfs3::VERSION,
+            proc_: nfs3::proc_::REMOVE,
+            cred: cred.to_opaque_auth(),
+            verf: OpaqueAuth::none(),
+        };
+        let mut w = Writer::new();
+        sluice_xdr::Pack::pack(
+            &sluice_xdr::rpc::MsgHeader::Call { xid, call: header },
+            &mut w,
+        );
+        w.put_opaque(b"handle");
+        w.put_string(b"name");
+        let record = w.into_segments();
+        match rpcs::parse_call(&record) {
+            CallParse::Call(c) => (c, record),
+            other => panic!("not a call: {other:?}"),
+        }
+    }
+
+    /// A client resends a REMOVE on a new connection after a reconnect while the original is
+    /// still running: the copy must be answered with the original's reply once it ends, not
+    /// dropped (the original's reply went to the dead connection).
+    #[tokio::test]
+    async fn a_retransmission_waits_for_its_running_original_and_gets_its_reply() {
+        let dir = std::env::temp_dir().join(format!("sluice-drc-{}", std::process::id()));
+        let state = dir.join("state");
+        let export = dir.join("export");
+        std::fs::create_dir_all(&export).unwrap();
+        let cfg = crate::ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            exports: crate::backend::exports::parse_exports(&format!("{} *(rw)", export.display()))
+                .unwrap(),
+            state_dir: state,
+            ..Default::default()
+        };
+        let bound = crate::bind(cfg).await.unwrap();
+        let server = bound.server.clone();
+        let peer = Peer {
+            addr: "127.0.0.1:900".parse().unwrap(),
+            conn_id: 2,
+            transport: Transport::Tcp,
+        };
+        let (call, record) = remove_call(77);
+        let key = DrcKey::for_call(client_id(&peer), &call, &record);
+        // The original is running.
+        assert_eq!(
+            server
+                .drc
+                .lock()
+                .unwrap()
+                .lookup_or_insert(Instant::now(), key),
+            Lookup::Miss
+        );
+        let s2 = server.clone();
+        let (c2, k2) = (call.clone(), key);
+        let waiter = tokio::spawn(async move { s2.check_reply_cache(&peer, &c2, &k2).await });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(
+            !waiter.is_finished(),
+            "the copy must wait for the original, not be dropped"
+        );
+        // The original finishes.
+        let reply = vec![Bytes::from_static(b"original reply")];
+        server
+            .drc
+            .lock()
+            .unwrap()
+            .complete(Instant::now(), key, &reply);
+        server.drc_done.notify_waiters();
+        let got = tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, Some(Some(reply)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
