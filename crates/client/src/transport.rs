@@ -770,20 +770,27 @@ async fn udp_socket(addr: SocketAddr, privileged: bool) -> io::Result<UdpSocket>
     Ok(sock)
 }
 
+/// Reserved source ports the client may use: 665..=1023, as the Linux client.
+const RESERVED_PORTS: u16 = 1024 - 665;
+
 /// Connects to `addr`, from a reserved port when asked to and running as root.
 async fn connect_socket(addr: SocketAddr, privileged: bool) -> io::Result<TcpStream> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     if privileged && root {
-        // The kernel picks from 665..=1023 (sunrpc min/max_resvport); a few random tries skip
-        // ports in use or still in TIME_WAIT towards this server.
-        for _ in 0..16 {
-            let port = rand::thread_rng().gen_range(665..1024u16);
+        // The kernel picks from 665..=1023 (sunrpc min/max_resvport). Walk the whole range from a
+        // random start: SO_REUSEADDR lets a port whose old connection to *another* server sits in
+        // TIME_WAIT be used again, and connect() refuses only a port whose TIME_WAIT is towards
+        // this very server, so the walk moves on.
+        let start = rand::thread_rng().gen_range(0..RESERVED_PORTS);
+        for i in 0..RESERVED_PORTS {
+            let port = 665 + (start + i) % RESERVED_PORTS;
             let socket = if addr.is_ipv4() {
                 TcpSocket::new_v4()?
             } else {
                 TcpSocket::new_v6()?
             };
+            socket.set_reuseaddr(true)?;
             let local: SocketAddr = if addr.is_ipv4() {
                 (std::net::Ipv4Addr::UNSPECIFIED, port).into()
             } else {
@@ -805,6 +812,7 @@ async fn connect_socket(addr: SocketAddr, privileged: bool) -> io::Result<TcpStr
                 Err(e) => return Err(e),
             }
         }
+        tracing::warn!(%addr, "no reserved source port free; connecting from an ordinary port (a `secure` export will refuse it)");
     }
     TcpStream::connect(addr).await
 }
