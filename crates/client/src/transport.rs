@@ -767,7 +767,42 @@ async fn udp_socket(addr: SocketAddr, privileged: bool) -> io::Result<UdpSocket>
         None => UdpSocket::bind((any, 0)).await?,
     };
     sock.connect(addr).await?;
+    set_udp_buffers(&sock, UDP_BUFFER_BYTES);
     Ok(sock)
+}
+
+/// Socket buffer for UDP: room for a full slot table of 32 KiB replies (64 × 33 KiB ≈ 2.1 MiB)
+/// with margin. The default (about 208 KiB) holds six READ replies; the seventh is dropped by
+/// the kernel (`RcvbufErrors`) on a perfectly healthy loopback and costs a retransmit timeout.
+pub const UDP_BUFFER_BYTES: usize = 4 << 20;
+
+/// Sets SO_RCVBUF/SO_SNDBUF, past `net.core.rmem_max` when running as root (SO_*BUFFORCE).
+/// Best effort: a smaller buffer only costs throughput, so failures are ignored.
+pub fn set_udp_buffers(sock: &UdpSocket, bytes: usize) {
+    use std::os::fd::AsRawFd;
+    let fd = sock.as_raw_fd();
+    let val = bytes.min(i32::MAX as usize) as libc::c_int;
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        for opt in [force, plain] {
+            // SAFETY: fd is a valid socket for the life of `sock`; the option value is a c_int
+            // whose size we pass.
+            let rc = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    opt,
+                    &val as *const libc::c_int as *const libc::c_void,
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if rc == 0 {
+                break;
+            }
+        }
+    }
 }
 
 /// Reserved source ports the client may use: 665..=1023, as the Linux client.

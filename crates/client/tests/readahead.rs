@@ -247,6 +247,13 @@ async fn udp_copies_both_ways(s: &SluiceServer) {
         .unwrap();
     assert!(c.is_udp());
     assert!(c.rsize() <= 32 * 1024 && c.wsize() <= 32 * 1024);
+    // A healthy link (plain loopback) must not cost a retransmission: a full slot table of
+    // 32 KiB replies used to overflow the default 208 KiB socket buffer (RcvbufErrors).
+    let f = c.open(c.target_path()).await.unwrap();
+    let data = f.read_all().await.unwrap();
+    assert_eq!(data.len() as u64, 6 * MIB + 123);
+    let retrans = c.transport_stats().table.retransmissions;
+    assert_eq!(retrans, 0, "UDP retransmissions on plain loopback");
 }
 
 async fn cp(args: &[&str]) {
