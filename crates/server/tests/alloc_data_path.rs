@@ -8,14 +8,15 @@
 //! flag; the test client runs on another, unflagged one, so its own big buffers do not count.
 //! Counting starts after the server is bound and the client has mounted and created its file.
 
-mod engine_support;
+mod support;
 
 use bytes::Bytes;
-use engine_support::*;
 use sluice_xdr::nfs3::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use support::engine::*;
+use support::*;
 
 /// The chunk size: the largest contiguous allocation the data path may make.
 const CHUNK_BYTES: usize = 64 * 1024;
@@ -113,8 +114,8 @@ fn a_256_mib_write_and_read_allocate_nothing_larger_than_a_chunk_on_server_threa
     LARGEST_ANY.store(0, Relaxed);
 
     client_rt.block_on(async move {
-        let mut c = Client::connect(addr).await;
-        let root = c.mount(&export).await;
+        let mut c = Rpc::connect_engine(addr).await;
+        let root = c.mnt_path(&export).await;
         let fh = c.create(&root, "big").await;
         // One 1 MiB buffer of the pattern, reused: the content check below is per MiB.
         let mib: Vec<Bytes> = (0..4)
@@ -127,7 +128,7 @@ fn a_256_mib_write_and_read_allocate_nothing_larger_than_a_chunk_on_server_threa
         let mut done = 0u64;
         while done < FILE_BYTES / MIB {
             while sent < FILE_BYTES / MIB && sent - done < IN_FLIGHT {
-                let args = Client::write_args(
+                let args = Rpc::write_args(
                     &fh,
                     sent * MIB,
                     mib[(sent % 4) as usize].clone(),

@@ -15,38 +15,19 @@
 //!
 //! Both need root (mount, losetup); without it each test prints why and passes vacuously.
 //! The errno mapping itself is also checked through the public API, which needs nothing.
+//! The server fixture and the client are `support`'s (shared with `wire.rs` and `hostile.rs`).
 
-use bytes::{Bytes, BytesMut};
-use sluice_rpc::record::{self, RecordDecoder, RecordDecoderConfig};
-use sluice_server::backend::exports::{ClientMatch, ClientRule, Squash};
-use sluice_server::backend::{Export, ExportOptions};
-use sluice_server::ServerConfig;
-use sluice_xdr::mount3::{self, DirPath, MntRes};
+#[macro_use]
+mod support;
+
+use bytes::Bytes;
 use sluice_xdr::nfs3::*;
-use sluice_xdr::rpc::{AuthSys, MsgHeader, OpaqueAuth, ReplyBody};
-use sluice_xdr::{Pack, Payload, Reader, Unpack, Writer};
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
+use support::*;
 
-const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
-const NFS: u32 = PROGRAM;
 const MIB: usize = 1 << 20;
-
-/// Calls an NFSv3 procedure: `op!(client, Variant, args)` returns that procedure's result.
-macro_rules! op {
-    ($c:expr, $v:ident, $a:expr) => {
-        match $c.nfs(Args3::$v($a)).await {
-            Res3::$v(r) => r,
-            other => panic!("reply of another procedure: {other:?}"),
-        }
-    };
-}
 
 // =============================================================================================
 // ENOSPC
@@ -55,9 +36,9 @@ macro_rules! op {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_sync_writes_past_a_full_tmpfs_are_nospc_and_earlier_files_are_intact() {
     let Some(fs) = Mount::tmpfs("8m") else { return };
-    let s = TestServer::start(&[fs.path()]).await;
+    let s = TestServer::exporting(&[fs.path()]).await;
     let mut c = s.connect().await;
-    let root = c.mnt(fs.path()).await;
+    let root = c.mnt_path(fs.path()).await;
     let keep = fill(&mut c, &root, "keep", 2 * MIB, StableHow::FILE_SYNC, 1).await;
     let big = create(&mut c, &root, "big").await;
     let mut statuses = Vec::new();
@@ -96,7 +77,7 @@ async fn file_sync_writes_past_a_full_tmpfs_are_nospc_and_earlier_files_are_inta
         );
     }
     // Freeing space makes the export writable again.
-    assert_eq!(remove(&mut c, &root, "big").await, Nfsstat3::OK);
+    assert_eq!(remove(&mut c, &root, "big").await.status(), Nfsstat3::OK);
     fill(&mut c, &root, "after", MIB, StableHow::FILE_SYNC, 3).await;
     check_intact(&mut c, &root, "keep", &keep, &fs).await;
 }
@@ -104,9 +85,9 @@ async fn file_sync_writes_past_a_full_tmpfs_are_nospc_and_earlier_files_are_inta
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unstable_writes_past_a_full_tmpfs_are_nospc_at_commit_at_the_latest() {
     let Some(fs) = Mount::tmpfs("8m") else { return };
-    let s = TestServer::start(&[fs.path()]).await;
+    let s = TestServer::exporting(&[fs.path()]).await;
     let mut c = s.connect().await;
-    let root = c.mnt(fs.path()).await;
+    let root = c.mnt_path(fs.path()).await;
     let keep = fill(&mut c, &root, "keep", 2 * MIB, StableHow::UNSTABLE, 1).await;
     let keep_fh = ok(lookup(&mut c, &root, "keep").await).object;
     assert_eq!(commit(&mut c, &keep_fh).await, Nfsstat3::OK);
@@ -139,7 +120,7 @@ async fn unstable_writes_past_a_full_tmpfs_are_nospc_at_commit_at_the_latest() {
     );
     check_committed(&write_statuses, commit_status, &fs);
     check_intact(&mut c, &root, "keep", &keep, &fs).await;
-    assert_eq!(remove(&mut c, &root, "big").await, Nfsstat3::OK);
+    assert_eq!(remove(&mut c, &root, "big").await.status(), Nfsstat3::OK);
     fill(&mut c, &root, "after", MIB, StableHow::UNSTABLE, 3).await;
     let after = ok(lookup(&mut c, &root, "after").await).object;
     assert_eq!(commit(&mut c, &after).await, Nfsstat3::OK);
@@ -153,9 +134,9 @@ async fn unstable_writes_past_a_full_tmpfs_are_nospc_at_commit_at_the_latest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_commit_after_nospc_does_not_report_lost_data_as_stable() {
     let Some(fs) = Mount::tmpfs("8m") else { return };
-    let s = TestServer::start(&[fs.path()]).await;
+    let s = TestServer::exporting(&[fs.path()]).await;
     let mut c = s.connect().await;
-    let root = c.mnt(fs.path()).await;
+    let root = c.mnt_path(fs.path()).await;
     let big = create(&mut c, &root, "big").await;
     let mut write_statuses = Vec::new();
     let mut verf = None;
@@ -230,10 +211,10 @@ async fn a_file_system_that_fails_with_eio_gives_nfs3err_io_and_other_exports_se
         return;
     };
     let other = TempDir::new();
-    let s = TestServer::start(&[ext4.path(), other.path()]).await;
+    let s = TestServer::exporting(&[ext4.path(), other.path()]).await;
     let mut c = s.connect().await;
-    let root = c.mnt(ext4.path()).await;
-    let other_root = c.mnt(other.path()).await;
+    let root = c.mnt_path(ext4.path()).await;
+    let other_root = c.mnt_path(other.path()).await;
     let data = fill(&mut c, &root, "a", MIB, StableHow::FILE_SYNC, 5).await;
     let safe = fill(&mut c, &other_root, "b", MIB, StableHow::FILE_SYNC, 6).await;
     let a = ok(lookup(&mut c, &root, "a").await).object;
@@ -506,102 +487,6 @@ impl Drop for TempDir {
     }
 }
 
-struct TestServer {
-    addr: SocketAddr,
-    task: JoinHandle<Result<(), String>>,
-    state: TempDir,
-}
-
-impl TestServer {
-    async fn start(exports: &[&Path]) -> TestServer {
-        let state = TempDir::new();
-        let config = ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            exports: exports
-                .iter()
-                .map(|p| Export {
-                    path: p.to_path_buf(),
-                    clients: vec![ClientRule {
-                        client: ClientMatch::Any,
-                        options: ExportOptions {
-                            read_only: false,
-                            squash: Squash::None,
-                            secure: false,
-                            ..ExportOptions::default()
-                        },
-                    }],
-                })
-                .collect(),
-            state_dir: state.0.clone(),
-            ..ServerConfig::default()
-        };
-        let bound = sluice_server::bind(config).await.expect("server binds");
-        let addr = bound.local_addr().unwrap();
-        TestServer {
-            addr,
-            task: tokio::spawn(sluice_server::run(bound)),
-            state,
-        }
-    }
-
-    async fn connect(&self) -> Rpc {
-        Rpc::connect(self.addr).await
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.task.abort();
-        let _ = &self.state;
-    }
-}
-
-fn ok<T, F: std::fmt::Debug>(r: NfsResult<T, F>) -> T {
-    match r {
-        NfsResult::Ok(v) => v,
-        NfsResult::Err(s, f) => panic!("NFS3ERR {} ({}): {f:?}", s.name(), s.0),
-    }
-}
-
-async fn lookup(c: &mut Rpc, dir: &NfsFh3, name: &str) -> LookupRes {
-    op!(
-        c,
-        Lookup,
-        LookupArgs {
-            what: DirOpArgs3 {
-                dir: dir.clone(),
-                name: Bytes::copy_from_slice(name.as_bytes()),
-            }
-        }
-    )
-}
-
-async fn read(c: &mut Rpc, fh: &NfsFh3, offset: u64, count: u32) -> ReadRes {
-    op!(
-        c,
-        Read,
-        ReadArgs {
-            file: fh.clone(),
-            offset,
-            count
-        }
-    )
-}
-
-async fn write(c: &mut Rpc, fh: &NfsFh3, offset: u64, data: &[u8], stable: StableHow) -> WriteRes {
-    op!(
-        c,
-        Write,
-        WriteArgs {
-            file: fh.clone(),
-            offset,
-            count: data.len() as u32,
-            stable,
-            data: Payload::from(data.to_vec()),
-        }
-    )
-}
-
 async fn commit(c: &mut Rpc, fh: &NfsFh3) -> Nfsstat3 {
     op!(
         c,
@@ -613,206 +498,4 @@ async fn commit(c: &mut Rpc, fh: &NfsFh3) -> Nfsstat3 {
         }
     )
     .status()
-}
-
-async fn remove(c: &mut Rpc, dir: &NfsFh3, name: &str) -> Nfsstat3 {
-    op!(
-        c,
-        Remove,
-        RemoveArgs {
-            object: DirOpArgs3 {
-                dir: dir.clone(),
-                name: Bytes::copy_from_slice(name.as_bytes()),
-            }
-        }
-    )
-    .status()
-}
-
-async fn create(c: &mut Rpc, dir: &NfsFh3, name: &str) -> NfsFh3 {
-    let r = op!(
-        c,
-        Create,
-        CreateArgs {
-            where_: DirOpArgs3 {
-                dir: dir.clone(),
-                name: Bytes::copy_from_slice(name.as_bytes()),
-            },
-            how: CreateHow::Guarded(Sattr3 {
-                mode: Some(0o644),
-                ..Default::default()
-            }),
-        }
-    );
-    ok(r).obj.expect("CREATE returns the handle")
-}
-
-// --- the client (as in hostile.rs: XDR + record marking, nothing else) ------------------------
-
-struct Rpc {
-    stream: TcpStream,
-    decoder: RecordDecoder,
-    xid: u32,
-    cred: OpaqueAuth,
-}
-
-#[derive(Debug)]
-struct Reply {
-    xid: u32,
-    body: ReplyBody,
-    results: Bytes,
-    wire_len: usize,
-}
-
-fn auth_sys(uid: u32, gid: u32) -> OpaqueAuth {
-    AuthSys {
-        stamp: 0x5eed,
-        machine_name: Bytes::from_static(b"backend-errors"),
-        uid,
-        gid,
-        gids: vec![gid],
-    }
-    .to_opaque_auth()
-}
-
-fn call_message(
-    xid: u32,
-    prog: u32,
-    vers: u32,
-    proc_: u32,
-    cred: &OpaqueAuth,
-    args: &[u8],
-) -> Vec<u8> {
-    let mut w = Writer::new();
-    MsgHeader::Call {
-        xid,
-        call: sluice_xdr::rpc::CallHeader {
-            rpcvers: 2,
-            prog,
-            vers,
-            proc_,
-            cred: cred.clone(),
-            verf: OpaqueAuth::none(),
-        },
-    }
-    .pack(&mut w);
-    w.put_raw(args);
-    w.into_bytes().to_vec()
-}
-
-fn frame_one(msg: &[u8]) -> Vec<u8> {
-    let mut out = record::record_header(msg.len(), true).to_vec();
-    out.extend_from_slice(msg);
-    out
-}
-
-impl Rpc {
-    async fn connect(addr: SocketAddr) -> Rpc {
-        let stream = tokio::time::timeout(REPLY_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .expect("connect in time")
-            .expect("connect");
-        stream.set_nodelay(true).unwrap();
-        static SEED: AtomicU32 = AtomicU32::new(0x2000);
-        Rpc {
-            stream,
-            decoder: RecordDecoder::new(RecordDecoderConfig {
-                max_record_bytes: 8 << 20,
-                ..RecordDecoderConfig::default()
-            }),
-            xid: SEED.fetch_add(0x0100_0000, Ordering::Relaxed),
-            cred: auth_sys(0, 0),
-        }
-    }
-
-    async fn send_message(&mut self, msg: &[u8]) {
-        self.stream.write_all(&frame_one(msg)).await.expect("send");
-    }
-
-    /// The next reply, or `None` once the server closed the connection.
-    async fn recv(&mut self) -> Option<Reply> {
-        self.recv_within(REPLY_TIMEOUT)
-            .await
-            .unwrap_or_else(|| panic!("no reply within {REPLY_TIMEOUT:?}"))
-    }
-
-    /// `Some(reply or close)`, or `None` if nothing happened within `wait`.
-    async fn recv_within(&mut self, wait: Duration) -> Option<Option<Reply>> {
-        let deadline = Instant::now() + wait;
-        loop {
-            match self.decoder.next_record() {
-                Ok(Some(segs)) => return Some(Some(parse_reply(&segs))),
-                Ok(None) => {}
-                Err(e) => panic!("server sent a bad record: {e}"),
-            }
-            let mut buf = BytesMut::with_capacity(256 * 1024);
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.stream.read_buf(&mut buf)).await {
-                Ok(Ok(0)) | Ok(Err(_)) => return Some(None),
-                Ok(Ok(_)) => self.decoder.push(buf.freeze()),
-                Err(_) => return None,
-            }
-        }
-    }
-
-    async fn call(&mut self, prog: u32, vers: u32, proc_: u32, args: &[u8]) -> Reply {
-        self.xid = self.xid.wrapping_add(1);
-        let xid = self.xid;
-        let msg = call_message(xid, prog, vers, proc_, &self.cred, args);
-        self.send_message(&msg).await;
-        let r = self.recv().await.unwrap_or_else(|| {
-            panic!("connection closed instead of answering {prog}/{vers}/{proc_}")
-        });
-        assert_eq!(r.xid, xid, "reply to another call");
-        r
-    }
-
-    async fn nfs(&mut self, args: Args3) -> Res3 {
-        self.nfs_sized(args).await.0
-    }
-
-    /// An NFSv3 call that must be accepted; its results and the reply's size on the wire.
-    async fn nfs_sized(&mut self, args: Args3) -> (Res3, usize) {
-        let p = args.proc_();
-        let r = self.call(NFS, 3, p, &sluice_xdr::to_bytes(&args)).await;
-        assert_eq!(r.body, ReplyBody::success(), "{}", proc_::NAMES[p as usize]);
-        let mut rd = Reader::from_bytes(&r.results);
-        let res = decode_res(p, &mut rd).expect("results decode");
-        rd.finish().expect("no bytes after the results");
-        (res, r.wire_len)
-    }
-
-    async fn mnt(&mut self, export: &Path) -> NfsFh3 {
-        let path = export.to_str().unwrap().as_bytes().to_vec();
-        let args = mount3::Args::Mnt(DirPath(Bytes::from(path)));
-        let r = self
-            .call(
-                mount3::PROGRAM,
-                3,
-                args.proc_(),
-                &sluice_xdr::to_bytes(&args),
-            )
-            .await;
-        let mut rd = Reader::from_bytes(&r.results);
-        match mount3::decode_res(mount3::proc_::MNT, &mut rd).expect("MNT decodes") {
-            mount3::Res::Mnt(MntRes::Ok(ok)) => ok.fhandle,
-            other => panic!("MNT: {other:?}"),
-        }
-    }
-}
-
-fn parse_reply(segs: &[Bytes]) -> Reply {
-    let wire_len = segs.iter().map(Bytes::len).sum();
-    let mut r = Reader::new(segs);
-    let MsgHeader::Reply { xid, body } = MsgHeader::unpack(&mut r).expect("reply header") else {
-        panic!("server sent a CALL")
-    };
-    let mut results = vec![0u8; r.remaining()];
-    r.copy_to(&mut results).unwrap();
-    Reply {
-        xid,
-        body,
-        results: Bytes::from(results),
-        wire_len,
-    }
 }

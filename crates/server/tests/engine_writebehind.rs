@@ -1,12 +1,11 @@
 //! Write-behind on the wire: an in-process server (`bind` on 127.0.0.1:0, then `run`) and a
-//! pipelining raw RPC client ([`engine_support::Client`]). What is checked is what a client and
+//! pipelining raw RPC client ([`support::Rpc`], with the engine helpers of `support::engine`). What is checked is what a client and
 //! the disk see (file contents, sizes, statuses) and the sizes of the backend writes the server
 //! made (`Stats::backend_write_bytes`), which is where clustering shows.
 
-mod engine_support;
+mod support;
 
 use bytes::Bytes;
-use engine_support::*;
 use sluice_engine::writebehind::WriteBehindConfig;
 use sluice_server::stats::Stats;
 use sluice_server::ServerConfig;
@@ -15,6 +14,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
+use support::engine::*;
+use support::*;
 
 struct Server {
     addr: SocketAddr,
@@ -46,9 +47,9 @@ async fn start(tag: &str, tune: impl FnOnce(&mut ServerConfig)) -> Server {
 }
 
 impl Server {
-    async fn client(&self) -> (Client, NfsFh3) {
-        let mut c = Client::connect(self.addr).await;
-        let root = c.mount(&self.dirs.export()).await;
+    async fn client(&self) -> (Rpc, NfsFh3) {
+        let mut c = Rpc::connect_engine(self.addr).await;
+        let root = c.mnt_path(&self.dirs.export()).await;
         (c, root)
     }
 

@@ -14,47 +14,34 @@
 //!               truncated calls, huge counts,  │
 //!               slowloris, never reading ──────┘
 //! ```
-//! The client code here is deliberately tiny (codecs from `sluice_xdr`, record marking from
-//! `sluice_rpc::record`), like `wire.rs`'s, so what the server sends is what the test sees.
+//! The client is `support`'s (shared with `wire.rs`): deliberately tiny (codecs from
+//! `sluice_xdr`, record marking from `sluice_rpc::record`), so what the server sends is what
+//! the test sees.
 //! Log lines are captured by a minimal `tracing` subscriber ([`LOG`]) so that "the connection is
 //! closed *and logged*" can be asserted.
 
-use bytes::{Bytes, BytesMut};
-use sluice_rpc::record::{self, RecordDecoder, RecordDecoderConfig};
-use sluice_server::backend::exports::{ClientMatch, ClientRule, Squash};
-use sluice_server::backend::{Export, ExportOptions};
+#[macro_use]
+mod support;
+
+use bytes::Bytes;
+use sluice_rpc::record::{self, RecordDecoderConfig};
 use sluice_server::ServerConfig;
-use sluice_xdr::mount3::{self, DirPath, MntRes};
+use sluice_xdr::mount3::{self};
 use sluice_xdr::nfs3::*;
-use sluice_xdr::rpc::{AcceptStat, AuthStat, AuthSys, MsgHeader, OpaqueAuth, ReplyBody};
-use sluice_xdr::{Pack, Payload, Reader, Unpack, Writer};
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use sluice_xdr::rpc::{AcceptStat, AuthStat, OpaqueAuth, ReplyBody};
+use sluice_xdr::{Pack, Payload, Writer};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
+use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
-/// Longest wait for any one reply; finite so that a hang fails instead of stalling the suite.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Size of the witness's file: three 1 MiB READs.
 const DATA_BYTES: usize = 3 << 20;
 /// Entries of `dir/`: enough that a READDIR of 1 MiB is still not the whole directory's
 /// worth of READDIRPLUS.
 const DIR_ENTRIES: usize = 2000;
-const NFS: u32 = PROGRAM;
-
-/// Calls an NFSv3 procedure: `op!(client, Variant, args)` returns that procedure's result.
-macro_rules! op {
-    ($c:expr, $v:ident, $a:expr) => {
-        match $c.nfs(Args3::$v($a)).await {
-            Res3::$v(r) => r,
-            other => panic!("reply of another procedure: {other:?}"),
-        }
-    };
-}
 
 // =============================================================================================
 // Record marking
@@ -62,7 +49,7 @@ macro_rules! op {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2_gib_record_marker_closes_that_connection_logged_and_others_are_served() {
-    let s = TestServer::start(config()).await;
+    let s = TestServer::with_data(config()).await;
     let w = Witness::start(&s).await;
     for header in [
         0xffff_ffffu32, // last fragment of 2 GiB - 1
@@ -85,7 +72,7 @@ async fn a_2_gib_record_marker_closes_that_connection_logged_and_others_are_serv
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fragment_floods_are_closed_past_the_fragment_limit() {
-    let s = TestServer::start(config()).await;
+    let s = TestServer::with_data(config()).await;
     let w = Witness::start(&s).await;
     let limit = RecordDecoderConfig::DEFAULT_MAX_FRAGMENTS_PER_RECORD;
     // Thousands of empty non-last fragments: four bytes each, nothing to buffer, still closed.
@@ -127,7 +114,7 @@ async fn fragment_floods_are_closed_past_the_fragment_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncated_calls_get_garbage_args_or_a_close_and_never_stall_others() {
-    let s = TestServer::start(config()).await;
+    let s = TestServer::with_data(config()).await;
     let w = Witness::start(&s).await;
     let mut c = s.connect().await;
     let root = c.mnt_root(&s).await;
@@ -197,7 +184,7 @@ async fn truncated_calls_get_garbage_args_or_a_close_and_never_stall_others() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_after_valid_headers_is_refused_per_call() {
-    let s = TestServer::start(config()).await;
+    let s = TestServer::with_data(config()).await;
     let w = Witness::start(&s).await;
     let mut c = s.connect().await;
     let root = c.mnt_root(&s).await;
@@ -243,7 +230,7 @@ async fn garbage_after_valid_headers_is_refused_per_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_and_tiny_counts_give_bounded_replies_or_toosmall() {
-    let s = TestServer::start(config()).await;
+    let s = TestServer::with_data(config()).await;
     let w = Witness::start(&s).await;
     let mut c = s.connect().await;
     let root = c.mnt_root(&s).await;
@@ -390,7 +377,7 @@ async fn huge_and_tiny_counts_give_bounded_replies_or_toosmall() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_with_slash_nul_or_over_255_bytes_are_refused() {
-    let s = TestServer::start(config()).await;
+    let s = TestServer::with_data(config()).await;
     let w = Witness::start(&s).await;
     let mut c = s.connect().await;
     let root = c.mnt_root(&s).await;
@@ -438,7 +425,7 @@ async fn names_with_slash_nul_or_over_255_bytes_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_sys_with_17_gids_or_a_300_byte_machine_name_is_badcred() {
-    let s = TestServer::start(config()).await;
+    let s = TestServer::with_data(config()).await;
     let w = Witness::start(&s).await;
     let mut c = s.connect().await;
     let root = c.mnt_root(&s).await;
@@ -496,7 +483,7 @@ async fn auth_sys_with_17_gids_or_a_300_byte_machine_name_is_badcred() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowloris_clients_holding_half_sent_records_do_not_stall_others() {
-    let s = TestServer::start(config()).await;
+    let s = TestServer::with_data(config()).await;
     let w = Witness::start(&s).await;
     let msg = call_message(1, NFS, 3, proc_::NULL, &auth_sys(0, 0), &[]);
     let framed = frame_one(&msg);
@@ -536,7 +523,7 @@ async fn a_client_that_never_reads_replies_is_bounded_and_closed() {
     let mut cfg = config();
     cfg.net.replies_queued_max = 4;
     cfg.net.calls_in_flight_max = 8;
-    let s = TestServer::start(cfg).await;
+    let s = TestServer::with_data(cfg).await;
     let w = Witness::start(&s).await;
     let mut hog = s.connect().await;
     let root = hog.mnt_root(&s).await;
@@ -613,7 +600,7 @@ async fn a_client_that_never_reads_replies_is_bounded_and_closed() {
 async fn many_idle_connections_past_the_limit_are_refused_then_time_out() {
     let mut cfg = config();
     cfg.net.connections_max = 16;
-    let s = TestServer::start(cfg).await;
+    let s = TestServer::with_data(cfg).await;
     let w = Witness::start(&s).await; // one of the 16
     let mut idle = Vec::new();
     for _ in 0..200 {
@@ -654,22 +641,7 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn config() -> ServerConfig {
     install_hooks();
-    let mut cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        exports: vec![Export {
-            path: PathBuf::new(),
-            clients: vec![ClientRule {
-                client: ClientMatch::Any,
-                options: ExportOptions {
-                    read_only: false,
-                    squash: Squash::None,
-                    secure: false,
-                    ..ExportOptions::default()
-                },
-            }],
-        }],
-        ..ServerConfig::default()
-    };
+    let mut cfg = rw();
     cfg.net.idle_timeout = IDLE_TIMEOUT;
     cfg
 }
@@ -684,49 +656,18 @@ fn pattern() -> &'static [u8] {
     })
 }
 
-struct TestServer {
-    addr: SocketAddr,
-    export: PathBuf,
-    config: ServerConfig,
-    task: JoinHandle<Result<(), String>>,
-    base: PathBuf,
-}
-
 impl TestServer {
-    async fn start(mut config: ServerConfig) -> TestServer {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let base = std::env::temp_dir().join(format!(
-            "sluice-hostile-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&base);
-        let export = base.join("export");
+    /// A server (on a fresh `sluice-hostile-*` directory) whose export holds `data` (the
+    /// witness's [`pattern`]) and `dir/` ([`DIR_ENTRIES`] empty files).
+    async fn with_data(config: ServerConfig) -> TestServer {
+        let dirs = TestDirs::new("hostile");
+        let export = dirs.export();
         std::fs::create_dir_all(export.join("dir")).unwrap();
-        std::fs::create_dir_all(base.join("state")).unwrap();
         std::fs::write(export.join("data"), pattern()).unwrap();
         for i in 0..DIR_ENTRIES {
             std::fs::write(export.join("dir").join(format!("entry-{i:05}")), b"").unwrap();
         }
-        let export = export.canonicalize().unwrap();
-        config.exports[0].path = export.clone();
-        config.state_dir = base.join("state");
-        let bound = sluice_server::bind(config.clone())
-            .await
-            .expect("server binds");
-        let addr = bound.local_addr().unwrap();
-        let task = tokio::spawn(sluice_server::run(bound));
-        TestServer {
-            addr,
-            export,
-            config,
-            task,
-            base,
-        }
-    }
-
-    async fn connect(&self) -> Rpc {
-        Rpc::connect(self.addr).await
+        TestServer::start_in(config, dirs).await
     }
 
     /// The server is still running and nothing in the process panicked.
@@ -738,13 +679,6 @@ impl TestServer {
             "a task panicked: {:?}",
             log_tail()
         );
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.task.abort();
-        let _ = std::fs::remove_dir_all(&self.base);
     }
 }
 
@@ -879,260 +813,4 @@ impl tracing::Subscriber for LogCapture {
     }
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
-}
-
-// --- the client -------------------------------------------------------------------------------
-
-struct Rpc {
-    stream: TcpStream,
-    decoder: RecordDecoder,
-    xid: u32,
-    cred: OpaqueAuth,
-}
-
-#[derive(Debug)]
-struct Reply {
-    xid: u32,
-    body: ReplyBody,
-    results: Bytes,
-    wire_len: usize,
-}
-
-fn auth_sys(uid: u32, gid: u32) -> OpaqueAuth {
-    AuthSys {
-        stamp: 0x5eed,
-        machine_name: Bytes::from_static(b"hostile-test"),
-        uid,
-        gid,
-        gids: vec![gid],
-    }
-    .to_opaque_auth()
-}
-
-fn call_message(
-    xid: u32,
-    prog: u32,
-    vers: u32,
-    proc_: u32,
-    cred: &OpaqueAuth,
-    args: &[u8],
-) -> Vec<u8> {
-    let mut w = Writer::new();
-    MsgHeader::Call {
-        xid,
-        call: sluice_xdr::rpc::CallHeader {
-            rpcvers: 2,
-            prog,
-            vers,
-            proc_,
-            cred: cred.clone(),
-            verf: OpaqueAuth::none(),
-        },
-    }
-    .pack(&mut w);
-    w.put_raw(args);
-    w.into_bytes().to_vec()
-}
-
-fn frame_one(msg: &[u8]) -> Vec<u8> {
-    let mut out = record::record_header(msg.len(), true).to_vec();
-    out.extend_from_slice(msg);
-    out
-}
-
-impl Rpc {
-    async fn connect(addr: SocketAddr) -> Rpc {
-        let stream = tokio::time::timeout(REPLY_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .expect("connect in time")
-            .expect("connect");
-        stream.set_nodelay(true).unwrap();
-        static SEED: AtomicU32 = AtomicU32::new(0x2000);
-        Rpc {
-            stream,
-            decoder: RecordDecoder::new(RecordDecoderConfig {
-                max_record_bytes: 8 << 20,
-                ..RecordDecoderConfig::default()
-            }),
-            xid: SEED.fetch_add(0x0100_0000, Ordering::Relaxed),
-            cred: auth_sys(0, 0),
-        }
-    }
-
-    async fn send_message(&mut self, msg: &[u8]) {
-        self.stream.write_all(&frame_one(msg)).await.expect("send");
-    }
-
-    /// The next reply, or `None` once the server closed the connection.
-    async fn recv(&mut self) -> Option<Reply> {
-        self.recv_within(REPLY_TIMEOUT)
-            .await
-            .unwrap_or_else(|| panic!("no reply within {REPLY_TIMEOUT:?}"))
-    }
-
-    /// `Some(reply or close)`, or `None` if nothing happened within `wait`.
-    async fn recv_within(&mut self, wait: Duration) -> Option<Option<Reply>> {
-        let deadline = Instant::now() + wait;
-        loop {
-            match self.decoder.next_record() {
-                Ok(Some(segs)) => return Some(Some(parse_reply(&segs))),
-                Ok(None) => {}
-                Err(e) => panic!("server sent a bad record: {e}"),
-            }
-            let mut buf = BytesMut::with_capacity(256 * 1024);
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.stream.read_buf(&mut buf)).await {
-                Ok(Ok(0)) | Ok(Err(_)) => return Some(None),
-                Ok(Ok(_)) => self.decoder.push(buf.freeze()),
-                Err(_) => return None,
-            }
-        }
-    }
-
-    /// True when the server closes the connection (within [`REPLY_TIMEOUT`]) without
-    /// answering anything more.
-    async fn recv_closed(&mut self) -> bool {
-        self.recv_closed_within(REPLY_TIMEOUT).await
-    }
-
-    async fn recv_closed_within(&mut self, wait: Duration) -> bool {
-        matches!(self.recv_within(wait).await, Some(None))
-    }
-
-    async fn call(&mut self, prog: u32, vers: u32, proc_: u32, args: &[u8]) -> Reply {
-        self.xid = self.xid.wrapping_add(1);
-        let xid = self.xid;
-        let msg = call_message(xid, prog, vers, proc_, &self.cred, args);
-        self.send_message(&msg).await;
-        let r = self.recv().await.unwrap_or_else(|| {
-            panic!("connection closed instead of answering {prog}/{vers}/{proc_}")
-        });
-        assert_eq!(r.xid, xid, "reply to another call");
-        r
-    }
-
-    async fn nfs(&mut self, args: Args3) -> Res3 {
-        self.nfs_sized(args).await.0
-    }
-
-    /// An NFSv3 call that must be accepted; its results and the reply's size on the wire.
-    async fn nfs_sized(&mut self, args: Args3) -> (Res3, usize) {
-        let p = args.proc_();
-        let r = self.call(NFS, 3, p, &sluice_xdr::to_bytes(&args)).await;
-        assert_eq!(r.body, ReplyBody::success(), "{}", proc_::NAMES[p as usize]);
-        let mut rd = Reader::from_bytes(&r.results);
-        let res = decode_res(p, &mut rd).expect("results decode");
-        rd.finish().expect("no bytes after the results");
-        (res, r.wire_len)
-    }
-
-    async fn mnt_root(&mut self, s: &TestServer) -> NfsFh3 {
-        let path = s.export.to_str().unwrap().as_bytes().to_vec();
-        let args = mount3::Args::Mnt(DirPath(Bytes::from(path)));
-        let r = self
-            .call(
-                mount3::PROGRAM,
-                3,
-                args.proc_(),
-                &sluice_xdr::to_bytes(&args),
-            )
-            .await;
-        let mut rd = Reader::from_bytes(&r.results);
-        match mount3::decode_res(mount3::proc_::MNT, &mut rd).expect("MNT decodes") {
-            mount3::Res::Mnt(MntRes::Ok(ok)) => ok.fhandle,
-            other => panic!("MNT: {other:?}"),
-        }
-    }
-}
-
-fn parse_reply(segs: &[Bytes]) -> Reply {
-    let wire_len = segs.iter().map(Bytes::len).sum();
-    let mut r = Reader::new(segs);
-    let MsgHeader::Reply { xid, body } = MsgHeader::unpack(&mut r).expect("reply header") else {
-        panic!("server sent a CALL")
-    };
-    let mut results = vec![0u8; r.remaining()];
-    r.copy_to(&mut results).unwrap();
-    Reply {
-        xid,
-        body,
-        results: Bytes::from(results),
-        wire_len,
-    }
-}
-
-fn ok<T, F: std::fmt::Debug>(r: NfsResult<T, F>) -> T {
-    match r {
-        NfsResult::Ok(v) => v,
-        NfsResult::Err(s, f) => panic!("NFS3ERR {} ({}): {f:?}", s.name(), s.0),
-    }
-}
-
-async fn getattr(c: &mut Rpc, fh: &NfsFh3) -> GetattrRes {
-    op!(c, Getattr, GetattrArgs { object: fh.clone() })
-}
-
-async fn lookup(c: &mut Rpc, dir: &NfsFh3, name: &str) -> LookupRes {
-    lookup_raw(c, dir, name.as_bytes()).await
-}
-
-async fn lookup_raw(c: &mut Rpc, dir: &NfsFh3, name: &[u8]) -> LookupRes {
-    op!(
-        c,
-        Lookup,
-        LookupArgs {
-            what: DirOpArgs3 {
-                dir: dir.clone(),
-                name: Bytes::copy_from_slice(name),
-            }
-        }
-    )
-}
-
-async fn read(c: &mut Rpc, fh: &NfsFh3, offset: u64, count: u32) -> ReadRes {
-    op!(
-        c,
-        Read,
-        ReadArgs {
-            file: fh.clone(),
-            offset,
-            count
-        }
-    )
-}
-
-async fn create_raw(c: &mut Rpc, dir: &NfsFh3, name: &[u8]) -> Nfsstat3 {
-    op!(
-        c,
-        Create,
-        CreateArgs {
-            where_: DirOpArgs3 {
-                dir: dir.clone(),
-                name: Bytes::copy_from_slice(name),
-            },
-            how: CreateHow::Guarded(Sattr3 {
-                mode: Some(0o644),
-                ..Default::default()
-            }),
-        }
-    )
-    .status()
-}
-
-async fn create(c: &mut Rpc, dir: &NfsFh3, name: &str) -> NfsFh3 {
-    let r = op!(
-        c,
-        Create,
-        CreateArgs {
-            where_: DirOpArgs3 {
-                dir: dir.clone(),
-                name: Bytes::copy_from_slice(name.as_bytes()),
-            },
-            how: CreateHow::Guarded(Sattr3 {
-                mode: Some(0o644),
-                ..Default::default()
-            }),
-        }
-    );
-    ok(r).obj.expect("CREATE returns the handle")
 }

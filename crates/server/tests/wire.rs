@@ -12,43 +12,28 @@
 //! ```
 //! Groups: RPC layer; concurrency on one connection; PORTMAP and MOUNT; all 22 NFSv3
 //! procedures; READDIR(PLUS) of 100 000 entries; names; handles; identity and export options;
-//! several exports; the open-file cache. Every wait is bounded ([`REPLY_TIMEOUT`]).
+//! several exports; the open-file cache. Every wait is bounded ([`REPLY_TIMEOUT`]). The server
+//! fixture, the client and the typed calls are in `support/` (shared with `hostile.rs`,
+//! `backend_errors.rs` and the engine tests).
 
-use bytes::{Bytes, BytesMut};
-use sluice_rpc::record::{self, RecordDecoder, RecordDecoderConfig};
-use sluice_server::backend::exports::{parse_exports, ClientMatch, ClientRule, Squash};
-use sluice_server::backend::{Export, ExportOptions};
+#[macro_use]
+mod support;
+
+use bytes::Bytes;
+use sluice_rpc::record::{self};
+use sluice_server::backend::exports::{parse_exports, ClientMatch, Squash};
 use sluice_server::ServerConfig;
 use sluice_xdr::mount3::{self, DirPath, MntRes, Mountstat3};
 use sluice_xdr::nfs3::*;
 use sluice_xdr::portmap::{self, Mapping, IPPROTO_TCP};
-use sluice_xdr::rpc::{
-    AcceptStat, AuthFlavor, AuthStat, AuthSys, MsgHeader, OpaqueAuth, ReplyBody, MSG_CALL,
-};
+use sluice_xdr::rpc::{AcceptStat, AuthFlavor, AuthStat, MsgHeader, OpaqueAuth, ReplyBody};
 use sluice_xdr::{Pack, Payload, Reader, Unpack, Writer};
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
-
-/// Longest wait for any one reply. Generous (a loaded 2-core CI machine, a 64 MiB fsync) but
-/// finite, so a server that never answers fails the test instead of hanging the suite.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Calls an NFSv3 procedure: `op!(client, Variant, args)` returns that procedure's result.
-macro_rules! op {
-    ($c:expr, $v:ident, $a:expr) => {
-        match $c.nfs(Args3::$v($a)).await {
-            Res3::$v(r) => r,
-            other => panic!("reply of another procedure: {other:?}"),
-        }
-    };
-}
+use support::*;
+use tokio::io::AsyncWriteExt;
 
 // =============================================================================================
 // RPC layer (RFC 5531)
@@ -1274,7 +1259,7 @@ async fn create_unchecked_guarded_and_exclusive_follow_rfc_1813() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_verifier_is_constant_within_a_run_and_changes_across_a_restart() {
-    let dirs = TestDirs::new();
+    let dirs = TestDirs::new("wire");
     let mut s = TestServer::start_in(rw(), dirs).await;
     let mut c = s.connect().await;
     let root = c.mnt_root(&s).await;
@@ -1585,7 +1570,7 @@ async fn bad_names_are_refused_as_a_linux_server_would() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handles_survive_a_restart_with_the_same_state_dir() {
-    let mut s = TestServer::start_in(rw(), TestDirs::new()).await;
+    let mut s = TestServer::start_in(rw(), TestDirs::new("wire")).await;
     std::fs::create_dir(s.export.join("d")).unwrap();
     std::fs::write(s.export.join("d/f"), b"persistent").unwrap();
     let mut c = s.connect().await;
@@ -1864,7 +1849,7 @@ async fn a_read_only_export_refuses_modifications_with_rofs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_outside_the_allowed_network_cannot_mount_or_use_handles() {
     // First learn a valid root handle from a server that allows everyone...
-    let dirs = TestDirs::new();
+    let dirs = TestDirs::new("wire");
     let mut s = TestServer::start_in(rw(), dirs).await;
     let mut c = s.connect().await;
     let root = c.mnt_root(&s).await;
@@ -1895,7 +1880,7 @@ async fn a_client_outside_the_allowed_network_cannot_mount_or_use_handles() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_exports_each_handle_reaches_only_its_own_export() {
-    let dirs = TestDirs::new();
+    let dirs = TestDirs::new("wire");
     let a = dirs.base.join("a");
     let b = dirs.base.join("b");
     std::fs::create_dir_all(&a).unwrap();
@@ -2039,129 +2024,8 @@ fn fds_under(dir: &Path) -> usize {
 }
 
 // =============================================================================================
-// Fixtures: a server per test
+// Helpers of this file (the server, client and typed calls are in `support`)
 // =============================================================================================
-
-const NFS: u32 = sluice_xdr::nfs3::PROGRAM;
-
-/// A private temporary export and state directory, removed on drop.
-struct TestDirs {
-    base: PathBuf,
-}
-
-impl TestDirs {
-    fn new() -> TestDirs {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let base = std::env::temp_dir().join(format!(
-            "sluice-wire-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(base.join("export")).unwrap();
-        std::fs::create_dir_all(base.join("state")).unwrap();
-        TestDirs {
-            base: base.canonicalize().unwrap(),
-        }
-    }
-}
-
-impl Drop for TestDirs {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.base);
-    }
-}
-
-/// A server exporting `dirs/export` (unless the config says otherwise), running on the test's
-/// runtime; stopped when dropped.
-struct TestServer {
-    addr: SocketAddr,
-    export: PathBuf,
-    config: ServerConfig,
-    task: JoinHandle<Result<(), String>>,
-    _dirs: TestDirs,
-}
-
-/// A writable export to everyone, root not squashed, no privileged-port requirement.
-fn rw() -> ServerConfig {
-    with_options(|_| {})
-}
-
-fn with_options(f: impl FnOnce(&mut ExportOptions)) -> ServerConfig {
-    let mut options = ExportOptions {
-        read_only: false,
-        squash: Squash::None,
-        secure: false,
-        ..ExportOptions::default()
-    };
-    f(&mut options);
-    ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        exports: vec![Export {
-            path: PathBuf::new(), // filled in by start_in
-            clients: vec![ClientRule {
-                client: ClientMatch::Any,
-                options,
-            }],
-        }],
-        ..ServerConfig::default()
-    }
-}
-
-impl TestServer {
-    async fn start(config: ServerConfig) -> TestServer {
-        TestServer::start_in(config, TestDirs::new()).await
-    }
-
-    async fn start_in(mut config: ServerConfig, dirs: TestDirs) -> TestServer {
-        let export = dirs.base.join("export");
-        for e in &mut config.exports {
-            if e.path.as_os_str().is_empty() {
-                e.path = export.clone();
-            }
-        }
-        config.state_dir = dirs.base.join("state");
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        let (addr, task) = spawn_server(config.clone()).await;
-        TestServer {
-            addr,
-            export,
-            config,
-            task,
-            _dirs: dirs,
-        }
-    }
-
-    /// Stops the server and starts it again on the same directories (a new port).
-    async fn restart(&mut self) {
-        self.task.abort();
-        let _ = (&mut self.task).await;
-        for e in &mut self.config.exports {
-            if e.path.as_os_str().is_empty() {
-                e.path = self.export.clone();
-            }
-        }
-        let (addr, task) = spawn_server(self.config.clone()).await;
-        self.addr = addr;
-        self.task = task;
-    }
-
-    async fn connect(&self) -> Rpc {
-        Rpc::connect(self.addr).await
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn spawn_server(config: ServerConfig) -> (SocketAddr, JoinHandle<Result<(), String>>) {
-    let bound = sluice_server::bind(config).await.expect("server binds");
-    let addr = bound.local_addr().unwrap();
-    (addr, tokio::spawn(sluice_server::run(bound)))
-}
 
 /// Fills `path` with `bytes` of data through the page cache, without syncing it.
 fn write_dirty(path: &Path, bytes: usize) {
@@ -2171,314 +2035,6 @@ fn write_dirty(path: &Path, bytes: usize) {
     for _ in 0..bytes / chunk.len() {
         f.write_all(&chunk).unwrap();
     }
-}
-
-// =============================================================================================
-// The test client: XDR + record marking, nothing else
-// =============================================================================================
-
-/// One TCP connection speaking ONC RPC. Calls carry `cred` (AUTH_SYS root by default).
-struct Rpc {
-    stream: TcpStream,
-    decoder: RecordDecoder,
-    xid: u32,
-    cred: OpaqueAuth,
-}
-
-/// A decoded reply: its xid, header body, and the procedure results that follow.
-#[derive(Debug)]
-struct Reply {
-    xid: u32,
-    body: ReplyBody,
-    results: Bytes,
-}
-
-impl Reply {
-    fn mismatch(&self) -> Option<(u32, u32)> {
-        match &self.body {
-            ReplyBody::Accepted {
-                stat: AcceptStat::PROG_MISMATCH,
-                mismatch,
-                ..
-            } => *mismatch,
-            _ => None,
-        }
-    }
-}
-
-fn auth_sys(uid: u32, gid: u32) -> OpaqueAuth {
-    AuthSys {
-        stamp: 0x5eed,
-        machine_name: Bytes::from_static(b"wire-test"),
-        uid,
-        gid,
-        gids: vec![gid],
-    }
-    .to_opaque_auth()
-}
-
-/// An unframed CALL message.
-fn call_message(
-    xid: u32,
-    prog: u32,
-    vers: u32,
-    proc_: u32,
-    cred: &OpaqueAuth,
-    args: &[u8],
-) -> Vec<u8> {
-    let mut w = Writer::new();
-    MsgHeader::Call {
-        xid,
-        call: sluice_xdr::rpc::CallHeader {
-            rpcvers: 2,
-            prog,
-            vers,
-            proc_,
-            cred: cred.clone(),
-            verf: OpaqueAuth::none(),
-        },
-    }
-    .pack(&mut w);
-    w.put_raw(args);
-    let msg = w.into_bytes().to_vec();
-    debug_assert_eq!(u32::from_be_bytes(msg[4..8].try_into().unwrap()), MSG_CALL);
-    msg
-}
-
-/// `msg` as one record of one fragment.
-fn frame_one(msg: &[u8]) -> Vec<u8> {
-    let mut out = record::record_header(msg.len(), true).to_vec();
-    out.extend_from_slice(msg);
-    out
-}
-
-impl Rpc {
-    async fn connect(addr: SocketAddr) -> Rpc {
-        let stream = tokio::time::timeout(REPLY_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .expect("connect in time")
-            .expect("connect");
-        stream.set_nodelay(true).unwrap();
-        // XIDs start at a per-connection random-ish value, as real clients do.
-        static SEED: AtomicU32 = AtomicU32::new(0x1000);
-        let xid = SEED.fetch_add(0x0100_0000, Ordering::Relaxed) ^ std::process::id();
-        Rpc {
-            stream,
-            decoder: RecordDecoder::new(RecordDecoderConfig {
-                max_record_bytes: 8 << 20,
-                ..RecordDecoderConfig::default()
-            }),
-            xid,
-            cred: auth_sys(0, 0),
-        }
-    }
-
-    fn next_xid(&mut self) -> u32 {
-        self.xid = self.xid.wrapping_add(1);
-        self.xid
-    }
-
-    async fn send_message(&mut self, msg: &[u8]) {
-        self.stream.write_all(&frame_one(msg)).await.expect("send");
-    }
-
-    /// The next reply, or `None` once the server closed the connection.
-    async fn recv(&mut self) -> Option<Reply> {
-        let deadline = Instant::now() + REPLY_TIMEOUT;
-        loop {
-            match self.decoder.next_record() {
-                Ok(Some(segs)) => return Some(parse_reply(&segs)),
-                Ok(None) => {}
-                Err(e) => panic!("server sent a bad record: {e}"),
-            }
-            let mut buf = BytesMut::with_capacity(256 * 1024);
-            let left = deadline.saturating_duration_since(Instant::now());
-            let n = match tokio::time::timeout(left, self.stream.read_buf(&mut buf)).await {
-                Ok(Ok(n)) => n,
-                Ok(Err(_)) => return None, // reset
-                Err(_) => panic!("no reply within {REPLY_TIMEOUT:?}"),
-            };
-            if n == 0 {
-                return None;
-            }
-            self.decoder.push(buf.freeze());
-        }
-    }
-
-    /// Sends one call and waits for its reply (the only one outstanding).
-    async fn call(&mut self, prog: u32, vers: u32, proc_: u32, args: &[u8]) -> Reply {
-        let xid = self.next_xid();
-        let msg = call_message(xid, prog, vers, proc_, &self.cred, args);
-        self.send_message(&msg).await;
-        let r = self.recv().await.unwrap_or_else(|| {
-            panic!("connection closed instead of answering {prog}/{vers}/{proc_}")
-        });
-        assert_eq!(r.xid, xid, "reply to another call");
-        r
-    }
-
-    /// An NFSv3 call that must be accepted; the results are decoded strictly (no trailing
-    /// bytes).
-    async fn nfs(&mut self, args: Args3) -> Res3 {
-        let p = args.proc_();
-        let r = self.call(NFS, 3, p, &sluice_xdr::to_bytes(&args)).await;
-        assert_eq!(r.body, ReplyBody::success(), "{}", proc_::NAMES[p as usize]);
-        let mut rd = Reader::from_bytes(&r.results);
-        let res = decode_res(p, &mut rd).expect("results decode");
-        rd.finish().expect("no bytes after the results");
-        res
-    }
-
-    async fn mount(&mut self, args: mount3::Args) -> mount3::Res {
-        let p = args.proc_();
-        let r = self
-            .call(mount3::PROGRAM, 3, p, &sluice_xdr::to_bytes(&args))
-            .await;
-        assert_eq!(r.body, ReplyBody::success(), "MOUNT proc {p}");
-        let mut rd = Reader::from_bytes(&r.results);
-        let res = mount3::decode_res(p, &mut rd).expect("MOUNT results decode");
-        rd.finish().expect("no bytes after the results");
-        res
-    }
-
-    async fn portmap(&mut self, args: portmap::Args) -> portmap::Res {
-        let p = args.proc_();
-        let r = self
-            .call(portmap::PROGRAM, 2, p, &sluice_xdr::to_bytes(&args))
-            .await;
-        assert_eq!(r.body, ReplyBody::success(), "PORTMAP proc {p}");
-        let mut rd = Reader::from_bytes(&r.results);
-        let res = portmap::decode_res(p, &mut rd).expect("PORTMAP results decode");
-        rd.finish().expect("no bytes after the results");
-        res
-    }
-
-    async fn mnt(&mut self, path: &str) -> MntRes {
-        match self
-            .mount(mount3::Args::Mnt(DirPath(Bytes::copy_from_slice(
-                path.as_bytes(),
-            ))))
-            .await
-        {
-            mount3::Res::Mnt(r) => r,
-            other => panic!("MNT reply: {other:?}"),
-        }
-    }
-
-    /// MNT of the server's first export; its root handle.
-    async fn mnt_root(&mut self, s: &TestServer) -> NfsFh3 {
-        let path = s.config.exports[0].path.to_str().unwrap().to_string();
-        match self.mnt(&path).await {
-            MntRes::Ok(ok) => ok.fhandle,
-            MntRes::Err(e) => panic!("MNT {path}: {e:?}"),
-        }
-    }
-}
-
-fn parse_reply(segs: &[Bytes]) -> Reply {
-    let mut r = Reader::new(segs);
-    let header = MsgHeader::unpack(&mut r).expect("reply header decodes");
-    let MsgHeader::Reply { xid, body } = header else {
-        panic!("server sent a CALL")
-    };
-    let mut results = vec![0u8; r.remaining()];
-    r.copy_to(&mut results).unwrap();
-    Reply {
-        xid,
-        body,
-        results: Bytes::from(results),
-    }
-}
-
-// --- typed NFS helpers ------------------------------------------------------------------------
-
-/// The resok of a result that must have succeeded.
-fn ok<T, F: std::fmt::Debug>(r: NfsResult<T, F>) -> T {
-    match r {
-        NfsResult::Ok(v) => v,
-        NfsResult::Err(s, f) => panic!("NFS3ERR {} ({}): {f:?}", s.name(), s.0),
-    }
-}
-
-fn dirop(dir: &NfsFh3, name: &str) -> DirOpArgs3 {
-    DirOpArgs3 {
-        dir: dir.clone(),
-        name: Bytes::copy_from_slice(name.as_bytes()),
-    }
-}
-
-async fn getattr(c: &mut Rpc, fh: &NfsFh3) -> GetattrRes {
-    op!(c, Getattr, GetattrArgs { object: fh.clone() })
-}
-
-async fn lookup(c: &mut Rpc, dir: &NfsFh3, name: &str) -> LookupRes {
-    lookup_raw(c, dir, name.as_bytes()).await
-}
-
-async fn lookup_raw(c: &mut Rpc, dir: &NfsFh3, name: &[u8]) -> LookupRes {
-    op!(
-        c,
-        Lookup,
-        LookupArgs {
-            what: DirOpArgs3 {
-                dir: dir.clone(),
-                name: Bytes::copy_from_slice(name),
-            }
-        }
-    )
-}
-
-async fn read(c: &mut Rpc, fh: &NfsFh3, offset: u64, count: u32) -> ReadRes {
-    op!(
-        c,
-        Read,
-        ReadArgs {
-            file: fh.clone(),
-            offset,
-            count
-        }
-    )
-}
-
-async fn write(c: &mut Rpc, fh: &NfsFh3, offset: u64, data: &[u8], stable: StableHow) -> WriteRes {
-    op!(
-        c,
-        Write,
-        WriteArgs {
-            file: fh.clone(),
-            offset,
-            count: data.len() as u32,
-            stable,
-            data: Payload::from(data.to_vec()),
-        }
-    )
-}
-
-async fn remove(c: &mut Rpc, dir: &NfsFh3, name: &str) -> RemoveRes {
-    op!(
-        c,
-        Remove,
-        RemoveArgs {
-            object: dirop(dir, name)
-        }
-    )
-}
-
-/// A new empty file (GUARDED, 0644); its handle.
-async fn create(c: &mut Rpc, dir: &NfsFh3, name: &str) -> NfsFh3 {
-    ok(op!(
-        c,
-        Create,
-        CreateArgs {
-            where_: dirop(dir, name),
-            how: CreateHow::Guarded(Sattr3 {
-                mode: Some(0o644),
-                ..Default::default()
-            }),
-        }
-    ))
-    .obj
-    .expect("CREATE returns the handle")
 }
 
 /// Every entry of a small directory by READDIR: name -> fileid.
