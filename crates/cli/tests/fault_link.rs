@@ -38,16 +38,7 @@ struct Setup {
 impl Setup {
     fn new(tag: &str, faults: &[&str]) -> Setup {
         let dirs = TempDir::new(tag);
-        let export = dirs.path().join("export");
-        let state = dirs.path().join("state");
-        std::fs::create_dir_all(&export).unwrap();
-        std::fs::create_dir_all(&state).unwrap();
-        let server = Sluice::start(
-            &export,
-            &state,
-            &["--no-root-squash"],
-            &dirs.path().join("server.log"),
-        );
+        let server = Sluice::start_in(&dirs);
         let mut flags = LINK.to_vec();
         flags.extend_from_slice(faults);
         let link = Link::start(server.port, &flags);

@@ -51,16 +51,7 @@ struct Setup {
 impl Setup {
     fn new(tag: &str) -> Setup {
         let dirs = TempDir::new(tag);
-        let export = dirs.path().join("export");
-        let state = dirs.path().join("state");
-        std::fs::create_dir_all(&export).unwrap();
-        std::fs::create_dir_all(&state).unwrap();
-        let server = Sluice::start(
-            &export,
-            &state,
-            &["--no-root-squash"],
-            &dirs.path().join("server.log"),
-        );
+        let server = Sluice::start_in(&dirs);
         Setup {
             server,
             _dirs: dirs,

@@ -13,17 +13,9 @@ use std::time::Duration;
 fn linux_kernel_client_copies_renames_links_and_checksums_match() {
     require_tools(&["qemu-system-x86_64", "sha256sum"]);
     let work = TempDir::new("kernel");
-    let export = work.path().join("export");
-    let state = work.path().join("state");
     let results = work.path().join("kclient-run");
-    std::fs::create_dir_all(&export).unwrap();
     // The guest works as root (cp -a keeps modes and owners), as against ganesha.
-    let server = Sluice::start(
-        &export,
-        &state,
-        &["--no-root-squash"],
-        &work.path().join("server.log"),
-    );
+    let server = Sluice::start_in(&work);
     let port = server.port.to_string();
     let export_s = server.export.to_str().unwrap().to_string();
     let run = run_peer_script(

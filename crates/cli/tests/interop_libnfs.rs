@@ -39,16 +39,8 @@ fn libnfs_utils_transfers_and_lists_and_the_wire_is_clean() {
         "sha256sum",
     ]);
     let work = TempDir::new("libnfs");
-    let export = work.path().join("export");
-    let state = work.path().join("state");
-    std::fs::create_dir_all(&export).unwrap();
     // libnfs runs as root here and writes as uid 0: export like the ganesha baseline does.
-    let server = Sluice::start(
-        &export,
-        &state,
-        &["--no-root-squash"],
-        &work.path().join("server.log"),
-    );
+    let server = Sluice::start_in(&work);
     let port = server.port.to_string();
     let export_s = server.export.to_str().unwrap().to_string();
 

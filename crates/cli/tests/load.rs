@@ -176,16 +176,7 @@ fn run_load(
     let seed: u64 = env_or("SLUICE_LOAD_SEED", 0x5EED);
     eprintln!("{tag}: {CLIENTS} clients, {secs} s, seed {seed:#x} (SLUICE_LOAD_SEED replays)");
     let dirs = TempDir::new(tag);
-    let export = dirs.path().join("export");
-    let state = dirs.path().join("state");
-    std::fs::create_dir_all(&export).unwrap();
-    std::fs::create_dir_all(&state).unwrap();
-    let server = Sluice::start(
-        &export,
-        &state,
-        &["--no-root-squash"],
-        &dirs.path().join("server.log"),
-    );
+    let server = Sluice::start_in(&dirs);
     let link = link_flags.map(|f| Link::start(server.port, f));
     let port = link.as_ref().map_or(server.port, |l| l.port);
     let url = nfs_url(port, &server.export);

@@ -115,6 +115,22 @@ impl Sluice {
         panic!("sluice could not get a free port in 5 attempts");
     }
 
+    /// The usual server of a test: exports `dirs/export` with its state in `dirs/state` (both
+    /// created), root not squashed (the tests and the peer clients work as root), logging to
+    /// `dirs/server.log`.
+    pub fn start_in(dirs: &TempDir) -> Sluice {
+        let export = dirs.path().join("export");
+        let state = dirs.path().join("state");
+        std::fs::create_dir_all(&export).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        Sluice::start(
+            &export,
+            &state,
+            &["--no-root-squash"],
+            &dirs.path().join("server.log"),
+        )
+    }
+
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
     }
