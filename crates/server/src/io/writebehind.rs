@@ -469,6 +469,13 @@ impl WriteBehindDriver {
 }
 
 fn fix_locked(st: &State, fh: &[u8], attr: &mut Fattr3, since: u64) -> SizeFix {
+    // Only regular files take WRITEs: a directory's or a symlink's attributes are never stale
+    // because of write-behind, whatever landed meanwhile. (Treating them as uncertain dropped
+    // READDIRPLUS attributes of directories whenever any flush completed during the listing,
+    // and clients then listed them without a type.)
+    if attr.ftype != sluice_xdr::nfs3::Ftype3::REG {
+        return SizeFix::Done;
+    }
     match st.files.get(fh) {
         Some(ctx) => {
             attr.size = attr.size.max(ctx.held_end);
@@ -556,6 +563,42 @@ fn pieces(chunks: &[Bytes], offset: u64, len: u64) -> impl Iterator<Item = Bytes
 
 #[cfg(test)]
 mod tests {
+    /// Regression: a flush landing during a READDIRPLUS made every entry's attributes
+    /// "uncertain", so directories were listed without attributes (nfs-ls showed no type).
+    #[test]
+    fn only_regular_files_are_uncertain_after_a_flush_lands() {
+        use sluice_xdr::nfs3::{Fattr3, Ftype3};
+        let wb = WriteBehindDriver::new(Default::default(), Arc::new(Stats::default()));
+        let moved_on = wb.epoch().wrapping_add(1); // as if a flush landed after the call began
+        let mut dir = Fattr3 {
+            ftype: Ftype3::DIR,
+            size: 4096,
+            ..Default::default()
+        };
+        assert_eq!(
+            wb.fix_size(b"dir-handle", &mut dir, moved_on),
+            SizeFix::Done
+        );
+        let mut file = Fattr3 {
+            ftype: Ftype3::REG,
+            size: 10,
+            ..Default::default()
+        };
+        assert_eq!(
+            wb.fix_size(b"file-handle", &mut file, moved_on),
+            SizeFix::Uncertain
+        );
+        let mut same = Fattr3 {
+            ftype: Ftype3::REG,
+            size: 10,
+            ..Default::default()
+        };
+        assert_eq!(
+            wb.fix_size(b"file-handle", &mut same, wb.epoch()),
+            SizeFix::Done
+        );
+    }
+
     use super::*;
 
     #[test]
