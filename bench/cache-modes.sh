@@ -19,7 +19,9 @@
 #   bench/cache-modes.sh [--limit 256M] [--reps 1] [--modes buffered,dontcache,direct] [--out FILE]
 #   (ratios "/ buffered" need buffered among --modes)
 #
-# Env: BENCH_KEEP=1, BENCH_SKIP_BUILD=1.
+# If a server dies (OOM kill in the cgroup), its row says so, the file is written on the host for
+# the read phase, and the run goes on. Env: SLUICE_SERVE_ARGS adds options to `sluice serve`
+# (e.g. --no-write-behind); BENCH_KEEP=1, BENCH_SKIP_BUILD=1.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -45,6 +47,7 @@ W="$BENCH_WORK"
 LOOP_BPS=$(iperf3_rate)
 
 declare -A V   # V[mode.phase.key] = space-separated values over reps
+declare -A DIED   # DIED[mode.phase] = why there is no throughput
 RAW=""
 
 # sampler CG FILE: appends "cache rss" every 0.1 s until killed
@@ -64,26 +67,39 @@ for rep in $(seq 1 "$REPS"); do
         echo "$LIMIT_B" > "$cg/memory.limit_in_bytes"
         mkdir -p "$W/$mode"
         drop_caches
-        start_sluice_in_cgroup "$cg" "$mode" "$W/$mode" --io "$mode"
+        # shellcheck disable=SC2086
+        start_sluice_in_cgroup "$cg" "$mode" "$W/$mode" --io "$mode" ${SLUICE_SERVE_ARGS:-}
         url=$(nfs_url "$W/$mode/f" "$SL_PORT" "$SL_PORT")
         for phase in write read; do
+            if ! alive "$SL_PID"; then
+                # the write killed the server: write the file on the host (outside the cgroup)
+                # so the read phase still measures this mode, and restart the server
+                dd if=/dev/zero of="$W/$mode/f" bs=1M count=$((FILE_B >> 20)) conv=fsync status=none
+                RAW+="| $rep | $mode | read | file written on the host with dd after the server died; server restarted | | | | | | |"$'\n'
+                # shellcheck disable=SC2086
+                start_sluice_in_cgroup "$cg" "$mode" "$W/$mode" --io "$mode" ${SLUICE_SERVE_ARGS:-}
+                url=$(nfs_url "$W/$mode/f" "$SL_PORT" "$SL_PORT")
+            fi
             drop_caches
             echo 0 > "$cg/memory.max_usage_in_bytes"
+            oom0=$(awk '$1 == "oom_kill" {print $2}' "$cg/memory.oom_control")
             : > "$W/samples"
             sampler "$cg" "$W/samples" &
             spid=$!
             BENCH_PIDS+=("$spid")
-            if [ $phase = write ]; then
-                bench_run r "$SL_PID" "$url" --workload write --size "$FILE_B" --block 1M --depth 16
-            else
-                bench_run r "$SL_PID" "$url" --workload read --size "$FILE_B" --block 1M --depth 16
-            fi
+            rc=0
+            BENCH_SERVER_DEATH_OK=1 bench_run r "$SL_PID" "$url" --workload "$phase" --size "$FILE_B" --block 1M --depth 16 || rc=$?
+            [ "$rc" = 0 ] || [ "$rc" = 3 ] || bench_die "bench_run failed ($rc)"
             end_cache=$(stat_of "$cg" cache); end_rss=$(stat_of "$cg" rss)
             stop_sluice "$spid"
-            kill -0 "$SL_PID" 2>/dev/null || bench_die "the $mode server died during $phase (OOM? see dmesg)"
             max_cache=$(awk 'BEGIN {m = 0} $1 > m {m = $1} END {print m}' "$W/samples")
             max_rss=$(awk 'BEGIN {m = 0} $2 > m {m = $2} END {print m}' "$W/samples")
             max_usage=$(cat "$cg/memory.max_usage_in_bytes")
+            ooms=$(( $(awk '$1 == "oom_kill" {print $2}' "$cg/memory.oom_control") - oom0 ))
+            if [ "$rc" = 3 ]; then
+                DIED[$mode.$phase]="${DIED[$mode.$phase]:-}rep $rep: server OOM-killed ($ooms kill(s) in the cgroup); "
+                r_rate=0; r_cpu=0; r_line="SERVER DIED: $(dmesg 2>/dev/null | grep 'Killed process' | tail -1 | sed 's/^\[[^]]*\] //')"
+            fi
             for kv_ in "rate=$r_rate" "cpu=$r_cpu" "end_cache=$end_cache" "max_cache=$max_cache" \
                        "max_rss=$max_rss" "max_usage=$max_usage"; do
                 V[$mode.$phase.${kv_%%=*}]+="${kv_#*=} "
@@ -94,6 +110,7 @@ for rep in $(seq 1 "$REPS"); do
         [ -n "$fallback" ] && RAW+="| $rep | $mode | server log | ${fallback//$'\n'/ / } | | | | | | |"$'\n'
         stop_sluice "$SL_PID"
         rm -f "$W/$mode/f"
+        rmdir "$cg"
     done
 done
 
@@ -109,14 +126,16 @@ echo "memory and the page cache it brings in are charged there). File: $(MiB "$F
 echo "cgroup, 1 MiB calls, 16 in flight; write = new file + COMMIT (**cold**: page cache dropped first); read = sequential"
 echo "(**cold**: page cache dropped first). One fresh cgroup and server per mode, modes run one after another"
 echo "in this one run ($REPS rep(s); medians). cache/rss: memory.stat of the cgroup, sampled every 0.1 s (max) and right"
-echo "after the phase (end). Loopback single-stream limit (iperf3): $(py "f'{$LOOP_BPS/1e6:.0f}'") MB/s."
+echo "after the phase (end). Server: \`sluice serve --no-root-squash --io MODE ${SLUICE_SERVE_ARGS:-}\`. Loopback single-stream limit (iperf3): $(py "f'{$LOOP_BPS/1e6:.0f}'") MB/s."
 echo
 echo "| mode | phase | throughput / buffered | throughput / loopback | cache at end (MiB) | max cache (MiB) | max cache / limit | max cache / buffered's | max rss (MiB) | max usage (MiB) | server CPU s/GiB |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for phase in write read; do
     for mode in "${MODES[@]}"; do
         k="$mode.$phase"; b="buffered.$phase"
-        echo "| $mode | $phase | $(py "f'{$(m "$k.rate")/$(m "$b.rate"):.2f}'") | $(py "f'{$(m "$k.rate")/$LOOP_BPS:.3f}'") | $(MiB "$(m "$k.end_cache")") | $(MiB "$(m "$k.max_cache")") | $(py "f'{$(m "$k.max_cache")/$LIMIT_B:.2f}'") | $(py "f'{$(m "$k.max_cache")/max(1,$(m "$b.max_cache")):.2f}'") | $(MiB "$(m "$k.max_rss")") | $(MiB "$(m "$k.max_usage")") | $(py "f'{$(m "$k.cpu")/($FILE_B/2**30):.2f}'") |"
+        if [ -n "${DIED[$k]:-}" ]; then tput="**${DIED[$k]% }** (medians over all reps, 0 for a dead one)"; tloop="-"; else
+            tput=$(py "f'{$(m "$k.rate")/max(1, $(m "$b.rate")):.2f}'"); tloop=$(py "f'{$(m "$k.rate")/$LOOP_BPS:.3f}'"); fi
+        echo "| $mode | $phase | $tput | $tloop | $(MiB "$(m "$k.end_cache")") | $(MiB "$(m "$k.max_cache")") | $(py "f'{$(m "$k.max_cache")/$LIMIT_B:.2f}'") | $(py "f'{$(m "$k.max_cache")/max(1,$(m "$b.max_cache")):.2f}'") | $(MiB "$(m "$k.max_rss")") | $(MiB "$(m "$k.max_usage")") | $(py "f'{$(m "$k.cpu")/($FILE_B/2**30):.2f}'") |"
     done
 done
 echo

@@ -178,14 +178,34 @@ iperf3_rate() {
 nfs_url() { echo "nfs://127.0.0.1$1?version=3&nfsport=$2&mountport=$3"; }
 
 # bench_run OUTVAR PID URL ARGS...: runs `sluice bench` (bounded by BENCH_TIMEOUT, default 600 s)
-# and records the server PID's CPU ticks around it. Sets ${OUTVAR}_rate (bytes/s),
+# and records the server PID's CPU ticks around it. If the server dies meanwhile: exit, or with
+# BENCH_SERVER_DEATH_OK=1 return 3 (the caller reports it). Sets ${OUTVAR}_rate (bytes/s),
 # ${OUTVAR}_bytes, ${OUTVAR}_cpu (server CPU seconds), ${OUTVAR}_line (the bench output).
 bench_run() {
     local var="$1" pid="$2" url="$3"; shift 3
-    local c0 c1 out
+    local c0 c1 out bpid rc deadline
     c0=$(cpu_ticks "$pid")
-    out=$(timeout -k 5 "${BENCH_TIMEOUT:-600}" "$BIN" bench "$@" "$url") \
-        || bench_die "sluice bench $* $url failed"
+    # the client retries a dead server forever (hard-mount semantics): watch the server and stop
+    # the client at once if the server goes away (OOM kill in a memory cgroup, crash)
+    "$BIN" bench "$@" "$url" > "$BENCH_WORK/bench.out" 2> "$BENCH_WORK/bench.err" &
+    bpid=$!
+    deadline=$(( $(date +%s) + ${BENCH_TIMEOUT:-600} ))
+    while kill -0 "$bpid" 2>/dev/null && alive "$bpid"; do
+        if ! alive "$pid"; then
+            kill -KILL "$bpid" 2>/dev/null; wait "$bpid" 2>/dev/null || true
+            echo "  $var: the server (pid $pid) died during: sluice bench $*" >&2
+            [ "${BENCH_SERVER_DEATH_OK:-0}" = 1 ] && return 3
+            bench_die "the server (pid $pid) died during: sluice bench $* (OOM kill? see dmesg)"
+        fi
+        if [ "$(date +%s)" -ge "$deadline" ]; then
+            kill -KILL "$bpid" 2>/dev/null; wait "$bpid" 2>/dev/null || true
+            bench_die "sluice bench $* took over ${BENCH_TIMEOUT:-600} s"
+        fi
+        sleep 0.1
+    done
+    rc=0; wait "$bpid" || rc=$?
+    [ "$rc" = 0 ] || bench_die "sluice bench $* $url failed ($rc): $(tail -3 "$BENCH_WORK/bench.err")"
+    out=$(cat "$BENCH_WORK/bench.out")
     c1=$(cpu_ticks "$pid")
     echo "  $var: $out (server cpu $(( c1 - c0 )) ticks)" >&2
     printf -v "${var}_line" '%s' "$out"
@@ -194,13 +214,21 @@ bench_run() {
     printf -v "${var}_cpu" '%s' "$(python3 -c "print(($c1-$c0)/$CLK_TCK)")"
 }
 
+# alive PID: the process exists and is not a zombie
+alive() {
+    local line
+    { read -r line < "/proc/$1/stat"; } 2>/dev/null || return 1
+    line="${line##*) }"
+    [ "${line:0:1}" != Z ]
+}
+
 kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }   # KEY "k=v k=v": the value
 
 # py EXPR: evaluate a python expression (formatting ratios)
 py() { python3 -c "import statistics as st; print($1)"; }
 
 machine_line() {
-    echo "$(nproc) cores, $(uname -sr), $(awk '/MemTotal/ {printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo), backing fs $(findmnt -no FSTYPE -T "$BENCH_WORK") on $(findmnt -no SOURCE -T "$BENCH_WORK"), sluice $(git -C "$BENCH_ROOT" rev-parse --short HEAD)$(git -C "$BENCH_ROOT" diff --quiet HEAD -- crates || echo '+uncommitted changes in crates/')"
+    echo "$(nproc) cores, $(uname -sr), $(awk '/MemTotal/ {printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo), backing fs $(findmnt -no FSTYPE -T "$BENCH_WORK") on $(findmnt -no SOURCE -T "$BENCH_WORK"), sluice $(git -C "$BENCH_ROOT" rev-parse --short HEAD)$(git -C "$BENCH_ROOT" diff --quiet HEAD -- crates || echo '+uncommitted changes in crates/'); host load average (1/5/15 min) at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work shares the host)"
 }
 
 # backend_writes METRICS_ADDR: "MEDIAN_LE AVG COUNT BYTES" of the server's backend write sizes,

@@ -18,7 +18,9 @@
 #
 # STATE_DIR gets: ganesha.conf, ganesha.log, ganesha.pid (pid inside the namespace),
 # unshare.pid (host pid of the namespace holder), inner.log, recovery/, args.
-# Environment: GANESHA_START_TIMEOUT (s, default 60), GANESHA_LEASE (s, default 10).
+# Environment: GANESHA_START_TIMEOUT (s, default 60), GANESHA_LEASE (s, default 10),
+# GANESHA_CACHING=1 (benchmarks: keep ganesha's own attribute/dirent caching defaults instead of
+# the test default that turns them off so host-side changes are visible at once).
 set -euo pipefail
 
 SELF="$(readlink -f "${BASH_SOURCE[0]}")"
@@ -108,8 +110,18 @@ do_inner() {
 }
 
 write_conf() {
-    local dir="$1" port="$2" st="$3"
+    local dir="$1" port="$2" st="$3" mdcache attr
     mkdir -p "$st/recovery"
+    # no attribute caching by default: files the host changes behind ganesha's back (test
+    # set-up, host-side mkdir/rename/rm) must be visible to the clients at once. That costs
+    # ganesha a refresh per operation, so benchmarks ask for ganesha's defaults instead.
+    if [ "${GANESHA_CACHING:-0}" = 1 ]; then
+        mdcache="# GANESHA_CACHING=1: ganesha's default MDCACHE"
+        attr="# GANESHA_CACHING=1: ganesha's default Attr_Expiration_Time"
+    else
+        mdcache="MDCACHE { Dir_Chunk = 0; }"
+        attr="Attr_Expiration_Time = 0;"
+    fi
     cat > "$st/ganesha.conf" <<EOF
 # written by tests/peers/ganesha.sh
 NFS_CORE_PARAM {
@@ -128,7 +140,7 @@ NFSV4 {
     RecoveryRoot = "$st/recovery";
 }
 NFS_KRB5 { Active_krb5 = false; }
-MDCACHE { Dir_Chunk = 0; }
+$mdcache
 EXPORT {
     Export_Id = 1;
     Path = "$dir";
@@ -138,9 +150,7 @@ EXPORT {
     SecType = sys;
     Protocols = 3, 4;
     Transports = TCP;
-    # no attribute caching: files the host changes behind ganesha's back (test set-up,
-    # host-side mkdir/rename/rm) must be visible to the clients at once
-    Attr_Expiration_Time = 0;
+    $attr
     FSAL { Name = VFS; }
 }
 EOF
@@ -167,7 +177,7 @@ do_start() {
 
     # idempotent: same export on the same port already up -> nothing to do
     pid="$(holder_pid "$st")"
-    if [ -n "$pid" ] && [ "$(cat "$st/args" 2>/dev/null)" = "$dir $port" ] && answers "$dir" "$port"; then
+    if [ -n "$pid" ] && [ "$(cat "$st/args" 2>/dev/null)" = "$dir $port ${GANESHA_CACHING:-0}" ] && answers "$dir" "$port"; then
         return 0
     fi
     do_stop "$st"   # leftovers of a crashed run with this STATE_DIR
@@ -182,7 +192,7 @@ do_start() {
     done
 
     write_conf "$dir" "$port" "$st"
-    echo "$dir $port" > "$st/args"
+    echo "$dir $port ${GANESHA_CACHING:-0}" > "$st/args"
     : > "$st/ganesha.log"; : > "$st/inner.log"; : > "$st/rpcbind.log"
 
     # setsid: not in the caller's process group / terminal, so ^C of a test does not half-kill it
