@@ -12,6 +12,7 @@
 
 pub mod backend;
 pub mod io;
+pub mod memlimit;
 pub mod metrics;
 pub mod mountd;
 pub mod net;
@@ -91,6 +92,7 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
     if config.exports.is_empty() {
         return Err("nothing to export: give a directory or --exports FILE".into());
     }
+    fit_to_memory(&mut config.io);
     let mut entries = Vec::new();
     for export in &mut config.exports {
         let canonical = std::fs::canonicalize(&export.path)
@@ -228,6 +230,34 @@ pub async fn run(bound: Bound) -> Result<(), String> {
         Some(Ok(Ok(()))) | None => Ok(()),
         Some(Ok(Err(e))) => Err(format!("server stopped: {e}")),
         Some(Err(e)) => Err(format!("server task failed: {e}")),
+    }
+}
+
+/// Held write data and READ buffers are ordinary process memory, which a cgroup cannot reclaim:
+/// each may use at most a quarter of the memory the server may have.
+fn fit_to_memory(io: &mut io::IoConfig) {
+    let Some(limit) = memlimit::memory_limit_bytes() else {
+        return;
+    };
+    let quarter = limit / 4;
+    let wb = &mut io.write_behind;
+    if wb.dirty_bytes_limit > quarter {
+        info!(
+            memory_limit = limit,
+            from = wb.dirty_bytes_limit,
+            to = quarter,
+            "write-behind dirty limit lowered to a quarter of the memory limit"
+        );
+        wb.dirty_bytes_limit = quarter.max(8 << 20);
+    }
+    let chunks = (quarter as usize / io.pool.chunk_bytes.max(1)).max(64);
+    if io.pool.chunks_max > chunks {
+        info!(
+            from = io.pool.chunks_max,
+            to = chunks,
+            "READ chunk pool lowered to a quarter of the memory limit"
+        );
+        io.pool.chunks_max = chunks;
     }
 }
 
