@@ -203,7 +203,7 @@ async fn ping_pong_shows_the_configured_rtt_10ms() {
 /// server's own wake-up latency, 25-150 us each under load, which the proxy
 /// cannot see. Run with `--ignored` on a quiet machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "scheduling-sensitive at 1 ms on a loaded 2-core machine; run with --ignored"]
+#[ignore = "scheduling-sensitive at 1 ms on a loaded 2-core machine; on a quiet machine: cargo test -p sluice-link --test proxy -- --ignored ping_pong_shows_the_configured_rtt_1ms"]
 async fn ping_pong_shows_the_configured_rtt_1ms() {
     let rtt = Duration::from_millis(1);
     let mean = ping_pong_mean(rtt, 500).await;

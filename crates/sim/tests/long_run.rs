@@ -155,7 +155,7 @@ fn randomized_runs_deliver_the_file_exactly() {
 /// Ignored by default: thousands of seeds take minutes even in release. Run with
 /// `SLUICE_SIM_SEEDS=0..2000 cargo test -p sluice-sim --release -- --ignored long_run`.
 #[test]
-#[ignore = "minutes of runtime; see the doc comment for the command"]
+#[ignore = "minutes of runtime: SLUICE_SIM_SEEDS=0..2000 cargo test -p sluice-sim --release -- --ignored long_run"]
 fn long_run() {
     for seed in seeds(0..2000) {
         check(seed);
