@@ -36,7 +36,10 @@
 //!
 //! A run that overlaps a flush still in flight is not flushed until that flush completes: two
 //! flushes of the same bytes are never in flight together, so the backend applies them in the
-//! order they were issued. At most `flushes_in_flight_max` (8) flushes are in flight.
+//! order they were issued. At most `flushes_in_flight_max` (8) flushes are in flight, and with
+//! clustering at most `file_flushes_in_flight_max` (1) of them for one file: the kernel
+//! serializes writes to one inode anyway, and writers queued behind its lock only burn CPU.
+//! Commit flushes are not limited (COMMIT waits for them).
 //!
 //! With `clustering: false` every segment is flushed alone, as soon as it is polled.
 //!
@@ -78,6 +81,12 @@ pub struct WriteBehindConfig {
     pub pressure_percent: u64,
     /// Flushes in flight at once (commit flushes excepted). Default 8.
     pub flushes_in_flight_max: usize,
+    /// Background flushes in flight at once for one file, with clustering. Default 1: writes
+    /// to one file serialize on its inode lock in the kernel (`i_rwsem`), so a second 8 MiB
+    /// `pwritev` only spins or sleeps behind the first; on 2 cores the spinning took the CPU the
+    /// receive path needed (1 GiB shuffled stream: 8 per file ran at 0.6-0.9 GB/s and ~1.0-1.5
+    /// CPU s, 1 per file at 1.05-1.1 GB/s and 0.7 CPU s). Other files still flush side by side.
+    pub file_flushes_in_flight_max: usize,
     /// Whether adjacent writes are coalesced at all. Default true.
     pub clustering: bool,
 }
@@ -91,6 +100,7 @@ impl Default for WriteBehindConfig {
             dirty_bytes_limit: 256 * 1024 * 1024,
             pressure_percent: 50,
             flushes_in_flight_max: 8,
+            file_flushes_in_flight_max: 1,
             clustering: true,
         }
     }
@@ -186,10 +196,11 @@ impl<F: Ord + Clone, P: Clone> WriteBehind<F, P> {
     /// An empty window.
     ///
     /// # Panics
-    /// On a zero `cluster_bytes`, `dirty_bytes_limit` or `flushes_in_flight_max`.
+    /// On a zero `cluster_bytes`, `dirty_bytes_limit`, `flushes_in_flight_max` or
+    /// `file_flushes_in_flight_max`.
     pub fn new(config: WriteBehindConfig) -> Self {
         assert!(config.cluster_bytes > 0 && config.dirty_bytes_limit > 0);
-        assert!(config.flushes_in_flight_max > 0);
+        assert!(config.flushes_in_flight_max > 0 && config.file_flushes_in_flight_max > 0);
         WriteBehind {
             config,
             files: BTreeMap::new(),
@@ -354,6 +365,9 @@ impl<F: Ord + Clone, P: Clone> WriteBehind<F, P> {
                 }
                 continue;
             }
+            if self.file_flushes_in_flight(file) >= c.file_flushes_in_flight_max {
+                continue;
+            }
             for r in state.runs() {
                 if self.overlaps_in_flight(file, r.start, r.start + r.len) {
                     continue;
@@ -413,6 +427,10 @@ impl<F: Ord + Clone, P: Clone> WriteBehind<F, P> {
             segments,
             reason,
         }
+    }
+
+    fn file_flushes_in_flight(&self, file: &F) -> usize {
+        self.in_flight.values().filter(|f| &f.file == file).count()
     }
 
     fn overlaps_in_flight(&self, file: &F, start: u64, end: u64) -> bool {
@@ -646,9 +664,33 @@ mod tests {
         assert!(wb.poll_flush(t + Duration::from_millis(29)).is_none());
         assert_eq!(wb.poll_timeout(), Some(t + Duration::from_millis(30)));
         let a = wb.poll_flush(t + Duration::from_millis(30)).unwrap();
+        // One flush per file in flight: the second run waits for the first to land.
+        assert!(wb.poll_flush(t + Duration::from_millis(30)).is_none());
+        wb.on_flush_complete(a.id);
         let b = wb.poll_flush(t + Duration::from_millis(30)).unwrap();
         assert_eq!((a.offset, a.len, a.reason), (0, MIB, FlushReason::Timeout));
         assert_eq!((b.offset, b.len), (2 * MIB, MIB));
+    }
+
+    #[test]
+    fn one_file_has_one_background_flush_in_flight_other_files_proceed() {
+        let mut wb: Wb = WriteBehind::new(WriteBehindConfig::default());
+        let t = Instant::now();
+        for i in 0..16 {
+            write(&mut wb, t, 1, i * MIB, MIB, i);
+        }
+        write(&mut wb, t, 2, 0, 8 * MIB, 100);
+        let first = wb.poll_flush(t).unwrap();
+        let second = wb.poll_flush(t).unwrap();
+        assert_ne!(first.file, second.file, "the other file is not held back");
+        assert!(wb.poll_flush(t).is_none(), "file 1's second cluster waits");
+        let one = if first.file == 1 { first } else { second };
+        wb.on_flush_complete(one.id);
+        let next = wb.poll_flush(t).unwrap();
+        assert_eq!(
+            (next.file, next.offset, next.len),
+            (1, one.offset + 8 * MIB, 8 * MIB)
+        );
     }
 
     #[test]
@@ -807,6 +849,7 @@ mod tests {
                 dirty_bytes_limit: rng.gen_range(16..256) * 1024,
                 pressure_percent: rng.gen_range(1..=100),
                 flushes_in_flight_max: rng.gen_range(1..10),
+                file_flushes_in_flight_max: rng.gen_range(1..4),
                 clustering: rng.gen_bool(0.8),
             };
             let limit = config.dirty_bytes_limit;
