@@ -72,6 +72,10 @@ pub struct ServeArgs {
     /// clustering).
     #[arg(long)]
     pub no_clustering: bool,
+    /// Copy READ data through the server's buffers instead of splicing page-cache pages
+    /// straight into the socket (large READs of buffered exports over TCP).
+    #[arg(long)]
+    pub no_splice: bool,
     /// Connections served at once.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
@@ -134,6 +138,7 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         udp: a.udp,
         log_requests: a.log_requests,
         metrics: a.metrics,
+        read_splice: !a.no_splice,
         net,
         io: {
             let mut io = sluice_server::io::IoConfig {

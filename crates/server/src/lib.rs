@@ -19,6 +19,7 @@ pub mod net;
 pub mod nfs;
 pub mod portmap;
 pub mod service;
+pub mod splice;
 pub mod stats;
 
 use backend::{Export, LocalFs, LocalFsConfig};
@@ -50,6 +51,9 @@ pub struct ServerConfig {
     pub net: net::NetConfig,
     /// Sequential detection, readahead, READ chunk pool and write-behind (`io::IoConfig`).
     pub io: io::IoConfig,
+    /// Answer large READs of buffered exports over TCP by splicing page-cache pages into the
+    /// socket instead of copying them through READ chunks (default true; see [`splice`]).
+    pub read_splice: bool,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +70,7 @@ impl Default for ServerConfig {
             metrics: None,
             net: net::NetConfig::default(),
             io: io::IoConfig::default(),
+            read_splice: true,
         }
     }
 }
@@ -166,6 +171,15 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
             exports: exports.clone(),
             stats: stats.clone(),
             io: io::Engine::new(config.io.clone(), config.read_bytes_max, stats.clone()),
+            pipes: splice::PipePool::new(
+                if config.read_splice {
+                    splice::PIPES_MAX_DEFAULT
+                } else {
+                    0
+                },
+                config.read_bytes_max as usize,
+                stats.clone(),
+            ),
         },
         mountd: mountd::Mountd::new(exports.clone()),
         ports: portmap::PortTable {

@@ -22,20 +22,31 @@
 //! they are, so a 1 MiB WRITE arrives as sixteen 64 KiB segments and is never copied into one
 //! contiguous buffer.
 
+use crate::splice::SplicedData;
 use bytes::{Bytes, BytesMut};
 use sluice_rpc::record::{self, RecordDecoder, RecordDecoderConfig};
 use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{mpsc, Semaphore};
 use tracing::{debug, info, warn};
 
 /// Size of one socket read buffer; also the largest contiguous allocation the receive path makes.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Queued replies written by one `writev`: at most this many segments ...
+const WRITE_BATCH_SEGMENTS: usize = 256;
+/// ... and, once past this many bytes, no more replies are added.
+const WRITE_BATCH_BYTES: usize = 1 << 20;
+
+/// Segments passed to one `writev` (the kernel accepts up to 1024).
+const IOVECS_PER_WRITE: usize = 256;
 
 /// Limits of the network driver.
 #[derive(Debug, Clone)]
@@ -81,6 +92,38 @@ pub enum Transport {
     Udp,
 }
 
+/// One reply record: bytes in memory and, for a spliced READ, data waiting in a pipe and the
+/// bytes that follow it (see [`crate::splice`]). Only TCP replies are ever spliced.
+#[derive(Debug)]
+pub struct Reply {
+    pub segs: Vec<Bytes>,
+    pub spliced: Option<SplicedData>,
+}
+
+impl From<Vec<Bytes>> for Reply {
+    fn from(segs: Vec<Bytes>) -> Reply {
+        Reply {
+            segs,
+            spliced: None,
+        }
+    }
+}
+
+impl Reply {
+    /// Bytes in the record.
+    pub fn len(&self) -> usize {
+        self.segs.iter().map(|s| s.len()).sum::<usize>()
+            + self
+                .spliced
+                .as_ref()
+                .map_or(0, |s| s.pipe.len() + s.tail.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Whatever answers RPC records: the NFS/MOUNT/PORTMAP dispatcher in production.
 pub trait Service: Send + Sync + 'static {
     /// Handles one call record; `None` means send nothing (e.g. an undecodable header).
@@ -88,7 +131,7 @@ pub trait Service: Send + Sync + 'static {
         self: Arc<Self>,
         peer: Peer,
         record: Vec<Bytes>,
-    ) -> impl Future<Output = Option<Vec<Bytes>>> + Send;
+    ) -> impl Future<Output = Option<Reply>> + Send;
 }
 
 /// Accepts TCP connections until the listener fails.
@@ -142,12 +185,43 @@ async fn serve_conn<S: Service>(
     cfg: NetConfig,
 ) -> io::Result<()> {
     let (mut rd, mut wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<Vec<Bytes>>(cfg.replies_queued_max);
+    let (tx, mut rx) = mpsc::channel::<Reply>(cfg.replies_queued_max);
     let stall_max = cfg.idle_timeout;
     let writer = tokio::spawn(async move {
-        while let Some(reply) = rx.recv().await {
-            let framed = record::frame(reply, usize::MAX >> 1);
-            if let Err(e) = write_all_vectored_within(&mut wr, &framed, stall_max).await {
+        let mut next = None;
+        loop {
+            let reply = match next.take() {
+                Some(r) => r,
+                None => match rx.recv().await {
+                    Some(r) => r,
+                    None => break,
+                },
+            };
+            let sent = match reply.spliced {
+                None => {
+                    // Replies already queued behind this one go out in the same writev: one
+                    // system call (and one wake-up of the client) for a burst of small replies.
+                    let mut framed = record::frame(reply.segs, usize::MAX >> 1);
+                    let mut bytes: usize = framed.iter().map(|s| s.len()).sum();
+                    while framed.len() < WRITE_BATCH_SEGMENTS && bytes < WRITE_BATCH_BYTES {
+                        match rx.try_recv() {
+                            Ok(r) if r.spliced.is_none() => {
+                                let more = record::frame(r.segs, usize::MAX >> 1);
+                                bytes += more.iter().map(|s| s.len()).sum::<usize>();
+                                framed.extend(more);
+                            }
+                            Ok(r) => {
+                                next = Some(r);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    write_all_vectored_within(&mut wr, &framed, stall_max).await
+                }
+                Some(sp) => write_spliced(&mut wr, reply.segs, sp, stall_max).await,
+            };
+            if let Err(e) = sent {
                 if e.kind() == io::ErrorKind::TimedOut {
                     // A client that does not read its replies: everything behind this reply
                     // (the queue, the calls in flight, the reader) is stuck, and the
@@ -231,6 +305,96 @@ async fn serve_conn<S: Service>(
     result
 }
 
+/// Writes a spliced reply as one record: the record mark and `head` with MSG_MORE, the pipe's
+/// bytes by splice, then the tail. Each step is bounded by `stall_max` without progress, like
+/// [`write_all_vectored_within`].
+async fn write_spliced(
+    wr: &mut OwnedWriteHalf,
+    head: Vec<Bytes>,
+    mut sp: SplicedData,
+    stall_max: Duration,
+) -> io::Result<()> {
+    let total = head.iter().map(|s| s.len()).sum::<usize>() + sp.pipe.len() + sp.tail.len();
+    if total > record::MAX_FRAGMENT_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "reply too large",
+        ));
+    }
+    let mut segs = Vec::with_capacity(head.len() + 1);
+    segs.push(Bytes::copy_from_slice(&record::record_header(total, true)));
+    segs.extend(head.into_iter().filter(|s| !s.is_empty()));
+    let stream: &TcpStream = wr.as_ref();
+    let fd = stream.as_raw_fd();
+    let (mut idx, mut off) = (0usize, 0usize);
+    while idx < segs.len() {
+        let n = nonblocking_write(stream, stall_max, || {
+            let iov: Vec<libc::iovec> = std::iter::once(&segs[idx][off..])
+                .chain(segs[idx + 1..].iter().map(|s| &s[..]))
+                .take(64)
+                .map(|s| libc::iovec {
+                    iov_base: s.as_ptr() as *mut libc::c_void,
+                    iov_len: s.len(),
+                })
+                .collect();
+            // SAFETY: a zeroed msghdr is valid; the iovecs describe live buffers borrowed for
+            // the call.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+            msg.msg_iovlen = iov.len() as _;
+            // SAFETY: fd is the connection's socket, alive for the borrow of `stream`.
+            let rc = unsafe { libc::sendmsg(fd, &msg, libc::MSG_MORE | libc::MSG_NOSIGNAL) };
+            if rc < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(rc as usize)
+            }
+        })
+        .await?;
+        let mut n = n;
+        while n > 0 && idx < segs.len() {
+            let left = segs[idx].len() - off;
+            if n >= left {
+                n -= left;
+                idx += 1;
+                off = 0;
+            } else {
+                off += n;
+                n = 0;
+            }
+        }
+    }
+    let more = !sp.tail.is_empty();
+    while !sp.pipe.is_empty() {
+        nonblocking_write(stream, stall_max, || sp.pipe.drain(fd, more)).await?;
+    }
+    if more {
+        write_all_vectored_within(wr, &[sp.tail], stall_max).await?;
+    }
+    Ok(())
+}
+
+/// Runs the non-blocking socket write `f` until it makes progress, waiting (at most
+/// `stall_max` each time) for the socket to become writable.
+async fn nonblocking_write(
+    stream: &TcpStream,
+    stall_max: Duration,
+    mut f: impl FnMut() -> io::Result<usize>,
+) -> io::Result<usize> {
+    loop {
+        match tokio::time::timeout(stall_max, stream.writable()).await {
+            Ok(r) => r?,
+            Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+        }
+        match stream.try_io(tokio::io::Interest::WRITABLE, &mut f) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Writes every segment, in order, with as few `writev` calls as the socket allows.
 pub async fn write_all_vectored<W: AsyncWriteExt + Unpin>(
     w: &mut W,
@@ -250,9 +414,10 @@ pub async fn write_all_vectored_within<W: AsyncWriteExt + Unpin>(
     let mut idx = 0;
     let mut off = 0;
     while idx < segs.len() {
-        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity((segs.len() - idx).min(64));
+        let mut slices: Vec<IoSlice<'_>> =
+            Vec::with_capacity((segs.len() - idx).min(IOVECS_PER_WRITE));
         slices.push(IoSlice::new(&segs[idx][off..]));
-        for s in segs[idx + 1..].iter().take(63) {
+        for s in segs[idx + 1..].iter().take(IOVECS_PER_WRITE - 1) {
             slices.push(IoSlice::new(s));
         }
         let mut n = match tokio::time::timeout(stall_max, w.write_vectored(&slices)).await {
@@ -288,7 +453,6 @@ pub const UDP_BUFFER_BYTES: usize = 8 << 20;
 
 /// Sets SO_RCVBUF/SO_SNDBUF, past `net.core.rmem_max` as root (SO_*BUFFORCE); best effort.
 fn set_udp_buffers(sock: &UdpSocket, bytes: usize) {
-    use std::os::fd::AsRawFd;
     let fd = sock.as_raw_fd();
     let val = bytes.min(i32::MAX as usize) as libc::c_int;
     for opts in [
@@ -338,9 +502,15 @@ pub async fn serve_udp<S: Service>(sock: UdpSocket, svc: Arc<S>, cfg: NetConfig)
                 transport: Transport::Udp,
             };
             if let Some(reply) = svc.handle(peer, rec).await {
-                let total: usize = reply.iter().map(|s| s.len()).sum();
+                if reply.spliced.is_some() {
+                    // The NFS layer splices TCP replies only; a datagram is built in memory.
+                    warn!(%addr, "a spliced reply cannot go out over UDP; dropped");
+                    drop(permit);
+                    return;
+                }
+                let total: usize = reply.segs.iter().map(|s| s.len()).sum();
                 let mut out = BytesMut::with_capacity(total);
-                for s in &reply {
+                for s in &reply.segs {
                     out.extend_from_slice(s);
                 }
                 if let Err(e) = sock.send_to(&out, addr).await {

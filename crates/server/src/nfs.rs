@@ -21,11 +21,13 @@ use crate::backend::{self, export_id_of, Caller, Cred, DirEntry, Export, ExportO
 use crate::io::writebehind::SizeFix;
 use crate::io::Engine;
 use crate::net::{Peer, Transport};
+use crate::splice::{LentPipe, PipePool, SplicedData, SPLICE_MIN_BYTES};
 use crate::stats::Stats;
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::nfs3::*;
 use sluice_xdr::{Pack, Payload, Writer};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 /// Size of one READ buffer chunk.
@@ -47,6 +49,8 @@ pub struct Nfs3 {
     pub stats: Arc<Stats>,
     /// Sequential table, READ chunk pool and write-behind, shared by every export.
     pub io: Arc<Engine>,
+    /// Pipes for spliced READ replies over TCP ([`crate::splice`]).
+    pub pipes: Arc<PipePool>,
 }
 
 /// Why a call cannot reach an export.
@@ -55,16 +59,27 @@ enum Gate {
 }
 
 impl Nfs3 {
-    /// Runs one procedure and appends its results to `w`. Returns the status sent.
+    /// Runs one procedure and appends its results to `w`. Returns the status sent and, for a
+    /// READ answered by splice, the data to send after `w` (see [`crate::splice`]).
     pub async fn handle(
         &self,
         peer: &Peer,
         cred: &Credentials,
         args: Args3,
         w: &mut Writer,
-    ) -> Nfsstat3 {
+    ) -> (Nfsstat3, Option<SplicedData>) {
         if let Args3::Null(()) = args {
-            return Nfsstat3::OK;
+            return (Nfsstat3::OK, None);
+        }
+        if let (Transport::Tcp, Args3::Read(a)) = (peer.transport, &args) {
+            if let Ok((fs, caller)) = self.gate(peer, cred, &a.file) {
+                if let Some((ok, pipe)) = self.read_spliced(fs, caller, a).await {
+                    Nfsstat3::OK.pack(w);
+                    ok.pack_without_data(w);
+                    let tail = Bytes::from_static(&[0u8; 3][..ReadResOk::data_padding(ok.count)]);
+                    return (Nfsstat3::OK, Some(SplicedData { pipe, tail }));
+                }
+            }
         }
         let mut args = args;
         if peer.transport == Transport::Udp {
@@ -85,7 +100,7 @@ impl Nfs3 {
         }
         let status = res_status(&res);
         res.pack(w);
-        status
+        (status, None)
     }
 
     /// Finds the export of a handle and the caller as that export sees them.
@@ -168,6 +183,55 @@ impl Nfs3 {
         }
     }
 
+    /// A READ answered by splicing page-cache pages into a pipe, on buffered exports, for READs
+    /// of at least [`SPLICE_MIN_BYTES`] of files without held writes. `None` (nothing sent, no
+    /// state changed but the sequential table) means use the chunk path: no pipe free, another
+    /// cache mode, a small READ, held data to land first, or any failure (the chunk path
+    /// reports it).
+    async fn read_spliced(
+        &self,
+        fs: Arc<LocalFs>,
+        caller: Caller,
+        a: &ReadArgs,
+    ) -> Option<(ReadResOk, LentPipe)> {
+        let count = a.count.min(fs.config().read_bytes_max) as usize;
+        if count < SPLICE_MIN_BYTES
+            || fs.io_mode() != backend::IoMode::Buffered
+            || self.io.wb.holds(&a.file.0)
+        {
+            return None;
+        }
+        let mut pipe = self.pipes.acquire(a.offset, count)?;
+        let (stats, io, a) = (self.stats.clone(), self.io.clone(), a.clone());
+        self.spawn(move || {
+            let since = io.wb.epoch();
+            let ahead = io.seq.observe_read(&a.file.0, a.offset, count as u64);
+            let ok = fs
+                .read_with(&caller, &a.file, a.offset, count, |f| {
+                    pipe.fill(f.as_fd(), a.offset, count)
+                })
+                .ok()?;
+            if let Some(ra) = ahead {
+                fs.readahead_hint(&a.file, ra.offset, ra.len);
+            }
+            stats.wire_read_bytes.record(ok.count as u64);
+            stats.backend_read_bytes.record(ok.count as u64);
+            let mut attr = Some(ok.attr);
+            fix_post_op(&io, &fs, &a.file, &mut attr, since);
+            let end = a.offset + ok.count as u64;
+            let eof = ok.eof && attr.is_none_or(|at| at.size <= end);
+            let res = ReadResOk {
+                file_attributes: attr,
+                count: ok.count as u32,
+                eof,
+                data: Payload::new(),
+            };
+            Some((res, pipe))
+        })
+        .await
+        .flatten()
+    }
+
     /// READ (RFC 1813 §3.3.6): held data overlapping the range lands first; the reply's data are
     /// pooled chunks.
     async fn read(&self, fs: Arc<LocalFs>, caller: Caller, a: ReadArgs) -> ReadRes {
@@ -176,6 +240,11 @@ impl Nfs3 {
         let count = a.count.min(fs.config().read_bytes_max);
         if count > 0 && wb.holds(&a.file.0) {
             wb.flush_range(&a.file.0, a.offset, u64::from(count)).await;
+        } else if (count as usize) < SPLICE_MIN_BYTES {
+            // A small READ of cached data costs less than the hand-off to a blocking thread.
+            if let Some(res) = read_nowait(&fs, &caller, &a, count, &self.stats, &self.io) {
+                return res;
+            }
         }
         let run = |fs: Arc<LocalFs>, caller: Caller, a: ReadArgs| {
             let (stats, io) = (self.stats.clone(), self.io.clone());
@@ -738,7 +807,24 @@ fn read(
         return NfsResult::Err(Nfsstat3::JUKEBOX, ReadResFail::default());
     };
     let ahead = io.seq.observe_read(&a.file.0, a.offset, u64::from(count));
-    match fs.read(caller, &a.file, a.offset, &mut bufs) {
+    let res = fs.read(caller, &a.file, a.offset, &mut bufs);
+    read_reply(fs, a, res, bufs, ahead, since, stats, io)
+}
+
+/// The reply to a READ whose data the backend placed in `bufs`: the chunks as the payload,
+/// server readahead started, attributes fixed for held writes.
+#[allow(clippy::too_many_arguments)]
+fn read_reply(
+    fs: &LocalFs,
+    a: &ReadArgs,
+    res: backend::Res<backend::ReadOk, PostOpAttr>,
+    bufs: Vec<crate::io::pool::PooledChunk>,
+    ahead: Option<crate::io::seq::Readahead>,
+    since: u64,
+    stats: &Stats,
+    io: &Engine,
+) -> ReadRes {
+    match res {
         Ok(ok) => {
             if let Some(ra) = ahead {
                 fs.readahead_hint(&a.file, ra.offset, ra.len);
@@ -769,6 +855,23 @@ fn read(
         }
         Err((s, file_attributes)) => NfsResult::Err(s, ReadResFail { file_attributes }),
     }
+}
+
+/// [`read`] from the page cache without blocking (see [`LocalFs::read_nowait`]), on the
+/// caller's (async) thread; `None` when it would have to wait: nothing was done.
+fn read_nowait(
+    fs: &LocalFs,
+    caller: &Caller,
+    a: &ReadArgs,
+    count: u32,
+    stats: &Stats,
+    io: &Engine,
+) -> Option<ReadRes> {
+    let since = io.wb.epoch();
+    let mut bufs = io.pool.try_acquire_for(count as usize)?;
+    let res = fs.read_nowait(caller, &a.file, a.offset, &mut bufs)?;
+    let ahead = io.seq.observe_read(&a.file.0, a.offset, u64::from(count));
+    Some(read_reply(fs, a, res, bufs, ahead, since, stats, io))
 }
 
 /// WRITE straight to the backend (DATA_SYNC, FILE_SYNC, or write-behind disabled).

@@ -13,7 +13,7 @@
 //! idempotent; statistics and per-request logs key off them.
 
 use crate::mountd::Mountd;
-use crate::net::{Peer, Service};
+use crate::net::{Peer, Reply, Service};
 use crate::nfs::Nfs3;
 use crate::portmap::PortTable;
 use crate::stats::Stats;
@@ -42,12 +42,12 @@ pub struct Server {
 }
 
 impl Service for Server {
-    async fn handle(self: Arc<Self>, peer: Peer, record: Vec<Bytes>) -> Option<Vec<Bytes>> {
+    async fn handle(self: Arc<Self>, peer: Peer, record: Vec<Bytes>) -> Option<Reply> {
         let call = match rpcs::parse_call(&record) {
             CallParse::Call(c) => c,
             other => {
                 debug!(addr = %peer.addr, "record is not an acceptable call: {other:?}");
-                return rpcs::reply_for(&other);
+                return rpcs::reply_for(&other).map(Reply::from);
             }
         };
         let started = Instant::now();
@@ -55,15 +55,17 @@ impl Service for Server {
             .then(|| DrcKey::for_call(client_id(&peer), &call, &record));
         if let Some(key) = &drc_key {
             if let Some(reply) = self.check_reply_cache(&peer, &call, key).await {
-                return reply;
+                return reply.map(Reply::from);
             }
         }
         let (reply, status) = self.dispatch(&peer, &call, &record).await;
         if let Some(key) = drc_key {
+            // Only READs are spliced, and READ is idempotent: a cached reply is all in memory.
+            debug_assert!(reply.spliced.is_none());
             self.drc
                 .lock()
                 .expect("drc lock")
-                .complete(Instant::now(), key, &reply);
+                .complete(Instant::now(), key, &reply.segs);
         }
         self.drc_done.notify_waiters();
         let elapsed = started.elapsed();
@@ -140,25 +142,54 @@ impl Server {
         peer: &Peer,
         call: &RpcCall,
         record: &[Bytes],
+    ) -> (Reply, Option<&'static str>) {
+        let (segs, status) = match self.dispatch_nfs(peer, call, record).await {
+            Some(r) => return r,
+            None => self.dispatch_other(peer, call, record).await,
+        };
+        (Reply::from(segs), status)
+    }
+
+    /// NFS v3 calls (READs may come back spliced); `None` for every other program.
+    async fn dispatch_nfs(
+        &self,
+        peer: &Peer,
+        call: &RpcCall,
+        record: &[Bytes],
+    ) -> Option<(Reply, Option<&'static str>)> {
+        let xid = call.xid;
+        if (call.prog(), call.vers()) != (nfs3::PROGRAM, nfs3::VERSION) {
+            return None;
+        }
+        if call.proc_() as usize >= nfs3::proc_::NAMES.len() {
+            return Some((rpcs::proc_unavail(xid).into(), None));
+        }
+        let mut r = call.args(record);
+        let args = match nfs3::decode_args(call.proc_(), &mut r) {
+            Ok(a) => a,
+            Err(e) => {
+                debug!(addr = %peer.addr, xid, "GARBAGE_ARGS: {e}");
+                return Some((rpcs::garbage_args(xid).into(), Some("GARBAGE_ARGS")));
+            }
+        };
+        let mut w = rpcs::success_header(xid);
+        let (status, spliced) = self.nfs.handle(peer, &call.cred, args, &mut w).await;
+        let reply = Reply {
+            segs: w.into_segments(),
+            spliced,
+        };
+        Some((reply, Some(status.name())))
+    }
+
+    /// Every call but NFS v3's.
+    async fn dispatch_other(
+        &self,
+        peer: &Peer,
+        call: &RpcCall,
+        record: &[Bytes],
     ) -> (Vec<Bytes>, Option<&'static str>) {
         let xid = call.xid;
         match (call.prog(), call.vers()) {
-            (nfs3::PROGRAM, nfs3::VERSION) => {
-                if call.proc_() as usize >= nfs3::proc_::NAMES.len() {
-                    return (rpcs::proc_unavail(xid), None);
-                }
-                let mut r = call.args(record);
-                let args = match nfs3::decode_args(call.proc_(), &mut r) {
-                    Ok(a) => a,
-                    Err(e) => {
-                        debug!(addr = %peer.addr, xid, "GARBAGE_ARGS: {e}");
-                        return (rpcs::garbage_args(xid), Some("GARBAGE_ARGS"));
-                    }
-                };
-                let mut w = rpcs::success_header(xid);
-                let status = self.nfs.handle(peer, &call.cred, args, &mut w).await;
-                (w.into_segments(), Some(status.name()))
-            }
             (nfs3::PROGRAM, _) => (rpcs::prog_mismatch(xid, nfs3::VERSION, nfs3::VERSION), None),
             (mount3::PROGRAM, mount3::VERSION) => {
                 if call.proc_() as usize >= mount3::proc_::NAMES.len() {

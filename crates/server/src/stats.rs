@@ -86,6 +86,10 @@ pub struct EngineStats {
     pub pool_chunks_high_water: AtomicU64,
     pub readahead_bytes: AtomicU64,
     pub drc_hits: AtomicU64,
+    /// READ data sent from page-cache pages by splice, never copied by the server.
+    pub spliced_bytes: AtomicU64,
+    /// Pipes for spliced READs in existence.
+    pub pipes: AtomicU64,
 }
 
 #[derive(Default)]
@@ -269,6 +273,18 @@ impl Stats {
                 &e.readahead_bytes,
             ),
             (
+                "sluice_spliced_read_bytes_total",
+                "counter",
+                "READ data spliced from the page cache to the socket without a copy.",
+                &e.spliced_bytes,
+            ),
+            (
+                "sluice_splice_pipes",
+                "gauge",
+                "Pipes for spliced READs in existence.",
+                &e.pipes,
+            ),
+            (
                 "sluice_drc_hits_total",
                 "counter",
                 "Retransmissions answered from the reply cache.",
@@ -309,7 +325,7 @@ impl Stats {
         let e = &self.engine;
         let _ = writeln!(
             s,
-            "seqtable: {} hits, {} misses, {} evictions; dirty {} bytes (high water {}); pool {} chunks in use (high water {}); read ahead {} bytes; reply cache hits {}",
+            "seqtable: {} hits, {} misses, {} evictions; dirty {} bytes (high water {}); pool {} chunks in use (high water {}); spliced {} bytes ({} pipes); read ahead {} bytes; reply cache hits {}",
             e.seq_hits.load(Relaxed),
             e.seq_misses.load(Relaxed),
             e.seq_evictions.load(Relaxed),
@@ -317,6 +333,8 @@ impl Stats {
             e.dirty_bytes_high_water.load(Relaxed),
             e.pool_chunks_in_use.load(Relaxed),
             e.pool_chunks_high_water.load(Relaxed),
+            e.spliced_bytes.load(Relaxed),
+            e.pipes.load(Relaxed),
             e.readahead_bytes.load(Relaxed),
             e.drc_hits.load(Relaxed),
         );

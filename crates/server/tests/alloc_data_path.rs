@@ -70,6 +70,14 @@ static ALLOC: Counting = Counting;
 
 #[test]
 fn a_256_mib_write_and_read_allocate_nothing_larger_than_a_chunk_on_server_threads() {
+    // One test, both READ paths in turn: the counters are process-wide.
+    for splice in [false, true] {
+        write_and_read(splice);
+    }
+}
+
+/// The 256 MiB write and read, with READs spliced (no buffer at all) or through chunks.
+fn write_and_read(splice: bool) {
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
@@ -81,8 +89,9 @@ fn a_256_mib_write_and_read_allocate_nothing_larger_than_a_chunk_on_server_threa
         .enable_all()
         .build()
         .unwrap();
-    let dirs = TestDirs::new("alloc");
-    let config = dirs.config();
+    let dirs = TestDirs::new(if splice { "alloc-splice" } else { "alloc" });
+    let mut config = dirs.config();
+    config.read_splice = splice;
     let bound = server_rt
         .block_on(sluice_server::bind(config))
         .expect("server binds");
@@ -186,5 +195,15 @@ fn a_256_mib_write_and_read_allocate_nothing_larger_than_a_chunk_on_server_threa
         big, 0,
         "the data path allocated {big} buffers larger than a chunk (largest {largest} bytes)"
     );
+    let e = &stats.engine;
+    if splice {
+        assert_eq!(e.spliced_bytes.load(Relaxed), FILE_BYTES, "READs spliced");
+    } else {
+        assert_eq!(e.spliced_bytes.load(Relaxed), 0);
+        assert!(
+            e.pool_chunks_high_water.load(Relaxed) > 0,
+            "READs used chunks"
+        );
+    }
     drop(server_rt);
 }

@@ -323,7 +323,21 @@ async fn a_failed_flush_is_reported_by_the_next_commit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sequential_reads_are_read_ahead() {
-    let s = start("seq-read", |_| {}).await;
+    sequential_reads(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sequential_reads_are_read_ahead_and_spliced_without_chunks() {
+    sequential_reads(true).await;
+}
+
+/// 32 × 1 MiB READs in order: read ahead, the right bytes, through pooled chunks that all come
+/// back, or (`splice`) through pipes without touching the chunk pool.
+async fn sequential_reads(splice: bool) {
+    let s = start(if splice { "seq-splice" } else { "seq-read" }, |c| {
+        c.read_splice = splice
+    })
+    .await;
     std::fs::write(
         s.dirs.export().join("r"),
         pattern_range(0, (32 * MIB) as usize),
@@ -356,6 +370,17 @@ async fn sequential_reads_are_read_ahead() {
         "every READ after the first was hinted ahead"
     );
     assert_eq!(e.seq_misses.load(Relaxed), 1);
+    if splice {
+        assert_eq!(
+            e.spliced_bytes.load(Relaxed),
+            32 * MIB,
+            "every byte spliced"
+        );
+        assert_eq!(e.pool_chunks_high_water.load(Relaxed), 0, "no chunk used");
+        assert!(e.pipes.load(Relaxed) >= 1);
+        return;
+    }
+    assert_eq!(e.spliced_bytes.load(Relaxed), 0);
     assert!(e.pool_chunks_high_water.load(Relaxed) >= 16);
     // The last reply's chunks come back once the server's writer has dropped them.
     for _ in 0..100 {
@@ -365,4 +390,93 @@ async fn sequential_reads_are_read_ahead() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(e.pool_chunks_in_use.load(Relaxed), 0, "chunks came back");
+}
+
+/// Every READ path (spliced from the page cache, read in place without blocking, chunks on a
+/// blocking thread) returns the file's bytes and the right `eof` for any offset and length,
+/// with many READs of mixed sizes in flight on one connection (their replies share `writev`s
+/// and splices on the way out), and sees a change made on the host since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_of_any_offset_and_length_match_the_file_on_every_path() {
+    for splice in [true, false] {
+        let s = start(
+            if splice {
+                "paths-splice"
+            } else {
+                "paths-chunks"
+            },
+            |c| c.read_splice = splice,
+        )
+        .await;
+        let size = 5 * MIB + 123;
+        let mut content = pattern_range(0, size as usize);
+        std::fs::write(s.dirs.export().join("f"), &content).unwrap();
+        let (mut c, root) = s.client().await;
+        let fh = match c
+            .nfs(Args3::Lookup(LookupArgs {
+                what: dirop(&root, "f"),
+            }))
+            .await
+        {
+            Res3::Lookup(NfsResult::Ok(ok)) => ok.object,
+            other => panic!("LOOKUP: {other:?}"),
+        };
+        for round in 0..2 {
+            if round == 1 {
+                // Changed behind the server's back: the next READs see the new bytes.
+                let patch = vec![0xA5u8; 300_000];
+                content[1_000_000..1_300_000].copy_from_slice(&patch);
+                std::fs::write(s.dirs.export().join("f"), &content).unwrap();
+            }
+            let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ round;
+            let mut asked = std::collections::HashMap::new();
+            let mut sent = 0;
+            let mut done = 0;
+            while done < 200 {
+                while sent < 200 && sent - done < 24 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let offset = match x % 4 {
+                        0 => (x >> 8) % (size + 4096) / 4096 * 4096, // page aligned
+                        _ => (x >> 8) % (size + 4096),               // anywhere, past the end too
+                    };
+                    let count = match (x >> 40) % 3 {
+                        0 => 1 + (x >> 44) % 16_384,      // small: in place or chunks
+                        1 => 32_768 + (x >> 44) % 65_536, // medium
+                        _ => (1 << 20) - (x >> 44) % 3,   // about rtmax
+                    } as u32;
+                    let xid = c
+                        .send_nfs(&Args3::Read(ReadArgs {
+                            file: fh.clone(),
+                            offset,
+                            count,
+                        }))
+                        .await;
+                    asked.insert(xid, (offset, count));
+                    sent += 1;
+                }
+                let (xid, res) = c.recv_nfs().await;
+                let (offset, count) = asked.remove(&xid).expect("a reply to a call sent");
+                let what = format!("splice={splice} round {round}: READ {count} at {offset}");
+                let ok = match res {
+                    Res3::Read(NfsResult::Ok(ok)) => ok,
+                    other => panic!("{what}: {other:?}"),
+                };
+                let start = (offset as usize).min(content.len());
+                let end = (offset as usize + count as usize).min(content.len());
+                assert_eq!(ok.count as usize, end - start, "{what}: count");
+                assert_eq!(ok.data.len(), end - start, "{what}: data length");
+                assert!(ok.data.to_vec() == content[start..end], "{what}: bytes");
+                assert_eq!(ok.eof, end == content.len(), "{what}: eof");
+                done += 1;
+            }
+        }
+        let spliced = s.stats.engine.spliced_bytes.load(Relaxed);
+        if splice {
+            assert!(spliced > 0, "some READs were spliced");
+        } else {
+            assert_eq!(spliced, 0);
+        }
+    }
 }

@@ -812,6 +812,22 @@ impl ReadResOk {
     /// post_op_attr (88) + count (4) + eof (4) + data length (4). A reply to a READ of `n` bytes
     /// is at most `4 (status) + FIXED_BYTES + n + 3`.
     pub const FIXED_BYTES: usize = POST_OP_ATTR_MAX_BYTES + 12;
+
+    /// Encodes everything but the data bytes, for a reply whose `count` data bytes travel from
+    /// elsewhere (a pipe spliced into the socket): attributes, count, eof and the data's length
+    /// (`count`). On the wire this is followed by the `count` bytes and then
+    /// [`ReadResOk::data_padding`] zero bytes; `data` is ignored.
+    pub fn pack_without_data(&self, w: &mut Writer) {
+        self.file_attributes.pack(w);
+        w.put_u32(self.count);
+        w.put_bool(self.eof);
+        w.put_u32(self.count);
+    }
+
+    /// The zero bytes that follow `count` data bytes to a multiple of four (RFC 4506 §4.10).
+    pub fn data_padding(count: u32) -> usize {
+        (4 - count as usize % 4) % 4
+    }
 }
 xdr_struct!(
     /// `READ3resfail`.
@@ -1580,6 +1596,29 @@ fn post_op_attr_len(a: &PostOpAttr) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_read_reply_packed_without_its_data_is_the_full_reply_minus_the_data() {
+        for n in [0u32, 1, 2, 3, 4, 5, 65_536, 65_537] {
+            let data: Vec<u8> = (0..n).map(|i| i as u8).collect();
+            let mut full = ReadResOk {
+                file_attributes: Some(Fattr3::default()),
+                count: n,
+                eof: n % 2 == 0,
+                data: Payload::new(),
+            };
+            full.data.push(bytes::Bytes::from(data.clone()));
+            let mut w = Writer::new();
+            full.pack(&mut w);
+            let whole: Vec<u8> = w.into_segments().concat();
+            let mut w = Writer::new();
+            full.pack_without_data(&mut w);
+            let mut parts: Vec<u8> = w.into_segments().concat();
+            parts.extend_from_slice(&data);
+            parts.extend(std::iter::repeat_n(0u8, ReadResOk::data_padding(n)));
+            assert_eq!(parts, whole, "count {n}");
+        }
+    }
+
     use super::*;
     use crate::{from_bytes, to_bytes};
     use proptest::collection::vec;

@@ -650,20 +650,28 @@ impl LocalFs {
         offset: u64,
         bufs: &mut [B],
     ) -> Res<ReadOk, PostOpAttr> {
+        let want: usize = bufs.iter_mut().map(|b| b.as_mut().len()).sum();
+        self.read_with(caller, fh, offset, want, |file| {
+            self.modes.read(file, offset, bufs)
+        })
+    }
+
+    /// READ (§3.3.6) of up to `want` bytes at `offset` by `reader`, given the open file once
+    /// the caller's permission is checked; it returns the bytes it read. For readers the cache
+    /// modes do not cover (a splice into a pipe); the attributes are taken after it.
+    pub fn read_with(
+        &self,
+        caller: &Caller,
+        fh: &NfsFh3,
+        offset: u64,
+        want: usize,
+        reader: impl FnOnce(&OpenFile) -> io::Result<usize>,
+    ) -> Res<ReadOk, PostOpAttr> {
         let (file, st) = self
             .open_file(fh, false)
             .map_err(|s| (s, self.attr_or_none(fh)))?;
-        {
-            let _as = self
-                .act_as(caller)
-                .map_err(|s| (s, Some(self.fattr(&st))))?;
-            may_read(file.as_fd(), &st, &caller.cred).map_err(|s| (s, Some(self.fattr(&st))))?;
-        }
-        let want: usize = bufs.iter_mut().map(|b| b.as_mut().len()).sum();
-        let count = self
-            .modes
-            .read(&file, offset, bufs)
-            .map_err(|e| (errno(&e), self.post_op(file.as_fd())))?;
+        self.check_read(caller, &file, &st)?;
+        let count = reader(&file).map_err(|e| (errno(&e), self.post_op(file.as_fd())))?;
         let post = sys::statx(file.as_fd(), sys::EMPTY).map_err(|e| (errno(&e), None))?;
         let eof = count < want || offset.saturating_add(count as u64) >= post.stx_size;
         Ok(ReadOk {
@@ -671,6 +679,61 @@ impl LocalFs {
             eof,
             attr: self.fattr(&post),
         })
+    }
+
+    /// READ (§3.3.6) that never waits for the disk, for async code: only a file in the
+    /// open-file cache (and validated since its last change) of a buffered export, read with
+    /// `RWF_NOWAIT` from the page cache. `None` when any of that does not hold or the range is not
+    /// all cached: nothing happened, do the READ on a blocking thread instead.
+    pub fn read_nowait<B: AsMut<[u8]>>(
+        &self,
+        caller: &Caller,
+        fh: &NfsFh3,
+        offset: u64,
+        bufs: &mut [B],
+    ) -> Option<Res<ReadOk, PostOpAttr>> {
+        if self.io_mode() != IoMode::Buffered {
+            return None;
+        }
+        let file = self.files.get(&fh.0)?;
+        let st = sys::statx(file.as_fd(), sys::EMPTY).ok()?;
+        if st.stx_nlink == 0 || !file.validated_at(ctime_stamp(&st)) {
+            return None;
+        }
+        if let Err(e) = self.check_read(caller, &file, &st) {
+            return Some(Err(e));
+        }
+        let mut slices: Vec<std::io::IoSliceMut<'_>> = bufs
+            .iter_mut()
+            .map(|b| std::io::IoSliceMut::new(b.as_mut()))
+            .collect();
+        let want: usize = slices.iter().map(|s| s.len()).sum();
+        let count = sys::preadv2(file.as_fd(), &mut slices, offset, libc::RWF_NOWAIT).ok()?;
+        let post = sys::statx(file.as_fd(), sys::EMPTY).ok()?;
+        let end = offset.saturating_add(count as u64);
+        if count < want && end < post.stx_size {
+            return None; // partly cached: the rest needs the disk
+        }
+        Some(Ok(ReadOk {
+            count,
+            eof: end >= post.stx_size,
+            attr: self.fattr(&post),
+        }))
+    }
+
+    /// Read permission (see `may_read`). An owner needs no kernel check, so no credential switch
+    /// either: the read itself goes through a descriptor already open.
+    fn check_read(
+        &self,
+        caller: &Caller,
+        file: &OpenFile,
+        st: &libc::statx,
+    ) -> Result<(), (Nfsstat3, PostOpAttr)> {
+        if st.stx_uid == caller.cred.uid {
+            return Ok(());
+        }
+        let _as = self.act_as(caller).map_err(|s| (s, Some(self.fattr(st))))?;
+        may_read(file.as_fd(), st, &caller.cred).map_err(|s| (s, Some(self.fattr(st))))
     }
 
     /// WRITE (§3.3.7) of `data` (the payload's chunks, in order) at `offset`, with `pwritev2` as

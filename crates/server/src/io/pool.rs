@@ -90,20 +90,33 @@ impl BufPool {
         };
         publish(&self.stats.engine, &pool);
         drop(pool);
+        Some(self.lend(bufs, bytes))
+    }
+
+    /// [`BufPool::acquire_for`] without waiting: `None` at once while the pool is exhausted.
+    /// Safe to call from async code.
+    pub fn try_acquire_for(self: &Arc<Self>, bytes: usize) -> Option<Vec<PooledChunk>> {
+        let mut pool = self.inner.lock().expect("pool lock");
+        let bufs = pool.acquire_for(bytes)?;
+        publish(&self.stats.engine, &pool);
+        drop(pool);
+        Some(self.lend(bufs, bytes))
+    }
+
+    /// Wraps chunks taken from the core for `bytes`, each sized to its share.
+    fn lend(self: &Arc<Self>, bufs: Vec<BytesMut>, bytes: usize) -> Vec<PooledChunk> {
         let mut left = bytes;
-        Some(
-            bufs.into_iter()
-                .map(|mut buf| {
-                    let n = left.min(self.chunk_bytes);
-                    left -= n;
-                    buf.resize(n, 0);
-                    PooledChunk {
-                        buf,
-                        pool: self.clone(),
-                    }
-                })
-                .collect(),
-        )
+        bufs.into_iter()
+            .map(|mut buf| {
+                let n = left.min(self.chunk_bytes);
+                left -= n;
+                buf.resize(n, 0);
+                PooledChunk {
+                    buf,
+                    pool: self.clone(),
+                }
+            })
+            .collect()
     }
 
     /// Chunks lent out now.
