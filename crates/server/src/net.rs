@@ -305,8 +305,9 @@ async fn serve_conn<S: Service>(
     result
 }
 
-/// Writes a spliced reply as one record: the record mark and `head` with MSG_MORE, the pipe's
-/// bytes by splice, then the tail. Each step is bounded by `stall_max` without progress, like
+/// Writes a spliced reply as one record: the record mark and `head` (with MSG_MORE when more
+/// follows: a partial segment is held for it, never for nothing), the pipe's bytes by splice,
+/// then the tail. Each step is bounded by `stall_max` without progress, like
 /// [`write_all_vectored_within`].
 async fn write_spliced(
     wr: &mut OwnedWriteHalf,
@@ -326,6 +327,8 @@ async fn write_spliced(
     segs.extend(head.into_iter().filter(|s| !s.is_empty()));
     let stream: &TcpStream = wr.as_ref();
     let fd = stream.as_raw_fd();
+    let more_after_head = !sp.pipe.is_empty() || !sp.tail.is_empty();
+    let head_flags = libc::MSG_NOSIGNAL | if more_after_head { libc::MSG_MORE } else { 0 };
     let (mut idx, mut off) = (0usize, 0usize);
     while idx < segs.len() {
         let n = nonblocking_write(stream, stall_max, || {
@@ -343,7 +346,7 @@ async fn write_spliced(
             msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
             msg.msg_iovlen = iov.len() as _;
             // SAFETY: fd is the connection's socket, alive for the borrow of `stream`.
-            let rc = unsafe { libc::sendmsg(fd, &msg, libc::MSG_MORE | libc::MSG_NOSIGNAL) };
+            let rc = unsafe { libc::sendmsg(fd, &msg, head_flags) };
             if rc < 0 {
                 Err(io::Error::last_os_error())
             } else {
@@ -519,5 +522,80 @@ pub async fn serve_udp<S: Service>(sock: UdpSocket, svc: Arc<S>, cfg: NetConfig)
             }
             drop(permit);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::splice::PipePool;
+
+    /// A loopback connection: the server's write half and the client's socket.
+    async fn pair() -> (OwnedWriteHalf, std::net::TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, _) = l.accept().await.unwrap();
+        client.set_nonblocking(true).unwrap();
+        (server.into_split().1, client)
+    }
+
+    /// What the client can read at once, without waiting.
+    fn readable_now(c: &mut std::net::TcpStream) -> Vec<u8> {
+        use std::io::Read;
+        let mut out = vec![0u8; 1 << 16];
+        match c.read(&mut out) {
+            Ok(n) => out.truncate(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => out.clear(),
+            Err(e) => panic!("{e}"),
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_spliced_reply_without_data_is_not_held_back() {
+        // On loopback a pushed segment is in the receiver's queue when the send returns; one
+        // held by MSG_MORE is not (it would wait for TCP's 200 ms cork timer).
+        let (mut wr, mut client) = pair().await;
+        let pool = PipePool::new(1, 1 << 20, Default::default());
+        let pipe = pool.acquire(0, 1 << 20).expect("a pipe");
+        let head = vec![Bytes::from_static(b"header!!")];
+        let sp = SplicedData {
+            pipe,
+            tail: Bytes::new(),
+        };
+        write_spliced(&mut wr, head, sp, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let got = readable_now(&mut client);
+        assert_eq!(
+            got, b"\x80\x00\x00\x08header!!",
+            "the record went out whole, at once"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_spliced_reply_is_one_record_of_head_data_and_tail() {
+        let (mut wr, mut client) = pair().await;
+        let pool = PipePool::new(1, 1 << 20, Default::default());
+        let mut pipe = pool.acquire(0, 5).expect("a pipe");
+        let path = std::env::temp_dir().join(format!("sluice-net-test-{}", std::process::id()));
+        std::fs::write(&path, b"12345").unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(pipe.fill(std::os::fd::AsFd::as_fd(&f), 0, 5).unwrap(), 5);
+        let sp = SplicedData {
+            pipe,
+            tail: Bytes::from_static(&[0, 0, 0]),
+        };
+        write_spliced(
+            &mut wr,
+            vec![Bytes::from_static(b"hd")],
+            sp,
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        let got = readable_now(&mut client);
+        assert_eq!(got, b"\x80\x00\x00\x0ahd12345\0\0\0");
     }
 }
