@@ -133,6 +133,29 @@ impl OpenFile {
     pub fn inode(&self) -> (u64, u64) {
         (self.dev, self.ino)
     }
+
+    /// Starts writing the dirty pages of `len` bytes at `offset` to the disk and returns without
+    /// waiting for them (`sync_file_range(SYNC_FILE_RANGE_WRITE)`; it may still wait for a free
+    /// slot in the device's request queue). A hint: it makes nothing durable (COMMIT still
+    /// syncs), so an error is only returned, never acted on. Write-behind calls it after each
+    /// clustered flush (see `sluice_engine::writebehind`, "After a flush lands").
+    pub fn start_writeback(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+        let len = i64::try_from(len).unwrap_or(0);
+        // SAFETY: a descriptor we own and integer arguments.
+        let r = unsafe {
+            libc::sync_file_range(
+                std::os::fd::AsRawFd::as_raw_fd(&self.fd),
+                offset,
+                len,
+                libc::SYNC_FILE_RANGE_WRITE,
+            )
+        };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
 
 impl AsFd for OpenFile {
@@ -346,5 +369,19 @@ mod tests {
         // Still usable: the Arc keeps it open.
         let dup = a.as_fd().try_clone_to_owned();
         assert!(dup.is_ok());
+    }
+
+    #[test]
+    fn start_writeback_of_a_written_range() {
+        use std::io::Write;
+        let path = std::env::temp_dir().join(format!("sluice-wb-start-{}", std::process::id()));
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(&[7u8; 64 * 1024]).unwrap();
+        let file = OpenFile::new(f.into(), true, 1, 1, 0);
+        let r = file.start_writeback(0, 64 * 1024);
+        let whole = file.start_writeback(4096, u64::MAX); // len clamped: to the end
+        std::fs::remove_file(&path).unwrap();
+        r.unwrap();
+        whole.unwrap();
     }
 }

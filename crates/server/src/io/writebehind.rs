@@ -11,7 +11,8 @@
 //!      │◄───── reply: count, committed = UNSTABLE, verifier ◄── hold: on_write(segments) ◄┘
 //!
 //!  flusher task: poll_flush(now) ─► spawn_blocking: fs.write(caller, run, Unstable) ─► complete
-//!       ▲  sleeps until poll_timeout() or a new write / a completion                      │
+//!       ▲  sleeps until poll_timeout() or a new write /    then, with clustering, start    │
+//!       │  a completion                                    the disk write of the run       │
 //!       └──────────────────────────────────────────────────────────────────────────────────┘
 //!
 //!  COMMIT(range) ─► loop { commit plan: issue its flushes, wait for them and for flushes in
@@ -22,7 +23,9 @@
 //! A held WRITE keeps the `Bytes` segments the receive path decoded it into (64 KiB socket
 //! buffers), not a copy. A flush is written with one `pwritev` per at most
 //! [`BACKEND_WRITE_BYTES_MAX`] and [`BACKEND_WRITE_PIECES_MAX`] segments (`IOV_MAX`), so no
-//! iovec array or buffer grows with the size of a run.
+//! iovec array or buffer grows with the size of a run. After each `pwritev` of a flush whose
+//! [`FlushOp::start_writeback`] is set, the range's writeback to the disk is started without
+//! waiting (`OpenFile::start_writeback`), so a COMMIT's `fdatasync` finds most of it written.
 //!
 //! # Whose credentials write the data
 //! Permission is checked when the WRITE arrives, synchronously, as the caller (the zero-length
@@ -501,6 +504,12 @@ fn write_run(fs: &LocalFs, op: &FlushOp<FileKey, Held>, stats: &Stats) -> Result
         match r {
             Ok(_) => {
                 stats.backend_write_bytes.record(bytes);
+                if op.start_writeback {
+                    // The file is in the open-file cache: the write just used it.
+                    if let Some(file) = fs.open_files().get(&op.file) {
+                        let _ = file.start_writeback(offset, bytes);
+                    }
+                }
                 Ok(())
             }
             Err((s, _)) => Err(s),
