@@ -5,9 +5,12 @@
 //! few syscalls under the caller's fsuid), and turns the backend's answer into the procedure's
 //! `resok`/`resfail`. Semantics (permissions, wcc data, confinement) live in the backend.
 //!
-//! READ replies are built from 64 KiB chunks ([`DATA_CHUNK_BYTES`]) lent by the server's pool
+//! Large READs of buffered exports over TCP are spliced: the file's pages go into a pipe and from
+//! there into the socket, never through our memory ([`crate::splice`]). Other READ replies are
+//! built from 64 KiB chunks ([`DATA_CHUNK_BYTES`]) lent by the server's pool
 //! ([`crate::io::pool`]) and appended to the reply iovec without a copy; they return to the pool
-//! once the reply is on the socket. WRITE payloads arrive as the receive path's 64 KiB segments;
+//! once the reply is on the socket. A small READ of cached data is read in place on the async
+//! thread (`RWF_NOWAIT`), without the hand-off to a blocking thread. WRITE payloads arrive as the receive path's 64 KiB segments;
 //! UNSTABLE ones are held by write-behind ([`crate::io::writebehind`]) and reach `pwritev` in
 //! clusters, the others go to `pwritev` as they are. Nothing on the data path allocates a
 //! contiguous buffer larger than a chunk.
