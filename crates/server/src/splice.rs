@@ -291,6 +291,12 @@ impl LentPipe {
         debug_assert_eq!(self.len, 0, "a pipe carries one reply");
         let n = fill_from_file(self.pipe(), file, offset, count)?;
         self.len += n;
+        // Counted here, before the reply exists, so a client that has its reply sees it counted.
+        self.pool
+            .stats
+            .engine
+            .spliced_bytes
+            .fetch_add(n as u64, Relaxed);
         Ok(n)
     }
 
@@ -298,11 +304,6 @@ impl LentPipe {
     pub fn drain(&mut self, sock: RawFd, more: bool) -> io::Result<usize> {
         let n = drain_to_socket(self.pipe(), sock, self.len, more)?;
         self.len -= n.min(self.len);
-        self.pool
-            .stats
-            .engine
-            .spliced_bytes
-            .fetch_add(n as u64, Relaxed);
         Ok(n)
     }
 }

@@ -86,7 +86,7 @@ pub struct EngineStats {
     pub pool_chunks_high_water: AtomicU64,
     pub readahead_bytes: AtomicU64,
     pub drc_hits: AtomicU64,
-    /// READ data sent from page-cache pages by splice, never copied by the server.
+    /// READ data answered by splice from page-cache pages, never copied by the server.
     pub spliced_bytes: AtomicU64,
     /// Pipes for spliced READs in existence.
     pub pipes: AtomicU64,
