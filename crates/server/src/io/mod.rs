@@ -4,7 +4,8 @@
 //! ```text
 //!   nfs.rs handlers
 //!     READ  ── seq.observe_read ──► backend readahead_hint (fadvise WILLNEED)     [seq]
-//!       │   ── pool.acquire_for ──► preadv into 64 KiB chunks ──► reply iovec     [pool]
+//!       │   ── large, buffered, TCP: splice file ─► pipe ─► socket     [crate::splice]
+//!       │   ── else pool.acquire_for ──► preadv into 64 KiB chunks ──► reply iovec [pool]
 //!       │   ── wb.flush_range first when held data overlaps                       [writebehind]
 //!     WRITE ── seq.observe_write; UNSTABLE: admit ─► check ─► hold ─► reply       [writebehind]
 //!     COMMIT ─ wb.flush_range ─► remembered error or fdatasync                    [writebehind]
