@@ -354,18 +354,7 @@ async fn write_spliced(
             }
         })
         .await?;
-        let mut n = n;
-        while n > 0 && idx < segs.len() {
-            let left = segs[idx].len() - off;
-            if n >= left {
-                n -= left;
-                idx += 1;
-                off = 0;
-            } else {
-                off += n;
-                n = 0;
-            }
-        }
+        (idx, off) = advance(&segs, idx, off, n);
     }
     let more = !sp.tail.is_empty();
     while !sp.pipe.is_empty() {
@@ -423,30 +412,36 @@ pub async fn write_all_vectored_within<W: AsyncWriteExt + Unpin>(
         for s in segs[idx + 1..].iter().take(IOVECS_PER_WRITE - 1) {
             slices.push(IoSlice::new(s));
         }
-        let mut n = match tokio::time::timeout(stall_max, w.write_vectored(&slices)).await {
+        let n = match tokio::time::timeout(stall_max, w.write_vectored(&slices)).await {
             Ok(r) => r?,
             Err(_) => return Err(io::ErrorKind::TimedOut.into()),
         };
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
-        while n > 0 && idx < segs.len() {
-            let left = segs[idx].len() - off;
-            if n >= left {
-                n -= left;
-                idx += 1;
-                off = 0;
-            } else {
-                off += n;
-                n = 0;
-            }
-        }
+        (idx, off) = advance(segs, idx, off, n);
         while idx < segs.len() && segs[idx].len() == off {
             idx += 1;
             off = 0;
         }
     }
     Ok(())
+}
+
+/// Moves the write position (`idx` segment, `off` bytes into it) past `n` bytes sent.
+fn advance(segs: &[Bytes], mut idx: usize, mut off: usize, mut n: usize) -> (usize, usize) {
+    while n > 0 && idx < segs.len() {
+        let left = segs[idx].len() - off;
+        if n >= left {
+            n -= left;
+            idx += 1;
+            off = 0;
+        } else {
+            off += n;
+            n = 0;
+        }
+    }
+    (idx, off)
 }
 
 /// UDP socket buffers: WRITEs of 32 KiB from many clients at once. The default (about 208 KiB)
