@@ -17,19 +17,23 @@
 # The server order alternates between reps; medians over reps are reported, with each rep's
 # values in the raw table. Figures are ratios: absolute rates on 2 noisy cores mean little.
 #
-#   bench/server-vs-ganesha.sh [--size 1G] [--count 50000] [--reps 3] [--out FILE]
+# Before the reps each server takes one untimed warm-up write of the same size (--warmup 0 skips
+# it): a server's first run also pays for faulting in its own buffers, which no later run does.
+#
+#   bench/server-vs-ganesha.sh [--size 1G] [--count 50000] [--reps 3] [--warmup 1] [--out FILE]
 #
 # Env: BENCH_GANESHA_CACHING=0 runs ganesha with the test config (no attribute caching);
 # SLUICE_SERVE_ARGS adds options to `sluice serve`; BENCH_KEEP=1, BENCH_SKIP_BUILD=1.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-SIZE=1G; COUNT=50000; REPS=3; OUT=""
+SIZE=1G; COUNT=50000; REPS=3; WARMUP=1; OUT=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) SIZE="$2"; shift ;;
         --count) COUNT="$2"; shift ;;
         --reps) REPS="$2"; shift ;;
+        --warmup) WARMUP="$2"; shift ;;
         --out) OUT="$2"; shift ;;
         *) sed -n '2,24p' "$0" >&2; exit 2 ;;
     esac
@@ -74,6 +78,16 @@ one_server() {   # sl|gan REP
         RAW+="| $rep | $s | $ph | $r_line | $r_cpu |"$'\n'
     done
 }
+for w in $(seq 1 "$WARMUP"); do
+    echo "warm-up $w" >&2
+    for s in sl gan; do
+        rm -f "$W/$s"/f.*
+        if [ "$s" = sl ]; then pid=$SL_PID; url=$(nfs_url "$W/sl/f.warm" "$SL_PORT" "$SL_PORT")
+        else pid=$GA_PID; url=$(nfs_url "$W/gan/f.warm$w" "$GA_PORT" "$((GA_PORT + 1))"); fi
+        drop_caches
+        bench_run r "$pid" "$url" --workload write --size "$SIZE" --block 1M --depth 16
+    done
+done
 for rep in $(seq 1 "$REPS"); do
     if [ $((rep % 2)) = 1 ]; then order="sl gan"; else order="gan sl"; fi
     echo "rep $rep: $order" >&2
@@ -92,7 +106,7 @@ echo "Client for both servers: \`sluice bench\` (one TCP connection). Sequential
 echo "(write ends with one COMMIT, included in its time). Random: $COUNT x 4 KiB READs at random aligned offsets of the"
 echo "$SIZE file, 32 in flight. Phases per server: write (**cold**: new file, old one removed, page cache dropped) -> read-cold (page cache"
 echo "dropped) -> read-warm (file in the page cache) -> randread-warm -> randread-cold (page cache dropped)."
-echo "$REPS reps, server order alternating; medians over reps. Servers ran side by side in this one run."
+echo "$REPS reps after $WARMUP untimed warm-up write(s) per server, server order alternating; medians over reps. Servers ran side by side in this one run."
 echo "sluice: \`sluice serve --no-root-squash ${SLUICE_SERVE_ARGS:-}\` (defaults: --io buffered, write-behind with clustering)."
 echo "ganesha 4.3: VFS FSAL, caching $( [ "${BENCH_GANESHA_CACHING:-1}" = 1 ] && echo "at ganesha's defaults (GANESHA_CACHING=1)" || echo "off (the test config)")."
 echo "Loopback single-stream limit (iperf3 -J, before/after): $(py "f'{$LOOP_BPS/1e6:.0f}'") / $(py "f'{$LOOP_BPS2/1e6:.0f}'") MB/s."

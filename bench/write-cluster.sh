@@ -18,18 +18,23 @@
 # state for every server). The order of the servers rotates each rep. Reported: medians over
 # reps, and ratios, never bare absolute numbers as a verdict (2 noisy cores).
 #
-#   bench/write-cluster.sh [--size 1G] [--reps 3] [--out FILE]
+# Before the reps, each server takes one untimed warm-up write of the same size (--warmup N
+# changes the count): a server's first run also pays for faulting in its own buffers, which no
+# later run does.
+#
+#   bench/write-cluster.sh [--size 1G] [--reps 3] [--warmup 1] [--out FILE]
 #
 # Env: BENCH_GANESHA_CACHING=0 runs ganesha with the test config (no attribute caching);
 # BENCH_KEEP=1 keeps the work dir; BENCH_SKIP_BUILD=1 skips cargo build.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-SIZE=1G; REPS=3; OUT=""
+SIZE=1G; REPS=3; WARMUP=1; OUT=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) SIZE="$2"; shift ;;
         --reps) REPS="$2"; shift ;;
+        --warmup) WARMUP="$2"; shift ;;
         --out) OUT="$2"; shift ;;
         *) sed -n '2,24p' "$0" >&2; exit 2 ;;
     esac
@@ -49,10 +54,11 @@ echo "servers: sluice :$CLU_PORT, sluice --no-clustering :$NOC_PORT, ganesha :$G
 declare -A RATES CPUS
 RAW=""
 SERVERS=(clu noclu gan)
-for rep in $(seq 1 "$REPS"); do
+for rep in $(seq $((1 - WARMUP)) "$REPS"); do
+    # rep <= 0: warm-up, not recorded
     # rotate the order so no server always runs first (or right after a given other one)
     n=${#SERVERS[@]}; order=()
-    for i in $(seq 0 $((n - 1))); do order+=("${SERVERS[$(( (i + rep - 1) % n ))]}"); done
+    for i in $(seq 0 $((n - 1))); do order+=("${SERVERS[$(( (i + rep - 1 + n * WARMUP) % n ))]}"); done
     echo "rep $rep: ${order[*]}" >&2
     for s in "${order[@]}"; do
         case $s in
@@ -64,7 +70,8 @@ for rep in $(seq 1 "$REPS"); do
         # file removed on the host under the same name
         rm -f "$W/$s"/f.*
         drop_caches
-        bench_run r "$pid" "$url" --workload write --depth 16 --shuffle --size "$SIZE" --block 1M --seed "$rep"
+        bench_run r "$pid" "$url" --workload write --depth 16 --shuffle --size "$SIZE" --block 1M --seed "$((rep > 0 ? rep : 1000 - rep))"
+        [ "$rep" -le 0 ] && continue
         RATES[$s]+="$r_rate "; CPUS[$s]+="$(py "$r_cpu / ($r_bytes / 2**30)") "
         RAW+="| $rep | $s | $r_line | $r_cpu |"$'\n'
     done
@@ -87,13 +94,13 @@ echo
 echo "Date: $(date -u +%Y-%m-%d). Machine: $(machine_line)."
 echo
 echo "Load (same client for every server): \`sluice bench --workload write --depth 16 --shuffle --size $SIZE --block 1M\`, then one COMMIT;"
-echo "throughput = bytes / (first WRITE to COMMIT reply). $REPS reps; each rep removes the old file and drops the page cache"
+echo "throughput = bytes / (first WRITE to COMMIT reply). $REPS reps after $WARMUP untimed warm-up rep(s) per server; each rep removes the old file and drops the page cache"
 echo "first (**cold**: new file, empty cache), then runs the three servers one after another in a rotating order."
 echo "All servers ran side by side in this one run, exporting directories on the same file system."
 echo "ganesha: VFS FSAL, caching $( [ "${BENCH_GANESHA_CACHING:-1}" = 1 ] && echo "at ganesha's defaults (GANESHA_CACHING=1)" || echo "off (the test config)")."
 echo "Loopback single-stream limit (iperf3, before/after): $(py "f'{$LOOP_BPS/1e6:.0f}'") / $(py "f'{$LOOP_BPS2/1e6:.0f}'") MB/s."
 echo
-echo "## Backend write sizes (sluice's server statistics, all reps)"
+echo "## Backend write sizes (sluice's server statistics, all reps and warm-ups)"
 echo
 echo "| server | backend writes | median backend write | mean backend write |"
 echo "|---|---|---|---|"
