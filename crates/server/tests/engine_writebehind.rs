@@ -344,15 +344,7 @@ async fn sequential_reads(splice: bool) {
     )
     .unwrap();
     let (mut c, root) = s.client().await;
-    let fh = match c
-        .nfs(Args3::Lookup(LookupArgs {
-            what: dirop(&root, "r"),
-        }))
-        .await
-    {
-        Res3::Lookup(NfsResult::Ok(ok)) => ok.object,
-        other => panic!("LOOKUP: {other:?}"),
-    };
+    let fh = c.lookup(&root, "r").await;
     for i in 0..32 {
         let r = c.read(&fh, i * MIB, MIB as u32).await;
         assert!(r.data.to_vec() == pattern_range(i * MIB, MIB as usize));
@@ -412,15 +404,7 @@ async fn reads_of_any_offset_and_length_match_the_file_on_every_path() {
         let mut content = pattern_range(0, size as usize);
         std::fs::write(s.dirs.export().join("f"), &content).unwrap();
         let (mut c, root) = s.client().await;
-        let fh = match c
-            .nfs(Args3::Lookup(LookupArgs {
-                what: dirop(&root, "f"),
-            }))
-            .await
-        {
-            Res3::Lookup(NfsResult::Ok(ok)) => ok.object,
-            other => panic!("LOOKUP: {other:?}"),
-        };
+        let fh = c.lookup(&root, "f").await;
         for round in 0..2 {
             if round == 1 {
                 // Changed behind the server's back: the next READs see the new bytes.

@@ -131,6 +131,19 @@ impl Rpc {
         }
     }
 
+    /// The handle of `name` in `dir` (LOOKUP must succeed).
+    pub async fn lookup(&mut self, dir: &NfsFh3, name: &str) -> NfsFh3 {
+        match self
+            .nfs(Args3::Lookup(LookupArgs {
+                what: super::dirop(dir, name),
+            }))
+            .await
+        {
+            Res3::Lookup(NfsResult::Ok(ok)) => ok.object,
+            other => panic!("LOOKUP {name}: {other:?}"),
+        }
+    }
+
     pub async fn getattr(&mut self, fh: &NfsFh3) -> Fattr3 {
         match self
             .nfs(Args3::Getattr(GetattrArgs { object: fh.clone() }))
