@@ -1,7 +1,7 @@
 //! `sluice serve`: export directories over NFSv3.
 
 use clap::Args;
-use sluice_server::backend::exports::{parse_exports, ClientRule, IoMode, Squash};
+use sluice_server::backend::exports::{parse_exports, ClientRule, IoMode, IoModes, Squash};
 use sluice_server::backend::{Export, ExportOptions};
 use sluice_server::ServerConfig;
 use std::net::SocketAddr;
@@ -40,6 +40,13 @@ pub struct ServeArgs {
     /// How READ/WRITE reach the disk: buffered, dontcache or direct.
     #[arg(long, default_value = "buffered")]
     pub io: String,
+    /// The cache mode of READs only, overriding --io (exports' `io_read=`).
+    #[arg(long, value_name = "MODE")]
+    pub io_read: Option<String>,
+    /// The cache mode of WRITEs only, overriding --io (exports' `io_write=`). `--io-write direct`
+    /// keeps written data out of the page cache (no kernel copy of it) while READs stay buffered.
+    #[arg(long, value_name = "MODE")]
+    pub io_write: Option<String>,
     /// Exports file in /etc/exports syntax, instead of DIR and the flags above.
     #[arg(long, value_name = "FILE", conflicts_with = "dir")]
     pub exports: Option<PathBuf>,
@@ -152,16 +159,17 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
 }
 
 fn export_from_flags(a: &ServeArgs, dir: &std::path::Path) -> Result<Export, String> {
-    let io_mode = match a.io.as_str() {
-        "buffered" => IoMode::Buffered,
-        "dontcache" => IoMode::DontCache,
-        "direct" => IoMode::Direct,
-        other => {
-            return Err(format!(
-                "--io {other}: expected buffered, dontcache or direct"
-            ))
-        }
+    let mode = |flag: &str, v: &str| {
+        IoMode::parse(v)
+            .ok_or_else(|| format!("{flag} {v}: expected buffered, dontcache or direct"))
     };
+    let mut io = IoModes::both(mode("--io", &a.io)?);
+    if let Some(v) = &a.io_read {
+        io.read = mode("--io-read", v)?;
+    }
+    if let Some(v) = &a.io_write {
+        io.write = mode("--io-write", v)?;
+    }
     let options = ExportOptions {
         read_only: a.ro,
         squash: if a.all_squash {
@@ -174,7 +182,7 @@ fn export_from_flags(a: &ServeArgs, dir: &std::path::Path) -> Result<Export, Str
         anonuid: a.anonuid,
         anongid: a.anongid,
         secure: a.secure,
-        io_mode,
+        io,
         ..ExportOptions::default()
     };
     let specs: Vec<String> = if a.allow.is_empty() {
@@ -229,5 +237,35 @@ mod tests {
         assert_eq!(parse_size("64KiB").unwrap(), 64 << 10);
         assert_eq!(parse_size("4096").unwrap(), 4096);
         assert!(parse_size("1G").is_err());
+    }
+
+    fn parse(args: &[&str]) -> ServeArgs {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let argv = std::iter::once("serve").chain(args.iter().copied());
+        <Cli as clap::Parser>::try_parse_from(argv).unwrap().serve
+    }
+
+    #[test]
+    fn io_flags_set_each_direction() {
+        let dir = std::path::Path::new("/srv");
+        let io = |args: &[&str]| {
+            let e = export_from_flags(&parse(args), dir).unwrap();
+            e.clients[0].options.io
+        };
+        assert_eq!(io(&["/srv"]), IoModes::both(IoMode::Buffered));
+        assert_eq!(
+            io(&["/srv", "--io", "direct"]),
+            IoModes::both(IoMode::Direct)
+        );
+        let m = io(&["/srv", "--io-write", "direct"]);
+        assert_eq!((m.read, m.write), (IoMode::Buffered, IoMode::Direct));
+        let m = io(&["/srv", "--io", "dontcache", "--io-read", "direct"]);
+        assert_eq!((m.read, m.write), (IoMode::Direct, IoMode::DontCache));
+        let e = export_from_flags(&parse(&["/srv", "--io-write", "fast"]), dir).unwrap_err();
+        assert!(e.contains("--io-write fast"), "{e}");
     }
 }

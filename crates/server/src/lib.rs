@@ -106,14 +106,15 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
         let mut fs_cfg = LocalFsConfig::new(&export.path).state_dir(&config.state_dir);
         fs_cfg.read_bytes_max = config.read_bytes_max;
         fs_cfg.write_bytes_max = config.write_bytes_max;
-        // One cache mode per export: the first rule that asks for a non-default one decides.
+        // One pair of cache modes per export: the first rule that asks for non-default ones
+        // decides.
         if let Some(m) = export
             .clients
             .iter()
-            .map(|c| c.options.io_mode)
-            .find(|&m| m != backend::IoMode::Buffered)
+            .map(|c| c.options.io)
+            .find(|&m| m != backend::IoModes::default())
         {
-            fs_cfg = fs_cfg.io_mode(m);
+            fs_cfg = fs_cfg.io_modes(m);
         }
         if let Some(id) = export.clients.iter().find_map(|c| c.options.fsid) {
             fs_cfg = fs_cfg.export_id(backend::ExportId(id));

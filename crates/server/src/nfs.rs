@@ -199,7 +199,7 @@ impl Nfs3 {
     ) -> Option<(ReadResOk, LentPipe)> {
         let count = a.count.min(fs.config().read_bytes_max) as usize;
         if count < SPLICE_MIN_BYTES
-            || fs.io_mode() != backend::IoMode::Buffered
+            || fs.read_mode() != backend::IoMode::Buffered
             || self.io.wb.holds(&a.file.0)
         {
             return None;

@@ -31,7 +31,8 @@
 //! | `sync` / `async` | whether unstable writes may be acknowledged as stable (stored) | `sync` |
 //! | `secure` / `insecure` | require a source port below 1024 (stored for the RPC layer) | `secure` |
 //! | `fsid=N` | the export id in file handles and `fsid` in attributes | derived from path |
-//! | `io=buffered\|dontcache\|direct` | the data path for READ/WRITE (stored) | `buffered` |
+//! | `io=buffered\|dontcache\|direct` | the data path for READ and WRITE | `buffered` |
+//! | `io_read=MODE`, `io_write=MODE` | the same for one direction (knfsd's `io_cache_read` / `io_cache_write`); after `io=` on the line, they override it | `io`'s |
 //! | `sec=sys` | only AUTH_SYS is supported | `sys` |
 //!
 //! `subtree_check`, `no_subtree_check`, `wdelay`, `no_wdelay`, `hide`, `nohide`, `crossmnt`,
@@ -70,6 +71,42 @@ pub enum IoMode {
     Direct,
 }
 
+impl IoMode {
+    /// Parses `buffered`, `dontcache` or `direct`.
+    pub fn parse(s: &str) -> Option<IoMode> {
+        match s {
+            "buffered" => Some(IoMode::Buffered),
+            "dontcache" => Some(IoMode::DontCache),
+            "direct" => Some(IoMode::Direct),
+            _ => None,
+        }
+    }
+}
+
+/// The cache mode of each direction (`io=`, `io_read=`, `io_write=`). Reads and writes may differ,
+/// as knfsd's `io_cache_read` and `io_cache_write` may: `io_write=direct` with buffered reads
+/// keeps the kernel's copy into the page cache off the WRITE path while READs still hit the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IoModes {
+    pub read: IoMode,
+    pub write: IoMode,
+}
+
+impl IoModes {
+    /// The same mode both ways (`io=MODE`).
+    pub fn both(mode: IoMode) -> IoModes {
+        IoModes {
+            read: mode,
+            write: mode,
+        }
+    }
+
+    /// Whether either direction uses O_DIRECT (files then hold a second descriptor).
+    pub fn uses_direct(&self) -> bool {
+        self.read == IoMode::Direct || self.write == IoMode::Direct
+    }
+}
+
 /// The options one client gets for one export.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportOptions {
@@ -83,7 +120,7 @@ pub struct ExportOptions {
     pub secure: bool,
     /// `fsid=N`: overrides the export id derived from the path.
     pub fsid: Option<u32>,
-    pub io_mode: IoMode,
+    pub io: IoModes,
 }
 
 impl Default for ExportOptions {
@@ -97,7 +134,7 @@ impl Default for ExportOptions {
             sync: true,
             secure: true,
             fsid: None,
-            io_mode: IoMode::Buffered,
+            io: IoModes::both(IoMode::Buffered),
         }
     }
 }
@@ -493,9 +530,15 @@ fn apply_options(o: &mut ExportOptions, list: &str) -> Result<(), String> {
             ("secure", None) => o.secure = true,
             ("insecure", None) => o.secure = false,
             ("fsid", v) => o.fsid = Some(id(v)?),
-            ("io", Some("buffered")) => o.io_mode = IoMode::Buffered,
-            ("io", Some("dontcache")) => o.io_mode = IoMode::DontCache,
-            ("io", Some("direct")) => o.io_mode = IoMode::Direct,
+            ("io" | "io_read" | "io_write", Some(v)) => {
+                let m = IoMode::parse(v)
+                    .ok_or_else(|| format!("{key}={v}: expected buffered, dontcache or direct"))?;
+                match key {
+                    "io" => o.io = IoModes::both(m),
+                    "io_read" => o.io.read = m,
+                    _ => o.io.write = m,
+                }
+            }
             ("sec", Some("sys")) => {}
             (
                 "subtree_check" | "no_subtree_check" | "wdelay" | "no_wdelay" | "hide" | "nohide"
@@ -611,10 +654,18 @@ mod tests {
             parse_exports("/a 10.0.0.1(rw,io=direct)\n/a *(io=dontcache,async,insecure)").unwrap();
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].clients.len(), 2);
-        assert_eq!(e[0].clients[0].options.io_mode, IoMode::Direct);
+        assert_eq!(e[0].clients[0].options.io, IoModes::both(IoMode::Direct));
         let o = &e[0].clients[1].options;
-        assert_eq!(o.io_mode, IoMode::DontCache);
+        assert_eq!(o.io, IoModes::both(IoMode::DontCache));
         assert!(!o.sync && !o.secure);
+        let e =
+            parse_exports("/a *(io=dontcache,io_write=direct) 10.0.0.1(io_read=direct)").unwrap();
+        let io = |i: usize| e[0].clients[i].options.io;
+        assert_eq!(io(0).read, IoMode::DontCache);
+        assert_eq!(io(0).write, IoMode::Direct);
+        assert_eq!(io(1).read, IoMode::Direct);
+        assert_eq!(io(1).write, IoMode::Buffered);
+        assert!(parse_exports("/a *(io_write=fast)").is_err());
     }
 
     #[test]

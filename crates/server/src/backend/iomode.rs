@@ -18,7 +18,7 @@
 //! memory, which would otherwise push everything else out of the cache. A file system that does
 //! not implement it (tmpfs, most before 6.15) answers EOPNOTSUPP (older kernels, or a flag they do
 //! not know: EOPNOTSUPP or EINVAL); then the call is repeated without the flag and, if that
-//! succeeds, the export logs one warning and is buffered from then on ([`ModeIo::io_mode`]).
+//! succeeds, the export logs one warning and is buffered from then on ([`ModeIo::read_mode`] and [`ModeIo::write_mode`]).
 //!
 //! # direct
 //! `O_DIRECT` on a second descriptor of the file (cached beside the buffered one in the open-file
@@ -70,14 +70,24 @@
 //! Fallbacks: a file system that reports no alignment (zero, or no `STATX_DIOALIGN` in the mask),
 //! an alignment the bounce buffers cannot honour, refusing `O_DIRECT` at open, or an EINVAL from a
 //! direct read or write (repeated buffered, which succeeded) turns the *whole export* to buffered
-//! with one warning. Per export rather than per file keeps [`ModeIo::io_mode`] meaningful; the cost
+//! with one warning. Per export rather than per file keeps [`ModeIo::read_mode`] and [`ModeIo::write_mode`] meaningful; the cost
 //! is that one odd file (ext4 inline data, an encrypted file) makes the export buffered.
+//!
+//! # Per direction
+//! `io_read=` and `io_write=` choose the mode of each direction separately (`io=` sets both), as
+//! knfsd's `io_cache_read` and `io_cache_write` do. The useful mix is `io_write=direct` with
+//! buffered reads: WRITE data goes from the bounce buffers to the disk, so the server no longer
+//! pays the kernel's copy of every written byte into the page cache (most of a buffered WRITE's
+//! CPU), while READs, including those of data just written, are ordinary page-cache reads (a
+//! direct write invalidates the cached pages of its range, so a later buffered read sees it). The
+//! fallbacks are per export and apply to both directions: a file system that refuses O_DIRECT or
+//! RWF_DONTCACHE turns whichever direction asked for it to buffered.
 //!
 //! The buffered head and tail of a direct WRITE stay in the page cache as dirty pages until
 //! written back (they are at most two pages per WRITE). READ-ahead hints are a no-op in direct
 //! mode: `POSIX_FADV_WILLNEED` fills the page cache, which direct reads do not use.
 
-use super::exports::IoMode;
+use super::exports::{IoMode, IoModes};
 use super::localfs::StableHow;
 use super::openfiles::{DirectFd, OpenFile};
 use super::sys;
@@ -104,9 +114,9 @@ pub const DIRECT_BATCH_BYTES: usize = 1 << 20;
 /// without allocating; beyond it buffers are freed after use.
 pub const BOUNCE_POOL_MAX: usize = 64;
 
-/// The cache mode of one export and what it has learned about the file system.
+/// The cache modes of one export and what it has learned about the file system.
 pub struct ModeIo {
-    requested: IoMode,
+    requested: IoModes,
     /// The file system refused `RWF_DONTCACHE`: buffered from then on.
     dontcache_refused: AtomicBool,
     /// The file system refused `O_DIRECT` (or its alignment): buffered from then on.
@@ -119,7 +129,7 @@ pub struct ModeIo {
 }
 
 impl ModeIo {
-    pub fn new(requested: IoMode, export: PathBuf) -> ModeIo {
+    pub fn new(requested: IoModes, export: PathBuf) -> ModeIo {
         ModeIo {
             requested,
             dontcache_refused: AtomicBool::new(false),
@@ -130,9 +140,19 @@ impl ModeIo {
         }
     }
 
-    /// The mode in effect: the requested one until the file system refused it, then buffered.
-    pub fn io_mode(&self) -> IoMode {
-        match self.requested {
+    /// The mode of READs in effect: the requested one until the file system refused it, then
+    /// buffered.
+    pub fn read_mode(&self) -> IoMode {
+        self.effective(self.requested.read)
+    }
+
+    /// The mode of WRITEs in effect, as [`ModeIo::read_mode`].
+    pub fn write_mode(&self) -> IoMode {
+        self.effective(self.requested.write)
+    }
+
+    fn effective(&self, requested: IoMode) -> IoMode {
+        match requested {
             IoMode::DontCache if self.dontcache_refused.load(Ordering::Relaxed) => IoMode::Buffered,
             IoMode::Direct if self.direct_refused.load(Ordering::Relaxed) => IoMode::Buffered,
             m => m,
@@ -141,7 +161,7 @@ impl ModeIo {
 
     /// Whether newly opened files should get an `O_DIRECT` twin descriptor.
     pub fn wants_direct(&self) -> bool {
-        self.io_mode() == IoMode::Direct
+        self.read_mode() == IoMode::Direct || self.write_mode() == IoMode::Direct
     }
 
     /// Whether a file's reported alignment can be served with the bounce buffers; `None` is
@@ -193,7 +213,7 @@ impl ModeIo {
         offset: u64,
         bufs: &mut [B],
     ) -> io::Result<usize> {
-        match self.io_mode() {
+        match self.read_mode() {
             IoMode::Direct => {
                 if let Some(d) = file.direct() {
                     match self.read_direct(d, offset, bufs) {
@@ -229,7 +249,7 @@ impl ModeIo {
         data: &[Bytes],
         stable: StableHow,
     ) -> io::Result<usize> {
-        match self.io_mode() {
+        match self.write_mode() {
             IoMode::Direct => {
                 if let Some(d) = file.direct() {
                     match self.write_direct(file, d, offset, data, stable) {
@@ -267,7 +287,7 @@ impl ModeIo {
         // Direct reads bypass the page cache, and a dontcache export promises to keep its data
         // out of it: a WILLNEED hint would fill the cache with pages the dontcache read then
         // finds cached and leaves there (measured: as much page cache as buffered mode).
-        if len == 0 || matches!(self.io_mode(), IoMode::Direct | IoMode::DontCache) {
+        if len == 0 || matches!(self.read_mode(), IoMode::Direct | IoMode::DontCache) {
             return;
         }
         if let Err(e) = sys::fadvise_willneed(file.as_fd(), offset, len) {

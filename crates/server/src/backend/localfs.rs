@@ -46,7 +46,7 @@
 
 use super::attr::{self, dev_ino, is_dir, is_lnk, is_reg};
 use super::creds::{Cred, CredGuard};
-use super::exports::{squash, ExportOptions, IoMode};
+use super::exports::{squash, ExportOptions, IoMode, IoModes};
 use super::handle::{self, Decoded, ExportId, HandleKey, Kind};
 use super::iomode::ModeIo;
 use super::openfiles::{DirectFd, OpenFile, OpenFiles, OPEN_FILES_DEFAULT};
@@ -113,11 +113,12 @@ pub struct LocalFsConfig {
     /// FSINFO `dtpref`, bytes. Default [`READDIR_BYTES_PREF_DEFAULT`].
     pub readdir_bytes_pref: u32,
     /// Open descriptors cached for READ/WRITE/COMMIT. Default [`OPEN_FILES_DEFAULT`]. With
-    /// `io_mode` Direct each cached file holds two, so half as many files are cached.
+    /// O_DIRECT in either direction each cached file holds two, so half as many files are cached.
     pub open_files_max: usize,
-    /// How READ and WRITE reach the disk (`io=` in exports, `--io`). Default
-    /// [`IoMode::Buffered`]; see the `iomode` module for the others and their fallbacks.
-    pub io_mode: IoMode,
+    /// How READ and WRITE reach the disk (`io=`, `io_read=`, `io_write=` in exports, `--io`,
+    /// `--io-read`, `--io-write`). Default buffered both ways; see the `iomode` module for the
+    /// others and their fallbacks.
+    pub io: IoModes,
 }
 
 impl LocalFsConfig {
@@ -130,7 +131,7 @@ impl LocalFsConfig {
             write_bytes_max: IO_BYTES_MAX_DEFAULT,
             readdir_bytes_pref: READDIR_BYTES_PREF_DEFAULT,
             open_files_max: OPEN_FILES_DEFAULT,
-            io_mode: IoMode::Buffered,
+            io: IoModes::both(IoMode::Buffered),
         }
     }
 
@@ -149,8 +150,14 @@ impl LocalFsConfig {
         self
     }
 
+    /// The same mode for READ and WRITE.
     pub fn io_mode(mut self, mode: IoMode) -> Self {
-        self.io_mode = mode;
+        self.io = IoModes::both(mode);
+        self
+    }
+
+    pub fn io_modes(mut self, modes: IoModes) -> Self {
+        self.io = modes;
         self
     }
 }
@@ -399,12 +406,14 @@ impl LocalFs {
             path = %path.display(),
             export = export.0,
             whole_fs,
-            io_mode = ?config.io_mode,
+            io_read = ?config.io.read,
+            io_write = ?config.io.write,
             "export ready"
         );
-        let open_files_max = match config.io_mode {
-            IoMode::Direct => (config.open_files_max / 2).max(1),
-            IoMode::Buffered | IoMode::DontCache => config.open_files_max,
+        let open_files_max = if config.io.uses_direct() {
+            (config.open_files_max / 2).max(1)
+        } else {
+            config.open_files_max
         };
         Ok(LocalFs {
             root,
@@ -416,7 +425,7 @@ impl LocalFs {
             key,
             fsid: u64::from(export.0),
             files: OpenFiles::new(open_files_max),
-            modes: ModeIo::new(config.io_mode, path.clone()),
+            modes: ModeIo::new(config.io, path.clone()),
             write_verifier: std::sync::atomic::AtomicU64::new(u64::from_be_bytes(write_verifier)),
             config: LocalFsConfig { path, ..config },
         })
@@ -464,10 +473,15 @@ impl LocalFs {
         tracing::warn!(path = %self.config.path.display(), "write verifier changed after a lost write; clients will resend uncommitted data");
     }
 
-    /// The cache mode in effect: the configured one, or [`IoMode::Buffered`] once the file
-    /// system refused it (learnt on first use, logged once).
-    pub fn io_mode(&self) -> IoMode {
-        self.modes.io_mode()
+    /// The cache mode of READs in effect: the configured one, or [`IoMode::Buffered`] once the
+    /// file system refused it (learnt on first use, logged once).
+    pub fn read_mode(&self) -> IoMode {
+        self.modes.read_mode()
+    }
+
+    /// The cache mode of WRITEs in effect, as [`LocalFs::read_mode`].
+    pub fn write_mode(&self) -> IoMode {
+        self.modes.write_mode()
     }
 
     /// A hint that `len` bytes from `offset` of the file will be read soon: buffered and
@@ -692,7 +706,7 @@ impl LocalFs {
         offset: u64,
         bufs: &mut [B],
     ) -> Option<Res<ReadOk, PostOpAttr>> {
-        if self.io_mode() != IoMode::Buffered {
+        if self.read_mode() != IoMode::Buffered {
             return None;
         }
         let file = self.files.get(&fh.0)?;

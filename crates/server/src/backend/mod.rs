@@ -39,6 +39,6 @@ pub mod openfiles;
 mod sys;
 
 pub use creds::Cred;
-pub use exports::{Export, ExportOptions, IoMode};
+pub use exports::{Export, ExportOptions, IoMode, IoModes};
 pub use handle::{export_id_of, ExportId};
 pub use localfs::*;
