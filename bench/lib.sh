@@ -14,6 +14,7 @@ BENCH_PIDS=()         # sluice servers and helpers we started (killed by pid)
 BENCH_GANESHA=()      # ganesha state dirs we started
 BENCH_CGROUPS=()      # cgroup v1 memory cgroups we created
 BENCH_WORK=""
+BENCH_CC_ORIG=""      # the host's TCP congestion control, when bench_tcp_cc changed it
 
 bench_die() { echo "$BENCH_NAME: ERROR: $*" >&2; exit 1; }
 
@@ -40,6 +41,7 @@ bench_cleanup() {
         kill -KILL "$p" 2>/dev/null
     done
     for st in "${BENCH_GANESHA[@]}"; do "$GANESHA_SH" stop "$st" 2>/dev/null; done
+    if [ -n "$BENCH_CC_ORIG" ]; then sysctl -q -w net.ipv4.tcp_congestion_control="$BENCH_CC_ORIG"; fi
     for cg in "${BENCH_CGROUPS[@]}"; do
         # move anything left back to the root cgroup, then remove ours
         if [ -d "$cg" ]; then
@@ -49,6 +51,25 @@ bench_cleanup() {
     done
     if [ -n "$BENCH_WORK" ] && [ "${BENCH_KEEP:-0}" != 1 ]; then rm -rf "$BENCH_WORK"; fi
     exit "$rc"
+}
+
+# bench_tcp_cc NAME: the host's TCP congestion control for this run (restored on exit), set
+# before any server starts (a listening socket hands its algorithm to the connections it
+# accepts). Both servers and the client run under the same one. Why it matters here: with BBR
+# and no fq qdisc (this host: bbr, lo on noqueue), TCP paces in the kernel with one hrtimer per
+# 64 KiB TSO segment; in this VM each costs a timer reprogramming exit, which the sending
+# process pays (a warm 1 GiB sequential read: sluice 0.35-0.47 s of CPU with bbr, 0.07 s
+# with cubic; ganesha 0.48-0.51 s and 0.35 s). That cost is the same for any server and hides
+# what the servers themselves spend.
+bench_tcp_cc() {
+    local cur
+    cur=$(sysctl -n net.ipv4.tcp_congestion_control)
+    [ "$1" = "$cur" ] && return 0
+    grep -qw "$1" /proc/sys/net/ipv4/tcp_available_congestion_control \
+        || modprobe "tcp_$1" 2>/dev/null \
+        || bench_die "TCP congestion control $1 is not available (have: $(cat /proc/sys/net/ipv4/tcp_available_congestion_control))"
+    [ -n "$BENCH_CC_ORIG" ] || BENCH_CC_ORIG="$cur"
+    sysctl -q -w net.ipv4.tcp_congestion_control="$1"
 }
 
 free_port() {   # a free TCP port on 127.0.0.1 (and, for ganesha, port+1 free too)
@@ -228,7 +249,7 @@ kv() { echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"; }   # KEY "k=v k=v": the va
 py() { python3 -c "import statistics as st; print($1)"; }
 
 machine_line() {
-    echo "$(nproc) cores, $(uname -sr), $(awk '/MemTotal/ {printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo), backing fs $(findmnt -no FSTYPE -T "$BENCH_WORK") on $(findmnt -no SOURCE -T "$BENCH_WORK"), sluice $(git -C "$BENCH_ROOT" rev-parse --short HEAD)$(git -C "$BENCH_ROOT" diff --quiet HEAD -- crates || echo '+uncommitted changes in crates/'); host load average (1/5/15 min) at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work shares the host)"
+    echo "$(nproc) cores, $(uname -sr), $(awk '/MemTotal/ {printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo), TCP congestion control $(sysctl -n net.ipv4.tcp_congestion_control) (host default ${BENCH_CC_ORIG:-the same}), backing fs $(findmnt -no FSTYPE -T "$BENCH_WORK") on $(findmnt -no SOURCE -T "$BENCH_WORK"), sluice $(git -C "$BENCH_ROOT" rev-parse --short HEAD)$(git -C "$BENCH_ROOT" diff --quiet HEAD -- crates || echo '+uncommitted changes in crates/'); host load average (1/5/15 min) at the end: $(cut -d' ' -f1-3 /proc/loadavg) (other work shares the host)"
 }
 
 # backend_writes METRICS_ADDR: "MEDIAN_LE AVG COUNT BYTES" of the server's backend write sizes,

@@ -20,14 +20,17 @@
 # Before the reps each server takes one untimed warm-up write of the same size (--warmup 0 skips
 # it): a server's first run also pays for faulting in its own buffers, which no later run does.
 #
-#   bench/server-vs-ganesha.sh [--size 1G] [--count 50000] [--reps 3] [--warmup 1] [--out FILE]
+# --cc NAME runs everything under that TCP congestion control (the host's is restored after):
+# see bench_tcp_cc in lib.sh for why `--cc cubic` is reported next to the host default (bbr).
+#
+#   bench/server-vs-ganesha.sh [--size 1G] [--count 50000] [--reps 3] [--warmup 1] [--cc NAME] [--out FILE]
 #
 # Env: BENCH_GANESHA_CACHING=0 runs ganesha with the test config (no attribute caching);
 # SLUICE_SERVE_ARGS adds options to `sluice serve`; BENCH_KEEP=1, BENCH_SKIP_BUILD=1.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-SIZE=1G; COUNT=50000; REPS=3; WARMUP=1; OUT=""
+SIZE=1G; COUNT=50000; REPS=3; WARMUP=1; OUT=""; CC=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) SIZE="$2"; shift ;;
@@ -35,7 +38,8 @@ while [ $# -gt 0 ]; do
         --reps) REPS="$2"; shift ;;
         --warmup) WARMUP="$2"; shift ;;
         --out) OUT="$2"; shift ;;
-        *) sed -n '2,24p' "$0" >&2; exit 2 ;;
+        --cc) CC="$2"; shift ;;
+        *) sed -n '2,27p' "$0" >&2; exit 2 ;;
     esac
     shift
 done
@@ -43,6 +47,7 @@ done
 bench_init server-vs-ganesha
 W="$BENCH_WORK"
 mkdir -p "$W/sl" "$W/gan"
+if [ -n "$CC" ]; then bench_tcp_cc "$CC"; fi
 
 LOOP_BPS=$(iperf3_rate)
 # shellcheck disable=SC2086
