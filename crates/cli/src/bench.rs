@@ -64,6 +64,7 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
     let path = client.target_path().to_string();
     let mut rng = rand::rngs::StdRng::seed_from_u64(a.seed);
     let started = Instant::now();
+    let cpu0 = own_cpu_secs();
     let (bytes, latencies) = match a.workload {
         Workload::Write => {
             let file = client
@@ -132,6 +133,7 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
         }
     };
     let secs = started.elapsed().as_secs_f64();
+    let client_cpu = own_cpu_secs() - cpu0;
     let mut lat = latencies;
     lat.sort();
     let pct = |p: f64| {
@@ -142,7 +144,8 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
     };
     let workload = format!("{:?}", a.workload).to_lowercase();
     println!(
-        "workload={workload} bytes={bytes} secs={secs:.3} rate_mb_s={:.1} calls={} p50_us={} p99_us={}",
+        "workload={workload} bytes={bytes} secs={secs:.3} rate_mb_s={:.1} calls={} p50_us={} \
+         p99_us={} client_cpu_s={client_cpu:.3}",
         bytes as f64 / secs / 1e6,
         lat.len(),
         pct(0.5),
@@ -204,4 +207,16 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     num.parse::<u64>()
         .map(|n| n * mult)
         .map_err(|_| format!("{s}: not a size (e.g. 4k, 1M, 1G)"))
+}
+
+/// CPU seconds (user + system, all threads) this process has used: with the run's wall time it
+/// shows whether the client was the limit (about one core busy for a one-connection client).
+fn own_cpu_secs() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(ru.ru_utime) + secs(ru.ru_stime)
 }

@@ -52,6 +52,7 @@ struct StatsArgs {
 }
 
 fn main() -> ExitCode {
+    keep_freed_memory();
     let cli = Cli::parse();
     init_logging();
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -92,6 +93,23 @@ fn main() -> ExitCode {
 }
 
 /// Logs go to stderr; `RUST_LOG` overrides the default level (info).
+/// Tells glibc's allocator to keep freed memory for reuse instead of handing it back to the
+/// kernel. Both the client and the server stream data through short-lived 64 KiB-1 MiB buffers
+/// (the client's 256 KiB socket reads, cut into zero-copy `Bytes` and freed when the caller drops
+/// them). With glibc's defaults the top of each thread's heap is trimmed (`MADV_DONTNEED`) once
+/// more than twice the dynamic mmap threshold is free, so the next buffers fault in fresh zeroed
+/// pages: measured on a 1 GiB read, a third of the client's CPU went to page faults, page zeroing
+/// and memory-cgroup charging. Fixed thresholds stop that: allocations up to 4 MiB come from the
+/// heap, and up to 32 MiB of free memory per arena is kept. No effect with another allocator.
+fn keep_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets allocator parameters; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 4 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 32 << 20);
+    }
+}
+
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
