@@ -83,6 +83,9 @@ pub struct ServeArgs {
     /// straight into the socket (large READs of buffered exports over TCP).
     #[arg(long)]
     pub no_splice: bool,
+    /// Read small uncached ranges on blocking threads instead of through io_uring.
+    #[arg(long)]
+    pub no_uring: bool,
     /// Connections served at once.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
@@ -150,6 +153,7 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         io: {
             let mut io = sluice_server::io::IoConfig {
                 write_behind_enabled: !a.no_write_behind,
+                uring_reads: !a.no_uring,
                 ..Default::default()
             };
             io.write_behind.clustering = !a.no_clustering;

@@ -244,9 +244,16 @@ impl Nfs3 {
         if count > 0 && wb.holds(&a.file.0) {
             wb.flush_range(&a.file.0, a.offset, u64::from(count)).await;
         } else if (count as usize) < SPLICE_MIN_BYTES {
-            // A small READ of cached data costs less than the hand-off to a blocking thread.
-            if let Some(res) = read_nowait(&fs, &caller, &a, count, &self.stats, &self.io) {
-                return res;
+            // A small READ of cached data costs less than the hand-off to a blocking thread, and
+            // one that needs the disk goes there through io_uring.
+            match read_nowait(&fs, &caller, &a, count, &self.stats, &self.io) {
+                Some(Nowait::Done(res)) => return res,
+                Some(Nowait::NeedsDisk(file, bufs)) => {
+                    if let Some(res) = self.read_uring(&fs, &a, count, file, bufs).await {
+                        return res;
+                    }
+                }
+                None => {}
             }
         }
         let run = |fs: Arc<LocalFs>, caller: Caller, a: ReadArgs| {
@@ -270,6 +277,41 @@ impl Nfs3 {
             }
         }
         res
+    }
+
+    /// The READ of a file [`LocalFs::read_nowait`] found checked but not cached, through the
+    /// ring. `None` (nothing answered) when there is no ring, it is full, or the read failed or
+    /// came back short: the blocking path then does it again and reports any error.
+    async fn read_uring(
+        &self,
+        fs: &Arc<LocalFs>,
+        a: &ReadArgs,
+        count: u32,
+        file: Arc<backend::openfiles::OpenFile>,
+        bufs: Vec<crate::io::pool::PooledChunk>,
+    ) -> Option<ReadRes> {
+        let uring = self.io.uring.as_ref()?;
+        let since = self.io.wb.epoch();
+        let (res, bufs) = uring.read(file.clone(), a.offset, bufs).await.ok()?;
+        let ok = fs.read_finish(&file, a.offset, count as usize, res.ok()?)?;
+        self.stats
+            .engine
+            .uring_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let ahead = self
+            .io
+            .seq
+            .observe_read(&a.file.0, a.offset, u64::from(count));
+        Some(read_reply(
+            fs,
+            a,
+            Ok(ok),
+            bufs,
+            ahead,
+            since,
+            &self.stats,
+            &self.io,
+        ))
     }
 
     /// WRITE (§3.3.7). UNSTABLE: held by write-behind and acknowledged from memory once the
@@ -860,8 +902,18 @@ fn read_reply(
     }
 }
 
+/// What [`read_nowait`] did.
+enum Nowait {
+    Done(ReadRes),
+    /// Checked, not all cached: the file and the chunks for an asynchronous read.
+    NeedsDisk(
+        Arc<backend::openfiles::OpenFile>,
+        Vec<crate::io::pool::PooledChunk>,
+    ),
+}
+
 /// [`read`] from the page cache without blocking (see [`LocalFs::read_nowait`]), on the
-/// caller's (async) thread; `None` when it would have to wait: nothing was done.
+/// caller's (async) thread; `None` when it cannot be tried: nothing was done.
 fn read_nowait(
     fs: &LocalFs,
     caller: &Caller,
@@ -869,12 +921,18 @@ fn read_nowait(
     count: u32,
     stats: &Stats,
     io: &Engine,
-) -> Option<ReadRes> {
+) -> Option<Nowait> {
     let since = io.wb.epoch();
     let mut bufs = io.pool.try_acquire_for(count as usize)?;
-    let res = fs.read_nowait(caller, &a.file, a.offset, &mut bufs)?;
-    let ahead = io.seq.observe_read(&a.file.0, a.offset, u64::from(count));
-    Some(read_reply(fs, a, res, bufs, ahead, since, stats, io))
+    match fs.read_nowait(caller, &a.file, a.offset, &mut bufs)? {
+        backend::NowaitRead::Done(res) => {
+            let ahead = io.seq.observe_read(&a.file.0, a.offset, u64::from(count));
+            Some(Nowait::Done(read_reply(
+                fs, a, res, bufs, ahead, since, stats, io,
+            )))
+        }
+        backend::NowaitRead::NeedsDisk(file) => Some(Nowait::NeedsDisk(file, bufs)),
+    }
 }
 
 /// WRITE straight to the backend (DATA_SYNC, FILE_SYNC, or write-behind disabled).

@@ -90,6 +90,8 @@ pub struct EngineStats {
     pub spliced_bytes: AtomicU64,
     /// Pipes for spliced READs in existence.
     pub pipes: AtomicU64,
+    /// Small READs that missed the page cache and were read through io_uring.
+    pub uring_reads: AtomicU64,
 }
 
 #[derive(Default)]
@@ -285,6 +287,12 @@ impl Stats {
                 &e.pipes,
             ),
             (
+                "sluice_uring_reads_total",
+                "counter",
+                "Small READs that missed the page cache, read through io_uring.",
+                &e.uring_reads,
+            ),
+            (
                 "sluice_drc_hits_total",
                 "counter",
                 "Retransmissions answered from the reply cache.",
@@ -325,7 +333,7 @@ impl Stats {
         let e = &self.engine;
         let _ = writeln!(
             s,
-            "seqtable: {} hits, {} misses, {} evictions; dirty {} bytes (high water {}); pool {} chunks in use (high water {}); spliced {} bytes ({} pipes); read ahead {} bytes; reply cache hits {}",
+            "seqtable: {} hits, {} misses, {} evictions; dirty {} bytes (high water {}); pool {} chunks in use (high water {}); spliced {} bytes ({} pipes); {} READs through io_uring; read ahead {} bytes; reply cache hits {}",
             e.seq_hits.load(Relaxed),
             e.seq_misses.load(Relaxed),
             e.seq_evictions.load(Relaxed),
@@ -335,6 +343,7 @@ impl Stats {
             e.pool_chunks_high_water.load(Relaxed),
             e.spliced_bytes.load(Relaxed),
             e.pipes.load(Relaxed),
+            e.uring_reads.load(Relaxed),
             e.readahead_bytes.load(Relaxed),
             e.drc_hits.load(Relaxed),
         );

@@ -464,3 +464,110 @@ async fn reads_of_any_offset_and_length_match_the_file_on_every_path() {
         }
     }
 }
+
+/// Drops the file's clean pages from the page cache (`POSIX_FADV_DONTNEED`), so that the next
+/// READs of it need the disk.
+fn evict(path: &std::path::Path) {
+    let f = std::fs::File::open(path).unwrap();
+    f.sync_all().unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain advice call on an open descriptor.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0, "posix_fadvise");
+}
+
+fn on_tmpfs(path: &std::path::Path) -> bool {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: statfs fills the struct it is given.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statfs(c.as_ptr(), &mut st) }, 0);
+    st.f_type == libc::TMPFS_MAGIC
+}
+
+/// Small READs of pages that are not cached: with the ring they go through io_uring (counted),
+/// without it through blocking threads, and either way every byte, count and eof is right, with
+/// 32 READs in flight, the cache dropped every 64 replies, and one connection closed with READs
+/// in flight (the chunks those READs hold come back to the pool).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_reads_that_miss_the_page_cache_are_right_through_io_uring() {
+    for uring in [true, false] {
+        let s = start(if uring { "uring" } else { "no-uring" }, |c| {
+            c.io.uring_reads = uring
+        })
+        .await;
+        let size = 8 * MIB + 777;
+        let content = pattern_range(0, size as usize);
+        let path = s.dirs.export().join("f");
+        std::fs::write(&path, &content).unwrap();
+        let (mut c, root) = s.client().await;
+        let fh = c.lookup(&root, "f").await;
+        let mut x = 0x2545_F491_4F6C_DD1Du64 ^ u64::from(uring);
+        let mut asked = std::collections::HashMap::new();
+        let (mut sent, mut done) = (0, 0);
+        evict(&path);
+        while done < 1500 {
+            while sent < 1500 && sent - done < 32 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let offset = match x % 3 {
+                    0 => (x >> 8) % (size + 8192) / 4096 * 4096,
+                    _ => (x >> 8) % (size + 8192),
+                };
+                let count = 1 + ((x >> 40) % 24_000) as u32;
+                let args = Args3::Read(ReadArgs {
+                    file: fh.clone(),
+                    offset,
+                    count,
+                });
+                asked.insert(c.send_nfs(&args).await, (offset, count));
+                sent += 1;
+            }
+            let (xid, res) = c.recv_nfs().await;
+            let (offset, count) = asked.remove(&xid).expect("a reply to a call sent");
+            let what = format!("uring={uring}: READ {count} at {offset}");
+            let Res3::Read(NfsResult::Ok(ok)) = res else {
+                panic!("{what}: {res:?}");
+            };
+            let start = (offset as usize).min(content.len());
+            let end = (offset as usize + count as usize).min(content.len());
+            assert_eq!(ok.count as usize, end - start, "{what}: count");
+            assert!(ok.data.to_vec() == content[start..end], "{what}: bytes");
+            assert_eq!(ok.eof, end == content.len(), "{what}: eof");
+            done += 1;
+            if done % 64 == 0 {
+                evict(&path);
+            }
+        }
+        // READs in flight on a connection that goes away
+        evict(&path);
+        let (mut gone, _) = s.client().await;
+        for i in 0..32u64 {
+            let args = Args3::Read(ReadArgs {
+                file: fh.clone(),
+                offset: i * 200_000,
+                count: 16_000,
+            });
+            gone.send_nfs(&args).await;
+        }
+        drop(gone);
+        let through_ring = s.stats.engine.uring_reads.load(Relaxed);
+        if !uring {
+            assert_eq!(through_ring, 0);
+        } else if on_tmpfs(&path) {
+            eprintln!("uring test: the export is on tmpfs, whose pages cannot be dropped");
+        } else {
+            assert!(through_ring > 0, "no READ went through io_uring");
+            eprintln!("uring test: {through_ring} of the READs went through io_uring");
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while s.stats.engine.pool_chunks_in_use.load(Relaxed) != 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} chunks still lent 10 s after the last READ",
+                s.stats.engine.pool_chunks_in_use.load(Relaxed)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

@@ -227,6 +227,14 @@ pub struct LookupOk {
     pub dir_attr: PostOpAttr,
 }
 
+/// What [`LocalFs::read_nowait`] did.
+pub enum NowaitRead {
+    /// Answered from the page cache (or refused).
+    Done(Res<ReadOk, PostOpAttr>),
+    /// Not all cached: the file, checked for this caller, to read asynchronously.
+    NeedsDisk(Arc<OpenFile>),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadOk {
     /// Bytes placed in the caller's buffers, in order.
@@ -697,15 +705,17 @@ impl LocalFs {
 
     /// READ (§3.3.6) that never waits for the disk, for async code: only a file in the
     /// open-file cache (and validated since its last change) of a buffered export, read with
-    /// `RWF_NOWAIT` from the page cache. `None` when any of that does not hold or the range is not
-    /// all cached: nothing happened, do the READ on a blocking thread instead.
+    /// `RWF_NOWAIT` from the page cache. `None` when any of that does not hold: nothing happened,
+    /// do the READ on a blocking thread instead. [`NowaitRead::NeedsDisk`] when all of it holds
+    /// but the range is not all cached: the file, checked and ready for an asynchronous read
+    /// whose result [`LocalFs::read_finish`] turns into the reply.
     pub fn read_nowait<B: AsMut<[u8]>>(
         &self,
         caller: &Caller,
         fh: &NfsFh3,
         offset: u64,
         bufs: &mut [B],
-    ) -> Option<Res<ReadOk, PostOpAttr>> {
+    ) -> Option<NowaitRead> {
         if self.read_mode() != IoMode::Buffered {
             return None;
         }
@@ -715,24 +725,48 @@ impl LocalFs {
             return None;
         }
         if let Err(e) = self.check_read(caller, &file, &st) {
-            return Some(Err(e));
+            return Some(NowaitRead::Done(Err(e)));
         }
         let mut slices: Vec<std::io::IoSliceMut<'_>> = bufs
             .iter_mut()
             .map(|b| std::io::IoSliceMut::new(b.as_mut()))
             .collect();
         let want: usize = slices.iter().map(|s| s.len()).sum();
-        let count = sys::preadv2(file.as_fd(), &mut slices, offset, libc::RWF_NOWAIT).ok()?;
+        let count = match sys::preadv2(file.as_fd(), &mut slices, offset, libc::RWF_NOWAIT) {
+            Ok(n) => n,
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                return Some(NowaitRead::NeedsDisk(file))
+            }
+            Err(_) => return None,
+        };
+        match self.read_finish(&file, offset, want, count) {
+            Some(ok) => Some(NowaitRead::Done(Ok(ok))),
+            // partly cached: the rest needs the disk
+            None => Some(NowaitRead::NeedsDisk(file)),
+        }
+    }
+
+    /// The reply to a READ of `want` bytes at `offset` that read `count` bytes from `file`
+    /// without the blocking path (post-op attributes and `eof` from a fresh `statx`). `None`
+    /// when the read came back short before the end of the file: do it again on the blocking
+    /// path.
+    pub fn read_finish(
+        &self,
+        file: &OpenFile,
+        offset: u64,
+        want: usize,
+        count: usize,
+    ) -> Option<ReadOk> {
         let post = sys::statx(file.as_fd(), sys::EMPTY).ok()?;
         let end = offset.saturating_add(count as u64);
         if count < want && end < post.stx_size {
-            return None; // partly cached: the rest needs the disk
+            return None;
         }
-        Some(Ok(ReadOk {
+        Some(ReadOk {
             count,
             eof: end >= post.stx_size,
             attr: self.fattr(&post),
-        }))
+        })
     }
 
     /// Read permission (see `may_read`). An owner needs no kernel check, so no credential switch

@@ -5,6 +5,7 @@
 //!   nfs.rs handlers
 //!     READ  ── seq.observe_read ──► backend readahead_hint (fadvise WILLNEED)     [seq]
 //!       │   ── large, buffered, TCP: splice file ─► pipe ─► socket     [crate::splice]
+//!       │   ── small: preadv2(RWF_NOWAIT) in place; not cached: io_uring READV    [uring]
 //!       │   ── else pool.acquire_for ──► preadv into 64 KiB chunks ──► reply iovec [pool]
 //!       │   ── wb.flush_range first when held data overlaps                       [writebehind]
 //!     WRITE ── seq.observe_write; UNSTABLE: admit ─► check ─► hold ─► reply       [writebehind]
@@ -16,6 +17,7 @@
 //! | [`seq`]         | `seqtable::SeqTable`            | lock, readahead hints without repeats   |
 //! | [`pool`]        | `pool::ChunkPool`               | lock, wait when exhausted, return on drop|
 //! | [`writebehind`] | `writebehind::WriteBehind`      | clock, flusher task, visibility, errors |
+//! | [`uring`]       | (none: a ring and a table)      | submission, reaper task, buffer custody |
 //!
 //! # Known gaps
 //! * Held data is keyed by file handle bytes: a file reached through two handles (hard links
@@ -27,6 +29,7 @@
 
 pub mod pool;
 pub mod seq;
+pub mod uring;
 pub mod writebehind;
 
 use crate::stats::Stats;
@@ -65,6 +68,9 @@ pub struct IoConfig {
     /// memory but flushes each WRITE alone as it arrives (the benchmark baseline). Default: the
     /// core's defaults except `gap_wait` = [`GAP_WAIT_DEFAULT`].
     pub write_behind: WriteBehindConfig,
+    /// Small READs that miss the page cache go to the disk through io_uring ([`uring`]) instead
+    /// of a blocking thread. Default true; without io_uring in the kernel it is off by itself.
+    pub uring_reads: bool,
 }
 
 impl Default for IoConfig {
@@ -79,6 +85,7 @@ impl Default for IoConfig {
                 gap_wait: GAP_WAIT_DEFAULT,
                 ..WriteBehindConfig::default()
             },
+            uring_reads: true,
         }
     }
 }
@@ -89,6 +96,8 @@ pub struct Engine {
     pub seq: seq::Sequential,
     pub pool: Arc<pool::BufPool>,
     pub wb: Arc<writebehind::WriteBehindDriver>,
+    /// The ring for uncached small READs; `None` when off or unavailable.
+    pub uring: Option<uring::UringReads>,
 }
 
 impl Engine {
@@ -108,6 +117,12 @@ impl Engine {
             ),
             pool: pool::BufPool::new(config.pool.clone(), config.pool_wait, stats.clone()),
             wb: writebehind::WriteBehindDriver::new(config.write_behind.clone(), stats),
+            // the ring's reaper runs on the runtime: none outside one (some unit tests)
+            uring: if config.uring_reads && tokio::runtime::Handle::try_current().is_ok() {
+                uring::UringReads::new()
+            } else {
+                None
+            },
             config,
         })
     }
