@@ -924,7 +924,13 @@ fn read_nowait(
 ) -> Option<Nowait> {
     let since = io.wb.epoch();
     let mut bufs = io.pool.try_acquire_for(count as usize)?;
-    match fs.read_nowait(caller, &a.file, a.offset, &mut bufs)? {
+    let predictor = io.uring.as_ref().map(|u| &u.predictor);
+    let try_cache = predictor.is_none_or(|p| p.try_cache());
+    let done = fs.read_nowait(caller, &a.file, a.offset, &mut bufs, try_cache)?;
+    if let (Some(p), true) = (predictor, try_cache) {
+        p.record(matches!(done, backend::NowaitRead::Done(_)));
+    }
+    match done {
         backend::NowaitRead::Done(res) => {
             let ahead = io.seq.observe_read(&a.file.0, a.offset, u64::from(count));
             Some(Nowait::Done(read_reply(

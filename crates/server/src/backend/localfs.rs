@@ -708,13 +708,15 @@ impl LocalFs {
     /// `RWF_NOWAIT` from the page cache. `None` when any of that does not hold: nothing happened,
     /// do the READ on a blocking thread instead. [`NowaitRead::NeedsDisk`] when all of it holds
     /// but the range is not all cached: the file, checked and ready for an asynchronous read
-    /// whose result [`LocalFs::read_finish`] turns into the reply.
+    /// whose result [`LocalFs::read_finish`] turns into the reply. With `try_cache` false the
+    /// page cache is not tried: checked files are always `NeedsDisk`.
     pub fn read_nowait<B: AsMut<[u8]>>(
         &self,
         caller: &Caller,
         fh: &NfsFh3,
         offset: u64,
         bufs: &mut [B],
+        try_cache: bool,
     ) -> Option<NowaitRead> {
         if self.read_mode() != IoMode::Buffered {
             return None;
@@ -726,6 +728,9 @@ impl LocalFs {
         }
         if let Err(e) = self.check_read(caller, &file, &st) {
             return Some(NowaitRead::Done(Err(e)));
+        }
+        if !try_cache {
+            return Some(NowaitRead::NeedsDisk(file));
         }
         let mut slices: Vec<std::io::IoSliceMut<'_>> = bufs
             .iter_mut()
