@@ -248,8 +248,8 @@ impl Nfs3 {
             // one that needs the disk goes there through io_uring.
             match read_nowait(&fs, &caller, &a, count, &self.stats, &self.io) {
                 Some(Nowait::Done(res)) => return res,
-                Some(Nowait::NeedsDisk(file, bufs)) => {
-                    if let Some(res) = self.read_uring(&fs, &a, count, file, bufs).await {
+                Some(Nowait::NeedsDisk(checked, bufs)) => {
+                    if let Some(res) = self.read_uring(&fs, &a, count, checked, bufs).await {
                         return res;
                     }
                 }
@@ -287,13 +287,16 @@ impl Nfs3 {
         fs: &Arc<LocalFs>,
         a: &ReadArgs,
         count: u32,
-        file: Arc<backend::openfiles::OpenFile>,
+        checked: backend::CheckedRead,
         bufs: Vec<crate::io::pool::PooledChunk>,
     ) -> Option<ReadRes> {
         let uring = self.io.uring.as_ref()?;
         let since = self.io.wb.epoch();
-        let (res, bufs) = uring.read(file.clone(), a.offset, bufs).await.ok()?;
-        let ok = fs.read_finish(&file, a.offset, count as usize, res.ok()?)?;
+        let (res, bufs) = uring
+            .read(checked.file.clone(), a.offset, bufs)
+            .await
+            .ok()?;
+        let ok = fs.read_finish(&checked, a.offset, count as usize, res.ok()?)?;
         self.stats
             .engine
             .uring_reads
@@ -906,10 +909,7 @@ fn read_reply(
 enum Nowait {
     Done(ReadRes),
     /// Checked, not all cached: the file and the chunks for an asynchronous read.
-    NeedsDisk(
-        Arc<backend::openfiles::OpenFile>,
-        Vec<crate::io::pool::PooledChunk>,
-    ),
+    NeedsDisk(backend::CheckedRead, Vec<crate::io::pool::PooledChunk>),
 }
 
 /// [`read`] from the page cache without blocking (see [`LocalFs::read_nowait`]), on the
@@ -937,7 +937,7 @@ fn read_nowait(
                 fs, a, res, bufs, ahead, since, stats, io,
             )))
         }
-        backend::NowaitRead::NeedsDisk(file) => Some(Nowait::NeedsDisk(file, bufs)),
+        backend::NowaitRead::NeedsDisk(checked) => Some(Nowait::NeedsDisk(checked, bufs)),
     }
 }
 

@@ -232,7 +232,13 @@ pub enum NowaitRead {
     /// Answered from the page cache (or refused).
     Done(Res<ReadOk, PostOpAttr>),
     /// Not all cached: the file, checked for this caller, to read asynchronously.
-    NeedsDisk(Arc<OpenFile>),
+    NeedsDisk(CheckedRead),
+}
+
+/// A file checked for one READ by [`LocalFs::read_nowait`], with its attributes as checked.
+pub struct CheckedRead {
+    pub file: Arc<OpenFile>,
+    pre: libc::statx,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -729,41 +735,54 @@ impl LocalFs {
         if let Err(e) = self.check_read(caller, &file, &st) {
             return Some(NowaitRead::Done(Err(e)));
         }
+        let checked = CheckedRead { file, pre: st };
         if !try_cache {
-            return Some(NowaitRead::NeedsDisk(file));
+            return Some(NowaitRead::NeedsDisk(checked));
         }
         let mut slices: Vec<std::io::IoSliceMut<'_>> = bufs
             .iter_mut()
             .map(|b| std::io::IoSliceMut::new(b.as_mut()))
             .collect();
         let want: usize = slices.iter().map(|s| s.len()).sum();
-        let count = match sys::preadv2(file.as_fd(), &mut slices, offset, libc::RWF_NOWAIT) {
+        let fd = checked.file.as_fd();
+        let count = match sys::preadv2(fd, &mut slices, offset, libc::RWF_NOWAIT) {
             Ok(n) => n,
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
-                return Some(NowaitRead::NeedsDisk(file))
+                return Some(NowaitRead::NeedsDisk(checked))
             }
             Err(_) => return None,
         };
-        match self.read_finish(&file, offset, want, count) {
+        match self.read_finish(&checked, offset, want, count) {
             Some(ok) => Some(NowaitRead::Done(Ok(ok))),
             // partly cached: the rest needs the disk
-            None => Some(NowaitRead::NeedsDisk(file)),
+            None => Some(NowaitRead::NeedsDisk(checked)),
         }
     }
 
-    /// The reply to a READ of `want` bytes at `offset` that read `count` bytes from `file`
-    /// without the blocking path (post-op attributes and `eof` from a fresh `statx`). `None`
-    /// when the read came back short before the end of the file: do it again on the blocking
-    /// path.
+    /// The reply to a READ of `want` bytes at `offset` that read `count` bytes from the checked
+    /// file without the blocking path. `None` when the read came back short before the end of the
+    /// file: do it again on the blocking path.
+    ///
+    /// Post-op attributes: a READ that got all it asked for, inside the size seen when it was
+    /// checked, answers with those attributes (one `statx` fewer per READ; ganesha answers from
+    /// its attribute cache); a short READ, or one reaching past that size (the file grew in
+    /// between), takes a fresh `statx` so that `eof` and the size agree with the data.
     pub fn read_finish(
         &self,
-        file: &OpenFile,
+        checked: &CheckedRead,
         offset: u64,
         want: usize,
         count: usize,
     ) -> Option<ReadOk> {
-        let post = sys::statx(file.as_fd(), sys::EMPTY).ok()?;
         let end = offset.saturating_add(count as u64);
+        if count == want && end <= checked.pre.stx_size {
+            return Some(ReadOk {
+                count,
+                eof: end == checked.pre.stx_size,
+                attr: self.fattr(&checked.pre),
+            });
+        }
+        let post = sys::statx(checked.file.as_fd(), sys::EMPTY).ok()?;
         if count < want && end < post.stx_size {
             return None;
         }
