@@ -418,9 +418,7 @@ async fn reads_of_any_offset_and_length_match_the_file_on_every_path() {
             let mut done = 0;
             while done < 200 {
                 while sent < 200 && sent - done < 24 {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
+                    xorshift(&mut x);
                     let offset = match x % 4 {
                         0 => (x >> 8) % (size + 4096) / 4096 * 4096, // page aligned
                         _ => (x >> 8) % (size + 4096),               // anywhere, past the end too
@@ -507,9 +505,7 @@ async fn small_reads_that_miss_the_page_cache_are_right_through_io_uring() {
         evict(&path);
         while done < 1500 {
             while sent < 1500 && sent - done < 32 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
+                xorshift(&mut x);
                 let offset = match x % 3 {
                     0 => (x >> 8) % (size + 8192) / 4096 * 4096,
                     _ => (x >> 8) % (size + 8192),

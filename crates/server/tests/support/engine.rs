@@ -24,15 +24,20 @@ pub fn pattern_range(offset: u64, len: usize) -> Vec<u8> {
     (0..len as u64).map(|i| pattern(offset + i)).collect()
 }
 
+/// One xorshift step: the next of a deterministic sequence (the state must not be zero).
+pub fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
 /// A deterministic shuffle (xorshift), so a failure replays.
 pub fn shuffled(n: u64, seed: u64) -> Vec<u64> {
     let mut v: Vec<u64> = (0..n).collect();
     let mut x = seed | 1;
     for i in (1..v.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.swap(i, (x % (i as u64 + 1)) as usize);
+        v.swap(i, (xorshift(&mut x) % (i as u64 + 1)) as usize);
     }
     v
 }
