@@ -553,7 +553,12 @@ async fn small_reads_that_miss_the_page_cache_are_right_through_io_uring() {
         } else if on_tmpfs(&path) {
             eprintln!("uring test: the export is on tmpfs, whose pages cannot be dropped");
         } else {
-            assert!(through_ring > 0, "no READ went through io_uring");
+            assert!(
+                through_ring > 0,
+                "no READ went through io_uring: is it disabled here \
+                 (/proc/sys/kernel/io_uring_disabled, a seccomp filter)? The server logs \
+                 'io_uring unavailable' then"
+            );
             eprintln!("uring test: {through_ring} of the READs went through io_uring");
         }
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
