@@ -195,6 +195,28 @@ iperf3_rate() {
     wait "$pid" 2>/dev/null || true
 }
 
+# disk_read_rate FILE SIZE: bytes/s of the disk under FILE read sequentially with the page cache
+# out of the way: FILE (SIZE, e.g. 1G; written once with random data) is read by 4 parallel
+# `dd iflag=direct bs=1M` readers, a quarter each, after the page cache is dropped. The limit a
+# cold sequential read through any server is compared to.
+disk_read_rate() {
+    local f="$1" size="$2" mib q t0 t1 pids=()
+    mib=$(numfmt --from=iec "$size" | awk '{printf "%d", $1 / 1048576}')
+    [ "$mib" -ge 4 ] || bench_die "disk_read_rate: size $size is below 4 MiB"
+    if [ "$(stat -c %s "$f" 2>/dev/null || echo 0)" != "$((mib * 1048576))" ]; then
+        dd if=/dev/urandom of="$f" bs=1M count="$mib" status=none conv=fsync
+    fi
+    drop_caches
+    t0=$(date +%s.%N)
+    for q in 0 1 2 3; do
+        dd if="$f" of=/dev/null bs=1M iflag=direct skip=$((q * mib / 4)) count=$((mib / 4)) status=none &
+        pids+=("$!")
+    done
+    for q in "${pids[@]}"; do wait "$q" || bench_die "disk_read_rate: dd failed on $f"; done
+    t1=$(date +%s.%N)
+    py "int($((mib / 4 * 4)) * 1048576 / ($t1 - $t0))"
+}
+
 # nfs URL for FILE (an absolute path inside an export) on a server at NFS port P, MOUNT port M
 nfs_url() { echo "nfs://127.0.0.1$1?version=3&nfsport=$2&mountport=$3"; }
 

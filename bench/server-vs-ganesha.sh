@@ -22,15 +22,20 @@
 #
 # --cc NAME runs everything under that TCP congestion control (the host's is restored after):
 # see bench_tcp_cc in lib.sh for why `--cc cubic` is reported next to the host default (bbr).
+# --nconnect N gives the client N TCP connections (both servers alike): with one, a fast
+# sequential read is bound by the one client thread that copies replies out of the socket.
+# The disk's sequential read limit (4 parallel O_DIRECT readers of a file of --size, before and
+# after the reps) is printed next to the loopback limit: read-cold cannot go faster than it.
 #
-#   bench/server-vs-ganesha.sh [--size 1G] [--count 50000] [--reps 3] [--warmup 1] [--cc NAME] [--out FILE]
+#   bench/server-vs-ganesha.sh [--size 1G] [--count 50000] [--reps 3] [--warmup 1] [--cc NAME]
+#                              [--nconnect N] [--out FILE]
 #
 # Env: BENCH_GANESHA_CACHING=0 runs ganesha with the test config (no attribute caching);
 # SLUICE_SERVE_ARGS adds options to `sluice serve`; BENCH_KEEP=1, BENCH_SKIP_BUILD=1.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-SIZE=1G; COUNT=50000; REPS=3; WARMUP=1; OUT=""; CC=""
+SIZE=1G; COUNT=50000; REPS=3; WARMUP=1; OUT=""; CC=""; NCONNECT=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) SIZE="$2"; shift ;;
@@ -39,7 +44,8 @@ while [ $# -gt 0 ]; do
         --warmup) WARMUP="$2"; shift ;;
         --out) OUT="$2"; shift ;;
         --cc) CC="$2"; shift ;;
-        *) sed -n '2,27p' "$0" >&2; exit 2 ;;
+        --nconnect) NCONNECT="$2"; shift ;;
+        *) sed -n '2,32p' "$0" >&2; exit 2 ;;
     esac
     shift
 done
@@ -50,6 +56,7 @@ mkdir -p "$W/sl" "$W/gan"
 if [ -n "$CC" ]; then bench_tcp_cc "$CC"; fi
 
 LOOP_BPS=$(iperf3_rate)
+DISK_BPS=$(disk_read_rate "$W/disk.probe" "$SIZE")
 # shellcheck disable=SC2086
 start_sluice sl "$W/sl" ${SLUICE_SERVE_ARGS:-}
 start_ganesha gan "$W/gan"
@@ -68,15 +75,15 @@ one_server() {   # sl|gan REP
     for ph in "${PHASES[@]}"; do
         case $ph in
             write) drop_caches
-                   bench_run r "$pid" "$url" --workload write --size "$SIZE" --block 1M --depth 16 ;;
+                   bench_run r "$pid" "$url" --workload write --size "$SIZE" --block 1M --depth 16 --nconnect "$NCONNECT" ;;
             read-cold) drop_caches
-                   bench_run r "$pid" "$url" --workload read --size "$SIZE" --block 1M --depth 16 ;;
+                   bench_run r "$pid" "$url" --workload read --size "$SIZE" --block 1M --depth 16 --nconnect "$NCONNECT" ;;
             read-warm)
-                   bench_run r "$pid" "$url" --workload read --size "$SIZE" --block 1M --depth 16 ;;
+                   bench_run r "$pid" "$url" --workload read --size "$SIZE" --block 1M --depth 16 --nconnect "$NCONNECT" ;;
             randread-warm)
-                   bench_run r "$pid" "$url" --workload randread --block 4k --depth 32 --count "$COUNT" --seed "$rep" ;;
+                   bench_run r "$pid" "$url" --workload randread --block 4k --depth 32 --count "$COUNT" --seed "$rep" --nconnect "$NCONNECT" ;;
             randread-cold) drop_caches
-                   bench_run r "$pid" "$url" --workload randread --block 4k --depth 32 --count "$COUNT" --seed "$((rep + 100))" ;;
+                   bench_run r "$pid" "$url" --workload randread --block 4k --depth 32 --count "$COUNT" --seed "$((rep + 100))" --nconnect "$NCONNECT" ;;
         esac
         RATE[$s.$ph]+="$r_rate "
         CPU[$s.$ph]+="$(py "$r_cpu / ($r_bytes / 2**30)") "
@@ -90,7 +97,7 @@ for w in $(seq 1 "$WARMUP"); do
         if [ "$s" = sl ]; then pid=$SL_PID; url=$(nfs_url "$W/sl/f.warm" "$SL_PORT" "$SL_PORT")
         else pid=$GA_PID; url=$(nfs_url "$W/gan/f.warm$w" "$GA_PORT" "$((GA_PORT + 1))"); fi
         drop_caches
-        bench_run r "$pid" "$url" --workload write --size "$SIZE" --block 1M --depth 16
+        bench_run r "$pid" "$url" --workload write --size "$SIZE" --block 1M --depth 16 --nconnect "$NCONNECT"
     done
 done
 for rep in $(seq 1 "$REPS"); do
@@ -100,6 +107,8 @@ for rep in $(seq 1 "$REPS"); do
 done
 LOOP_BPS2=$(iperf3_rate)
 LOOP=$(py "($LOOP_BPS + $LOOP_BPS2) / 2")
+DISK_BPS2=$(disk_read_rate "$W/disk.probe" "$SIZE")
+DISK=$(py "($DISK_BPS + $DISK_BPS2) / 2")
 
 arr() { echo "[${1// /,}]"; }
 {
@@ -107,7 +116,7 @@ echo "# sluice server vs nfs-ganesha: sequential 1 MiB write/read, 4 KiB random 
 echo
 echo "Date: $(date -u +%Y-%m-%d). Machine: $(machine_line)."
 echo
-echo "Client for both servers: \`sluice bench\` (one TCP connection). Sequential: $SIZE, 1 MiB calls, 16 in flight"
+echo "Client for both servers: \`sluice bench\` ($NCONNECT TCP connection(s), \`--nconnect $NCONNECT\`). Sequential: $SIZE, 1 MiB calls, 16 in flight"
 echo "(write ends with one COMMIT, included in its time). Random: $COUNT x 4 KiB READs at random aligned offsets of the"
 echo "$SIZE file, 32 in flight. Phases per server: write (**cold**: new file, old one removed, page cache dropped) -> read-cold (page cache"
 echo "dropped) -> read-warm (file in the page cache) -> randread-warm -> randread-cold (page cache dropped)."
@@ -115,6 +124,7 @@ echo "$REPS reps after $WARMUP untimed warm-up write(s) per server, server order
 echo "sluice: \`sluice serve --no-root-squash ${SLUICE_SERVE_ARGS:-}\` (defaults: --io buffered, write-behind with clustering)."
 echo "ganesha 4.3: VFS FSAL, caching $( [ "${BENCH_GANESHA_CACHING:-1}" = 1 ] && echo "at ganesha's defaults (GANESHA_CACHING=1)" || echo "off (the test config)")."
 echo "Loopback single-stream limit (iperf3 -J, before/after): $(py "f'{$LOOP_BPS/1e6:.0f}'") / $(py "f'{$LOOP_BPS2/1e6:.0f}'") MB/s."
+echo "Disk sequential read limit (4 parallel O_DIRECT 1 MiB readers of a $SIZE file, before/after): $(py "f'{$DISK_BPS/1e6:.0f}'") / $(py "f'{$DISK_BPS2/1e6:.0f}'") MB/s; read-cold medians: sluice $(py "f'{st.median($(arr "${RATE[sl.read-cold]}"))/$DISK:.2f}'"), ganesha $(py "f'{st.median($(arr "${RATE[gan.read-cold]}"))/$DISK:.2f}'") of it."
 echo "Server CPU: utime+stime of the server process per GiB moved (for randread: per GiB of 4 KiB payload)."
 echo
 echo "| phase | sluice / ganesha throughput | target >= 1.2 | sluice / loopback | ganesha / loopback | sluice / ganesha CPU per GiB | target <= 0.5 | sluice CPU s/GiB | ganesha CPU s/GiB |"

@@ -49,6 +49,9 @@ pub struct BenchArgs {
     /// `randread`: number of calls.
     #[arg(long, default_value_t = 20000)]
     pub count: u64,
+    /// TCP connections to the server; calls go to them in turn (like Linux's `nconnect`).
+    #[arg(long, default_value_t = 1)]
+    pub nconnect: usize,
     /// Seed for shuffling and random offsets.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -58,7 +61,11 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
     if a.block == 0 || a.block > (1 << 24) || a.depth == 0 {
         return Err("--block must be 1..=16M and --depth at least 1".into());
     }
-    let client = Client::connect(a.url.as_str(), ClientOptions::default())
+    let options = ClientOptions {
+        nconnect: a.nconnect,
+        ..ClientOptions::default()
+    };
+    let client = Client::connect(a.url.as_str(), options)
         .await
         .map_err(|e| format!("{}: {e}", a.url))?;
     let path = client.target_path().to_string();
@@ -145,11 +152,12 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
     let workload = format!("{:?}", a.workload).to_lowercase();
     println!(
         "workload={workload} bytes={bytes} secs={secs:.3} rate_mb_s={:.1} calls={} p50_us={} \
-         p99_us={} client_cpu_s={client_cpu:.3}",
+         p99_us={} client_cpu_s={client_cpu:.3} nconnect={}",
         bytes as f64 / secs / 1e6,
         lat.len(),
         pct(0.5),
-        pct(0.99)
+        pct(0.99),
+        client.connection_stats().len()
     );
     Ok(())
 }

@@ -16,6 +16,11 @@
 //! The transport is TCP unless the URL says `proto=udp` or [`ClientOptions::udp`] is set; then
 //! PORTMAP, MOUNT and NFS all go over UDP (GETPORT asks for the UDP ports).
 //!
+//! Over TCP the client may open several connections to the NFS service (`nconnect=N` in the URL
+//! or [`ClientOptions::nconnect`], Linux's mount option of that name): NFS calls go to them in
+//! turn, so that receiving and copying replies is spread over as many threads. One connection
+//! carries the whole load by default.
+//!
 //! Every call is recorded in per-procedure [`ClientStats`]; file reads also in [`ReadStats`].
 //! All files of a client share one readahead memory [`Budget`]
 //! ([`ClientOptions::readahead_budget_bytes`]).
@@ -81,7 +86,17 @@ pub struct ClientOptions {
     pub gid: Option<u32>,
     /// READDIR(PLUS) reply size asked for; the server's `dtpref` may lower it. Default 64 KiB.
     pub readdir_bytes: u32,
+    /// TCP connections to the NFS service, 1..=[`NCONNECT_MAX`] (the URL's `nconnect` overrides
+    /// it). Default 1. Calls go to the connections in turn, each with its own call table,
+    /// reader and writer task: one connection's receive path (the copy of every reply out of the
+    /// socket) runs on one thread at a time, so a single fast stream can be bound by one core
+    /// on the client, which more connections spread over several. Like Linux's `nconnect`
+    /// mount option, and capped like it at 16. UDP has no connections: more than 1 is refused.
+    pub nconnect: usize,
 }
+
+/// Most TCP connections one client opens to the NFS service (Linux's cap for `nconnect`).
+pub const NCONNECT_MAX: usize = 16;
 
 impl Default for ClientOptions {
     fn default() -> Self {
@@ -99,6 +114,7 @@ impl Default for ClientOptions {
             uid: None,
             gid: None,
             readdir_bytes: 64 << 10,
+            nconnect: 1,
         }
     }
 }
@@ -139,7 +155,10 @@ struct Inner {
     export: String,
     /// The URL's path inside the export ("/" for the export's root).
     target: String,
-    nfs: RpcClient,
+    /// The connections to the NFS service (at least one; more with `nconnect`).
+    conns: Vec<RpcClient>,
+    /// Which connection the next call goes to (round robin).
+    next_conn: std::sync::atomic::AtomicUsize,
     cred: OpaqueAuth,
     root: NfsFh3,
     fsinfo: FsinfoResOk,
@@ -182,6 +201,21 @@ impl Client {
             options.rsize_max = options.rsize_max.min(UDP_TRANSFER_BYTES_MAX);
             options.wsize_max = options.wsize_max.min(UDP_TRANSFER_BYTES_MAX);
         }
+        if let Some(n) = url.nconnect {
+            options.nconnect = n as usize;
+        }
+        if !(1..=NCONNECT_MAX).contains(&options.nconnect) {
+            return Err(NfsError::Other(format!(
+                "nconnect must be 1 to {NCONNECT_MAX}, not {}",
+                options.nconnect
+            )));
+        }
+        if options.udp && options.nconnect > 1 {
+            return Err(NfsError::Other(
+                "nconnect above 1 needs TCP: UDP has no connections to spread calls over"
+                    .to_string(),
+            ));
+        }
         let stats = Mutex::new(ClientStats::default());
         let cred = credentials(&url, &options);
         let ip = resolve(&url).await?;
@@ -204,12 +238,26 @@ impl Client {
         };
         let (export, root) = mount(&mount_rpc, &cred, &url.path, &stats).await?;
         drop(mount_rpc);
+        let mut conns = vec![nfs];
+        while conns.len() < options.nconnect {
+            let more = RpcClient::connect(nfs_addr, rpc_config.clone())
+                .await
+                .map_err(|e| {
+                    NfsError::Connect(format!(
+                        "cannot open connection {} of {} (nconnect) to {nfs_addr}: {e}",
+                        conns.len() + 1,
+                        options.nconnect
+                    ))
+                })?;
+            conns.push(more);
+        }
         let target = strip_export(&url.path, &export);
         let inner = Inner {
             url,
             export,
             target,
-            nfs,
+            conns,
+            next_conn: std::sync::atomic::AtomicUsize::new(0),
             cred,
             root: root.clone(),
             fsinfo: FsinfoResOk::default(),
@@ -285,9 +333,15 @@ impl Client {
     pub fn stats(&self) -> ClientStats {
         self.inner.stats.lock().expect("stats lock").clone()
     }
-    /// Transport counters (reconnects, bytes on the wire).
+    /// Transport counters (reconnects, bytes on the wire), summed over the connections.
     pub fn transport_stats(&self) -> crate::transport::TransportStats {
-        self.inner.nfs.stats()
+        self.connection_stats()
+            .iter()
+            .fold(Default::default(), |sum, c| sum.plus(c))
+    }
+    /// Transport counters of each connection to the NFS service, in order.
+    pub fn connection_stats(&self) -> Vec<crate::transport::TransportStats> {
+        self.inner.conns.iter().map(|c| c.stats()).collect()
     }
     /// File read statistics: READ sizes, depth in flight, readahead windows and waste.
     pub fn read_stats(&self) -> ReadStats {
@@ -299,7 +353,7 @@ impl Client {
     }
     /// True when the NFS traffic goes over UDP.
     pub fn is_udp(&self) -> bool {
-        self.inner.nfs.is_udp()
+        self.inner.conns[0].is_udp()
     }
     pub(crate) fn budget(&self) -> &Mutex<Budget> {
         &self.inner.budget
@@ -803,9 +857,12 @@ impl Client {
             vers: nfs3::VERSION,
             proc_,
         };
-        let call = self
+        let conns = &self.inner.conns;
+        let i = self
             .inner
-            .nfs
+            .next_conn
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let call = conns[i % conns.len()]
             .start(id, &self.inner.cred, segments, timer_class(proc_))
             .await;
         Pending {

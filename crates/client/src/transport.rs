@@ -138,6 +138,18 @@ pub struct TransportStats {
     pub bytes_received: u64,
 }
 
+impl TransportStats {
+    /// The counters of two transports added up (a client with several connections).
+    pub fn plus(&self, o: &TransportStats) -> TransportStats {
+        TransportStats {
+            table: self.table.plus(&o.table),
+            reconnects: self.reconnects + o.reconnects,
+            bytes_sent: self.bytes_sent + o.bytes_sent,
+            bytes_received: self.bytes_received + o.bytes_received,
+        }
+    }
+}
+
 /// A call in progress; await [`PendingCall::wait`] for its outcome.
 #[derive(Debug)]
 pub struct PendingCall {

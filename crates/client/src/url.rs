@@ -12,6 +12,8 @@
 //! - `proto=udp` (or `proto=tcp`, the default) picks the transport, like mount(8)'s `proto=`
 //!   option. libnfs has no such parameter (it only speaks TCP to NFS) and ignores unknown
 //!   ones, so such a URL given to nfs-cat still works there, over TCP.
+//! - `nconnect=N` (1 to 16) opens N TCP connections to the NFS service and spreads calls over
+//!   them, like the Linux mount option of that name (an extension; libnfs ignores it).
 //! - `version` must be 3 if present. Other parameters libnfs knows (`readahead`, `auto-traverse-
 //!   mounts`...) are accepted and ignored, so URLs written for nfs-cp work here.
 
@@ -32,6 +34,8 @@ pub struct NfsUrl {
     pub gid: Option<u32>,
     /// `proto=tcp|udp`; `None` when absent (the client's option decides).
     pub proto: Option<Proto>,
+    /// `nconnect=N`; `None` when absent (the client's option decides). Checked at connect time.
+    pub nconnect: Option<u32>,
     /// The query string as written (without '?'), kept to build URLs of other paths.
     query: String,
 }
@@ -89,6 +93,7 @@ impl NfsUrl {
             uid: None,
             gid: None,
             proto: None,
+            nconnect: None,
             query: query.to_string(),
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -113,6 +118,7 @@ impl NfsUrl {
                 }
                 "uid" => url.uid = Some(num("uid")?),
                 "gid" => url.gid = Some(num("gid")?),
+                "nconnect" => url.nconnect = Some(num("nconnect")?),
                 "proto" => {
                     url.proto = Some(match v.to_ascii_lowercase().as_str() {
                         "tcp" => Proto::Tcp,
@@ -284,6 +290,11 @@ mod tests {
                 .proto,
             Some(Proto::Udp)
         );
+        assert_eq!(
+            NfsUrl::parse("nfs://h/x?nconnect=4").unwrap().nconnect,
+            Some(4)
+        );
+        assert!(NfsUrl::parse("nfs://h/x?nconnect=many").is_err());
         assert!(NfsUrl::is_nfs_url("NFS://h/x"));
         assert!(!NfsUrl::is_nfs_url("/tmp/nfs://x"));
     }

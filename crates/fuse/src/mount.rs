@@ -51,6 +51,10 @@ pub struct MountArgs {
     /// commands' `--timeo`.
     #[arg(long, value_name = "SECONDS")]
     pub timeo: Option<u64>,
+    /// TCP connections to the NFS service, 1 to 16 (Linux's `nconnect`; also ?nconnect=N in
+    /// the URL). Default 1.
+    #[arg(long, value_name = "N")]
+    pub nconnect: Option<usize>,
 }
 
 impl MountArgs {
@@ -67,6 +71,7 @@ impl MountArgs {
             acdirmax: 60,
             noac: false,
             timeo: None,
+            nconnect: None,
         }
     }
 
@@ -74,6 +79,9 @@ impl MountArgs {
         let mut o = ClientOptions::default();
         if let Some(t) = self.timeo {
             o.rpc.table.major_timeout = Duration::from_secs(t.max(1));
+        }
+        if let Some(n) = self.nconnect {
+            o.nconnect = n;
         }
         o
     }

@@ -325,6 +325,30 @@ pub struct CallStats {
     pub cwnd_holds: u64,
 }
 
+impl CallStats {
+    /// The counters of two call tables added up (a client with several connections).
+    pub fn plus(&self, o: &CallStats) -> CallStats {
+        CallStats {
+            calls_started: self.calls_started + o.calls_started,
+            calls_completed: self.calls_completed + o.calls_completed,
+            busy_refusals: self.busy_refusals + o.busy_refusals,
+            transmissions: self.transmissions + o.transmissions,
+            retransmissions: self.retransmissions + o.retransmissions,
+            minor_timeouts: self.minor_timeouts + o.minor_timeouts,
+            major_timeouts: self.major_timeouts + o.major_timeouts,
+            reconnects_requested: self.reconnects_requested + o.reconnects_requested,
+            disconnects: self.disconnects + o.disconnects,
+            soft_failures: self.soft_failures + o.soft_failures,
+            cancelled: self.cancelled + o.cancelled,
+            unknown_xid_replies: self.unknown_xid_replies + o.unknown_xid_replies,
+            garbage_replies: self.garbage_replies + o.garbage_replies,
+            cwnd_increases: self.cwnd_increases + o.cwnd_increases,
+            cwnd_reductions: self.cwnd_reductions + o.cwnd_reductions,
+            cwnd_holds: self.cwnd_holds + o.cwnd_holds,
+        }
+    }
+}
+
 /// The client call table. See the module docs.
 #[derive(Debug)]
 pub struct CallTable {

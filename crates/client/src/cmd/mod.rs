@@ -8,7 +8,7 @@
 //! Every command takes `--stats` (per-procedure RPC statistics, READ sizes and depth,
 //! readahead windows and waste, retransmissions, on stderr at the end), `--soft N`,
 //! `--timeo SECONDS`, `--readahead auto|off|fixed:SIZE`, `--readahead-budget SIZE`,
-//! `--trace-readahead` and `--udp`.
+//! `--trace-readahead`, `--udp` and `--nconnect N`.
 
 mod cp;
 mod ops;
@@ -69,6 +69,11 @@ pub struct CommonArgs {
     /// Talk to the server over UDP (same as ?proto=udp in the URL).
     #[arg(long)]
     pub udp: bool,
+    /// TCP connections to the NFS service, 1 to 16 (default 1; same as ?nconnect=N in the URL,
+    /// like Linux's mount option): calls go to them in turn, spreading the work of receiving
+    /// replies over several threads.
+    #[arg(long, value_name = "N")]
+    pub nconnect: Option<usize>,
 }
 
 fn parse_budget(s: &str) -> Result<u64, String> {
@@ -124,6 +129,9 @@ impl Session {
         }
         options.trace_readahead = common.trace_readahead;
         options.udp = common.udp;
+        if let Some(n) = common.nconnect {
+            options.nconnect = n;
+        }
         Session {
             options,
             clients: Vec::new(),

@@ -41,6 +41,12 @@ pub async fn all(s: &dyn Server) {
     copies_both_ways(s).await;
     step("cp 0 B / 1 B / 1 MiB+1 / 256 MiB both ways + NFS->NFS", t);
     let t = Instant::now();
+    several_connections(s).await;
+    step(
+        "nconnect: 4 connections share the calls; cp --nconnect 2 both ways",
+        t,
+    );
+    let t = Instant::now();
     recursive_tree(s).await;
     step("cp -r -p of 1,000 small files both ways", t);
     let t = Instant::now();
@@ -93,6 +99,110 @@ async fn library_round_trip(s: &dyn Server) {
         "no retransmission on a healthy loopback:\n{st}"
     );
     eprintln!("[{}] library stats:\n{st}", s.name());
+}
+
+/// `url` with one more query parameter.
+fn with_param(url: &str, param: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{param}")
+}
+
+/// nconnect: the calls of one client spread over its connections, every one of them carries
+/// replies, the data comes back intact, and bad counts are refused with a message.
+async fn several_connections(s: &dyn Server) {
+    let c = Client::connect(
+        &s.url(""),
+        ClientOptions {
+            nconnect: 4,
+            ..ClientOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let data: Vec<u8> = (0..(8u32 << 20) + 17)
+        .map(|i| (i * 13 % 253) as u8)
+        .collect();
+    let f = c.create_file("/nconnect.bin", 0o644).await.unwrap();
+    let mut w = f.writer();
+    w.write(&data).await.unwrap();
+    w.finish().await.unwrap();
+    let f = c.open("/nconnect.bin").await.unwrap();
+    assert_eq!(
+        f.read_all().await.unwrap(),
+        data,
+        "read back over 4 connections"
+    );
+    assert_eq!(
+        std::fs::read(s.export_dir().join("nconnect.bin")).unwrap(),
+        data
+    );
+    let per = c.connection_stats();
+    assert_eq!(per.len(), 4, "one transport per connection");
+    for (i, t) in per.iter().enumerate() {
+        assert!(
+            t.table.calls_completed >= 3 && t.bytes_received > 0,
+            "connection {i} carried no share of the calls: {per:?}"
+        );
+    }
+    let total = c.transport_stats();
+    assert_eq!(
+        total.table.calls_completed,
+        per.iter().map(|t| t.table.calls_completed).sum::<u64>()
+    );
+    // the URL parameter and the command flag
+    let c2 = Client::connect(
+        &with_param(&s.url(""), "nconnect=3"),
+        ClientOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(c2.connection_stats().len(), 3);
+    let local = TempDir::new("nconnect");
+    let back = local.path().join("back.bin");
+    ok(&[
+        "cp",
+        "-q",
+        "--nconnect",
+        "2",
+        &s.url("/nconnect.bin"),
+        back.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(std::fs::read(&back).unwrap(), data);
+    ok(&[
+        "cp",
+        "-q",
+        "--nconnect",
+        "2",
+        back.to_str().unwrap(),
+        &s.url("/nconnect2.bin"),
+    ])
+    .await;
+    assert_eq!(
+        std::fs::read(s.export_dir().join("nconnect2.bin")).unwrap(),
+        data
+    );
+    for bad in ["nconnect=0", "nconnect=17"] {
+        let e = Client::connect(&with_param(&s.url(""), bad), ClientOptions::default())
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{bad} was accepted"));
+        assert!(
+            e.to_string().contains("nconnect must be 1 to 16"),
+            "{bad}: {e}"
+        );
+    }
+    let e = Client::connect(
+        &with_param(&s.url(""), "nconnect=2&proto=udp"),
+        ClientOptions::default(),
+    )
+    .await
+    .err()
+    .expect("nconnect over UDP was accepted");
+    assert!(e.to_string().contains("needs TCP"), "{e}");
+    for f in ["nconnect.bin", "nconnect2.bin"] {
+        std::fs::remove_file(s.export_dir().join(f)).unwrap();
+    }
 }
 
 async fn copies_both_ways(s: &dyn Server) {
