@@ -1,6 +1,7 @@
 //! The `sluice` command line: a thin layer that parses arguments and calls the library crates.
 
 use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 mod bench;
@@ -55,10 +56,11 @@ fn main() -> ExitCode {
     keep_freed_memory();
     let cli = Cli::parse();
     init_logging();
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Cmd::Serve(args) = &cli.cmd {
+        builder.worker_threads(serve::threads(args));
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("sluice: cannot start the async runtime: {e}");
@@ -92,7 +94,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr; `RUST_LOG` overrides the default level (info).
 /// Tells glibc's allocator to keep freed memory for reuse instead of handing it back to the
 /// kernel. Both the client and the server stream data through short-lived 64 KiB-1 MiB buffers
 /// (the client's 256 KiB socket reads, cut into zero-copy `Bytes` and freed when the caller drops
@@ -110,11 +111,13 @@ fn keep_freed_memory() {
     }
 }
 
+/// Logs go to stderr; `RUST_LOG` overrides the default level (info).
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }

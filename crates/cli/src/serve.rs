@@ -86,12 +86,38 @@ pub struct ServeArgs {
     /// Read small uncached ranges on blocking threads instead of through io_uring.
     #[arg(long)]
     pub no_uring: bool,
+    /// Threads that decode calls and build replies [default: half the CPUs, at least 1].
+    /// File-system calls and write-behind flushes run on a separate pool of blocking threads, and
+    /// READ data moves in the kernel (splice, io_uring), so these threads do protocol work only.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
     /// Connections served at once.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
     /// Close connections idle for this many seconds.
     #[arg(long, default_value_t = 360)]
     pub idle_timeout: u64,
+}
+
+/// The default for `--threads`: half of `cpus`, at least one.
+///
+/// Measured on 2 CPUs with the client on the same host (4 KiB random READs at queue depth 32,
+/// cold and warm): with two async threads, each call spawned on a busy thread woke the idle one
+/// to steal it, and the futex wake-ups, context switches and cache misses of that hand-off cost
+/// 25-32% of the server's CPU per READ; one thread served 30-40% more READs per second. The
+/// threads left over run the blocking pool, the kernel's side of splice and io_uring, and on a
+/// shared host the clients.
+pub fn default_threads(cpus: usize) -> usize {
+    (cpus / 2).max(1)
+}
+
+/// Async threads for `sluice serve`: `--threads`, or [`default_threads`] of the CPUs this
+/// process may run on.
+pub fn threads(args: &ServeArgs) -> usize {
+    match args.threads {
+        Some(n) => usize::from(n),
+        None => default_threads(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), String> {
@@ -251,6 +277,29 @@ mod tests {
         }
         let argv = std::iter::once("serve").chain(args.iter().copied());
         <Cli as clap::Parser>::try_parse_from(argv).unwrap().serve
+    }
+
+    #[test]
+    fn threads_default_to_half_the_cpus() {
+        assert_eq!(default_threads(1), 1);
+        assert_eq!(default_threads(2), 1);
+        assert_eq!(default_threads(3), 1);
+        assert_eq!(default_threads(16), 8);
+        assert_eq!(threads(&parse(&["/srv", "--threads", "3"])), 3);
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(threads(&parse(&["/srv"])), default_threads(cpus));
+        for bad in ["0", "1025", "two"] {
+            let argv = ["serve", "/srv", "--threads", bad];
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                serve: ServeArgs,
+            }
+            assert!(
+                <Cli as clap::Parser>::try_parse_from(argv).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

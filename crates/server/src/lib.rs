@@ -206,6 +206,7 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
         rtmax = config.read_bytes_max,
         wtmax = config.write_bytes_max,
         verifier = %hex(&verifier),
+        threads = tokio::runtime::Handle::current().metrics().num_workers(),
         "sluice serving NFSv3, MOUNTv3 and PORTMAPv2"
     );
     Ok(Bound {
