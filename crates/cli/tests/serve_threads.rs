@@ -35,47 +35,40 @@ fn concurrent_copies_with(threads: &str) {
         server.log_text()
     );
 
-    // every client writes its own file, all at once
+    // every client writes its own file, all at once, then they all read them back at once
     let mut want = Vec::new();
-    let mut cps = Vec::new();
+    let mut writes = Vec::new();
+    let mut reads = Vec::new();
     for c in 0..CLIENTS {
         let data = pattern(c + 1, FILE_BYTES);
         want.push(sha256_hex(&data));
         let src = local.join(format!("src{c}"));
         std::fs::write(&src, &data).unwrap();
-        let url = nfs_url(server.port, &export.join(format!("f{c}")));
-        let args = ["cp", "-q", "--nconnect", "2", src.to_str().unwrap(), &url];
-        cps.push(SluiceProc::spawn(&args, &[]));
+        let remote = export.join(format!("f{c}"));
+        let url = nfs_url(server.port, &remote);
+        writes.push((src.to_str().unwrap().to_string(), url.clone(), remote));
+        let back = local.join(format!("back{c}"));
+        reads.push((url, back.to_str().unwrap().to_string(), back));
     }
-    for (c, cp) in cps.iter_mut().enumerate() {
-        let st = cp.wait_timeout(COPY_TIMEOUT);
-        assert!(st.success(), "cp to f{c}: {st}\n{}", cp.stderr_text());
-    }
-    for (c, sum) in want.iter().enumerate() {
-        assert_eq!(
-            &sha256_file(&export.join(format!("f{c}"))),
-            sum,
-            "f{c} on the server"
-        );
-    }
+    copy_at_once(&writes, &want);
+    copy_at_once(&reads, &want);
+}
 
-    // and reads them all back at once
-    let mut cps = Vec::new();
-    for c in 0..CLIENTS {
-        let url = nfs_url(server.port, &export.join(format!("f{c}")));
-        let dst = local.join(format!("back{c}"));
-        let args = ["cp", "-q", "--nconnect", "2", &url, dst.to_str().unwrap()];
-        cps.push(SluiceProc::spawn(&args, &[]));
-    }
-    for (c, cp) in cps.iter_mut().enumerate() {
+/// Runs `sluice cp --nconnect 2 SRC DST` for every `(SRC, DST, where DST lands)` at the same
+/// time, then checks each landed file against its SHA-256 in `want`.
+fn copy_at_once(copies: &[(String, String, std::path::PathBuf)], want: &[String]) {
+    let mut cps: Vec<SluiceProc> = copies
+        .iter()
+        .map(|(src, dst, _)| SluiceProc::spawn(&["cp", "-q", "--nconnect", "2", src, dst], &[]))
+        .collect();
+    for ((src, dst, landed), (cp, sum)) in copies.iter().zip(cps.iter_mut().zip(want)) {
         let st = cp.wait_timeout(COPY_TIMEOUT);
-        assert!(st.success(), "cp from f{c}: {st}\n{}", cp.stderr_text());
-    }
-    for (c, sum) in want.iter().enumerate() {
+        assert!(st.success(), "cp {src} {dst}: {st}\n{}", cp.stderr_text());
         assert_eq!(
-            &sha256_file(&local.join(format!("back{c}"))),
+            &sha256_file(landed),
             sum,
-            "f{c} read back"
+            "{} after cp {src} {dst}",
+            landed.display()
         );
     }
 }
