@@ -5,12 +5,14 @@
 //!    └─ service (RPC dispatch: PORTMAP v2, MOUNT v3, NFS v3; stats; request logs)
 //!        ├─ portmap   (answers for the one port)
 //!        ├─ mountd    (export roots, mount list)
-//!        └─ nfs       (the 22 procedures: wire types <-> backend)
-//!            └─ backend (LocalFs: handles, credentials, confinement, open-file cache, exports)
+//!        └─ nfs       (the 22 procedures: wire types <-> neutral types, in `nfs/map.rs` only)
+//!            └─ backend = the `sluice-vfs` crate (the FileSystem trait and LocalFs: handles,
+//!               credentials, confinement, open-file cache, exports; no NFS wire type)
 //! ```
 //! Wire formats live in `sluice-xdr`, RPC framing and call parsing in `sluice-rpc`; both pure.
 
-pub mod backend;
+/// The file-system layer (its own crate, `sluice-vfs`), under the name the server has always used.
+pub use sluice_vfs as backend;
 pub mod io;
 pub mod memlimit;
 pub mod metrics;

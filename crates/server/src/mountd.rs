@@ -121,9 +121,9 @@ impl Mountd {
                     continue;
                 };
                 match fs.lookup(&caller, &fh, name.as_encoded_bytes()) {
-                    Ok(l) if l.attr.ftype == sluice_xdr::nfs3::Ftype3::DIR => fh = l.fh,
+                    Ok(l) if l.attr.ftype == crate::backend::FileType::Directory => fh = l.fh,
                     Ok(_) => return Err(Mountstat3::NOTDIR),
-                    Err((s, _)) => return Err(Mountstat3(s.0)),
+                    Err((s, _)) => return Err(Mountstat3(crate::nfs::map::status(s).0)),
                 }
             }
             Ok(fh)
@@ -131,7 +131,7 @@ impl Mountd {
         .await;
         match walked {
             Ok(Ok(fh)) => MntRes::Ok(MntResOk {
-                fhandle: fh,
+                fhandle: crate::nfs::map::fh3(&fh),
                 auth_flavors: vec![
                     sluice_xdr::rpc::AuthFlavor::SYS.0,
                     sluice_xdr::rpc::AuthFlavor::NONE.0,

@@ -20,7 +20,10 @@
 //! may mean waiting (for admission, or for held data to land), so they are driven from
 //! [`Nfs3::run`] in async code and only their backend calls go to the blocking pool.
 
-use crate::backend::{self, export_id_of, Caller, Cred, DirEntry, Export, ExportOptions, LocalFs};
+use crate::backend::{
+    self, export_id_of, Attr, Caller, Cred, DirEntry, Export, ExportOptions, FileHandle, LocalFs,
+    Wcc,
+};
 use crate::io::writebehind::SizeFix;
 use crate::io::Engine;
 use crate::net::{Peer, Transport};
@@ -32,6 +35,8 @@ use sluice_xdr::nfs3::*;
 use sluice_xdr::{Pack, Payload, Writer};
 use std::os::fd::AsFd;
 use std::sync::Arc;
+
+pub(crate) mod map;
 
 /// Size of one READ buffer chunk.
 pub const DATA_CHUNK_BYTES: usize = 64 * 1024;
@@ -113,7 +118,7 @@ impl Nfs3 {
         cred: &Credentials,
         fh: &NfsFh3,
     ) -> Result<(Arc<LocalFs>, Caller), Gate> {
-        let id = export_id_of(fh).ok_or(Gate::Status(Nfsstat3::BADHANDLE))?;
+        let id = export_id_of(&fh.0).ok_or(Gate::Status(Nfsstat3::BADHANDLE))?;
         let entry = self
             .exports
             .iter()
@@ -152,11 +157,11 @@ impl Nfs3 {
                     a.where_.name.clone(),
                 );
                 let found = self
-                    .spawn(move || fs2.lookup(&c2, &dir, &name).ok())
+                    .spawn(move || fs2.lookup(&c2, &map::handle(&dir), &name).ok())
                     .await
                     .flatten();
                 if let Some(l) = found {
-                    wb.flush_range(&l.fh.0, 0, 0).await;
+                    wb.flush_range(l.fh.as_bytes(), 0, 0).await;
                 }
                 self.blocking(fs, caller, Args3::Create(a)).await
             }
@@ -208,23 +213,24 @@ impl Nfs3 {
         let (stats, io, a) = (self.stats.clone(), self.io.clone(), a.clone());
         self.spawn(move || {
             let since = io.wb.epoch();
+            let fh = map::handle(&a.file);
             let ahead = io.seq.observe_read(&a.file.0, a.offset, count as u64);
             let ok = fs
-                .read_with(&caller, &a.file, a.offset, count, |f| {
+                .read_with(&caller, &fh, a.offset, count, |f| {
                     pipe.fill(f.as_fd(), a.offset, count)
                 })
                 .ok()?;
             if let Some(ra) = ahead {
-                fs.readahead_hint(&a.file, ra.offset, ra.len);
+                fs.readahead_hint(&fh, ra.offset, ra.len);
             }
             stats.wire_read_bytes.record(ok.count as u64);
             stats.backend_read_bytes.record(ok.count as u64);
             let mut attr = Some(ok.attr);
-            fix_post_op(&io, &fs, &a.file, &mut attr, since);
+            fix_post_op(&io, &fs, &fh, &mut attr, since);
             let end = a.offset + ok.count as u64;
             let eof = ok.eof && attr.is_none_or(|at| at.size <= end);
             let res = ReadResOk {
-                file_attributes: attr,
+                file_attributes: map::post_op(attr),
                 count: ok.count as u32,
                 eof,
                 data: Payload::new(),
@@ -353,27 +359,33 @@ impl Nfs3 {
         }
         wb.admit(count as u64).await;
         // The permission check, as the caller: the backend's WRITE path without the data.
-        let (fs2, c2, fh) = (fs.clone(), caller.clone(), a.file.clone());
+        let fh = map::handle(&a.file);
+        let (fs2, c2, fh2) = (fs.clone(), caller.clone(), fh.clone());
         let checked = self
-            .spawn(
-                move || match fs2.write(&c2, &fh, a.offset, &[], backend::StableHow::Unstable) {
-                    Ok(w) => (Nfsstat3::OK, w.wcc),
-                    Err((s, wcc)) => (s, wcc),
-                },
-            )
+            .spawn(move || {
+                match fs2.write(&c2, &fh2, a.offset, &[], backend::StableHow::Unstable) {
+                    Ok(w) => (None, w.wcc),
+                    Err((s, wcc)) => (Some(s), wcc),
+                }
+            })
             .await;
         let mut wcc = match checked {
-            Some((Nfsstat3::OK, wcc)) => wcc,
-            Some((s, file_wcc)) => {
+            Some((None, wcc)) => wcc,
+            Some((Some(s), file_wcc)) => {
                 wb.cancel(count as u64);
-                return NfsResult::Err(s, WriteResFail { file_wcc });
+                return NfsResult::Err(
+                    map::status(s),
+                    WriteResFail {
+                        file_wcc: map::wcc(&file_wcc),
+                    },
+                );
             }
             None => {
                 wb.cancel(count as u64);
                 return fail(Nfsstat3::SERVERFAULT);
             }
         };
-        let previous_end = wb.hold(&fs, &a.file, a.offset, chunks, caller);
+        let previous_end = wb.hold(&fs, &fh, a.offset, chunks, caller);
         if let (Some(before), Some(end)) = (wcc.before.as_mut(), previous_end) {
             before.size = before.size.max(end);
         }
@@ -382,7 +394,7 @@ impl Nfs3 {
             after.size = after.size.max(end).max(a.offset + count as u64);
         }
         NfsResult::Ok(WriteResOk {
-            file_wcc: wcc,
+            file_wcc: map::wcc(&wcc),
             count: count as u32,
             committed: StableHow::UNSTABLE,
             verf: fs.write_verifier(),
@@ -395,31 +407,33 @@ impl Nfs3 {
         let wb = &self.io.wb;
         wb.flush_range(&a.file.0, a.offset, u64::from(a.count))
             .await;
+        let fh = map::handle(&a.file);
         if let Some(s) = wb.take_error(&a.file.0) {
-            let fh = a.file.clone();
             let attr = self.spawn(move || fs.getattr(&fh).ok()).await.flatten();
             return NfsResult::Err(
-                s,
+                map::status(s),
                 CommitResFail {
-                    file_wcc: WccData {
-                        before: None,
-                        after: attr,
-                    },
+                    file_wcc: map::wcc(&Wcc::after(attr)),
                 },
             );
         }
         let io = self.io.clone();
         self.spawn(move || {
             let since = io.wb.epoch();
-            match fs.commit(&caller, &a.file, a.offset, a.count) {
+            match fs.commit(&caller, &fh, a.offset, a.count) {
                 Ok(mut file_wcc) => {
-                    fix_post_op(&io, &fs, &a.file, &mut file_wcc.after, since);
+                    fix_post_op(&io, &fs, &fh, &mut file_wcc.after, since);
                     NfsResult::Ok(CommitResOk {
-                        file_wcc,
+                        file_wcc: map::wcc(&file_wcc),
                         verf: fs.write_verifier(),
                     })
                 }
-                Err((s, file_wcc)) => NfsResult::Err(s, CommitResFail { file_wcc }),
+                Err((s, file_wcc)) => NfsResult::Err(
+                    map::status(s),
+                    CommitResFail {
+                        file_wcc: map::wcc(&file_wcc),
+                    },
+                ),
             }
         })
         .await
@@ -439,10 +453,14 @@ impl Nfs3 {
             a.object.name.clone(),
         );
         let target = self
-            .spawn(move || fs2.lookup(&c2, &dir, &name).ok().map(|l| l.fh))
+            .spawn(move || {
+                fs2.lookup(&c2, &map::handle(&dir), &name)
+                    .ok()
+                    .map(|l| l.fh)
+            })
             .await
             .flatten()
-            .filter(|fh| self.io.wb.holds(&fh.0));
+            .filter(|fh| self.io.wb.holds(fh.as_bytes()));
         let res = self.blocking(fs.clone(), caller, Args3::Remove(a)).await;
         if let (Some(fh), Res3::Remove(NfsResult::Ok(_))) = (target, &res) {
             let fh2 = fh.clone();
@@ -451,7 +469,7 @@ impl Nfs3 {
                 .await
                 .unwrap_or(false);
             if gone {
-                self.io.wb.discard(&fh.0).await;
+                self.io.wb.discard(fh.as_bytes()).await;
             }
         }
         res
@@ -587,14 +605,19 @@ fn failure(args: &Args3, s: Nfsstat3) -> Res3 {
     }
 }
 
-fn created(r: backend::Res<backend::CreateOk, WccData>) -> CreateRes {
+fn created(r: backend::Res<backend::CreateOk, Wcc>) -> CreateRes {
     match r {
         Ok(c) => NfsResult::Ok(CreateResOk {
-            obj: Some(c.fh),
-            obj_attributes: Some(c.attr),
-            dir_wcc: c.dir_wcc,
+            obj: Some(map::fh3(&c.fh)),
+            obj_attributes: Some(map::fattr3(&c.attr)),
+            dir_wcc: map::wcc(&c.dir_wcc),
         }),
-        Err((s, dir_wcc)) => NfsResult::Err(s, CreateResFail { dir_wcc }),
+        Err((s, dir_wcc)) => NfsResult::Err(
+            map::status(s),
+            CreateResFail {
+                dir_wcc: map::wcc(&dir_wcc),
+            },
+        ),
     }
 }
 
@@ -622,57 +645,91 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engin
     let since = io.wb.epoch();
     match args {
         Args3::Null(()) => Res3::Null(()),
-        Args3::Getattr(a) => Res3::Getattr(match fs.getattr(&a.object) {
-            Ok(mut attr) => {
-                if io.wb.fix_size(&a.object.0, &mut attr, since) == SizeFix::Uncertain {
-                    attr = match fs.getattr(&a.object) {
-                        Ok(again) => again,
-                        Err(s) => return Res3::Getattr(E(s, ())),
-                    };
+        Args3::Getattr(a) => {
+            let fh = map::handle(&a.object);
+            Res3::Getattr(match fs.getattr(&fh) {
+                Ok(mut attr) => {
+                    if io.wb.fix_size(fh.as_bytes(), &mut attr, since) == SizeFix::Uncertain {
+                        attr = match fs.getattr(&fh) {
+                            Ok(again) => again,
+                            Err(s) => return Res3::Getattr(E(map::status(s), ())),
+                        };
+                    }
+                    O(GetattrResOk {
+                        obj_attributes: map::fattr3(&attr),
+                    })
                 }
-                O(GetattrResOk {
-                    obj_attributes: attr,
-                })
-            }
-            Err(s) => E(s, ()),
-        }),
-        Args3::Setattr(a) => Res3::Setattr(
-            match fs.setattr(caller, &a.object, &a.new_attributes, a.guard) {
-                Ok(mut obj_wcc) => {
-                    fix_post_op(io, fs, &a.object, &mut obj_wcc.after, since);
-                    O(SetattrResOk { obj_wcc })
+                Err(s) => E(map::status(s), ()),
+            })
+        }
+        Args3::Setattr(a) => {
+            let fh = map::handle(&a.object);
+            let sattr = map::sattr(&a.new_attributes);
+            Res3::Setattr(
+                match fs.setattr(caller, &fh, &sattr, a.guard.map(map::time)) {
+                    Ok(mut obj_wcc) => {
+                        fix_post_op(io, fs, &fh, &mut obj_wcc.after, since);
+                        O(SetattrResOk {
+                            obj_wcc: map::wcc(&obj_wcc),
+                        })
+                    }
+                    Err((s, obj_wcc)) => E(
+                        map::status(s),
+                        SetattrResFail {
+                            obj_wcc: map::wcc(&obj_wcc),
+                        },
+                    ),
+                },
+            )
+        }
+        Args3::Lookup(a) => Res3::Lookup(
+            match fs.lookup(caller, &map::handle(&a.what.dir), &a.what.name) {
+                Ok(l) => {
+                    let mut obj_attributes = Some(l.attr);
+                    fix_post_op(io, fs, &l.fh, &mut obj_attributes, since);
+                    O(LookupResOk {
+                        object: map::fh3(&l.fh),
+                        obj_attributes: map::post_op(obj_attributes),
+                        dir_attributes: map::post_op(l.dir_attr),
+                    })
                 }
-                Err((s, obj_wcc)) => E(s, SetattrResFail { obj_wcc }),
+                Err((s, dir_attributes)) => E(
+                    map::status(s),
+                    LookupResFail {
+                        dir_attributes: map::post_op(dir_attributes),
+                    },
+                ),
             },
         ),
-        Args3::Lookup(a) => Res3::Lookup(match fs.lookup(caller, &a.what.dir, &a.what.name) {
-            Ok(l) => {
-                let mut obj_attributes = Some(l.attr);
-                fix_post_op(io, fs, &l.fh, &mut obj_attributes, since);
-                O(LookupResOk {
-                    object: l.fh,
-                    obj_attributes,
-                    dir_attributes: l.dir_attr,
-                })
-            }
-            Err((s, dir_attributes)) => E(s, LookupResFail { dir_attributes }),
-        }),
-        Args3::Access(a) => Res3::Access(match fs.access(caller, &a.object, a.access) {
-            Ok((access, mut obj_attributes)) => {
-                fix_post_op(io, fs, &a.object, &mut obj_attributes, since);
-                O(AccessResOk {
-                    obj_attributes,
-                    access,
-                })
-            }
-            Err((s, obj_attributes)) => E(s, AccessResFail { obj_attributes }),
-        }),
-        Args3::Readlink(a) => Res3::Readlink(match fs.readlink(&a.symlink) {
+        Args3::Access(a) => {
+            let fh = map::handle(&a.object);
+            Res3::Access(match fs.access(caller, &fh, a.access) {
+                Ok((access, mut obj_attributes)) => {
+                    fix_post_op(io, fs, &fh, &mut obj_attributes, since);
+                    O(AccessResOk {
+                        obj_attributes: map::post_op(obj_attributes),
+                        access,
+                    })
+                }
+                Err((s, obj_attributes)) => E(
+                    map::status(s),
+                    AccessResFail {
+                        obj_attributes: map::post_op(obj_attributes),
+                    },
+                ),
+            })
+        }
+        Args3::Readlink(a) => Res3::Readlink(match fs.readlink(&map::handle(&a.symlink)) {
             Ok((target, symlink_attributes)) => O(ReadlinkResOk {
-                symlink_attributes,
+                symlink_attributes: map::post_op(symlink_attributes),
                 data: Bytes::from(target),
             }),
-            Err((s, symlink_attributes)) => E(s, ReadlinkResFail { symlink_attributes }),
+            Err((s, symlink_attributes)) => E(
+                map::status(s),
+                ReadlinkResFail {
+                    symlink_attributes: map::post_op(symlink_attributes),
+                },
+            ),
         }),
         Args3::Read(a) => {
             let count = a.count.min(fs.config().read_bytes_max);
@@ -690,31 +747,33 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engin
         }
         Args3::Create(a) => {
             let how = match a.how {
-                CreateHow::Unchecked(s) => backend::CreateHow::Unchecked(s),
-                CreateHow::Guarded(s) => backend::CreateHow::Guarded(s),
+                CreateHow::Unchecked(s) => backend::CreateHow::Unchecked(map::sattr(&s)),
+                CreateHow::Guarded(s) => backend::CreateHow::Guarded(map::sattr(&s)),
                 CreateHow::Exclusive(v) => backend::CreateHow::Exclusive(v),
             };
             Res3::Create(created(fs.create(
                 caller,
-                &a.where_.dir,
+                &map::handle(&a.where_.dir),
                 &a.where_.name,
                 how,
             )))
         }
         Args3::Mkdir(a) => Res3::Mkdir(created(fs.mkdir(
             caller,
-            &a.where_.dir,
+            &map::handle(&a.where_.dir),
             &a.where_.name,
-            &a.attributes,
+            &map::sattr(&a.attributes),
         ))),
         Args3::Symlink(a) => Res3::Symlink(created(fs.symlink(
             caller,
-            &a.where_.dir,
+            &map::handle(&a.where_.dir),
             &a.where_.name,
             &a.symlink_data,
-            &a.symlink_attributes,
+            &map::sattr(&a.symlink_attributes),
         ))),
         Args3::Mknod(a) => {
+            // A type MKNOD cannot create has no attributes to decode; the file system answers
+            // BADTYPE for it.
             let (ftype, sattr, spec) = match a.what {
                 MknodData::Chr(d) => (Ftype3::CHR, d.dev_attributes, d.spec),
                 MknodData::Blk(d) => (Ftype3::BLK, d.dev_attributes, d.spec),
@@ -722,54 +781,76 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engin
                 MknodData::Fifo(s) => (Ftype3::FIFO, s, Specdata3::default()),
                 other => (other.ftype(), Sattr3::default(), Specdata3::default()),
             };
+            let ftype = match ftype {
+                Ftype3::CHR => backend::FileType::CharDevice,
+                Ftype3::BLK => backend::FileType::BlockDevice,
+                Ftype3::SOCK => backend::FileType::Socket,
+                Ftype3::FIFO => backend::FileType::Fifo,
+                Ftype3::DIR => backend::FileType::Directory,
+                Ftype3::LNK => backend::FileType::Symlink,
+                _ => backend::FileType::Regular,
+            };
             Res3::Mknod(created(fs.mknod(
                 caller,
-                &a.where_.dir,
+                &map::handle(&a.where_.dir),
                 &a.where_.name,
                 ftype,
-                &sattr,
-                spec,
+                &map::sattr(&sattr),
+                map::device(spec),
             )))
         }
-        Args3::Remove(a) => Res3::Remove(match fs.remove(caller, &a.object.dir, &a.object.name) {
-            Ok(dir_wcc) => O(RemoveResOk { dir_wcc }),
-            Err((s, dir_wcc)) => E(s, RemoveResFail { dir_wcc }),
-        }),
-        Args3::Rmdir(a) => Res3::Rmdir(match fs.rmdir(caller, &a.object.dir, &a.object.name) {
-            Ok(dir_wcc) => O(RemoveResOk { dir_wcc }),
-            Err((s, dir_wcc)) => E(s, RemoveResFail { dir_wcc }),
-        }),
+        Args3::Remove(a) => Res3::Remove(removed(fs.remove(
+            caller,
+            &map::handle(&a.object.dir),
+            &a.object.name,
+        ))),
+        Args3::Rmdir(a) => Res3::Rmdir(removed(fs.rmdir(
+            caller,
+            &map::handle(&a.object.dir),
+            &a.object.name,
+        ))),
         Args3::Rename(a) => Res3::Rename(
-            match fs.rename(caller, &a.from.dir, &a.from.name, &a.to.dir, &a.to.name) {
+            match fs.rename(
+                caller,
+                &map::handle(&a.from.dir),
+                &a.from.name,
+                &map::handle(&a.to.dir),
+                &a.to.name,
+            ) {
                 Ok(w) => O(RenameResOk {
-                    fromdir_wcc: w.from_dir,
-                    todir_wcc: w.to_dir,
+                    fromdir_wcc: map::wcc(&w.from_dir),
+                    todir_wcc: map::wcc(&w.to_dir),
                 }),
                 Err((s, w)) => E(
-                    s,
+                    map::status(s),
                     RenameResFail {
-                        fromdir_wcc: w.from_dir,
-                        todir_wcc: w.to_dir,
+                        fromdir_wcc: map::wcc(&w.from_dir),
+                        todir_wcc: map::wcc(&w.to_dir),
                     },
                 ),
             },
         ),
-        Args3::Link(a) => Res3::Link(match fs.link(caller, &a.file, &a.link.dir, &a.link.name) {
-            Ok(mut l) => {
-                fix_post_op(io, fs, &a.file, &mut l.attr, since);
-                O(LinkResOk {
-                    file_attributes: l.attr,
-                    linkdir_wcc: l.dir_wcc,
-                })
-            }
-            Err((s, l)) => E(
-                s,
-                LinkResFail {
-                    file_attributes: l.attr,
-                    linkdir_wcc: l.dir_wcc,
+        Args3::Link(a) => {
+            let fh = map::handle(&a.file);
+            Res3::Link(
+                match fs.link(caller, &fh, &map::handle(&a.link.dir), &a.link.name) {
+                    Ok(mut l) => {
+                        fix_post_op(io, fs, &fh, &mut l.attr, since);
+                        O(LinkResOk {
+                            file_attributes: map::post_op(l.attr),
+                            linkdir_wcc: map::wcc(&l.dir_wcc),
+                        })
+                    }
+                    Err((s, l)) => E(
+                        map::status(s),
+                        LinkResFail {
+                            file_attributes: map::post_op(l.attr),
+                            linkdir_wcc: map::wcc(&l.dir_wcc),
+                        },
+                    ),
                 },
-            ),
-        }),
+            )
+        }
         Args3::Readdir(a) => Res3::Readdir(readdir(fs, caller, a)),
         Args3::Readdirplus(a) => {
             let mut res = readdirplus(fs, caller, a);
@@ -784,9 +865,9 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engin
             }
             Res3::Readdirplus(res)
         }
-        Args3::Fsstat(a) => Res3::Fsstat(match fs.fsstat(&a.fsroot) {
+        Args3::Fsstat(a) => Res3::Fsstat(match fs.fsstat(&map::handle(&a.fsroot)) {
             Ok(f) => O(FsstatResOk {
-                obj_attributes: f.attr,
+                obj_attributes: map::post_op(f.attr),
                 tbytes: f.tbytes,
                 fbytes: f.fbytes,
                 abytes: f.abytes,
@@ -795,11 +876,16 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engin
                 afiles: f.afiles,
                 invarsec: f.invarsec,
             }),
-            Err((s, obj_attributes)) => E(s, FsstatResFail { obj_attributes }),
+            Err((s, a)) => E(
+                map::status(s),
+                FsstatResFail {
+                    obj_attributes: map::post_op(a),
+                },
+            ),
         }),
-        Args3::Fsinfo(a) => Res3::Fsinfo(match fs.fsinfo(&a.fsroot) {
+        Args3::Fsinfo(a) => Res3::Fsinfo(match fs.fsinfo(&map::handle(&a.fsroot)) {
             Ok(f) => O(FsinfoResOk {
-                obj_attributes: f.attr,
+                obj_attributes: map::post_op(f.attr),
                 rtmax: f.rtmax,
                 rtpref: f.rtpref,
                 rtmult: f.rtmult,
@@ -808,14 +894,20 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engin
                 wtmult: f.wtmult,
                 dtpref: f.dtpref,
                 maxfilesize: f.maxfilesize,
-                time_delta: f.time_delta,
+                time_delta: map::time3(f.time_delta),
+                // The layer's property bits are FSINFO3's (see `backend::fsprops`).
                 properties: f.properties,
             }),
-            Err((s, obj_attributes)) => E(s, FsinfoResFail { obj_attributes }),
+            Err((s, a)) => E(
+                map::status(s),
+                FsinfoResFail {
+                    obj_attributes: map::post_op(a),
+                },
+            ),
         }),
-        Args3::Pathconf(a) => Res3::Pathconf(match fs.pathconf(&a.object) {
+        Args3::Pathconf(a) => Res3::Pathconf(match fs.pathconf(&map::handle(&a.object)) {
             Ok(p) => O(PathconfResOk {
-                obj_attributes: p.attr,
+                obj_attributes: map::post_op(p.attr),
                 linkmax: p.linkmax,
                 name_max: p.name_max,
                 no_trunc: p.no_trunc,
@@ -823,7 +915,12 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engin
                 case_insensitive: p.case_insensitive,
                 case_preserving: p.case_preserving,
             }),
-            Err((s, obj_attributes)) => E(s, PathconfResFail { obj_attributes }),
+            Err((s, a)) => E(
+                map::status(s),
+                PathconfResFail {
+                    obj_attributes: map::post_op(a),
+                },
+            ),
         }),
         // COMMIT always goes through `Nfs3::commit` (held data must land first).
         Args3::Commit(_) => Res3::Commit(E(Nfsstat3::SERVERFAULT, CommitResFail::default())),
@@ -832,9 +929,9 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engin
 
 /// Post-op attributes of a file with held writes: size fixed, or read again when a fix cannot
 /// tell (see [`SizeFix`]).
-fn fix_post_op(io: &Engine, fs: &LocalFs, fh: &NfsFh3, attr: &mut PostOpAttr, since: u64) {
+fn fix_post_op(io: &Engine, fs: &LocalFs, fh: &FileHandle, attr: &mut Option<Attr>, since: u64) {
     if let Some(a) = attr.as_mut() {
-        if io.wb.fix_size(&fh.0, a, since) == SizeFix::Uncertain {
+        if io.wb.fix_size(fh.as_bytes(), a, since) == SizeFix::Uncertain {
             *attr = fs.getattr(fh).ok();
         }
     }
@@ -855,7 +952,7 @@ fn read(
         return NfsResult::Err(Nfsstat3::JUKEBOX, ReadResFail::default());
     };
     let ahead = io.seq.observe_read(&a.file.0, a.offset, u64::from(count));
-    let res = fs.read(caller, &a.file, a.offset, &mut bufs);
+    let res = fs.read(caller, &map::handle(&a.file), a.offset, &mut bufs);
     read_reply(fs, a, res, bufs, ahead, since, stats, io)
 }
 
@@ -865,17 +962,18 @@ fn read(
 fn read_reply(
     fs: &LocalFs,
     a: &ReadArgs,
-    res: backend::Res<backend::ReadOk, PostOpAttr>,
+    res: backend::Res<backend::ReadOk, Option<Attr>>,
     bufs: Vec<crate::io::pool::PooledChunk>,
     ahead: Option<crate::io::seq::Readahead>,
     since: u64,
     stats: &Stats,
     io: &Engine,
 ) -> ReadRes {
+    let fh = map::handle(&a.file);
     match res {
         Ok(ok) => {
             if let Some(ra) = ahead {
-                fs.readahead_hint(&a.file, ra.offset, ra.len);
+                fs.readahead_hint(&fh, ra.offset, ra.len);
             }
             let mut data = Payload::new();
             let mut left = ok.count;
@@ -890,18 +988,23 @@ fn read_reply(
             stats.wire_read_bytes.record(ok.count as u64);
             stats.backend_read_bytes.record(ok.count as u64);
             let mut attr = Some(ok.attr);
-            fix_post_op(io, fs, &a.file, &mut attr, since);
+            fix_post_op(io, fs, &fh, &mut attr, since);
             let end = a.offset + ok.count as u64;
             // Held data beyond what was read: not the end of the file yet.
             let eof = ok.eof && attr.is_none_or(|at| at.size <= end);
             NfsResult::Ok(ReadResOk {
-                file_attributes: attr,
+                file_attributes: map::post_op(attr),
                 count: ok.count as u32,
                 eof,
                 data,
             })
         }
-        Err((s, file_attributes)) => NfsResult::Err(s, ReadResFail { file_attributes }),
+        Err((s, file_attributes)) => NfsResult::Err(
+            map::status(s),
+            ReadResFail {
+                file_attributes: map::post_op(file_attributes),
+            },
+        ),
     }
 }
 
@@ -926,7 +1029,13 @@ fn read_nowait(
     let mut bufs = io.pool.try_acquire_for(count as usize)?;
     let predictor = io.uring.as_ref().map(|u| &u.predictor);
     let try_cache = predictor.is_none_or(|p| p.try_cache());
-    let done = fs.read_nowait(caller, &a.file, a.offset, &mut bufs, try_cache)?;
+    let done = fs.read_nowait(
+        caller,
+        &map::handle(&a.file),
+        a.offset,
+        &mut bufs,
+        try_cache,
+    )?;
     if let (Some(p), true) = (predictor, try_cache) {
         p.record(matches!(done, backend::NowaitRead::Done(_)));
     }
@@ -952,18 +1061,38 @@ fn write_through(
     io: &Engine,
 ) -> WriteRes {
     let since = io.wb.epoch();
-    match fs.write(caller, &a.file, a.offset, chunks, stable) {
+    let fh = map::handle(&a.file);
+    match fs.write(caller, &fh, a.offset, chunks, stable) {
         Ok(mut w) => {
             stats.backend_write_bytes.record(w.count as u64);
-            fix_post_op(io, fs, &a.file, &mut w.wcc.after, since);
+            fix_post_op(io, fs, &fh, &mut w.wcc.after, since);
             NfsResult::Ok(WriteResOk {
-                file_wcc: w.wcc,
+                file_wcc: map::wcc(&w.wcc),
                 count: w.count as u32,
                 committed: stable_to_wire(w.committed),
                 verf: fs.write_verifier(),
             })
         }
-        Err((s, file_wcc)) => NfsResult::Err(s, WriteResFail { file_wcc }),
+        Err((s, file_wcc)) => NfsResult::Err(
+            map::status(s),
+            WriteResFail {
+                file_wcc: map::wcc(&file_wcc),
+            },
+        ),
+    }
+}
+
+fn removed(r: backend::Res<Wcc, Wcc>) -> RemoveRes {
+    match r {
+        Ok(dir_wcc) => NfsResult::Ok(RemoveResOk {
+            dir_wcc: map::wcc(&dir_wcc),
+        }),
+        Err((s, dir_wcc)) => NfsResult::Err(
+            map::status(s),
+            RemoveResFail {
+                dir_wcc: map::wcc(&dir_wcc),
+            },
+        ),
     }
 }
 
@@ -989,24 +1118,36 @@ fn readdir(fs: &LocalFs, caller: &Caller, a: ReaddirArgs) -> ReaddirRes {
         entries.push(entry);
         true
     };
-    match fs.readdir(caller, &a.dir, a.cookie, a.cookieverf, false, &mut visit) {
+    match fs.readdir(
+        caller,
+        &map::handle(&a.dir),
+        a.cookie,
+        a.cookieverf,
+        false,
+        &mut visit,
+    ) {
         Ok(ok) => {
             if entries.is_empty() && !ok.eof {
                 return NfsResult::Err(
                     Nfsstat3::TOOSMALL,
                     ReaddirResFail {
-                        dir_attributes: ok.dir_attr,
+                        dir_attributes: map::post_op(ok.dir_attr),
                     },
                 );
             }
             NfsResult::Ok(ReaddirResOk {
-                dir_attributes: ok.dir_attr,
+                dir_attributes: map::post_op(ok.dir_attr),
                 cookieverf: ok.cookieverf,
                 entries,
                 eof: ok.eof,
             })
         }
-        Err((s, dir_attributes)) => NfsResult::Err(s, ReaddirResFail { dir_attributes }),
+        Err((s, a)) => NfsResult::Err(
+            map::status(s),
+            ReaddirResFail {
+                dir_attributes: map::post_op(a),
+            },
+        ),
     }
 }
 
@@ -1027,8 +1168,8 @@ fn readdirplus(fs: &LocalFs, caller: &Caller, a: ReaddirplusArgs) -> Readdirplus
             fileid: e.fileid,
             name: Bytes::copy_from_slice(e.name),
             cookie: e.cookie,
-            name_attributes: e.attr,
-            name_handle: e.fh,
+            name_attributes: map::post_op(e.attr),
+            name_handle: e.fh.as_ref().map(map::fh3),
         };
         let n = entry.encoded_len();
         let d = entry.dir_info_len();
@@ -1040,23 +1181,35 @@ fn readdirplus(fs: &LocalFs, caller: &Caller, a: ReaddirplusArgs) -> Readdirplus
         entries.push(entry);
         true
     };
-    match fs.readdir(caller, &a.dir, a.cookie, a.cookieverf, true, &mut visit) {
+    match fs.readdir(
+        caller,
+        &map::handle(&a.dir),
+        a.cookie,
+        a.cookieverf,
+        true,
+        &mut visit,
+    ) {
         Ok(ok) => {
             if entries.is_empty() && !ok.eof {
                 return NfsResult::Err(
                     Nfsstat3::TOOSMALL,
                     ReaddirplusResFail {
-                        dir_attributes: ok.dir_attr,
+                        dir_attributes: map::post_op(ok.dir_attr),
                     },
                 );
             }
             NfsResult::Ok(ReaddirplusResOk {
-                dir_attributes: ok.dir_attr,
+                dir_attributes: map::post_op(ok.dir_attr),
                 cookieverf: ok.cookieverf,
                 entries,
                 eof: ok.eof,
             })
         }
-        Err((s, dir_attributes)) => NfsResult::Err(s, ReaddirplusResFail { dir_attributes }),
+        Err((s, a)) => NfsResult::Err(
+            map::status(s),
+            ReaddirplusResFail {
+                dir_attributes: map::post_op(a),
+            },
+        ),
     }
 }

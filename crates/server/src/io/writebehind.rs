@@ -74,11 +74,10 @@
 //! pass it waits in [`WriteBehindDriver::admit`] (holding its connection's call slot, so the
 //! client is slowed by TCP), and the core flushes under pressure so that the wait ends.
 
-use crate::backend::{self, Caller, LocalFs};
+use crate::backend::{self, Attr, Caller, FileHandle, FileType, FsError, LocalFs};
 use crate::stats::Stats;
 use bytes::Bytes;
 use sluice_engine::writebehind::{Admit, FlushOp, WriteBehind, WriteBehindConfig};
-use sluice_xdr::nfs3::{Fattr3, NfsFh3, Nfsstat3};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -134,7 +133,7 @@ struct State {
     /// Files with bytes held (pending or in flight); removed when the last byte lands.
     files: HashMap<FileKey, FileCtx>,
     in_flight: HashSet<u64>,
-    errors: HashMap<FileKey, Nfsstat3>,
+    errors: HashMap<FileKey, FsError>,
     /// Bumped each time a file leaves `files`.
     epoch: u64,
 }
@@ -199,16 +198,16 @@ impl WriteBehindDriver {
     pub fn hold(
         &self,
         fs: &Arc<LocalFs>,
-        fh: &NfsFh3,
+        fh: &FileHandle,
         offset: u64,
         chunks: Vec<Bytes>,
         caller: Caller,
     ) -> Option<u64> {
         let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
         if len == 0 {
-            return self.held_end(&fh.0);
+            return self.held_end(fh.as_bytes());
         }
-        let key = fh.0.clone();
+        let key = fh.to_bytes();
         let mut st = self.lock();
         let before = st.core.stats().overwritten_bytes;
         let held = Held(Arc::new(HeldWrite { chunks, caller }));
@@ -254,16 +253,16 @@ impl WriteBehindDriver {
 
     /// Raises `attr.size` to the end of the file's held writes. `since` is the
     /// [`WriteBehindDriver::epoch`] read before `attr` was.
-    pub fn fix_size(&self, fh: &[u8], attr: &mut Fattr3, since: u64) -> SizeFix {
+    pub fn fix_size(&self, fh: &[u8], attr: &mut impl FileSize, since: u64) -> SizeFix {
         let st = self.lock();
         fix_locked(&st, fh, attr, since)
     }
 
     /// [`WriteBehindDriver::fix_size`] for many attributes under one lock; `on_uncertain` is
     /// called for each that cannot be answered.
-    pub fn fix_sizes<'a>(
+    pub fn fix_sizes<'a, A: FileSize + 'a>(
         &self,
-        items: impl Iterator<Item = (&'a [u8], &'a mut Option<Fattr3>)>,
+        items: impl Iterator<Item = (&'a [u8], &'a mut Option<A>)>,
         since: u64,
     ) {
         let st = self.lock();
@@ -323,7 +322,7 @@ impl WriteBehindDriver {
     }
 
     /// The error of a failed flush of the file since the last call, if any (COMMIT reports it).
-    pub fn take_error(&self, fh: &[u8]) -> Option<Nfsstat3> {
+    pub fn take_error(&self, fh: &[u8]) -> Option<FsError> {
         self.lock().errors.remove(fh)
     }
 
@@ -402,13 +401,13 @@ impl WriteBehindDriver {
                 let stats = me.stats.clone();
                 tokio::task::spawn_blocking(move || write_run(&fs, &op, &stats))
                     .await
-                    .unwrap_or(Err(Nfsstat3::SERVERFAULT))
+                    .unwrap_or(Err(FsError::ServerFault))
             };
             me.complete(id, &file, len, result);
         });
     }
 
-    fn complete(&self, id: u64, file: &FileKey, len: u64, result: Result<(), Nfsstat3>) {
+    fn complete(&self, id: u64, file: &FileKey, len: u64, result: Result<(), FsError>) {
         let mut st = self.lock();
         st.core.on_flush_complete(id);
         st.in_flight.remove(&id);
@@ -431,7 +430,7 @@ impl WriteBehindDriver {
         }
         if let Some(s) = remember {
             warn!(
-                status = s.name(),
+                error = %s,
                 bytes = len,
                 "write-behind flush failed; reported at the next COMMIT"
             );
@@ -471,17 +470,34 @@ impl WriteBehindDriver {
     }
 }
 
-fn fix_locked(st: &State, fh: &[u8], attr: &mut Fattr3, since: u64) -> SizeFix {
+/// The two things write-behind needs of attributes, whatever protocol's type carries them: the
+/// v3 handlers fix sizes in encoded `fattr3`s (READDIRPLUS entries), the data path in [`Attr`].
+pub trait FileSize {
+    fn is_regular_file(&self) -> bool;
+    fn size_mut(&mut self) -> &mut u64;
+}
+
+impl FileSize for Attr {
+    fn is_regular_file(&self) -> bool {
+        self.ftype == FileType::Regular
+    }
+    fn size_mut(&mut self) -> &mut u64 {
+        &mut self.size
+    }
+}
+
+fn fix_locked(st: &State, fh: &[u8], attr: &mut impl FileSize, since: u64) -> SizeFix {
     // Only regular files take WRITEs: a directory's or a symlink's attributes are never stale
     // because of write-behind, whatever landed meanwhile. (Treating them as uncertain dropped
     // READDIRPLUS attributes of directories whenever any flush completed during the listing,
     // and clients then listed them without a type.)
-    if attr.ftype != sluice_xdr::nfs3::Ftype3::REG {
+    if !attr.is_regular_file() {
         return SizeFix::Done;
     }
     match st.files.get(fh) {
         Some(ctx) => {
-            attr.size = attr.size.max(ctx.held_end);
+            let size = attr.size_mut();
+            *size = (*size).max(ctx.held_end);
             SizeFix::Done
         }
         None if st.epoch == since => SizeFix::Done,
@@ -492,8 +508,11 @@ fn fix_locked(st: &State, fh: &[u8], attr: &mut Fattr3, since: u64) -> SizeFix {
 /// Writes one flush to the backend: one `pwritev` per run of segments from the same caller, at
 /// most [`BACKEND_WRITE_BYTES_MAX`] bytes and [`BACKEND_WRITE_PIECES_MAX`] pieces each. Stops at
 /// the first error.
-fn write_run(fs: &LocalFs, op: &FlushOp<FileKey, Held>, stats: &Stats) -> Result<(), Nfsstat3> {
-    let fh = NfsFh3(op.file.clone());
+fn write_run(fs: &LocalFs, op: &FlushOp<FileKey, Held>, stats: &Stats) -> Result<(), FsError> {
+    let Ok(fh) = FileHandle::new(op.file.clone()) else {
+        // Keys are the bytes of handles held by `hold`, so never longer than a handle.
+        return Err(FsError::BadHandle);
+    };
     let mut group: Vec<Bytes> = Vec::new();
     let mut group_offset = op.offset;
     let mut group_bytes = 0u64;
@@ -576,32 +595,35 @@ mod tests {
     /// "uncertain", so directories were listed without attributes (nfs-ls showed no type).
     #[test]
     fn only_regular_files_are_uncertain_after_a_flush_lands() {
-        use sluice_xdr::nfs3::{Fattr3, Ftype3};
+        let attr = |ftype, size| Attr {
+            ftype,
+            size,
+            mode: 0o644,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            used: 0,
+            rdev: Default::default(),
+            fsid: 1,
+            fileid: 2,
+            atime: Default::default(),
+            mtime: Default::default(),
+            ctime: Default::default(),
+            change: 0,
+        };
         let wb = WriteBehindDriver::new(Default::default(), Arc::new(Stats::default()));
         let moved_on = wb.epoch().wrapping_add(1); // as if a flush landed after the call began
-        let mut dir = Fattr3 {
-            ftype: Ftype3::DIR,
-            size: 4096,
-            ..Default::default()
-        };
+        let mut dir = attr(FileType::Directory, 4096);
         assert_eq!(
             wb.fix_size(b"dir-handle", &mut dir, moved_on),
             SizeFix::Done
         );
-        let mut file = Fattr3 {
-            ftype: Ftype3::REG,
-            size: 10,
-            ..Default::default()
-        };
+        let mut file = attr(FileType::Regular, 10);
         assert_eq!(
             wb.fix_size(b"file-handle", &mut file, moved_on),
             SizeFix::Uncertain
         );
-        let mut same = Fattr3 {
-            ftype: Ftype3::REG,
-            size: 10,
-            ..Default::default()
-        };
+        let mut same = attr(FileType::Regular, 10);
         assert_eq!(
             wb.fix_size(b"file-handle", &mut same, wb.epoch()),
             SizeFix::Done

@@ -2,11 +2,11 @@
 //! switching, `open_by_handle_at`).
 
 use bytes::Bytes;
-use sluice_server::backend::exports::parse_exports;
-use sluice_server::backend::{
-    access3, Caller, CreateHow, Cred, ExportId, LocalFs, LocalFsConfig, StableHow,
+use sluice_vfs::exports::parse_exports;
+use sluice_vfs::{
+    access, Caller, CreateHow, Cred, DeviceId, ExportId, FileHandle, FileType, FsError, LocalFs,
+    LocalFsConfig, SetAttr, SetTime, StableHow, Time,
 };
-use sluice_xdr::nfs3::{Ftype3, NfsFh3, Nfsstat3, Nfstime3, Sattr3, SetTime, Specdata3};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,11 +49,11 @@ impl Fixture {
         LocalFs::new(LocalFsConfig::new(&self.export).state_dir(&self.state)).unwrap()
     }
 
-    fn root(&self) -> NfsFh3 {
+    fn root(&self) -> FileHandle {
         self.fs.root_handle()
     }
 
-    fn lookup(&self, dir: &NfsFh3, name: &str) -> Result<NfsFh3, Nfsstat3> {
+    fn lookup(&self, dir: &FileHandle, name: &str) -> Result<FileHandle, FsError> {
         self.fs
             .lookup(&root(), dir, name.as_bytes())
             .map(|l| l.fh)
@@ -61,7 +61,7 @@ impl Fixture {
     }
 
     /// Looks up a slash-separated path from the export root.
-    fn walk(&self, path: &str) -> NfsFh3 {
+    fn walk(&self, path: &str) -> FileHandle {
         let mut fh = self.root();
         for part in path.split('/').filter(|p| !p.is_empty()) {
             fh = self
@@ -90,14 +90,14 @@ fn user(uid: u32) -> Caller {
     Caller::with_cred(Cred::new(uid, uid))
 }
 
-fn mode(m: u32) -> Sattr3 {
-    Sattr3 {
+fn mode(m: u32) -> SetAttr {
+    SetAttr {
         mode: Some(m),
-        ..Sattr3::default()
+        ..SetAttr::default()
     }
 }
 
-fn create(fx: &Fixture, caller: &Caller, dir: &NfsFh3, name: &str, m: u32) -> NfsFh3 {
+fn create(fx: &Fixture, caller: &Caller, dir: &FileHandle, name: &str, m: u32) -> FileHandle {
     fx.fs
         .create(caller, dir, name.as_bytes(), CreateHow::Guarded(mode(m)))
         .unwrap_or_else(|(s, _)| panic!("create {name}: {s:?}"))
@@ -107,10 +107,10 @@ fn create(fx: &Fixture, caller: &Caller, dir: &NfsFh3, name: &str, m: u32) -> Nf
 fn write(
     fx: &Fixture,
     caller: &Caller,
-    fh: &NfsFh3,
+    fh: &FileHandle,
     offset: u64,
     data: &[u8],
-) -> Result<usize, Nfsstat3> {
+) -> Result<usize, FsError> {
     fx.fs
         .write(
             caller,
@@ -126,10 +126,10 @@ fn write(
 fn read_all(
     fx: &Fixture,
     caller: &Caller,
-    fh: &NfsFh3,
+    fh: &FileHandle,
     offset: u64,
     len: usize,
-) -> Result<(Vec<u8>, bool), Nfsstat3> {
+) -> Result<(Vec<u8>, bool), FsError> {
     let mut bufs = vec![vec![0u8; len]];
     let r = fx
         .fs
@@ -147,9 +147,9 @@ fn handles_survive_a_restart() {
     std::fs::write(fx.path("a/b/file"), b"hello").unwrap();
     let dir = fx.walk("a/b");
     let file = fx.walk("a/b/file");
-    assert!(file.0.len() <= 64 && dir.0.len() <= 64);
+    assert!(file.as_bytes().len() <= 64 && dir.as_bytes().len() <= 64);
     let attr = fx.fs.getattr(&file).unwrap();
-    assert_eq!(attr.ftype, Ftype3::REG);
+    assert_eq!(attr.ftype, FileType::Regular);
     assert_eq!(attr.size, 5);
     assert_eq!(
         attr.fileid,
@@ -163,7 +163,7 @@ fn handles_survive_a_restart() {
     let again = fx.reopen();
     assert_eq!(again.root_handle(), fx.root());
     assert_eq!(again.getattr(&file).unwrap().fileid, attr.fileid);
-    assert_eq!(again.getattr(&dir).unwrap().ftype, Ftype3::DIR);
+    assert_eq!(again.getattr(&dir).unwrap().ftype, FileType::Directory);
     let mut buf = [vec![0u8; 16]];
     let r = again.read(&root(), &file, 0, &mut buf).unwrap();
     assert_eq!(&buf[0][..r.count], b"hello");
@@ -175,22 +175,23 @@ fn forged_and_malformed_handles_are_badhandle() {
     let fx = Fixture::new("forged");
     std::fs::write(fx.path("f"), b"x").unwrap();
     let fh = fx.walk("f");
-    for i in [0, 5, 6, 7, 8, fh.0.len() - 1] {
-        let mut b = fh.0.to_vec();
+    for i in [0, 5, 6, 7, 8, fh.as_bytes().len() - 1] {
+        let mut b = fh.as_bytes().to_vec();
         b[i] ^= 1;
         assert_eq!(
-            fx.fs.getattr(&NfsFh3(b.into())),
-            Err(Nfsstat3::BADHANDLE),
+            fx.fs.getattr(&FileHandle::new(b.into()).unwrap()),
+            Err(FsError::BadHandle),
             "byte {i}"
         );
     }
     assert_eq!(
-        fx.fs.getattr(&NfsFh3(Bytes::new())),
-        Err(Nfsstat3::BADHANDLE)
+        fx.fs.getattr(&FileHandle::new(Bytes::new()).unwrap()),
+        Err(FsError::BadHandle)
     );
     assert_eq!(
-        fx.fs.getattr(&NfsFh3(fh.0.slice(..fh.0.len() - 1))),
-        Err(Nfsstat3::BADHANDLE)
+        fx.fs
+            .getattr(&FileHandle::from_slice(&fh.as_bytes()[..fh.len() - 1]).unwrap()),
+        Err(FsError::BadHandle)
     );
     // A handle from another export (different id) is stale here.
     let other = LocalFs::new(
@@ -199,11 +200,11 @@ fn forged_and_malformed_handles_are_badhandle() {
             .export_id(ExportId(fx.fs.export_id().0 ^ 1)),
     )
     .unwrap();
-    assert_eq!(other.getattr(&fh), Err(Nfsstat3::STALE));
+    assert_eq!(other.getattr(&fh), Err(FsError::Stale));
     // A new secret makes every old handle a forgery.
     std::fs::remove_file(fx.state.join("secret")).unwrap();
     let rekeyed = fx.reopen();
-    assert_eq!(rekeyed.getattr(&fh), Err(Nfsstat3::BADHANDLE));
+    assert_eq!(rekeyed.getattr(&fh), Err(FsError::BadHandle));
 }
 
 #[test]
@@ -213,10 +214,10 @@ fn removed_files_are_stale() {
     let f = create(&fx, &root(), &r, "gone", 0o644);
     write(&fx, &root(), &f, 0, b"data").unwrap(); // now in the open-file cache
     fx.fs.remove(&root(), &r, b"gone").unwrap();
-    assert_eq!(fx.fs.getattr(&f), Err(Nfsstat3::STALE));
+    assert_eq!(fx.fs.getattr(&f), Err(FsError::Stale));
     assert_eq!(
         read_all(&fx, &root(), &f, 0, 4).unwrap_err(),
-        Nfsstat3::STALE
+        FsError::Stale
     );
 
     // Removed behind the server's back while cached.
@@ -225,15 +226,15 @@ fn removed_files_are_stale() {
     std::fs::remove_file(fx.path("local")).unwrap();
     assert_eq!(
         write(&fx, &root(), &g, 0, b"x").unwrap_err(),
-        Nfsstat3::STALE
+        FsError::Stale
     );
-    assert_eq!(fx.fs.getattr(&g), Err(Nfsstat3::STALE));
+    assert_eq!(fx.fs.getattr(&g), Err(FsError::Stale));
 
     std::fs::create_dir(fx.path("d")).unwrap();
     let d = fx.walk("d");
     std::fs::remove_dir(fx.path("d")).unwrap();
-    assert_eq!(fx.fs.getattr(&d), Err(Nfsstat3::STALE));
-    assert_eq!(fx.lookup(&d, "x"), Err(Nfsstat3::STALE));
+    assert_eq!(fx.fs.getattr(&d), Err(FsError::Stale));
+    assert_eq!(fx.lookup(&d, "x"), Err(FsError::Stale));
 }
 
 #[test]
@@ -278,11 +279,11 @@ fn read_write_in_chunks() {
         .fh;
     assert_eq!(
         read_all(&fx, &root(), &d, 0, 1).unwrap_err(),
-        Nfsstat3::ISDIR
+        FsError::IsDir
     );
     assert_eq!(
         write(&fx, &root(), &d, 0, b"x").unwrap_err(),
-        Nfsstat3::ISDIR
+        FsError::IsDir
     );
 }
 
@@ -305,7 +306,7 @@ fn create_modes_and_owners() {
     let e = fx
         .fs
         .create(&u, &r, b"mine", CreateHow::Guarded(mode(0o600)));
-    assert_eq!(e.unwrap_err().0, Nfsstat3::EXIST);
+    assert_eq!(e.unwrap_err().0, FsError::Exist);
     // UNCHECKED over an existing file applies only the size.
     write(&fx, &u, &f.fh, 0, b"abcdef").unwrap();
     let again = fx
@@ -314,10 +315,10 @@ fn create_modes_and_owners() {
             &u,
             &r,
             b"mine",
-            CreateHow::Unchecked(Sattr3 {
+            CreateHow::Unchecked(SetAttr {
                 mode: Some(0o777),
                 size: Some(0),
-                ..Sattr3::default()
+                ..SetAttr::default()
             }),
         )
         .unwrap();
@@ -328,31 +329,28 @@ fn create_modes_and_owners() {
     let e = fx
         .fs
         .create(&u, &r, b"sub", CreateHow::Unchecked(mode(0o600)));
-    assert_eq!(e.unwrap_err().0, Nfsstat3::EXIST);
+    assert_eq!(e.unwrap_err().0, FsError::Exist);
 
     // Names.
     for (name, want) in [
-        (&b""[..], Nfsstat3::ACCES),
-        (b"a/b", Nfsstat3::ACCES),
-        (b"a\0b", Nfsstat3::ACCES),
-        (b".", Nfsstat3::EXIST),
-        (b"..", Nfsstat3::EXIST),
+        (&b""[..], FsError::Acces),
+        (b"a/b", FsError::Acces),
+        (b"a\0b", FsError::Acces),
+        (b".", FsError::Exist),
+        (b"..", FsError::Exist),
     ] {
         let e = fx.fs.create(&u, &r, name, CreateHow::Guarded(mode(0o600)));
         assert_eq!(e.unwrap_err().0, want, "{name:?}");
     }
     let long = vec![b'n'; 256];
     let e = fx.fs.create(&u, &r, &long, CreateHow::Guarded(mode(0o600)));
-    assert_eq!(e.unwrap_err().0, Nfsstat3::NAMETOOLONG);
+    assert_eq!(e.unwrap_err().0, FsError::NameTooLong);
     assert_eq!(
         fx.fs.lookup(&u, &r, &long).unwrap_err().0,
-        Nfsstat3::NAMETOOLONG
+        FsError::NameTooLong
     );
-    assert_eq!(fx.fs.lookup(&u, &r, b"a/b").unwrap_err().0, Nfsstat3::ACCES);
-    assert_eq!(
-        fx.fs.lookup(&u, &r, b"nope").unwrap_err().0,
-        Nfsstat3::NOENT
-    );
+    assert_eq!(fx.fs.lookup(&u, &r, b"a/b").unwrap_err().0, FsError::Acces);
+    assert_eq!(fx.fs.lookup(&u, &r, b"nope").unwrap_err().0, FsError::NoEnt);
     let ok = fx
         .fs
         .create(&u, &r, &long[..255], CreateHow::Guarded(mode(0o600)));
@@ -379,23 +377,23 @@ fn exclusive_create_is_idempotent() {
     // Another client's exclusive create of the same name.
     let other = *b"zzzzzzzz";
     let e = fx.fs.create(&root(), &r, b"x", CreateHow::Exclusive(other));
-    assert_eq!(e.unwrap_err().0, Nfsstat3::EXIST);
+    assert_eq!(e.unwrap_err().0, FsError::Exist);
     // Once the client set the attributes, the verifier no longer matches either.
     fx.fs
         .setattr(
             &root(),
             &a.fh,
-            &Sattr3 {
+            &SetAttr {
                 mode: Some(0o644),
                 atime: SetTime::ServerTime,
                 mtime: SetTime::ServerTime,
-                ..Sattr3::default()
+                ..SetAttr::default()
             },
             None,
         )
         .unwrap();
     let e = fx.fs.create(&root(), &r, b"x", CreateHow::Exclusive(verf));
-    assert_eq!(e.unwrap_err().0, Nfsstat3::EXIST);
+    assert_eq!(e.unwrap_err().0, FsError::Exist);
 }
 
 #[test]
@@ -405,7 +403,7 @@ fn setattr_guard_times_and_size() {
     write(&fx, &root(), &f, 0, b"0123456789").unwrap();
     let attr = fx.fs.getattr(&f).unwrap();
 
-    let wrong = Nfstime3 {
+    let wrong = Time {
         seconds: attr.ctime.seconds.wrapping_sub(1),
         nseconds: attr.ctime.nseconds,
     };
@@ -413,22 +411,22 @@ fn setattr_guard_times_and_size() {
         .fs
         .setattr(&root(), &f, &mode(0o600), Some(wrong))
         .unwrap_err();
-    assert_eq!(e.0, Nfsstat3::NOT_SYNC);
+    assert_eq!(e.0, FsError::NotSync);
     assert_eq!(e.1.before.unwrap().ctime, attr.ctime);
     assert_eq!(fx.fs.getattr(&f).unwrap().mode, 0o644);
 
-    let set = Sattr3 {
+    let set = SetAttr {
         mode: Some(0o600),
         size: Some(4),
-        atime: SetTime::ClientTime(Nfstime3 {
+        atime: SetTime::ClientTime(Time {
             seconds: 1_000_000,
             nseconds: 5,
         }),
-        mtime: SetTime::ClientTime(Nfstime3 {
+        mtime: SetTime::ClientTime(Time {
             seconds: 2_000_000,
             nseconds: 7,
         }),
-        ..Sattr3::default()
+        ..SetAttr::default()
     };
     let wcc = fx.fs.setattr(&root(), &f, &set, Some(attr.ctime)).unwrap();
     assert_eq!(wcc.before.unwrap().size, 10);
@@ -436,14 +434,14 @@ fn setattr_guard_times_and_size() {
     assert_eq!((after.mode, after.size), (0o600, 4));
     assert_eq!(
         after.atime,
-        Nfstime3 {
+        Time {
             seconds: 1_000_000,
             nseconds: 5
         }
     );
     assert_eq!(
         after.mtime,
-        Nfstime3 {
+        Time {
             seconds: 2_000_000,
             nseconds: 7
         }
@@ -455,9 +453,9 @@ fn setattr_guard_times_and_size() {
         .setattr(
             &root(),
             &f,
-            &Sattr3 {
+            &SetAttr {
                 mtime: SetTime::ServerTime,
-                ..Sattr3::default()
+                ..SetAttr::default()
             },
             None,
         )
@@ -472,13 +470,13 @@ fn setattr_guard_times_and_size() {
     let e = fx.fs.setattr(
         &root(),
         &d,
-        &Sattr3 {
+        &SetAttr {
             size: Some(0),
-            ..Sattr3::default()
+            ..SetAttr::default()
         },
         None,
     );
-    assert_eq!(e.unwrap_err().0, Nfsstat3::ISDIR);
+    assert_eq!(e.unwrap_err().0, FsError::IsDir);
 }
 
 #[test]
@@ -491,43 +489,43 @@ fn mknod_types() {
             &root(),
             &r,
             b"fifo",
-            Ftype3::FIFO,
+            FileType::Fifo,
             &mode(0o600),
-            Specdata3::default(),
+            DeviceId::default(),
         )
         .unwrap();
-    assert_eq!(fifo.attr.ftype, Ftype3::FIFO);
+    assert_eq!(fifo.attr.ftype, FileType::Fifo);
     let chr = fx
         .fs
         .mknod(
             &root(),
             &r,
             b"null",
-            Ftype3::CHR,
+            FileType::CharDevice,
             &mode(0o666),
-            Specdata3 { major: 1, minor: 3 },
+            DeviceId { major: 1, minor: 3 },
         )
         .unwrap();
-    assert_eq!(chr.attr.ftype, Ftype3::CHR);
-    assert_eq!(chr.attr.rdev, Specdata3 { major: 1, minor: 3 });
+    assert_eq!(chr.attr.ftype, FileType::CharDevice);
+    assert_eq!(chr.attr.rdev, DeviceId { major: 1, minor: 3 });
     let sock = fx
         .fs
         .mknod(
             &root(),
             &r,
             b"sock",
-            Ftype3::SOCK,
+            FileType::Socket,
             &mode(0o600),
-            Specdata3::default(),
+            DeviceId::default(),
         )
         .unwrap();
-    assert_eq!(sock.attr.ftype, Ftype3::SOCK);
-    for t in [Ftype3::REG, Ftype3::DIR, Ftype3::LNK, Ftype3(99)] {
+    assert_eq!(sock.attr.ftype, FileType::Socket);
+    for t in [FileType::Regular, FileType::Directory, FileType::Symlink] {
         let e = fx
             .fs
-            .mknod(&root(), &r, b"bad", t, &mode(0o600), Specdata3::default())
+            .mknod(&root(), &r, b"bad", t, &mode(0o600), DeviceId::default())
             .unwrap_err();
-        assert_eq!(e.0, Nfsstat3::BADTYPE);
+        assert_eq!(e.0, FsError::BadType);
     }
     // Only root may make devices.
     let e = fx
@@ -536,16 +534,16 @@ fn mknod_types() {
             &user(1000),
             &r,
             b"dev2",
-            Ftype3::BLK,
+            FileType::BlockDevice,
             &mode(0o600),
-            Specdata3 { major: 7, minor: 0 },
+            DeviceId { major: 7, minor: 0 },
         )
         .unwrap_err();
-    assert_eq!(e.0, Nfsstat3::PERM);
+    assert_eq!(e.0, FsError::Perm);
     // Reading a FIFO through NFS is not a thing.
     assert_eq!(
         read_all(&fx, &root(), &fifo.fh, 0, 1).unwrap_err(),
-        Nfsstat3::INVAL
+        FsError::Inval
     );
 }
 
@@ -566,26 +564,26 @@ fn lookup_dot_dotdot_and_symlinks_stay_inside() {
     assert_eq!(fx.lookup(&fx.lookup(&sub, "..").unwrap(), "..").unwrap(), r);
     // A symlink is returned as a symlink, never followed.
     let etc = fx.fs.lookup(&root(), &r, b"etc").unwrap();
-    assert_eq!(etc.attr.ftype, Ftype3::LNK);
+    assert_eq!(etc.attr.ftype, FileType::Symlink);
     assert_eq!(fx.fs.readlink(&etc.fh).unwrap().0, b"/etc");
-    assert_eq!(fx.lookup(&etc.fh, "passwd"), Err(Nfsstat3::NOTDIR));
+    assert_eq!(fx.lookup(&etc.fh, "passwd"), Err(FsError::NotDir));
     assert_eq!(
         read_all(&fx, &root(), &etc.fh, 0, 10).unwrap_err(),
-        Nfsstat3::INVAL
+        FsError::Inval
     );
     let up = fx.walk("sub/up");
-    assert_eq!(fx.fs.getattr(&up).unwrap().ftype, Ftype3::LNK);
-    assert_eq!(fx.lookup(&up, ".."), Err(Nfsstat3::NOTDIR));
-    assert_eq!(fx.fs.readlink(&r).unwrap_err().0, Nfsstat3::INVAL);
+    assert_eq!(fx.fs.getattr(&up).unwrap().ftype, FileType::Symlink);
+    assert_eq!(fx.lookup(&up, ".."), Err(FsError::NotDir));
+    assert_eq!(fx.fs.readlink(&r).unwrap_err().0, FsError::Inval);
     // Creating through a symlinked directory name is refused, not followed.
     let e = fx
         .fs
         .create(&root(), &etc.fh, b"x", CreateHow::Guarded(mode(0o600)));
-    assert_eq!(e.unwrap_err().0, Nfsstat3::NOTDIR);
+    assert_eq!(e.unwrap_err().0, FsError::NotDir);
     let e = fx
         .fs
         .create(&root(), &r, b"etc", CreateHow::Unchecked(mode(0o600)));
-    assert_eq!(e.unwrap_err().0, Nfsstat3::EXIST);
+    assert_eq!(e.unwrap_err().0, FsError::Exist);
     assert!(std::fs::symlink_metadata("/etc/x").is_err());
 }
 
@@ -608,13 +606,13 @@ fn handles_of_objects_outside_the_export_do_not_resolve() {
     let odir = wide.lookup(&root(), &outside, b"dir").unwrap().fh;
     let ofile = wide.lookup(&root(), &outside, b"file").unwrap().fh;
     for fh in [&wr, &outside, &odir, &ofile] {
-        assert_eq!(fx.fs.getattr(fh), Err(Nfsstat3::STALE));
+        assert_eq!(fx.fs.getattr(fh), Err(FsError::Stale));
     }
     assert_eq!(
         read_all(&fx, &root(), &ofile, 0, 6).unwrap_err(),
-        Nfsstat3::STALE
+        FsError::Stale
     );
-    assert_eq!(fx.lookup(&odir, ".."), Err(Nfsstat3::STALE));
+    assert_eq!(fx.lookup(&odir, ".."), Err(FsError::Stale));
     // Handles for the inside still work through the wide export's view.
     let inside = wide
         .lookup(
@@ -624,14 +622,14 @@ fn handles_of_objects_outside_the_export_do_not_resolve() {
         )
         .unwrap()
         .fh;
-    assert_eq!(fx.fs.getattr(&inside).unwrap().ftype, Ftype3::DIR);
+    assert_eq!(fx.fs.getattr(&inside).unwrap().ftype, FileType::Directory);
     // With its own export id (the normal case) the wide export's handles are simply stale.
     let other = LocalFs::new(LocalFsConfig::new(&fx.base).state_dir(&fx.state)).unwrap();
     let ofh = other
         .lookup(&root(), &other.root_handle(), b"outside")
         .unwrap()
         .fh;
-    assert_eq!(fx.fs.getattr(&ofh), Err(Nfsstat3::STALE));
+    assert_eq!(fx.fs.getattr(&ofh), Err(FsError::Stale));
 
     // A file with a second hard link outside: still served through its name inside, even when
     // the kernel reports the outside name for it.
@@ -642,7 +640,7 @@ fn handles_of_objects_outside_the_export_do_not_resolve() {
     assert!(fx.fs.getattr(&linked).is_ok());
     assert_eq!(read_all(&fx, &root(), &linked, 0, 3).unwrap().0, b"two");
     std::fs::remove_file(fx.path("linked")).unwrap();
-    assert_eq!(fx.fs.getattr(&linked), Err(Nfsstat3::STALE));
+    assert_eq!(fx.fs.getattr(&linked), Err(FsError::Stale));
 
     // Objects moved out of the export after their handle was issued.
     std::fs::create_dir_all(fx.path("leaving")).unwrap();
@@ -654,16 +652,16 @@ fn handles_of_objects_outside_the_export_do_not_resolve() {
     assert!(fx.fs.getattr(&lfile).is_ok());
     std::fs::rename(fx.path("leaving"), fx.base.join("outside/left")).unwrap();
     std::fs::rename(fx.path("leaving.txt"), fx.base.join("outside/left.txt")).unwrap();
-    assert_eq!(fx.fs.getattr(&ldir), Err(Nfsstat3::STALE));
+    assert_eq!(fx.fs.getattr(&ldir), Err(FsError::Stale));
     assert_eq!(
         read_all(&fx, &root(), &lfile, 0, 3).unwrap_err(),
-        Nfsstat3::STALE
+        FsError::Stale
     );
     assert_eq!(
         write(&fx, &root(), &lfile, 0, b"x").unwrap_err(),
-        Nfsstat3::STALE
+        FsError::Stale
     );
-    assert_eq!(fx.fs.getattr(&lfile), Err(Nfsstat3::STALE));
+    assert_eq!(fx.fs.getattr(&lfile), Err(FsError::Stale));
 }
 
 #[test]
@@ -677,12 +675,12 @@ fn rename_and_link_across_exports_is_xdev() {
         .fs
         .rename(&root(), &fx.root(), b"f", &other.root_handle(), b"g")
         .unwrap_err();
-    assert_eq!(e.0, Nfsstat3::XDEV);
+    assert_eq!(e.0, FsError::Xdev);
     let e = fx
         .fs
         .link(&root(), &f, &other.root_handle(), b"g")
         .unwrap_err();
-    assert_eq!(e.0, Nfsstat3::XDEV);
+    assert_eq!(e.0, FsError::Xdev);
     assert!(fx.path("f").exists());
 }
 
@@ -691,7 +689,7 @@ fn remove_rmdir_rename_link_with_wcc() {
     let fx = Fixture::new("namespace");
     let r = fx.root();
     let a = fx.fs.mkdir(&root(), &r, b"a", &mode(0o755)).unwrap();
-    assert_eq!(a.attr.ftype, Ftype3::DIR);
+    assert_eq!(a.attr.ftype, FileType::Directory);
     assert_eq!(a.attr.mode, 0o755);
     let b = fx.fs.mkdir(&root(), &r, b"b", &mode(0o700)).unwrap().fh;
     let f = create(&fx, &root(), &a.fh, "f", 0o644);
@@ -708,7 +706,7 @@ fn remove_rmdir_rename_link_with_wcc() {
         w.from_dir.after.unwrap().mtime
     );
     assert_eq!(fx.fs.open_files().len(), 1);
-    assert_eq!(fx.fs.getattr(&g), Err(Nfsstat3::STALE));
+    assert_eq!(fx.fs.getattr(&g), Err(FsError::Stale));
     assert_eq!(fx.lookup(&b, "g").unwrap(), {
         // The moved file keeps its identity; its handle may differ only in the parent hint.
         let moved = fx.lookup(&b, "g").unwrap();
@@ -726,18 +724,18 @@ fn remove_rmdir_rename_link_with_wcc() {
     assert_eq!(l.attr.unwrap().nlink, 2);
     assert!(l.dir_wcc.before.is_some());
     let e = fx.fs.link(&root(), &f, &r, b"hard").unwrap_err();
-    assert_eq!(e.0, Nfsstat3::EXIST);
+    assert_eq!(e.0, FsError::Exist);
     let e = fx.fs.link(&root(), &a.fh, &r, b"dirlink").unwrap_err();
-    assert_eq!(e.0, Nfsstat3::ISDIR);
+    assert_eq!(e.0, FsError::IsDir);
     fx.fs.remove(&root(), &b, b"g").unwrap();
     assert_eq!(fx.fs.getattr(&f).unwrap().nlink, 1);
 
     // Symlinks can be linked too (the link names the symlink, not its target).
     let s = fx
         .fs
-        .symlink(&root(), &r, b"sl", b"/nonexistent", &Sattr3::default())
+        .symlink(&root(), &r, b"sl", b"/nonexistent", &SetAttr::default())
         .unwrap();
-    assert_eq!(s.attr.ftype, Ftype3::LNK);
+    assert_eq!(s.attr.ftype, FileType::Symlink);
     fx.fs.link(&root(), &s.fh, &r, b"sl2").unwrap();
     assert_eq!(
         std::fs::read_link(fx.path("sl2")).unwrap(),
@@ -747,39 +745,39 @@ fn remove_rmdir_rename_link_with_wcc() {
     // Errors.
     assert_eq!(
         fx.fs.remove(&root(), &r, b"a").unwrap_err().0,
-        Nfsstat3::ISDIR
+        FsError::IsDir
     );
     assert_eq!(
         fx.fs.rmdir(&root(), &r, b"hard").unwrap_err().0,
-        Nfsstat3::NOTDIR
+        FsError::NotDir
     );
     create(&fx, &root(), &a.fh, "x", 0o644);
     assert_eq!(
         fx.fs.rmdir(&root(), &r, b"a").unwrap_err().0,
-        Nfsstat3::NOTEMPTY
+        FsError::NotEmpty
     );
     assert_eq!(
         fx.fs.remove(&root(), &r, b"nope").unwrap_err().0,
-        Nfsstat3::NOENT
+        FsError::NoEnt
     );
     assert_eq!(
         fx.fs.remove(&root(), &r, b".").unwrap_err().0,
-        Nfsstat3::ACCES
+        FsError::Acces
     );
     assert_eq!(
         fx.fs.rmdir(&root(), &r, b"..").unwrap_err().0,
-        Nfsstat3::ACCES
+        FsError::Acces
     );
     let e = fx.fs.rename(&root(), &r, b"..", &r, b"z").unwrap_err();
-    assert_eq!(e.0, Nfsstat3::INVAL);
+    assert_eq!(e.0, FsError::Inval);
     assert_eq!(
         fx.fs.remove(&root(), &f, b"x").unwrap_err().0,
-        Nfsstat3::NOTDIR
+        FsError::NotDir
     );
     fx.fs.remove(&root(), &a.fh, b"x").unwrap();
     let w = fx.fs.rmdir(&root(), &r, b"a").unwrap();
     assert!(w.before.is_some() && w.after.is_some());
-    assert_eq!(fx.fs.getattr(&a.fh), Err(Nfsstat3::STALE));
+    assert_eq!(fx.fs.getattr(&a.fh), Err(FsError::Stale));
 }
 
 #[test]
@@ -794,32 +792,32 @@ fn permissions_are_the_callers() {
     assert_eq!(read_all(&fx, &u1000, &theirs, 0, 5).unwrap().0, b"owned");
     assert_eq!(
         write(&fx, &u1000, &theirs, 0, b"x").unwrap_err(),
-        Nfsstat3::ACCES
+        FsError::Acces
     );
     let e = fx.fs.commit(&u1000, &theirs, 0, 0).unwrap_err();
-    assert_eq!(e.0, Nfsstat3::ACCES);
-    let trunc = Sattr3 {
+    assert_eq!(e.0, FsError::Acces);
+    let trunc = SetAttr {
         size: Some(0),
-        ..Sattr3::default()
+        ..SetAttr::default()
     };
     assert_eq!(
         fx.fs.setattr(&u1000, &theirs, &trunc, None).unwrap_err().0,
-        Nfsstat3::ACCES
+        FsError::Acces
     );
     assert_eq!(
         fx.fs
             .setattr(&u1000, &theirs, &mode(0o666), None)
             .unwrap_err()
             .0,
-        Nfsstat3::PERM
+        FsError::Perm
     );
-    let chown = Sattr3 {
+    let chown = SetAttr {
         uid: Some(1000),
-        ..Sattr3::default()
+        ..SetAttr::default()
     };
     assert_eq!(
         fx.fs.setattr(&u1001, &theirs, &chown, None).unwrap_err().0,
-        Nfsstat3::PERM
+        FsError::Perm
     );
     // Root still can (no squashing in this caller).
     write(&fx, &root(), &theirs, 0, b"O").unwrap();
@@ -829,7 +827,7 @@ fn permissions_are_the_callers() {
     write(&fx, &u1000, &ro, 0, b"still mine").unwrap();
     assert_eq!(
         write(&fx, &u1001, &ro, 0, b"x").unwrap_err(),
-        Nfsstat3::ACCES
+        FsError::Acces
     );
 
     // Execute-only files can be read (a client loading a binary), unreadable ones cannot.
@@ -838,19 +836,19 @@ fn permissions_are_the_callers() {
     fx.fs.setattr(&u1001, &theirs, &mode(0o600), None).unwrap();
     assert_eq!(
         read_all(&fx, &u1000, &theirs, 0, 1).unwrap_err(),
-        Nfsstat3::ACCES
+        FsError::Acces
     );
 
     // Supplementary groups count.
     let shared = create(&fx, &u1001, &r, "shared", 0o660);
-    let to_group = Sattr3 {
+    let to_group = SetAttr {
         gid: Some(2000),
-        ..Sattr3::default()
+        ..SetAttr::default()
     };
     fx.fs.setattr(&root(), &shared, &to_group, None).unwrap();
     assert_eq!(
         write(&fx, &u1000, &shared, 0, b"x").unwrap_err(),
-        Nfsstat3::ACCES
+        FsError::Acces
     );
     let member = Caller::with_cred(Cred::new(1000, 1000).with_groups(&[2000]));
     write(&fx, &member, &shared, 0, b"x").unwrap();
@@ -864,34 +862,34 @@ fn permissions_are_the_callers() {
     create(&fx, &u1001, &private, "inner", 0o644);
     assert_eq!(
         fx.fs.lookup(&u1000, &private, b"inner").unwrap_err().0,
-        Nfsstat3::ACCES
+        FsError::Acces
     );
     let e = fx
         .fs
         .create(&u1000, &private, b"x", CreateHow::Guarded(mode(0o600)));
-    assert_eq!(e.unwrap_err().0, Nfsstat3::ACCES);
+    assert_eq!(e.unwrap_err().0, FsError::Acces);
     assert_eq!(
         fx.fs.remove(&u1000, &private, b"inner").unwrap_err().0,
-        Nfsstat3::ACCES
+        FsError::Acces
     );
     let e = fx
         .fs
         .readdir(&u1000, &private, 0, [0; 8], false, &mut |_| true)
         .unwrap_err();
-    assert_eq!(e.0, Nfsstat3::ACCES);
+    assert_eq!(e.0, FsError::Acces);
     assert!(fx.fs.lookup(&u1001, &private, b"inner").is_ok());
 }
 
 #[test]
 fn access_bits() {
-    use access3::*;
+    use access::*;
     let fx = Fixture::new("access");
     let r = fx.root();
     let all = READ | LOOKUP | MODIFY | EXTEND | DELETE | EXECUTE;
     let f = create(&fx, &user(1001), &r, "f", 0o644);
     let x = create(&fx, &user(1001), &r, "x", 0o755);
     let d = fx.fs.mkdir(&user(1001), &r, b"d", &mode(0o755)).unwrap().fh;
-    let grant = |c: &Caller, fh: &NfsFh3| fx.fs.access(c, fh, all).unwrap().0;
+    let grant = |c: &Caller, fh: &FileHandle| fx.fs.access(c, fh, all).unwrap().0;
     assert_eq!(grant(&user(1000), &f), READ);
     assert_eq!(grant(&user(1001), &f), READ | MODIFY | EXTEND);
     assert_eq!(grant(&user(1000), &x), READ | EXECUTE);
@@ -937,7 +935,7 @@ fn read_only_exports_and_squashing() {
     let roots = fx.walk("roots");
     assert_eq!(
         write(&fx, &squashed, &roots, 0, b"x").unwrap_err(),
-        Nfsstat3::ACCES
+        FsError::Acces
     );
 
     // no_root_squash.
@@ -955,7 +953,7 @@ fn read_only_exports_and_squashing() {
     let ro = Caller::new(&Cred::new(1000, 1000), opts("10.1.1.1"));
     assert!(ro.read_only);
     let f = fx.walk("by-root");
-    let rofs = Nfsstat3::ROFS;
+    let rofs = FsError::RoFs;
     assert_eq!(write(&fx, &ro, &f, 0, b"x").unwrap_err(), rofs);
     assert_eq!(
         fx.fs.setattr(&ro, &f, &mode(0o600), None).unwrap_err().0,
@@ -969,15 +967,15 @@ fn read_only_exports_and_squashing() {
         fx.fs.mkdir(&ro, &r, b"n", &mode(0o700)).unwrap_err().0,
         rofs
     );
-    let s = fx.fs.symlink(&ro, &r, b"n", b"t", &Sattr3::default());
+    let s = fx.fs.symlink(&ro, &r, b"n", b"t", &SetAttr::default());
     assert_eq!(s.unwrap_err().0, rofs);
     let m = fx.fs.mknod(
         &ro,
         &r,
         b"n",
-        Ftype3::FIFO,
+        FileType::Fifo,
         &mode(0o600),
-        Specdata3::default(),
+        DeviceId::default(),
     );
     assert_eq!(m.unwrap_err().0, rofs);
     assert_eq!(fx.fs.remove(&ro, &r, b"by-root").unwrap_err().0, rofs);
@@ -994,7 +992,7 @@ fn read_only_exports_and_squashing() {
     fx.fs.remove(&root(), &r, b"by-root").unwrap();
     assert_eq!(
         fx.fs.setattr(&ro, &gone, &mode(0o600), None).unwrap_err().0,
-        Nfsstat3::STALE
+        FsError::Stale
     );
 }
 
@@ -1032,8 +1030,8 @@ fn readdir_small_directory_and_plus() {
         match &name[..] {
             b"." => assert_eq!(fh, d),
             b".." => assert_eq!(fh, r),
-            b"f" => assert_eq!((attr.ftype, attr.size), (Ftype3::REG, 5)),
-            b"l" => assert_eq!(attr.ftype, Ftype3::LNK),
+            b"f" => assert_eq!((attr.ftype, attr.size), (FileType::Regular, 5)),
+            b"l" => assert_eq!(attr.ftype, FileType::Symlink),
             _ => unreachable!(),
         }
     }
@@ -1074,7 +1072,7 @@ fn readdir_small_directory_and_plus() {
         .fs
         .readdir(&root(), &d, cookie, [9; 8], false, &mut |_| true)
         .unwrap_err();
-    assert_eq!(e.0, Nfsstat3::BAD_COOKIE);
+    assert_eq!(e.0, FsError::BadCookie);
     assert!(fx
         .fs
         .readdir(&root(), &d, 0, [9; 8], false, &mut |_| true)
@@ -1084,11 +1082,11 @@ fn readdir_small_directory_and_plus() {
         .fs
         .readdir(&root(), &f, 0, [0; 8], false, &mut |_| true)
         .unwrap_err();
-    assert_eq!(e.0, Nfsstat3::NOTDIR);
+    assert_eq!(e.0, FsError::NotDir);
 }
 
 /// Lists a directory in pages of the given sizes (cycled), returning every name seen.
-fn list_in_pages(fx: &Fixture, dir: &NfsFh3, sizes: &[usize], plus: bool) -> Vec<Vec<u8>> {
+fn list_in_pages(fx: &Fixture, dir: &FileHandle, sizes: &[usize], plus: bool) -> Vec<Vec<u8>> {
     let mut names = Vec::new();
     let (mut cookie, mut verf) = (0u64, [0u8; 8]);
     for page in 0.. {
@@ -1197,7 +1195,7 @@ fn fsstat_fsinfo_pathconf() {
     assert_eq!((i.rtmax, i.wtmax), (1 << 20, 1 << 20));
     assert_eq!(
         i.time_delta,
-        Nfstime3 {
+        Time {
             seconds: 0,
             nseconds: 1
         }
@@ -1229,10 +1227,7 @@ fn writable_descriptor_replaces_a_read_only_one() {
         return;
     }
     assert_eq!(read_all(&fx, &root(), &f, 0, 3).unwrap().0, b"abc");
-    assert_eq!(
-        write(&fx, &root(), &f, 0, b"x").unwrap_err(),
-        Nfsstat3::PERM
-    );
+    assert_eq!(write(&fx, &root(), &f, 0, b"x").unwrap_err(), FsError::Perm);
     assert!(chattr("-i"));
     // The cached read-only descriptor is upgraded.
     write(&fx, &root(), &f, 0, b"X").unwrap();

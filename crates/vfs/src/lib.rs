@@ -1,14 +1,17 @@
-//! The backend: NFSv3 semantics over a real exported directory.
+//! The version-neutral file-system layer: what NFSv3 and NFSv4 handlers call, in types of its
+//! own ([`types`]), so no protocol's wire types reach the file system and no handler re-maps
+//! another protocol's (the model is knfsd's `fs/nfsd/vfs.c`, one layer under `nfs3proc.c` and
+//! `nfs4proc.c`). This crate does not depend on the XDR crate: the compiler keeps it neutral.
 //!
 //! The RPC layer decodes a call, picks the export from the handle ([`handle::export_id_of`]),
 //! works out the caller's credentials for this client ([`exports::Export::options_for`] and
-//! [`Caller::new`], which squashes), and calls one synchronous method of [`LocalFs`] inside
-//! `tokio::task::spawn_blocking`. Each method returns what the procedure's reply needs: NFS types
-//! from `sluice_xdr::nfs3`, and on failure an [`Nfsstat3`](sluice_xdr::nfs3::Nfsstat3) together
-//! with the attributes the failure reply carries (`Res<T, F>` = `Result<T, (Nfsstat3, F)>`).
+//! [`Caller::new`], which squashes), and calls one synchronous method of a [`FileSystem`]
+//! ([`LocalFs`]) inside `tokio::task::spawn_blocking`. Each method returns neutral results: on
+//! failure an [`FsError`] together with the attributes the failure reply carries
+//! (`Res<T, F>` = `Result<T, (FsError, F)>`); each protocol maps `FsError` to its status once.
 //!
 //! ```text
-//!          handler (async)                          backend (this module, blocking)
+//!          handler (async)                          file system (this crate, blocking)
 //!   decode ─► export, Caller ─► spawn_blocking ─► LocalFs::op(&caller, &fh, ...)
 //!                                                   │ 1. resolve handle as root     (handle.rs)
 //!                                                   │    MAC, open_by_handle_at, confinement
@@ -21,6 +24,8 @@
 //! ```
 //!
 //! # Modules
+//! * [`types`]: handles, attributes, before/after pairs, [`FsError`]. Pure.
+//! * [`fs`]: the [`FileSystem`] trait, and its implementation by [`LocalFs`].
 //! * [`exports`]: export options and `/etc/exports` parsing, squashing. Pure.
 //! * [`handle`]: the file handle layout, its MAC and the secret in the state directory.
 //! * [`creds`]: per-thread fsuid/fsgid/groups switching.
@@ -32,13 +37,17 @@
 mod attr;
 pub mod creds;
 pub mod exports;
+pub mod fs;
 pub mod handle;
 mod iomode;
 mod localfs;
 pub mod openfiles;
 mod sys;
+pub mod types;
 
 pub use creds::Cred;
 pub use exports::{Export, ExportOptions, IoMode, IoModes};
+pub use fs::FileSystem;
 pub use handle::{export_id_of, ExportId};
 pub use localfs::*;
+pub use types::*;

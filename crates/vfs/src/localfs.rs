@@ -51,11 +51,10 @@ use super::handle::{self, Decoded, ExportId, HandleKey, Kind};
 use super::iomode::ModeIo;
 use super::openfiles::{DirectFd, OpenFile, OpenFiles, OPEN_FILES_DEFAULT};
 use super::sys::{self, KernelHandle};
-use bytes::Bytes;
-use sluice_xdr::nfs3::{
-    Fattr3, Ftype3, NfsFh3, Nfsstat3, Nfstime3, PostOpAttr, Sattr3, SetTime, Specdata3, WccAttr,
-    WccData,
+use crate::types::{
+    Attr, DeviceId, FileHandle, FileType, FsError, Res, SetAttr, SetTime, Time, Wcc, WccAttr,
 };
+use bytes::Bytes;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -77,8 +76,9 @@ pub const IO_BYTES_MAX_DEFAULT: u32 = 1 << 20;
 /// for READDIR(PLUS); larger pages mean fewer round trips for big directories.
 pub const READDIR_BYTES_PREF_DEFAULT: u32 = 64 << 10;
 
-/// ACCESS3 bits (RFC 1813 §3.3.4).
-pub mod access3 {
+/// The permission bits ACCESS asks about and grants. NFSv3's ACCESS3 (RFC 1813 §3.3.4) and
+/// NFSv4's ACCESS4 (RFC 8881 §18.1) use these same values, so both map them unchanged.
+pub mod access {
     pub const READ: u32 = 0x0001;
     pub const LOOKUP: u32 = 0x0002;
     pub const MODIFY: u32 = 0x0004;
@@ -87,8 +87,10 @@ pub mod access3 {
     pub const EXECUTE: u32 = 0x0020;
 }
 
-/// FSINFO3 `properties` bits (RFC 1813 §3.3.19).
-pub mod fsf3 {
+/// What the file system supports, as [`FsInfo::properties`] bits. The values are those of
+/// FSINFO3 (RFC 1813 §3.3.19), so v3 sends them unchanged; v4 answers the same facts as separate
+/// attributes (`link_support`, `symlink_support`, `homogeneous`, `cansettime`).
+pub mod fsprops {
     pub const LINK: u32 = 0x0001;
     pub const SYMLINK: u32 = 0x0002;
     pub const HOMOGENEOUS: u32 = 0x0008;
@@ -201,9 +203,6 @@ impl Caller {
     }
 }
 
-/// A result whose failure carries the failure reply's body (attributes or wcc data).
-pub type Res<T, F> = Result<T, (Nfsstat3, F)>;
-
 /// `stable_how` (RFC 1813 §3.3.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum StableHow {
@@ -215,22 +214,22 @@ pub enum StableHow {
 /// `createhow3` (RFC 1813 §3.3.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CreateHow {
-    Unchecked(Sattr3),
-    Guarded(Sattr3),
+    Unchecked(SetAttr),
+    Guarded(SetAttr),
     Exclusive([u8; 8]),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LookupOk {
-    pub fh: NfsFh3,
-    pub attr: Fattr3,
-    pub dir_attr: PostOpAttr,
+    pub fh: FileHandle,
+    pub attr: Attr,
+    pub dir_attr: Option<Attr>,
 }
 
 /// What [`LocalFs::read_nowait`] did.
 pub enum NowaitRead {
     /// Answered from the page cache (or refused).
-    Done(Res<ReadOk, PostOpAttr>),
+    Done(Res<ReadOk, Option<Attr>>),
     /// Not all cached: the file, checked for this caller, to read asynchronously.
     NeedsDisk(CheckedRead),
 }
@@ -246,7 +245,7 @@ pub struct ReadOk {
     /// Bytes placed in the caller's buffers, in order.
     pub count: usize,
     pub eof: bool,
-    pub attr: Fattr3,
+    pub attr: Attr,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -254,28 +253,28 @@ pub struct WriteOk {
     pub count: usize,
     /// How stable the data is now (as asked: the backend never does less, nor more).
     pub committed: StableHow,
-    pub wcc: WccData,
+    pub wcc: Wcc,
 }
 
 /// CREATE, MKDIR, SYMLINK, MKNOD.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateOk {
-    pub fh: NfsFh3,
-    pub attr: Fattr3,
-    pub dir_wcc: WccData,
+    pub fh: FileHandle,
+    pub attr: Attr,
+    pub dir_wcc: Wcc,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RenameWcc {
-    pub from_dir: WccData,
-    pub to_dir: WccData,
+    pub from_dir: Wcc,
+    pub to_dir: Wcc,
 }
 
 /// LINK's reply body (the same on success and failure).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LinkRes {
-    pub attr: PostOpAttr,
-    pub dir_wcc: WccData,
+    pub attr: Option<Attr>,
+    pub dir_wcc: Wcc,
 }
 
 /// One directory entry offered to the READDIR(PLUS) callback.
@@ -286,14 +285,14 @@ pub struct DirEntry<'a> {
     /// Resume after this entry by passing it as the next call's cookie.
     pub cookie: u64,
     /// READDIRPLUS only, and only when the entry can be looked up by the caller.
-    pub attr: Option<Fattr3>,
+    pub attr: Option<Attr>,
     /// READDIRPLUS only, as `attr`.
-    pub fh: Option<NfsFh3>,
+    pub fh: Option<FileHandle>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReaddirOk {
-    pub dir_attr: PostOpAttr,
+    pub dir_attr: Option<Attr>,
     pub cookieverf: [u8; 8],
     /// True when the callback took every entry up to the end of the directory.
     pub eof: bool,
@@ -308,7 +307,7 @@ pub struct FsStat {
     pub ffiles: u64,
     pub afiles: u64,
     pub invarsec: u32,
-    pub attr: PostOpAttr,
+    pub attr: Option<Attr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,9 +320,9 @@ pub struct FsInfo {
     pub wtmult: u32,
     pub dtpref: u32,
     pub maxfilesize: u64,
-    pub time_delta: Nfstime3,
+    pub time_delta: Time,
     pub properties: u32,
-    pub attr: PostOpAttr,
+    pub attr: Option<Attr>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,7 +333,7 @@ pub struct PathConf {
     pub chown_restricted: bool,
     pub case_insensitive: bool,
     pub case_preserving: bool,
-    pub attr: PostOpAttr,
+    pub attr: Option<Attr>,
 }
 
 /// One exported directory.
@@ -345,7 +344,7 @@ pub struct LocalFs {
     root_id: (u64, u64),
     root_mnt_id: u64,
     root_kh: KernelHandle,
-    root_fh: NfsFh3,
+    root_fh: FileHandle,
     /// The export root is the root of its file system, so every object of the mount is inside
     /// and confinement needs no check.
     whole_fs: bool,
@@ -446,7 +445,7 @@ impl LocalFs {
     }
 
     /// The handle of the export root (for MOUNT).
-    pub fn root_handle(&self) -> NfsFh3 {
+    pub fn root_handle(&self) -> FileHandle {
         self.root_fh.clone()
     }
 
@@ -503,8 +502,8 @@ impl LocalFs {
     /// queues the reads and returns); direct exports ignore it (their reads bypass the page
     /// cache). Only a file already in the open-file cache is hinted (it is, right after a READ of
     /// it); nothing is opened, checked or answered.
-    pub fn readahead_hint(&self, fh: &NfsFh3, offset: u64, len: u64) {
-        if let Some(file) = self.files.get(&fh.0) {
+    pub fn readahead_hint(&self, fh: &FileHandle, offset: u64, len: u64) {
+        if let Some(file) = self.files.get(fh.as_bytes()) {
             self.modes.readahead(&file, offset, len);
         }
     }
@@ -518,7 +517,7 @@ impl LocalFs {
 
     /// GETATTR (RFC 1813 §3.3.1). No permission is needed to read attributes. A file in the
     /// open-file cache is answered from its descriptor (clients revalidate open files often).
-    pub fn getattr(&self, fh: &NfsFh3) -> Result<Fattr3, Nfsstat3> {
+    pub fn getattr(&self, fh: &FileHandle) -> Result<Attr, FsError> {
         if let Some((_, st)) = self.cached_file(fh, false)? {
             return Ok(self.fattr(&st));
         }
@@ -534,22 +533,22 @@ impl LocalFs {
     pub fn setattr(
         &self,
         caller: &Caller,
-        fh: &NfsFh3,
-        sattr: &Sattr3,
-        guard: Option<Nfstime3>,
-    ) -> Res<WccData, WccData> {
-        let obj = self.resolve(fh).map_err(|s| (s, WccData::default()))?;
+        fh: &FileHandle,
+        sattr: &SetAttr,
+        guard: Option<Time>,
+    ) -> Res<Wcc, Wcc> {
+        let obj = self.resolve(fh).map_err(|s| (s, Wcc::default()))?;
         let pre = attr::wcc(&obj.st);
         let fail = |s| (s, self.wcc_after(Some(pre), obj.fd.as_fd()));
         if guard.is_some_and(|ctime| ctime != pre.ctime) {
-            return Err(fail(Nfsstat3::NOT_SYNC));
+            return Err(fail(FsError::NotSync));
         }
         if caller.read_only {
-            return Err(fail(Nfsstat3::ROFS));
+            return Err(fail(FsError::RoFs));
         }
         let file = match sattr.size {
-            Some(_) if is_dir(&obj.st) => return Err(fail(Nfsstat3::ISDIR)),
-            Some(_) if !is_reg(&obj.st) => return Err(fail(Nfsstat3::INVAL)),
+            Some(_) if is_dir(&obj.st) => return Err(fail(FsError::IsDir)),
+            Some(_) if !is_reg(&obj.st) => return Err(fail(FsError::Inval)),
             Some(_) => Some(self.open_file(fh, true).map_err(fail)?.0),
             None => None,
         };
@@ -569,18 +568,20 @@ impl LocalFs {
             // Found inside the export by `resolve` above; the ctime change is our own.
             file.set_validated(ctime_stamp(post));
         }
-        Ok(WccData {
-            before: Some(pre),
-            after: post.map(|st| self.fattr(&st)),
-        })
+        Ok(Wcc::new(Some(pre), post.map(|st| self.fattr(&st))))
     }
 
     /// LOOKUP (§3.3.3). Never follows a symlink; `..` of the export root is the root.
-    pub fn lookup(&self, caller: &Caller, dir: &NfsFh3, name: &[u8]) -> Res<LookupOk, PostOpAttr> {
+    pub fn lookup(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> Res<LookupOk, Option<Attr>> {
         let d = self.resolve(dir).map_err(|s| (s, None))?;
         let fail = |s| (s, self.post_op(d.fd.as_fd()));
         if !is_dir(&d.st) {
-            return Err(fail(Nfsstat3::NOTDIR));
+            return Err(fail(FsError::NotDir));
         }
         let name = Name::parse(name).map_err(fail)?;
         let (fh, st) = {
@@ -618,10 +619,10 @@ impl LocalFs {
     pub fn access(
         &self,
         caller: &Caller,
-        fh: &NfsFh3,
+        fh: &FileHandle,
         requested: u32,
-    ) -> Res<(u32, PostOpAttr), PostOpAttr> {
-        use access3::*;
+    ) -> Res<(u32, Option<Attr>), Option<Attr>> {
+        use access::*;
         let obj = self.resolve(fh).map_err(|s| (s, None))?;
         let dir = is_dir(&obj.st);
         let mut granted = 0;
@@ -652,11 +653,11 @@ impl LocalFs {
     }
 
     /// READLINK (§3.3.5). The target bytes, as stored.
-    pub fn readlink(&self, fh: &NfsFh3) -> Res<(Vec<u8>, PostOpAttr), PostOpAttr> {
+    pub fn readlink(&self, fh: &FileHandle) -> Res<(Vec<u8>, Option<Attr>), Option<Attr>> {
         let obj = self.resolve(fh).map_err(|s| (s, None))?;
         let post = self.fattr(&obj.st);
         if !is_lnk(&obj.st) {
-            return Err((Nfsstat3::INVAL, Some(post)));
+            return Err((FsError::Inval, Some(post)));
         }
         let target =
             sys::readlinkat(obj.fd.as_fd(), sys::EMPTY).map_err(|e| (errno(&e), Some(post)))?;
@@ -674,10 +675,10 @@ impl LocalFs {
     pub fn read<B: AsMut<[u8]>>(
         &self,
         caller: &Caller,
-        fh: &NfsFh3,
+        fh: &FileHandle,
         offset: u64,
         bufs: &mut [B],
-    ) -> Res<ReadOk, PostOpAttr> {
+    ) -> Res<ReadOk, Option<Attr>> {
         let want: usize = bufs.iter_mut().map(|b| b.as_mut().len()).sum();
         self.read_with(caller, fh, offset, want, |file| {
             self.modes.read(file, offset, bufs)
@@ -690,11 +691,11 @@ impl LocalFs {
     pub fn read_with(
         &self,
         caller: &Caller,
-        fh: &NfsFh3,
+        fh: &FileHandle,
         offset: u64,
         want: usize,
         reader: impl FnOnce(&OpenFile) -> io::Result<usize>,
-    ) -> Res<ReadOk, PostOpAttr> {
+    ) -> Res<ReadOk, Option<Attr>> {
         let (file, st) = self
             .open_file(fh, false)
             .map_err(|s| (s, self.attr_or_none(fh)))?;
@@ -719,7 +720,7 @@ impl LocalFs {
     pub fn read_nowait<B: AsMut<[u8]>>(
         &self,
         caller: &Caller,
-        fh: &NfsFh3,
+        fh: &FileHandle,
         offset: u64,
         bufs: &mut [B],
         try_cache: bool,
@@ -727,7 +728,7 @@ impl LocalFs {
         if self.read_mode() != IoMode::Buffered {
             return None;
         }
-        let file = self.files.get(&fh.0)?;
+        let file = self.files.get(fh.as_bytes())?;
         let st = sys::statx(file.as_fd(), sys::EMPTY).ok()?;
         if st.stx_nlink == 0 || !file.validated_at(ctime_stamp(&st)) {
             return None;
@@ -800,7 +801,7 @@ impl LocalFs {
         caller: &Caller,
         file: &OpenFile,
         st: &libc::statx,
-    ) -> Result<(), (Nfsstat3, PostOpAttr)> {
+    ) -> Result<(), (FsError, Option<Attr>)> {
         if st.stx_uid == caller.cred.uid {
             return Ok(());
         }
@@ -816,13 +817,13 @@ impl LocalFs {
     pub fn write(
         &self,
         caller: &Caller,
-        fh: &NfsFh3,
+        fh: &FileHandle,
         offset: u64,
         data: &[Bytes],
         stable: StableHow,
-    ) -> Res<WriteOk, WccData> {
+    ) -> Res<WriteOk, Wcc> {
         if caller.read_only {
-            return Err((Nfsstat3::ROFS, self.wcc_or_default(fh)));
+            return Err((FsError::RoFs, self.wcc_or_default(fh)));
         }
         let (file, st) = self
             .open_file(fh, true)
@@ -834,7 +835,7 @@ impl LocalFs {
             .checked_add(total)
             .is_none_or(|end| end > i64::MAX as u64)
         {
-            return Err(fail(Nfsstat3::FBIG));
+            return Err(fail(FsError::FBig));
         }
         let count = {
             let _as = self.act_as(caller).map_err(fail)?;
@@ -850,10 +851,7 @@ impl LocalFs {
         Ok(WriteOk {
             count,
             committed: stable,
-            wcc: WccData {
-                before: Some(pre),
-                after: post.map(|p| self.fattr(&p)),
-            },
+            wcc: Wcc::new(Some(pre), post.map(|p| self.fattr(&p))),
         })
     }
 
@@ -869,15 +867,15 @@ impl LocalFs {
     pub fn create(
         &self,
         caller: &Caller,
-        dir: &NfsFh3,
+        dir: &FileHandle,
         name: &[u8],
         how: CreateHow,
-    ) -> Res<CreateOk, WccData> {
+    ) -> Res<CreateOk, Wcc> {
         let (d, pre) = self.modify_dir(caller, dir)?;
         let fail = |s| (s, self.wcc_after(Some(pre), d.fd.as_fd()));
         let name = Name::parse(name).map_err(fail)?;
         if name.is_dot_or_dotdot() {
-            return Err(fail(Nfsstat3::EXIST));
+            return Err(fail(FsError::Exist));
         }
         let (mode, sattr) = match how {
             CreateHow::Unchecked(s) | CreateHow::Guarded(s) => (s.mode.unwrap_or(0), Some(s)),
@@ -906,10 +904,10 @@ impl LocalFs {
                         && obj.st.stx_mtime.tv_sec == m
                         && obj.st.stx_atime.tv_sec == a;
                     if !same {
-                        return Err(fail(Nfsstat3::EXIST));
+                        return Err(fail(FsError::Exist));
                     }
                 }
-                (_, true) if !is_reg(&obj.st) => return Err(fail(Nfsstat3::EXIST)),
+                (_, true) if !is_reg(&obj.st) => return Err(fail(FsError::Exist)),
                 _ => {}
             }
             (obj, exists)
@@ -922,9 +920,9 @@ impl LocalFs {
             s.mode = None;
             if exists {
                 // UNCHECKED over an existing file: only the size applies (as knfsd).
-                s = Sattr3 {
+                s = SetAttr {
                     size: s.size,
-                    ..Sattr3::default()
+                    ..SetAttr::default()
                 };
             }
             let file = match s.size {
@@ -947,10 +945,10 @@ impl LocalFs {
     pub fn mkdir(
         &self,
         caller: &Caller,
-        dir: &NfsFh3,
+        dir: &FileHandle,
         name: &[u8],
-        sattr: &Sattr3,
-    ) -> Res<CreateOk, WccData> {
+        sattr: &SetAttr,
+    ) -> Res<CreateOk, Wcc> {
         self.make(caller, dir, name, sattr, |dirfd, name| {
             sys::mkdirat(dirfd, name, sattr.mode.unwrap_or(0) & 0o7777)
         })
@@ -961,18 +959,18 @@ impl LocalFs {
     pub fn symlink(
         &self,
         caller: &Caller,
-        dir: &NfsFh3,
+        dir: &FileHandle,
         name: &[u8],
         target: &[u8],
-        sattr: &Sattr3,
-    ) -> Res<CreateOk, WccData> {
+        sattr: &SetAttr,
+    ) -> Res<CreateOk, Wcc> {
         let target_c = match CString::new(target) {
-            _ if target.len() > SYMLINK_TARGET_MAX => Err(Nfsstat3::NAMETOOLONG),
+            _ if target.len() > SYMLINK_TARGET_MAX => Err(FsError::NameTooLong),
             Ok(c) => Ok(c),
-            Err(_) => Err(Nfsstat3::INVAL),
+            Err(_) => Err(FsError::Inval),
         };
         // A symlink's mode is meaningless on Linux (always 0777).
-        let sattr = Sattr3 {
+        let sattr = SetAttr {
             mode: None,
             size: None,
             ..*sattr
@@ -988,20 +986,20 @@ impl LocalFs {
     pub fn mknod(
         &self,
         caller: &Caller,
-        dir: &NfsFh3,
+        dir: &FileHandle,
         name: &[u8],
-        ftype: Ftype3,
-        sattr: &Sattr3,
-        rdev: Specdata3,
-    ) -> Res<CreateOk, WccData> {
+        ftype: FileType,
+        sattr: &SetAttr,
+        rdev: DeviceId,
+    ) -> Res<CreateOk, Wcc> {
         let (kind, dev) = match ftype {
-            Ftype3::CHR => (libc::S_IFCHR, sys::makedev(rdev.major, rdev.minor)),
-            Ftype3::BLK => (libc::S_IFBLK, sys::makedev(rdev.major, rdev.minor)),
-            Ftype3::SOCK => (libc::S_IFSOCK, 0),
-            Ftype3::FIFO => (libc::S_IFIFO, 0),
+            FileType::CharDevice => (libc::S_IFCHR, sys::makedev(rdev.major, rdev.minor)),
+            FileType::BlockDevice => (libc::S_IFBLK, sys::makedev(rdev.major, rdev.minor)),
+            FileType::Socket => (libc::S_IFSOCK, 0),
+            FileType::Fifo => (libc::S_IFIFO, 0),
             _ => {
                 let wcc = self.wcc_or_default(dir);
-                return Err((Nfsstat3::BADTYPE, wcc));
+                return Err((FsError::BadType, wcc));
             }
         };
         let mode = kind | (sattr.mode.unwrap_or(0) & 0o7777);
@@ -1011,12 +1009,12 @@ impl LocalFs {
     }
 
     /// REMOVE (§3.3.12) of a non-directory. Closes cached descriptors of the removed file.
-    pub fn remove(&self, caller: &Caller, dir: &NfsFh3, name: &[u8]) -> Res<WccData, WccData> {
+    pub fn remove(&self, caller: &Caller, dir: &FileHandle, name: &[u8]) -> Res<Wcc, Wcc> {
         self.unlink(caller, dir, name, 0)
     }
 
     /// RMDIR (§3.3.13).
-    pub fn rmdir(&self, caller: &Caller, dir: &NfsFh3, name: &[u8]) -> Res<WccData, WccData> {
+    pub fn rmdir(&self, caller: &Caller, dir: &FileHandle, name: &[u8]) -> Res<Wcc, Wcc> {
         self.unlink(caller, dir, name, libc::AT_REMOVEDIR)
     }
 
@@ -1025,13 +1023,13 @@ impl LocalFs {
     pub fn rename(
         &self,
         caller: &Caller,
-        from_dir: &NfsFh3,
+        from_dir: &FileHandle,
         from_name: &[u8],
-        to_dir: &NfsFh3,
+        to_dir: &FileHandle,
         to_name: &[u8],
     ) -> Res<RenameWcc, RenameWcc> {
-        if handle::export_id_of(to_dir).is_some_and(|e| e != self.export_id()) {
-            return Err((Nfsstat3::XDEV, RenameWcc::default()));
+        if handle::export_id_of(to_dir.as_bytes()).is_some_and(|e| e != self.export_id()) {
+            return Err((FsError::Xdev, RenameWcc::default()));
         }
         let (fd_, fpre) = self.modify_dir(caller, from_dir).map_err(|(s, w)| {
             (
@@ -1059,7 +1057,7 @@ impl LocalFs {
         let from = Name::parse(from_name).map_err(fail)?;
         let to = Name::parse(to_name).map_err(fail)?;
         if from.is_dot_or_dotdot() || to.is_dot_or_dotdot() {
-            return Err(fail(Nfsstat3::INVAL));
+            return Err(fail(FsError::Inval));
         }
         {
             let _as = self.act_as(caller).map_err(fail)?;
@@ -1080,12 +1078,12 @@ impl LocalFs {
     pub fn link(
         &self,
         caller: &Caller,
-        fh: &NfsFh3,
-        dir: &NfsFh3,
+        fh: &FileHandle,
+        dir: &FileHandle,
         name: &[u8],
     ) -> Res<LinkRes, LinkRes> {
-        if handle::export_id_of(dir).is_some_and(|e| e != self.export_id()) {
-            return Err((Nfsstat3::XDEV, LinkRes::default()));
+        if handle::export_id_of(dir.as_bytes()).is_some_and(|e| e != self.export_id()) {
+            return Err((FsError::Xdev, LinkRes::default()));
         }
         let obj = self.resolve(fh).map_err(|s| (s, LinkRes::default()))?;
         let (d, pre) = self.modify_dir(caller, dir).map_err(|(s, w)| {
@@ -1104,11 +1102,11 @@ impl LocalFs {
         let fail = |s| (s, res());
         let name = Name::parse(name).map_err(fail)?;
         if name.is_dot_or_dotdot() {
-            return Err(fail(Nfsstat3::EXIST));
+            return Err(fail(FsError::Exist));
         }
         if is_dir(&obj.st) {
             // Hard links to directories do not exist on Linux (EPERM); RFC 1813 suggests ISDIR.
-            return Err(fail(Nfsstat3::ISDIR));
+            return Err(fail(FsError::IsDir));
         }
         {
             let _as = self.act_as(caller).map_err(fail)?;
@@ -1128,15 +1126,15 @@ impl LocalFs {
     pub fn readdir(
         &self,
         caller: &Caller,
-        dir: &NfsFh3,
+        dir: &FileHandle,
         cookie: u64,
         cookieverf: [u8; 8],
         plus: bool,
         visit: &mut dyn FnMut(DirEntry<'_>) -> bool,
-    ) -> Res<ReaddirOk, PostOpAttr> {
-        let decoded = self.key.decode(&dir.0).map_err(|s| (s, None))?;
+    ) -> Res<ReaddirOk, Option<Attr>> {
+        let decoded = self.key.decode(dir.as_bytes()).map_err(|s| (s, None))?;
         if decoded.kind != Kind::Dir {
-            return Err((Nfsstat3::NOTDIR, self.attr_or_none(dir)));
+            return Err((FsError::NotDir, self.attr_or_none(dir)));
         }
         let d = self
             .open_checked(&decoded, libc::O_RDONLY | libc::O_DIRECTORY)
@@ -1144,7 +1142,7 @@ impl LocalFs {
         let fail = |s| (s, self.post_op(d.fd.as_fd()));
         let verf = self.key.digest8(&d.kh);
         if cookie != 0 && cookieverf != [0; 8] && cookieverf != verf {
-            return Err(fail(Nfsstat3::BAD_COOKIE));
+            return Err(fail(FsError::BadCookie));
         }
         let at_root = dev_ino(&d.st) == self.root_id;
         let eof = {
@@ -1154,7 +1152,7 @@ impl LocalFs {
             if cookie != 0 {
                 // Only a cookie no directory offset can have is refused here (the file system
                 // resumes after any other value).
-                sys::lseek_set(d.fd.as_fd(), cookie).map_err(|_| fail(Nfsstat3::BAD_COOKIE))?;
+                sys::lseek_set(d.fd.as_fd(), cookie).map_err(|_| fail(FsError::BadCookie))?;
             }
             let mut buf = vec![0u8; DIRENT_BUF_BYTES];
             'outer: loop {
@@ -1179,7 +1177,7 @@ impl LocalFs {
 
     /// FSSTAT (§3.3.18) from `fstatfs`. `afiles` is the free inode count (Linux has no separate
     /// count for unprivileged users, knfsd sends the same).
-    pub fn fsstat(&self, fh: &NfsFh3) -> Res<FsStat, PostOpAttr> {
+    pub fn fsstat(&self, fh: &FileHandle) -> Res<FsStat, Option<Attr>> {
         let obj = self.resolve(fh).map_err(|s| (s, None))?;
         let post = Some(self.fattr(&obj.st));
         let s = sys::fstatfs(obj.fd.as_fd()).map_err(|e| (errno(&e), post))?;
@@ -1201,7 +1199,7 @@ impl LocalFs {
     }
 
     /// FSINFO (§3.3.19).
-    pub fn fsinfo(&self, fh: &NfsFh3) -> Res<FsInfo, PostOpAttr> {
+    pub fn fsinfo(&self, fh: &FileHandle) -> Res<FsInfo, Option<Attr>> {
         let obj = self.resolve(fh).map_err(|s| (s, None))?;
         let c = &self.config;
         // The page size: a multiple keeps client I/O page-aligned.
@@ -1216,17 +1214,20 @@ impl LocalFs {
             dtpref: c.readdir_bytes_pref,
             // Linux's MAX_LFS_FILESIZE; a file system with a smaller limit answers EFBIG.
             maxfilesize: i64::MAX as u64,
-            time_delta: Nfstime3 {
+            time_delta: Time {
                 seconds: 0,
                 nseconds: 1,
             },
-            properties: fsf3::LINK | fsf3::SYMLINK | fsf3::HOMOGENEOUS | fsf3::CANSETTIME,
+            properties: fsprops::LINK
+                | fsprops::SYMLINK
+                | fsprops::HOMOGENEOUS
+                | fsprops::CANSETTIME,
             attr: Some(self.fattr(&obj.st)),
         })
     }
 
     /// PATHCONF (§3.3.20).
-    pub fn pathconf(&self, fh: &NfsFh3) -> Res<PathConf, PostOpAttr> {
+    pub fn pathconf(&self, fh: &FileHandle) -> Res<PathConf, Option<Attr>> {
         let obj = self.resolve(fh).map_err(|s| (s, None))?;
         let post = Some(self.fattr(&obj.st));
         let name_max = sys::fstatfs(obj.fd.as_fd())
@@ -1251,12 +1252,12 @@ impl LocalFs {
     pub fn commit(
         &self,
         caller: &Caller,
-        fh: &NfsFh3,
+        fh: &FileHandle,
         offset: u64,
         count: u32,
-    ) -> Res<WccData, WccData> {
+    ) -> Res<Wcc, Wcc> {
         if caller.read_only {
-            return Err((Nfsstat3::ROFS, self.wcc_or_default(fh)));
+            return Err((FsError::RoFs, self.wcc_or_default(fh)));
         }
         let (file, st) = self
             .open_file(fh, false)
@@ -1276,19 +1277,19 @@ impl LocalFs {
 
     /// Verifies a handle and opens its object `O_PATH`, checking that it still exists and is
     /// inside the export.
-    fn resolve(&self, fh: &NfsFh3) -> Result<Obj, Nfsstat3> {
-        let d = self.key.decode(&fh.0)?;
+    fn resolve(&self, fh: &FileHandle) -> Result<Obj, FsError> {
+        let d = self.key.decode(fh.as_bytes())?;
         self.open_checked(&d, libc::O_PATH)
     }
 
-    fn open_checked(&self, d: &Decoded, flags: libc::c_int) -> Result<Obj, Nfsstat3> {
+    fn open_checked(&self, d: &Decoded, flags: libc::c_int) -> Result<Obj, FsError> {
         let fd = self
             .open_kernel(&d.object, flags)
             .map_err(|e| stale_errno(&e))?;
         let st = sys::statx(fd.as_fd(), sys::EMPTY).map_err(|e| errno(&e))?;
         // An unlinked object still open somewhere (even in our own cache) has no names left.
         if st.stx_nlink == 0 || is_dir(&st) != (d.kind == Kind::Dir) {
-            return Err(Nfsstat3::STALE);
+            return Err(FsError::Stale);
         }
         self.confine(fd.as_fd(), &st, d)?;
         Ok(Obj {
@@ -1314,19 +1315,19 @@ impl LocalFs {
     }
 
     /// Is the object behind `fd` inside the export?
-    fn confine(&self, fd: BorrowedFd<'_>, st: &libc::statx, d: &Decoded) -> Result<(), Nfsstat3> {
+    fn confine(&self, fd: BorrowedFd<'_>, st: &libc::statx, d: &Decoded) -> Result<(), FsError> {
         if self.whole_fs || dev_ino(st) == self.root_id {
             return Ok(());
         }
         match self.place_of(fd, st) {
             Place::Inside => Ok(()),
-            Place::Outside | Place::Unknown if is_dir(st) => Err(Nfsstat3::STALE),
+            Place::Outside | Place::Unknown if is_dir(st) => Err(FsError::Stale),
             Place::Outside | Place::Unknown => {
                 // A non-directory the kernel reports disconnected, or under a name outside the
                 // export (it may have another hard link inside): look for it in the directory
                 // it was found in.
                 let Some(parent) = d.parent else {
-                    return Err(Nfsstat3::STALE);
+                    return Err(FsError::Stale);
                 };
                 let pd = Decoded {
                     kind: Kind::Dir,
@@ -1337,7 +1338,7 @@ impl LocalFs {
                 if dir_holds(p.fd.as_fd(), dev_ino(st)) {
                     Ok(())
                 } else {
-                    Err(Nfsstat3::STALE)
+                    Err(FsError::Stale)
                 }
             }
         }
@@ -1368,12 +1369,12 @@ impl LocalFs {
         fd: BorrowedFd<'_>,
         st: &libc::statx,
         parent: Option<&KernelHandle>,
-    ) -> Result<NfsFh3, Nfsstat3> {
+    ) -> Result<FileHandle, FsError> {
         if dev_ino(st) == self.root_id {
             return Ok(self.root_fh.clone());
         }
         if st.stx_mnt_id != self.root_mnt_id {
-            return Err(Nfsstat3::ACCES);
+            return Err(FsError::Acces);
         }
         let (kh, _) = sys::name_to_handle_at(fd, sys::EMPTY, libc::AT_EMPTY_PATH).map_err(|e| {
             if e.raw_os_error() == Some(libc::EOVERFLOW) {
@@ -1381,33 +1382,33 @@ impl LocalFs {
                     "kernel file handle larger than {} bytes",
                     sys::KERNEL_HANDLE_MAX
                 );
-                Nfsstat3::SERVERFAULT
+                FsError::ServerFault
             } else {
                 errno(&e)
             }
         })?;
         self.key
             .encode(is_dir(st), &kh, parent.filter(|_| !is_dir(st)))
-            .ok_or(Nfsstat3::SERVERFAULT)
+            .ok_or(FsError::ServerFault)
     }
 
     /// The cached descriptor for a regular file and its current attributes, opening (or
     /// upgrading to read-write) on a miss.
     fn open_file(
         &self,
-        fh: &NfsFh3,
+        fh: &FileHandle,
         write: bool,
-    ) -> Result<(Arc<OpenFile>, libc::statx), Nfsstat3> {
+    ) -> Result<(Arc<OpenFile>, libc::statx), FsError> {
         if let Some(hit) = self.cached_file(fh, write)? {
             return Ok(hit);
         }
-        let d = self.key.decode(&fh.0)?;
+        let d = self.key.decode(fh.as_bytes())?;
         let obj = self.open_checked(&d, libc::O_PATH)?;
         if is_dir(&obj.st) {
-            return Err(Nfsstat3::ISDIR);
+            return Err(FsError::IsDir);
         }
         if !is_reg(&obj.st) {
-            return Err(Nfsstat3::INVAL);
+            return Err(FsError::Inval);
         }
         // The handle was just found valid, so errors here are about opening: EROFS, EPERM
         // (immutable, append-only), ETXTBSY.
@@ -1427,7 +1428,7 @@ impl LocalFs {
                 file = file.with_direct(direct);
             }
         }
-        Ok((self.files.insert(&fh.0, file), obj.st))
+        Ok((self.files.insert(fh.as_bytes(), file), obj.st))
     }
 
     /// The `O_DIRECT` twin of a file being opened for the cache, or `None` when the export is to
@@ -1472,10 +1473,10 @@ impl LocalFs {
     /// export (a rename, a link, a change by another process) is checked again.
     fn cached_file(
         &self,
-        fh: &NfsFh3,
+        fh: &FileHandle,
         write: bool,
-    ) -> Result<Option<(Arc<OpenFile>, libc::statx)>, Nfsstat3> {
-        let Some(file) = self.files.get(&fh.0) else {
+    ) -> Result<Option<(Arc<OpenFile>, libc::statx)>, FsError> {
+        let Some(file) = self.files.get(fh.as_bytes()) else {
             return Ok(None);
         };
         if write && !file.writable() {
@@ -1483,13 +1484,13 @@ impl LocalFs {
         }
         let st = sys::statx(file.as_fd(), sys::EMPTY).map_err(|e| errno(&e))?;
         if st.stx_nlink == 0 {
-            self.files.remove(&fh.0[..]);
-            return Err(Nfsstat3::STALE);
+            self.files.remove(fh.as_bytes());
+            return Err(FsError::Stale);
         }
         let stamp = ctime_stamp(&st);
         if !file.validated_at(stamp) {
             if let Err(s) = self.resolve(fh) {
-                self.files.remove(&fh.0[..]);
+                self.files.remove(fh.as_bytes());
                 return Err(s);
             }
             file.set_validated(stamp);
@@ -1499,28 +1500,28 @@ impl LocalFs {
 
     // --- Shared pieces of the procedures -------------------------------------------------------
 
-    fn act_as(&self, caller: &Caller) -> Result<CredGuard, Nfsstat3> {
+    fn act_as(&self, caller: &Caller) -> Result<CredGuard, FsError> {
         CredGuard::switch(&caller.cred).map_err(|e| {
             tracing::error!(error = %e, uid = caller.cred.uid, "cannot switch credentials");
-            Nfsstat3::SERVERFAULT
+            FsError::ServerFault
         })
     }
 
     /// Resolves a directory about to be modified: its object and pre-op attributes.
-    fn modify_dir(&self, caller: &Caller, dir: &NfsFh3) -> Res<(Obj, WccAttr), WccData> {
-        let d = self.resolve(dir).map_err(|s| (s, WccData::default()))?;
+    fn modify_dir(&self, caller: &Caller, dir: &FileHandle) -> Res<(Obj, WccAttr), Wcc> {
+        let d = self.resolve(dir).map_err(|s| (s, Wcc::default()))?;
         let pre = attr::wcc(&d.st);
         if !is_dir(&d.st) {
-            return Err((Nfsstat3::NOTDIR, self.wcc_after(Some(pre), d.fd.as_fd())));
+            return Err((FsError::NotDir, self.wcc_after(Some(pre), d.fd.as_fd())));
         }
         if caller.read_only {
-            return Err((Nfsstat3::ROFS, self.wcc_after(Some(pre), d.fd.as_fd())));
+            return Err((FsError::RoFs, self.wcc_after(Some(pre), d.fd.as_fd())));
         }
         Ok((d, pre))
     }
 
     /// Opens `dir/name` `O_PATH` without following a symlink (call with credentials switched).
-    fn child(&self, dir: &Obj, name: &Name) -> Result<Found, Nfsstat3> {
+    fn child(&self, dir: &Obj, name: &Name) -> Result<Found, FsError> {
         let flags = libc::O_PATH | libc::O_NOFOLLOW;
         let fd = sys::openat(dir.fd.as_fd(), name.c(), flags, 0).map_err(|e| errno(&e))?;
         let st = sys::statx(fd.as_fd(), sys::EMPTY).map_err(|e| errno(&e))?;
@@ -1532,22 +1533,22 @@ impl LocalFs {
     fn make(
         &self,
         caller: &Caller,
-        dir: &NfsFh3,
+        dir: &FileHandle,
         name: &[u8],
-        sattr: &Sattr3,
+        sattr: &SetAttr,
         make: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<()>,
-    ) -> Res<CreateOk, WccData> {
+    ) -> Res<CreateOk, Wcc> {
         let (d, pre) = self.modify_dir(caller, dir)?;
         let fail = |s| (s, self.wcc_after(Some(pre), d.fd.as_fd()));
         let name = Name::parse(name).map_err(fail)?;
         if name.is_dot_or_dotdot() {
-            return Err(fail(Nfsstat3::EXIST));
+            return Err(fail(FsError::Exist));
         }
         let obj = {
             let _as = self.act_as(caller).map_err(fail)?;
             make(d.fd.as_fd(), name.c()).map_err(|e| fail(errno(&e)))?;
             let obj = self.child(&d, &name).map_err(fail)?;
-            let rest = Sattr3 {
+            let rest = SetAttr {
                 mode: None,
                 size: None,
                 ..*sattr
@@ -1571,15 +1572,15 @@ impl LocalFs {
     fn unlink(
         &self,
         caller: &Caller,
-        dir: &NfsFh3,
+        dir: &FileHandle,
         name: &[u8],
         flags: libc::c_int,
-    ) -> Res<WccData, WccData> {
+    ) -> Res<Wcc, Wcc> {
         let (d, pre) = self.modify_dir(caller, dir)?;
         let fail = |s| (s, self.wcc_after(Some(pre), d.fd.as_fd()));
         let name = Name::parse(name).map_err(fail)?;
         if name.is_dot_or_dotdot() {
-            return Err(fail(Nfsstat3::ACCES));
+            return Err(fail(FsError::Acces));
         }
         {
             let _as = self.act_as(caller).map_err(fail)?;
@@ -1600,11 +1601,11 @@ impl LocalFs {
         fd: BorrowedFd<'_>,
         st: &libc::statx,
         file: Option<&OpenFile>,
-        s: &Sattr3,
+        s: &SetAttr,
         cred: &Cred,
-    ) -> Result<(), Nfsstat3> {
+    ) -> Result<(), FsError> {
         if let Some(size) = s.size {
-            let file = file.ok_or(Nfsstat3::INVAL)?;
+            let file = file.ok_or(FsError::Inval)?;
             may_write(file.as_fd(), st, cred)?;
             sys::ftruncate(file.as_fd(), size).map_err(|e| errno(&e))?;
         }
@@ -1630,7 +1631,7 @@ impl LocalFs {
     fn dir_entry<'a>(
         &self,
         d: &Obj,
-        dir_fh: &NfsFh3,
+        dir_fh: &FileHandle,
         at_root: bool,
         ent: &Dirent<'a>,
         plus: bool,
@@ -1673,31 +1674,25 @@ impl LocalFs {
         e
     }
 
-    fn fattr(&self, st: &libc::statx) -> Fattr3 {
+    fn fattr(&self, st: &libc::statx) -> Attr {
         attr::fattr(st, self.fsid)
     }
 
-    fn post_op(&self, fd: BorrowedFd<'_>) -> PostOpAttr {
+    fn post_op(&self, fd: BorrowedFd<'_>) -> Option<Attr> {
         sys::statx(fd, sys::EMPTY).ok().map(|st| self.fattr(&st))
     }
 
-    fn wcc_after(&self, before: Option<WccAttr>, fd: BorrowedFd<'_>) -> WccData {
-        WccData {
-            before,
-            after: self.post_op(fd),
-        }
+    fn wcc_after(&self, before: Option<WccAttr>, fd: BorrowedFd<'_>) -> Wcc {
+        Wcc::new(before, self.post_op(fd))
     }
 
     /// Attributes for a failure reply, if the handle still resolves.
-    fn attr_or_none(&self, fh: &NfsFh3) -> PostOpAttr {
+    fn attr_or_none(&self, fh: &FileHandle) -> Option<Attr> {
         self.resolve(fh).ok().map(|o| self.fattr(&o.st))
     }
 
-    fn wcc_or_default(&self, fh: &NfsFh3) -> WccData {
-        WccData {
-            before: None,
-            after: self.attr_or_none(fh),
-        }
+    fn wcc_or_default(&self, fh: &FileHandle) -> Wcc {
+        Wcc::after(self.attr_or_none(fh))
     }
 }
 
@@ -1718,12 +1713,12 @@ struct Name {
 }
 
 impl Name {
-    fn parse(raw: &[u8]) -> Result<Name, Nfsstat3> {
+    fn parse(raw: &[u8]) -> Result<Name, FsError> {
         if raw.is_empty() || raw.contains(&b'/') || raw.contains(&0) {
-            return Err(Nfsstat3::ACCES);
+            return Err(FsError::Acces);
         }
         if raw.len() > NAME_MAX {
-            return Err(Nfsstat3::NAMETOOLONG);
+            return Err(FsError::NameTooLong);
         }
         let mut buf = [0u8; NAME_MAX + 1];
         buf[..raw.len()].copy_from_slice(raw);
@@ -1815,7 +1810,7 @@ fn dir_holds(dir: BorrowedFd<'_>, target: (u64, u64)) -> bool {
 }
 
 /// Read permission for READ: read, or execute on a regular file, or ownership.
-fn may_read(fd: BorrowedFd<'_>, st: &libc::statx, cred: &Cred) -> Result<(), Nfsstat3> {
+fn may_read(fd: BorrowedFd<'_>, st: &libc::statx, cred: &Cred) -> Result<(), FsError> {
     if st.stx_uid == cred.uid {
         return Ok(());
     }
@@ -1827,7 +1822,7 @@ fn may_read(fd: BorrowedFd<'_>, st: &libc::statx, cred: &Cred) -> Result<(), Nfs
 }
 
 /// Write permission for WRITE, COMMIT and truncation: write, or ownership.
-fn may_write(fd: BorrowedFd<'_>, st: &libc::statx, cred: &Cred) -> Result<(), Nfsstat3> {
+fn may_write(fd: BorrowedFd<'_>, st: &libc::statx, cred: &Cred) -> Result<(), FsError> {
     if st.stx_uid == cred.uid {
         return Ok(());
     }
@@ -1885,19 +1880,19 @@ fn timespec(t: SetTime) -> sys::TimeSpec {
     match t {
         SetTime::DontChange => None,
         SetTime::ServerTime => Some(None),
-        SetTime::ClientTime(t) => Some(Some((i64::from(t.seconds), t.nseconds))),
+        SetTime::ClientTime(t) => Some(Some((t.seconds, t.nseconds))),
     }
 }
 
-fn errno(e: &io::Error) -> Nfsstat3 {
-    Nfsstat3::from_errno(e.raw_os_error().unwrap_or(libc::EIO))
+fn errno(e: &io::Error) -> FsError {
+    FsError::from_io(e)
 }
 
 /// EBUSY from unlink/rmdir/rename means a mount point or the like: not worth a retry
 /// (JUKEBOX), refused.
-fn errno_busy_is_acces(e: &io::Error) -> Nfsstat3 {
+fn errno_busy_is_acces(e: &io::Error) -> FsError {
     match e.raw_os_error() {
-        Some(libc::EBUSY) => Nfsstat3::ACCES,
+        Some(libc::EBUSY) => FsError::Acces,
         _ => errno(e),
     }
 }
@@ -1906,21 +1901,21 @@ fn errno_busy_is_acces(e: &io::Error) -> Nfsstat3 {
 /// into a live object (ESTALE, ENOENT, EINVAL, and on some paths EIO or EUCLEAN for an inode
 /// freed and reused under us) means the handle is stale. Only a lack of resources is worth a
 /// retry, and EPERM means the server lacks CAP_DAC_READ_SEARCH: a server fault, not the client's.
-fn stale_errno(e: &io::Error) -> Nfsstat3 {
+fn stale_errno(e: &io::Error) -> FsError {
     match e.raw_os_error() {
-        Some(libc::ENOMEM | libc::EMFILE | libc::ENFILE | libc::EAGAIN) => Nfsstat3::JUKEBOX,
+        Some(libc::ENOMEM | libc::EMFILE | libc::ENFILE | libc::EAGAIN) => FsError::Delay,
         Some(libc::EPERM) => {
             tracing::error!("open_by_handle_at: EPERM; the server needs CAP_DAC_READ_SEARCH");
-            Nfsstat3::SERVERFAULT
+            FsError::ServerFault
         }
-        _ => Nfsstat3::STALE,
+        _ => FsError::Stale,
     }
 }
 
 /// Carries an NFS status through an `io::Result` closure.
-fn status_error(s: Nfsstat3) -> io::Error {
+fn status_error(s: FsError) -> io::Error {
     let errno = match s {
-        Nfsstat3::NAMETOOLONG => libc::ENAMETOOLONG,
+        FsError::NameTooLong => libc::ENAMETOOLONG,
         _ => libc::EINVAL,
     };
     io::Error::from_raw_os_error(errno)
@@ -1975,10 +1970,10 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(Name::parse(b"").err(), Some(Nfsstat3::ACCES));
-        assert_eq!(Name::parse(b"a/b").err(), Some(Nfsstat3::ACCES));
-        assert_eq!(Name::parse(b"a\0b").err(), Some(Nfsstat3::ACCES));
-        assert_eq!(Name::parse(&[b'x'; 256]).err(), Some(Nfsstat3::NAMETOOLONG));
+        assert_eq!(Name::parse(b"").err(), Some(FsError::Acces));
+        assert_eq!(Name::parse(b"a/b").err(), Some(FsError::Acces));
+        assert_eq!(Name::parse(b"a\0b").err(), Some(FsError::Acces));
+        assert_eq!(Name::parse(&[b'x'; 256]).err(), Some(FsError::NameTooLong));
         let n = Name::parse(&[b'x'; 255]).unwrap();
         assert_eq!(n.c().to_bytes().len(), 255);
         assert!(Name::parse(b"..").unwrap().is_dotdot());

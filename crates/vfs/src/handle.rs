@@ -52,10 +52,10 @@
 //! then every object of the mount is inside and no check is made.
 
 use super::sys::{KernelHandle, KERNEL_HANDLE_MAX};
+use crate::types::{FileHandle, FsError, FILE_HANDLE_BYTES_MAX as FHSIZE};
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
-use sluice_xdr::nfs3::{NfsFh3, Nfsstat3, FHSIZE};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
@@ -90,8 +90,8 @@ impl ExportId {
 
 /// The export id of a handle, for routing a request to the export that issued it. `None` for a
 /// handle too short or of an unknown version (answer NFS3ERR_BADHANDLE).
-pub fn export_id_of(fh: &NfsFh3) -> Option<ExportId> {
-    let b = &fh.0;
+pub fn export_id_of(fh: &[u8]) -> Option<ExportId> {
+    let b = fh;
     if b.len() < HEADER_BYTES + MAC_BYTES || b[0] != HANDLE_VERSION {
         return None;
     }
@@ -145,7 +145,7 @@ impl HandleKey {
         dir: bool,
         object: &KernelHandle,
         parent: Option<&KernelHandle>,
-    ) -> Option<NfsFh3> {
+    ) -> Option<FileHandle> {
         let ktype = u8::try_from(object.ty).ok()?;
         let obj = object.as_bytes();
         let parent = parent.filter(|p| {
@@ -171,45 +171,45 @@ impl HandleKey {
         let tag = self.tag(&b);
         b.extend_from_slice(&tag[..MAC_BYTES]);
         debug_assert!(b.len() <= FHSIZE);
-        Some(NfsFh3(Bytes::from(b)))
+        FileHandle::new(Bytes::from(b)).ok()
     }
 
     /// Checks a handle's envelope and MAC. Malformed or forged: BADHANDLE; issued by another
     /// export: STALE.
-    pub fn decode(&self, fh: &[u8]) -> Result<Decoded, Nfsstat3> {
+    pub fn decode(&self, fh: &[u8]) -> Result<Decoded, FsError> {
         if fh.len() < HEADER_BYTES + MAC_BYTES || fh.len() > FHSIZE || fh[0] != HANDLE_VERSION {
-            return Err(Nfsstat3::BADHANDLE);
+            return Err(FsError::BadHandle);
         }
         let export = ExportId(u32::from_be_bytes(fh[1..5].try_into().expect("4 bytes")));
         if export != self.export {
-            return Err(Nfsstat3::STALE);
+            return Err(FsError::Stale);
         }
         let (body, mac) = fh.split_at(fh.len() - MAC_BYTES);
         let mut m = self.mac.clone();
         m.update(body);
         // Constant-time comparison of the truncated tag.
         m.verify_truncated_left(mac)
-            .map_err(|_| Nfsstat3::BADHANDLE)?;
+            .map_err(|_| FsError::BadHandle)?;
         let kind = match body[5] {
             0 => Kind::Dir,
             1 => Kind::Other,
             2 => Kind::OtherWithParent,
-            _ => return Err(Nfsstat3::BADHANDLE),
+            _ => return Err(FsError::BadHandle),
         };
         let ktype = i32::from(body[6]);
         let n = body[7] as usize;
         let rest = &body[HEADER_BYTES..];
         if n == 0 || n > rest.len() {
-            return Err(Nfsstat3::BADHANDLE);
+            return Err(FsError::BadHandle);
         }
-        let object = KernelHandle::new(ktype, &rest[..n]).ok_or(Nfsstat3::BADHANDLE)?;
+        let object = KernelHandle::new(ktype, &rest[..n]).ok_or(FsError::BadHandle)?;
         let tail = &rest[n..];
         let parent = match kind {
             Kind::OtherWithParent if tail.len() >= 2 => {
-                Some(KernelHandle::new(i32::from(tail[0]), &tail[1..]).ok_or(Nfsstat3::BADHANDLE)?)
+                Some(KernelHandle::new(i32::from(tail[0]), &tail[1..]).ok_or(FsError::BadHandle)?)
             }
             Kind::Dir | Kind::Other if tail.is_empty() => None,
-            _ => return Err(Nfsstat3::BADHANDLE),
+            _ => return Err(FsError::BadHandle),
         };
         Ok(Decoded {
             kind,
@@ -309,14 +309,14 @@ mod tests {
         let obj = KernelHandle::new(1, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
         let par = KernelHandle::new(1, &[9; 8]).unwrap();
         let fh = k.encode(false, &obj, Some(&par)).unwrap();
-        assert!(fh.0.len() <= FHSIZE);
-        assert_eq!(export_id_of(&fh), Some(ExportId(5)));
-        let d = k.decode(&fh.0).unwrap();
+        assert!(fh.len() <= FHSIZE);
+        assert_eq!(export_id_of(fh.as_bytes()), Some(ExportId(5)));
+        let d = k.decode(fh.as_bytes()).unwrap();
         assert_eq!(d.kind, Kind::OtherWithParent);
         assert_eq!(d.object, obj);
         assert_eq!(d.parent, Some(par));
         let d = k
-            .decode(&k.encode(true, &obj, Some(&par)).unwrap().0)
+            .decode(k.encode(true, &obj, Some(&par)).unwrap().as_bytes())
             .unwrap();
         assert_eq!((d.kind, d.parent), (Kind::Dir, None));
     }
@@ -327,32 +327,32 @@ mod tests {
         let obj = KernelHandle::new(0x81, &[1; 30]).unwrap();
         let par = KernelHandle::new(0x81, &[2; 30]).unwrap();
         let fh = k.encode(false, &obj, Some(&par)).unwrap();
-        assert_eq!(k.decode(&fh.0).unwrap().kind, Kind::Other);
+        assert_eq!(k.decode(fh.as_bytes()).unwrap().kind, Kind::Other);
         let big = KernelHandle::new(0x4d, &[3; KERNEL_HANDLE_MAX]).unwrap();
-        assert_eq!(k.encode(false, &big, None).unwrap().0.len(), FHSIZE);
+        assert_eq!(k.encode(false, &big, None).unwrap().len(), FHSIZE);
     }
 
     #[test]
     fn tampering_is_badhandle_and_other_exports_are_stale() {
         let k = key(5);
         let obj = KernelHandle::new(1, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
-        let fh = k.encode(false, &obj, None).unwrap().0.to_vec();
+        let fh = k.encode(false, &obj, None).unwrap().as_bytes().to_vec();
         for i in 0..fh.len() {
             let mut bad = fh.clone();
             bad[i] ^= 0x40;
             let want = if (1..5).contains(&i) {
-                Nfsstat3::STALE
+                FsError::Stale
             } else {
-                Nfsstat3::BADHANDLE
+                FsError::BadHandle
             };
             assert_eq!(k.decode(&bad).unwrap_err(), want, "byte {i}");
         }
-        assert_eq!(k.decode(&fh[..10]).unwrap_err(), Nfsstat3::BADHANDLE);
-        assert_eq!(k.decode(&[]).unwrap_err(), Nfsstat3::BADHANDLE);
+        assert_eq!(k.decode(&fh[..10]).unwrap_err(), FsError::BadHandle);
+        assert_eq!(k.decode(&[]).unwrap_err(), FsError::BadHandle);
         // Same export id, different secret: forged.
         let other = HandleKey::new(&[8; SECRET_BYTES], ExportId(5));
-        assert_eq!(other.decode(&fh).unwrap_err(), Nfsstat3::BADHANDLE);
-        assert_eq!(key(6).decode(&fh).unwrap_err(), Nfsstat3::STALE);
+        assert_eq!(other.decode(&fh).unwrap_err(), FsError::BadHandle);
+        assert_eq!(key(6).decode(&fh).unwrap_err(), FsError::Stale);
     }
 
     #[test]

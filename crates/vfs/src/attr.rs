@@ -1,50 +1,50 @@
-//! From `statx(2)` to NFSv3 attributes (RFC 1813 §2.6 `fattr3`).
+//! From `statx(2)` to [`Attr`].
 //!
 //! * `fsid` is the export id: stable across restarts, and distinct per export, so a client sees
 //!   each export as its own file system even when two share a disk.
 //! * `fileid` is the inode number, as knfsd sends it.
 //! * `used` is `st_blocks * 512` (statx counts 512-byte units whatever the block size).
-//! * times keep their nanoseconds; seconds outside `0..=u32::MAX` (before 1970, after 2106) are
-//!   clamped, since `nfstime3` is unsigned 32-bit.
+//! * times keep their full range and nanoseconds; a wire format with narrower times clamps.
 //! * `rdev` carries the major/minor of device nodes, 0/0 otherwise.
+//! * `change` is the ctime in nanoseconds (see the `types` essay for why not i_version).
 
-use sluice_xdr::nfs3::{Fattr3, Ftype3, Nfstime3, Specdata3, WccAttr};
+use crate::types::{Attr, DeviceId, FileType, Time, WccAttr};
 
-pub(crate) fn ftype(mode: u32) -> Ftype3 {
+pub(crate) fn ftype(mode: u32) -> FileType {
     match mode & libc::S_IFMT {
-        libc::S_IFDIR => Ftype3::DIR,
-        libc::S_IFLNK => Ftype3::LNK,
-        libc::S_IFBLK => Ftype3::BLK,
-        libc::S_IFCHR => Ftype3::CHR,
-        libc::S_IFSOCK => Ftype3::SOCK,
-        libc::S_IFIFO => Ftype3::FIFO,
-        _ => Ftype3::REG,
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFBLK => FileType::BlockDevice,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFIFO => FileType::Fifo,
+        _ => FileType::Regular,
     }
 }
 
-pub(crate) fn nfstime(t: &libc::statx_timestamp) -> Nfstime3 {
-    nfstime_parts(t.tv_sec, t.tv_nsec)
+pub(crate) fn time(t: &libc::statx_timestamp) -> Time {
+    time_parts(t.tv_sec, t.tv_nsec)
 }
 
-fn nfstime_parts(seconds: i64, nseconds: u32) -> Nfstime3 {
-    Nfstime3 {
-        seconds: seconds.clamp(0, u32::MAX as i64) as u32,
+fn time_parts(seconds: i64, nseconds: u32) -> Time {
+    Time {
+        seconds,
         nseconds: nseconds.min(999_999_999),
     }
 }
 
-pub(crate) fn fattr(st: &libc::statx, fsid: u64) -> Fattr3 {
+pub(crate) fn fattr(st: &libc::statx, fsid: u64) -> Attr {
     let mode = u32::from(st.stx_mode);
     let ft = ftype(mode);
-    let rdev = if ft == Ftype3::CHR || ft == Ftype3::BLK {
-        Specdata3 {
+    let rdev = if ft == FileType::CharDevice || ft == FileType::BlockDevice {
+        DeviceId {
             major: st.stx_rdev_major,
             minor: st.stx_rdev_minor,
         }
     } else {
-        Specdata3::default()
+        DeviceId::default()
     };
-    Fattr3 {
+    Attr {
         ftype: ft,
         mode: mode & 0o7777,
         nlink: st.stx_nlink,
@@ -55,18 +55,25 @@ pub(crate) fn fattr(st: &libc::statx, fsid: u64) -> Fattr3 {
         rdev,
         fsid,
         fileid: st.stx_ino,
-        atime: nfstime(&st.stx_atime),
-        mtime: nfstime(&st.stx_mtime),
-        ctime: nfstime(&st.stx_ctime),
+        atime: time(&st.stx_atime),
+        mtime: time(&st.stx_mtime),
+        ctime: time(&st.stx_ctime),
+        change: change(st),
     }
 }
 
 pub(crate) fn wcc(st: &libc::statx) -> WccAttr {
     WccAttr {
         size: st.stx_size,
-        mtime: nfstime(&st.stx_mtime),
-        ctime: nfstime(&st.stx_ctime),
+        mtime: time(&st.stx_mtime),
+        ctime: time(&st.stx_ctime),
+        change: change(st),
     }
+}
+
+/// The change attribute: ctime in nanoseconds (statx does not give user space i_version).
+fn change(st: &libc::statx) -> u64 {
+    time(&st.stx_ctime).as_nanos()
 }
 
 pub(crate) fn is_dir(st: &libc::statx) -> bool {
@@ -95,15 +102,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn times_are_clamped() {
-        assert_eq!(nfstime_parts(-5, 1).seconds, 0);
+    fn nanoseconds_are_bounded() {
         assert_eq!(
-            nfstime_parts(1 << 40, 7),
-            Nfstime3 {
-                seconds: u32::MAX,
-                nseconds: 7
+            time_parts(-5, 2_000_000_000),
+            Time {
+                seconds: -5,
+                nseconds: 999_999_999
             }
         );
-        assert_eq!(nfstime_parts(1, 2_000_000_000).nseconds, 999_999_999);
     }
 }

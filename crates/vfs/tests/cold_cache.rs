@@ -3,8 +3,7 @@
 //! for non-directories. Confinement must then find the file through its parent hint. Skipped
 //! (with a message) where loop devices or mkfs.ext4 are unavailable.
 
-use sluice_server::backend::{Caller, Cred, LocalFs, LocalFsConfig};
-use sluice_xdr::nfs3::{NfsFh3, Nfsstat3};
+use sluice_vfs::{Caller, Cred, FileHandle, FsError, LocalFs, LocalFsConfig};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -85,7 +84,7 @@ fn open(export: &Path, state: &Path) -> LocalFs {
     LocalFs::new(LocalFsConfig::new(export).state_dir(state)).unwrap()
 }
 
-fn walk(fs: &LocalFs, path: &str) -> NfsFh3 {
+fn walk(fs: &LocalFs, path: &str) -> FileHandle {
     let me = Caller::with_cred(Cred::root());
     let mut fh = fs.root_handle();
     for part in path.split('/') {
@@ -133,10 +132,10 @@ fn file_handles_resolve_from_a_cold_cache_and_stay_confined() {
     assert_eq!(&buf[0][..r.count], b"inside");
     assert!(fs.getattr(&top).is_ok());
     // Moved out of the export: never served again.
-    assert_eq!(fs.getattr(&leaves), Err(Nfsstat3::STALE));
+    assert_eq!(fs.getattr(&leaves), Err(FsError::Stale));
     // Moved to another directory inside the export: with a cold cache the server cannot prove
     // where it is, so it is stale (knfsd's subtree_check behaves the same way) ...
-    assert_eq!(fs.getattr(&moves), Err(Nfsstat3::STALE));
+    assert_eq!(fs.getattr(&moves), Err(FsError::Stale));
     // ... until a lookup by name (what a client does after ESTALE) reconnects it.
     let again = walk(&fs, "other/moves");
     assert!(fs.getattr(&again).is_ok());

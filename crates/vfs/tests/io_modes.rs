@@ -6,10 +6,10 @@
 //! Seeds: each test prints its seed; `SLUICE_SEED=<n>` replays one.
 
 use bytes::Bytes;
-use sluice_server::backend::{
-    Caller, CreateHow, Cred, IoMode, IoModes, LocalFs, LocalFsConfig, StableHow,
+use sluice_vfs::{
+    Caller, CreateHow, Cred, FileHandle, IoMode, IoModes, LocalFs, LocalFsConfig, SetAttr,
+    StableHow,
 };
-use sluice_xdr::nfs3::{NfsFh3, Sattr3};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -319,10 +319,10 @@ fn me() -> Caller {
     Caller::with_cred(Cred::root())
 }
 
-fn create(fs: &LocalFs, name: &str) -> NfsFh3 {
-    let attrs = Sattr3 {
+fn create(fs: &LocalFs, name: &str) -> FileHandle {
+    let attrs = SetAttr {
         mode: Some(0o644),
-        ..Sattr3::default()
+        ..SetAttr::default()
     };
     fs.create(
         &me(),
@@ -335,7 +335,14 @@ fn create(fs: &LocalFs, name: &str) -> NfsFh3 {
 }
 
 /// WRITE `data` in random chunks with a random stability, and apply it to the model.
-fn write(fs: &LocalFs, fh: &NfsFh3, offset: u64, data: &[u8], rng: &mut Rng, model: &mut Vec<u8>) {
+fn write(
+    fs: &LocalFs,
+    fh: &FileHandle,
+    offset: u64,
+    data: &[u8],
+    rng: &mut Rng,
+    model: &mut Vec<u8>,
+) {
     let stable = match rng.below(10) {
         0 => StableHow::DataSync,
         1 => StableHow::FileSync,
@@ -356,7 +363,7 @@ fn write(fs: &LocalFs, fh: &NfsFh3, offset: u64, data: &[u8], rng: &mut Rng, mod
 /// zero-copy path) and compare bytes, count and eof with the model.
 fn check_read(
     fs: &LocalFs,
-    fh: &NfsFh3,
+    fh: &FileHandle,
     offset: u64,
     len: u64,
     rng: &mut Rng,

@@ -2,8 +2,7 @@
 //! it counts the process's descriptors, which other tests running in parallel would disturb.
 
 use bytes::Bytes;
-use sluice_server::backend::{Caller, CreateHow, Cred, LocalFs, LocalFsConfig, StableHow};
-use sluice_xdr::nfs3::Sattr3;
+use sluice_vfs::{Caller, CreateHow, Cred, LocalFs, LocalFsConfig, SetAttr, StableHow};
 use std::path::PathBuf;
 
 fn open_fds() -> usize {
@@ -26,9 +25,9 @@ fn bounded_and_leak_free_under_heavy_use() {
         .unwrap();
         let root = fs.root_handle();
         let me = Caller::with_cred(Cred::root());
-        let attrs = Sattr3 {
+        let attrs = SetAttr {
             mode: Some(0o644),
-            ..Sattr3::default()
+            ..SetAttr::default()
         };
         let mut handles = Vec::new();
         for i in 0..300 {

@@ -1,0 +1,282 @@
+//! [`FileSystem`]: the operations every NFS version's handlers call, in this layer's types.
+//!
+//! The shape follows knfsd's `fs/nfsd/vfs.c`: one synchronous call per operation, taking the
+//! caller (credentials already squashed for the export) and handles, returning neutral results
+//! whose failure side carries the attributes a failure reply needs. The methods block (system
+//! calls, `fsync`): async callers run them on a blocking pool.
+//!
+//! Backends: [`LocalFs`] (a real directory). READ and WRITE fast paths that only a real
+//! directory has (`RWF_NOWAIT` reads from the page cache, splice, io_uring on the cached
+//! descriptor) stay inherent methods of `LocalFs`; the trait holds what every backend can do.
+
+// As in `localfs`: the failure side carries the failure reply's attributes, as large as the
+// success side; boxing it would add an allocation to every error reply.
+#![allow(clippy::result_large_err)]
+
+use crate::localfs::{
+    Caller, CreateHow, CreateOk, DirEntry, FsInfo, FsStat, LinkRes, LocalFs, LookupOk, PathConf,
+    ReadOk, ReaddirOk, RenameWcc, StableHow, WriteOk,
+};
+use crate::types::{Attr, DeviceId, FileHandle, FileType, FsError, Res, SetAttr, Time, Wcc};
+use bytes::Bytes;
+
+/// One exported file system. Object safe: handlers may hold a `&dyn FileSystem`.
+pub trait FileSystem: Send + Sync {
+    /// The handle of the export root.
+    fn root_handle(&self) -> FileHandle;
+    /// The verifier of unstable writes: changes when data acknowledged as unstable may have
+    /// been lost (a restart, a failed flush), so clients resend it.
+    fn write_verifier(&self) -> [u8; 8];
+    /// Draws a new write verifier (after data acknowledged as unstable was lost).
+    fn reset_write_verifier(&self);
+
+    fn getattr(&self, fh: &FileHandle) -> Result<Attr, FsError>;
+    /// `guard`: the ctime the client believes the object has; a mismatch is
+    /// [`FsError::NotSync`] and changes nothing.
+    fn setattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        sattr: &SetAttr,
+        guard: Option<Time>,
+    ) -> Res<Wcc, Wcc>;
+    fn lookup(&self, caller: &Caller, dir: &FileHandle, name: &[u8])
+        -> Res<LookupOk, Option<Attr>>;
+    /// Which of the `requested` [`access`](crate::access) bits the caller has.
+    fn access(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        requested: u32,
+    ) -> Res<(u32, Option<Attr>), Option<Attr>>;
+    fn readlink(&self, fh: &FileHandle) -> Res<(Vec<u8>, Option<Attr>), Option<Attr>>;
+    /// Reads into `bufs` in order; `count` says how many bytes landed.
+    fn read(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        bufs: &mut [&mut [u8]],
+    ) -> Res<ReadOk, Option<Attr>>;
+    /// Writes `data` (chunks, in order) at `offset`, as stable as `stable` asks.
+    fn write(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[Bytes],
+        stable: StableHow,
+    ) -> Res<WriteOk, Wcc>;
+    /// Makes `count` bytes from `offset` durable (`count == 0`: to the end of the file).
+    fn commit(&self, caller: &Caller, fh: &FileHandle, offset: u64, count: u32) -> Res<Wcc, Wcc>;
+    fn create(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        how: CreateHow,
+    ) -> Res<CreateOk, Wcc>;
+    fn mkdir(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        sattr: &SetAttr,
+    ) -> Res<CreateOk, Wcc>;
+    fn symlink(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        target: &[u8],
+        sattr: &SetAttr,
+    ) -> Res<CreateOk, Wcc>;
+    fn mknod(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        ftype: FileType,
+        sattr: &SetAttr,
+        rdev: DeviceId,
+    ) -> Res<CreateOk, Wcc>;
+    fn remove(&self, caller: &Caller, dir: &FileHandle, name: &[u8]) -> Res<Wcc, Wcc>;
+    fn rmdir(&self, caller: &Caller, dir: &FileHandle, name: &[u8]) -> Res<Wcc, Wcc>;
+    fn rename(
+        &self,
+        caller: &Caller,
+        from_dir: &FileHandle,
+        from_name: &[u8],
+        to_dir: &FileHandle,
+        to_name: &[u8],
+    ) -> Res<RenameWcc, RenameWcc>;
+    fn link(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> Res<LinkRes, LinkRes>;
+    /// Offers entries from `cookie` on to `visit`, which returns `false` when its page is full.
+    fn readdir(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        cookie: u64,
+        cookieverf: [u8; 8],
+        plus: bool,
+        visit: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> Res<ReaddirOk, Option<Attr>>;
+    fn fsstat(&self, fh: &FileHandle) -> Res<FsStat, Option<Attr>>;
+    fn fsinfo(&self, fh: &FileHandle) -> Res<FsInfo, Option<Attr>>;
+    fn pathconf(&self, fh: &FileHandle) -> Res<PathConf, Option<Attr>>;
+}
+
+impl FileSystem for LocalFs {
+    fn root_handle(&self) -> FileHandle {
+        LocalFs::root_handle(self)
+    }
+    fn write_verifier(&self) -> [u8; 8] {
+        LocalFs::write_verifier(self)
+    }
+    fn reset_write_verifier(&self) {
+        LocalFs::reset_write_verifier(self)
+    }
+    fn getattr(&self, fh: &FileHandle) -> Result<Attr, FsError> {
+        LocalFs::getattr(self, fh)
+    }
+    fn setattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        sattr: &SetAttr,
+        guard: Option<Time>,
+    ) -> Res<Wcc, Wcc> {
+        LocalFs::setattr(self, caller, fh, sattr, guard)
+    }
+    fn lookup(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> Res<LookupOk, Option<Attr>> {
+        LocalFs::lookup(self, caller, dir, name)
+    }
+    fn access(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        requested: u32,
+    ) -> Res<(u32, Option<Attr>), Option<Attr>> {
+        LocalFs::access(self, caller, fh, requested)
+    }
+    fn readlink(&self, fh: &FileHandle) -> Res<(Vec<u8>, Option<Attr>), Option<Attr>> {
+        LocalFs::readlink(self, fh)
+    }
+    fn read(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        bufs: &mut [&mut [u8]],
+    ) -> Res<ReadOk, Option<Attr>> {
+        LocalFs::read(self, caller, fh, offset, bufs)
+    }
+    fn write(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[Bytes],
+        stable: StableHow,
+    ) -> Res<WriteOk, Wcc> {
+        LocalFs::write(self, caller, fh, offset, data, stable)
+    }
+    fn commit(&self, caller: &Caller, fh: &FileHandle, offset: u64, count: u32) -> Res<Wcc, Wcc> {
+        LocalFs::commit(self, caller, fh, offset, count)
+    }
+    fn create(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        how: CreateHow,
+    ) -> Res<CreateOk, Wcc> {
+        LocalFs::create(self, caller, dir, name, how)
+    }
+    fn mkdir(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        sattr: &SetAttr,
+    ) -> Res<CreateOk, Wcc> {
+        LocalFs::mkdir(self, caller, dir, name, sattr)
+    }
+    fn symlink(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        target: &[u8],
+        sattr: &SetAttr,
+    ) -> Res<CreateOk, Wcc> {
+        LocalFs::symlink(self, caller, dir, name, target, sattr)
+    }
+    fn mknod(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        ftype: FileType,
+        sattr: &SetAttr,
+        rdev: DeviceId,
+    ) -> Res<CreateOk, Wcc> {
+        LocalFs::mknod(self, caller, dir, name, ftype, sattr, rdev)
+    }
+    fn remove(&self, caller: &Caller, dir: &FileHandle, name: &[u8]) -> Res<Wcc, Wcc> {
+        LocalFs::remove(self, caller, dir, name)
+    }
+    fn rmdir(&self, caller: &Caller, dir: &FileHandle, name: &[u8]) -> Res<Wcc, Wcc> {
+        LocalFs::rmdir(self, caller, dir, name)
+    }
+    fn rename(
+        &self,
+        caller: &Caller,
+        from_dir: &FileHandle,
+        from_name: &[u8],
+        to_dir: &FileHandle,
+        to_name: &[u8],
+    ) -> Res<RenameWcc, RenameWcc> {
+        LocalFs::rename(self, caller, from_dir, from_name, to_dir, to_name)
+    }
+    fn link(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> Res<LinkRes, LinkRes> {
+        LocalFs::link(self, caller, fh, dir, name)
+    }
+    fn readdir(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        cookie: u64,
+        cookieverf: [u8; 8],
+        plus: bool,
+        visit: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> Res<ReaddirOk, Option<Attr>> {
+        LocalFs::readdir(self, caller, dir, cookie, cookieverf, plus, visit)
+    }
+    fn fsstat(&self, fh: &FileHandle) -> Res<FsStat, Option<Attr>> {
+        LocalFs::fsstat(self, fh)
+    }
+    fn fsinfo(&self, fh: &FileHandle) -> Res<FsInfo, Option<Attr>> {
+        LocalFs::fsinfo(self, fh)
+    }
+    fn pathconf(&self, fh: &FileHandle) -> Res<PathConf, Option<Attr>> {
+        LocalFs::pathconf(self, fh)
+    }
+}

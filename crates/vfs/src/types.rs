@@ -1,0 +1,384 @@
+//! The protocol-free vocabulary of the file-system layer: handles, attributes, before/after
+//! pairs, and an errno-like error.
+//!
+//! Each type carries what *every* NFS version needs and nothing shaped by one wire format:
+//!
+//! | here                 | NFSv3 (RFC 1813)           | NFSv4.1 (RFC 8881)                   |
+//! |----------------------|----------------------------|--------------------------------------|
+//! | [`FileHandle`]       | `nfs_fh3` (≤ 64 bytes)     | `nfs_fh4` (≤ 128; we issue ≤ 64)     |
+//! | [`Attr`]             | `fattr3`                   | the `fattr4` attributes we support   |
+//! | [`Attr::change`]     | —                          | `change` (§5.8.1.4)                  |
+//! | [`WccAttr`]          | `wcc_attr`                 | `change_info4.before`                |
+//! | [`Wcc`]              | `wcc_data`                 | [`ChangeInfo`] → `change_info4`      |
+//! | [`SetAttr`]          | `sattr3`                   | the settable `fattr4` attributes     |
+//! | [`FsError`]          | `nfsstat3`                 | `nfsstat4`                           |
+//!
+//! The v3 handlers map these to wire types in exactly one place; a v4 layer maps the same
+//! values to its own.
+//!
+//! # The change attribute
+//! NFSv4 clients decide whether their cache is valid from `change`, which must differ after
+//! every modification. Linux keeps such a counter (`i_version`, STATX_CHANGE_COOKIE inside the
+//! kernel), but `statx(2)` does not return it to user space (the mask bit is kernel-internal as
+//! of Linux 6.x), so [`Attr::change`] is the ctime in nanoseconds: every modification updates
+//! ctime, and the file systems we serve (ext4, xfs, btrfs, tmpfs) keep nanosecond ctimes. Two
+//! changes within one timer tick (coarse ctime granularity, usually 1-4 ms) may share a value;
+//! that is the same weakness knfsd has on file systems without i_version.
+//!
+//! # Atomic change_info
+//! knfsd claims `change_info4.atomic` only when it held the directory's lock across the pre- and
+//! post-op attributes. A user-space server cannot hold that lock, so [`Wcc::atomic`] is false for
+//! `LocalFs` (another process may change the directory between the two `statx` calls); an
+//! in-memory backend that does the whole operation under its own lock may claim it.
+
+use bytes::Bytes;
+
+/// Longest handle this layer issues or accepts, bytes. RFC 1813's NFS3_FHSIZE; NFSv4 allows 128
+/// (NFS4_FHSIZE), but a handle that fits v3 serves both, so we never issue more.
+pub const FILE_HANDLE_BYTES_MAX: usize = 64;
+
+/// A file handle: opaque bytes, at most [`FILE_HANDLE_BYTES_MAX`] (parse, don't validate: no
+/// longer value can exist).
+/// The default is the empty handle, which no backend accepts ([`FsError::BadHandle`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct FileHandle(Bytes);
+
+impl FileHandle {
+    /// The handle with these bytes; [`FsError::BadHandle`] when longer than the limit.
+    pub fn new(bytes: Bytes) -> Result<FileHandle, FsError> {
+        if bytes.len() > FILE_HANDLE_BYTES_MAX {
+            return Err(FsError::BadHandle);
+        }
+        Ok(FileHandle(bytes))
+    }
+
+    /// A copy of `bytes` as a handle; [`FsError::BadHandle`] when longer than the limit.
+    pub fn from_slice(bytes: &[u8]) -> Result<FileHandle, FsError> {
+        FileHandle::new(Bytes::copy_from_slice(bytes))
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The bytes, shared (no copy).
+    pub fn to_bytes(&self) -> Bytes {
+        self.0.clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The kind of a file-system object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileType {
+    Regular,
+    Directory,
+    BlockDevice,
+    CharDevice,
+    Symlink,
+    Socket,
+    Fifo,
+}
+
+/// A point in time: seconds since the epoch (negative before 1970) and nanoseconds. Wire formats
+/// narrower than this (v3's unsigned 32-bit seconds) clamp when they encode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Time {
+    pub seconds: i64,
+    /// Always below 1_000_000_000.
+    pub nseconds: u32,
+}
+
+impl Time {
+    /// The time as nanoseconds since the epoch, saturating (for the change attribute).
+    pub fn as_nanos(self) -> u64 {
+        let ns = i128::from(self.seconds) * 1_000_000_000 + i128::from(self.nseconds);
+        ns.clamp(0, i128::from(u64::MAX)) as u64
+    }
+}
+
+/// Major and minor number of a device node (0/0 for every other object).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DeviceId {
+    pub major: u32,
+    pub minor: u32,
+}
+
+/// The attributes of an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Attr {
+    pub ftype: FileType,
+    /// Permission bits and set-id/sticky bits (`& 0o7777`), without the type.
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    /// Bytes of storage used.
+    pub used: u64,
+    pub rdev: DeviceId,
+    /// The file system id (the export's id for `LocalFs`).
+    pub fsid: u64,
+    /// The object's number within its file system (the inode number).
+    pub fileid: u64,
+    pub atime: Time,
+    pub mtime: Time,
+    pub ctime: Time,
+    /// Differs after every change of data or metadata; see the module essay for its source.
+    pub change: u64,
+}
+
+/// The attributes taken before an operation, enough to tell whether anything else changed the
+/// object meanwhile (v3 `wcc_attr`, and the `before` of v4 `change_info4`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WccAttr {
+    pub size: u64,
+    pub mtime: Time,
+    pub ctime: Time,
+    pub change: u64,
+}
+
+impl WccAttr {
+    /// The pre-op part of `attr`.
+    pub fn of(attr: &Attr) -> WccAttr {
+        WccAttr {
+            size: attr.size,
+            mtime: attr.mtime,
+            ctime: attr.ctime,
+            change: attr.change,
+        }
+    }
+}
+
+/// Attributes before and after an operation on one object (a modified directory, a written
+/// file). Either side may be missing when it could not be taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Wcc {
+    pub before: Option<WccAttr>,
+    pub after: Option<Attr>,
+    /// Whether nothing else could have changed the object between `before` and `after` (see the
+    /// module essay: false for `LocalFs`).
+    pub atomic: bool,
+}
+
+impl Wcc {
+    /// A pair taken without a guarantee of atomicity.
+    pub fn new(before: Option<WccAttr>, after: Option<Attr>) -> Wcc {
+        Wcc {
+            before,
+            after,
+            atomic: false,
+        }
+    }
+
+    /// Only the after side (the before side could not be taken).
+    pub fn after(after: Option<Attr>) -> Wcc {
+        Wcc::new(None, after)
+    }
+
+    /// The v4 `change_info4` of a directory operation, when both sides were taken.
+    pub fn change_info(&self) -> Option<ChangeInfo> {
+        Some(ChangeInfo {
+            before: self.before?.change,
+            after: self.after?.change,
+            atomic: self.atomic,
+        })
+    }
+}
+
+/// `change_info4` (RFC 8881 §3.3.6): the directory's change attribute before and after, and
+/// whether the two were taken atomically with the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeInfo {
+    pub before: u64,
+    pub after: u64,
+    pub atomic: bool,
+}
+
+/// How SETATTR (or a create) sets a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SetTime {
+    #[default]
+    DontChange,
+    ServerTime,
+    ClientTime(Time),
+}
+
+/// The attributes a client may set; `None` leaves one unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: SetTime,
+    pub mtime: SetTime,
+}
+
+/// Why an operation failed: an errno-like vocabulary, mapped once to each protocol's status
+/// (`nfsstat3` in the v3 handlers; `nfsstat4` will map in the v4 layer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FsError {
+    /// EPERM: not the owner, or not allowed even for the owner.
+    Perm,
+    NoEnt,
+    Io,
+    Nxio,
+    Acces,
+    Exist,
+    Xdev,
+    NoDev,
+    NotDir,
+    IsDir,
+    Inval,
+    FBig,
+    NoSpc,
+    RoFs,
+    MLink,
+    NameTooLong,
+    NotEmpty,
+    DQuot,
+    /// The handle was valid once but its object is gone (or moved out of the export).
+    Stale,
+    /// The handle is not one this server issued (malformed, or its MAC does not verify).
+    BadHandle,
+    /// A SETATTR guard (the ctime the client expected) did not match.
+    NotSync,
+    /// A directory cookie (or its verifier) is no longer valid.
+    BadCookie,
+    NotSupp,
+    TooSmall,
+    /// Our own failure (a credential switch, an oversized kernel handle).
+    ServerFault,
+    /// An object type the operation cannot create.
+    BadType,
+    /// Temporarily unable (EAGAIN, a resource shortage): retry later (v3 JUKEBOX, v4 DELAY).
+    Delay,
+    /// Too many symlinks (ELOOP). NFSv3 has no such status (knfsd answers INVAL); v4 has SYMLINK.
+    Loop,
+}
+
+impl FsError {
+    /// The error for an errno value; anything without a meaning here is [`FsError::Io`].
+    pub fn from_errno(errno: i32) -> FsError {
+        match errno {
+            libc::EPERM => FsError::Perm,
+            libc::ENOENT => FsError::NoEnt,
+            libc::ENXIO => FsError::Nxio,
+            libc::EACCES => FsError::Acces,
+            libc::EEXIST => FsError::Exist,
+            libc::EXDEV => FsError::Xdev,
+            libc::ENODEV => FsError::NoDev,
+            libc::ENOTDIR => FsError::NotDir,
+            libc::EISDIR => FsError::IsDir,
+            libc::EINVAL => FsError::Inval,
+            libc::EFBIG => FsError::FBig,
+            libc::ENOSPC => FsError::NoSpc,
+            libc::EROFS => FsError::RoFs,
+            libc::EMLINK => FsError::MLink,
+            libc::ENAMETOOLONG => FsError::NameTooLong,
+            libc::ENOTEMPTY => FsError::NotEmpty,
+            libc::EDQUOT => FsError::DQuot,
+            libc::ESTALE => FsError::Stale,
+            libc::EOPNOTSUPP => FsError::NotSupp,
+            // Ask the client to retry later.
+            libc::EAGAIN | libc::EBUSY => FsError::Delay,
+            libc::ELOOP => FsError::Loop,
+            _ => FsError::Io,
+        }
+    }
+
+    /// The error of an I/O failure (EIO when it carries no errno).
+    pub fn from_io(e: &std::io::Error) -> FsError {
+        FsError::from_errno(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+}
+
+impl std::fmt::Display for FsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+impl std::error::Error for FsError {}
+
+/// A result whose failure carries what the failure reply needs besides the error (attributes,
+/// before/after pairs), in this layer's types.
+pub type Res<T, F> = Result<T, (FsError, F)>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_longer_than_the_limit_do_not_exist() {
+        assert!(FileHandle::new(Bytes::from(vec![0; FILE_HANDLE_BYTES_MAX])).is_ok());
+        assert_eq!(
+            FileHandle::new(Bytes::from(vec![0; FILE_HANDLE_BYTES_MAX + 1])),
+            Err(FsError::BadHandle)
+        );
+    }
+
+    #[test]
+    fn change_info_needs_both_sides() {
+        let t = Time::default();
+        let attr = Attr {
+            ftype: FileType::Directory,
+            mode: 0o755,
+            nlink: 2,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            used: 0,
+            rdev: DeviceId::default(),
+            fsid: 1,
+            fileid: 2,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            change: 9,
+        };
+        let mut before = WccAttr::of(&attr);
+        before.change = 7;
+        assert_eq!(Wcc::after(Some(attr)).change_info(), None);
+        assert_eq!(
+            Wcc::new(Some(before), Some(attr)).change_info(),
+            Some(ChangeInfo {
+                before: 7,
+                after: 9,
+                atomic: false
+            })
+        );
+    }
+
+    #[test]
+    fn times_before_1970_have_no_negative_nanos() {
+        let t = Time {
+            seconds: -1,
+            nseconds: 0,
+        };
+        assert_eq!(t.as_nanos(), 0);
+        assert_eq!(
+            Time {
+                seconds: 2,
+                nseconds: 5
+            }
+            .as_nanos(),
+            2_000_000_005
+        );
+    }
+
+    #[test]
+    fn unknown_errnos_are_io_errors() {
+        assert_eq!(FsError::from_errno(libc::ENOSPC), FsError::NoSpc);
+        assert_eq!(FsError::from_errno(libc::EBUSY), FsError::Delay);
+        assert_eq!(FsError::from_errno(12345), FsError::Io);
+    }
+}
