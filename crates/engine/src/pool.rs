@@ -31,10 +31,17 @@
 
 use bytes::BytesMut;
 
+/// The one chunk size of the data path, bytes: pool chunks, READ reply chunks, socket receive
+/// buffers and encoder segments are all this size or smaller (see the essay above for why
+/// 64 KiB). Code that depends on the number asserts it at compile time
+/// (`const _: () = assert!(...)`) against this constant instead of repeating it, so changing it
+/// here breaks the build rather than silently breaking the bound on contiguous allocations.
+pub const CHUNK_BYTES: usize = 64 * 1024;
+
 /// Configuration of a pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolConfig {
-    /// Bytes per chunk. Default 64 KiB.
+    /// Bytes per chunk. Default [`CHUNK_BYTES`] (64 KiB).
     pub chunk_bytes: usize,
     /// Chunks that may be in use at once. Default 4096 (256 MiB of 64 KiB chunks).
     pub chunks_max: usize,
@@ -45,7 +52,7 @@ pub struct PoolConfig {
 impl Default for PoolConfig {
     fn default() -> Self {
         PoolConfig {
-            chunk_bytes: 64 * 1024,
+            chunk_bytes: CHUNK_BYTES,
             chunks_max: 4096,
             free_chunks_kept_max: 1024,
         }

@@ -7,7 +7,7 @@
 //!
 //! Large READs of buffered exports over TCP are spliced: the file's pages go into a pipe and from
 //! there into the socket, never through our memory ([`crate::splice`]). Other READ replies are
-//! built from 64 KiB chunks ([`DATA_CHUNK_BYTES`]) lent by the server's pool
+//! built from 64 KiB chunks ([`sluice_engine::pool::CHUNK_BYTES`]) lent by the server's pool
 //! ([`crate::io::pool`]) and appended to the reply iovec without a copy; they return to the pool
 //! once the reply is on the socket. A small READ of cached data is read in place on the async
 //! thread (`RWF_NOWAIT`), without the hand-off to a blocking thread. WRITE payloads arrive as the receive path's 64 KiB segments;
@@ -37,9 +37,6 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 
 pub(crate) mod map;
-
-/// Size of one READ buffer chunk.
-pub const DATA_CHUNK_BYTES: usize = 64 * 1024;
 
 /// Largest READDIR/READDIRPLUS reply built, whatever the client asks (bounds server memory per
 /// call; 1 MiB is what Linux clients ask for at most).

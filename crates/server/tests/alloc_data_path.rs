@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use support::engine::*;
 use support::*;
 
-/// The chunk size: the largest contiguous allocation the data path may make.
-const CHUNK_BYTES: usize = 64 * 1024;
+/// The chunk size (the pool's): the largest contiguous allocation the data path may make.
+const CHUNK_BYTES: usize = sluice_engine::pool::CHUNK_BYTES;
 const FILE_BYTES: u64 = 256 * MIB;
 /// WRITEs and READs kept in flight by the client, like a Linux client's slot table.
 const IN_FLIGHT: u64 = 16;

@@ -24,12 +24,24 @@
 //! connection's calls in flight × 16 chunks); JUKEBOX keeps that from stalling everyone forever.
 
 use bytes::{Bytes, BytesMut};
-use sluice_engine::pool::{ChunkPool, PoolConfig};
+use sluice_engine::pool::{ChunkPool, PoolConfig, CHUNK_BYTES};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::stats::EngineStats;
+
+// The chunk size is the pool's (`sluice_engine::pool::CHUNK_BYTES`). What depends on it:
+// * the receive path's socket buffers are WRITE payload segments, which write-behind holds and
+//   `pwritev` writes as pieces: no larger than a chunk, so no contiguous allocation on the data
+//   path exceeds one (the bound `tests/alloc_data_path.rs` checks);
+const _: () = assert!(crate::net::READ_CHUNK_BYTES == CHUNK_BYTES);
+// * the reply encoder cuts its staging buffer into segments of at most this size;
+const _: () = assert!(sluice_xdr::Writer::SEGMENT_BYTES <= CHUNK_BYTES);
+// * a 1 MiB READ (the largest the server offers by default) fits one reply iovec with room to
+//   spare: 16 chunks, far below IOV_MAX (1024).
+const _: () =
+    assert!((crate::backend::IO_BYTES_MAX_DEFAULT as usize).div_ceil(CHUNK_BYTES) <= 1024 / 4);
 
 /// How long a READ waits for chunks before it is answered NFS3ERR_JUKEBOX.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
