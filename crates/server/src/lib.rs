@@ -13,6 +13,7 @@
 
 /// The file-system layer (its own crate, `sluice-vfs`), under the name the server has always used.
 pub use sluice_vfs as backend;
+pub mod datapath;
 pub mod io;
 pub mod memlimit;
 pub mod metrics;

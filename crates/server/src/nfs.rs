@@ -5,15 +5,10 @@
 //! few syscalls under the caller's fsuid), and turns the backend's answer into the procedure's
 //! `resok`/`resfail`. Semantics (permissions, wcc data, confinement) live in the backend.
 //!
-//! Large READs of buffered exports over TCP are spliced: the file's pages go into a pipe and from
-//! there into the socket, never through our memory ([`crate::splice`]). Other READ replies are
-//! built from 64 KiB chunks ([`sluice_engine::pool::CHUNK_BYTES`]) lent by the server's pool
-//! ([`crate::io::pool`]) and appended to the reply iovec without a copy; they return to the pool
-//! once the reply is on the socket. A small READ of cached data is read in place on the async
-//! thread (`RWF_NOWAIT`), without the hand-off to a blocking thread. WRITE payloads arrive as the receive path's 64 KiB segments;
-//! UNSTABLE ones are held by write-behind ([`crate::io::writebehind`]) and reach `pwritev` in
-//! clusters, the others go to `pwritev` as they are. Nothing on the data path allocates a
-//! contiguous buffer larger than a chunk.
+//! READ, WRITE and COMMIT go through the version-neutral data path ([`crate::datapath`], which
+//! has the design essay: splice, in-place `RWF_NOWAIT`, io_uring, pooled chunks, write-behind);
+//! this layer only checks what is v3's to check and encodes the answer. The one mapping between
+//! the file-system layer's neutral types and NFSv3's is in `nfs/map.rs`.
 //!
 //! Most procedures are one backend call on the blocking pool ([`execute`]). READ, WRITE, COMMIT,
 //! size-changing SETATTR and CREATE, and REMOVE also talk to write-behind around that call, which
@@ -21,19 +16,18 @@
 //! [`Nfs3::run`] in async code and only their backend calls go to the blocking pool.
 
 use crate::backend::{
-    self, export_id_of, Attr, Caller, Cred, DirEntry, Export, ExportOptions, FileHandle, LocalFs,
-    Wcc,
+    self, export_id_of, Caller, Cred, DirEntry, Export, ExportOptions, LocalFs, Wcc,
 };
+use crate::datapath::{self, fix_post_op, DataPath, ReadData};
 use crate::io::writebehind::SizeFix;
 use crate::io::Engine;
 use crate::net::{Peer, Transport};
-use crate::splice::{LentPipe, PipePool, SplicedData, SPLICE_MIN_BYTES};
+use crate::splice::{LentPipe, PipePool, SplicedData};
 use crate::stats::Stats;
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::nfs3::*;
 use sluice_xdr::{Pack, Payload, Writer};
-use std::os::fd::AsFd;
 use std::sync::Arc;
 
 pub(crate) mod map;
@@ -58,6 +52,13 @@ pub struct Nfs3 {
     pub pipes: Arc<PipePool>,
 }
 
+/// What a procedure answered: results to encode, or a READ whose data was spliced into a pipe
+/// (its results without the data, to be followed by the pipe).
+enum Reply {
+    Res(Res3),
+    Spliced(ReadResOk, LentPipe),
+}
+
 /// Why a call cannot reach an export.
 enum Gate {
     Status(Nfsstat3),
@@ -76,16 +77,6 @@ impl Nfs3 {
         if let Args3::Null(()) = args {
             return (Nfsstat3::OK, None);
         }
-        if let (Transport::Tcp, Args3::Read(a)) = (peer.transport, &args) {
-            if let Ok((fs, caller)) = self.gate(peer, cred, &a.file) {
-                if let Some((ok, pipe)) = self.read_spliced(fs, caller, a).await {
-                    Nfsstat3::OK.pack(w);
-                    ok.pack_without_data(w);
-                    let tail = Bytes::from_static(&[0u8; 3][..ReadResOk::data_padding(ok.count)]);
-                    return (Nfsstat3::OK, Some(SplicedData { pipe, tail }));
-                }
-            }
-        }
         let mut args = args;
         if peer.transport == Transport::Udp {
             // Whatever the client asks, a reply must fit one datagram.
@@ -96,8 +87,18 @@ impl Nfs3 {
                 _ => {}
             }
         }
+        // A v3 READ reply ends with its data, so over TCP the data may be spliced.
+        let splice_ok = peer.transport == Transport::Tcp;
         let mut res = match self.gate(peer, cred, primary_fh(&args)) {
-            Ok((fs, caller)) => self.run(fs, caller, args).await,
+            Ok((fs, caller)) => match self.run(fs, caller, args, splice_ok).await {
+                Reply::Res(res) => res,
+                Reply::Spliced(ok, pipe) => {
+                    Nfsstat3::OK.pack(w);
+                    ok.pack_without_data(w);
+                    let tail = Bytes::from_static(&[0u8; 3][..ReadResOk::data_padding(ok.count)]);
+                    return (Nfsstat3::OK, Some(SplicedData { pipe, tail }));
+                }
+            },
             Err(Gate::Status(s)) => failure(&args, s),
         };
         if peer.transport == Transport::Udp {
@@ -133,10 +134,10 @@ impl Nfs3 {
         Ok((entry.fs.clone(), caller_for(cred, opts)))
     }
 
-    async fn run(&self, fs: Arc<LocalFs>, caller: Caller, args: Args3) -> Res3 {
+    async fn run(&self, fs: Arc<LocalFs>, caller: Caller, args: Args3, splice_ok: bool) -> Reply {
         let wb = &self.io.wb;
-        match args {
-            Args3::Read(a) => Res3::Read(self.read(fs, caller, a).await),
+        Reply::Res(match args {
+            Args3::Read(a) => return self.read(fs, caller, a, splice_ok).await,
             Args3::Write(a) => Res3::Write(self.write(fs, caller, a).await),
             Args3::Commit(a) => Res3::Commit(self.commit(fs, caller, a).await),
             Args3::Setattr(a) if a.new_attributes.size.is_some() => {
@@ -164,165 +165,65 @@ impl Nfs3 {
             }
             Args3::Remove(a) if wb.holds_any() => self.remove(fs, caller, a).await,
             other => self.blocking(fs, caller, other).await,
-        }
+        })
     }
 
     /// Runs one procedure on the blocking pool.
     async fn blocking(&self, fs: Arc<LocalFs>, caller: Caller, args: Args3) -> Res3 {
-        let stats = self.stats.clone();
         let io = self.io.clone();
         let fallback = failure(&args, Nfsstat3::SERVERFAULT);
-        self.spawn(move || execute(&fs, &caller, args, &stats, &io))
+        self.spawn(move || execute(&fs, &caller, args, &io))
             .await
             .unwrap_or(fallback)
     }
 
-    /// `f` on the blocking pool; `None` if it panicked (logged).
+    /// The data path, over this program's shared state.
+    fn data(&self) -> DataPath<'_> {
+        DataPath {
+            io: &self.io,
+            stats: &self.stats,
+            pipes: &self.pipes,
+        }
+    }
+
     async fn spawn<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-        match tokio::task::spawn_blocking(f).await {
-            Ok(v) => Some(v),
-            Err(e) => {
-                tracing::error!("NFS handler failed: {e}");
-                None
-            }
-        }
+        datapath::spawn(f).await
     }
 
-    /// A READ answered by splicing page-cache pages into a pipe, on buffered exports, for READs
-    /// of at least [`SPLICE_MIN_BYTES`] of files without held writes. `None` (nothing sent, no
-    /// state changed but the sequential table) means use the chunk path: no pipe free, another
-    /// cache mode, a small READ, held data to land first, or any failure (the chunk path
-    /// reports it).
-    async fn read_spliced(
-        &self,
-        fs: Arc<LocalFs>,
-        caller: Caller,
-        a: &ReadArgs,
-    ) -> Option<(ReadResOk, LentPipe)> {
-        let count = a.count.min(fs.config().read_bytes_max) as usize;
-        if count < SPLICE_MIN_BYTES
-            || fs.read_mode() != backend::IoMode::Buffered
-            || self.io.wb.holds(&a.file.0)
-        {
-            return None;
-        }
-        let mut pipe = self.pipes.acquire(a.offset, count)?;
-        let (stats, io, a) = (self.stats.clone(), self.io.clone(), a.clone());
-        self.spawn(move || {
-            let since = io.wb.epoch();
-            let fh = map::handle(&a.file);
-            let ahead = io.seq.observe_read(&a.file.0, a.offset, count as u64);
-            let ok = fs
-                .read_with(&caller, &fh, a.offset, count, |f| {
-                    pipe.fill(f.as_fd(), a.offset, count)
-                })
-                .ok()?;
-            if let Some(ra) = ahead {
-                fs.readahead_hint(&fh, ra.offset, ra.len);
-            }
-            stats.wire_read_bytes.record(ok.count as u64);
-            stats.backend_read_bytes.record(ok.count as u64);
-            let mut attr = Some(ok.attr);
-            fix_post_op(&io, &fs, &fh, &mut attr, since);
-            let end = a.offset + ok.count as u64;
-            let eof = ok.eof && attr.is_none_or(|at| at.size <= end);
-            let res = ReadResOk {
-                file_attributes: map::post_op(attr),
-                count: ok.count as u32,
-                eof,
-                data: Payload::new(),
-            };
-            Some((res, pipe))
-        })
-        .await
-        .flatten()
-    }
-
-    /// READ (RFC 1813 §3.3.6): held data overlapping the range lands first; the reply's data are
-    /// pooled chunks.
-    async fn read(&self, fs: Arc<LocalFs>, caller: Caller, a: ReadArgs) -> ReadRes {
-        let fail = |s| NfsResult::Err(s, ReadResFail::default());
-        let wb = &self.io.wb;
-        let count = a.count.min(fs.config().read_bytes_max);
-        if count > 0 && wb.holds(&a.file.0) {
-            wb.flush_range(&a.file.0, a.offset, u64::from(count)).await;
-        } else if (count as usize) < SPLICE_MIN_BYTES {
-            // A small READ of cached data costs less than the hand-off to a blocking thread, and
-            // one that needs the disk goes there through io_uring.
-            match read_nowait(&fs, &caller, &a, count, &self.stats, &self.io) {
-                Some(Nowait::Done(res)) => return res,
-                Some(Nowait::NeedsDisk(checked, bufs)) => {
-                    if let Some(res) = self.read_uring(&fs, &a, count, checked, bufs).await {
-                        return res;
-                    }
-                }
-                None => {}
-            }
-        }
-        let run = |fs: Arc<LocalFs>, caller: Caller, a: ReadArgs| {
-            let (stats, io) = (self.stats.clone(), self.io.clone());
-            self.spawn(move || read(&fs, &caller, &a, count, &stats, &io))
-        };
-        let Some(mut res) = run(fs.clone(), caller.clone(), a.clone()).await else {
-            return fail(Nfsstat3::SERVERFAULT);
-        };
-        if let NfsResult::Ok(ok) = &res {
-            // Short, with held data beyond: a hole before a held write reads as zeros only once
-            // the write has landed.
-            let got_end = a.offset + u64::from(ok.count);
-            if ok.count < count && wb.held_end(&a.file.0).is_some_and(|e| e > got_end) {
-                wb.flush_range(&a.file.0, got_end, 0).await;
-                drop(res);
-                res = match run(fs, caller, a).await {
-                    Some(r) => r,
-                    None => return fail(Nfsstat3::SERVERFAULT),
-                };
-            }
-        }
-        res
-    }
-
-    /// The READ of a file [`LocalFs::read_nowait`] found checked but not cached, through the
-    /// ring. `None` (nothing answered) when there is no ring, it is full, or the read failed or
-    /// came back short: the blocking path then does it again and reports any error.
-    async fn read_uring(
-        &self,
-        fs: &Arc<LocalFs>,
-        a: &ReadArgs,
-        count: u32,
-        checked: backend::CheckedRead,
-        bufs: Vec<crate::io::pool::PooledChunk>,
-    ) -> Option<ReadRes> {
-        let uring = self.io.uring.as_ref()?;
-        let since = self.io.wb.epoch();
-        let (res, bufs) = uring
-            .read(checked.file.clone(), a.offset, bufs)
+    /// READ (RFC 1813 §3.3.6) through the data path. `splice_ok`: the reply ends with the data
+    /// (always so for a v3 READ; the transport decides).
+    async fn read(&self, fs: Arc<LocalFs>, caller: Caller, a: ReadArgs, splice_ok: bool) -> Reply {
+        let fh = map::handle(&a.file);
+        match self
+            .data()
+            .read(fs, caller, fh, a.offset, a.count, splice_ok)
             .await
-            .ok()?;
-        let ok = fs.read_finish(&checked, a.offset, count as usize, res.ok()?)?;
-        self.stats
-            .engine
-            .uring_reads
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let ahead = self
-            .io
-            .seq
-            .observe_read(&a.file.0, a.offset, u64::from(count));
-        Some(read_reply(
-            fs,
-            a,
-            Ok(ok),
-            bufs,
-            ahead,
-            since,
-            &self.stats,
-            &self.io,
-        ))
+        {
+            Ok(done) => {
+                let mut ok = ReadResOk {
+                    file_attributes: map::post_op(done.attr),
+                    count: done.count,
+                    eof: done.eof,
+                    data: Payload::new(),
+                };
+                match done.data {
+                    ReadData::Chunks(data) => {
+                        ok.data = data;
+                        Reply::Res(Res3::Read(NfsResult::Ok(ok)))
+                    }
+                    ReadData::Spliced(pipe) => Reply::Spliced(ok, pipe),
+                }
+            }
+            Err((s, attr)) => Reply::Res(Res3::Read(NfsResult::Err(
+                map::status(s),
+                ReadResFail {
+                    file_attributes: map::post_op(attr),
+                },
+            ))),
+        }
     }
 
-    /// WRITE (§3.3.7). UNSTABLE: held by write-behind and acknowledged from memory once the
-    /// caller's permission is checked. DATA_SYNC/FILE_SYNC: held data overlapping the range
-    /// lands first, then the write goes through.
+    /// WRITE (§3.3.7): the v3 checks, then the data path.
     async fn write(&self, fs: Arc<LocalFs>, caller: Caller, a: WriteArgs) -> WriteRes {
         let fail = |s| NfsResult::Err(s, WriteResFail::default());
         let Some(stable) = stable_to_backend(a.stable) else {
@@ -334,110 +235,43 @@ impl Nfs3 {
         if count > a.data.len() {
             return fail(Nfsstat3::INVAL);
         }
-        self.stats.wire_write_bytes.record(count as u64);
-        self.io.seq.observe_write(&a.file.0, a.offset, count as u64);
         let chunks = payload_prefix(&a.data, count);
-        let wb = &self.io.wb;
-        if stable != backend::StableHow::Unstable || !self.io.config.write_behind_enabled {
-            if count > 0 && wb.holds(&a.file.0) {
-                wb.flush_range(&a.file.0, a.offset, count as u64).await;
-            }
-            let (stats, io) = (self.stats.clone(), self.io.clone());
-            return self
-                .spawn(move || write_through(&fs, &caller, &a, &chunks, stable, &stats, &io))
-                .await
-                .unwrap_or(fail(Nfsstat3::SERVERFAULT));
-        }
-        if a.offset
-            .checked_add(count as u64)
-            .is_none_or(|end| end > i64::MAX as u64)
-        {
-            return fail(Nfsstat3::FBIG);
-        }
-        wb.admit(count as u64).await;
-        // The permission check, as the caller: the backend's WRITE path without the data.
         let fh = map::handle(&a.file);
-        let (fs2, c2, fh2) = (fs.clone(), caller.clone(), fh.clone());
-        let checked = self
-            .spawn(move || {
-                match fs2.write(&c2, &fh2, a.offset, &[], backend::StableHow::Unstable) {
-                    Ok(w) => (None, w.wcc),
-                    Err((s, wcc)) => (Some(s), wcc),
-                }
-            })
-            .await;
-        let mut wcc = match checked {
-            Some((None, wcc)) => wcc,
-            Some((Some(s), file_wcc)) => {
-                wb.cancel(count as u64);
-                return NfsResult::Err(
-                    map::status(s),
-                    WriteResFail {
-                        file_wcc: map::wcc(&file_wcc),
-                    },
-                );
-            }
-            None => {
-                wb.cancel(count as u64);
-                return fail(Nfsstat3::SERVERFAULT);
-            }
-        };
-        let previous_end = wb.hold(&fs, &fh, a.offset, chunks, caller);
-        if let (Some(before), Some(end)) = (wcc.before.as_mut(), previous_end) {
-            before.size = before.size.max(end);
+        match self
+            .data()
+            .write(fs, caller, fh, a.offset, chunks, stable)
+            .await
+        {
+            Ok(w) => NfsResult::Ok(WriteResOk {
+                file_wcc: map::wcc(&w.wcc),
+                count: w.count,
+                committed: stable_to_wire(w.committed),
+                verf: w.verifier,
+            }),
+            Err((s, wcc)) => NfsResult::Err(
+                map::status(s),
+                WriteResFail {
+                    file_wcc: map::wcc(&wcc),
+                },
+            ),
         }
-        if let Some(after) = wcc.after.as_mut() {
-            let end = wb.held_end(&a.file.0).unwrap_or(0);
-            after.size = after.size.max(end).max(a.offset + count as u64);
-        }
-        NfsResult::Ok(WriteResOk {
-            file_wcc: map::wcc(&wcc),
-            count: count as u32,
-            committed: StableHow::UNSTABLE,
-            verf: fs.write_verifier(),
-        })
     }
 
-    /// COMMIT (§3.3.21): held data overlapping the range lands, then a flush error remembered
-    /// for the file is reported, or the range is made durable.
+    /// COMMIT (§3.3.21) through the data path.
     async fn commit(&self, fs: Arc<LocalFs>, caller: Caller, a: CommitArgs) -> CommitRes {
-        let wb = &self.io.wb;
-        wb.flush_range(&a.file.0, a.offset, u64::from(a.count))
-            .await;
         let fh = map::handle(&a.file);
-        if let Some(s) = wb.take_error(&a.file.0) {
-            let attr = self.spawn(move || fs.getattr(&fh).ok()).await.flatten();
-            return NfsResult::Err(
+        match self.data().commit(fs, caller, fh, a.offset, a.count).await {
+            Ok(c) => NfsResult::Ok(CommitResOk {
+                file_wcc: map::wcc(&c.wcc),
+                verf: c.verifier,
+            }),
+            Err((s, wcc)) => NfsResult::Err(
                 map::status(s),
                 CommitResFail {
-                    file_wcc: map::wcc(&Wcc::after(attr)),
+                    file_wcc: map::wcc(&wcc),
                 },
-            );
+            ),
         }
-        let io = self.io.clone();
-        self.spawn(move || {
-            let since = io.wb.epoch();
-            match fs.commit(&caller, &fh, a.offset, a.count) {
-                Ok(mut file_wcc) => {
-                    fix_post_op(&io, &fs, &fh, &mut file_wcc.after, since);
-                    NfsResult::Ok(CommitResOk {
-                        file_wcc: map::wcc(&file_wcc),
-                        verf: fs.write_verifier(),
-                    })
-                }
-                Err((s, file_wcc)) => NfsResult::Err(
-                    map::status(s),
-                    CommitResFail {
-                        file_wcc: map::wcc(&file_wcc),
-                    },
-                ),
-            }
-        })
-        .await
-        .unwrap_or(NfsResult::Err(
-            Nfsstat3::SERVERFAULT,
-            CommitResFail::default(),
-        ))
     }
 
     /// REMOVE (§3.3.12) while write-behind holds data: if the removed file's handle is stale
@@ -637,7 +471,7 @@ fn stable_to_wire(s: backend::StableHow) -> StableHow {
 
 /// Runs one procedure on the blocking pool. Attributes of files with held writes are fixed
 /// up (size) before they leave; see [`crate::io::writebehind`].
-fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engine) -> Res3 {
+fn execute(fs: &LocalFs, caller: &Caller, args: Args3, io: &Engine) -> Res3 {
     use NfsResult::{Err as E, Ok as O};
     let since = io.wb.epoch();
     match args {
@@ -728,20 +562,9 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engin
                 },
             ),
         }),
-        Args3::Read(a) => {
-            let count = a.count.min(fs.config().read_bytes_max);
-            Res3::Read(read(fs, caller, &a, count, stats, io))
-        }
-        Args3::Write(a) => {
-            let Some(stable) = stable_to_backend(a.stable) else {
-                return Res3::Write(E(Nfsstat3::INVAL, WriteResFail::default()));
-            };
-            if a.count as usize > a.data.len() {
-                return Res3::Write(E(Nfsstat3::INVAL, WriteResFail::default()));
-            }
-            let chunks = payload_prefix(&a.data, a.count as usize);
-            Res3::Write(write_through(fs, caller, &a, &chunks, stable, stats, io))
-        }
+        // READ, WRITE and COMMIT always go through the data path (`Nfs3::run`).
+        Args3::Read(_) => Res3::Read(E(Nfsstat3::SERVERFAULT, ReadResFail::default())),
+        Args3::Write(_) => Res3::Write(E(Nfsstat3::SERVERFAULT, WriteResFail::default())),
         Args3::Create(a) => {
             let how = match a.how {
                 CreateHow::Unchecked(s) => backend::CreateHow::Unchecked(map::sattr(&s)),
@@ -919,163 +742,7 @@ fn execute(fs: &LocalFs, caller: &Caller, args: Args3, stats: &Stats, io: &Engin
                 },
             ),
         }),
-        // COMMIT always goes through `Nfs3::commit` (held data must land first).
         Args3::Commit(_) => Res3::Commit(E(Nfsstat3::SERVERFAULT, CommitResFail::default())),
-    }
-}
-
-/// Post-op attributes of a file with held writes: size fixed, or read again when a fix cannot
-/// tell (see [`SizeFix`]).
-fn fix_post_op(io: &Engine, fs: &LocalFs, fh: &FileHandle, attr: &mut Option<Attr>, since: u64) {
-    if let Some(a) = attr.as_mut() {
-        if io.wb.fix_size(fh.as_bytes(), a, since) == SizeFix::Uncertain {
-            *attr = fs.getattr(fh).ok();
-        }
-    }
-}
-
-/// READ of `count` bytes into pooled chunks; starts server readahead for a sequential reader.
-fn read(
-    fs: &LocalFs,
-    caller: &Caller,
-    a: &ReadArgs,
-    count: u32,
-    stats: &Stats,
-    io: &Engine,
-) -> ReadRes {
-    let since = io.wb.epoch();
-    let Some(mut bufs) = io.pool.acquire_for(count as usize) else {
-        tracing::warn!(count, "READ buffers exhausted; answering JUKEBOX");
-        return NfsResult::Err(Nfsstat3::JUKEBOX, ReadResFail::default());
-    };
-    let ahead = io.seq.observe_read(&a.file.0, a.offset, u64::from(count));
-    let res = fs.read(caller, &map::handle(&a.file), a.offset, &mut bufs);
-    read_reply(fs, a, res, bufs, ahead, since, stats, io)
-}
-
-/// The reply to a READ whose data the backend placed in `bufs`: the chunks as the payload,
-/// server readahead started, attributes fixed for held writes.
-#[allow(clippy::too_many_arguments)]
-fn read_reply(
-    fs: &LocalFs,
-    a: &ReadArgs,
-    res: backend::Res<backend::ReadOk, Option<Attr>>,
-    bufs: Vec<crate::io::pool::PooledChunk>,
-    ahead: Option<crate::io::seq::Readahead>,
-    since: u64,
-    stats: &Stats,
-    io: &Engine,
-) -> ReadRes {
-    let fh = map::handle(&a.file);
-    match res {
-        Ok(ok) => {
-            if let Some(ra) = ahead {
-                fs.readahead_hint(&fh, ra.offset, ra.len);
-            }
-            let mut data = Payload::new();
-            let mut left = ok.count;
-            for b in bufs {
-                if left == 0 {
-                    break; // the rest go back to the pool here
-                }
-                let n = left.min(b.as_ref().len());
-                data.push(b.into_bytes(n));
-                left -= n;
-            }
-            stats.wire_read_bytes.record(ok.count as u64);
-            stats.backend_read_bytes.record(ok.count as u64);
-            let mut attr = Some(ok.attr);
-            fix_post_op(io, fs, &fh, &mut attr, since);
-            let end = a.offset + ok.count as u64;
-            // Held data beyond what was read: not the end of the file yet.
-            let eof = ok.eof && attr.is_none_or(|at| at.size <= end);
-            NfsResult::Ok(ReadResOk {
-                file_attributes: map::post_op(attr),
-                count: ok.count as u32,
-                eof,
-                data,
-            })
-        }
-        Err((s, file_attributes)) => NfsResult::Err(
-            map::status(s),
-            ReadResFail {
-                file_attributes: map::post_op(file_attributes),
-            },
-        ),
-    }
-}
-
-/// What [`read_nowait`] did.
-enum Nowait {
-    Done(ReadRes),
-    /// Checked, not all cached: the file and the chunks for an asynchronous read.
-    NeedsDisk(backend::CheckedRead, Vec<crate::io::pool::PooledChunk>),
-}
-
-/// [`read`] from the page cache without blocking (see [`LocalFs::read_nowait`]), on the
-/// caller's (async) thread; `None` when it cannot be tried: nothing was done.
-fn read_nowait(
-    fs: &LocalFs,
-    caller: &Caller,
-    a: &ReadArgs,
-    count: u32,
-    stats: &Stats,
-    io: &Engine,
-) -> Option<Nowait> {
-    let since = io.wb.epoch();
-    let mut bufs = io.pool.try_acquire_for(count as usize)?;
-    let predictor = io.uring.as_ref().map(|u| &u.predictor);
-    let try_cache = predictor.is_none_or(|p| p.try_cache());
-    let done = fs.read_nowait(
-        caller,
-        &map::handle(&a.file),
-        a.offset,
-        &mut bufs,
-        try_cache,
-    )?;
-    if let (Some(p), true) = (predictor, try_cache) {
-        p.record(matches!(done, backend::NowaitRead::Done(_)));
-    }
-    match done {
-        backend::NowaitRead::Done(res) => {
-            let ahead = io.seq.observe_read(&a.file.0, a.offset, u64::from(count));
-            Some(Nowait::Done(read_reply(
-                fs, a, res, bufs, ahead, since, stats, io,
-            )))
-        }
-        backend::NowaitRead::NeedsDisk(checked) => Some(Nowait::NeedsDisk(checked, bufs)),
-    }
-}
-
-/// WRITE straight to the backend (DATA_SYNC, FILE_SYNC, or write-behind disabled).
-fn write_through(
-    fs: &LocalFs,
-    caller: &Caller,
-    a: &WriteArgs,
-    chunks: &[Bytes],
-    stable: backend::StableHow,
-    stats: &Stats,
-    io: &Engine,
-) -> WriteRes {
-    let since = io.wb.epoch();
-    let fh = map::handle(&a.file);
-    match fs.write(caller, &fh, a.offset, chunks, stable) {
-        Ok(mut w) => {
-            stats.backend_write_bytes.record(w.count as u64);
-            fix_post_op(io, fs, &fh, &mut w.wcc.after, since);
-            NfsResult::Ok(WriteResOk {
-                file_wcc: map::wcc(&w.wcc),
-                count: w.count as u32,
-                committed: stable_to_wire(w.committed),
-                verf: fs.write_verifier(),
-            })
-        }
-        Err((s, file_wcc)) => NfsResult::Err(
-            map::status(s),
-            WriteResFail {
-                file_wcc: map::wcc(&file_wcc),
-            },
-        ),
     }
 }
 
