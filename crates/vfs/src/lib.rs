@@ -26,6 +26,7 @@
 //! # Modules
 //! * [`types`]: handles, attributes, before/after pairs, [`FsError`]. Pure.
 //! * [`fs`]: the [`FileSystem`] trait, and its implementation by [`LocalFs`].
+//! * [`memfs`]: [`MemFs`], the same trait in memory with injected faults. Pure.
 //! * [`exports`]: export options and `/etc/exports` parsing, squashing. Pure.
 //! * [`handle`]: the file handle layout, its MAC and the secret in the state directory.
 //! * [`creds`]: per-thread fsuid/fsgid/groups switching.
@@ -41,6 +42,7 @@ pub mod fs;
 pub mod handle;
 mod iomode;
 mod localfs;
+pub mod memfs;
 pub mod openfiles;
 mod sys;
 pub mod types;
@@ -50,4 +52,5 @@ pub use exports::{Export, ExportOptions, IoMode, IoModes};
 pub use fs::FileSystem;
 pub use handle::{export_id_of, ExportId};
 pub use localfs::*;
+pub use memfs::MemFs;
 pub use types::*;
