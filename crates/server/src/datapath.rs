@@ -74,7 +74,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::backend::{
-    self, Attr, Caller, CheckedRead, FileHandle, FsError, IoMode, LocalFs, NowaitRead, Res,
+    self, Attr, Caller, CheckedRead, FileHandle, FileSystem, FsError, IoMode, NowaitRead, Res,
     StableHow, Wcc,
 };
 use crate::io::pool::PooledChunk;
@@ -137,14 +137,14 @@ impl DataPath<'_> {
     /// thing in its reply (see the module essay).
     pub async fn read(
         &self,
-        fs: Arc<LocalFs>,
+        fs: Arc<dyn FileSystem>,
         caller: Caller,
         fh: FileHandle,
         offset: u64,
         count: u32,
         splice_ok: bool,
     ) -> Res<ReadDone, Option<Attr>> {
-        let count = count.min(fs.config().read_bytes_max);
+        let count = count.min(fs.read_bytes_max());
         if splice_ok {
             if let Some(done) = self.read_spliced(&fs, &caller, &fh, offset, count).await {
                 return Ok(done);
@@ -157,7 +157,7 @@ impl DataPath<'_> {
         } else if (count as usize) < SPLICE_MIN_BYTES {
             // A small READ of cached data costs less than the hand-off to a blocking thread, and
             // one that needs the disk goes there through io_uring.
-            match read_nowait(&fs, &caller, &fh, offset, count, self.stats, self.io) {
+            match read_nowait(&*fs, &caller, &fh, offset, count, self.stats, self.io) {
                 Some(Nowait::Done(res)) => return res,
                 Some(Nowait::NeedsDisk(checked, bufs)) => {
                     if let Some(res) = self
@@ -170,9 +170,9 @@ impl DataPath<'_> {
                 None => {}
             }
         }
-        let run = |fs: Arc<LocalFs>, caller: Caller, fh: FileHandle| {
+        let run = |fs: Arc<dyn FileSystem>, caller: Caller, fh: FileHandle| {
             let (stats, io) = (self.stats.clone(), self.io.clone());
-            spawn(move || read_chunks(&fs, &caller, &fh, offset, count, &stats, &io))
+            spawn(move || read_chunks(&*fs, &caller, &fh, offset, count, &stats, &io))
         };
         let Some(mut res) = run(fs.clone(), caller.clone(), fh.clone()).await else {
             return Err((FsError::ServerFault, None));
@@ -199,7 +199,7 @@ impl DataPath<'_> {
     /// through.
     pub async fn write(
         &self,
-        fs: Arc<LocalFs>,
+        fs: Arc<dyn FileSystem>,
         caller: Caller,
         fh: FileHandle,
         offset: u64,
@@ -218,7 +218,7 @@ impl DataPath<'_> {
             }
             let (stats, io) = (self.stats.clone(), self.io.clone());
             return spawn(move || {
-                write_through(&fs, &caller, &fh, offset, &data, stable, &stats, &io)
+                write_through(&*fs, &caller, &fh, offset, &data, stable, &stats, &io)
             })
             .await
             .unwrap_or(Err((FsError::ServerFault, Wcc::default())));
@@ -271,7 +271,7 @@ impl DataPath<'_> {
     /// the range is made durable.
     pub async fn commit(
         &self,
-        fs: Arc<LocalFs>,
+        fs: Arc<dyn FileSystem>,
         caller: Caller,
         fh: FileHandle,
         offset: u64,
@@ -289,7 +289,7 @@ impl DataPath<'_> {
             let since = io.wb.epoch();
             match fs.commit(&caller, &fh, offset, count) {
                 Ok(mut wcc) => {
-                    fix_post_op(&io, &fs, &fh, &mut wcc.after, since);
+                    fix_post_op(&io, &*fs, &fh, &mut wcc.after, since);
                     Ok(CommitDone {
                         wcc,
                         verifier: fs.write_verifier(),
@@ -309,7 +309,7 @@ impl DataPath<'_> {
     /// reports it).
     async fn read_spliced(
         &self,
-        fs: &Arc<LocalFs>,
+        fs: &Arc<dyn FileSystem>,
         caller: &Caller,
         fh: &FileHandle,
         offset: u64,
@@ -317,7 +317,7 @@ impl DataPath<'_> {
     ) -> Option<ReadDone> {
         let count = count as usize;
         if count < SPLICE_MIN_BYTES
-            || fs.read_mode() != IoMode::Buffered
+            || fs.local()?.read_mode() != IoMode::Buffered
             || self.io.wb.holds(fh.as_bytes())
         {
             return None;
@@ -329,6 +329,7 @@ impl DataPath<'_> {
             let since = io.wb.epoch();
             let ahead = io.seq.observe_read(fh.as_bytes(), offset, count as u64);
             let ok = fs
+                .local()?
                 .read_with(&caller, &fh, offset, count, |f| {
                     pipe.fill(f.as_fd(), offset, count)
                 })
@@ -339,7 +340,7 @@ impl DataPath<'_> {
             stats.wire_read_bytes.record(ok.count as u64);
             stats.backend_read_bytes.record(ok.count as u64);
             let mut attr = Some(ok.attr);
-            fix_post_op(&io, &fs, &fh, &mut attr, since);
+            fix_post_op(&io, &*fs, &fh, &mut attr, since);
             let end = offset + ok.count as u64;
             let eof = ok.eof && attr.is_none_or(|at| at.size <= end);
             Some(ReadDone {
@@ -353,12 +354,12 @@ impl DataPath<'_> {
         .flatten()
     }
 
-    /// The READ of a file [`LocalFs::read_nowait`] found checked but not cached, through the
+    /// The READ of a file [`LocalFs::read_nowait`](crate::backend::LocalFs::read_nowait) found checked but not cached, through the
     /// ring. `None` (nothing answered) when there is no ring, it is full, or the read failed or
     /// came back short: the blocking path then does it again and reports any error.
     async fn read_uring(
         &self,
-        fs: &Arc<LocalFs>,
+        fs: &Arc<dyn FileSystem>,
         fh: &FileHandle,
         offset: u64,
         count: u32,
@@ -368,7 +369,9 @@ impl DataPath<'_> {
         let uring = self.io.uring.as_ref()?;
         let since = self.io.wb.epoch();
         let (res, bufs) = uring.read(checked.file.clone(), offset, bufs).await.ok()?;
-        let ok = fs.read_finish(&checked, offset, count as usize, res.ok()?)?;
+        let ok = fs
+            .local()?
+            .read_finish(&checked, offset, count as usize, res.ok()?)?;
         self.stats
             .engine
             .uring_reads
@@ -378,7 +381,7 @@ impl DataPath<'_> {
             .seq
             .observe_read(fh.as_bytes(), offset, u64::from(count));
         Some(read_reply(
-            fs,
+            &**fs,
             fh,
             offset,
             Ok(ok),
@@ -395,7 +398,7 @@ impl DataPath<'_> {
 /// tell (see [`SizeFix`]). `since` is the write-behind epoch read before `attr` was.
 pub fn fix_post_op(
     io: &Engine,
-    fs: &LocalFs,
+    fs: &dyn FileSystem,
     fh: &FileHandle,
     attr: &mut Option<Attr>,
     since: u64,
@@ -420,7 +423,7 @@ pub async fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) ->
 
 /// READ of `count` bytes into pooled chunks; starts server readahead for a sequential reader.
 fn read_chunks(
-    fs: &LocalFs,
+    fs: &dyn FileSystem,
     caller: &Caller,
     fh: &FileHandle,
     offset: u64,
@@ -434,7 +437,14 @@ fn read_chunks(
         return Err((FsError::Delay, None));
     };
     let ahead = io.seq.observe_read(fh.as_bytes(), offset, u64::from(count));
-    let res = fs.read(caller, fh, offset, &mut bufs);
+    let res = match fs.local() {
+        Some(local) => local.read(caller, fh, offset, &mut bufs),
+        // A backend without the local fast path reads through the trait.
+        None => {
+            let mut slices: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut()).collect();
+            fs.read(caller, fh, offset, &mut slices)
+        }
+    };
     read_reply(fs, fh, offset, res, bufs, ahead, since, stats, io)
 }
 
@@ -442,7 +452,7 @@ fn read_chunks(
 /// server readahead started, attributes fixed for held writes.
 #[allow(clippy::too_many_arguments)]
 fn read_reply(
-    fs: &LocalFs,
+    fs: &dyn FileSystem,
     fh: &FileHandle,
     offset: u64,
     res: Res<backend::ReadOk, Option<Attr>>,
@@ -488,10 +498,11 @@ enum Nowait {
     NeedsDisk(CheckedRead, Vec<PooledChunk>),
 }
 
-/// [`read_chunks`] from the page cache without blocking (see [`LocalFs::read_nowait`]), on the
+/// [`read_chunks`] from the page cache without blocking (see
+/// [`LocalFs::read_nowait`](crate::backend::LocalFs::read_nowait)), on the
 /// caller's (async) thread; `None` when it cannot be tried: nothing was done.
 fn read_nowait(
-    fs: &LocalFs,
+    fs: &dyn FileSystem,
     caller: &Caller,
     fh: &FileHandle,
     offset: u64,
@@ -500,10 +511,11 @@ fn read_nowait(
     io: &Engine,
 ) -> Option<Nowait> {
     let since = io.wb.epoch();
+    let local = fs.local()?;
     let mut bufs = io.pool.try_acquire_for(count as usize)?;
     let predictor = io.uring.as_ref().map(|u| &u.predictor);
     let try_cache = predictor.is_none_or(|p| p.try_cache());
-    let done = fs.read_nowait(caller, fh, offset, &mut bufs, try_cache)?;
+    let done = local.read_nowait(caller, fh, offset, &mut bufs, try_cache)?;
     if let (Some(p), true) = (predictor, try_cache) {
         p.record(matches!(done, NowaitRead::Done(_)));
     }
@@ -521,7 +533,7 @@ fn read_nowait(
 /// WRITE straight to the file system (DATA_SYNC, FILE_SYNC, or write-behind disabled).
 #[allow(clippy::too_many_arguments)]
 fn write_through(
-    fs: &LocalFs,
+    fs: &dyn FileSystem,
     caller: &Caller,
     fh: &FileHandle,
     offset: u64,

@@ -100,7 +100,12 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
     if config.exports.is_empty() {
         return Err("nothing to export: give a directory or --exports FILE".into());
     }
-    fit_to_memory(&mut config.io);
+    let entries = open_exports(&mut config)?;
+    bind_exports(config, entries).await
+}
+
+/// Opens each configured export as a [`LocalFs`] (canonicalising its path in `config`).
+fn open_exports(config: &mut ServerConfig) -> Result<Vec<nfs::ExportEntry>, String> {
     let mut entries = Vec::new();
     for export in &mut config.exports {
         let canonical = std::fs::canonicalize(&export.path)
@@ -129,6 +134,16 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
             export: export.clone(),
         });
     }
+    Ok(entries)
+}
+
+/// Binds the sockets for exports already opened: any [`backend::FileSystem`] (tests serve an
+/// in-memory one this way). `config.exports` is not consulted; each entry carries its rules.
+pub async fn bind_exports(
+    mut config: ServerConfig,
+    entries: Vec<nfs::ExportEntry>,
+) -> Result<Bound, String> {
+    fit_to_memory(&mut config.io);
     let tcp = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| {

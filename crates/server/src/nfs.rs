@@ -16,7 +16,7 @@
 //! [`Nfs3::run`] in async code and only their backend calls go to the blocking pool.
 
 use crate::backend::{
-    self, export_id_of, Caller, Cred, DirEntry, Export, ExportOptions, LocalFs, Wcc,
+    self, export_id_of, Caller, Cred, DirEntry, Export, ExportOptions, FileSystem, Wcc,
 };
 use crate::datapath::{self, fix_post_op, DataPath, ReadData};
 use crate::io::writebehind::SizeFix;
@@ -36,9 +36,10 @@ pub(crate) mod map;
 /// call; 1 MiB is what Linux clients ask for at most).
 pub const READDIR_REPLY_BYTES_MAX: usize = 1 << 20;
 
-/// One export: its backend and its client rules.
+/// One export: its file system (a [`LocalFs`](crate::backend::LocalFs) in production; any
+/// [`FileSystem`], e.g. an in-memory one, in tests) and its client rules.
 pub struct ExportEntry {
-    pub fs: Arc<LocalFs>,
+    pub fs: Arc<dyn FileSystem>,
     pub export: Export,
 }
 
@@ -115,7 +116,7 @@ impl Nfs3 {
         peer: &Peer,
         cred: &Credentials,
         fh: &NfsFh3,
-    ) -> Result<(Arc<LocalFs>, Caller), Gate> {
+    ) -> Result<(Arc<dyn FileSystem>, Caller), Gate> {
         let id = export_id_of(&fh.0).ok_or(Gate::Status(Nfsstat3::BADHANDLE))?;
         let entry = self
             .exports
@@ -134,7 +135,13 @@ impl Nfs3 {
         Ok((entry.fs.clone(), caller_for(cred, opts)))
     }
 
-    async fn run(&self, fs: Arc<LocalFs>, caller: Caller, args: Args3, splice_ok: bool) -> Reply {
+    async fn run(
+        &self,
+        fs: Arc<dyn FileSystem>,
+        caller: Caller,
+        args: Args3,
+        splice_ok: bool,
+    ) -> Reply {
         let wb = &self.io.wb;
         Reply::Res(match args {
             Args3::Read(a) => return self.read(fs, caller, a, splice_ok).await,
@@ -169,10 +176,10 @@ impl Nfs3 {
     }
 
     /// Runs one procedure on the blocking pool.
-    async fn blocking(&self, fs: Arc<LocalFs>, caller: Caller, args: Args3) -> Res3 {
+    async fn blocking(&self, fs: Arc<dyn FileSystem>, caller: Caller, args: Args3) -> Res3 {
         let io = self.io.clone();
         let fallback = failure(&args, Nfsstat3::SERVERFAULT);
-        self.spawn(move || execute(&fs, &caller, args, &io))
+        self.spawn(move || execute(&*fs, &caller, args, &io))
             .await
             .unwrap_or(fallback)
     }
@@ -192,7 +199,13 @@ impl Nfs3 {
 
     /// READ (RFC 1813 §3.3.6) through the data path. `splice_ok`: the reply ends with the data
     /// (always so for a v3 READ; the transport decides).
-    async fn read(&self, fs: Arc<LocalFs>, caller: Caller, a: ReadArgs, splice_ok: bool) -> Reply {
+    async fn read(
+        &self,
+        fs: Arc<dyn FileSystem>,
+        caller: Caller,
+        a: ReadArgs,
+        splice_ok: bool,
+    ) -> Reply {
         let fh = map::handle(&a.file);
         match self
             .data()
@@ -224,7 +237,7 @@ impl Nfs3 {
     }
 
     /// WRITE (§3.3.7): the v3 checks, then the data path.
-    async fn write(&self, fs: Arc<LocalFs>, caller: Caller, a: WriteArgs) -> WriteRes {
+    async fn write(&self, fs: Arc<dyn FileSystem>, caller: Caller, a: WriteArgs) -> WriteRes {
         let fail = |s| NfsResult::Err(s, WriteResFail::default());
         let Some(stable) = stable_to_backend(a.stable) else {
             return fail(Nfsstat3::INVAL);
@@ -258,7 +271,7 @@ impl Nfs3 {
     }
 
     /// COMMIT (§3.3.21) through the data path.
-    async fn commit(&self, fs: Arc<LocalFs>, caller: Caller, a: CommitArgs) -> CommitRes {
+    async fn commit(&self, fs: Arc<dyn FileSystem>, caller: Caller, a: CommitArgs) -> CommitRes {
         let fh = map::handle(&a.file);
         match self.data().commit(fs, caller, fh, a.offset, a.count).await {
             Ok(c) => NfsResult::Ok(CommitResOk {
@@ -276,7 +289,7 @@ impl Nfs3 {
 
     /// REMOVE (§3.3.12) while write-behind holds data: if the removed file's handle is stale
     /// afterwards (its last link is gone), its held data is dropped.
-    async fn remove(&self, fs: Arc<LocalFs>, caller: Caller, a: RemoveArgs) -> Res3 {
+    async fn remove(&self, fs: Arc<dyn FileSystem>, caller: Caller, a: RemoveArgs) -> Res3 {
         let (fs2, c2, dir, name) = (
             fs.clone(),
             caller.clone(),
@@ -471,7 +484,7 @@ fn stable_to_wire(s: backend::StableHow) -> StableHow {
 
 /// Runs one procedure on the blocking pool. Attributes of files with held writes are fixed
 /// up (size) before they leave; see [`crate::io::writebehind`].
-fn execute(fs: &LocalFs, caller: &Caller, args: Args3, io: &Engine) -> Res3 {
+fn execute(fs: &dyn FileSystem, caller: &Caller, args: Args3, io: &Engine) -> Res3 {
     use NfsResult::{Err as E, Ok as O};
     let since = io.wb.epoch();
     match args {
@@ -764,7 +777,7 @@ fn removed(r: backend::Res<Wcc, Wcc>) -> RemoveRes {
 /// list terminator and eof.
 const READDIR_OVERHEAD_BYTES: usize = 4 + READDIR_RESOK_FIXED_BYTES;
 
-fn readdir(fs: &LocalFs, caller: &Caller, a: ReaddirArgs) -> ReaddirRes {
+fn readdir(fs: &dyn FileSystem, caller: &Caller, a: ReaddirArgs) -> ReaddirRes {
     let limit = (a.count as usize).min(READDIR_REPLY_BYTES_MAX);
     let mut used = READDIR_OVERHEAD_BYTES;
     let mut entries: Vec<Entry3> = Vec::new();
@@ -815,7 +828,7 @@ fn readdir(fs: &LocalFs, caller: &Caller, a: ReaddirArgs) -> ReaddirRes {
     }
 }
 
-fn readdirplus(fs: &LocalFs, caller: &Caller, a: ReaddirplusArgs) -> ReaddirplusRes {
+fn readdirplus(fs: &dyn FileSystem, caller: &Caller, a: ReaddirplusArgs) -> ReaddirplusRes {
     let limit = (a.maxcount as usize).min(READDIR_REPLY_BYTES_MAX);
     // RFC 1813 §3.3.17: dircount bounds the directory information alone (fileid, name, cookie).
     // Zero is taken as "no separate bound", as some clients send it.

@@ -13,9 +13,10 @@
 // success side; boxing it would add an allocation to every error reply.
 #![allow(clippy::result_large_err)]
 
+use crate::handle::ExportId;
 use crate::localfs::{
     Caller, CreateHow, CreateOk, DirEntry, FsInfo, FsStat, LinkRes, LocalFs, LookupOk, PathConf,
-    ReadOk, ReaddirOk, RenameWcc, StableHow, WriteOk,
+    ReadOk, ReaddirOk, RenameWcc, StableHow, WriteOk, IO_BYTES_MAX_DEFAULT,
 };
 use crate::types::{Attr, DeviceId, FileHandle, FileType, FsError, Res, SetAttr, Time, Wcc};
 use bytes::Bytes;
@@ -24,6 +25,22 @@ use bytes::Bytes;
 pub trait FileSystem: Send + Sync {
     /// The handle of the export root.
     fn root_handle(&self) -> FileHandle;
+    /// The export id written in every handle this file system issues (see
+    /// [`handle::export_id_of`](crate::handle::export_id_of)), so a server routes a handle to
+    /// the file system that issued it.
+    fn export_id(&self) -> ExportId;
+    /// Largest READ answered, bytes.
+    fn read_bytes_max(&self) -> u32 {
+        IO_BYTES_MAX_DEFAULT
+    }
+    /// A hint that `len` bytes from `offset` will be read soon. Default: ignored.
+    fn readahead_hint(&self, _fh: &FileHandle, _offset: u64, _len: u64) {}
+    /// The local-directory backend behind this file system, for the data path's fast paths
+    /// that only a real file has (splice, `RWF_NOWAIT`, io_uring, early writeback). Default:
+    /// none, and the data path uses the trait's methods alone.
+    fn local(&self) -> Option<&LocalFs> {
+        None
+    }
     /// The verifier of unstable writes: changes when data acknowledged as unstable may have
     /// been lost (a restart, a failed flush), so clients resend it.
     fn write_verifier(&self) -> [u8; 8];
@@ -135,6 +152,18 @@ pub trait FileSystem: Send + Sync {
 impl FileSystem for LocalFs {
     fn root_handle(&self) -> FileHandle {
         LocalFs::root_handle(self)
+    }
+    fn export_id(&self) -> ExportId {
+        LocalFs::export_id(self)
+    }
+    fn read_bytes_max(&self) -> u32 {
+        self.config().read_bytes_max
+    }
+    fn readahead_hint(&self, fh: &FileHandle, offset: u64, len: u64) {
+        LocalFs::readahead_hint(self, fh, offset, len)
+    }
+    fn local(&self) -> Option<&LocalFs> {
+        Some(self)
     }
     fn write_verifier(&self) -> [u8; 8] {
         LocalFs::write_verifier(self)

@@ -33,6 +33,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::fs::FileSystem;
+use crate::handle::{export_id_of, ExportId, HANDLE_VERSION};
 use crate::localfs::{
     access, Caller, CreateHow, CreateOk, DirEntry, FsInfo, FsStat, LinkRes, LookupOk, PathConf,
     ReadOk, ReaddirOk, RenameWcc, StableHow, WriteOk, NAME_MAX,
@@ -168,8 +169,12 @@ struct Node {
 
 /// The id of the root directory.
 const ROOT_ID: u64 = 1;
-/// Handle layout: the fsid's low 32 bits, then the object id, both big-endian.
-const HANDLE_BYTES: usize = 12;
+/// Handle layout: the envelope every handle of this layer starts with (a version byte and the
+/// export id, see [`handle`](crate::handle)), three zero bytes, the object id (big-endian), and
+/// zeros up to the shortest length [`export_id_of`](crate::handle::export_id_of) accepts.
+/// MemFs handles carry no MAC: it serves tests, not untrusted clients.
+const HANDLE_BYTES: usize = 20;
+const HANDLE_ID_AT: usize = 8;
 
 impl MemFs {
     /// An empty file system: a root directory owned by root, mode 0777, at time zero.
@@ -236,21 +241,31 @@ impl MemFs {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The export id in this file system's handles: the low 32 bits of its fsid.
+    fn export(&self) -> ExportId {
+        ExportId(self.config.fsid as u32)
+    }
+
     fn handle(&self, id: u64) -> FileHandle {
-        let mut b = Vec::with_capacity(HANDLE_BYTES);
-        b.extend_from_slice(&(self.config.fsid as u32).to_be_bytes());
-        b.extend_from_slice(&id.to_be_bytes());
-        FileHandle::new(Bytes::from(b)).expect("12 bytes")
+        let mut b = [0u8; HANDLE_BYTES];
+        b[0] = HANDLE_VERSION;
+        b[1..5].copy_from_slice(&self.export().0.to_be_bytes());
+        b[HANDLE_ID_AT..HANDLE_ID_AT + 8].copy_from_slice(&id.to_be_bytes());
+        FileHandle::from_slice(&b).expect("shorter than the limit")
     }
 
     /// The object id of a handle: [`FsError::BadHandle`] if it is not ours, [`FsError::Stale`]
     /// if its object is gone.
     fn id_of(&self, st: &State, fh: &FileHandle) -> Result<u64, FsError> {
         let b = fh.as_bytes();
-        if b.len() != HANDLE_BYTES || b[..4] != (self.config.fsid as u32).to_be_bytes() {
+        if b.len() != HANDLE_BYTES || export_id_of(b) != Some(self.export()) {
             return Err(FsError::BadHandle);
         }
-        let id = u64::from_be_bytes(b[4..].try_into().expect("8 bytes"));
+        let id = u64::from_be_bytes(
+            b[HANDLE_ID_AT..HANDLE_ID_AT + 8]
+                .try_into()
+                .expect("8 bytes"),
+        );
         if st.nodes.contains_key(&id) {
             Ok(id)
         } else {
@@ -523,6 +538,10 @@ fn set_time(t: SetTime, now: Time, field: &mut Time) {
 impl FileSystem for MemFs {
     fn root_handle(&self) -> FileHandle {
         self.handle(ROOT_ID)
+    }
+
+    fn export_id(&self) -> ExportId {
+        self.export()
     }
 
     fn write_verifier(&self) -> [u8; 8] {

@@ -74,7 +74,7 @@
 //! pass it waits in [`WriteBehindDriver::admit`] (holding its connection's call slot, so the
 //! client is slowed by TCP), and the core flushes under pressure so that the wait ends.
 
-use crate::backend::{self, Attr, Caller, FileHandle, FileType, FsError, LocalFs};
+use crate::backend::{self, Attr, Caller, FileHandle, FileSystem, FileType, FsError};
 use crate::stats::Stats;
 use bytes::Bytes;
 use sluice_engine::writebehind::{Admit, FlushOp, WriteBehind, WriteBehindConfig};
@@ -139,7 +139,7 @@ struct State {
 }
 
 struct FileCtx {
-    fs: Arc<LocalFs>,
+    fs: Arc<dyn FileSystem>,
     /// Bytes of this file pending or in flight (written, minus overwritten, minus landed).
     held_bytes: u64,
     /// End of the furthest write held since the file entered the held set.
@@ -197,7 +197,7 @@ impl WriteBehindDriver {
     /// writes of the file before this one (`None` if none was held), for the pre-op size.
     pub fn hold(
         &self,
-        fs: &Arc<LocalFs>,
+        fs: &Arc<dyn FileSystem>,
         fh: &FileHandle,
         offset: u64,
         chunks: Vec<Bytes>,
@@ -399,7 +399,7 @@ impl WriteBehindDriver {
                 Ok(())
             } else {
                 let stats = me.stats.clone();
-                tokio::task::spawn_blocking(move || write_run(&fs, &op, &stats))
+                tokio::task::spawn_blocking(move || write_run(&*fs, &op, &stats))
                     .await
                     .unwrap_or(Err(FsError::ServerFault))
             };
@@ -508,7 +508,11 @@ fn fix_locked(st: &State, fh: &[u8], attr: &mut impl FileSize, since: u64) -> Si
 /// Writes one flush to the backend: one `pwritev` per run of segments from the same caller, at
 /// most [`BACKEND_WRITE_BYTES_MAX`] bytes and [`BACKEND_WRITE_PIECES_MAX`] pieces each. Stops at
 /// the first error.
-fn write_run(fs: &LocalFs, op: &FlushOp<FileKey, Held>, stats: &Stats) -> Result<(), FsError> {
+fn write_run(
+    fs: &dyn FileSystem,
+    op: &FlushOp<FileKey, Held>,
+    stats: &Stats,
+) -> Result<(), FsError> {
     let Ok(fh) = FileHandle::new(op.file.clone()) else {
         // Keys are the bytes of handles held by `hold`, so never longer than a handle.
         return Err(FsError::BadHandle);
@@ -525,7 +529,7 @@ fn write_run(fs: &LocalFs, op: &FlushOp<FileKey, Held>, stats: &Stats) -> Result
                 stats.backend_write_bytes.record(bytes);
                 if op.start_writeback {
                     // The file is in the open-file cache: the write just used it.
-                    if let Some(file) = fs.open_files().get(&op.file) {
+                    if let Some(file) = fs.local().and_then(|l| l.open_files().get(&op.file)) {
                         let _ = file.start_writeback(offset, bytes);
                     }
                 }
