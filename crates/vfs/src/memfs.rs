@@ -827,10 +827,12 @@ impl FileSystem for MemFs {
         if caller.read_only {
             return Err(fail(&st, FsError::RoFs));
         }
-        let node = st.nodes.get_mut(&id).expect("resolved");
-        if node.ftype != FileType::Regular {
-            return Err(fail(&st, FsError::Inval));
+        match st.nodes[&id].ftype {
+            FileType::Regular => {}
+            FileType::Directory => return Err(fail(&st, FsError::IsDir)),
+            _ => return Err(fail(&st, FsError::Inval)),
         }
+        let node = st.nodes.get_mut(&id).expect("resolved");
         node.durable = node.data.clone();
         Ok(self.wcc(&st, before, id))
     }
