@@ -62,6 +62,10 @@
 //! range, then reports a flush that failed since the last COMMIT (with a new write verifier, so
 //! the client resends), else makes the range durable.
 //!
+//! Calls that change a file's size or remove it talk to write-behind too:
+//! [`DataPath::before_resize`] lands held data before a truncation, and
+//! [`DataPath::after_remove`] drops the held data of a file whose last link is gone.
+//!
 //! # Threads
 //! Calls are decoded and replies built on `--threads N` async threads (default half the CPUs, at
 //! least one); file-system calls and flushes run on a separate blocking pool. On 2 CPUs with the
@@ -300,6 +304,65 @@ impl DataPath<'_> {
         })
         .await
         .unwrap_or(Err((FsError::ServerFault, Wcc::default())))
+    }
+
+    /// Whether write-behind holds anything at all (cheap: a name-changing call needs the
+    /// helpers below only then).
+    pub fn holds_any(&self) -> bool {
+        self.io.wb.holds_any()
+    }
+
+    /// Before a call that changes the size of `fh` (SETATTR of the size, CREATE UNCHECKED over
+    /// an existing file, an OPEN that truncates): every held byte of the file lands first, so
+    /// none is written back beyond the new size after it.
+    pub async fn before_resize(&self, fh: &FileHandle) {
+        self.io.wb.flush_range(fh.as_bytes(), 0, 0).await;
+    }
+
+    /// [`DataPath::before_resize`] for the file `name` in `dir`, if it exists.
+    pub async fn before_resize_by_name(
+        &self,
+        fs: &Arc<dyn FileSystem>,
+        caller: &Caller,
+        dir: FileHandle,
+        name: Bytes,
+    ) {
+        let (fs, caller) = (fs.clone(), caller.clone());
+        let found = spawn(move || fs.lookup(&caller, &dir, &name).ok())
+            .await
+            .flatten();
+        if let Some(l) = found {
+            self.before_resize(&l.fh).await;
+        }
+    }
+
+    /// Before removing `name` from `dir`: the handle of the object if write-behind holds data
+    /// for it, for [`DataPath::after_remove`].
+    pub async fn held_target(
+        &self,
+        fs: &Arc<dyn FileSystem>,
+        caller: &Caller,
+        dir: FileHandle,
+        name: Bytes,
+    ) -> Option<FileHandle> {
+        let (fs, caller) = (fs.clone(), caller.clone());
+        spawn(move || fs.lookup(&caller, &dir, &name).ok().map(|l| l.fh))
+            .await
+            .flatten()
+            .filter(|fh| self.io.wb.holds(fh.as_bytes()))
+    }
+
+    /// After a successful remove of an object with held data: if its handle is stale now (its
+    /// last link is gone), the held data is dropped instead of written to a file nobody can
+    /// reach.
+    pub async fn after_remove(&self, fs: Arc<dyn FileSystem>, fh: FileHandle) {
+        let fh2 = fh.clone();
+        let gone = spawn(move || fs.getattr(&fh2).is_err())
+            .await
+            .unwrap_or(false);
+        if gone {
+            self.io.wb.discard(fh.as_bytes()).await;
+        }
     }
 
     /// A READ answered by splicing page-cache pages into a pipe, on buffered exports, for READs

@@ -142,35 +142,22 @@ impl Nfs3 {
         args: Args3,
         splice_ok: bool,
     ) -> Reply {
-        let wb = &self.io.wb;
+        let data = self.data();
         Reply::Res(match args {
             Args3::Read(a) => return self.read(fs, caller, a, splice_ok).await,
             Args3::Write(a) => Res3::Write(self.write(fs, caller, a).await),
             Args3::Commit(a) => Res3::Commit(self.commit(fs, caller, a).await),
             Args3::Setattr(a) if a.new_attributes.size.is_some() => {
-                // Truncate or extend: every held byte lands first, so none is written back
-                // beyond the new size after it.
-                wb.flush_range(&a.object.0, 0, 0).await;
+                data.before_resize(&map::handle(&a.object)).await;
                 self.blocking(fs, caller, Args3::Setattr(a)).await
             }
-            Args3::Create(a) if creates_with_size(&a.how) && wb.holds_any() => {
+            Args3::Create(a) if creates_with_size(&a.how) && data.holds_any() => {
                 // CREATE UNCHECKED of an existing file applies the size like SETATTR.
-                let (fs2, c2, dir, name) = (
-                    fs.clone(),
-                    caller.clone(),
-                    a.where_.dir.clone(),
-                    a.where_.name.clone(),
-                );
-                let found = self
-                    .spawn(move || fs2.lookup(&c2, &map::handle(&dir), &name).ok())
-                    .await
-                    .flatten();
-                if let Some(l) = found {
-                    wb.flush_range(l.fh.as_bytes(), 0, 0).await;
-                }
+                let (dir, name) = (map::handle(&a.where_.dir), a.where_.name.clone());
+                data.before_resize_by_name(&fs, &caller, dir, name).await;
                 self.blocking(fs, caller, Args3::Create(a)).await
             }
-            Args3::Remove(a) if wb.holds_any() => self.remove(fs, caller, a).await,
+            Args3::Remove(a) if data.holds_any() => self.remove(fs, caller, a).await,
             other => self.blocking(fs, caller, other).await,
         })
     }
@@ -290,31 +277,11 @@ impl Nfs3 {
     /// REMOVE (§3.3.12) while write-behind holds data: if the removed file's handle is stale
     /// afterwards (its last link is gone), its held data is dropped.
     async fn remove(&self, fs: Arc<dyn FileSystem>, caller: Caller, a: RemoveArgs) -> Res3 {
-        let (fs2, c2, dir, name) = (
-            fs.clone(),
-            caller.clone(),
-            a.object.dir.clone(),
-            a.object.name.clone(),
-        );
-        let target = self
-            .spawn(move || {
-                fs2.lookup(&c2, &map::handle(&dir), &name)
-                    .ok()
-                    .map(|l| l.fh)
-            })
-            .await
-            .flatten()
-            .filter(|fh| self.io.wb.holds(fh.as_bytes()));
+        let (dir, name) = (map::handle(&a.object.dir), a.object.name.clone());
+        let target = self.data().held_target(&fs, &caller, dir, name).await;
         let res = self.blocking(fs.clone(), caller, Args3::Remove(a)).await;
         if let (Some(fh), Res3::Remove(NfsResult::Ok(_))) = (target, &res) {
-            let fh2 = fh.clone();
-            let gone = self
-                .spawn(move || fs.getattr(&fh2).is_err())
-                .await
-                .unwrap_or(false);
-            if gone {
-                self.io.wb.discard(fh.as_bytes()).await;
-            }
+            self.data().after_remove(fs, fh).await;
         }
         res
     }
