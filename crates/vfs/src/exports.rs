@@ -24,7 +24,7 @@
 //! # Options
 //! | option | meaning | default |
 //! |---|---|---|
-//! | `rw` / `ro` | writable or read-only (NFS3ERR_ROFS for modifying procedures) | `ro` |
+//! | `rw` / `ro` | writable or read-only (`FsError::RoFs` for modifying procedures) | `ro` |
 //! | `root_squash` / `no_root_squash` | map uid 0 and gid 0 to the anonymous ids | `root_squash` |
 //! | `all_squash` / `no_all_squash` | map every caller to the anonymous ids | `no_all_squash` |
 //! | `anonuid=N` / `anongid=N` | the anonymous ids | 65534 |

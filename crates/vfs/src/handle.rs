@@ -14,10 +14,10 @@
 //!  +-------+---------------+-------+-------+-------+------------+-----+------------+--------+
 //!                                                                \__ kind 2 only __/  12 bytes
 //! ```
-//! * `ver`: layout version, 1. Any other value is NFS3ERR_BADHANDLE.
+//! * `ver`: layout version, 1. Any other value is `FsError::BadHandle`.
 //! * `export id`: which export issued the handle (`fsid=` in exports, else derived from the
 //!   export's path). Lets a server with several exports route a handle, and makes a handle of
-//!   another (or a removed) export NFS3ERR_STALE.
+//!   another (or a removed) export `FsError::Stale`.
 //! * `kind`: 0 directory, 1 other object, 2 other object with a parent hint (below).
 //! * `ktype`, `n`, `kernel fh`: the kernel handle's type (all Linux types fit a byte) and bytes.
 //! * `ptype`, `parent fh`: for kind 2, the kernel handle of the directory the object was found in.
@@ -33,8 +33,8 @@
 //! `<state_dir>/secret` (created 0600 on first start, never sent anywhere):
 //! `key = HMAC-SHA256(secret, "sluice file handle v1" || export id)`, so each export has its own
 //! key and a handle cannot be moved from one export to another by editing its export id. 96 bits
-//! of MAC make an online forgery hopeless (2^-96 per attempt). A wrong MAC is NFS3ERR_BADHANDLE.
-//! Deleting the secret file invalidates every handle ever issued (clients see NFS3ERR_BADHANDLE).
+//! of MAC make an online forgery hopeless (2^-96 per attempt). A wrong MAC is `FsError::BadHandle`.
+//! Deleting the secret file invalidates every handle ever issued (clients see `FsError::BadHandle`).
 //!
 //! # Confined to the export
 //! A handle we issued names an object that was inside the export at the time; it may since have
@@ -45,9 +45,9 @@
 //! "disconnected" (its reported path is `/`), and one with several hard links may be reported
 //! under a name outside the export; then the parent hint is opened, checked, and searched for the
 //! object's inode, which also reconnects it for later lookups. An object that cannot be shown to
-//! be inside the export is NFS3ERR_STALE. One consequence: a file moved to another directory of
+//! be inside the export is `FsError::Stale`. One consequence: a file moved to another directory of
 //! the export is stale *while the kernel has no cached path for it* (after a reboot), until a
-//! LOOKUP by name (which clients do after NFS3ERR_STALE) reconnects it; knfsd's
+//! LOOKUP by name (which clients do after `FsError::Stale`) reconnects it; knfsd's
 //! `subtree_check` has the same property. Exporting the root of a file system avoids all of it:
 //! then every object of the mount is inside and no check is made.
 
@@ -89,7 +89,7 @@ impl ExportId {
 }
 
 /// The export id of a handle, for routing a request to the export that issued it. `None` for a
-/// handle too short or of an unknown version (answer NFS3ERR_BADHANDLE).
+/// handle too short or of an unknown version (answer `FsError::BadHandle`).
 pub fn export_id_of(fh: &[u8]) -> Option<ExportId> {
     let b = fh;
     if b.len() < HEADER_BYTES + MAC_BYTES || b[0] != HANDLE_VERSION {

@@ -9,16 +9,16 @@
 //!   `AT_EACCESS` under the caller's credentials, plus knfsd's *owner override* (the owner may
 //!   read and write their file whatever its mode, so that "create 0444, then write" works, as it
 //!   does locally with an open descriptor).
-//! * **Names are one component.** Empty names, `/` and NUL are NFS3ERR_ACCES, names over 255 bytes
-//!   NFS3ERR_NAMETOOLONG. Final symlinks are never followed (`O_NOFOLLOW`, `AT_SYMLINK_NOFOLLOW`).
+//! * **Names are one component.** Empty names, `/` and NUL are `FsError::Acces`, names over 255 bytes
+//!   `FsError::NameTooLong`. Final symlinks are never followed (`O_NOFOLLOW`, `AT_SYMLINK_NOFOLLOW`).
 //!   `..` of the export root is the root (as knfsd), so no name leads out of the export.
 //! * **Weak cache consistency** (RFC 1813 §2.6): `before` is taken before the change, `after` once
 //!   it is done, with nothing cached in between. Concurrent changes by others may fall between
 //!   them, as with any server.
-//! * **Read-only exports** answer NFS3ERR_ROFS to every modifying procedure (after the handle is
-//!   found valid, so a stale handle is still NFS3ERR_STALE).
+//! * **Read-only exports** answer `FsError::RoFs` to every modifying procedure (after the handle is
+//!   found valid, so a stale handle is still `FsError::Stale`).
 //! * **Nested mounts are not exported**: objects on another mount than the export root are not
-//!   given handles; LOOKUP of a mount point answers NFS3ERR_ACCES and READDIRPLUS omits its
+//!   given handles; LOOKUP of a mount point answers `FsError::Acces` and READDIRPLUS omits its
 //!   attributes and handle (as knfsd without `crossmnt`, except that knfsd shows the covered
 //!   directory, which user space cannot reach).
 //! * **Mode when the client sends none** is 0 (as knfsd); objects are created with exactly the
@@ -35,7 +35,7 @@
 //! `lseek`), which is what knfsd sends: ext4 hashes and tmpfs offsets stay valid when other
 //! entries are added or removed, so a long listing is neither restarted nor duplicated by
 //! concurrent changes. The cookie verifier is a keyed digest of the directory's kernel handle:
-//! constant for the life of the directory, so a client is never told NFS3ERR_BAD_COOKIE merely
+//! constant for the life of the directory, so a client is never told `FsError::BadCookie` merely
 //! because the directory changed (a verifier built from the mtime would do that on every change,
 //! and Linux clients then restart or truncate their listing). A verifier of zero is accepted, as
 //! RFC 1813 §3.3.16 allows for the first request.
@@ -526,7 +526,7 @@ impl LocalFs {
     }
 
     /// SETATTR (§3.3.2). `guard` is `sattrguard3`: the ctime the client believes the object has;
-    /// a mismatch is NFS3ERR_NOT_SYNC and changes nothing.
+    /// a mismatch is `FsError::NotSync` and changes nothing.
     ///
     /// Order: size, owner, mode, times, so that a mode set with the owner survives the kernel
     /// clearing set-id bits on chown, and explicit times survive the truncate.
@@ -858,11 +858,11 @@ impl LocalFs {
     /// CREATE (§3.3.8).
     ///
     /// * UNCHECKED: creates, or if a regular file of that name exists, only applies `size`.
-    /// * GUARDED: NFS3ERR_EXIST if the name exists.
+    /// * GUARDED: `FsError::Exist` if the name exists.
     /// * EXCLUSIVE: creates with mode 0 and stores the verifier in the times, like knfsd
     ///   (mtime seconds = first 4 bytes, atime seconds = last 4, high bits cleared for file
     ///   systems with 31-bit times). A retransmission finds an empty regular file with the same
-    ///   verifier and succeeds; anything else under that name is NFS3ERR_EXIST. The client sets
+    ///   verifier and succeeds; anything else under that name is `FsError::Exist`. The client sets
     ///   the real attributes with a SETATTR afterwards.
     pub fn create(
         &self,
@@ -955,7 +955,7 @@ impl LocalFs {
     }
 
     /// SYMLINK (§3.3.10). The target is stored as given (it is the client's to interpret); a
-    /// target containing NUL is NFS3ERR_INVAL, one over 4095 bytes NFS3ERR_NAMETOOLONG.
+    /// target containing NUL is `FsError::Inval`, one over 4095 bytes `FsError::NameTooLong`.
     pub fn symlink(
         &self,
         caller: &Caller,
@@ -982,7 +982,7 @@ impl LocalFs {
     }
 
     /// MKNOD (§3.3.11): character and block devices (which the kernel lets only root create),
-    /// sockets and FIFOs. Other types are NFS3ERR_BADTYPE.
+    /// sockets and FIFOs. Other types are `FsError::BadType`.
     pub fn mknod(
         &self,
         caller: &Caller,
@@ -1018,7 +1018,7 @@ impl LocalFs {
         self.unlink(caller, dir, name, libc::AT_REMOVEDIR)
     }
 
-    /// RENAME (§3.3.14). Both directories must belong to this export (else NFS3ERR_XDEV). A
+    /// RENAME (§3.3.14). Both directories must belong to this export (else `FsError::Xdev`). A
     /// replaced target's cached descriptors are closed.
     pub fn rename(
         &self,
@@ -1074,7 +1074,7 @@ impl LocalFs {
         Ok(wccs())
     }
 
-    /// LINK (§3.3.15): a new name in `dir` for the object `fh`. Across exports: NFS3ERR_XDEV.
+    /// LINK (§3.3.15): a new name in `dir` for the object `fh`. Across exports: `FsError::Xdev`.
     pub fn link(
         &self,
         caller: &Caller,

@@ -26,7 +26,7 @@
 //! # Invalidation
 //! REMOVE and a RENAME over an existing name drop the victim's entries ([`OpenFiles::remove_inode`]).
 //! Changes made behind the server's back are caught on use: every use `fstat`s the file, a link
-//! count of zero answers NFS3ERR_STALE, and a ctime other than the one recorded when the entry
+//! count of zero answers `FsError::Stale`, and a ctime other than the one recorded when the entry
 //! was last found inside the export (its *validation stamp*) makes the backend check the handle
 //! again (a rename or link changes the ctime), so a file moved out of the export stops being
 //! served. The backend's own WRITE and SETATTR carry the stamp forward, so they do not cause
