@@ -10,6 +10,7 @@
 //! ```
 //! Wire formats live in `sluice-xdr`, RPC framing and call parsing in `sluice-rpc`; both pure.
 
+pub mod backchannel;
 pub mod backend;
 pub mod io;
 pub mod memlimit;
