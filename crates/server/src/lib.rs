@@ -222,6 +222,12 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
 
 /// Serves until a listener fails.
 pub async fn run(bound: Bound) -> Result<(), String> {
+    run_with(bound, net::Connections::default()).await
+}
+
+/// [`run`], keeping the live TCP connections (of every listener) in `connections`, where
+/// protocol code and tests find a connection's back channel by `conn_id`.
+pub async fn run_with(bound: Bound, connections: net::Connections) -> Result<(), String> {
     let Bound {
         server,
         tcp,
@@ -233,12 +239,22 @@ pub async fn run(bound: Bound) -> Result<(), String> {
     let net = config.net.clone();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(server.nfs.io.wb.clone().run_flusher());
-    tasks.spawn(net::serve_tcp(tcp, server.clone(), net.clone()));
+    tasks.spawn(net::serve_tcp_with(
+        tcp,
+        server.clone(),
+        net.clone(),
+        connections.clone(),
+    ));
     if let Some(u) = udp {
         tasks.spawn(net::serve_udp(u, server.clone(), net.clone()));
     }
     if let Some(p) = portmap_tcp {
-        tasks.spawn(net::serve_tcp(p, server.clone(), net.clone()));
+        tasks.spawn(net::serve_tcp_with(
+            p,
+            server.clone(),
+            net.clone(),
+            connections,
+        ));
     }
     if let Some(m) = metrics {
         tasks.spawn(metrics::serve(m, server.stats.clone()));
