@@ -35,20 +35,36 @@
 //!   crate has it, within its congestion window); the driver only moves datagrams. There is no
 //!   connection to lose, so no reconnect. Replies are read into 64 KiB buffers, the largest
 //!   datagram; the client caps rsize/wsize at 32 KiB for UDP so every reply fits.
+//! - **Calls from the server** (the NFSv4.1 backchannel, RFC 8881 §2.10.3.1) arrive on the same
+//!   connection. The table sorts each record by `msg_type` ([`CallTable::handle_record`]): a
+//!   CALL is parsed and handed to the [`CallbackService`] registered in
+//!   [`RpcConfig::callbacks`], on its own task, and its reply goes out through the same writer
+//!   as our calls (whole records: they never interleave). With no service registered the
+//!   answer is PROG_UNAVAIL (RFC 5531 §9: the program is not exported here), never silence,
+//!   so the server fails its call at once instead of waiting for its timeout. At most
+//!   [`RpcConfig::callbacks_in_flight_max`] callbacks run at once; a call beyond that is
+//!   answered SYSTEM_ERR, because holding the socket's reader until one finishes would also
+//!   hold up the replies to our own calls. A callback still running when its connection breaks
+//!   has nowhere to answer: its reply is dropped (the server has failed that call already).
 
 use bytes::{Buf, Bytes, BytesMut};
 use rand::Rng;
+use sluice_rpc::client::Received;
 use sluice_rpc::client::Transport;
 use sluice_rpc::client::{
     CallStats, CallTable, CallTableConfig, Event, ProcId, Reply, RpcError, Transmit,
 };
 use sluice_rpc::record::{frame, RecordDecoder, RecordDecoderConfig, MAX_FRAGMENT_BYTES};
 use sluice_rpc::rtt::TimerClass;
+use sluice_rpc::server::{self as rpcs, CallParse, RpcCall};
 use sluice_xdr::rpc::OpaqueAuth;
+use sluice_xdr::Reader;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -77,6 +93,65 @@ pub struct RpcConfig {
     pub max_record_bytes: usize,
     /// The server's name in log messages ("server NAME not responding").
     pub server_name: String,
+    /// Answers calls the server makes on this connection (callbacks). Default `None`: they
+    /// are answered PROG_UNAVAIL.
+    pub callbacks: Option<Callbacks>,
+    /// Callbacks handled at once on one connection; more are answered SYSTEM_ERR. Default 16,
+    /// the most back-channel slots Linux's client offers a server (`ca_maxrequests`), so a
+    /// server that respects the session's slots never meets the bound.
+    pub callbacks_in_flight_max: usize,
+}
+
+/// A call the server made on our connection.
+#[derive(Debug, Clone)]
+pub struct IncomingCall {
+    /// The checked call header (program, version, procedure, credentials).
+    pub call: RpcCall,
+    /// The whole record; [`IncomingCall::args`] reads the arguments from it.
+    pub record: Vec<Bytes>,
+}
+
+impl IncomingCall {
+    /// A reader positioned at the call's arguments.
+    pub fn args(&self) -> Reader<'_> {
+        self.call.args(&self.record)
+    }
+}
+
+/// What a [`CallbackService`] answers: results (the reply body after the accepted-reply
+/// header), or the RPC-level refusal the server will see as its call's error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallbackReply {
+    /// SUCCESS, followed by these result segments (sent as they are, not copied).
+    Results(Vec<Bytes>),
+    ProgUnavail,
+    ProgMismatch {
+        low: u32,
+        high: u32,
+    },
+    ProcUnavail,
+    GarbageArgs,
+    SystemErr,
+}
+
+/// Answers the server's calls on a connection (the NFSv4.1 callback program, say).
+pub trait CallbackService: Send + Sync + 'static {
+    /// Handles one call. Runs on its own task; may take as long as it likes (the server times
+    /// its call out, not us).
+    fn handle(
+        self: Arc<Self>,
+        call: IncomingCall,
+    ) -> Pin<Box<dyn Future<Output = CallbackReply> + Send>>;
+}
+
+/// A registered [`CallbackService`] (a newtype so that [`RpcConfig`] stays `Debug`).
+#[derive(Clone)]
+pub struct Callbacks(pub Arc<dyn CallbackService>);
+
+impl fmt::Debug for Callbacks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Callbacks(..)")
+    }
 }
 
 impl Default for RpcConfig {
@@ -89,6 +164,8 @@ impl Default for RpcConfig {
             privileged_port: true,
             max_record_bytes: RecordDecoderConfig::DEFAULT_MAX_RECORD_BYTES,
             server_name: String::new(),
+            callbacks: None,
+            callbacks_in_flight_max: 16,
         }
     }
 }
@@ -136,6 +213,11 @@ pub struct TransportStats {
     pub reconnects: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Calls from the server answered by the callback service.
+    pub callbacks_answered: u64,
+    /// Calls from the server refused: no service (PROG_UNAVAIL), too many at once
+    /// (SYSTEM_ERR), or a header that did not parse or authenticate.
+    pub callbacks_refused: u64,
 }
 
 impl TransportStats {
@@ -146,6 +228,8 @@ impl TransportStats {
             reconnects: self.reconnects + o.reconnects,
             bytes_sent: self.bytes_sent + o.bytes_sent,
             bytes_received: self.bytes_received + o.bytes_received,
+            callbacks_answered: self.callbacks_answered + o.callbacks_answered,
+            callbacks_refused: self.callbacks_refused + o.callbacks_refused,
         }
     }
 }
@@ -278,6 +362,8 @@ enum ConnEvent {
     Connected(u64, TcpStream),
     ConnectedUdp(u64, UdpSocket),
     ConnectFailed(u64, String),
+    /// A callback finished: its reply message, for the connection it arrived on.
+    CallbackDone(u64, Vec<Bytes>),
 }
 
 struct Conn {
@@ -309,6 +395,8 @@ struct Driver {
     events_rx: mpsc::UnboundedReceiver<ConnEvent>,
     stats: Arc<Mutex<TransportStats>>,
     local: TransportStats,
+    /// Callbacks running now (bounded by `callbacks_in_flight_max`).
+    callbacks_running: usize,
 }
 
 struct Pending {
@@ -337,6 +425,7 @@ impl Driver {
             events_rx,
             stats,
             local: TransportStats::default(),
+            callbacks_running: 0,
         }
     }
 
@@ -463,7 +552,14 @@ impl Driver {
                 let reply_bytes = record.iter().map(|b| b.len()).sum();
                 let marker = if self.udp() { 0 } else { 4 };
                 self.local.bytes_received += reply_bytes as u64 + marker;
-                if let Some(done) = self.table.handle_reply(now, record) {
+                let done = match self.table.handle_record(now, record) {
+                    Received::Reply(done) => done,
+                    Received::Call(call) => {
+                        self.start_callback(generation, call);
+                        None
+                    }
+                };
+                if let Some(done) = done {
                     if let Some(p) = self.pending.remove(&done.xid) {
                         let outcome =
                             done.result
@@ -513,8 +609,65 @@ impl Driver {
                 self.connecting = false;
                 self.schedule_reconnect();
             }
+            ConnEvent::CallbackDone(generation, reply) => {
+                self.callbacks_running -= 1;
+                if generation == self.generation {
+                    self.send_message(reply);
+                }
+                // Otherwise it arrived on a connection since lost: nowhere to answer.
+            }
             _ => {} // news from a connection already given up
         }
+    }
+
+    /// A CALL from the server: answer it through the callback service, on its own task, or
+    /// refuse it at once (see the module docs).
+    fn start_callback(&mut self, generation: u64, record: Vec<Bytes>) {
+        let parsed = rpcs::parse_call(&record);
+        let CallParse::Call(call) = parsed else {
+            // Bad RPC version or credentials: the same answers a server gives.
+            self.local.callbacks_refused += 1;
+            if let Some(reply) = rpcs::reply_for(&parsed) {
+                self.send_message(reply);
+            }
+            return;
+        };
+        let xid = call.xid;
+        let Some(Callbacks(svc)) = self.config.callbacks.clone() else {
+            self.local.callbacks_refused += 1;
+            self.send_message(rpcs::prog_unavail(xid));
+            return;
+        };
+        if self.callbacks_running >= self.config.callbacks_in_flight_max {
+            self.local.callbacks_refused += 1;
+            self.send_message(rpcs::system_err(xid));
+            return;
+        }
+        self.callbacks_running += 1;
+        self.local.callbacks_answered += 1;
+        let tx = self.events_tx.clone();
+        tokio::spawn(async move {
+            let reply = svc.handle(IncomingCall { call, record }).await;
+            let _ = tx.send(ConnEvent::CallbackDone(
+                generation,
+                callback_reply(xid, reply),
+            ));
+        });
+    }
+
+    /// Sends one whole message (ours or a reply to the server) on the current connection.
+    fn send_message(&mut self, msg: Vec<Bytes>) {
+        let Some(conn) = &self.conn else {
+            return;
+        };
+        let framed = if self.udp() {
+            msg
+        } else {
+            frame(msg, MAX_FRAGMENT_BYTES)
+        };
+        self.local.bytes_sent += framed.iter().map(|b| b.len() as u64).sum::<u64>();
+        // A dead writer reports Closed on its own; the reply is lost with the connection.
+        let _ = conn.writer.send(framed);
     }
 
     fn attach(&mut self, stream: TcpStream) {
@@ -599,6 +752,22 @@ impl Drop for Driver {
         for (_, p) in self.pending.drain() {
             let _ = p.reply.send(Err(CallError::Closed));
         }
+    }
+}
+
+/// The reply message to a callback.
+fn callback_reply(xid: u32, reply: CallbackReply) -> Vec<Bytes> {
+    match reply {
+        CallbackReply::Results(results) => {
+            let mut msg = rpcs::success_header(xid).into_segments();
+            msg.extend(results.into_iter().filter(|s| !s.is_empty()));
+            msg
+        }
+        CallbackReply::ProgUnavail => rpcs::prog_unavail(xid),
+        CallbackReply::ProgMismatch { low, high } => rpcs::prog_mismatch(xid, low, high),
+        CallbackReply::ProcUnavail => rpcs::proc_unavail(xid),
+        CallbackReply::GarbageArgs => rpcs::garbage_args(xid),
+        CallbackReply::SystemErr => rpcs::system_err(xid),
     }
 }
 

@@ -111,10 +111,11 @@
 //! Everything that iterates over calls does so in start order, so a simulation run is a pure
 //! function of its inputs.
 
+use crate::duplex::{classify, MsgKind};
 use crate::rtt::{RttConfig, RttEstimator, TimerClass};
 use bytes::Bytes;
 use sluice_xdr::rpc::{
-    AcceptStat, AuthStat, CallHeader, MsgHeader, OpaqueAuth, ReplyBody, MSG_REPLY, RPC_VERSION,
+    AcceptStat, AuthStat, CallHeader, MsgHeader, OpaqueAuth, ReplyBody, RPC_VERSION,
 };
 use sluice_xdr::{DecodeError, Pack, Reader, Unpack, Writer};
 use std::collections::{HashMap, VecDeque};
@@ -285,6 +286,15 @@ pub struct Completed {
     pub elapsed: Duration,
 }
 
+/// What [`CallTable::handle_record`] made of a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    /// A reply: the call it completed, if any.
+    Reply(Option<Completed>),
+    /// A CALL from the peer: answer it through the callback service.
+    Call(Vec<Bytes>),
+}
+
 /// Something the driver must act on or log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -316,8 +326,12 @@ pub struct CallStats {
     pub cancelled: u64,
     /// Replies whose XID matched no outstanding transmitted call (late duplicates, mostly).
     pub unknown_xid_replies: u64,
-    /// Records that were not RPC replies at all.
+    /// Records that were neither replies nor calls.
     pub garbage_replies: u64,
+    /// CALL records from the server (backchannel callbacks, see [`crate::duplex`]): not
+    /// replies, but not garbage either; [`CallTable::handle_record`] hands them back to the
+    /// driver for its callback service.
+    pub calls_received: u64,
     /// UDP congestion window: additive increases, halvings (one per loss event), and replies
     /// that would have grown a full window but found a standing queue.
     pub cwnd_increases: u64,
@@ -342,6 +356,7 @@ impl CallStats {
             cancelled: self.cancelled + o.cancelled,
             unknown_xid_replies: self.unknown_xid_replies + o.unknown_xid_replies,
             garbage_replies: self.garbage_replies + o.garbage_replies,
+            calls_received: self.calls_received + o.calls_received,
             cwnd_increases: self.cwnd_increases + o.cwnd_increases,
             cwnd_reductions: self.cwnd_reductions + o.cwnd_reductions,
             cwnd_holds: self.cwnd_holds + o.cwnd_holds,
@@ -532,13 +547,35 @@ impl CallTable {
 
     // --- inputs ----------------------------------------------------------------------------
 
+    /// Sorts a record that arrived on the connection: a REPLY goes through
+    /// [`CallTable::handle_reply`]; a CALL (the server calling back, RFC 8881 §2.10.3.1) is
+    /// counted and handed back for the driver's callback service, never matched against our
+    /// calls (the server's XIDs are its own, see [`crate::duplex`]).
+    pub fn handle_record(&mut self, now: Instant, segments: Vec<Bytes>) -> Received {
+        match classify(&segments) {
+            MsgKind::Call { .. } => {
+                self.stats.calls_received += 1;
+                Received::Call(segments)
+            }
+            _ => Received::Reply(self.handle_reply(now, segments)),
+        }
+    }
+
     /// Matches a reply record to its call. Returns `None` for records that complete nothing
-    /// (unknown XIDs, late duplicates, non-replies), which are counted in [`CallStats`].
+    /// (unknown XIDs, late duplicates, non-replies), which are counted in [`CallStats`]; a
+    /// CALL given here is counted in `calls_received` (use [`CallTable::handle_record`] to
+    /// get it back).
     pub fn handle_reply(&mut self, now: Instant, segments: Vec<Bytes>) -> Option<Completed> {
-        let mut r = Reader::new(&segments);
-        let (Ok(xid), Ok(MSG_REPLY)) = (r.get_u32(), r.get_u32()) else {
-            self.stats.garbage_replies += 1;
-            return None;
+        let xid = match classify(&segments) {
+            MsgKind::Reply { xid } => xid,
+            MsgKind::Call { .. } => {
+                self.stats.calls_received += 1;
+                return None;
+            }
+            MsgKind::Garbage => {
+                self.stats.garbage_replies += 1;
+                return None;
+            }
         };
         match self.calls.get(&xid) {
             Some(call) if call.in_slot && call.transmissions > 0 => {}
@@ -962,7 +999,7 @@ impl WindowedMin {
 }
 
 /// Encodes the call header followed by the argument segments.
-fn build_call(xid: u32, p: ProcId, cred: &OpaqueAuth, args: Vec<Bytes>) -> Vec<Bytes> {
+pub(crate) fn build_call(xid: u32, p: ProcId, cred: &OpaqueAuth, args: Vec<Bytes>) -> Vec<Bytes> {
     let mut w = Writer::new();
     MsgHeader::Call {
         xid,
@@ -982,7 +1019,7 @@ fn build_call(xid: u32, p: ProcId, cred: &OpaqueAuth, args: Vec<Bytes>) -> Vec<B
 }
 
 /// Maps a reply record (already known to be a REPLY for a live call) to the call's result.
-fn decode_reply(segments: Vec<Bytes>) -> Result<Reply, RpcError> {
+pub(crate) fn decode_reply(segments: Vec<Bytes>) -> Result<Reply, RpcError> {
     let mut r = Reader::new(&segments);
     let body = match MsgHeader::unpack(&mut r) {
         Ok(MsgHeader::Reply { body, .. }) => body,
@@ -1505,12 +1542,21 @@ mod tests {
         assert!(t
             .handle_reply(t0, vec![Bytes::from_static(b"\0\0")])
             .is_none());
-        // A CALL with our xid is not a reply.
+        // A record with an undefined msg_type is garbage.
         assert!(t
-            .handle_reply(t0, vec![Bytes::from_static(b"\0\0\0\x0a\0\0\0\0")])
+            .handle_reply(t0, vec![Bytes::from_static(b"\0\0\0\x0a\0\0\0\x07")])
             .is_none());
+        // A CALL with our xid is not a reply, and not garbage either: a callback.
+        let call = vec![Bytes::from_static(b"\0\0\0\x0a\0\0\0\0")];
+        assert!(t.handle_reply(t0, call.clone()).is_none());
+        assert_eq!(t.handle_record(t0, call.clone()), Received::Call(call));
         let s = t.stats();
         assert_eq!((s.unknown_xid_replies, s.garbage_replies), (2, 2));
+        assert_eq!(s.calls_received, 2);
+        assert!(
+            t.in_flight() == 1,
+            "the call with that xid is still waiting"
+        );
         assert!(t.handle_reply(t0, ok_reply(xid)).is_some());
     }
 

@@ -8,11 +8,15 @@
 //! ```text
 //!   socket bytes ──push──► record::RecordDecoder ──next_record──► Vec<Bytes> (one RPC message)
 //!                                                                     │
-//!              server side: server::parse_call ◄──────────────────────┤
+//!                          duplex::classify (msg_type) on either side ┤
+//!                                                                     │
+//!              server side: CALL ─► server::parse_call ◄──────────────┤
 //!                 │  CallParse::Call ─► drc::ReplyCache ─► handler ─► server::success_header
 //!                 │  other outcomes ─► server::reply_for (ready-made MSG_DENIED / GARBAGE)
+//!                 REPLY ─► duplex::OutgoingCalls (the server's own calls: the backchannel)
 //!                                                                     │
-//!              client side: client::CallTable::handle_reply ◄─────────┘
+//!              client side: client::CallTable::handle_record ◄────────┘
+//!                 REPLY ─► handle_reply; CALL ─► the driver's callback service
 //!                 CallTable::poll_transmit ─► record::frame (TCP) ─► writev
 //!                 CallTable::poll_timeout / handle_timeout, retransmit policy from rtt
 //! ```
@@ -24,9 +28,12 @@
 //! | [`rtt`]    | per-timer-class RTT estimator with a variance floor and backoff   |
 //! | [`client`] | the client call table: XIDs, slots, retransmit policy, events     |
 //! | [`drc`]    | the server's duplicate request cache                              |
+//! | [`duplex`] | calls both ways on one connection: CALL/REPLY demultiplexing and  |
+//! |            | the table of calls a server originates (the v4.1 backchannel)     |
 
 pub mod client;
 pub mod drc;
+pub mod duplex;
 pub mod record;
 pub mod rtt;
 pub mod server;

@@ -11,6 +11,7 @@
 //! ```
 //! Wire formats live in `sluice-xdr`, RPC framing and call parsing in `sluice-rpc`; both pure.
 
+pub mod backchannel;
 /// The file-system layer (its own crate, `sluice-vfs`), under the name the server has always used.
 pub use sluice_vfs as backend;
 pub mod datapath;
@@ -239,6 +240,12 @@ pub async fn bind_exports(
 
 /// Serves until a listener fails.
 pub async fn run(bound: Bound) -> Result<(), String> {
+    run_with(bound, net::Connections::default()).await
+}
+
+/// [`run`], keeping the live TCP connections (of every listener) in `connections`, where
+/// protocol code and tests find a connection's back channel by `conn_id`.
+pub async fn run_with(bound: Bound, connections: net::Connections) -> Result<(), String> {
     let Bound {
         server,
         tcp,
@@ -250,12 +257,22 @@ pub async fn run(bound: Bound) -> Result<(), String> {
     let net = config.net.clone();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(server.nfs.io.wb.clone().run_flusher());
-    tasks.spawn(net::serve_tcp(tcp, server.clone(), net.clone()));
+    tasks.spawn(net::serve_tcp_with(
+        tcp,
+        server.clone(),
+        net.clone(),
+        connections.clone(),
+    ));
     if let Some(u) = udp {
         tasks.spawn(net::serve_udp(u, server.clone(), net.clone()));
     }
     if let Some(p) = portmap_tcp {
-        tasks.spawn(net::serve_tcp(p, server.clone(), net.clone()));
+        tasks.spawn(net::serve_tcp_with(
+            p,
+            server.clone(),
+            net.clone(),
+            connections,
+        ));
     }
     if let Some(m) = metrics {
         tasks.spawn(metrics::serve(m, server.stats.clone()));

@@ -18,12 +18,31 @@
 //! that long (a client that never reads would otherwise pin its queue, its calls and its
 //! connection slot forever).
 //!
+//! The server also *makes* calls on a client's connection (the NFSv4.1 backchannel): each TCP
+//! connection has a [`BackChannel`] handle, reachable from every call through
+//! [`Peer::back_channel`] and from a [`Connections`] registry by `conn_id`. Records that
+//! arrive are sorted by `msg_type` (`sluice_rpc::duplex::classify`): a REPLY goes to the
+//! connection's table of outgoing calls, never to the dispatcher; a CALL (or garbage) goes to
+//! the dispatcher as before. Outgoing CALL records go through the same writer as replies, one
+//! whole record at a time, and a connection that closes fails every pending outgoing call at
+//! once (see [`crate::backchannel`]).
+//!
+//! ```text
+//!  socket -> reader: classify ─ CALL ──► Service::handle ─► reply ─┐
+//!                              └ REPLY ─► BackChannel table ─► the waiting `call`
+//!  BackChannel::call ─► "calls ready" ──────────────────────────────┤
+//!  socket <- writer: replies and framed CALLs, in queue order  ◄────┘
+//! ```
+//!
 //! Socket reads go into 64 KiB buffers that are frozen and handed to the record decoder as
 //! they are, so a 1 MiB WRITE arrives as sixteen 64 KiB segments and is never copied into one
 //! contiguous buffer.
 
+use crate::backchannel::Outbound;
+pub use crate::backchannel::{BackChannel, Connections};
 use crate::splice::SplicedData;
 use bytes::{Bytes, BytesMut};
+use sluice_rpc::duplex::{classify, MsgKind, OutgoingConfig};
 use sluice_rpc::record::{self, RecordDecoder, RecordDecoderConfig};
 use std::future::Future;
 use std::io::{self, IoSlice};
@@ -63,6 +82,9 @@ pub struct NetConfig {
     pub idle_timeout: Duration,
     /// Replies queued for the writer of one connection (default 256).
     pub replies_queued_max: usize,
+    /// Calls the server itself may have outstanding on one connection (the backchannel):
+    /// see [`OutgoingConfig::calls_in_flight_max`] for the default and why.
+    pub callbacks: OutgoingConfig,
 }
 
 impl Default for NetConfig {
@@ -73,17 +95,21 @@ impl Default for NetConfig {
             connections_max: 1024,
             idle_timeout: Duration::from_secs(360),
             replies_queued_max: 256,
+            callbacks: OutgoingConfig::default(),
         }
     }
 }
 
 /// Who sent a call.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Peer {
     pub addr: SocketAddr,
     /// A number unique to the connection (0 for UDP), for the duplicate request cache.
     pub conn_id: u64,
     pub transport: Transport,
+    /// TCP: the connection's back channel, for calls from the server to this client (a v4.1
+    /// session keeps it to send callbacks). `None` over UDP, which has no connection.
+    pub back_channel: Option<BackChannel>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,8 +166,19 @@ pub async fn serve_tcp<S: Service>(
     svc: Arc<S>,
     cfg: NetConfig,
 ) -> io::Result<()> {
+    serve_tcp_with(listener, svc, cfg, Connections::default()).await
+}
+
+/// [`serve_tcp`], keeping every live connection's [`BackChannel`] in `registry` (from accept
+/// to close), where protocol code finds the connection to call back on by `conn_id`. Listeners
+/// sharing a registry share its `conn_id` numbering.
+pub async fn serve_tcp_with<S: Service>(
+    listener: TcpListener,
+    svc: Arc<S>,
+    cfg: NetConfig,
+    registry: Connections,
+) -> io::Result<()> {
     let conns = Arc::new(Semaphore::new(cfg.connections_max));
-    let mut next_id: u64 = 1;
     loop {
         let (stream, addr) = match listener.accept().await {
             Ok(x) => x,
@@ -161,16 +198,12 @@ pub async fn serve_tcp<S: Service>(
             }
         };
         let _ = stream.set_nodelay(true);
-        let peer = Peer {
-            addr,
-            conn_id: next_id,
-            transport: Transport::Tcp,
-        };
-        next_id += 1;
+        let conn_id = registry.next_id();
         let svc = svc.clone();
         let cfg = cfg.clone();
+        let registry = registry.clone();
         tokio::spawn(async move {
-            if let Err(e) = serve_conn(stream, peer, svc, cfg).await {
+            if let Err(e) = serve_conn(stream, addr, conn_id, svc, cfg, &registry).await {
                 debug!(%addr, "connection closed: {e}");
             }
             drop(permit);
@@ -178,50 +211,89 @@ pub async fn serve_tcp<S: Service>(
     }
 }
 
+/// Serves one TCP connection: its reader (this task), writer and back channel.
 async fn serve_conn<S: Service>(
+    stream: TcpStream,
+    addr: SocketAddr,
+    conn_id: u64,
+    svc: Arc<S>,
+    cfg: NetConfig,
+    registry: &Connections,
+) -> io::Result<()> {
+    let (tx, rx) = mpsc::channel::<Outbound>(cfg.replies_queued_max);
+    let back = BackChannel::open(conn_id, addr, cfg.callbacks, &tx);
+    let peer = Peer {
+        addr,
+        conn_id,
+        transport: Transport::Tcp,
+        back_channel: Some(back.clone()),
+    };
+    registry.insert(back.clone());
+    let result = serve_conn_io(stream, peer, svc, cfg, tx, rx, back.clone()).await;
+    // Whatever ended the connection, no callback on it can be answered any more.
+    registry.remove(conn_id);
+    back.close();
+    result
+}
+
+async fn serve_conn_io<S: Service>(
     stream: TcpStream,
     peer: Peer,
     svc: Arc<S>,
     cfg: NetConfig,
+    tx: mpsc::Sender<Outbound>,
+    mut rx: mpsc::Receiver<Outbound>,
+    back: BackChannel,
 ) -> io::Result<()> {
     let (mut rd, mut wr) = stream.into_split();
-    let (tx, mut rx) = mpsc::channel::<Reply>(cfg.replies_queued_max);
     let stall_max = cfg.idle_timeout;
+    let writer_back = back.clone();
     let writer = tokio::spawn(async move {
+        let back = writer_back;
         let mut next = None;
         loop {
-            let reply = match next.take() {
+            let item = match next.take() {
                 Some(r) => r,
                 None => match rx.recv().await {
                     Some(r) => r,
                     None => break,
                 },
             };
-            let sent = match reply.spliced {
-                None => {
-                    // Replies already queued behind this one go out in the same writev: one
-                    // system call (and one wake-up of the client) for a burst of small replies.
-                    let mut framed = record::frame(reply.segs, usize::MAX >> 1);
+            let sent = match item {
+                Outbound::Reply(Reply {
+                    segs,
+                    spliced: Some(sp),
+                }) => write_spliced(&mut wr, segs, sp, stall_max).await,
+                first => {
+                    // Replies (and calls) already queued behind this one go out in the same
+                    // writev: one system call (and one wake-up of the client) for a burst of
+                    // small records. Each record is framed whole: records never interleave.
+                    let mut framed = Vec::new();
+                    push_framed(&back, first, &mut framed);
                     let mut bytes: usize = framed.iter().map(|s| s.len()).sum();
                     while framed.len() < WRITE_BATCH_SEGMENTS && bytes < WRITE_BATCH_BYTES {
                         match rx.try_recv() {
-                            Ok(r) if r.spliced.is_none() => {
-                                let more = record::frame(r.segs, usize::MAX >> 1);
-                                bytes += more.iter().map(|s| s.len()).sum::<usize>();
-                                framed.extend(more);
-                            }
-                            Ok(r) => {
-                                next = Some(r);
+                            Ok(Outbound::Reply(r)) if r.spliced.is_some() => {
+                                next = Some(Outbound::Reply(r));
                                 break;
+                            }
+                            Ok(o) => {
+                                let before = framed.len();
+                                push_framed(&back, o, &mut framed);
+                                bytes += framed[before..].iter().map(|s| s.len()).sum::<usize>();
                             }
                             Err(_) => break,
                         }
                     }
+                    if framed.is_empty() {
+                        continue; // a "calls ready" whose calls went out already or were cancelled
+                    }
                     write_all_vectored_within(&mut wr, &framed, stall_max).await
                 }
-                Some(sp) => write_spliced(&mut wr, reply.segs, sp, stall_max).await,
             };
             if let Err(e) = sent {
+                // Calls already sent can no longer be answered on this connection.
+                back.close();
                 if e.kind() == io::ErrorKind::TimedOut {
                     // A client that does not read its replies: everything behind this reply
                     // (the queue, the calls in flight, the reader) is stuck, and the
@@ -256,6 +328,8 @@ async fn serve_conn<S: Service>(
             match tokio::time::timeout(cfg.idle_timeout, rd.read_buf(&mut buf)).await {
                 Ok(r) => break Some(r?),
                 Err(_) if calls.available_permits() < cfg.calls_in_flight_max => continue,
+                // The server waits for callback replies: busy too.
+                Err(_) if back.in_flight() > 0 => continue,
                 Err(_) => break None,
             }
         };
@@ -270,6 +344,11 @@ async fn serve_conn<S: Service>(
         loop {
             match decoder.next_record() {
                 Ok(Some(rec)) => {
+                    if let MsgKind::Reply { .. } = classify(&rec) {
+                        // The answer to one of our calls: never the dispatcher's business.
+                        back.handle_reply(rec);
+                        continue;
+                    }
                     let permit = calls
                         .clone()
                         .acquire_owned()
@@ -283,9 +362,10 @@ async fn serve_conn<S: Service>(
                     }
                     let svc = svc.clone();
                     let tx = tx.clone();
+                    let peer = peer.clone();
                     tokio::spawn(async move {
                         if let Some(reply) = svc.handle(peer, rec).await {
-                            let _ = tx.send(reply).await;
+                            let _ = tx.send(Outbound::Reply(reply)).await;
                         }
                         drop(permit);
                     });
@@ -303,6 +383,21 @@ async fn serve_conn<S: Service>(
     drop(tx);
     let _ = writer.await;
     result
+}
+
+/// Appends an outbound item to a batch: a reply record-marked, or every call the back channel
+/// has waiting (their deadlines start now).
+fn push_framed(back: &BackChannel, item: Outbound, out: &mut Vec<Bytes>) {
+    match item {
+        Outbound::Reply(r) => {
+            debug_assert!(
+                r.spliced.is_none(),
+                "spliced replies are written on their own"
+            );
+            out.extend(record::frame(r.segs, usize::MAX >> 1));
+        }
+        Outbound::Calls => back.take_transmits(out),
+    }
 }
 
 /// Writes a spliced reply as one record: the record mark and `head` (with MSG_MORE when more
@@ -498,6 +593,7 @@ pub async fn serve_udp<S: Service>(sock: UdpSocket, svc: Arc<S>, cfg: NetConfig)
                 addr,
                 conn_id: 0,
                 transport: Transport::Udp,
+                back_channel: None,
             };
             if let Some(reply) = svc.handle(peer, rec).await {
                 if reply.spliced.is_some() {

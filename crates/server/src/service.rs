@@ -324,6 +324,7 @@ mod tests {
             addr: "127.0.0.1:900".parse().unwrap(),
             conn_id: 2,
             transport: Transport::Tcp,
+            back_channel: None,
         };
         let (call, record) = remove_call(77);
         let key = DrcKey::for_call(client_id(&peer), &call, &record);
