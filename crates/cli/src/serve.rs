@@ -378,6 +378,27 @@ mod tests {
     }
 
     #[test]
+    fn the_dist_exports_example_parses_with_the_real_parser() {
+        let text = include_str!("../../../dist/exports.example");
+        let exports = parse_exports(text).expect("dist/exports.example parses");
+        let paths: Vec<_> = exports.iter().map(|e| e.path.to_str().unwrap()).collect();
+        assert_eq!(
+            paths,
+            ["/srv/nfs/share", "/srv/nfs/public", "/srv/nfs/backup host1"]
+        );
+        let share = &exports[0];
+        let office = share.options_for("192.168.1.7".parse().unwrap()).unwrap();
+        assert!(!office.read_only);
+        assert_eq!(office.squash, Squash::Root);
+        assert!(share.options_for("10.0.0.1".parse().unwrap()).is_none());
+        let backup = exports[2]
+            .options_for("192.168.1.10".parse().unwrap())
+            .unwrap();
+        assert_eq!(backup.squash, Squash::None);
+        assert_eq!(backup.io.write, IoMode::Direct);
+    }
+
+    #[test]
     fn greeting_prints_bare_urls_on_2049_and_the_port_otherwise() {
         let exports = [PathBuf::from("/tmp/w/sluice-export")];
         let g = greeting("127.0.0.1:2049".parse().unwrap(), &exports);
