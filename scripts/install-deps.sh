@@ -10,14 +10,14 @@ APT_PACKAGES=(
   nfs-ganesha         # a third-party NFS server (client interop)
   nfs-ganesha-vfs
   rpcbind             # ganesha refuses to start without registering
-  qemu-system-x86     # ../shared/kclient boots the real Linux NFS client
+  qemu-system-x86     # tests/peers/kclient boots the real Linux NFS client
   busybox-static
   fuse3               # fusermount3 for `sluice mount`
   libfuse3-dev
   pkg-config
   iperf3              # loopback limit in benchmark ratios
   rsync
-  # used by tests/peers/*.sh and ../shared/kclient/build.sh; not in a minimal Debian 12 image
+  # used by tests/peers/*.sh and tests/peers/kclient/build.sh; not in a minimal Debian 12 image
   iproute2            # ss: port checks in tests/peers/ganesha.sh
   gcc                 # kclient build.sh compiles a static mount helper
   libc6-dev
@@ -52,7 +52,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$own_policy" = 1 ]; then rm -f "$POLICY"; own_policy=0; fi
 fi
 
-# ../shared/kclient/build.sh resolves and downloads the Debian kernel package with apt:
+# tests/peers/kclient/build.sh resolves and downloads the Debian kernel package with apt:
 # it needs package lists even when every package above was preinstalled.
 if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then
   echo "install-deps: apt-get update (no package lists, needed by kclient build.sh)" >&2

@@ -6,7 +6,7 @@
 #   ganesha.sh stop STATE_DIR             kill everything `start` started (idempotent)
 #   ganesha.sh status STATE_DIR           exit 0 if running
 #
-# Layout (see ../../../shared/PEERS.md): ganesha refuses to start without registering with
+# Layout: ganesha refuses to start without registering with
 # rpcbind, and Debian's rpcbind cannot be limited to loopback. So `start` runs, in a new
 # mount + pid namespace whose /run is a fresh tmpfs:
 #   - `rpcbind -f` inside an additional, empty network namespace (it opens no port anywhere;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real Linux kernel NFS client against a server on 127.0.0.1, via ../shared/kclient.
+# The real Linux kernel NFS client against a server on 127.0.0.1, via the harness in kclient/.
 #
 #   kclient.sh build                                      build the guest once (cached)
 #   kclient.sh NFS_PORT MOUNT_PORT EXPORT GUEST_SCRIPT [RUN.SH OPTIONS...]
@@ -9,7 +9,7 @@
 #       -o MOUNTOPTS). The guest script mounts by itself (kc_mount).
 #
 # Environment:
-#   SLUICE_KCLIENT_DIR  kclient checkout             [REPO/../shared/kclient]
+#   SLUICE_KCLIENT_DIR  another harness with the same build.sh/run.sh  [tests/peers/kclient]
 #   KC_VERS             3 | 4.1 ...                  [3]
 #   KC_TIMEOUT          guest timeout in seconds     [600]
 #   KC_RUN_DIR          run folder (console.log, out/guest.log, out/* saved by kc_save)
@@ -21,7 +21,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 REPO="$(cd "$HERE/../.." && pwd -P)"
-KDIR="${SLUICE_KCLIENT_DIR:-$REPO/../shared/kclient}"
+KDIR="${SLUICE_KCLIENT_DIR:-$HERE/kclient}"
 export KC_CACHE="${KC_CACHE:-$REPO/target/kclient-cache}"
 export KC_RESULTS="${KC_RESULTS:-$REPO/target/kclient-results}"
 
@@ -29,7 +29,7 @@ die() { echo "kclient.sh: ERROR: $*" >&2; exit 125; }
 usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 125; }
 
 [ -x "$KDIR/run.sh" ] && [ -x "$KDIR/build.sh" ] \
-    || die "no kclient at $KDIR (clone shared/ beside the repo or set SLUICE_KCLIENT_DIR)"
+    || die "no kclient harness (build.sh, run.sh) at $KDIR"
 [ "$(id -u)" = 0 ] || die "must run as root (qemu 9p export of the run folder)"
 KDIR="$(cd "$KDIR" && pwd -P)"
 
@@ -70,7 +70,7 @@ TIMEOUT="${KC_TIMEOUT:-600}"
 
 set +e
 # run.sh has its own guest timeout; the outer one only guards against a hung run.sh
-timeout -k 10 $((TIMEOUT + 60)) "$KDIR/run.sh" -q -s 127.0.0.1 -p "$PORT" -m "$MPORT" -e "$EXPORT" \
+timeout -k 10 $((TIMEOUT + 60)) "$KDIR/run.sh" -q -p "$PORT" -m "$MPORT" -e "$EXPORT" \
     -v "${KC_VERS:-3}" -t "$TIMEOUT" -O "$RUN" "$@" "$SCRIPT" 2>"$RUN/run.sh.log"
 rc=$?
 set -e

@@ -11,6 +11,9 @@
 #   - 0 B, 1 B, 1 MiB + 1, 64 MiB: local -> NFS (nfs-cp), NFS -> local (nfs-cp and nfs-cat),
 #     and NFS -> NFS (nfs-cp of what was just written);
 #   - errors: nfs-cat of a missing file fails, nfs-cp over an existing file fails;
+#   - mounts below the export: nfs-ls mounts (MNT) a plain subdirectory and <dir>/link/sub where
+#     link is a symlink to a directory inside the export (knfsd's mountd resolves symlinks), and a
+#     symlink that climbs out of the export is refused;
 #   - directories: libnfs-utils 4.0 ships no nfs-mkdir/nfs-rm/nfs-mv, so mkdir, rename and rm -r
 #     are done in BACKING_DIR and the NFS view is checked (listing, content, old name gone).
 # Environment: LIBNFS_V4=1 also lists and reads over NFSv4.0 (its writes are broken in this
@@ -81,6 +84,19 @@ for s in "${sizes[@]}"; do
 done
 echo "$ls_r" | grep -qE '^l.* link$' || die "nfs-ls -R does not show link as a symlink"
 echo "$ls_r" | grep -qE '^d.* sub$' || die "nfs-ls -R does not show sub as a directory"
+
+# ------------------------------------------------------------------ mounts below the export
+# nfs-ls sends MNT for the whole path it is given, so each of these is a MOUNT of that directory.
+mkdir -p "$BACK/$WORK/m/data/sub"
+echo "below a link" > "$BACK/$WORK/m/data/sub/b.txt"
+ln -s data "$BACK/$WORK/m/link"
+ln -s ../../.. "$BACK/$WORK/m/out"      # $WORK/m -> $WORK -> export -> its parent
+run nfs-ls "$(v3 "$WORK/m/data")" | grep -qE ' sub$' || die "MNT of a plain subdirectory: no sub"
+run nfs-ls "$(v3 "$WORK/m/link/sub")" | grep -qE ' b\.txt$' \
+    || die "MNT of <dir>/link/sub (link -> data) does not list b.txt"
+if out="$(timeout -k 5 60 nfs-ls "$(v3 "$WORK/m/out")" 2>&1)"; then
+    die "MNT through a symlink that leaves the export succeeded: $out"
+fi
 
 # ------------------------------------------------------------------ transfers
 for s in "${sizes[@]}"; do

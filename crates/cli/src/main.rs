@@ -7,10 +7,13 @@ use std::process::ExitCode;
 mod bench;
 mod serve;
 
+/// `sluice --version`: the crate version and the git revision it was built from (build.rs).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("SLUICE_GIT_REV"), ")");
+
 #[derive(Parser)]
 #[command(
     name = "sluice",
-    version,
+    version = VERSION,
     about = "A user-space NFS server and client that streams at link speed"
 )]
 struct Cli {

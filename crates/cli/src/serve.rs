@@ -1,4 +1,12 @@
 //! `sluice serve`: export directories over NFSv3.
+//!
+//! With neither DIR nor `--exports`, the server exports [`DEFAULT_EXPORT_DIR`] under the current
+//! directory (like `python -m http.server` serves where you stand, but a subdirectory, so that a
+//! checkout or a home directory is never exported by accident). When that directory does not
+//! exist it is created with mode 1777 (world-writable and sticky, like /tmp): clients are root
+//! squashed by default, and a squashed root (uid 65534) can then still create files in it while
+//! no one can remove another user's files. An existing directory is never chmod'ed. At start the
+//! server prints the URLs to paste into `sluice ls` / `sluice cp`.
 
 use clap::Args;
 use sluice_server::backend::exports::{parse_exports, ClientRule, IoMode, IoModes, Squash};
@@ -10,7 +18,8 @@ use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Directory to export (or use --exports FILE for several).
+    /// Directory to export (or use --exports FILE for several) [default: ./sluice-export,
+    /// created world-writable and sticky if missing].
     pub dir: Option<PathBuf>,
     /// Address and port for NFS, MOUNT and PORTMAP.
     #[arg(long, default_value = "127.0.0.1:2049")]
@@ -121,7 +130,7 @@ pub fn threads(args: &ServeArgs) -> usize {
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), String> {
-    let config = config_from(&args)?;
+    let mut args = args;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc_geteuid() } != 0 {
         return Err(
@@ -130,7 +139,19 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
                 .into(),
         );
     }
+    if args.dir.is_none() && args.exports.is_none() {
+        args.dir = Some(default_export()?);
+    }
+    let config = config_from(&args)?;
     let bound = sluice_server::bind(config).await?;
+    let addr = bound.local_addr().map_err(|e| e.to_string())?;
+    let paths: Vec<PathBuf> = bound
+        .config
+        .exports
+        .iter()
+        .map(|e| e.path.clone())
+        .collect();
+    println!("{}", greeting(addr, &paths));
     tokio::select! {
         r = sluice_server::run(bound) => r,
         _ = tokio::signal::ctrl_c() => {
@@ -139,6 +160,60 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         }
     }
 }
+
+/// The export used when `sluice serve` gets neither DIR nor `--exports`, relative to the current
+/// directory.
+pub const DEFAULT_EXPORT_DIR: &str = "sluice-export";
+
+/// Mode of a default export the server creates: rwx for everyone plus the sticky bit (as /tmp),
+/// so a root-squashed client can create files and nobody can delete another user's.
+const DEFAULT_EXPORT_MODE: u32 = 0o1777;
+
+/// Returns `./sluice-export` as an absolute path, creating it (mode 1777) when it is missing.
+fn default_export() -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    let dir = cwd.join(DEFAULT_EXPORT_DIR);
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {
+            // create_dir's mode passes through the umask; set the full mode explicitly.
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(DEFAULT_EXPORT_MODE))
+                .map_err(|e| format!("chmod {}: {e}", dir.display()))?;
+            tracing::info!(path = %dir.display(), "created the default export (mode 1777)");
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+    }
+    Ok(dir)
+}
+
+/// What the server prints at start: each export and the URLs that reach it from this host.
+/// On the standard port 2049 the URLs are bare (the client asks the portmapper on 111, then
+/// falls back to 2049); on another port they name it as the authority, where sluice also
+/// answers PORTMAP.
+pub fn greeting(listen: SocketAddr, exports: &[PathBuf]) -> String {
+    let ip = match listen.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_string(),
+        ip if ip.is_unspecified() => "[::1]".to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+    };
+    let authority = if listen.port() == NFS_PORT {
+        ip
+    } else {
+        format!("{ip}:{}", listen.port())
+    };
+    let mut out = format!("sluice: serving NFSv3 on {listen}\n");
+    for path in exports {
+        let path = path.display();
+        out += &format!("  export {path}\n    sluice ls nfs://{authority}{path}\n");
+    }
+    out += &format!("  list the exports: sluice ls nfs://{authority}/");
+    out
+}
+
+/// The NFS port of RFC 1813 (and the one clients fall back to without a portmapper).
+const NFS_PORT: u16 = 2049;
 
 extern "C" {
     #[link_name = "geteuid"]
@@ -300,6 +375,45 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn the_dist_exports_example_parses_with_the_real_parser() {
+        let text = include_str!("../../../dist/exports.example");
+        let exports = parse_exports(text).expect("dist/exports.example parses");
+        let paths: Vec<_> = exports.iter().map(|e| e.path.to_str().unwrap()).collect();
+        assert_eq!(
+            paths,
+            ["/srv/nfs/share", "/srv/nfs/public", "/srv/nfs/backup host1"]
+        );
+        let share = &exports[0];
+        let office = share.options_for("192.168.1.7".parse().unwrap()).unwrap();
+        assert!(!office.read_only);
+        assert_eq!(office.squash, Squash::Root);
+        assert!(share.options_for("10.0.0.1".parse().unwrap()).is_none());
+        let backup = exports[2]
+            .options_for("192.168.1.10".parse().unwrap())
+            .unwrap();
+        assert_eq!(backup.squash, Squash::None);
+        assert_eq!(backup.io.write, IoMode::Direct);
+    }
+
+    #[test]
+    fn greeting_prints_bare_urls_on_2049_and_the_port_otherwise() {
+        let exports = [PathBuf::from("/tmp/w/sluice-export")];
+        let g = greeting("127.0.0.1:2049".parse().unwrap(), &exports);
+        assert!(
+            g.contains("sluice ls nfs://127.0.0.1/tmp/w/sluice-export\n"),
+            "{g}"
+        );
+        assert!(g.ends_with("sluice ls nfs://127.0.0.1/"), "{g}");
+        let g = greeting("0.0.0.0:20490".parse().unwrap(), &exports);
+        assert!(
+            g.contains("nfs://127.0.0.1:20490/tmp/w/sluice-export"),
+            "{g}"
+        );
+        let g = greeting("[::1]:2049".parse().unwrap(), &exports);
+        assert!(g.contains("nfs://[::1]/tmp/w/sluice-export"), "{g}");
     }
 
     #[test]

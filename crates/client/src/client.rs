@@ -4,8 +4,10 @@
 //! 1. Resolve the URL's host; only the addresses it names are ever contacted.
 //! 2. Ports: `nfsport`/`mountport` from the URL; a missing one is asked from PORTMAP (GETPORT,
 //!    TCP) on the authority's port (`nfs://host:P/...`, where sluice serves it) or on 111. If
-//!    no portmapper answers and only one port is known, it is used for both (sluice serves NFS
-//!    and MOUNT on one port).
+//!    no portmapper answers (refused, silent for 4 s, or it knows no NFS) and only one port is
+//!    known, it is used for both (sluice serves NFS and MOUNT on one port); with no port at all
+//!    and no authority port, 2049 is tried for both. If that fails too, the error lists each
+//!    address tried and what happened.
 //! 3. MOUNT: the URL path is split into the export and a path inside it. The server's EXPORT
 //!    list picks the longest export that is a prefix of the path; without a list, MNT is tried
 //!    on the whole path, then on ever shorter prefixes. MNT returns the root file handle.
@@ -176,6 +178,65 @@ struct Inner {
     started: Instant,
 }
 
+/// One export in the server's list (MOUNT EXPORT), as `showmount -e` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportInfo {
+    /// The path to mount.
+    pub dir: String,
+    /// The clients allowed (hosts, networks, `*`); empty means everyone.
+    pub groups: Vec<String>,
+}
+
+/// Asks the server named by `url` for its export list (MOUNT EXPORT), finding the MOUNT service
+/// as [`Client::connect`] does; the URL's path is ignored.
+pub async fn list_exports(
+    url: impl IntoNfsUrl,
+    mut options: ClientOptions,
+) -> Result<Vec<ExportInfo>, NfsError> {
+    let url = url.into_nfs_url()?;
+    if let Some(p) = url.proto {
+        options.udp = p == crate::url::Proto::Udp;
+    }
+    if options.udp {
+        options.rpc.table = udp_table(&options.rpc.table);
+    }
+    let stats = Mutex::new(ClientStats::default());
+    let cred = credentials(&url, &options);
+    let ip = resolve(&url).await?;
+    let ports = ports(&url, ip, &options, &cred, &stats).await?;
+    let addr = SocketAddr::new(ip, ports.mount);
+    let rpc = RpcClient::connect(addr, setup_config(&options.rpc))
+        .await
+        .map_err(|e| {
+            unreachable(
+                &ports.tried,
+                format!("cannot connect to MOUNT at {addr}: {e}"),
+            )
+        })?;
+    let res = raw_call(
+        &rpc,
+        &cred,
+        ("MOUNT3", mount3::PROGRAM, mount3::VERSION),
+        mount3::proc_::EXPORT,
+        &(),
+        &stats,
+        |r| mount3::decode_res(mount3::proc_::EXPORT, r),
+    )
+    .await?;
+    let mount3::Res::Export(list) = res else {
+        return Err(NfsError::Other("EXPORT: unexpected reply".into()));
+    };
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    Ok(list
+        .0
+        .iter()
+        .map(|n| ExportInfo {
+            dir: text(&n.dir.0),
+            groups: n.groups.iter().map(|g| text(&g.0)).collect(),
+        })
+        .collect())
+}
+
 /// One directory entry from [`Client::read_dir`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
@@ -219,7 +280,8 @@ impl Client {
         let stats = Mutex::new(ClientStats::default());
         let cred = credentials(&url, &options);
         let ip = resolve(&url).await?;
-        let (nfs_port, mount_port) = ports(&url, ip, &options, &cred, &stats).await?;
+        let ports = ports(&url, ip, &options, &cred, &stats).await?;
+        let (nfs_port, mount_port) = (ports.nfs, ports.mount);
         let mut rpc_config = options.rpc.clone();
         if rpc_config.server_name.is_empty() {
             rpc_config.server_name = url.host.clone();
@@ -227,14 +289,19 @@ impl Client {
         let nfs_addr = SocketAddr::new(ip, nfs_port);
         let nfs = RpcClient::connect(nfs_addr, rpc_config.clone())
             .await
-            .map_err(|e| NfsError::Connect(format!("cannot connect to {nfs_addr}: {e}")))?;
+            .map_err(|e| unreachable(&ports.tried, format!("cannot connect to {nfs_addr}: {e}")))?;
         let mount_rpc = if mount_port == nfs_port {
             nfs.clone()
         } else {
             let addr = SocketAddr::new(ip, mount_port);
             RpcClient::connect(addr, setup_config(&rpc_config))
                 .await
-                .map_err(|e| NfsError::Connect(format!("cannot connect to MOUNT at {addr}: {e}")))?
+                .map_err(|e| {
+                    unreachable(
+                        &ports.tried,
+                        format!("cannot connect to MOUNT at {addr}: {e}"),
+                    )
+                })?
         };
         let (export, root) = mount(&mount_rpc, &cred, &url.path, &stats).await?;
         drop(mount_rpc);
@@ -1059,15 +1126,54 @@ fn setup_config(base: &RpcConfig) -> RpcConfig {
     }
 }
 
+/// Where NFS and MOUNT are, and how that was decided (for the error if they do not answer).
+struct Ports {
+    nfs: u16,
+    mount: u16,
+    /// What was tried before these ports were picked, e.g. "the portmapper at 127.0.0.1:111:
+    /// connection refused"; empty when the URL or a portmapper gave them.
+    tried: Vec<String>,
+}
+
+/// The ports used when the portmapper could not be asked (nothing answered at `pm_addr`, it
+/// timed out, or it knew no NFS/MOUNT): a port named in the URL serves both programs (sluice
+/// serves NFS and MOUNT on one port); with no port at all the standard NFS port
+/// [`NFS_PORT_DEFAULT`] is tried for both, as sluice's server listens there by default (and
+/// NFSv4 clients never need a portmapper for it). A portmapper named in the URL's authority that
+/// does not answer gets no fallback: the user pointed at it.
+fn fallback_ports(
+    nfsport: Option<u16>,
+    mountport: Option<u16>,
+    authority: Option<u16>,
+) -> Option<(u16, u16)> {
+    match (nfsport, mountport, authority) {
+        (Some(p), None, _) | (None, Some(p), _) => Some((p, p)),
+        (None, None, None) => Some((NFS_PORT_DEFAULT, NFS_PORT_DEFAULT)),
+        _ => None,
+    }
+}
+
+/// The NFS port of RFC 1813 §1 (2049), where a server without a portmapper is looked for.
+pub const NFS_PORT_DEFAULT: u16 = 2049;
+
+/// How long the portmapper conversation may take before the fallback is tried: long enough for
+/// a busy server on a slow link, short enough that a firewall that drops port 111 costs a user
+/// seconds, not the 15 s set-up timeout.
+const PORTMAP_WAIT: Duration = Duration::from_secs(4);
+
 async fn ports(
     url: &NfsUrl,
     ip: std::net::IpAddr,
     options: &ClientOptions,
     cred: &OpaqueAuth,
     stats: &Mutex<ClientStats>,
-) -> Result<(u16, u16), NfsError> {
-    if let (Some(n), Some(m)) = (url.nfsport, url.mountport) {
-        return Ok((n, m));
+) -> Result<Ports, NfsError> {
+    if let (Some(nfs), Some(mount)) = (url.nfsport, url.mountport) {
+        return Ok(Ports {
+            nfs,
+            mount,
+            tried: Vec::new(),
+        });
     }
     let pm_addr = SocketAddr::new(ip, url.port.unwrap_or(portmap::PORT));
     let asked = async {
@@ -1085,18 +1191,45 @@ async fn ports(
             None => getport(&pm, cred, mount3::PROGRAM, mount3::VERSION, stats).await?,
         };
         Ok::<_, NfsError>((nfs, mount))
-    }
-    .await;
+    };
+    let asked = match tokio::time::timeout(PORTMAP_WAIT, asked).await {
+        Ok(r) => r,
+        Err(_) => Err(NfsError::Connect(format!(
+            "the portmapper at {pm_addr} did not answer within {} s",
+            PORTMAP_WAIT.as_secs()
+        ))),
+    };
     match asked {
-        Ok(ports) => Ok(ports),
-        Err(e) => match (url.nfsport, url.mountport) {
-            (Some(p), None) | (None, Some(p)) => {
-                tracing::debug!("{e}; using port {p} for both NFS and MOUNT");
-                Ok((p, p))
+        Ok((nfs, mount)) => Ok(Ports {
+            nfs,
+            mount,
+            tried: Vec::new(),
+        }),
+        Err(e) => match fallback_ports(url.nfsport, url.mountport, url.port) {
+            Some((nfs, mount)) => {
+                tracing::debug!("{e}; trying port {nfs} for NFS and {mount} for MOUNT");
+                Ok(Ports {
+                    nfs,
+                    mount,
+                    tried: vec![e.to_string()],
+                })
             }
-            _ => Err(e),
+            None => Err(e),
         },
     }
+}
+
+/// The error when NFS or MOUNT did not answer at the chosen port: every address tried, and
+/// what to do about it.
+fn unreachable(tried: &[String], what: String) -> NfsError {
+    if tried.is_empty() {
+        return NfsError::Connect(what);
+    }
+    NfsError::Connect(format!(
+        "{}; then {what}. Is the server running? Give its ports in the URL: \
+         ?nfsport=N&mountport=M (sluice serves both on its --listen port)",
+        tried.join("; ")
+    ))
 }
 
 async fn getport(
@@ -1255,6 +1388,31 @@ pub(crate) fn strip_export(path: &str, export: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_a_portmapper_the_known_port_or_2049_serves_both_programs() {
+        assert_eq!(fallback_ports(None, None, None), Some((2049, 2049)));
+        assert_eq!(
+            fallback_ports(Some(20490), None, None),
+            Some((20490, 20490))
+        );
+        assert_eq!(fallback_ports(None, Some(635), None), Some((635, 635)));
+        assert_eq!(fallback_ports(Some(7), None, Some(111)), Some((7, 7)));
+        // The user named the portmapper's port: no guessing behind their back.
+        assert_eq!(fallback_ports(None, None, Some(20490)), None);
+    }
+
+    #[test]
+    fn the_unreachable_error_lists_every_address_tried_and_the_remedy() {
+        let tried = vec!["cannot reach the portmapper at 127.0.0.1:111: refused".to_string()];
+        let e = unreachable(&tried, "cannot connect to 127.0.0.1:2049: refused".into());
+        let text = e.to_string();
+        assert!(text.contains("127.0.0.1:111"), "{text}");
+        assert!(text.contains("127.0.0.1:2049"), "{text}");
+        assert!(text.contains("?nfsport=N&mountport=M"), "{text}");
+        let plain = unreachable(&[], "cannot connect to 10.0.0.1:2049: x".into()).to_string();
+        assert!(!plain.contains("nfsport"), "{plain}");
+    }
 
     #[test]
     fn export_prefixes_are_component_wise() {

@@ -38,7 +38,7 @@ pub mod stats;
 pub mod transport;
 pub mod url;
 
-pub use client::{Client, ClientOptions, DirEntry, IntoNfsUrl, Pending};
+pub use client::{list_exports, Client, ClientOptions, DirEntry, ExportInfo, IntoNfsUrl, Pending};
 pub use cmd::{run, run_with_output, ClientCmd};
 pub use error::NfsError;
 pub use file::{File, FileReader, FileWriter};

@@ -4,6 +4,26 @@
 //! client's address against the export's rules, and answers with the directory's handle and the
 //! flavors the server accepts (AUTH_SYS, then AUTH_NONE). The mount list behind DUMP is advisory,
 //! as in every implementation, and bounded.
+//!
+//! # Paths below an export, and symlinks in them
+//! nfs-utils' mountd runs `realpath()` on the requested path before it looks for the export, so
+//! `/export/link/sub` mounts when `link` is a symlink to a directory (libnfs's tests expect it).
+//! sluice resolves the path itself, one component at a time from the export's root handle, with
+//! the caller's (squashed) credentials ([`resolve_in_export`]):
+//!
+//! ```text
+//!   /srv/export/link/sub        export /srv/export, rest [link, sub]
+//!     link -> ../data           queue [.., data, sub]   relative: spliced into the queue
+//!     ..                        pop back to the export root (never above it)
+//!     data, sub                 LOOKUP each; DIR -> descend
+//!   a target like ../../etc or /etc leaves the export: MNT3ERR_ACCES
+//! ```
+//!
+//! A target that leaves the export is refused with MNT3ERR_ACCES, the status knfsd's mountd gives
+//! when the resolved path is under no export it may mount; unlike knfsd, a link never leads into
+//! another export (each export is confined to itself, as the NFS handlers are). NOTDIR is only
+//! for a real non-directory; more than [`SYMLINKS_MAX`] links in one path answers NOENT, as a
+//! failed `realpath` (ELOOP) ends in mountd's `stat` failing.
 
 use crate::net::Peer;
 use crate::nfs::{caller_for, ExportEntry};
@@ -13,6 +33,8 @@ use sluice_xdr::mount3::{
     Args, DirPath, ExportNode, Exports, MntRes, MntResOk, MountBody, MountList, Mountstat3, Name,
 };
 use sluice_xdr::{Pack, Writer};
+use std::collections::VecDeque;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -114,19 +136,21 @@ impl Mountd {
         };
         let caller = caller_for(cred, opts);
         let fs = entry.fs.clone();
+        let export_path = entry.export.path.clone();
         let walked = tokio::task::spawn_blocking(move || {
-            let mut fh = fs.root_handle();
-            for comp in rest.components() {
-                let Component::Normal(name) = comp else {
-                    continue;
-                };
-                match fs.lookup(&caller, &fh, name.as_encoded_bytes()) {
-                    Ok(l) if l.attr.ftype == crate::backend::FileType::Directory => fh = l.fh,
-                    Ok(_) => return Err(Mountstat3::NOTDIR),
-                    Err((s, _)) => return Err(Mountstat3(crate::nfs::map::status(s).0)),
-                }
-            }
-            Ok(fh)
+            use crate::backend::FileType;
+            use crate::nfs::map::status;
+            resolve_in_export(fs.root_handle(), &export_path, &rest, |dir, name| match fs
+                .lookup(&caller, dir, name)
+            {
+                Ok(l) if l.attr.ftype == FileType::Directory => Step::Dir(l.fh),
+                Ok(l) if l.attr.ftype == FileType::Symlink => match fs.readlink(&l.fh) {
+                    Ok((target, _)) => Step::Link(target),
+                    Err((e, _)) => Step::Fail(Mountstat3(status(e).0)),
+                },
+                Ok(_) => Step::Fail(Mountstat3::NOTDIR),
+                Err((e, _)) => Step::Fail(Mountstat3(status(e).0)),
+            })
         })
         .await;
         match walked {
@@ -157,6 +181,87 @@ impl Mountd {
     }
 }
 
+/// What one LOOKUP during MNT's path walk found.
+pub(crate) enum Step<H> {
+    /// A directory: descend into it.
+    Dir(H),
+    /// A symbolic link, with its target.
+    Link(Vec<u8>),
+    /// Anything else stops the walk with this status (NOTDIR for a non-directory).
+    Fail(Mountstat3),
+}
+
+/// Symbolic links followed in one MNT path; Linux's path walk gives up after 40 (MAXSYMLINKS),
+/// which catches loops long before the queue of components could grow large.
+pub const SYMLINKS_MAX: usize = 40;
+
+/// Walks `rest` (a path relative to the export at `export`, lexically normalized) from the
+/// export's root handle `root`, asking `step` about each name in its directory. Symbolic links
+/// are followed as long as they stay inside the export; one that leads out of it is refused with
+/// ACCES. Pure: the caller's `step` does the file-system work.
+pub(crate) fn resolve_in_export<H: Clone>(
+    root: H,
+    export: &Path,
+    rest: &Path,
+    mut step: impl FnMut(&H, &[u8]) -> Step<H>,
+) -> Result<H, Mountstat3> {
+    // The directories from the export root down to where the walk stands; `..` pops one, and
+    // popping the root would leave the export.
+    let mut stack: Vec<H> = vec![root];
+    let mut queue: VecDeque<Vec<u8>> = names(rest).collect();
+    let mut links = 0usize;
+    while let Some(name) = queue.pop_front() {
+        match name.as_slice() {
+            b"" | b"." => continue,
+            b".." => {
+                if stack.len() == 1 {
+                    return Err(Mountstat3::ACCES);
+                }
+                stack.pop();
+                continue;
+            }
+            _ => {}
+        }
+        let dir = stack
+            .last()
+            .expect("the stack always holds the export root");
+        match step(dir, &name) {
+            Step::Dir(h) => stack.push(h),
+            Step::Fail(s) => return Err(s),
+            Step::Link(target) => {
+                links += 1;
+                if links > SYMLINKS_MAX {
+                    return Err(Mountstat3::NOENT);
+                }
+                let target = Path::new(std::ffi::OsStr::from_bytes(&target));
+                let inside = if target.is_absolute() {
+                    // Only a target that names the export's own path leads back into it.
+                    let Ok(below) = target.strip_prefix(export) else {
+                        return Err(Mountstat3::ACCES);
+                    };
+                    stack.truncate(1);
+                    below
+                } else {
+                    target
+                };
+                for n in names(inside).collect::<Vec<_>>().into_iter().rev() {
+                    queue.push_front(n);
+                }
+            }
+        }
+    }
+    Ok(stack.pop().expect("the stack always holds the export root"))
+}
+
+/// The components of a relative path as bytes, `..` kept (the walk resolves it).
+fn names(p: &Path) -> impl Iterator<Item = Vec<u8>> + '_ {
+    p.components().filter_map(|c| match c {
+        Component::Normal(n) => Some(n.as_bytes().to_vec()),
+        Component::ParentDir => Some(b"..".to_vec()),
+        _ => None,
+    })
+}
+
 /// Lexically normalizes an absolute path: removes `.` and empty components and resolves `..`
 /// without ever climbing above `/`.
 fn normalize(p: &Path) -> PathBuf {
@@ -185,6 +290,71 @@ fn client_label(c: &crate::backend::exports::ClientMatch) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A toy tree for the walk: directories by path relative to the export, and links.
+    fn walk(rest: &str, links: &[(&str, &str)], files: &[&str]) -> Result<String, Mountstat3> {
+        let dirs = ["a", "a/sub", "data", "data/sub", "data/sub/deep"];
+        resolve_in_export(
+            String::new(),
+            Path::new("/srv/export"),
+            Path::new(rest),
+            |dir, name| {
+                let name = std::str::from_utf8(name).unwrap();
+                let p = if dir.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{dir}/{name}")
+                };
+                if let Some((_, t)) = links.iter().find(|(l, _)| *l == p) {
+                    Step::Link(t.as_bytes().to_vec())
+                } else if dirs.contains(&p.as_str()) {
+                    Step::Dir(p)
+                } else if files.contains(&p.as_str()) {
+                    Step::Fail(Mountstat3::NOTDIR)
+                } else {
+                    Step::Fail(Mountstat3::NOENT)
+                }
+            },
+        )
+    }
+
+    #[test]
+    fn mnt_walk_follows_links_that_stay_inside_the_export() {
+        assert_eq!(walk("a/sub", &[], &[]).unwrap(), "a/sub");
+        assert_eq!(walk("", &[], &[]).unwrap(), "");
+        let relative = [("link", "data")];
+        assert_eq!(walk("link/sub", &relative, &[]).unwrap(), "data/sub");
+        let climbing = [("a/up", "../data/sub")];
+        assert_eq!(walk("a/up/deep", &climbing, &[]).unwrap(), "data/sub/deep");
+        let absolute = [("abs", "/srv/export/data")];
+        assert_eq!(walk("abs/sub", &absolute, &[]).unwrap(), "data/sub");
+        let chain = [("l1", "l2"), ("l2", "a/../data")];
+        assert_eq!(walk("l1/sub", &chain, &[]).unwrap(), "data/sub");
+    }
+
+    #[test]
+    fn mnt_walk_refuses_links_that_leave_the_export() {
+        let out = [
+            ("out", "../../etc"),
+            ("abs", "/etc"),
+            ("near", "/srv/exportx"),
+        ];
+        for p in ["out", "abs", "near", "out/x"] {
+            assert_eq!(walk(p, &out, &[]), Err(Mountstat3::ACCES), "{p}");
+        }
+        let nested = [("a/sub/up", "../../..")];
+        assert_eq!(walk("a/sub/up", &nested, &[]), Err(Mountstat3::ACCES));
+    }
+
+    #[test]
+    fn mnt_walk_says_notdir_only_for_real_non_directories_and_stops_loops() {
+        assert_eq!(walk("f", &[], &["f"]), Err(Mountstat3::NOTDIR));
+        assert_eq!(walk("missing", &[], &[]), Err(Mountstat3::NOENT));
+        let to_file = [("lf", "f")];
+        assert_eq!(walk("lf", &to_file, &["f"]), Err(Mountstat3::NOTDIR));
+        let looped = [("x", "y"), ("y", "x")];
+        assert_eq!(walk("x", &looped, &[]), Err(Mountstat3::NOENT));
+    }
 
     #[test]
     fn normalize_never_climbs_above_root() {

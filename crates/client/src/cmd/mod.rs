@@ -139,6 +139,11 @@ impl Session {
         }
     }
 
+    /// The options every connection of this command uses.
+    pub(crate) fn options(&self) -> &ClientOptions {
+        &self.options
+    }
+
     /// A client whose export holds `url`, and the path of `url` inside that export.
     pub(crate) async fn resolve(&mut self, url: &NfsUrl) -> Result<(Client, String), String> {
         for c in &self.clients {

@@ -28,7 +28,8 @@ pub struct LsArgs {
     /// List subdirectories recursively.
     #[arg(short = 'R')]
     pub recursive: bool,
-    /// nfs:// URL of a directory or file.
+    /// nfs:// URL of a directory or file; `nfs://host/` (no path) lists the server's exports
+    /// and the clients allowed to mount each, like `showmount -e`.
     pub url: String,
     #[command(flatten)]
     pub common: CommonArgs,
@@ -101,6 +102,15 @@ pub(crate) async fn ls(a: LsArgs, out: &mut Out) -> Result<(), String> {
     let mut s = Session::new(&a.common);
     let r = async {
         let url = parse_url(&a.url)?;
+        if url.path == "/" {
+            let exports = crate::client::list_exports(&url, s.options().clone())
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+            // A server that exports "/" itself gets its root listed, as before.
+            if !exports.iter().any(|e| e.dir == "/") {
+                return write_out(out, &exports_table(&exports)).await;
+            }
+        }
         let (c, rel) = s.resolve(&url).await?;
         let (fh, attr) = c.lookup_path(&rel).await.map_err(|e| at(&url, e))?;
         if attr.ftype != Ftype3::DIR {
@@ -111,6 +121,22 @@ pub(crate) async fn ls(a: LsArgs, out: &mut Out) -> Result<(), String> {
     }
     .await;
     s.finish(r)
+}
+
+/// The export list as `showmount -e` prints it: the path, then the allowed clients separated by
+/// commas (`*` when the server names none, which means everyone).
+fn exports_table(exports: &[crate::client::ExportInfo]) -> String {
+    let width = exports.iter().map(|e| e.dir.len()).max().unwrap_or(0);
+    let mut text = String::new();
+    for e in exports {
+        let groups = if e.groups.is_empty() {
+            "*".to_string()
+        } else {
+            e.groups.join(",")
+        };
+        let _ = writeln!(text, "{:<width$} {groups}", e.dir);
+    }
+    text
 }
 
 fn list_dir<'a>(
@@ -529,6 +555,20 @@ fn hex(b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exports_print_like_showmount() {
+        use crate::client::ExportInfo;
+        let e = |dir: &str, groups: &[&str]| ExportInfo {
+            dir: dir.into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+        };
+        let t = exports_table(&[
+            e("/srv/a", &["127.0.0.1/32", "10.0.0.0/8"]),
+            e("/srv/longer", &[]),
+        ]);
+        assert_eq!(t, "/srv/a      127.0.0.1/32,10.0.0.0/8\n/srv/longer *\n");
+    }
 
     #[test]
     fn modes_and_times_format_like_ls() {
