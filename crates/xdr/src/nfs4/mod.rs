@@ -139,7 +139,7 @@ macro_rules! xdr4_enum {
             /// Every named value, in declaration order.
             pub const ALL: &'static [Self] = &[$(Self($v)),*];
             /// The RFC name, or "UNKNOWN".
-            pub fn name(self) -> &'static str {
+            pub const fn name(self) -> &'static str {
                 match self.0 {
                     $(x if x == $v => $s,)*
                     _ => "UNKNOWN",
@@ -180,7 +180,7 @@ macro_rules! xdr4_bind {
 /// Rust enum. With `default => Other`, discriminants without an arm decode to `Other(d)` with no
 /// body (the RFC's `default: void`); without it they are [`DecodeError::BadDiscriminant`].
 macro_rules! xdr4_union {
-    (@enum $(#[$m:meta])* $name:ident [$($other:ident)?] { $($(#[$vm:meta])* $disc:expr => $var:ident $(($ty:ty))?),* $(,)? }) => {
+    (@enum $(#[$m:meta])* $name:ident [$($other:ident)?] { $($(#[$vm:meta])* $disc:literal => $var:ident $(($ty:ty))?),* $(,)? }) => {
         $(#[$m])*
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub enum $name {
@@ -229,7 +229,7 @@ macro_rules! xdr4_union {
         xdr4_union!(@enum $(#[$m])* $name [] { $($body)* });
         xdr4_union!(@unpack $name ($what) [] { $($body)* });
     };
-    (@unpack $name:ident ($what:expr) [$($other:ident)?] { $($(#[$vm:meta])* $disc:expr => $var:ident $(($ty:ty))?),* $(,)? }) => {
+    (@unpack $name:ident ($what:expr) [$($other:ident)?] { $($(#[$vm:meta])* $disc:literal => $var:ident $(($ty:ty))?),* $(,)? }) => {
         impl $crate::Unpack for $name {
             fn unpack(r: &mut $crate::Reader<'_>) -> $crate::Result<Self> {
                 let d = r.get_u32()?;
@@ -251,7 +251,7 @@ macro_rules! xdr4_bytes {
     ($(#[$m:meta])* $name:ident ($what:expr, $max:expr)) => {
         $(#[$m])*
         #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-        pub struct $name(pub Bytes);
+        pub struct $name(pub ::bytes::Bytes);
         impl $name {
             /// The decode bound in bytes.
             pub const MAX_BYTES: usize = $max;
@@ -269,7 +269,7 @@ macro_rules! xdr4_bytes {
         }
         impl From<&'static [u8]> for $name {
             fn from(b: &'static [u8]) -> Self {
-                Self(Bytes::from_static(b))
+                Self(::bytes::Bytes::from_static(b))
             }
         }
         impl std::ops::Deref for $name {
@@ -314,6 +314,8 @@ macro_rules! xdr4_array {
 }
 
 pub mod attrs;
+#[macro_use]
+pub mod ops;
 
 // ---------------------------------------------------------------------------------------------
 // nfsstat4
@@ -914,6 +916,18 @@ pub(crate) mod arb {
     impl<T: Arb> Arb for Box<T> {
         fn arb(g: &mut Gen) -> Self {
             Box::new(T::arb(g))
+        }
+    }
+    impl Arb for crate::rpc::AuthSys {
+        fn arb(g: &mut Gen) -> Self {
+            let n = g.below(4);
+            crate::rpc::AuthSys {
+                stamp: g.u32(),
+                machine_name: g.bytes(16),
+                uid: g.u32(),
+                gid: g.u32(),
+                gids: (0..n).map(|_| g.u32()).collect(),
+            }
         }
     }
     impl Arb for Payload {
