@@ -316,6 +316,7 @@ macro_rules! xdr4_array {
 pub mod attrs;
 #[macro_use]
 pub mod ops;
+pub mod callback;
 pub mod compound;
 
 // ---------------------------------------------------------------------------------------------
