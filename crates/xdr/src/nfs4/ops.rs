@@ -2044,7 +2044,7 @@ pub static OP_INFO: &[OpInfo] = &[
     info!(RENEW, OpFlags::V40_ONLY, HDR),
     info!(RESTOREFH, NONE, HDR),
     info!(SAVEFH, FHF, HDR),
-    info!(SECINFO, f(FHF, M), HDR + VARIABLE),
+    info!(SECINFO, FHF, HDR + VARIABLE),
     info!(SETATTR, f(M, FHF), HDR + BITMAP),
     info!(SETCLIENTID, f(M, OpFlags::V40_ONLY), HDR + VARIABLE),
     info!(SETCLIENTID_CONFIRM, f(M, OpFlags::V40_ONLY), HDR),
@@ -2076,7 +2076,7 @@ pub static OP_INFO: &[OpInfo] = &[
     info!(LAYOUTCOMMIT, f(f(M, FHF), OpFlags::PNFS), HDR + 4 + 8),
     info!(LAYOUTGET, f(f(M, FHF), OpFlags::PNFS), HDR + VARIABLE),
     info!(LAYOUTRETURN, f(f(M, FHF), OpFlags::PNFS), HDR + 4 + SID),
-    info!(SECINFO_NO_NAME, f(FHF, M), HDR + VARIABLE),
+    info!(SECINFO_NO_NAME, FHF, HDR + VARIABLE),
     info!(SEQUENCE, OpFlags::MUST_BE_FIRST, HDR + 16 + 5 * 4),
     info!(SET_SSV, M, HDR + 4 + super::OPAQUE_LIMIT as u32),
     // One status per stateid asked about, at most MAX_ARRAY of them.
