@@ -453,6 +453,30 @@ mod tests {
     }
 
     #[test]
+    fn oversize_owner_is_bad_xdr_for_its_op() {
+        use crate::nfs4::OPAQUE_LIMIT;
+        let mut w = Writer::new();
+        // By hand: the typed encoder asserts the bound in debug builds.
+        w.put_opaque(b""); // tag
+        w.put_u32(1);
+        w.put_u32(1);
+        w.put_u32(Opnum4::EXCHANGE_ID.0);
+        w.put_fixed(&[0; 8]);
+        w.put_opaque(&vec![1u8; OPAQUE_LIMIT + 1]);
+        let got = decode(&w.into_bytes(), &CompoundLimits::default()).unwrap();
+        assert!(matches!(
+            got.ops[..],
+            [NfsArgop4::BadXdr(
+                Opnum4::EXCHANGE_ID,
+                DecodeError::TooLong {
+                    max: OPAQUE_LIMIT,
+                    ..
+                }
+            )]
+        ));
+    }
+
+    #[test]
     fn truncated_op_number_is_garbage() {
         let b = [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 24, 0, 0];
         assert_eq!(

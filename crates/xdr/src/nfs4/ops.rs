@@ -1930,7 +1930,8 @@ pub struct OpInfo {
     pub flags: OpFlags,
     /// Largest encoded result in bytes, op number and status included, for everything but bulk
     /// data; for ops flagged [`OpFlags::REPLY_GROWS_WITH_ARGS`] add what the arguments ask for
-    /// (READ/READ_PLUS `count`, READDIR/LISTXATTRS `maxcount`, GETATTR the attributes). Used to
+    /// (READ/READ_PLUS `count`, READDIR/LISTXATTRS/GETDEVICEINFO/LAYOUTGET `maxcount`,
+    /// GETDEVICELIST 16 bytes per device of `maxdevices`, GETATTR the attributes). Used to
     /// refuse a COMPOUND whose reply cannot fit `ca_maxresponsesize` before running it
     /// (NFS4ERR_REP_TOO_BIG, RFC 8881 §2.10.6.4).
     pub reply_bytes_max: u32,
@@ -2071,10 +2072,22 @@ pub static OP_INFO: &[OpInfo] = &[
         f(M, FHF),
         HDR + 4 + 8 + SID + 3 * BITMAP
     ),
-    info!(GETDEVICEINFO, OpFlags::PNFS, HDR + VARIABLE),
-    info!(GETDEVICELIST, f(FHF, OpFlags::PNFS), HDR + VARIABLE),
+    info!(
+        GETDEVICEINFO,
+        f(OpFlags::PNFS, OpFlags::REPLY_GROWS_WITH_ARGS),
+        HDR + 8 + BITMAP
+    ),
+    info!(
+        GETDEVICELIST,
+        f(f(FHF, OpFlags::PNFS), OpFlags::REPLY_GROWS_WITH_ARGS),
+        HDR + 8 + 8 + 4 + 4
+    ),
     info!(LAYOUTCOMMIT, f(f(M, FHF), OpFlags::PNFS), HDR + 4 + 8),
-    info!(LAYOUTGET, f(f(M, FHF), OpFlags::PNFS), HDR + VARIABLE),
+    info!(
+        LAYOUTGET,
+        f(f(f(M, FHF), OpFlags::PNFS), OpFlags::REPLY_GROWS_WITH_ARGS),
+        HDR + 4 + SID + 4
+    ),
     info!(LAYOUTRETURN, f(f(M, FHF), OpFlags::PNFS), HDR + 4 + SID),
     info!(SECINFO_NO_NAME, FHF, HDR + VARIABLE),
     info!(SEQUENCE, OpFlags::MUST_BE_FIRST, HDR + 16 + 5 * 4),
@@ -2302,6 +2315,26 @@ mod tests {
             let mut with_op = op.to_be_bytes().to_vec();
             with_op.extend_from_slice(&b);
             let _ = NfsResop4::unpack(&mut Reader::from_bytes(&Bytes::from(with_op)));
+        }
+    }
+
+    #[test]
+    fn sampled_results_fit_their_reply_bound() {
+        // Results whose size does not grow with the arguments must fit `reply_bytes_max`. The
+        // generator keeps opaques short, so this catches undercounted fixed parts, not long ones.
+        let mut g = Gen::new(3);
+        for _ in 0..20_000 {
+            let x = NfsResop4::arb(&mut g);
+            let info = op_info(x.opnum()).unwrap();
+            if info.flags.contains(OpFlags::REPLY_GROWS_WITH_ARGS) {
+                continue;
+            }
+            let n = to_bytes(&x).len();
+            assert!(
+                n <= info.reply_bytes_max as usize,
+                "{}: {n} bytes",
+                info.name
+            );
         }
     }
 
