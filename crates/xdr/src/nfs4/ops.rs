@@ -614,7 +614,7 @@ impl ReadResOk {
     pub const FIXED_BYTES: usize = 8;
 
     /// Encodes eof and the data's length only; on the wire the `data.len()` bytes follow, then
-    /// [`crate::nfs3::ReadResOk::data_padding`] zero bytes.
+    /// [`super::compound::padding_after`] zero bytes.
     pub fn pack_without_data(&self, w: &mut Writer) {
         w.put_bool(self.eof);
         w.put_u32(self.data.len() as u32);
