@@ -19,6 +19,7 @@
 
 pub mod mount3;
 pub mod nfs3;
+pub mod nfs4;
 pub mod portmap;
 pub mod rpc;
 
