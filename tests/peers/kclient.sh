@@ -9,7 +9,6 @@
 #       -o MOUNTOPTS). The guest script mounts by itself (kc_mount).
 #
 # Environment:
-#   SLUICE_KCLIENT_DIR  another harness with the same build.sh/run.sh  [tests/peers/kclient]
 #   KC_VERS             3 | 4.1 ...                  [3]
 #   KC_TIMEOUT          guest timeout in seconds     [600]
 #   KC_RUN_DIR          run folder (console.log, out/guest.log, out/* saved by kc_save)
@@ -21,7 +20,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 REPO="$(cd "$HERE/../.." && pwd -P)"
-KDIR="${SLUICE_KCLIENT_DIR:-$HERE/kclient}"
+KDIR="$HERE/kclient"
 export KC_CACHE="${KC_CACHE:-$REPO/target/kclient-cache}"
 export KC_RESULTS="${KC_RESULTS:-$REPO/target/kclient-results}"
 

@@ -9,7 +9,7 @@
 # EXPORT is the path the server exports (v3 MOUNT path); BACKING_DIR is the local directory
 # the server serves it from (for sluice and ganesha usually the same path).
 # Environment: KC_VERS (default 3), KI_BIG_MIB (64), KI_KEEP=1 keeps the files afterwards,
-# plus everything kclient.sh reads (KC_RUN_DIR, KC_VERBOSE, SLUICE_KCLIENT_DIR, ...).
+# plus everything kclient.sh reads (KC_RUN_DIR, KC_VERBOSE, ...).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
