@@ -9,8 +9,10 @@
 //!                                                     handler -> results appended to the reply
 //! ```
 //!
-//! The program tables ([`crate::nfs::PROCS`]) carry each procedure's name and whether it is
-//! idempotent; statistics and per-request logs key off them.
+//! Per-procedure facts are still spread out: names in `sluice_xdr` (`nfs3::proc_::NAMES`), the
+//! duplicate-request class here ([`is_non_idempotent`]), the client's timer class in
+//! `sluice-client`. Statistics and per-request logs key off the names. Gathering them into one
+//! table per program version (NFSv4's `nfs4::ops::OP_INFO` already is one) is open work.
 
 use crate::mountd::Mountd;
 use crate::net::{Peer, Reply, Service};

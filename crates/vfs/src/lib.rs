@@ -33,7 +33,8 @@
 //! * [`openfiles`]: the bounded cache of open descriptors.
 //! * `iomode`: the cache modes per export (buffered, dontcache, direct) behind READ and WRITE.
 //! * `localfs`: [`LocalFs`], the 21 procedures (NULL needs no backend).
-//! * `sys`: the only place with `unsafe`: one wrapper per system call.
+//! * `sys`: one wrapper per system call, where nearly all of the crate's `unsafe` lives (the
+//!   other block is `sync_file_range` in `openfiles`).
 
 mod attr;
 pub mod creds;
