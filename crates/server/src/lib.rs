@@ -26,6 +26,10 @@ pub mod service;
 pub mod splice;
 pub mod stats;
 
+/// Who sent a call and over what: the types every program's handlers take (outside the crate,
+/// name them from here; where they are defined is the crate's business).
+pub use net::{Peer, Reply, Transport};
+
 use backend::{Export, LocalFs, LocalFsConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
