@@ -1,6 +1,6 @@
 //! [`File`]: positional reads ([`File::read_at`]) and sequential ones ([`FileReader`]) through
 //! the autotuned readahead of [`crate::read`], and unstable write-behind with COMMIT and
-//! verifier checking ([`FileWriter`]). The write policy is in [`crate::plan`]; this module only
+//! verifier checking ([`FileWriter`]). The write policy is in [`sluice_engine::plan`]; this module only
 //! issues the calls it asks for.
 //!
 //! ```text
@@ -13,9 +13,9 @@
 
 use crate::client::{Client, Pending};
 use crate::error::NfsError;
-use crate::plan::UnstableLog;
 use crate::read::FileShared;
 use bytes::{Bytes, BytesMut};
+use sluice_engine::plan::UnstableLog;
 use sluice_xdr::nfs3::{Fattr3, NfsFh3, Sattr3, StableHow, Verifier, WriteResOk};
 use std::collections::VecDeque;
 use std::sync::Arc;

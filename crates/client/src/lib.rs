@@ -8,15 +8,15 @@
 //!   File (file.rs)       read_at / sequential reader, UNSTABLE write-behind + COMMIT
 //!     │   ├─ read.rs     driver of sluice_engine::readahead (autotuned window, streams,
 //!     │   │              global budget): cache, READs in flight, change detection
-//!     │   └─ plan.rs     pure policy: UnstableLog (what a COMMIT must still cover, what to
-//!     │                  resend after a verifier change)
+//!     │   └─ sluice_engine::plan   pure policy: UnstableLog (what a COMMIT must still
+//!     │                  cover, what to resend after a verifier change)
 //!   RpcClient (transport.rs)   tokio driver around sluice_rpc::client::CallTable: one TCP
 //!                              connection (or UDP socket), many calls by XID, reconnect and
 //!                              resend (TCP) or RTO retransmission (UDP, the table's)
 //! ```
 //!
 //! Everything that decides (XIDs, retransmission, readahead, what to resend) is sans-IO code in
-//! `sluice-rpc` or [`plan`]; the modules here that touch sockets and files are thin drivers.
+//! `sluice-rpc` and `sluice-engine`; the modules here that touch sockets and files are thin drivers.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), sluice_client::NfsError> {
@@ -32,7 +32,6 @@ pub mod client;
 pub mod cmd;
 pub mod error;
 pub mod file;
-pub mod plan;
 pub mod read;
 pub mod stats;
 pub mod transport;

@@ -12,6 +12,7 @@
 //! | [`readahead`]   | client | what should be fetched now, and how far ahead of the reader?    |
 //! | [`writebehind`] | server | which UNSTABLE writes are flushed together, and when?            |
 //! | [`pool`]        | both   | how many fixed-size chunks are in use, and may one more be?     |
+//! | [`plan`]        | client | which UNSTABLE writes must a COMMIT still cover or be resent?    |
 //!
 //! Each module opens with a design essay; read those before the code.
 
@@ -19,6 +20,7 @@
 // (enforced by clippy.toml).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+pub mod plan;
 pub mod pool;
 pub mod readahead;
 pub mod seqtable;

@@ -46,8 +46,8 @@
 
 use crate::cache::{data_changed, AttrCacheConfig, CachedAttr};
 use bytes::{Bytes, BytesMut};
-use sluice_client::plan::UnstableLog;
 use sluice_client::{Client, NfsError, Pending};
+use sluice_engine::plan::UnstableLog;
 use sluice_xdr::nfs3::{
     CreateHow, DeviceData3, Fattr3, Ftype3, MknodData, NfsFh3, Nfsstat3, Nfstime3, ReadResOk,
     Sattr3, SetTime, Specdata3, StableHow, WccData, WriteResOk,

@@ -49,7 +49,7 @@
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sluice_client::plan::UnstableLog;
+use sluice_engine::plan::UnstableLog;
 use sluice_rpc::client::{CallTable, CallTableConfig, Event, ProcId};
 use sluice_rpc::record::{self, RecordDecoder};
 use sluice_rpc::rtt::TimerClass;

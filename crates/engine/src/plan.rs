@@ -1,8 +1,8 @@
 //! The pure policy of writing: which unstable WRITEs are still owed.
 //!
-//! It does no I/O; `file.rs` drives it. (What to READ is decided by
-//! `sluice_engine::readahead`, driven by `read.rs`: the earlier `ReadPlanner` trait here could
-//! only describe one sequential stream, not random reads, discards or several readers.)
+//! It does no I/O: the client's `File` writer (sluice-client's `file.rs`) drives it, and so does
+//! the simulator's fault model, which needs no tokio client for it. (What to READ is decided by
+//! [`crate::readahead`].)
 //!
 //! # Writing (RFC 1813 §3.3.7, §3.3.21: "nothing lost")
 //! An UNSTABLE WRITE reply only promises that the data reached the server's memory. The
@@ -13,7 +13,10 @@
 //! resends them and commits again.
 
 use bytes::Bytes;
-use sluice_xdr::nfs3::Verifier;
+
+/// A write verifier: eight opaque bytes the server changes when it may have lost unstable data
+/// (NFSv3's `writeverf3`, NFSv4's `verifier4`; both are 8 bytes).
+pub type Verifier = [u8; 8];
 
 /// One chunk written UNSTABLE and not yet known to be on stable storage.
 #[derive(Debug, Clone, PartialEq, Eq)]
