@@ -36,7 +36,7 @@ enum Cmd {
     /// Print a running server's statistics (like nfsstat -s), from its --metrics endpoint.
     Stats(StatsArgs),
     #[command(flatten)]
-    Client(sluice_client::cmd::ClientCmd),
+    Client(sluice_cli::cmd::ClientCmd),
 }
 
 #[derive(clap::Args)]
@@ -76,7 +76,7 @@ fn main() -> ExitCode {
             Cmd::Link(args) => sluice_link::run(args)
                 .await
                 .map_err(|e| format!("link: {e}")),
-            Cmd::Client(cmd) => sluice_client::cmd::run(cmd).await,
+            Cmd::Client(cmd) => sluice_cli::cmd::run(cmd).await,
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::Mount(a) => sluice_fuse::run(a).await,
             Cmd::Umount(a) => sluice_fuse::umount(&a.mountpoint).map_err(|e| e.to_string()),

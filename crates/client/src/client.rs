@@ -1031,7 +1031,7 @@ fn diropargs(dir: &NfsFh3, name: &str) -> DirOpArgs3 {
 }
 
 /// Path components, without empty ones and ".".
-pub(crate) fn components(path: &str) -> impl Iterator<Item = &str> {
+pub fn components(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter(|c| !c.is_empty() && *c != ".")
 }
 
@@ -1373,13 +1373,15 @@ async fn raw_call<T>(
 }
 
 /// True if `prefix` is `path` or a directory above it, component-wise.
-pub(crate) fn is_path_prefix(prefix: &str, path: &str) -> bool {
+pub fn is_path_prefix(prefix: &str, path: &str) -> bool {
     let pre: Vec<&str> = components(prefix).collect();
     let p: Vec<&str> = components(path).collect();
     p.len() >= pre.len() && p[..pre.len()] == pre[..]
 }
 
-pub(crate) fn strip_export(path: &str, export: &str) -> String {
+/// `path` relative to `export` (which must be a prefix of it, see [`is_path_prefix`]), with a
+/// leading '/'.
+pub fn strip_export(path: &str, export: &str) -> String {
     let skip = components(export).count();
     let rest: Vec<&str> = components(path).skip(skip).collect();
     format!("/{}", rest.join("/"))

@@ -37,7 +37,8 @@ pub struct File {
 }
 
 impl File {
-    pub(crate) fn new(client: Client, fh: NfsFh3, attr: Fattr3) -> File {
+    /// The file `fh`, whose attributes (from a LOOKUP, READDIRPLUS or GETATTR) are `attr`.
+    pub fn new(client: Client, fh: NfsFh3, attr: Fattr3) -> File {
         let shared = FileShared::new(client.clone(), fh.clone(), &attr);
         File {
             client,

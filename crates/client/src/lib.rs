@@ -1,7 +1,8 @@
-//! The sluice NFSv3 client library and its command-line commands.
+//! The sluice NFSv3 client library (the `sluice` binary's client commands, in the cli crate,
+//! are built on it).
 //!
 //! ```text
-//!   cmd (cp, cat, ls, stat, mkdir, rm, mv)      the `sluice` binary calls these
+//!   (cli crate: cp, cat, ls, stat, mkdir, rm, mv)   the `sluice` binary's commands
 //!     │
 //!   Client (client.rs)   mount, FSINFO, typed calls for all 22 procedures, path helpers,
 //!     │                  per-procedure statistics
@@ -29,7 +30,6 @@
 //! ```
 
 pub mod client;
-pub mod cmd;
 pub mod error;
 pub mod file;
 pub mod read;
@@ -38,7 +38,6 @@ pub mod transport;
 pub mod url;
 
 pub use client::{list_exports, Client, ClientOptions, DirEntry, ExportInfo, IntoNfsUrl, Pending};
-pub use cmd::{run, run_with_output, ClientCmd};
 pub use error::NfsError;
 pub use file::{File, FileReader, FileWriter};
 pub use read::parse_readahead;

@@ -1,12 +1,11 @@
 //! Issue #4, client side: autotuned readahead and UDP against the sluice server binary, and
 //! through the `sluice link` emulator.
 //!
-//! Needs target/debug/sluice (`cargo build -p sluice`) or $SLUICE_BIN; skips with a message
-//! when it is missing, like `sluice_server.rs`. Rates are only ever compared side by side
-//! (a ratio), never against an absolute number: this machine's speed varies.
-mod common;
+//! Runs the `sluice` binary this crate builds (or $SLUICE_BIN). Rates are only ever compared
+//! side by side (a ratio), never against an absolute number: this machine's speed varies.
+mod servers;
 
-use common::*;
+use servers::*;
 use sluice_client::{Client, ClientOptions, ReadaheadMode};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -17,13 +16,7 @@ const MIB: u64 = 1024 * KIB;
 
 #[test]
 fn readahead_and_udp_against_the_sluice_binary() {
-    let Some(bin) = SluiceServer::binary() else {
-        eprintln!(
-            "SKIPPED: target/debug/sluice not found; run `cargo build -p sluice` first or set \
-             SLUICE_BIN"
-        );
-        return;
-    };
+    let bin = SluiceServer::binary();
     let server = SluiceServer::start_with(&bin, &["--udp"], false);
     let rt = runtime();
     let t0 = Instant::now();
@@ -261,13 +254,13 @@ async fn cp(args: &[&str]) {
     #[derive(Parser)]
     struct Cli {
         #[command(subcommand)]
-        cmd: sluice_client::ClientCmd,
+        cmd: sluice_cli::cmd::ClientCmd,
     }
     let mut argv = vec!["sluice", "cp"];
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(&argv).unwrap();
     let mut out = Vec::new();
-    if let Err(e) = sluice_client::run_with_output(cli.cmd, &mut out).await {
+    if let Err(e) = sluice_cli::cmd::run_with_output(cli.cmd, &mut out).await {
         panic!("sluice {argv:?}: {e}");
     }
 }

@@ -1,10 +1,10 @@
 //! `cat`, `ls`, `stat`, `mkdir`, `rm`, `mv`.
 
 use super::{at, parse_url, CommonArgs, Out, Session};
-use crate::client::{components, Client};
-use crate::error::NfsError;
-use crate::url::NfsUrl;
 use clap::Args;
+use sluice_client::client::{components, Client};
+use sluice_client::error::NfsError;
+use sluice_client::url::NfsUrl;
 use sluice_xdr::nfs3::{Fattr3, Ftype3, NfsFh3, Nfsstat3, Nfstime3, Sattr3};
 use std::fmt::Write as _;
 use std::future::Future;
@@ -103,7 +103,7 @@ pub(crate) async fn ls(a: LsArgs, out: &mut Out) -> Result<(), String> {
     let r = async {
         let url = parse_url(&a.url)?;
         if url.path == "/" {
-            let exports = crate::client::list_exports(&url, s.options().clone())
+            let exports = sluice_client::client::list_exports(&url, s.options().clone())
                 .await
                 .map_err(|e| format!("{url}: {e}"))?;
             // A server that exports "/" itself gets its root listed, as before.
@@ -125,7 +125,7 @@ pub(crate) async fn ls(a: LsArgs, out: &mut Out) -> Result<(), String> {
 
 /// The export list as `showmount -e` prints it: the path, then the allowed clients separated by
 /// commas (`*` when the server names none, which means everyone).
-fn exports_table(exports: &[crate::client::ExportInfo]) -> String {
+fn exports_table(exports: &[sluice_client::client::ExportInfo]) -> String {
     let width = exports.iter().map(|e| e.dir.len()).max().unwrap_or(0);
     let mut text = String::new();
     for e in exports {
@@ -209,7 +209,11 @@ fn list_dir<'a>(
     })
 }
 
-async fn link_fh(c: &Client, dir: &NfsFh3, e: &crate::DirEntry) -> Result<NfsFh3, NfsError> {
+async fn link_fh(
+    c: &Client,
+    dir: &NfsFh3,
+    e: &sluice_client::DirEntry,
+) -> Result<NfsFh3, NfsError> {
     match &e.fh {
         Some(fh) => Ok(fh.clone()),
         None => Ok(c.lookup(dir, &e.name).await?.object),
@@ -558,7 +562,7 @@ mod tests {
 
     #[test]
     fn exports_print_like_showmount() {
-        use crate::client::ExportInfo;
+        use sluice_client::client::ExportInfo;
         let e = |dir: &str, groups: &[&str]| ExportInfo {
             dir: dir.into(),
             groups: groups.iter().map(|g| g.to_string()).collect(),

@@ -1,8 +1,8 @@
-//! The client against nfs-ganesha, a server nobody here wrote.
-mod common;
+//! The client library and commands against nfs-ganesha, a server nobody here wrote.
 mod scenarios;
+mod servers;
 
-use common::{runtime, Ganesha};
+use servers::{runtime, Ganesha};
 
 #[test]
 fn client_against_ganesha() {

@@ -1,5 +1,5 @@
-//! Shared fixtures for the integration tests: a private nfs-ganesha (tests/peers/ganesha.sh),
-//! the sluice server binary when it has been built, and helpers.
+//! Fixtures for the client tests (`client_*.rs`): a private nfs-ganesha (tests/peers/ganesha.sh),
+//! the sluice server binary, and helpers. (`common/` holds the interop and fault tests' own.)
 #![allow(dead_code)]
 
 use sha2::{Digest, Sha256};
@@ -153,16 +153,11 @@ pub struct SluiceServer {
 }
 
 impl SluiceServer {
-    /// Path of target/debug/sluice (or $SLUICE_BIN) if it exists.
-    pub fn binary() -> Option<PathBuf> {
-        if let Ok(p) = std::env::var("SLUICE_BIN") {
-            return Some(PathBuf::from(p));
-        }
-        let target = std::env::var("CARGO_TARGET_DIR")
+    /// $SLUICE_BIN, or the `sluice` binary cargo built for these tests.
+    pub fn binary() -> PathBuf {
+        std::env::var_os("SLUICE_BIN")
             .map(PathBuf::from)
-            .unwrap_or_else(|_| workspace_root().join("target"));
-        let p = target.join("debug/sluice");
-        p.exists().then_some(p)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_sluice")))
     }
 
     pub fn start(bin: &Path) -> SluiceServer {

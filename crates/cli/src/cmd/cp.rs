@@ -3,19 +3,19 @@
 //! Like cp(1): if DST is an existing directory the copy goes into it under SRC's name;
 //! otherwise DST is the new name. `-r` copies trees (directories, regular files, symbolic
 //! links as links); `-p` keeps mode and access/modification times. Files go through the
-//! pipelined [`crate::File`] reader and writer, so a copy keeps several full-size READs or
+//! pipelined [`sluice_client::File`] reader and writer, so a copy keeps several full-size READs or
 //! UNSTABLE WRITEs in flight and ends with a COMMIT that checks the write verifier.
 //!
 //! A progress bar (bytes, rate, ETA) is drawn on stderr when it is a terminal, unless `-q`.
 //! For a tree the total is not known in advance: bytes and rate only.
 
 use super::{at, CommonArgs, Session};
-use crate::client::Client;
-use crate::error::NfsError;
-use crate::file::File;
-use crate::url::NfsUrl;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use sluice_client::client::Client;
+use sluice_client::error::NfsError;
+use sluice_client::file::File;
+use sluice_client::url::NfsUrl;
 use sluice_xdr::nfs3::{Fattr3, Ftype3, NfsFh3, Nfsstat3, Nfstime3, Sattr3, SetTime};
 use std::future::Future;
 use std::io::IsTerminal;

@@ -1,7 +1,8 @@
 //! Scenarios run against every real server (ganesha, sluice): the library and the commands.
-use crate::common::*;
+use crate::servers::*;
 use clap::Parser;
-use sluice_client::{run_with_output, Client, ClientCmd, ClientOptions};
+use sluice_cli::cmd::{run_with_output, ClientCmd};
+use sluice_client::{Client, ClientOptions};
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;

@@ -16,11 +16,11 @@ mod ops;
 pub use cp::CpArgs;
 pub use ops::{CatArgs, LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
 
-use crate::client::{is_path_prefix, strip_export, Client, ClientOptions};
-use crate::error::NfsError;
-use crate::stats::{ClientStats, ReadStats};
-use crate::url::NfsUrl;
 use clap::{Args, Subcommand};
+use sluice_client::client::{is_path_prefix, strip_export, Client, ClientOptions};
+use sluice_client::error::NfsError;
+use sluice_client::stats::{ClientStats, ReadStats};
+use sluice_client::url::NfsUrl;
 use std::time::Duration;
 
 /// The client commands.
@@ -58,8 +58,8 @@ pub struct CommonArgs {
     /// Readahead: auto (default; the window grows to twice the measured bandwidth-delay
     /// product), off (fetch only what is read), or fixed:SIZE (fixed:128k is Linux >= 5.4's
     /// NFS default, fixed:15m Linux 4.14's 15 x rsize).
-    #[arg(long, value_name = "MODE", value_parser = crate::read::parse_readahead)]
-    pub readahead: Option<sluice_engine::readahead::ReadaheadMode>,
+    #[arg(long, value_name = "MODE", value_parser = sluice_client::read::parse_readahead)]
+    pub readahead: Option<sluice_client::ReadaheadMode>,
     /// Memory all files may hold in data read ahead (default 256m).
     #[arg(long, value_name = "SIZE", value_parser = parse_budget)]
     pub readahead_budget: Option<u64>,
@@ -77,8 +77,8 @@ pub struct CommonArgs {
 }
 
 fn parse_budget(s: &str) -> Result<u64, String> {
-    match crate::read::parse_readahead(&format!("fixed:{s}"))? {
-        sluice_engine::readahead::ReadaheadMode::Fixed(b) => Ok(b),
+    match sluice_client::read::parse_readahead(&format!("fixed:{s}"))? {
+        sluice_client::ReadaheadMode::Fixed(b) => Ok(b),
         _ => Err(format!("bad size {s:?}")),
     }
 }
