@@ -30,7 +30,10 @@
 //! Each record has one slot for CREATE_SESSION: `eir_sequenceid` tells the client the next
 //! `csa_sequence`; the same value again is a retry and gets the cached result; anything else
 //! is NFS4ERR_SEQ_MISORDERED. As in knfsd, STALE_CLIENTID, SEQ_MISORDERED and (our choice, as
-//! it is transient) DELAY are not cached; every other result is.
+//! it is transient) DELAY are not cached; every other result is, so argument errors such as
+//! TOOSMALL use up the sequence id. That is what the Linux client expects (it bumps its
+//! sequence id after every answer but STALE_CLIENTID and DELAY); knfsd checks the channel
+//! attributes before the slot and does not.
 
 use super::{Nfsstat4, Principal};
 use bytes::Bytes;
@@ -207,7 +210,9 @@ impl ClientTable {
         principal: &Principal,
     ) -> Result<CreateSessionStep, Nfsstat4> {
         let rec = self.get(clientid)?;
-        if rec.principal != *principal {
+        // knfsd: another principal confirming an unconfirmed record is CLID_INUSE; for a
+        // confirmed record the principal only matters under SP4_MACH_CRED, which we refuse.
+        if !rec.confirmed && rec.principal != *principal {
             return Err(Nfsstat4::CLID_INUSE);
         }
         if sequence == rec.cs_seqid {

@@ -25,7 +25,10 @@
 //! `sa_highest_slotid` is at or below the target, the enforced `highest_slotid` drops to it and
 //! the cached replies above it are freed (§2.10.6.1, §18.46.3). Raising the target again raises
 //! the enforced limit up to `slots_max - 1`. Sequence ids of retired slots are kept (4 bytes
-//! each), so a retry that straddles a shrink is still recognised.
+//! each), so a retry that straddles a shrink is still recognised; and since a client may drop
+//! the slots it was told to stop using and start them again at sequence id 1 when they come
+//! back (the Linux client does), a retired slot accepts 1 as well as the next id, as knfsd
+//! does since it learned to shrink slot tables.
 //!
 //! False retries (§2.10.6.1.3): the caller passes a digest of the request's operations; a retry
 //! whose digest differs from the original's is answered NFS4ERR_SEQ_FALSE_RETRY instead of
@@ -61,6 +64,8 @@ struct Slot {
     seqid: u32,
     digest: u64,
     state: SlotState,
+    /// Retired by a shrink: the client may have forgotten it and start again at 1.
+    retired: bool,
 }
 
 /// The fore channel's slots of one session.
@@ -113,11 +118,12 @@ impl SlotTable {
                 Nfsstat4::SEQ_MISORDERED
             });
         }
-        if seqid == next_seqid(slot.seqid) {
+        if seqid == next_seqid(slot.seqid) || (slot.retired && seqid == 1) {
             let freed = cached_len(&slot.state);
             slot.seqid = seqid;
             slot.digest = digest;
             slot.state = SlotState::InProgress { cachethis };
+            slot.retired = false;
             self.cached_bytes -= freed;
             return Ok(SlotDecision::Execute);
         }
@@ -167,6 +173,7 @@ impl SlotTable {
                     self.cached_bytes -= cached_len(&slot.state);
                     if slot.state != SlotState::Empty {
                         slot.state = SlotState::Uncached;
+                        slot.retired = true;
                     }
                 }
             }
@@ -306,6 +313,7 @@ mod tests {
             seqid: u32::MAX,
             digest: 0,
             state: SlotState::Uncached,
+            retired: false,
         });
         assert_eq!(t.begin(0, 0, 0, true), Ok(SlotDecision::Execute));
     }
@@ -332,8 +340,15 @@ mod tests {
             7,
             "growth is capped by the negotiated size"
         );
+        assert_eq!(t.begin(6, 5, 7, true), Err(Nfsstat4::SEQ_MISORDERED));
+        assert_eq!(
+            t.begin(6, 1, 7, true),
+            Ok(SlotDecision::Execute),
+            "restarted at 1"
+        );
+        t.complete(6, None);
         assert_eq!(t.begin(6, 1, 7, true), Err(Nfsstat4::RETRY_UNCACHED_REP));
-        assert_eq!(t.begin(6, 2, 7, true), Ok(SlotDecision::Execute));
+        assert_eq!(t.begin(6, 1 + 1, 7, true), Ok(SlotDecision::Execute));
     }
 
     /// A client that retransmits at random: every (slot, seqid) executes at most once, and a
@@ -363,14 +378,17 @@ mod tests {
             let mut t = SlotTable::new(8, 64);
             // The client's view: last seqid used per slot.
             let mut last = [0u32; 10];
-            let mut executions: std::collections::HashMap<(u32, u32), u32> = Default::default();
+            // Bumped when the client forgets a slot the server retired (it restarts at 1).
+            let mut epoch = [0u32; 10];
+            let mut executions: std::collections::HashMap<(u32, u32, u32), u32> =
+                Default::default();
             for s in steps {
                 match s {
                     Step::New { slot } => {
                         let seq = last[slot as usize] + 1;
                         match t.begin(slot, seq, seq as u64, cache) {
                             Ok(SlotDecision::Execute) => {
-                                *executions.entry((slot, seq)).or_default() += 1;
+                                *executions.entry((slot, epoch[slot as usize], seq)).or_default() += 1;
                                 last[slot as usize] = seq;
                                 t.complete(slot, Some(Bytes::from(format!("{slot}:{seq}"))));
                             }
@@ -400,6 +418,13 @@ mod tests {
                     }
                     Step::Shrink { target } => t.set_target(target),
                     Step::ClientHighest { highest } => t.client_highest(highest),
+                }
+                // Like the Linux client, forget the slots above the server's highest.
+                for (i, l) in last.iter_mut().enumerate() {
+                    if i as u32 > t.highest_slotid() && *l != 0 {
+                        *l = 0;
+                        epoch[i] += 1;
+                    }
                 }
                 prop_assert!(t.slots_allocated() <= 8);
                 prop_assert!(t.highest_slotid() < 8);

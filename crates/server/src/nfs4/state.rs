@@ -25,10 +25,17 @@ use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{
     CreateSessionArgs, CreateSessionResOk, ExchangeIdArgs, ExchangeIdResOk, ImplIdList,
     SequenceResOk, ServerOwner4, StateProtect4R, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+    CREATE_SESSION4_FLAG_CONN_RDMA, CREATE_SESSION4_FLAG_PERSIST,
 };
 use sluice_xdr::nfs4::{ClientId4, Opaque4, SessionId4, Stateid4};
 use std::collections::HashMap;
 use std::time::Instant;
+
+/// The flags a CREATE_SESSION may carry (§18.36.3); others are NFS4ERR_INVAL. Of these only
+/// CONN_BACK_CHAN is granted: sessions are not persistent and there is no RDMA.
+const CREATE_SESSION_FLAGS_ARGS: u32 = CREATE_SESSION4_FLAG_PERSIST
+    | CREATE_SESSION4_FLAG_CONN_BACK_CHAN
+    | CREATE_SESSION4_FLAG_CONN_RDMA;
 
 /// A SEQUENCE that passed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -392,6 +399,9 @@ impl State4 {
             .count();
         if n >= self.cfg.sessions_per_client_max {
             return Err(Nfsstat4::DELAY);
+        }
+        if args.flags & !CREATE_SESSION_FLAGS_ARGS != 0 {
+            return Err(Nfsstat4::INVAL);
         }
         let fore = negotiate_fore(&args.fore_chan_attrs, &self.cfg.channel)?;
         let back = negotiate_back(&args.back_chan_attrs)?;

@@ -347,8 +347,9 @@ fn op() -> impl Strategy<Value = Op> {
     let who = 0u8..4;
     prop_oneof![
         2 => (who.clone(), 0u8..2).prop_map(|(who, verifier)| Op::Exchange { who, verifier }),
-        2 => (who.clone(), 0u8..3).prop_map(|(who, skew)| Op::Create { who, skew }),
-        6 => (who.clone(), 0u8..10, any::<bool>(), any::<bool>())
+        3 => (who.clone(), prop_oneof![3 => Just(1u8), 1 => 0u8..3])
+            .prop_map(|(who, skew)| Op::Create { who, skew }),
+        8 => (who.clone(), 0u8..10, any::<bool>(), any::<bool>())
             .prop_map(|(who, slot, retry, cache)| Op::Sequence { who, slot, retry, cache }),
         4 => (who.clone(), 0u8..2, 0u8..3, 0u8..5, 0u8..5)
             .prop_map(|(who, owner, file, access, deny)| Op::Open { who, owner, file, access, deny }),
@@ -357,7 +358,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(who, pick, access, deny)| Op::Downgrade { who, pick, access, deny }),
         1 => who.clone().prop_map(|who| Op::DestroySession { who }),
         1 => who.clone().prop_map(|who| Op::DestroyClient { who }),
-        1 => (0u16..200).prop_map(|secs| Op::Wait { secs }),
+        1 => prop_oneof![4 => 0u16..40, 1 => 0u16..200].prop_map(|secs| Op::Wait { secs }),
     ]
 }
 
@@ -376,7 +377,7 @@ const OWNERS: [&[u8]; 4] = [b"c0", b"c1", b"c2", b"c3"];
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
     #[test]
-    fn random_op_sequences_keep_the_invariants(ops in proptest::collection::vec(op(), 1..150)) {
+    fn random_op_sequences_keep_the_invariants(ops in proptest::collection::vec(op(), 1..300)) {
         let cfg = Config4 {
             clients_max: 3,
             sessions_per_client_max: 2,
@@ -544,4 +545,25 @@ fn a_conflict_with_ones_own_other_owner_never_expires_oneself() {
         Err(Nfsstat4::SHARE_DENIED)
     );
     assert!(st.clients().get(c).is_ok());
+}
+
+#[test]
+fn create_session_with_unknown_flags_is_inval_and_a_confirmed_record_ignores_the_principal() {
+    let now = Instant::now();
+    let mut st = state();
+    let e = st.exchange_id(now, &exid(b"a", 1), &p(b"u")).unwrap();
+    assert_eq!(
+        st.create_session(now, &cs(e.clientid, 1, 0x10), &p(b"u"), 1),
+        Err(Nfsstat4::INVAL)
+    );
+    assert_eq!(
+        st.create_session(now, &cs(e.clientid, 2, 0), &p(b"other"), 1),
+        Err(Nfsstat4::CLID_INUSE),
+        "another principal cannot confirm the record"
+    );
+    st.create_session(now, &cs(e.clientid, 2, 0), &p(b"u"), 1)
+        .unwrap();
+    assert!(st
+        .create_session(now, &cs(e.clientid, 3, 0), &p(b"root"), 2)
+        .is_ok());
 }
