@@ -49,6 +49,7 @@
 //! | client records | [`Config4::clients_max`] (1024) | courtesy clients are expired first; else EXCHANGE_ID gets NFS4ERR_DELAY |
 //! | sessions per client | [`Config4::sessions_per_client_max`] (8) | CREATE_SESSION gets NFS4ERR_DELAY (not cached) |
 //! | slots per session | [`session::ChannelLimits::slots_max`] (64) | negotiated down; a higher slot id is NFS4ERR_BADSLOT |
+//! | reply cache, all sessions | [`Config4::reply_cache_bytes_max`] (64 MiB) | CREATE_SESSION grants fewer slots; none fit: NFS4ERR_DELAY |
 //! | cached reply per slot | `maxresponsesize_cached` (≤ 4 KiB) | NFS4ERR_REP_TOO_BIG_TO_CACHE (the processor checks) |
 //! | connections per session | [`session::CONNS_PER_SESSION_MAX`] (16) | the oldest binding is forgotten |
 //! | open stateids per client | [`Config4::opens_per_client_max`] (4096) | OPEN gets NFS4ERR_DELAY |
@@ -99,6 +100,13 @@ pub struct Config4 {
     pub boot_epoch: u32,
     /// Channel attribute limits for CREATE_SESSION.
     pub channel: session::ChannelLimits,
+    /// Reply cache reserved over all sessions: each session reserves
+    /// `maxrequests × maxresponsesize_cached` at CREATE_SESSION, which gets fewer slots when
+    /// the budget runs low (and NFS4ERR_DELAY when not even one fits), as knfsd does with its
+    /// DRC memory. Default 64 MiB: 256 sessions at the full 64 slots × 4 KiB, and many more
+    /// at the few slots a client really asks for; without it the other bounds multiply to
+    /// 1024 clients × 8 sessions × 256 KiB = 2 GiB.
+    pub reply_cache_bytes_max: usize,
     /// `so_major_id` of EXCHANGE_ID: the same value on two addresses tells a client they are
     /// one server (trunking, RFC 8881 §2.10.5). The driver passes e.g. the host name.
     pub server_owner: bytes::Bytes,
@@ -117,6 +125,7 @@ impl Default for Config4 {
             opens_max: 65536,
             boot_epoch: 1,
             channel: session::ChannelLimits::default(),
+            reply_cache_bytes_max: 64 << 20,
             server_owner: bytes::Bytes::from_static(b"sluice"),
             server_scope: bytes::Bytes::from_static(b"sluice"),
         }

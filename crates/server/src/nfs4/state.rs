@@ -23,8 +23,8 @@ use super::slots::SlotDecision;
 use super::{Config4, ConnId, Entropy, Nfsstat4, Principal};
 use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{
-    CreateSessionArgs, CreateSessionResOk, ExchangeIdArgs, ExchangeIdResOk, ImplIdList,
-    SequenceResOk, ServerOwner4, StateProtect4R, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+    ChannelAttrs4, CreateSessionArgs, CreateSessionResOk, ExchangeIdArgs, ExchangeIdResOk,
+    ImplIdList, SequenceResOk, ServerOwner4, StateProtect4R, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
     CREATE_SESSION4_FLAG_CONN_RDMA, CREATE_SESSION4_FLAG_PERSIST,
 };
 use sluice_xdr::nfs4::{ClientId4, Opaque4, SessionId4, Stateid4};
@@ -403,8 +403,9 @@ impl State4 {
         if args.flags & !CREATE_SESSION_FLAGS_ARGS != 0 {
             return Err(Nfsstat4::INVAL);
         }
-        let fore = negotiate_fore(&args.fore_chan_attrs, &self.cfg.channel)?;
+        let mut fore = negotiate_fore(&args.fore_chan_attrs, &self.cfg.channel)?;
         let back = negotiate_back(&args.back_chan_attrs)?;
+        fore.maxrequests = self.slots_within_budget(&fore)?;
         Ok(CreateSessionResOk {
             sessionid: self.new_session_id(args.clientid),
             sequence: args.sequence,
@@ -412,6 +413,26 @@ impl State4 {
             fore_chan_attrs: fore,
             back_chan_attrs: back,
         })
+    }
+
+    /// The slots the reply-cache budget leaves for a session with these attributes: at most
+    /// the negotiated count, NFS4ERR_DELAY if not even one fits.
+    fn slots_within_budget(&self, fore: &ChannelAttrs4) -> Result<u32, Nfsstat4> {
+        let reserved: usize = self.sessions.values().map(reserved_bytes).sum();
+        let per_slot = (fore.maxresponsesize_cached as usize).max(1);
+        let free_slots = self.cfg.reply_cache_bytes_max.saturating_sub(reserved) / per_slot;
+        let slots = fore
+            .maxrequests
+            .min(free_slots.min(u32::MAX as usize) as u32);
+        if slots == 0 {
+            return Err(Nfsstat4::DELAY);
+        }
+        Ok(slots)
+    }
+
+    /// Bytes of reply cache reserved by live sessions.
+    pub fn reply_cache_reserved_bytes(&self) -> usize {
+        self.sessions.values().map(reserved_bytes).sum()
     }
 
     /// clientid (8) | counter (4) | random (4).
@@ -439,6 +460,10 @@ impl State4 {
         self.sessions.retain(|_, s| s.clientid != clientid);
         self.opens.remove_client(clientid);
     }
+}
+
+fn reserved_bytes(s: &Session) -> usize {
+    s.fore.maxrequests as usize * s.fore.maxresponsesize_cached as usize
 }
 
 impl std::fmt::Debug for State4 {

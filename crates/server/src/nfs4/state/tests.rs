@@ -383,6 +383,8 @@ proptest! {
             sessions_per_client_max: 2,
             opens_per_client_max: 4,
             opens_max: 6,
+            // Two full sessions' worth: the budget binds in some runs.
+            reply_cache_bytes_max: 2 * 8 * 4096,
             ..Config4::default()
         };
         let mut st = State4::new(cfg, Box::new(SplitMix(11)));
@@ -508,6 +510,7 @@ proptest! {
 fn check_invariants(st: &State4) -> Result<(), TestCaseError> {
     prop_assert!(st.clients().len() <= 3);
     prop_assert!(st.opens().len() <= 6);
+    prop_assert!(st.reply_cache_reserved_bytes() <= st.config().reply_cache_bytes_max);
     for s in st.sessions.values() {
         prop_assert!(st.clients().get(s.clientid).is_ok(), "orphan session");
         prop_assert!(s.slots().slots_allocated() <= 8);
@@ -566,4 +569,37 @@ fn create_session_with_unknown_flags_is_inval_and_a_confirmed_record_ignores_the
     assert!(st
         .create_session(now, &cs(e.clientid, 3, 0), &p(b"root"), 2)
         .is_ok());
+}
+
+#[test]
+fn the_reply_cache_budget_grants_fewer_slots_then_delay() {
+    let now = Instant::now();
+    let cfg = Config4 {
+        // Room for 12 slots of 4 KiB.
+        reply_cache_bytes_max: 12 * 4096,
+        ..Config4::default()
+    };
+    let mut st = State4::new(cfg, Box::new(SplitMix(3)));
+    let e = st.exchange_id(now, &exid(b"a", 1), &p(b"u")).unwrap();
+    let a = st
+        .create_session(now, &cs(e.clientid, 1, 0), &p(b"u"), 1)
+        .unwrap();
+    assert_eq!(a.fore_chan_attrs.maxrequests, 8);
+    let b = st
+        .create_session(now, &cs(e.clientid, 2, 0), &p(b"u"), 1)
+        .unwrap();
+    assert_eq!(
+        b.fore_chan_attrs.maxrequests, 4,
+        "what is left of the budget"
+    );
+    assert_eq!(st.reply_cache_reserved_bytes(), 12 * 4096);
+    assert_eq!(
+        st.create_session(now, &cs(e.clientid, 3, 0), &p(b"u"), 1),
+        Err(Nfsstat4::DELAY)
+    );
+    st.destroy_session(&a.sessionid, None).unwrap();
+    let c = st
+        .create_session(now, &cs(e.clientid, 3, 0), &p(b"u"), 1)
+        .unwrap();
+    assert_eq!(c.fore_chan_attrs.maxrequests, 8, "freed by DESTROY_SESSION");
 }
