@@ -23,6 +23,15 @@
 
 use super::Nfsstat4;
 use bytes::Bytes;
+use sluice_xdr::nfs4::Fsid4;
+
+/// The `fsid` of every pseudo directory. Export fsids come from 32-bit export ids
+/// (`sluice_vfs::ExportId`), so a major of 2^32 can never equal one: crossing from the pseudo
+/// tree into an export always changes the fsid, as §7.4 requires of a file-system boundary.
+pub const PSEUDO_FSID: Fsid4 = Fsid4 {
+    major: 1 << 32,
+    minor: 0,
+};
 
 /// First byte of every pseudo handle.
 pub const PSEUDO_HANDLE_TAG: u8 = 0xf4;
@@ -302,6 +311,12 @@ mod tests {
             None,
             "nested under export 1: not in the tree"
         );
+    }
+
+    #[test]
+    fn the_pseudo_fsid_is_out_of_reach_of_export_ids() {
+        let biggest_export = sluice_vfs::ExportId(u32::MAX).0 as u64;
+        assert!(PSEUDO_FSID.major > biggest_export);
     }
 
     #[test]

@@ -603,3 +603,36 @@ fn the_reply_cache_budget_grants_fewer_slots_then_delay() {
         .unwrap();
     assert_eq!(c.fore_chan_attrs.maxrequests, 8, "freed by DESTROY_SESSION");
 }
+
+/// Virtual time: a client that sends SEQUENCE every 30 s keeps its lease over ten lease
+/// periods, and one that stops is a courtesy client one lease after its last SEQUENCE.
+#[test]
+fn sequence_every_third_of_a_lease_keeps_a_client_alive() {
+    let t0 = Instant::now();
+    let mut st = state();
+    let (a, sa) = mount(&mut st, t0, b"a");
+    let (b, sb) = mount(&mut st, t0, b"b");
+    st.open(t0, a, b"o", b"f", 3, 3).unwrap();
+    let mut now = t0;
+    let mut seqid = 0;
+    while now < t0 + Duration::from_secs(900) {
+        now += Duration::from_secs(30);
+        seqid += 1;
+        st.sequence(now, &sa, &seq(0, seqid)).unwrap();
+        st.complete(&sa, 0, None);
+        if now <= t0 + Duration::from_secs(60) {
+            st.sequence(now, &sb, &seq(0, seqid)).unwrap();
+            st.complete(&sb, 0, None);
+        }
+        assert!(st.tick(now).is_empty());
+        assert_eq!(st.clients().get(a).unwrap().courtesy_since, None);
+        let b_courtesy = st.clients().get(b).unwrap().courtesy_since;
+        let b_last = t0 + Duration::from_secs(60);
+        if now >= b_last + Duration::from_secs(90) {
+            assert_eq!(b_courtesy, Some(b_last + Duration::from_secs(90)));
+        } else {
+            assert_eq!(b_courtesy, None);
+        }
+    }
+    assert_eq!(st.opens().count_for(a), 1);
+}
