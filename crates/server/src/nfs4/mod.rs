@@ -11,24 +11,26 @@
 //!
 //! # How COMPOUND will use these cores
 //! ```text
-//!  COMPOUND(tag, minor, ops)                                   one State4, behind one lock
-//!   │                                                          ┌───────────────────────────┐
-//!   ├─ EXCHANGE_ID ─────────────────────────────────────────▶ │ clients  (client.rs)      │
-//!   ├─ CREATE_SESSION ── csa_sequence replay cache ─────────▶ │   records, leases,        │
-//!   ├─ DESTROY_CLIENTID                                        │   courtesy, EXCHANGE_ID   │
-//!   │                                                          │ sessions (session.rs)     │
-//!   ├─ SEQUENCE ── begin_sequence(now, call) ──────────────▶  │   channel attrs, conns    │
-//!   │     │  Execute ──▶ run the other ops ──▶ complete(reply bytes)   └─ slots.rs:     │
-//!   │     │  Replay(bytes) ──▶ send the cached reply, run nothing      exactly-once cache │
-//!   │     └─ Err(status) ──▶ the reply is SEQUENCE's error alone │                         │
-//!   ├─ OPEN / OPEN_DOWNGRADE / CLOSE ───────────────────────▶ │ opens    (open.rs)        │
-//!   ├─ READ / WRITE: check_io(stateid) ─────────────────────▶ │   stateids, share modes   │
-//!   ├─ TEST_STATEID / FREE_STATEID                             │                           │
-//!   │                                                          └───────────────────────────┘
+//!  COMPOUND(tag, minor, ops)                        one State4 (state.rs), behind one lock
+//!   │
+//!   ├─ EXCHANGE_ID ───────── exchange_id(now, args, principal) ──▶ client.rs: records,
+//!   ├─ CREATE_SESSION ────── create_session(now, args, principal, conn)     the nine cases,
+//!   ├─ DESTROY_CLIENTID ──── destroy_clientid(id)                           csa_sequence cache
+//!   │
+//!   ├─ SEQUENCE ──────────── sequence(now, sessionid, call) ──▶ session.rs ─▶ slots.rs
+//!   │     ├─ Execute ──────▶ run the other ops, then complete(sessionid, slot, reply bytes)
+//!   │     ├─ Replay(bytes) ▶ send the cached reply; nothing runs again
+//!   │     └─ Err(status) ──▶ the reply is SEQUENCE's error alone
+//!   ├─ BIND_CONN_TO_SESSION, DESTROY_SESSION, RECLAIM_COMPLETE
+//!   │
+//!   ├─ OPEN / OPEN_DOWNGRADE / CLOSE ──▶ open.rs: stateids, share reservations (a conflict
+//!   ├─ READ / WRITE: check_io(stateid)                     with a courtesy client expires it)
+//!   ├─ TEST_STATEID / FREE_STATEID
+//!   │
 //!   └─ PUTROOTFH / LOOKUP / LOOKUPP / READDIR in the pseudo tree ──▶ pseudo.rs (read-only,
-//!        rebuilt from the export list; an export root hands over to the file-system layer)
+//!        built from the export list; an export root hands over to the file-system layer)
 //!
-//!  driver timer: State4::next_wakeup(now) ──▶ State4::tick(now) (leases, courtesy expiry)
+//!  driver timer: at State4::next_wakeup() call State4::tick(now): leases, courtesy expiry
 //! ```
 //!
 //! The current stateid and the current/saved file handles belong to one COMPOUND and live in
