@@ -20,6 +20,12 @@
 //!   seqid > current                   → BAD_STATEID
 //! ```
 //!
+//! Not returned (yet): NFS4ERR_EXPIRED and NFS4ERR_ADMIN_REVOKED. State is never revoked
+//! piecemeal here: a client expires as a whole (see `state.rs`), after which its session is
+//! gone and it learns of the loss from SEQUENCE (NFS4ERR_BADSESSION) and CREATE_SESSION
+//! (NFS4ERR_STALE_CLIENTID) before it can present a stateid; its old stateids are then just
+//! unknown (BAD_STATEID). Revocation of single states comes with delegations and locks.
+//!
 //! # Share reservations (§9.7)
 //! A new OPEN conflicts with an existing open of another owner when its access meets that
 //! open's deny or its deny meets that open's access. The same owner opening the same file
