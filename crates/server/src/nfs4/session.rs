@@ -228,6 +228,20 @@ impl Session {
         }
     }
 
+    /// Checks an encoded reply's size against the channel (§2.10.6.4, §18.46.3): over
+    /// `maxresponsesize` is NFS4ERR_REP_TOO_BIG; a request that asked to be cached whose reply
+    /// is over `maxresponsesize_cached` is NFS4ERR_REP_TOO_BIG_TO_CACHE. The processor checks
+    /// as it encodes and puts the error on the op that crossed the line.
+    pub fn check_reply_bytes(&self, reply_bytes: usize, cachethis: bool) -> Result<(), Nfsstat4> {
+        if reply_bytes > self.fore.maxresponsesize as usize {
+            return Err(Nfsstat4::REP_TOO_BIG);
+        }
+        if cachethis && reply_bytes > self.fore.maxresponsesize_cached as usize {
+            return Err(Nfsstat4::REP_TOO_BIG_TO_CACHE);
+        }
+        Ok(())
+    }
+
     /// BIND_CONN_TO_SESSION's state part (§18.34.3): binds `conn` for the asked direction and
     /// returns the direction granted (CDFS4_*). We grant what is asked; "or both" means both.
     pub fn bind_conn(&mut self, conn: ConnId, dir_from_client: u32) -> Result<u32, Nfsstat4> {
@@ -423,5 +437,15 @@ mod tests {
         let s = session();
         assert_eq!(s.reply_bytes_max(true), 4096);
         assert_eq!(s.reply_bytes_max(false), (1 << 20) + 8 * 1024);
+        assert_eq!(s.check_reply_bytes(4096, true), Ok(()));
+        assert_eq!(
+            s.check_reply_bytes(4097, true),
+            Err(Nfsstat4::REP_TOO_BIG_TO_CACHE)
+        );
+        assert_eq!(s.check_reply_bytes(1 << 20, false), Ok(()));
+        assert_eq!(
+            s.check_reply_bytes((1 << 20) + 8 * 1024 + 1, true),
+            Err(Nfsstat4::REP_TOO_BIG)
+        );
     }
 }
