@@ -172,7 +172,7 @@ impl ClientTable {
         removed.extend(unconf); // (5)
         let room = self.records.len() - removed.len() < self.clients_max;
         if !room {
-            let victim = self.oldest_courtesy().ok_or(Nfsstat4::DELAY)?;
+            let victim = self.oldest_courtesy(&removed).ok_or(Nfsstat4::DELAY)?;
             removed.push(victim);
         }
         for c in &removed {
@@ -323,9 +323,11 @@ impl ClientTable {
             .map(|r| r.id)
     }
 
-    fn oldest_courtesy(&self) -> Option<ClientId4> {
+    /// The courtesy client expired longest ago, other than those in `except`.
+    pub fn oldest_courtesy(&self, except: &[ClientId4]) -> Option<ClientId4> {
         self.records
             .values()
+            .filter(|r| !except.contains(&r.id))
             .filter_map(|r| r.courtesy_since.map(|t| (t, r.id)))
             .min()
             .map(|(_, id)| id)

@@ -9,7 +9,8 @@
 //!                  └─ has sessions or opens ──▶ courtesy client: everything kept, until
 //!                        • it sends SEQUENCE again      ──▶ an ordinary client again
 //!                        • someone's OPEN conflicts     ──▶ expired at once, OPEN proceeds
-//!                        • the table needs its room     ──▶ expired (oldest courtesy first)
+//!                        • a table needs its room       ──▶ expired (oldest courtesy first):
+//!                          client records, open stateids, the reply-cache budget
 //!                        • courtesy_max (24 h) passes   ──▶ expired
 //! ```
 //! knfsd answers the conflicting OPEN with NFS4ERR_DELAY while its laundromat thread expires
@@ -280,8 +281,16 @@ impl State4 {
         for c in conflicts {
             self.expire(c);
         }
-        self.opens
-            .open(clientid, owner, file, share, self.entropy.as_mut())
+        loop {
+            match self
+                .opens
+                .open(clientid, owner, file, share, self.entropy.as_mut())
+            {
+                // The table is full: courtesy clients give up their room first.
+                Err(Nfsstat4::DELAY) if self.expire_oldest_courtesy(clientid) => {}
+                r => return r,
+            }
+        }
     }
 
     /// OPEN_DOWNGRADE (§18.18).
@@ -405,7 +414,13 @@ impl State4 {
         }
         let mut fore = negotiate_fore(&args.fore_chan_attrs, &self.cfg.channel)?;
         let back = negotiate_back(&args.back_chan_attrs)?;
-        fore.maxrequests = self.slots_within_budget(&fore)?;
+        fore.maxrequests = loop {
+            match self.slots_within_budget(&fore) {
+                // The budget is spent: courtesy clients' sessions give it back first.
+                Err(Nfsstat4::DELAY) if self.expire_oldest_courtesy(args.clientid) => {}
+                r => break r?,
+            }
+        };
         Ok(CreateSessionResOk {
             sessionid: self.new_session_id(args.clientid),
             sequence: args.sequence,
@@ -446,6 +461,17 @@ impl State4 {
             if !self.sessions.contains_key(&id) {
                 return id;
             }
+        }
+    }
+
+    /// Expires the courtesy client that has been one longest (never `keep`); false if none.
+    fn expire_oldest_courtesy(&mut self, keep: ClientId4) -> bool {
+        match self.clients.oldest_courtesy(&[keep]) {
+            Some(c) => {
+                self.expire(c);
+                true
+            }
+            None => false,
         }
     }
 

@@ -636,3 +636,40 @@ fn sequence_every_third_of_a_lease_keeps_a_client_alive() {
     }
     assert_eq!(st.opens().count_for(a), 1);
 }
+
+#[test]
+fn courtesy_clients_give_back_the_reply_cache_budget_and_open_room() {
+    let t0 = Instant::now();
+    let cfg = Config4 {
+        reply_cache_bytes_max: 8 * 4096,
+        opens_max: 1,
+        ..Config4::default()
+    };
+    let mut st = State4::new(cfg, Box::new(SplitMix(4)));
+    let (a, _) = mount(&mut st, t0, b"a");
+    st.open(t0, a, b"o", b"f", 1, 0).unwrap();
+    let t1 = t0 + Duration::from_secs(90);
+    st.tick(t1);
+    assert!(st.clients().get(a).unwrap().courtesy_since.is_some());
+    let e = st.exchange_id(t1, &exid(b"b", 1), &p(b"u")).unwrap();
+    let s = st
+        .create_session(t1, &cs(e.clientid, 1, 0), &p(b"u"), 2)
+        .unwrap();
+    assert_eq!(
+        s.fore_chan_attrs.maxrequests, 8,
+        "a's session was expired for room"
+    );
+    assert!(st.clients().get(a).is_err());
+    assert!(st.open(t1, e.clientid, b"o", b"g", 1, 0).is_ok());
+
+    // Without a courtesy client to expire, the bounds hold.
+    assert_eq!(
+        st.open(t1, e.clientid, b"o", b"h", 1, 0),
+        Err(Nfsstat4::DELAY)
+    );
+    let e2 = st.exchange_id(t1, &exid(b"c", 1), &p(b"u")).unwrap();
+    assert_eq!(
+        st.create_session(t1, &cs(e2.clientid, 1, 0), &p(b"u"), 3),
+        Err(Nfsstat4::DELAY)
+    );
+}
