@@ -313,6 +313,54 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any export list: building never panics, and every export whose path has no other
+        /// export above it is reached from the root by LOOKUPs of its components, with
+        /// LOOKUPP leading back up the same way.
+        #[test]
+        fn every_top_level_export_is_reachable(
+            paths in proptest::collection::vec(
+                proptest::collection::vec("[a-c]{1,2}", 0..4), 0..12)
+        ) {
+            let paths: Vec<String> = paths.iter().map(|c| format!("/{}", c.join("/"))).collect();
+            let t = PseudoFs::new(&paths, 1).unwrap();
+            proptest::prop_assert!(t.len() <= PSEUDO_NODES_MAX);
+            for (i, path) in paths.iter().enumerate() {
+                let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+                let first = paths.iter().position(|p| p == path).unwrap();
+                let covered = (0..comps.len()).any(|n| {
+                    let above = format!("/{}", comps[..n].join("/"));
+                    paths.contains(&above)
+                });
+                if covered || first != i {
+                    continue;
+                }
+                if comps.is_empty() {
+                    proptest::prop_assert_eq!(t.export_at(t.root()), Some(i));
+                    continue;
+                }
+                let mut at = t.root();
+                let mut trail = vec![];
+                for (k, c) in comps.iter().enumerate() {
+                    trail.push(at);
+                    match t.lookup(at, c.as_bytes()) {
+                        Ok(Lookup::Pseudo(n)) => at = n,
+                        Ok(Lookup::Export(e)) => {
+                            proptest::prop_assert_eq!(k, comps.len() - 1);
+                            proptest::prop_assert_eq!(e, i);
+                        }
+                        Err(e) => proptest::prop_assert!(false, "{path}: {c}: {e:?}"),
+                    }
+                }
+                let mut up = t.parent_of_export(i).unwrap();
+                while let Some(expected) = trail.pop() {
+                    proptest::prop_assert_eq!(up, expected);
+                    up = t.lookupp(up).unwrap_or(up);
+                }
+            }
+        }
+    }
+
     #[test]
     fn the_pseudo_fsid_is_out_of_reach_of_export_ids() {
         let biggest_export = sluice_vfs::ExportId(u32::MAX).0 as u64;
