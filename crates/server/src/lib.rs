@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod mountd;
 pub mod net;
 pub mod nfs;
+pub mod nfs4;
 pub mod portmap;
 pub mod service;
 pub mod splice;

@@ -1,0 +1,506 @@
+//! [`State4`]: the server's NFSv4.1 state in one place (clients, sessions, opens), with the
+//! entry points the COMPOUND processor calls, one per op or per op family, and the lease clock.
+//!
+//! # Leases and courtesy clients (RFC 8881 §8.3, knfsd's "courtesy clients")
+//! A client's lease is renewed by every SEQUENCE (and by EXCHANGE_ID / CREATE_SESSION). When
+//! it runs out, [`State4::tick`] does one of two things:
+//! ```text
+//!   lease expired ─┬─ unconfirmed, or no sessions and no opens ──▶ expired: record removed
+//!                  └─ has sessions or opens ──▶ courtesy client: everything kept, until
+//!                        • it sends SEQUENCE again      ──▶ an ordinary client again
+//!                        • someone's OPEN conflicts     ──▶ expired at once, OPEN proceeds
+//!                        • a table needs its room       ──▶ expired (oldest courtesy first):
+//!                          client records, open stateids, the reply-cache budget
+//!                        • courtesy_max (24 h) passes   ──▶ expired
+//! ```
+//! knfsd answers the conflicting OPEN with NFS4ERR_DELAY while its laundromat thread expires
+//! the courtesy client in the background; with the state in one pure core the expiry is
+//! synchronous and the OPEN just succeeds.
+
+use super::client::{ClientTable, CreateSessionStep, ExchangeOutcome};
+use super::open::{IoState, OpenTable, Share};
+use super::session::{negotiate_back, negotiate_fore, SequenceCall, Session};
+use super::slots::SlotDecision;
+use super::{Config4, ConnId, Entropy, Nfsstat4, Principal};
+use bytes::Bytes;
+use sluice_xdr::nfs4::ops::{
+    ChannelAttrs4, CreateSessionArgs, CreateSessionResOk, ExchangeIdArgs, ExchangeIdResOk,
+    ImplIdList, SequenceResOk, ServerOwner4, StateProtect4R, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+    CREATE_SESSION4_FLAG_CONN_RDMA, CREATE_SESSION4_FLAG_PERSIST,
+};
+use sluice_xdr::nfs4::{ClientId4, Opaque4, SessionId4, Stateid4};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// The flags a CREATE_SESSION may carry (§18.36.3); others are NFS4ERR_INVAL. Of these only
+/// CONN_BACK_CHAN is granted: sessions are not persistent and there is no RDMA.
+const CREATE_SESSION_FLAGS_ARGS: u32 = CREATE_SESSION4_FLAG_PERSIST
+    | CREATE_SESSION4_FLAG_CONN_BACK_CHAN
+    | CREATE_SESSION4_FLAG_CONN_RDMA;
+
+/// A SEQUENCE that passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SequenceOutcome {
+    /// Execute the rest of the COMPOUND, or send the cached reply.
+    pub decision: SlotDecision,
+    /// SEQUENCE's result (for a new request; a replay sends the cached bytes instead).
+    pub res: SequenceResOk,
+    /// The client the COMPOUND acts for.
+    pub clientid: ClientId4,
+}
+
+/// All NFSv4.1 state of one server instance.
+pub struct State4 {
+    cfg: Config4,
+    clients: ClientTable,
+    sessions: HashMap<SessionId4, Session>,
+    opens: OpenTable,
+    entropy: Box<dyn Entropy + Send>,
+    next_session: u32,
+}
+
+impl State4 {
+    pub fn new(cfg: Config4, entropy: Box<dyn Entropy + Send>) -> Self {
+        Self {
+            clients: ClientTable::new(cfg.boot_epoch, cfg.clients_max),
+            opens: OpenTable::new(cfg.boot_epoch, cfg.opens_per_client_max, cfg.opens_max),
+            sessions: HashMap::new(),
+            entropy,
+            next_session: 1,
+            cfg,
+        }
+    }
+
+    // ----- client records ------------------------------------------------------------------
+
+    /// EXCHANGE_ID (§18.35): see [`ClientTable::exchange_id`] for the cases.
+    pub fn exchange_id(
+        &mut self,
+        now: Instant,
+        args: &ExchangeIdArgs,
+        principal: &Principal,
+    ) -> Result<ExchangeIdResOk, Nfsstat4> {
+        let (sessions, opens) = (&self.sessions, &self.opens);
+        let has_state =
+            |c: ClientId4| opens.count_for(c) > 0 || sessions.values().any(|s| s.clientid == c);
+        let out: ExchangeOutcome = self.clients.exchange_id(now, args, principal, has_state)?;
+        for c in &out.removed {
+            self.forget_client_state(*c);
+        }
+        Ok(ExchangeIdResOk {
+            clientid: out.clientid,
+            sequenceid: out.sequenceid,
+            flags: out.flags,
+            state_protect: StateProtect4R::None,
+            server_owner: ServerOwner4 {
+                minor_id: 0,
+                major_id: Opaque4(self.cfg.server_owner.clone()),
+            },
+            server_scope: Opaque4(self.cfg.server_scope.clone()),
+            server_impl_id: ImplIdList(Vec::new()),
+        })
+    }
+
+    /// CREATE_SESSION (§18.36): the record's sequence slot, channel negotiation, the session
+    /// bound to `conn`, and confirmation of the record.
+    pub fn create_session(
+        &mut self,
+        now: Instant,
+        args: &CreateSessionArgs,
+        principal: &Principal,
+        conn: ConnId,
+    ) -> Result<CreateSessionResOk, Nfsstat4> {
+        let clientid = args.clientid;
+        match self
+            .clients
+            .create_session_begin(clientid, args.sequence, principal)?
+        {
+            CreateSessionStep::Replay(r) => return r,
+            CreateSessionStep::Proceed => {}
+        }
+        let result = self.new_session_result(args);
+        if let Some(old) = self
+            .clients
+            .create_session_done(now, clientid, args.sequence, &result)
+        {
+            self.forget_client_state(old);
+        }
+        if let Ok(r) = &result {
+            self.clients.renew(clientid, now);
+            let s = Session::new(
+                r.sessionid,
+                clientid,
+                r.fore_chan_attrs.clone(),
+                r.back_chan_attrs.clone(),
+                r.flags,
+                args.cb_program,
+                conn,
+            );
+            self.sessions.insert(r.sessionid, s);
+        }
+        result
+    }
+
+    /// DESTROY_CLIENTID (§18.50): NFS4ERR_CLIENTID_BUSY while the client has sessions or opens.
+    pub fn destroy_clientid(&mut self, clientid: ClientId4) -> Result<(), Nfsstat4> {
+        self.clients.get(clientid)?;
+        let busy = self.opens.count_for(clientid) > 0
+            || self.sessions.values().any(|s| s.clientid == clientid);
+        if busy {
+            return Err(Nfsstat4::CLIENTID_BUSY);
+        }
+        self.clients.remove(clientid);
+        Ok(())
+    }
+
+    /// RECLAIM_COMPLETE (§18.51). With no restart recovery yet there is nothing to reclaim;
+    /// the op only records that it was done (a second one is NFS4ERR_COMPLETE_ALREADY).
+    /// `one_fs` (rca_one_fs) completions are accepted and change nothing, as knfsd does.
+    pub fn reclaim_complete(&mut self, clientid: ClientId4, one_fs: bool) -> Result<(), Nfsstat4> {
+        let rec = self.clients.get_mut(clientid)?;
+        if one_fs {
+            return Ok(());
+        }
+        if rec.reclaim_complete {
+            return Err(Nfsstat4::COMPLETE_ALREADY);
+        }
+        rec.reclaim_complete = true;
+        Ok(())
+    }
+
+    // ----- sessions ------------------------------------------------------------------------
+
+    /// SEQUENCE (§18.46): finds the session (NFS4ERR_BADSESSION), runs the session's checks
+    /// and the slot rules, and renews the client's lease.
+    pub fn sequence(
+        &mut self,
+        now: Instant,
+        sessionid: &SessionId4,
+        call: &SequenceCall,
+    ) -> Result<SequenceOutcome, Nfsstat4> {
+        let s = self
+            .sessions
+            .get_mut(sessionid)
+            .ok_or(Nfsstat4::BADSESSION)?;
+        let ok = s.sequence(call)?;
+        let clientid = s.clientid;
+        self.clients.renew(clientid, now);
+        Ok(SequenceOutcome {
+            decision: ok.decision,
+            res: SequenceResOk {
+                sessionid: *sessionid,
+                sequenceid: call.sequenceid,
+                slotid: call.slotid,
+                highest_slotid: ok.highest_slotid,
+                target_highest_slotid: ok.target_highest_slotid,
+                status_flags: ok.status_flags,
+            },
+            clientid,
+        })
+    }
+
+    /// Ends the request a SEQUENCE began (`reply`: the whole encoded COMPOUND reply, kept if
+    /// the request asked for caching). Every [`SlotDecision::Execute`] must end here.
+    pub fn complete(&mut self, sessionid: &SessionId4, slotid: u32, reply: Option<Bytes>) {
+        if let Some(s) = self.sessions.get_mut(sessionid) {
+            s.complete(slotid, reply);
+        }
+    }
+
+    /// BIND_CONN_TO_SESSION's state part (§18.34): the direction granted (CDFS4_*).
+    pub fn bind_conn_to_session(
+        &mut self,
+        sessionid: &SessionId4,
+        conn: ConnId,
+        dir_from_client: u32,
+    ) -> Result<u32, Nfsstat4> {
+        let s = self
+            .sessions
+            .get_mut(sessionid)
+            .ok_or(Nfsstat4::BADSESSION)?;
+        s.bind_conn(conn, dir_from_client)
+    }
+
+    /// DESTROY_SESSION (§18.37). `own` is the (session, slot) of the COMPOUND's SEQUENCE, if
+    /// any: that request is allowed to be in progress; any other is NFS4ERR_DELAY.
+    pub fn destroy_session(
+        &mut self,
+        sessionid: &SessionId4,
+        own: Option<(SessionId4, u32)>,
+    ) -> Result<(), Nfsstat4> {
+        let s = self.sessions.get(sessionid).ok_or(Nfsstat4::BADSESSION)?;
+        let own_slot = own.filter(|(id, _)| id == sessionid).map(|(_, slot)| slot);
+        if s.busy_except(own_slot) {
+            return Err(Nfsstat4::DELAY);
+        }
+        self.sessions.remove(sessionid);
+        Ok(())
+    }
+
+    /// The driver saw a connection close: it is unbound from every session.
+    pub fn conn_closed(&mut self, conn: ConnId) {
+        for s in self.sessions.values_mut() {
+            s.conn_closed(conn);
+        }
+    }
+
+    pub fn session(&self, sessionid: &SessionId4) -> Option<&Session> {
+        self.sessions.get(sessionid)
+    }
+
+    pub fn session_mut(&mut self, sessionid: &SessionId4) -> Option<&mut Session> {
+        self.sessions.get_mut(sessionid)
+    }
+
+    // ----- open state ----------------------------------------------------------------------
+
+    /// OPEN's state part (§18.16): share checks (conflicting courtesy clients are expired),
+    /// then a new or upgraded open stateid.
+    pub fn open(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+        owner: &[u8],
+        file: &[u8],
+        share_access: u32,
+        share_deny: u32,
+    ) -> Result<Stateid4, Nfsstat4> {
+        let share = Share::parse(share_access, share_deny)?;
+        self.clients.get(clientid)?;
+        let conflicts = self.opens.conflicts(clientid, owner, file, share);
+        // A conflict with the caller's own other open owner is never resolved by expiry.
+        let courtesy = |c: &ClientId4| {
+            *c != clientid
+                && self.clients.get(*c).is_ok_and(|r| {
+                    r.courtesy_since.is_some() || r.lease_expired(now, self.cfg.lease)
+                })
+        };
+        if !conflicts.iter().all(courtesy) {
+            return Err(Nfsstat4::SHARE_DENIED);
+        }
+        for c in conflicts {
+            self.expire(c);
+        }
+        loop {
+            match self
+                .opens
+                .open(clientid, owner, file, share, self.entropy.as_mut())
+            {
+                // The table is full: courtesy clients give up their room first.
+                Err(Nfsstat4::DELAY) if self.expire_oldest_courtesy(clientid) => {}
+                r => return r,
+            }
+        }
+    }
+
+    /// OPEN_DOWNGRADE (§18.18).
+    pub fn open_downgrade(
+        &mut self,
+        clientid: ClientId4,
+        stateid: &Stateid4,
+        file: &[u8],
+        share_access: u32,
+        share_deny: u32,
+    ) -> Result<Stateid4, Nfsstat4> {
+        let share = Share::parse(share_access, share_deny)?;
+        self.opens.downgrade(clientid, stateid, file, share)
+    }
+
+    /// CLOSE (§18.2).
+    pub fn close(
+        &mut self,
+        clientid: ClientId4,
+        stateid: &Stateid4,
+        file: &[u8],
+    ) -> Result<Stateid4, Nfsstat4> {
+        self.opens.close(clientid, stateid, file)
+    }
+
+    /// The stateid check of READ / WRITE / SETATTR(size) (see [`OpenTable::check_io`]).
+    pub fn check_io(
+        &self,
+        clientid: ClientId4,
+        stateid: &Stateid4,
+        file: &[u8],
+        write: bool,
+    ) -> Result<IoState, Nfsstat4> {
+        self.opens.check_io(clientid, stateid, file, write)
+    }
+
+    /// TEST_STATEID (§18.48): one status per stateid.
+    pub fn test_stateids(&self, clientid: ClientId4, stateids: &[Stateid4]) -> Vec<Nfsstat4> {
+        stateids
+            .iter()
+            .map(|s| self.opens.test(clientid, s))
+            .collect()
+    }
+
+    /// FREE_STATEID (§18.38).
+    pub fn free_stateid(&self, clientid: ClientId4, stateid: &Stateid4) -> Nfsstat4 {
+        self.opens.free(clientid, stateid)
+    }
+
+    // ----- leases --------------------------------------------------------------------------
+
+    /// Applies the lease rules at `now` (module notes); returns the clients expired for real.
+    pub fn tick(&mut self, now: Instant) -> Vec<ClientId4> {
+        let (lease, courtesy_max) = (self.cfg.lease, self.cfg.courtesy_max);
+        let mut expired = Vec::new();
+        let (sessions, opens) = (&self.sessions, &self.opens);
+        for r in self.clients.iter_mut() {
+            if let Some(since) = r.courtesy_since {
+                if now.saturating_duration_since(since) >= courtesy_max {
+                    expired.push(r.id);
+                }
+            } else if r.lease_expired(now, lease) {
+                let has_state =
+                    opens.count_for(r.id) > 0 || sessions.values().any(|s| s.clientid == r.id);
+                if r.confirmed && has_state {
+                    r.courtesy_since = Some(r.renewed_at + lease);
+                } else {
+                    expired.push(r.id);
+                }
+            }
+        }
+        expired.sort_unstable();
+        for c in &expired {
+            self.expire(*c);
+        }
+        expired
+    }
+
+    /// When [`State4::tick`] next has something to do.
+    pub fn next_wakeup(&self) -> Option<Instant> {
+        self.clients
+            .iter()
+            .map(|r| match r.courtesy_since {
+                Some(since) => since + self.cfg.courtesy_max,
+                None => r.renewed_at + self.cfg.lease,
+            })
+            .min()
+    }
+
+    // ----- gauges --------------------------------------------------------------------------
+
+    pub fn clients(&self) -> &ClientTable {
+        &self.clients
+    }
+    pub fn sessions_len(&self) -> usize {
+        self.sessions.len()
+    }
+    pub fn opens(&self) -> &OpenTable {
+        &self.opens
+    }
+    pub fn config(&self) -> &Config4 {
+        &self.cfg
+    }
+
+    // ----- helpers -------------------------------------------------------------------------
+
+    fn new_session_result(
+        &mut self,
+        args: &CreateSessionArgs,
+    ) -> Result<CreateSessionResOk, Nfsstat4> {
+        let n = self
+            .sessions
+            .values()
+            .filter(|s| s.clientid == args.clientid)
+            .count();
+        if n >= self.cfg.sessions_per_client_max {
+            return Err(Nfsstat4::DELAY);
+        }
+        if args.flags & !CREATE_SESSION_FLAGS_ARGS != 0 {
+            return Err(Nfsstat4::INVAL);
+        }
+        let mut fore = negotiate_fore(&args.fore_chan_attrs, &self.cfg.channel)?;
+        let back = negotiate_back(&args.back_chan_attrs)?;
+        fore.maxrequests = loop {
+            match self.slots_within_budget(&fore) {
+                // The budget is spent: courtesy clients' sessions give it back first.
+                Err(Nfsstat4::DELAY) if self.expire_oldest_courtesy(args.clientid) => {}
+                r => break r?,
+            }
+        };
+        Ok(CreateSessionResOk {
+            sessionid: self.new_session_id(args.clientid),
+            sequence: args.sequence,
+            flags: args.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+            fore_chan_attrs: fore,
+            back_chan_attrs: back,
+        })
+    }
+
+    /// The slots the reply-cache budget leaves for a session with these attributes: at most
+    /// the negotiated count, NFS4ERR_DELAY if not even one fits.
+    fn slots_within_budget(&self, fore: &ChannelAttrs4) -> Result<u32, Nfsstat4> {
+        let reserved: usize = self.sessions.values().map(reserved_bytes).sum();
+        let per_slot = (fore.maxresponsesize_cached as usize).max(1);
+        let free_slots = self.cfg.reply_cache_bytes_max.saturating_sub(reserved) / per_slot;
+        let slots = fore
+            .maxrequests
+            .min(free_slots.min(u32::MAX as usize) as u32);
+        if slots == 0 {
+            return Err(Nfsstat4::DELAY);
+        }
+        Ok(slots)
+    }
+
+    /// Bytes of reply cache reserved by live sessions.
+    pub fn reply_cache_reserved_bytes(&self) -> usize {
+        self.sessions.values().map(reserved_bytes).sum()
+    }
+
+    /// clientid (8) | counter (4) | random (4).
+    fn new_session_id(&mut self, clientid: ClientId4) -> SessionId4 {
+        loop {
+            let mut id = [0u8; 16];
+            id[..8].copy_from_slice(&clientid.to_be_bytes());
+            id[8..12].copy_from_slice(&self.next_session.to_be_bytes());
+            self.entropy.fill(&mut id[12..]);
+            self.next_session = self.next_session.wrapping_add(1);
+            if !self.sessions.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Expires the courtesy client that has been one longest (never `keep`); false if none.
+    fn expire_oldest_courtesy(&mut self, keep: ClientId4) -> bool {
+        match self.clients.oldest_courtesy(&[keep]) {
+            Some(c) => {
+                self.expire(c);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Expires a client for real: record, sessions, opens.
+    fn expire(&mut self, clientid: ClientId4) {
+        self.clients.remove(clientid);
+        self.forget_client_state(clientid);
+    }
+
+    /// Drops the sessions and opens of a client whose record is gone.
+    fn forget_client_state(&mut self, clientid: ClientId4) {
+        self.sessions.retain(|_, s| s.clientid != clientid);
+        self.opens.remove_client(clientid);
+    }
+}
+
+fn reserved_bytes(s: &Session) -> usize {
+    s.fore.maxrequests as usize * s.fore.maxresponsesize_cached as usize
+}
+
+impl std::fmt::Debug for State4 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State4")
+            .field("clients", &self.clients.len())
+            .field("sessions", &self.sessions.len())
+            .field("opens", &self.opens.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,675 @@
+use super::*;
+use crate::nfs4::SplitMix;
+use proptest::prelude::*;
+use sluice_xdr::nfs4::ops::{
+    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, RdmaIrd, StateProtect4A,
+    EXCHGID4_FLAG_CONFIRMED_R, SEQ4_STATUS_CB_PATH_DOWN,
+};
+use std::time::Duration;
+
+fn state() -> State4 {
+    let cfg = Config4 {
+        boot_epoch: 77,
+        ..Config4::default()
+    };
+    State4::new(cfg, Box::new(SplitMix(5)))
+}
+
+fn p(s: &'static [u8]) -> Principal {
+    Principal(Bytes::from_static(s))
+}
+
+fn exid(owner: &'static [u8], verifier: u8) -> ExchangeIdArgs {
+    ExchangeIdArgs {
+        clientowner: ClientOwner4 {
+            verifier: [verifier; 8],
+            ownerid: Opaque4(Bytes::from_static(owner)),
+        },
+        flags: 0,
+        state_protect: StateProtect4A::None,
+        client_impl_id: ImplIdList(Vec::new()),
+    }
+}
+
+fn chan(slots: u32) -> ChannelAttrs4 {
+    ChannelAttrs4 {
+        headerpadsize: 0,
+        maxrequestsize: 1 << 20,
+        maxresponsesize: 1 << 20,
+        maxresponsesize_cached: 4096,
+        maxoperations: 16,
+        maxrequests: slots,
+        rdma_ird: RdmaIrd(Vec::new()),
+    }
+}
+
+fn cs(clientid: ClientId4, sequence: u32, flags: u32) -> CreateSessionArgs {
+    CreateSessionArgs {
+        clientid,
+        sequence,
+        flags,
+        fore_chan_attrs: chan(8),
+        back_chan_attrs: chan(2),
+        cb_program: 0x4000_0000,
+        sec_parms: CallbackSecParmsList(Vec::new()),
+    }
+}
+
+fn seq(slotid: u32, sequenceid: u32) -> SequenceCall {
+    SequenceCall {
+        slotid,
+        sequenceid,
+        highest_slotid: 7,
+        cachethis: true,
+        request_bytes: 300,
+        op_count: 4,
+        digest: sequenceid as u64,
+        conn: 1,
+    }
+}
+
+/// EXCHANGE_ID + CREATE_SESSION: a confirmed client with one session.
+fn mount(st: &mut State4, now: Instant, owner: &'static [u8]) -> (ClientId4, SessionId4) {
+    let e = st.exchange_id(now, &exid(owner, 1), &p(b"u")).unwrap();
+    let s = st
+        .create_session(now, &cs(e.clientid, e.sequenceid, 0), &p(b"u"), 1)
+        .unwrap();
+    (e.clientid, s.sessionid)
+}
+
+#[test]
+fn mount_open_close_unmount() {
+    let now = Instant::now();
+    let mut st = state();
+    let (c, s) = mount(&mut st, now, b"host-a");
+    assert!(st.clients().get(c).unwrap().confirmed);
+    let e = st.exchange_id(now, &exid(b"host-a", 1), &p(b"u")).unwrap();
+    assert_eq!(e.clientid, c);
+    assert_ne!(e.flags & EXCHGID4_FLAG_CONFIRMED_R, 0);
+
+    let out = st.sequence(now, &s, &seq(0, 1)).unwrap();
+    assert_eq!(out.decision, SlotDecision::Execute);
+    assert_eq!(out.clientid, c);
+    assert_eq!(out.res.highest_slotid, 7);
+    let open = st.open(now, c, b"owner", b"fh-1", 3, 0).unwrap();
+    st.complete(&s, 0, Some(Bytes::from_static(b"open reply")));
+    let replay = st.sequence(now, &s, &seq(0, 1)).unwrap();
+    assert_eq!(
+        replay.decision,
+        SlotDecision::Replay(Bytes::from_static(b"open reply"))
+    );
+    assert_eq!(st.opens().len(), 1, "the replay opened nothing");
+
+    assert_eq!(st.destroy_clientid(c), Err(Nfsstat4::CLIENTID_BUSY));
+    assert_eq!(st.close(c, &open, b"fh-1"), Ok(Stateid4::INVALID));
+    assert_eq!(st.destroy_session(&s, None), Ok(()));
+    assert_eq!(st.destroy_session(&s, None), Err(Nfsstat4::BADSESSION));
+    assert_eq!(
+        st.sequence(now, &s, &seq(0, 2)).err(),
+        Some(Nfsstat4::BADSESSION)
+    );
+    assert_eq!(st.destroy_clientid(c), Ok(()));
+    assert_eq!(st.destroy_clientid(c), Err(Nfsstat4::STALE_CLIENTID));
+    assert!(st.clients().is_empty());
+}
+
+#[test]
+fn create_session_retry_returns_the_same_session() {
+    let now = Instant::now();
+    let mut st = state();
+    let e = st.exchange_id(now, &exid(b"a", 1), &p(b"u")).unwrap();
+    let args = cs(
+        e.clientid,
+        e.sequenceid,
+        CREATE_SESSION4_FLAG_CONN_BACK_CHAN | 1,
+    );
+    let first = st.create_session(now, &args, &p(b"u"), 1).unwrap();
+    assert_eq!(
+        first.flags, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+        "no PERSIST"
+    );
+    assert_eq!(first.fore_chan_attrs.maxrequests, 8);
+    assert_eq!(first.back_chan_attrs.maxrequests, 1);
+    let again = st.create_session(now, &args, &p(b"u"), 1).unwrap();
+    assert_eq!(again, first);
+    assert_eq!(st.sessions_len(), 1);
+    let mut skip = args.clone();
+    skip.sequence += 2;
+    assert_eq!(
+        st.create_session(now, &skip, &p(b"u"), 1),
+        Err(Nfsstat4::SEQ_MISORDERED)
+    );
+    let mut other = args.clone();
+    other.clientid ^= 1 << 40;
+    assert_eq!(
+        st.create_session(now, &other, &p(b"u"), 1),
+        Err(Nfsstat4::STALE_CLIENTID)
+    );
+    // The back channel was asked for on connection 1; once it closes, SEQUENCE says so.
+    st.conn_closed(1);
+    let out = st.sequence(now, &first.sessionid, &seq(0, 1)).unwrap();
+    assert_ne!(out.res.status_flags & SEQ4_STATUS_CB_PATH_DOWN, 0);
+}
+
+#[test]
+fn sessions_per_client_are_bounded_with_delay() {
+    let now = Instant::now();
+    let mut st = state();
+    let e = st.exchange_id(now, &exid(b"a", 1), &p(b"u")).unwrap();
+    let max = st.config().sessions_per_client_max as u32;
+    for i in 0..max {
+        st.create_session(now, &cs(e.clientid, 1 + i, 0), &p(b"u"), 1)
+            .unwrap();
+    }
+    let over = cs(e.clientid, 1 + max, 0);
+    assert_eq!(
+        st.create_session(now, &over, &p(b"u"), 1),
+        Err(Nfsstat4::DELAY)
+    );
+    assert_eq!(st.sessions_len(), max as usize);
+}
+
+#[test]
+fn a_restarted_client_loses_its_old_state_when_it_confirms() {
+    let now = Instant::now();
+    let mut st = state();
+    let (c, s) = mount(&mut st, now, b"a");
+    st.open(now, c, b"o", b"f", 1, 3).unwrap();
+    let e = st.exchange_id(now, &exid(b"a", 2), &p(b"u")).unwrap();
+    assert_ne!(e.clientid, c);
+    assert_eq!(
+        st.opens().len(),
+        1,
+        "kept until the new record is confirmed"
+    );
+    st.create_session(now, &cs(e.clientid, e.sequenceid, 0), &p(b"u"), 2)
+        .unwrap();
+    assert!(st.opens().is_empty());
+    assert!(st.session(&s).is_none());
+    assert!(st.clients().get(c).is_err());
+    assert!(st.open(now, e.clientid, b"o", b"f", 3, 3).is_ok());
+}
+
+#[test]
+fn destroy_session_waits_for_other_requests() {
+    let now = Instant::now();
+    let mut st = state();
+    let (_, s) = mount(&mut st, now, b"a");
+    st.sequence(now, &s, &seq(0, 1)).unwrap();
+    st.sequence(now, &s, &seq(1, 1)).unwrap();
+    assert_eq!(st.destroy_session(&s, Some((s, 0))), Err(Nfsstat4::DELAY));
+    st.complete(&s, 1, None);
+    assert_eq!(st.destroy_session(&s, Some((s, 0))), Ok(()));
+}
+
+#[test]
+fn leases_expire_and_courtesy_clients_keep_state_until_a_conflict() {
+    let t0 = Instant::now();
+    let lease = Duration::from_secs(90);
+    let mut st = state();
+    let (a, sa) = mount(&mut st, t0, b"a");
+    let (b, _) = mount(&mut st, t0, b"b");
+    let idle = st.exchange_id(t0, &exid(b"idle", 1), &p(b"u")).unwrap();
+    st.destroy_session(&sa, None).unwrap();
+    let oa = st.open(t0, a, b"o", b"f", 3, 3).unwrap();
+    assert_eq!(st.next_wakeup(), Some(t0 + lease));
+
+    // b keeps renewing; a and the unconfirmed record do not.
+    let t1 = t0 + Duration::from_secs(60);
+    let (_, sb) = (
+        b,
+        st.sessions.values().find(|s| s.clientid == b).unwrap().id,
+    );
+    st.sequence(t1, &sb, &seq(0, 1)).unwrap();
+    st.complete(&sb, 0, None);
+    assert!(st.tick(t0 + lease - Duration::from_millis(1)).is_empty());
+    let t2 = t0 + lease;
+    assert_eq!(
+        st.tick(t2),
+        vec![idle.clientid],
+        "no state: expired at once"
+    );
+    let rec = st.clients().get(a).unwrap();
+    assert_eq!(
+        rec.courtesy_since,
+        Some(t2),
+        "a keeps its open as a courtesy client"
+    );
+    assert_eq!(st.check_io(a, &oa, b"f", true), Ok(IoState::Open(oa.other)));
+
+    // b wants the file: a is expired for real and b's OPEN succeeds.
+    st.sequence(t2, &sb, &seq(0, 2)).unwrap();
+    let ob = st.open(t2, b, b"o", b"f", 1, 0);
+    assert!(ob.is_ok());
+    assert!(st.clients().get(a).is_err());
+    assert_eq!(st.opens().count_for(a), 0);
+
+    // A live client's share reservation is not broken.
+    assert_eq!(st.open(t2, b, b"p", b"g", 3, 3).map(|_| ()), Ok(()));
+    let (c, _) = mount(&mut st, t2, b"c");
+    assert_eq!(
+        st.open(t2, c, b"o", b"g", 1, 0),
+        Err(Nfsstat4::SHARE_DENIED)
+    );
+}
+
+#[test]
+fn a_courtesy_client_that_comes_back_is_ordinary_again_and_courtesy_ends() {
+    let t0 = Instant::now();
+    let mut st = state();
+    let (a, sa) = mount(&mut st, t0, b"a");
+    let t1 = t0 + Duration::from_secs(100);
+    assert!(st.tick(t1).is_empty(), "a session is state: courtesy");
+    assert!(st.clients().get(a).unwrap().courtesy_since.is_some());
+    st.sequence(t1, &sa, &seq(0, 1)).unwrap();
+    st.complete(&sa, 0, None);
+    assert_eq!(st.clients().get(a).unwrap().courtesy_since, None);
+    let t2 = t1 + Duration::from_secs(90);
+    st.tick(t2);
+    let day = st.config().courtesy_max;
+    assert_eq!(st.next_wakeup(), Some(t2 + day));
+    assert_eq!(st.tick(t2 + day), vec![a]);
+    assert_eq!(st.sessions_len(), 0);
+    assert_eq!(st.next_wakeup(), None);
+}
+
+#[test]
+fn test_and_free_stateid_and_reclaim_complete() {
+    let now = Instant::now();
+    let mut st = state();
+    let (c, _) = mount(&mut st, now, b"a");
+    let o = st.open(now, c, b"o", b"f", 1, 0).unwrap();
+    let bad = Stateid4 {
+        seqid: 1,
+        other: [9; 12],
+    };
+    assert_eq!(
+        st.test_stateids(c, &[o, bad, Stateid4 { seqid: 2, ..o }]),
+        vec![Nfsstat4::OK, Nfsstat4::BAD_STATEID, Nfsstat4::BAD_STATEID]
+    );
+    assert_eq!(st.free_stateid(c, &o), Nfsstat4::LOCKS_HELD);
+    assert_eq!(st.reclaim_complete(c, true), Ok(()));
+    assert_eq!(st.reclaim_complete(c, false), Ok(()));
+    assert_eq!(
+        st.reclaim_complete(c, false),
+        Err(Nfsstat4::COMPLETE_ALREADY)
+    );
+    assert_eq!(st.open_downgrade(c, &o, b"f", 0, 0), Err(Nfsstat4::INVAL));
+}
+
+// ----- random op sequences ----------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum Op {
+    Exchange {
+        who: u8,
+        verifier: u8,
+    },
+    Create {
+        who: u8,
+        skew: u8,
+    },
+    Sequence {
+        who: u8,
+        slot: u8,
+        retry: bool,
+        cache: bool,
+    },
+    Open {
+        who: u8,
+        owner: u8,
+        file: u8,
+        access: u8,
+        deny: u8,
+    },
+    Close {
+        who: u8,
+        pick: u8,
+    },
+    Downgrade {
+        who: u8,
+        pick: u8,
+        access: u8,
+        deny: u8,
+    },
+    DestroySession {
+        who: u8,
+    },
+    DestroyClient {
+        who: u8,
+    },
+    Wait {
+        secs: u16,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let who = 0u8..4;
+    prop_oneof![
+        2 => (who.clone(), 0u8..2).prop_map(|(who, verifier)| Op::Exchange { who, verifier }),
+        3 => (who.clone(), prop_oneof![3 => Just(1u8), 1 => 0u8..3])
+            .prop_map(|(who, skew)| Op::Create { who, skew }),
+        8 => (who.clone(), 0u8..10, any::<bool>(), any::<bool>())
+            .prop_map(|(who, slot, retry, cache)| Op::Sequence { who, slot, retry, cache }),
+        4 => (who.clone(), 0u8..2, 0u8..3, 0u8..5, 0u8..5)
+            .prop_map(|(who, owner, file, access, deny)| Op::Open { who, owner, file, access, deny }),
+        2 => (who.clone(), any::<u8>()).prop_map(|(who, pick)| Op::Close { who, pick }),
+        1 => (who.clone(), any::<u8>(), 0u8..4, 0u8..4)
+            .prop_map(|(who, pick, access, deny)| Op::Downgrade { who, pick, access, deny }),
+        1 => who.clone().prop_map(|who| Op::DestroySession { who }),
+        1 => who.clone().prop_map(|who| Op::DestroyClient { who }),
+        1 => prop_oneof![4 => 0u16..40, 1 => 0u16..200].prop_map(|secs| Op::Wait { secs }),
+    ]
+}
+
+/// What the model client `who` knows.
+#[derive(Debug, Default, Clone)]
+struct Model {
+    clientid: Option<ClientId4>,
+    cs_seq: u32,
+    session: Option<SessionId4>,
+    slots: [u32; 10],
+    stateids: Vec<(Stateid4, Bytes)>,
+}
+
+const OWNERS: [&[u8]; 4] = [b"c0", b"c1", b"c2", b"c3"];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #[test]
+    fn random_op_sequences_keep_the_invariants(ops in proptest::collection::vec(op(), 1..300)) {
+        let cfg = Config4 {
+            clients_max: 3,
+            sessions_per_client_max: 2,
+            opens_per_client_max: 4,
+            opens_max: 6,
+            // Two full sessions' worth: the budget binds in some runs.
+            reply_cache_bytes_max: 2 * 8 * 4096,
+            ..Config4::default()
+        };
+        let mut st = State4::new(cfg, Box::new(SplitMix(11)));
+        let mut now = Instant::now();
+        let mut models: Vec<Model> = vec![Model::default(); 4];
+        // (session, slot, seqid) → times executed.
+        let mut executed: HashMap<(SessionId4, u8, u32), u32> = HashMap::new();
+        for op in ops {
+            match op {
+                Op::Exchange { who, verifier } => {
+                    let args = exid(OWNERS[who as usize], verifier);
+                    if let Ok(r) = st.exchange_id(now, &args, &p(b"u")) {
+                        let m = &mut models[who as usize];
+                        if m.clientid != Some(r.clientid) {
+                            *m = Model { clientid: Some(r.clientid), ..Model::default() };
+                        }
+                        m.cs_seq = r.sequenceid;
+                    }
+                }
+                Op::Create { who, skew } => {
+                    let m = &mut models[who as usize];
+                    if let Some(c) = m.clientid {
+                        let seq = m.cs_seq.wrapping_add(skew as u32).wrapping_sub(1);
+                        let r = st.create_session(now, &cs(c, seq, 0), &p(b"u"), who as u64);
+                        if let Ok(r) = r {
+                            if skew == 1 {
+                                m.cs_seq += 1;
+                                m.session = Some(r.sessionid);
+                                m.slots = [0; 10];
+                            }
+                        }
+                    }
+                }
+                Op::Sequence { who, slot, retry, cache } => {
+                    let m = &mut models[who as usize];
+                    let Some(s) = m.session else { continue };
+                    let last = m.slots[slot as usize];
+                    let sq = if retry { last } else { last + 1 };
+                    let mut call = seq(slot as u32, sq);
+                    call.cachethis = cache;
+                    call.digest = ((slot as u64) << 32) | sq as u64;
+                    match st.sequence(now, &s, &call) {
+                        Ok(out) => {
+                            match out.decision {
+                                SlotDecision::Execute => {
+                                    prop_assert!(!retry, "a retry executed");
+                                    *executed.entry((s, slot, sq)).or_default() += 1;
+                                    m.slots[slot as usize] = sq;
+                                    let body = Bytes::from(format!("{slot}/{sq}"));
+                                    st.complete(&s, slot as u32, Some(body));
+                                }
+                                SlotDecision::Replay(b) => {
+                                    prop_assert!(retry);
+                                    prop_assert_eq!(b, Bytes::from(format!("{slot}/{sq}")));
+                                }
+                            }
+                        }
+                        Err(e) => prop_assert!(
+                            [Nfsstat4::BADSESSION, Nfsstat4::BADSLOT, Nfsstat4::SEQ_MISORDERED,
+                             Nfsstat4::RETRY_UNCACHED_REP].contains(&e), "{:?}", e),
+                    }
+                }
+                Op::Open { who, owner, file, access, deny } => {
+                    let m = &mut models[who as usize];
+                    let Some(c) = m.clientid else { continue };
+                    let fh = Bytes::from(vec![file]);
+                    match st.open(now, c, &[owner], &fh, access as u32, deny as u32) {
+                        Ok(sid) => {
+                            m.stateids.retain(|(s, _)| s.other != sid.other);
+                            m.stateids.push((sid, fh));
+                        }
+                        Err(e) => prop_assert!(
+                            [Nfsstat4::INVAL, Nfsstat4::SHARE_DENIED, Nfsstat4::DELAY,
+                             Nfsstat4::STALE_CLIENTID].contains(&e), "{:?}", e),
+                    }
+                }
+                Op::Close { who, pick } => {
+                    let m = &mut models[who as usize];
+                    let (Some(c), false) = (m.clientid, m.stateids.is_empty()) else { continue };
+                    let i = pick as usize % m.stateids.len();
+                    let (sid, fh) = m.stateids.remove(i);
+                    let r = st.close(c, &sid, &fh);
+                    prop_assert!(r.is_ok() || r == Err(Nfsstat4::BAD_STATEID), "{:?}", r);
+                }
+                Op::Downgrade { who, pick, access, deny } => {
+                    let m = &mut models[who as usize];
+                    let (Some(c), false) = (m.clientid, m.stateids.is_empty()) else { continue };
+                    let i = pick as usize % m.stateids.len();
+                    let (sid, fh) = m.stateids[i].clone();
+                    if let Ok(n) = st.open_downgrade(c, &sid, &fh, access as u32, deny as u32) {
+                        prop_assert_eq!(n.seqid, sid.seqid + 1);
+                        m.stateids[i].0 = n;
+                    }
+                }
+                Op::DestroySession { who } => {
+                    let m = &mut models[who as usize];
+                    if let Some(s) = m.session.take() {
+                        let r = st.destroy_session(&s, None);
+                        prop_assert!(r.is_ok() || r == Err(Nfsstat4::BADSESSION));
+                    }
+                }
+                Op::DestroyClient { who } => {
+                    let m = &mut models[who as usize];
+                    if let Some(c) = m.clientid {
+                        if st.destroy_clientid(c).is_ok() {
+                            *m = Model::default();
+                        }
+                    }
+                }
+                Op::Wait { secs } => {
+                    now += Duration::from_secs(secs as u64);
+                    st.tick(now);
+                }
+            }
+            check_invariants(&st)?;
+        }
+        for (k, n) in executed {
+            prop_assert_eq!(n, 1, "{:?} executed {} times", k, n);
+        }
+    }
+}
+
+fn check_invariants(st: &State4) -> Result<(), TestCaseError> {
+    prop_assert!(st.clients().len() <= 3);
+    prop_assert!(st.opens().len() <= 6);
+    prop_assert!(st.reply_cache_reserved_bytes() <= st.config().reply_cache_bytes_max);
+    for s in st.sessions.values() {
+        prop_assert!(st.clients().get(s.clientid).is_ok(), "orphan session");
+        prop_assert!(s.slots().slots_allocated() <= 8);
+        prop_assert!(!s.busy_except(None), "a slot left in progress");
+    }
+    let mut per_client: HashMap<ClientId4, usize> = HashMap::new();
+    for s in st.opens().iter() {
+        prop_assert!(st.clients().get(s.clientid).is_ok(), "orphan open");
+        *per_client.entry(s.clientid).or_default() += 1;
+        for t in st.opens().iter() {
+            if s.file == t.file && (s.clientid, &s.owner) != (t.clientid, &t.owner) {
+                let conflict = s.access & t.deny != 0 || s.deny & t.access != 0;
+                prop_assert!(!conflict, "conflicting opens {:?} {:?}", s, t);
+            }
+        }
+    }
+    for n in per_client.values() {
+        prop_assert!(*n <= 4);
+    }
+    Ok(())
+}
+
+/// Found by the random sequences: a client whose lease ran out opening a file its own other
+/// owner holds must not expire itself (it used to, leaving the new open without a client).
+#[test]
+fn a_conflict_with_ones_own_other_owner_never_expires_oneself() {
+    let t0 = Instant::now();
+    let mut st = state();
+    let (c, _) = mount(&mut st, t0, b"a");
+    st.open(t0, c, b"o1", b"f", 1, 0).unwrap();
+    let t1 = t0 + Duration::from_secs(90);
+    st.tick(t1);
+    assert_eq!(
+        st.open(t1, c, b"o2", b"f", 1, 1),
+        Err(Nfsstat4::SHARE_DENIED)
+    );
+    assert!(st.clients().get(c).is_ok());
+}
+
+#[test]
+fn create_session_with_unknown_flags_is_inval_and_a_confirmed_record_ignores_the_principal() {
+    let now = Instant::now();
+    let mut st = state();
+    let e = st.exchange_id(now, &exid(b"a", 1), &p(b"u")).unwrap();
+    assert_eq!(
+        st.create_session(now, &cs(e.clientid, 1, 0x10), &p(b"u"), 1),
+        Err(Nfsstat4::INVAL)
+    );
+    assert_eq!(
+        st.create_session(now, &cs(e.clientid, 2, 0), &p(b"other"), 1),
+        Err(Nfsstat4::CLID_INUSE),
+        "another principal cannot confirm the record"
+    );
+    st.create_session(now, &cs(e.clientid, 2, 0), &p(b"u"), 1)
+        .unwrap();
+    assert!(st
+        .create_session(now, &cs(e.clientid, 3, 0), &p(b"root"), 2)
+        .is_ok());
+}
+
+#[test]
+fn the_reply_cache_budget_grants_fewer_slots_then_delay() {
+    let now = Instant::now();
+    let cfg = Config4 {
+        // Room for 12 slots of 4 KiB.
+        reply_cache_bytes_max: 12 * 4096,
+        ..Config4::default()
+    };
+    let mut st = State4::new(cfg, Box::new(SplitMix(3)));
+    let e = st.exchange_id(now, &exid(b"a", 1), &p(b"u")).unwrap();
+    let a = st
+        .create_session(now, &cs(e.clientid, 1, 0), &p(b"u"), 1)
+        .unwrap();
+    assert_eq!(a.fore_chan_attrs.maxrequests, 8);
+    let b = st
+        .create_session(now, &cs(e.clientid, 2, 0), &p(b"u"), 1)
+        .unwrap();
+    assert_eq!(
+        b.fore_chan_attrs.maxrequests, 4,
+        "what is left of the budget"
+    );
+    assert_eq!(st.reply_cache_reserved_bytes(), 12 * 4096);
+    assert_eq!(
+        st.create_session(now, &cs(e.clientid, 3, 0), &p(b"u"), 1),
+        Err(Nfsstat4::DELAY)
+    );
+    st.destroy_session(&a.sessionid, None).unwrap();
+    let c = st
+        .create_session(now, &cs(e.clientid, 3, 0), &p(b"u"), 1)
+        .unwrap();
+    assert_eq!(c.fore_chan_attrs.maxrequests, 8, "freed by DESTROY_SESSION");
+}
+
+/// Virtual time: a client that sends SEQUENCE every 30 s keeps its lease over ten lease
+/// periods, and one that stops is a courtesy client one lease after its last SEQUENCE.
+#[test]
+fn sequence_every_third_of_a_lease_keeps_a_client_alive() {
+    let t0 = Instant::now();
+    let mut st = state();
+    let (a, sa) = mount(&mut st, t0, b"a");
+    let (b, sb) = mount(&mut st, t0, b"b");
+    st.open(t0, a, b"o", b"f", 3, 3).unwrap();
+    let mut now = t0;
+    let mut seqid = 0;
+    while now < t0 + Duration::from_secs(900) {
+        now += Duration::from_secs(30);
+        seqid += 1;
+        st.sequence(now, &sa, &seq(0, seqid)).unwrap();
+        st.complete(&sa, 0, None);
+        if now <= t0 + Duration::from_secs(60) {
+            st.sequence(now, &sb, &seq(0, seqid)).unwrap();
+            st.complete(&sb, 0, None);
+        }
+        assert!(st.tick(now).is_empty());
+        assert_eq!(st.clients().get(a).unwrap().courtesy_since, None);
+        let b_courtesy = st.clients().get(b).unwrap().courtesy_since;
+        let b_last = t0 + Duration::from_secs(60);
+        if now >= b_last + Duration::from_secs(90) {
+            assert_eq!(b_courtesy, Some(b_last + Duration::from_secs(90)));
+        } else {
+            assert_eq!(b_courtesy, None);
+        }
+    }
+    assert_eq!(st.opens().count_for(a), 1);
+}
+
+#[test]
+fn courtesy_clients_give_back_the_reply_cache_budget_and_open_room() {
+    let t0 = Instant::now();
+    let cfg = Config4 {
+        reply_cache_bytes_max: 8 * 4096,
+        opens_max: 1,
+        ..Config4::default()
+    };
+    let mut st = State4::new(cfg, Box::new(SplitMix(4)));
+    let (a, _) = mount(&mut st, t0, b"a");
+    st.open(t0, a, b"o", b"f", 1, 0).unwrap();
+    let t1 = t0 + Duration::from_secs(90);
+    st.tick(t1);
+    assert!(st.clients().get(a).unwrap().courtesy_since.is_some());
+    let e = st.exchange_id(t1, &exid(b"b", 1), &p(b"u")).unwrap();
+    let s = st
+        .create_session(t1, &cs(e.clientid, 1, 0), &p(b"u"), 2)
+        .unwrap();
+    assert_eq!(
+        s.fore_chan_attrs.maxrequests, 8,
+        "a's session was expired for room"
+    );
+    assert!(st.clients().get(a).is_err());
+    assert!(st.open(t1, e.clientid, b"o", b"g", 1, 0).is_ok());
+
+    // Without a courtesy client to expire, the bounds hold.
+    assert_eq!(
+        st.open(t1, e.clientid, b"o", b"h", 1, 0),
+        Err(Nfsstat4::DELAY)
+    );
+    let e2 = st.exchange_id(t1, &exid(b"c", 1), &p(b"u")).unwrap();
+    assert_eq!(
+        st.create_session(t1, &cs(e2.clientid, 1, 0), &p(b"u"), 3),
+        Err(Nfsstat4::DELAY)
+    );
+}
