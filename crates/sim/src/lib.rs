@@ -23,6 +23,11 @@
 //! file after a per-call service time with bounded concurrency. The file's content is a
 //! position-dependent pattern ([`content`]) and every byte the application receives is checked.
 //!
+//! The [`faults`] world runs the *real* server instead: `sluice_server`'s NFSv3 handlers, data
+//! path, sequential table and write-behind over the in-memory backend (`MemFs`, whose crash
+//! and EIO are the faults), hosted in virtual time by `host` through the engine's hooks (a
+//! manual clock, blocking work inline, the write-behind flusher stepped by the event loop).
+//!
 //! # The event loop
 //! ```text
 //!            ┌──────────────────────────── settle(now): repeat until nothing changes ───────────┐
@@ -66,12 +71,14 @@
 //! | [`grid`]     | the RTT × rate acceptance grid and its markdown table            |
 //! | [`cache`]    | range sets and the page cache                                    |
 //! | [`faults`]   | resets, stalls, restarts, EIO against a write+read model (own world) |
+//! | `host`       | the real NFSv3 server over MemFs, polled in virtual time         |
 
 pub mod cache;
 mod client;
 pub mod content;
 pub mod faults;
 pub mod grid;
+mod host;
 mod pipe;
 pub mod scenario;
 mod server;
