@@ -266,6 +266,7 @@ impl FaultWorld {
         cfg.major_timeout = sc.major_timeout;
         let host = Host::new(
             &[Bytes::from(initial.clone())],
+            true,
             epoch,
             ServerTransport::Tcp,
             IoConfig::default(),

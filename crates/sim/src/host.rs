@@ -90,11 +90,13 @@ pub struct Host {
 }
 
 impl Host {
-    /// A server whose export holds one file with `content`, made durable (committed).
+    /// A server whose export holds one file with `content`, made durable (committed) if
+    /// `durable` (else only what READs see: half the memory, for a world that never crashes).
     /// `io_config` is the engine's (the pool may need to be larger than production's when the
     /// simulated client keeps READ buffers in its cache).
     pub fn new(
         content: &[Bytes],
+        durable: bool,
         epoch: Instant,
         transport: Transport,
         io_config: IoConfig,
@@ -120,6 +122,11 @@ impl Host {
             .unwrap_or_else(|(e, _)| panic!("creating the simulated file: {e:?}"));
         let file = created.fh;
         // One backend write per piece bounds the iovec; FILE_SYNC makes it durable.
+        let stable = if durable {
+            StableHow::FileSync
+        } else {
+            StableHow::Unstable
+        };
         let mut offset = 0;
         for piece in content {
             mem.write(
@@ -127,7 +134,7 @@ impl Host {
                 &file,
                 offset,
                 std::slice::from_ref(piece),
-                StableHow::FileSync,
+                stable,
             )
             .unwrap_or_else(|(e, _)| panic!("writing the simulated file: {e:?}"));
             offset += piece.len() as u64;
@@ -312,6 +319,7 @@ mod tests {
     fn host(epoch: Instant) -> Host {
         Host::new(
             &[Bytes::from(vec![0u8; FILE_BYTES])],
+            true,
             epoch,
             Transport::Tcp,
             IoConfig::default(),
