@@ -22,6 +22,10 @@
 //! visibility rules are the production ones. io_uring is off by the same hooks, and MemFs has no
 //! file descriptors, so READs never splice: they go through the pooled-chunk path.
 //!
+//! One real clock read remains on the path: the chunk pool's `acquire_for` computes the
+//! deadline of a wait for free chunks. The worlds size the pool so that the wait never happens,
+//! so the reading cannot change a result (a wait would block the thread in real time).
+//!
 //! What is not here: the RPC service layer (duplicate request cache, procedure statistics) and
 //! the socket driver. The worlds parse calls and frame replies themselves, as before.
 

@@ -38,7 +38,8 @@
 //!            │  s2c.poll_deliver ─► client.on_segment ─► RecordDecoder ─► CallTable.handle_reply │
 //!            │                                            ─► cache, FileReadahead.on_fetch_complete
 //!            │  c2s.poll_deliver ─► server.on_segment ─► RecordDecoder ─► parse_call ─► queue    │
-//!            │  server.step      : finish due service ─► encode reply ─► frame ─► s2c.offer       │
+//!            │  server.step      : due service ─► Host: real handler ─► frame ─► s2c.offer       │
+//!            │                     woken handlers, write-behind flusher step                    │
 //!            │  client.step      : CallTable timers/events, readers ─► FileReadahead.on_read      │
 //!            │                     ─► start_call ─► poll_transmit ─► frame ─► c2s.offer         │
 //!            └──────────────────────────────────────────────────────────────────────────────────┘
@@ -47,6 +48,7 @@
 //!   now = min( c2s.poll_timeout, s2c.poll_timeout,      (next delivery)
 //!              CallTable.poll_timeout,                  (UDP retransmit, major timeout)
 //!              server service completion,
+//!              write-behind flusher deadline,
 //!              room_timeout of a blocked TCP sender )   (backpressure)
 //!                 │
 //!                 └──► until the application is done and every call has completed
