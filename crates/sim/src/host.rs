@@ -426,4 +426,54 @@ mod tests {
             "and asked for readahead"
         );
     }
+
+    /// The executor's other half: a WRITE over the dirty limit waits in write-behind's
+    /// admission (its future is pending), and the flush that makes room wakes it through its
+    /// waker; then it answers.
+    #[test]
+    fn a_write_waiting_for_admission_is_woken_by_the_flush_that_makes_room() {
+        let epoch = Instant::now();
+        let mut io = IoConfig::default();
+        io.write_behind.dirty_bytes_limit = IO_BYTES as u64;
+        let mut h = Host::new(
+            &[Bytes::from(vec![0u8; FILE_BYTES])],
+            true,
+            epoch,
+            Transport::Tcp,
+            io,
+        );
+        let fh = h.file_handle();
+        let write = |i: usize| {
+            Args3::Write(WriteArgs {
+                file: fh.clone(),
+                offset: (i * IO_BYTES) as u64,
+                count: IO_BYTES as u32,
+                stable: Stable3::UNSTABLE,
+                data: Payload::from_chunks(vec![Bytes::from(vec![i as u8 + 1; IO_BYTES])]),
+            })
+        };
+        assert!(h.start(epoch, 0, 0, Credentials::None, write(0)).is_some());
+        assert!(
+            h.start(epoch, 1, 1, Credentials::None, write(1)).is_none(),
+            "over the dirty limit: waits"
+        );
+        assert_eq!(h.waiting(), 1);
+        assert!(h.poll(epoch).is_empty(), "nothing woke it yet");
+        let mut now = epoch;
+        let done = loop {
+            let next = h.flush_due(now);
+            let done = h.poll(now);
+            if !done.is_empty() {
+                break done;
+            }
+            now = next.expect("the flusher has work while a writer waits");
+        };
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].0, 1);
+        assert!(matches!(
+            results(nfs3::proc_::WRITE, &done[0].1),
+            Res3::Write(NfsResult::Ok(_))
+        ));
+        assert_eq!(h.waiting(), 0);
+    }
 }
