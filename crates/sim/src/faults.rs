@@ -8,7 +8,7 @@
 //! server reboots. So this world is smaller and nastier: a client whose transport is the real
 //! [`CallTable`] (XIDs, reconnect on major timeout, resend with the same XID after
 //! [`CallTable::handle_connected`]) and real record marking and NFSv3 codecs, the real server
-//! (handlers, data path, write-behind, hosted in virtual time by [`crate::host`]) over a MemFs
+//! (handlers, data path, write-behind, hosted in virtual time by the `host` module) over a MemFs
 //! that loses what was not committed when it crashes, and a FIFO link that can stall or reset
 //! at any moment.
 //!
