@@ -176,7 +176,8 @@ impl DataPath<'_> {
         }
         let run = |fs: Arc<dyn FileSystem>, caller: Caller, fh: FileHandle| {
             let (stats, io) = (self.stats.clone(), self.io.clone());
-            spawn(move || read_chunks(&*fs, &caller, &fh, offset, count, &stats, &io))
+            self.io
+                .spawn(move || read_chunks(&*fs, &caller, &fh, offset, count, &stats, &io))
         };
         let Some(mut res) = run(fs.clone(), caller.clone(), fh.clone()).await else {
             return Err((FsError::ServerFault, None));
@@ -221,11 +222,13 @@ impl DataPath<'_> {
                 wb.flush_range(fh.as_bytes(), offset, count as u64).await;
             }
             let (stats, io) = (self.stats.clone(), self.io.clone());
-            return spawn(move || {
-                write_through(&*fs, &caller, &fh, offset, &data, stable, &stats, &io)
-            })
-            .await
-            .unwrap_or(Err((FsError::ServerFault, Wcc::default())));
+            return self
+                .io
+                .spawn(move || {
+                    write_through(&*fs, &caller, &fh, offset, &data, stable, &stats, &io)
+                })
+                .await
+                .unwrap_or(Err((FsError::ServerFault, Wcc::default())));
         }
         if offset
             .checked_add(count as u64)
@@ -236,13 +239,15 @@ impl DataPath<'_> {
         wb.admit(count as u64).await;
         // The permission check, as the caller: the file system's WRITE path without the data.
         let (fs2, c2, fh2) = (fs.clone(), caller.clone(), fh.clone());
-        let checked = spawn(
-            move || match fs2.write(&c2, &fh2, offset, &[], StableHow::Unstable) {
-                Ok(w) => (None, w.wcc),
-                Err((s, wcc)) => (Some(s), wcc),
-            },
-        )
-        .await;
+        let checked = self
+            .io
+            .spawn(
+                move || match fs2.write(&c2, &fh2, offset, &[], StableHow::Unstable) {
+                    Ok(w) => (None, w.wcc),
+                    Err((s, wcc)) => (Some(s), wcc),
+                },
+            )
+            .await;
         let mut wcc = match checked {
             Some((None, wcc)) => wcc,
             Some((Some(s), wcc)) => {
@@ -285,25 +290,26 @@ impl DataPath<'_> {
         wb.flush_range(fh.as_bytes(), offset, u64::from(count))
             .await;
         if let Some(s) = wb.take_error(fh.as_bytes()) {
-            let attr = spawn(move || fs.getattr(&fh).ok()).await.flatten();
+            let attr = self.io.spawn(move || fs.getattr(&fh).ok()).await.flatten();
             return Err((s, Wcc::after(attr)));
         }
         let io = self.io.clone();
-        spawn(move || {
-            let since = io.wb.epoch();
-            match fs.commit(&caller, &fh, offset, count) {
-                Ok(mut wcc) => {
-                    fix_post_op(&io, &*fs, &fh, &mut wcc.after, since);
-                    Ok(CommitDone {
-                        wcc,
-                        verifier: fs.write_verifier(),
-                    })
+        self.io
+            .spawn(move || {
+                let since = io.wb.epoch();
+                match fs.commit(&caller, &fh, offset, count) {
+                    Ok(mut wcc) => {
+                        fix_post_op(&io, &*fs, &fh, &mut wcc.after, since);
+                        Ok(CommitDone {
+                            wcc,
+                            verifier: fs.write_verifier(),
+                        })
+                    }
+                    Err(e) => Err(e),
                 }
-                Err(e) => Err(e),
-            }
-        })
-        .await
-        .unwrap_or(Err((FsError::ServerFault, Wcc::default())))
+            })
+            .await
+            .unwrap_or(Err((FsError::ServerFault, Wcc::default())))
     }
 
     /// Whether write-behind holds anything at all (cheap: a name-changing call needs the
@@ -328,7 +334,9 @@ impl DataPath<'_> {
         name: Bytes,
     ) {
         let (fs, caller) = (fs.clone(), caller.clone());
-        let found = spawn(move || fs.lookup(&caller, &dir, &name).ok())
+        let found = self
+            .io
+            .spawn(move || fs.lookup(&caller, &dir, &name).ok())
             .await
             .flatten();
         if let Some(l) = found {
@@ -346,7 +354,8 @@ impl DataPath<'_> {
         name: Bytes,
     ) -> Option<FileHandle> {
         let (fs, caller) = (fs.clone(), caller.clone());
-        spawn(move || fs.lookup(&caller, &dir, &name).ok().map(|l| l.fh))
+        self.io
+            .spawn(move || fs.lookup(&caller, &dir, &name).ok().map(|l| l.fh))
             .await
             .flatten()
             .filter(|fh| self.io.wb.holds(fh.as_bytes()))
@@ -357,7 +366,9 @@ impl DataPath<'_> {
     /// reach.
     pub async fn after_remove(&self, fs: Arc<dyn FileSystem>, fh: FileHandle) {
         let fh2 = fh.clone();
-        let gone = spawn(move || fs.getattr(&fh2).is_err())
+        let gone = self
+            .io
+            .spawn(move || fs.getattr(&fh2).is_err())
             .await
             .unwrap_or(false);
         if gone {
@@ -388,33 +399,34 @@ impl DataPath<'_> {
         let mut pipe = self.pipes.acquire(offset, count)?;
         let (stats, io) = (self.stats.clone(), self.io.clone());
         let (fs, caller, fh) = (fs.clone(), caller.clone(), fh.clone());
-        spawn(move || {
-            let since = io.wb.epoch();
-            let ahead = io.seq.observe_read(fh.as_bytes(), offset, count as u64);
-            let ok = fs
-                .local()?
-                .read_with(&caller, &fh, offset, count, |f| {
-                    pipe.fill(f.as_fd(), offset, count)
+        self.io
+            .spawn(move || {
+                let since = io.wb.epoch();
+                let ahead = io.seq.observe_read(fh.as_bytes(), offset, count as u64);
+                let ok = fs
+                    .local()?
+                    .read_with(&caller, &fh, offset, count, |f| {
+                        pipe.fill(f.as_fd(), offset, count)
+                    })
+                    .ok()?;
+                if let Some(ra) = ahead {
+                    fs.readahead_hint(&fh, ra.offset, ra.len);
+                }
+                stats.wire_read_bytes.record(ok.count as u64);
+                stats.backend_read_bytes.record(ok.count as u64);
+                let mut attr = Some(ok.attr);
+                fix_post_op(&io, &*fs, &fh, &mut attr, since);
+                let end = offset + ok.count as u64;
+                let eof = ok.eof && attr.is_none_or(|at| at.size <= end);
+                Some(ReadDone {
+                    count: ok.count as u32,
+                    eof,
+                    attr,
+                    data: ReadData::Spliced(pipe),
                 })
-                .ok()?;
-            if let Some(ra) = ahead {
-                fs.readahead_hint(&fh, ra.offset, ra.len);
-            }
-            stats.wire_read_bytes.record(ok.count as u64);
-            stats.backend_read_bytes.record(ok.count as u64);
-            let mut attr = Some(ok.attr);
-            fix_post_op(&io, &*fs, &fh, &mut attr, since);
-            let end = offset + ok.count as u64;
-            let eof = ok.eof && attr.is_none_or(|at| at.size <= end);
-            Some(ReadDone {
-                count: ok.count as u32,
-                eof,
-                attr,
-                data: ReadData::Spliced(pipe),
             })
-        })
-        .await
-        .flatten()
+            .await
+            .flatten()
     }
 
     /// The READ of a file [`LocalFs::read_nowait`](crate::backend::LocalFs::read_nowait) found checked but not cached, through the

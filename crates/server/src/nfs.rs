@@ -18,7 +18,7 @@
 use crate::backend::{
     self, export_id_of, Caller, Cred, DirEntry, Export, ExportOptions, FileSystem, Wcc,
 };
-use crate::datapath::{self, fix_post_op, DataPath, ReadData};
+use crate::datapath::{fix_post_op, DataPath, ReadData};
 use crate::io::writebehind::SizeFix;
 use crate::io::Engine;
 use crate::net::{Peer, Transport};
@@ -181,7 +181,7 @@ impl Nfs3 {
     }
 
     async fn spawn<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-        datapath::spawn(f).await
+        self.io.spawn(f).await
     }
 
     /// READ (RFC 1813 §3.3.6) through the data path. `splice_ok`: the reply ends with the data

@@ -22,7 +22,6 @@ use crate::cache::{DataCache, RangeSet};
 use crate::content::Content;
 use crate::pipe::{send_datagram, Segment, StreamTx};
 use crate::scenario::{Pattern, Scenario, WindowEvent};
-use crate::server::file_handle;
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -183,7 +182,7 @@ const NFS_GETATTR: ProcId = ProcId {
 };
 
 impl Client {
-    pub fn new(sc: &Scenario, epoch: Instant, content: Content) -> Self {
+    pub fn new(sc: &Scenario, epoch: Instant, content: Content, fh: NfsFh3) -> Self {
         let config = match sc.transport {
             Transport::Tcp => CallTableConfig::tcp(),
             Transport::Udp => CallTableConfig::udp(),
@@ -201,7 +200,7 @@ impl Client {
             epoch,
             rsize: sc.rsize_bytes,
             file_bytes: sc.file_bytes,
-            fh: file_handle(),
+            fh,
             cred: AuthSys {
                 stamp: 1,
                 machine_name: Bytes::from_static(b"sim-client"),

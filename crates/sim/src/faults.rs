@@ -7,19 +7,21 @@
 //! *nothing is lost* (RFC 1813 §3.3.7, §3.3.21) however often the connection drops and the
 //! server reboots. So this world is smaller and nastier: a client whose transport is the real
 //! [`CallTable`] (XIDs, reconnect on major timeout, resend with the same XID after
-//! [`CallTable::handle_connected`]) and real record marking and NFSv3 codecs, a server that
-//! holds UNSTABLE data in memory and loses it when it restarts, and a FIFO link that can stall
-//! or reset at any moment.
+//! [`CallTable::handle_connected`]) and real record marking and NFSv3 codecs, the real server
+//! (handlers, data path, write-behind, hosted in virtual time by the `host` module) over a MemFs
+//! that loses what was not committed when it crashes, and a FIFO link that can stall or reset
+//! at any moment.
 //!
 //! ```text
 //!   app (phases)                   link (FIFO per direction, one-way delay,
 //!    │ write phase: UNSTABLE WRITEs      stalls, resets that drop both directions)
 //!    │   then COMMIT until the            │
 //!    │   UnstableLog has nothing          ▼
-//!    │   to resend                  server: memory image (what READs see)
-//!    │ read phase: READs checked          durable image (what COMMIT made stable)
-//!    ▼   against the model                verifier = boot number: a restart loses memory,
-//!   CallTable ── record marking ──►       drops the connection and changes the verifier
+//!    │   to resend                  server: sluice_server's NFSv3 handlers
+//!    │ read phase: READs checked      ─► write-behind holds UNSTABLE data, flushes clusters
+//!    ▼   against the model            ─► MemFs: data (what READs see), durable (what COMMIT
+//!   CallTable ── record marking ──►      made stable); a crash reverts data to durable and
+//!                                        changes the verifier; a restart is a fresh engine
 //! ```
 //!
 //! # The client's rule (sluice-client's, reused)
@@ -34,11 +36,15 @@
 //!   random moment within the next RTT; both directions lose what they carry;
 //! * stalls: the link stops delivering for up to a few seconds (longer than the call table's
 //!   major timeout sometimes, so the table asks for a reconnect itself);
-//! * server restarts: at random times, and sometimes just as a COMMIT arrives; the memory image reverts to the durable one, calls in
-//!   service are dropped, the connection is reset, the verifier changes, and the server is
-//!   unreachable for a while;
-//! * backend errors: a READ, WRITE or COMMIT answers NFS3ERR_IO without touching anything. The
-//!   application sees the error (counted) and retries the operation as a new call.
+//! * server restarts: at random times, and sometimes just as a COMMIT arrives: the MemFs
+//!   crashes (files revert to what was committed, the verifier changes), the engine is new
+//!   (held writes are gone with it), calls in service are dropped, the connection is reset, and
+//!   the server is unreachable for a while;
+//! * backend errors: MemFs's EIO, injected for one call: a READ or WRITE answers NFS3ERR_IO
+//!   without touching anything; a COMMIT fails either in its fdatasync or in the flush of the
+//!   data it lands (write-behind then remembers the error, reports it at this COMMIT and changes
+//!   the verifier, so the client resends everything it has not committed). The application
+//!   sees the error (counted) and retries the operation as a new call.
 //!
 //! Faults start only during the first [`FaultScenario::chaos`] of virtual time; then the
 //! liveness phase requires the run to finish.
@@ -46,6 +52,7 @@
 //! A run is a pure function of its [`FaultScenario`]: it prints the seed first, and the tests
 //! replay one with `SLUICE_SEED=<n>`.
 
+use crate::host::Host;
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -53,17 +60,20 @@ use sluice_engine::plan::UnstableLog;
 use sluice_rpc::client::{CallTable, CallTableConfig, Event, ProcId};
 use sluice_rpc::record::{self, RecordDecoder};
 use sluice_rpc::rtt::TimerClass;
-use sluice_rpc::server::{self as rpcs, CallParse};
+use sluice_rpc::server::{self as rpcs, CallParse, Credentials};
+use sluice_server::backend::memfs::{self, Fault, FaultEffect};
+use sluice_server::backend::FsError;
+use sluice_server::io::IoConfig;
+use sluice_server::Transport as ServerTransport;
 use sluice_xdr::nfs3::{
-    self, Args3, CommitArgs, CommitResFail, CommitResOk, NfsFh3, NfsResult, Nfsstat3, ReadArgs,
-    ReadResFail, ReadResOk, Res3, StableHow, Verifier, WccData, WriteArgs, WriteResFail,
-    WriteResOk,
+    self, Args3, CommitArgs, NfsFh3, NfsResult, Nfsstat3, ReadArgs, Res3, StableHow, WriteArgs,
 };
 use sluice_xdr::rpc::OpaqueAuth;
-use sluice_xdr::{Pack, Payload};
+use sluice_xdr::Payload;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::fmt;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// A fault run: the workload, the link and the fault rates. See [`FaultScenario::draw`].
@@ -185,6 +195,10 @@ pub struct FaultReport {
     /// Reconnects the call table asked for (major timeouts).
     pub table_reconnects: u64,
     pub retransmissions: u64,
+    /// WRITE payloads the server received, and the backend writes write-behind made of them
+    /// (flushes, in pieces): the proof that the data went through write-behind.
+    pub server_wire_writes: u64,
+    pub server_backend_writes: u64,
     pub calls_started: u64,
     pub calls_completed: u64,
     /// Invariant violations: wrong bytes, durable image differing from the model, lost or
@@ -221,11 +235,6 @@ pub fn run_faults(sc: &FaultScenario, epoch: Instant) -> FaultReport {
 /// Upper bound on rounds at one instant (each does something); more is a livelock.
 const ROUNDS_PER_INSTANT_MAX: u32 = 100_000;
 
-/// The one file's handle.
-fn file_handle() -> NfsFh3 {
-    NfsFh3(Bytes::from_static(b"sluice-sim-faults-file"))
-}
-
 struct FaultWorld {
     sc: FaultScenario,
     epoch: Instant,
@@ -255,7 +264,15 @@ impl FaultWorld {
             .map(|m| epoch + m.mul_f64(rng.gen_range(0.0..2.0)));
         let mut cfg = CallTableConfig::tcp();
         cfg.major_timeout = sc.major_timeout;
+        let host = Host::new(
+            &[Bytes::from(initial.clone())],
+            true,
+            epoch,
+            ServerTransport::Tcp,
+            IoConfig::default(),
+        );
         let client = FaultClient {
+            fh: host.file_handle(),
             table: CallTable::new(cfg, rng.gen()),
             rx: RecordDecoder::default(),
             conn: 0,
@@ -276,9 +293,8 @@ impl FaultWorld {
             s2c: Wire::default(),
             client,
             server: FaultServer {
-                memory: initial.clone(),
-                durable: initial,
-                boot: 1,
+                host,
+                flush_at: None,
                 conn: 0,
                 rx: RecordDecoder::default(),
                 jobs: BinaryHeap::new(),
@@ -353,6 +369,7 @@ impl FaultWorld {
         [
             delivery,
             self.server.jobs.peek().map(|r| r.0 .0),
+            self.server.flush_at,
             self.server.down_until,
             self.reset_at,
             self.next_restart.filter(|_| !self.chaos_over()),
@@ -475,12 +492,13 @@ impl FaultWorld {
                 break;
             }
             self.server.jobs.pop();
-            let job = self.server.job_args.remove(&id).expect("job exists");
             progress = true;
+            let job = &self.server.job_args[&id];
             if job.conn != self.server.conn || self.server.down_until.is_some() {
                 // Its connection is gone. The call is dropped unexecuted, as a server without
                 // a reply cache must: executed late, an old WRITE could land after a newer one
                 // to the same range (the client resent it on the new connection and moved on).
+                self.server.job_args.remove(&id);
                 continue;
             }
             if matches!(job.args, Args3::Commit(_))
@@ -493,17 +511,42 @@ impl FaultWorld {
                 break;
             }
             let chaos = !self.chaos_over();
-            let reply = self.server.execute(&job, &self.sc, chaos, &mut self.rng);
-            Self::send(
-                &mut self.s2c,
-                &mut self.rng,
-                self.now,
-                self.sc.rtt,
-                job.conn,
-                reply,
-            );
+            if let Some(reply) = self
+                .server
+                .execute(id, self.now, &self.sc, chaos, &mut self.rng)
+            {
+                self.reply(id, reply);
+            }
+        }
+        // Handlers that were waiting (for write-behind) and can go on.
+        for (id, reply) in self.server.host.poll(self.now) {
+            progress = true;
+            self.reply(id, reply);
+        }
+        // The write-behind flusher, at the deadline it asked for.
+        if self.server.flush_at.is_none_or(|t| t <= self.now) {
+            let next = self.server.host.flush_due(self.now);
+            // A deadline already due means a flush is blocked behind one in flight; in flight
+            // here completes inline, so there is nothing to wait for until the next event.
+            self.server.flush_at = next.filter(|&t| t > self.now);
         }
         progress
+    }
+
+    /// Sends the reply of job `id` if its connection is still the server's.
+    fn reply(&mut self, id: u64, reply: Vec<Bytes>) {
+        let job = self.server.job_args.remove(&id).expect("job exists");
+        if job.conn != self.server.conn || self.server.down_until.is_some() {
+            return;
+        }
+        Self::send(
+            &mut self.s2c,
+            &mut self.rng,
+            self.now,
+            self.sc.rtt,
+            job.conn,
+            reply,
+        );
     }
 
     // --- client ------------------------------------------------------------------------------
@@ -671,13 +714,10 @@ impl FaultWorld {
             PhaseState::Committed => {
                 // Invariant: after a COMMIT that left nothing to resend, the durable image is
                 // the model.
-                if self.server.durable != c.model {
-                    let diff = self
-                        .server
-                        .durable
-                        .iter()
-                        .zip(&c.model)
-                        .position(|(a, b)| a != b);
+                let durable = self.server.host.mem.durable_data(&self.server.host.file);
+                let durable = durable.unwrap_or_default();
+                if durable != c.model {
+                    let diff = durable.iter().zip(&c.model).position(|(a, b)| a != b);
                     return Err(format!(
                         "phase {}: durable image differs from the model (first at {diff:?})",
                         c.phase
@@ -745,7 +785,7 @@ impl FaultWorld {
     fn diagnose(&self, what: &str) -> String {
         format!(
             "{what} at {:?}: phase {} {:?}, {} calls pending ({} in slots), connected {}, \
-             server down {}, stalled {}",
+             server down {}, {} handlers waiting, stalled {}",
             self.now - self.epoch,
             self.client.phase,
             self.client.phase_state,
@@ -753,6 +793,7 @@ impl FaultWorld {
             self.client.table.in_flight(),
             self.client.table.is_connected(),
             self.server.down_until.is_some(),
+            self.server.host.waiting(),
             self.stalled_until.is_some(),
         )
     }
@@ -763,6 +804,9 @@ impl FaultWorld {
         self.report.retransmissions = st.retransmissions;
         self.report.calls_started = st.calls_started;
         self.report.calls_completed = st.calls_completed;
+        let server = self.server.host.stats();
+        self.report.server_wire_writes = server.wire_write_bytes.count.load(Relaxed);
+        self.report.server_backend_writes = server.backend_write_bytes.count.load(Relaxed);
         if self.report.completed && st.calls_started != st.calls_completed {
             self.report.errors.push(format!(
                 "{} calls started, {} completed",
@@ -805,6 +849,8 @@ impl Op {
 }
 
 struct FaultClient {
+    /// The file's handle, as the server gave it.
+    fh: NfsFh3,
     table: CallTable,
     rx: RecordDecoder,
     /// Connection number; bytes of older connections are ignored.
@@ -825,7 +871,7 @@ impl FaultClient {
         let (args, class) = match &op {
             Op::Write { offset, data } => (
                 Args3::Write(WriteArgs {
-                    file: file_handle(),
+                    file: self.fh.clone(),
                     offset: *offset,
                     count: data.len() as u32,
                     stable: StableHow::UNSTABLE,
@@ -835,7 +881,7 @@ impl FaultClient {
             ),
             Op::Commit => (
                 Args3::Commit(CommitArgs {
-                    file: file_handle(),
+                    file: self.fh.clone(),
                     offset: 0,
                     count: 0,
                 }),
@@ -843,7 +889,7 @@ impl FaultClient {
             ),
             Op::Read { offset, len } => (
                 Args3::Read(ReadArgs {
-                    file: file_handle(),
+                    file: self.fh.clone(),
                     offset: *offset,
                     count: *len as u32,
                 }),
@@ -877,33 +923,34 @@ impl FaultClient {
 struct Job {
     conn: u64,
     xid: u32,
+    cred: Credentials,
     args: Args3,
 }
 
 struct FaultServer {
-    /// What READs see: the durable image plus UNSTABLE writes since the last COMMIT.
-    memory: Vec<u8>,
-    /// What survives a restart.
-    durable: Vec<u8>,
-    /// Boot number; the write verifier is derived from it, so every restart changes it.
-    boot: u64,
+    /// The real NFSv3 server over a MemFs holding the one file: what READs see, what
+    /// write-behind holds, what COMMIT made durable; its verifier changes at every crash.
+    host: Host,
+    /// When the write-behind flusher wants its next step.
+    flush_at: Option<Instant>,
     /// The connection it serves (the client's number), and its decoder.
     conn: u64,
     rx: RecordDecoder,
+    /// Jobs waiting for their service time to pass, by then.
     jobs: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// Every job received and not answered (waiting, or its handler in progress).
     job_args: BTreeMap<u64, Job>,
     next_job: u64,
     down_until: Option<Instant>,
 }
 
 impl FaultServer {
-    fn verifier(&self) -> Verifier {
-        self.boot.to_be_bytes()
-    }
-
+    /// A crash: what was not committed is lost and the verifier changes (MemFs), the process
+    /// starts afresh (a new engine: held writes and calls in progress are gone).
     fn restart(&mut self, up_at: Instant) {
-        self.memory = self.durable.clone();
-        self.boot += 1;
+        self.host.mem.crash();
+        self.host.restart();
+        self.flush_at = None;
         self.jobs.clear();
         self.job_args.clear();
         self.down_until = Some(up_at);
@@ -941,75 +988,45 @@ impl FaultServer {
                 Job {
                     conn: self.conn,
                     xid: call.xid,
+                    cred: call.cred.clone(),
                     args,
                 },
             );
         }
     }
 
+    /// Runs job `id` through the real handler: its reply if it finished at once (else it
+    /// comes from [`Host::poll`]). A backend error drawn for it is injected into the MemFs for
+    /// this call only: EIO on the READ, on the WRITE (its permission check, before anything is
+    /// held), or on a COMMIT's fdatasync or, half the time, on the flush of the data it lands
+    /// (then write-behind remembers the error, reports it at this COMMIT and changes the
+    /// verifier).
     fn execute(
         &mut self,
-        job: &Job,
+        id: u64,
+        now: Instant,
         sc: &FaultScenario,
         chaos: bool,
         rng: &mut ChaCha8Rng,
-    ) -> Vec<Bytes> {
-        let mut w = rpcs::success_header(job.xid);
+    ) -> Option<Vec<Bytes>> {
         let io_error = chaos && rng.gen_bool(sc.io_error_ratio);
-        let wcc = WccData::default();
-        match &job.args {
-            Args3::Write(a) => {
-                let res = if io_error {
-                    NfsResult::Err(Nfsstat3::IO, WriteResFail { file_wcc: wcc })
-                } else {
-                    let data = a.data.to_vec();
-                    let off = a.offset as usize;
-                    self.memory[off..off + data.len()].copy_from_slice(&data);
-                    NfsResult::Ok(WriteResOk {
-                        file_wcc: wcc,
-                        count: a.count,
-                        committed: StableHow::UNSTABLE,
-                        verf: self.verifier(),
-                    })
-                };
-                res.pack(&mut w);
-            }
-            Args3::Commit(_) => {
-                let res = if io_error {
-                    NfsResult::Err(Nfsstat3::IO, CommitResFail { file_wcc: wcc })
-                } else {
-                    self.durable.clone_from(&self.memory);
-                    NfsResult::Ok(CommitResOk {
-                        file_wcc: wcc,
-                        verf: self.verifier(),
-                    })
-                };
-                res.pack(&mut w);
-            }
-            Args3::Read(a) => {
-                let res = if io_error {
-                    NfsResult::Err(
-                        Nfsstat3::IO,
-                        ReadResFail {
-                            file_attributes: None,
-                        },
-                    )
-                } else {
-                    let size = self.memory.len();
-                    let start = (a.offset as usize).min(size);
-                    let end = (start + a.count as usize).min(size);
-                    NfsResult::Ok(ReadResOk {
-                        file_attributes: None,
-                        count: (end - start) as u32,
-                        eof: end == size,
-                        data: Payload::from(self.memory[start..end].to_vec()),
-                    })
-                };
-                res.pack(&mut w);
-            }
-            other => panic!("the simulated client sent {other:?}"),
+        let job = &self.job_args[&id];
+        if io_error {
+            let op = match &job.args {
+                Args3::Read(_) => memfs::Op::Read,
+                Args3::Write(_) => memfs::Op::Write,
+                Args3::Commit(_) if rng.gen_bool(0.5) => memfs::Op::Write,
+                Args3::Commit(_) => memfs::Op::Commit,
+                other => panic!("the simulated client sent {other:?}"),
+            };
+            let fault = Fault::new(op, FaultEffect::Fail(FsError::Io)).on(&self.host.file);
+            self.host.mem.inject(fault.times(1));
         }
-        w.into_segments()
+        let (xid, cred, args) = (job.xid, job.cred.clone(), job.args.clone());
+        let reply = self.host.start(now, id, xid, cred, args);
+        // A fault the call did not reach (nothing held to flush) must not hit a later one.
+        self.host.mem.clear_faults();
+        reply
     }
 }
 

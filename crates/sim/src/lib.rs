@@ -12,16 +12,24 @@
 //!
 //! # What is real and what is modelled
 //! Real: the call table ([`sluice_rpc::client::CallTable`]: XIDs, slots, UDP retransmit timers,
-//! TCP reconnect policy), record marking, RPC call parsing and reply headers, the NFSv3 READ /
-//! GETATTR codecs, the readahead engine ([`sluice_engine::readahead::FileReadahead`]) and the
-//! link model ([`sluice_link::model::LinkDirection`]). Every byte that crosses the simulated
-//! link is a real RPC message, record-marked over TCP, one datagram over UDP.
+//! TCP reconnect policy), record marking, RPC call parsing and reply headers, the NFSv3 codecs,
+//! the readahead engine ([`sluice_engine::readahead::FileReadahead`]), the link model
+//! ([`sluice_link::model::LinkDirection`]), and the server: `sluice_server`'s NFSv3 handlers,
+//! its data path, sequential table, chunk pool and write-behind, over the in-memory backend
+//! (`MemFs`), hosted in virtual time by `host` through the engine's hooks (a manual clock,
+//! blocking work inline, the write-behind flusher stepped by the event loop). Every byte that
+//! crosses the simulated link is a real RPC message, record-marked over TCP, one datagram over
+//! UDP.
 //!
 //! Modelled here: an application (a sequential reader, random 4 KiB reads, two interleaved
 //! readers, a pipelined bulk reader, a GETATTR storm), the client's page cache, TCP send
-//! buffers with backpressure from the bottleneck queue, and a server that serves one in-memory
-//! file after a per-call service time with bounded concurrency. The file's content is a
-//! position-dependent pattern ([`content`]) and every byte the application receives is checked.
+//! buffers with backpressure from the bottleneck queue, and the server's costs: a per-call
+//! service time with bounded concurrency around the real handler (which takes no virtual time
+//! itself). Not run: the server's socket driver and RPC service layer (duplicate request cache,
+//! statistics per procedure); the worlds parse calls and frame replies themselves. The file's
+//! content is a position-dependent pattern ([`content`]) written into the MemFs, and every
+//! byte the application receives is checked. The [`faults`] world adds crashes and EIO through
+//! the MemFs's own faults.
 //!
 //! # The event loop
 //! ```text
@@ -30,7 +38,8 @@
 //!            │  s2c.poll_deliver ─► client.on_segment ─► RecordDecoder ─► CallTable.handle_reply │
 //!            │                                            ─► cache, FileReadahead.on_fetch_complete
 //!            │  c2s.poll_deliver ─► server.on_segment ─► RecordDecoder ─► parse_call ─► queue    │
-//!            │  server.step      : finish due service ─► encode reply ─► frame ─► s2c.offer       │
+//!            │  server.step      : due service ─► Host: real handler ─► frame ─► s2c.offer       │
+//!            │                     woken handlers, write-behind flusher step                    │
 //!            │  client.step      : CallTable timers/events, readers ─► FileReadahead.on_read      │
 //!            │                     ─► start_call ─► poll_transmit ─► frame ─► c2s.offer         │
 //!            └──────────────────────────────────────────────────────────────────────────────────┘
@@ -39,6 +48,7 @@
 //!   now = min( c2s.poll_timeout, s2c.poll_timeout,      (next delivery)
 //!              CallTable.poll_timeout,                  (UDP retransmit, major timeout)
 //!              server service completion,
+//!              write-behind flusher deadline,
 //!              room_timeout of a blocked TCP sender )   (backpressure)
 //!                 │
 //!                 └──► until the application is done and every call has completed
@@ -60,18 +70,20 @@
 //! | [`scenario`] | [`Scenario`], [`Pattern`], [`Report`]                            |
 //! | `world`      | the event loop above, [`run`]                                    |
 //! | `client`     | readers, cache, readahead contract, the call table driver        |
-//! | `server`     | call parsing, READ/GETATTR execution, service time, concurrency  |
+//! | `server`     | call parsing, service time and concurrency around `host`         |
 //! | `pipe`       | TCP send buffers and datagrams on the link model                 |
 //! | [`content`]  | the file's position-dependent pattern                            |
 //! | [`grid`]     | the RTT × rate acceptance grid and its markdown table            |
 //! | [`cache`]    | range sets and the page cache                                    |
 //! | [`faults`]   | resets, stalls, restarts, EIO against a write+read model (own world) |
+//! | `host`       | the real NFSv3 server over MemFs, polled in virtual time         |
 
 pub mod cache;
 mod client;
 pub mod content;
 pub mod faults;
 pub mod grid;
+mod host;
 mod pipe;
 pub mod scenario;
 mod server;

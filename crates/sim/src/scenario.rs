@@ -225,6 +225,9 @@ pub struct Report {
     pub link_s2c: DirectionStats,
     /// Calls the server executed (retransmissions included).
     pub server_calls: u64,
+    /// Readahead the real server's sequential table asked of its backend, bytes (MemFs takes the
+    /// hint and ignores it; the count shows the table saw the reader).
+    pub server_readahead_bytes: u64,
     /// Bytes the client fetched for a waiting reader that the readahead engine had not asked
     /// for (0 unless the engine breaks its contract).
     pub gap_fetch_bytes: u64,

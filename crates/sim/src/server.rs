@@ -1,48 +1,43 @@
-//! The simulated NFSv3 server: real call parsing and codecs over an in-memory file.
+//! The read world's NFSv3 server: the real handlers ([`Host`]) behind the simulated link, with
+//! a modelled service time and bounded concurrency around them.
 //!
 //! ```text
 //!  segments ─► RecordDecoder (TCP) ─► parse_call ─► decode_args ─► waiting ─► in service
 //!                                       │ not a call: reply_for          (≤ concurrency,
 //!                                       ▼                                 service_time each)
-//!                               reply builders ◄──────── encode READ/GETATTR results ◄┘
-//!                                       │
+//!                               reply builders ◄── Host: Nfs3::handle over MemFs ◄───────┘
+//!                                       │            (a handler that must wait keeps its slot)
 //!                                       └─► frame + StreamTx (TCP) / one datagram (UDP) ─► link
 //! ```
 //!
-//! READ data are zero-copy slices of [`Content`]. Calls are executed as often as they arrive
-//! (no duplicate request cache: READ and GETATTR are idempotent, and counting re-executions is
-//! part of what the simulator measures).
+//! The service time is the cost model of a server (a disk, a CPU); the handlers add none, as
+//! virtual time does not pass while they run. The file is the scenario's pattern
+//! ([`Content`]) written into the MemFs, so every byte the application receives is still
+//! checked; READs copy it into pooled chunks as production's chunk path does. Calls are
+//! executed as often as they arrive (no duplicate request cache: READ and GETATTR are
+//! idempotent, and counting re-executions is part of what the simulator measures).
 
 use crate::content::Content;
+use crate::host::Host;
 use crate::pipe::{send_datagram, Segment, StreamTx};
 use bytes::Bytes;
+use sluice_engine::pool::CHUNK_BYTES;
 use sluice_link::model::LinkDirection;
 use sluice_rpc::client::Transport;
 use sluice_rpc::record::{self, RecordDecoder};
-use sluice_rpc::server::{self as rpcs, CallParse};
-use sluice_xdr::nfs3::{
-    self, Args3, Fattr3, GetattrRes, GetattrResOk, NfsFh3, NfsResult, Nfsstat3, ReadRes,
-    ReadResFail, ReadResOk,
-};
-use sluice_xdr::{Pack, Payload};
+use sluice_rpc::server::{self as rpcs, CallParse, Credentials};
+use sluice_server::io::IoConfig;
+use sluice_server::Transport as ServerTransport;
+use sluice_xdr::nfs3::{self, Args3, NfsFh3};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
-
-/// Largest READ the server answers in full (its FSINFO rtmax): 1 MiB, Linux nfsd's default.
-pub const RTMAX_BYTES: u32 = 1024 * 1024;
-
-/// The one file's handle.
-pub fn file_handle() -> NfsFh3 {
-    NfsFh3(Bytes::from_static(b"sluice-sim-file-0001"))
-}
 
 /// Counters.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ServerStats {
     pub calls: u64,
     pub not_calls: u64,
-    pub read_bytes: u64,
     pub waiting_peak: usize,
 }
 
@@ -50,13 +45,13 @@ pub struct ServerStats {
 struct Job {
     conn: u64,
     xid: u32,
+    cred: Credentials,
     args: Args3,
 }
 
 pub struct Server {
     transport: Transport,
-    content: Content,
-    attr: Fattr3,
+    host: Host,
     service_time: Duration,
     concurrency: usize,
     /// Current TCP connection and its decoder / send buffer.
@@ -66,8 +61,13 @@ pub struct Server {
     waiting: VecDeque<Job>,
     /// Jobs in service, by completion time then arrival.
     in_service: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// Jobs in service or whose handler is waiting (they keep their slot).
     jobs: BTreeMap<u64, Job>,
+    /// Handlers in progress after their service time: job id → connection.
+    running: BTreeMap<u64, u64>,
     next_job: u64,
+    /// When the write-behind flusher wants its next step.
+    flush_at: Option<Instant>,
     /// Replies that need no service (answers to records that were not calls).
     ready: VecDeque<(u64, Vec<Bytes>)>,
     /// UDP replies that could not be sent: counted here (lost in the client's eyes).
@@ -78,23 +78,32 @@ pub struct Server {
 impl Server {
     pub fn new(
         transport: Transport,
-        content: Content,
+        content: &Content,
         file_bytes: u64,
         service_time: Duration,
         concurrency: Option<usize>,
+        epoch: Instant,
     ) -> Self {
-        let attr = Fattr3 {
-            mode: 0o644,
-            nlink: 1,
-            size: file_bytes,
-            used: file_bytes,
-            fileid: 1,
-            ..Fattr3::default()
+        let server_transport = match transport {
+            Transport::Tcp => ServerTransport::Tcp,
+            Transport::Udp => ServerTransport::Udp,
         };
+        // READ replies are slices of pooled chunks and the client's cache keeps them: room for
+        // the whole file several times over (a chunk is allocated only when first used), so a
+        // READ never waits for the pool, which would block the thread in real time.
+        let chunks = usize::try_from(file_bytes.div_ceil(CHUNK_BYTES as u64)).expect("fits");
+        let mut io = IoConfig::default();
+        io.pool.chunks_max = io.pool.chunks_max.max(4 * chunks);
+        let host = Host::new(
+            &content.slices(0, file_bytes),
+            false,
+            epoch,
+            server_transport,
+            io,
+        );
         Server {
             transport,
-            content,
-            attr,
+            host,
             service_time,
             concurrency: concurrency.unwrap_or(usize::MAX).max(1),
             conn: 0,
@@ -103,11 +112,23 @@ impl Server {
             waiting: VecDeque::new(),
             in_service: BinaryHeap::new(),
             jobs: BTreeMap::new(),
+            running: BTreeMap::new(),
             next_job: 0,
+            flush_at: None,
             ready: VecDeque::new(),
             dropped_replies: 0,
             stats: ServerStats::default(),
         }
+    }
+
+    /// The file's handle, as the server hands it out.
+    pub fn file_handle(&self) -> NfsFh3 {
+        self.host.file_handle()
+    }
+
+    /// The real server's counters.
+    pub fn server_stats(&self) -> &sluice_server::stats::Stats {
+        self.host.stats()
     }
 
     /// A segment from the client arrived.
@@ -152,14 +173,29 @@ impl Server {
                 break;
             }
             self.in_service.pop();
-            let job = self.jobs.remove(&id).expect("job in service");
             progress = true;
-            if job.conn == self.conn {
-                let reply = self.execute(&job);
+            let job = self.jobs.remove(&id).expect("job in service");
+            if job.conn != self.conn {
+                continue;
+            }
+            match self.host.start(now, id, job.xid, job.cred, job.args) {
+                Some(reply) => self.send(now, link, reply),
+                None => {
+                    self.running.insert(id, job.conn);
+                }
+            }
+        }
+        for (id, reply) in self.host.poll(now) {
+            progress = true;
+            let conn = self.running.remove(&id).expect("a running handler");
+            if conn == self.conn {
                 self.send(now, link, reply);
             }
         }
-        while self.in_service.len() < self.concurrency {
+        if self.flush_at.is_none_or(|t| t <= now) {
+            self.flush_at = self.host.flush_due(now).filter(|&t| t > now);
+        }
+        while self.in_service.len() + self.running.len() < self.concurrency {
             let Some(job) = self.waiting.pop_front() else {
                 break;
             };
@@ -183,12 +219,12 @@ impl Server {
         } else {
             None
         };
-        service.into_iter().chain(room).min()
+        [service, room, self.flush_at].into_iter().flatten().min()
     }
 
     /// Calls received and not yet answered.
     pub fn outstanding(&self) -> usize {
-        self.waiting.len() + self.jobs.len()
+        self.waiting.len() + self.jobs.len() + self.running.len()
     }
 
     fn on_record(&mut self, conn: u64, rec: Vec<Bytes>) {
@@ -215,47 +251,10 @@ impl Server {
         self.waiting.push_back(Job {
             conn,
             xid: call.xid,
+            cred: call.cred.clone(),
             args,
         });
         self.stats.waiting_peak = self.stats.waiting_peak.max(self.waiting.len());
-    }
-
-    /// The reply message for a job.
-    fn execute(&mut self, job: &Job) -> Vec<Bytes> {
-        let mut w = rpcs::success_header(job.xid);
-        match &job.args {
-            Args3::Read(a) => {
-                let res: ReadRes = if a.file != file_handle() {
-                    NfsResult::Err(
-                        Nfsstat3::STALE,
-                        ReadResFail {
-                            file_attributes: None,
-                        },
-                    )
-                } else {
-                    let size = self.attr.size;
-                    let count = a.count.min(RTMAX_BYTES);
-                    let n = u64::from(count).min(size.saturating_sub(a.offset));
-                    self.stats.read_bytes += n;
-                    NfsResult::Ok(ReadResOk {
-                        file_attributes: Some(self.attr),
-                        count: n as u32,
-                        eof: a.offset + n >= size,
-                        data: Payload::from_chunks(self.content.slices(a.offset, n)),
-                    })
-                };
-                res.pack(&mut w);
-            }
-            Args3::Getattr(_) => {
-                let res: GetattrRes = NfsResult::Ok(GetattrResOk {
-                    obj_attributes: self.attr,
-                });
-                res.pack(&mut w);
-            }
-            Args3::Null(()) => {}
-            _ => return rpcs::proc_unavail(job.xid),
-        }
-        w.into_segments()
     }
 
     fn send(&mut self, now: Instant, link: &mut LinkDirection<Segment>, reply: Vec<Bytes>) {

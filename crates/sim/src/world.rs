@@ -68,20 +68,22 @@ impl World {
             Transport::Udp => Mode::Datagram,
         };
         let content = Content::new(sc.seed);
+        let server = Server::new(
+            sc.transport,
+            &content,
+            sc.file_bytes,
+            sc.server_service_time,
+            sc.server_concurrency,
+            epoch,
+        );
         World {
             sc: sc.clone(),
             epoch,
             now: epoch,
             c2s: LinkDirection::new(&forward, Direction::Forward, mode, epoch),
             s2c: LinkDirection::new(&reverse, Direction::Reverse, mode, epoch),
-            client: Client::new(sc, epoch, content.clone()),
-            server: Server::new(
-                sc.transport,
-                content,
-                sc.file_bytes,
-                sc.server_service_time,
-                sc.server_concurrency,
-            ),
+            client: Client::new(sc, epoch, content, server.file_handle()),
+            server,
             finished_at: None,
             stuck: None,
         }
@@ -218,6 +220,12 @@ impl World {
             link_c2s: c2s,
             link_s2c: s2c,
             server_calls: self.server.stats.calls,
+            server_readahead_bytes: self
+                .server
+                .server_stats()
+                .engine
+                .readahead_bytes
+                .load(std::sync::atomic::Ordering::Relaxed),
             gap_fetch_bytes: stats.gap_fetch_bytes,
             cache_bytes_peak: stats.cache_bytes_peak,
             data_errors: stats.data_errors,

@@ -63,6 +63,8 @@ struct Totals {
     retransmissions: u64,
     writes: u64,
     read_bytes: u64,
+    server_wire_writes: u64,
+    server_backend_writes: u64,
 }
 
 fn run_range(range: Range<u64>) -> Totals {
@@ -79,6 +81,8 @@ fn run_range(range: Range<u64>) -> Totals {
         t.retransmissions += r.retransmissions;
         t.writes += r.writes_acked;
         t.read_bytes += r.reads_checked_bytes;
+        t.server_wire_writes += r.server_wire_writes;
+        t.server_backend_writes += r.server_backend_writes;
     }
     println!("totals: {t:?}");
     t
@@ -99,6 +103,11 @@ fn nothing_is_lost_under_resets_stalls_restarts_and_eio() {
         );
         assert!(
             t.retransmissions > 0 && t.writes > 0 && t.read_bytes > 0,
+            "{t:?}"
+        );
+        // The real server's write-behind carried the data to the backend.
+        assert!(
+            t.server_wire_writes >= t.writes && t.server_backend_writes > 0,
             "{t:?}"
         );
     }

@@ -235,6 +235,16 @@ impl MemFs {
         st.verifier = st.verifier.wrapping_add(1);
     }
 
+    /// What the regular file `fh` would hold after a [`MemFs::crash`] now: its committed
+    /// contents (`None` if `fh` is not a regular file here). For checking durability
+    /// invariants from outside, as the simulator does after every COMMIT.
+    pub fn durable_data(&self, fh: &FileHandle) -> Option<Vec<u8>> {
+        let st = self.lock();
+        let id = self.id_of(&st, fh).ok()?;
+        let node = st.nodes.get(&id)?;
+        (node.ftype == FileType::Regular).then(|| node.durable.clone())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding the lock is a bug in this file; the state is still consistent
         // enough for the tests that observe it.

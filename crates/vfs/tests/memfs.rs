@@ -245,3 +245,21 @@ fn permissions_read_only_callers_and_foreign_handles_are_refused() {
     let forged = FileHandle::from_slice(b"not ours").unwrap();
     assert_eq!(fs.getattr(&forged).unwrap_err(), FsError::BadHandle);
 }
+
+#[test]
+fn durable_data_is_what_a_crash_would_leave() {
+    let fs = fs();
+    let fh = create(&fs, "f");
+    write(&fs, &fh, 0, b"old!", StableHow::Unstable).unwrap();
+    assert_eq!(fs.durable_data(&fh).unwrap(), b"");
+    fs.commit(&user(), &fh, 0, 0).unwrap();
+    write(&fs, &fh, 0, b"new", StableHow::Unstable).unwrap();
+    assert_eq!(fs.durable_data(&fh).unwrap(), b"old!");
+    fs.crash();
+    assert_eq!(read(&fs, &fh, 0, 4).unwrap(), b"old!");
+    assert_eq!(
+        fs.durable_data(&fs.root_handle()),
+        None,
+        "not a regular file"
+    );
+}

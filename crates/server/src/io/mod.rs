@@ -36,7 +36,8 @@ use crate::stats::Stats;
 use sluice_engine::pool::PoolConfig;
 use sluice_engine::seqtable::SeqTableConfig;
 use sluice_engine::writebehind::WriteBehindConfig;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// How long a run of held writes waits for its missing neighbours before it is flushed as it
 /// is: 250 ms, not the core's 30 ms. A client's window of 16 × 1 MiB WRITEs takes ~130 ms to
@@ -90,9 +91,86 @@ impl Default for IoConfig {
     }
 }
 
+/// Where the engine's time and blocking work come from: the two seams a deterministic
+/// simulator needs, and nothing else. Production uses the defaults (the system clock, tokio's
+/// blocking pool, the write-behind flusher as a task); `sluice-sim` drives the same code from
+/// its single-threaded virtual-time loop with a [`Clock::Manual`] and [`Blocking::Inline`], and
+/// calls [`writebehind::WriteBehindDriver::flush_due`] itself instead of running the flusher task.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    pub clock: Clock,
+    pub blocking: Blocking,
+}
+
+/// The clock write-behind reads (arrival times, gap waits, deadlines).
+#[derive(Clone, Default)]
+pub enum Clock {
+    /// `Instant::now()`.
+    #[default]
+    System,
+    /// A time the owner sets ([`ManualClock::set`]): a simulator's virtual now.
+    Manual(Arc<ManualClock>),
+}
+
+impl Clock {
+    pub fn now(&self) -> Instant {
+        match self {
+            Clock::System => Instant::now(),
+            Clock::Manual(m) => m.now(),
+        }
+    }
+}
+
+/// A clock that moves only when told to.
+#[derive(Debug)]
+pub struct ManualClock(Mutex<Instant>);
+
+impl ManualClock {
+    pub fn new(now: Instant) -> Arc<ManualClock> {
+        Arc::new(ManualClock(Mutex::new(now)))
+    }
+
+    pub fn now(&self) -> Instant {
+        *self.0.lock().expect("clock lock")
+    }
+
+    /// Moves the clock to `now` (never backwards: a monotonic clock is what readers assume).
+    pub fn set(&self, now: Instant) {
+        let mut t = self.0.lock().expect("clock lock");
+        *t = (*t).max(now);
+    }
+}
+
+/// Where blocking backend work runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Blocking {
+    /// tokio's blocking pool (`spawn_blocking`): backend calls are syscalls that may sleep.
+    #[default]
+    Pool,
+    /// On the caller, at once: for a backend that never blocks (the in-memory one) driven
+    /// without a runtime. Also turns io_uring off (its reaper is a task).
+    Inline,
+}
+
+impl Hooks {
+    /// Runs blocking backend work as [`Hooks::blocking`] says; `None` if it panicked on the
+    /// pool (logged). Inline work that panics unwinds into the caller.
+    pub async fn spawn<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        match self.blocking {
+            Blocking::Pool => crate::datapath::spawn(f).await,
+            Blocking::Inline => Some(f()),
+        }
+    }
+}
+
 /// The engine of one server.
 pub struct Engine {
     pub config: IoConfig,
+    /// Clock and blocking-work policy ([`Hooks`]); the defaults in production.
+    pub hooks: Hooks,
     pub seq: seq::Sequential,
     pub pool: Arc<pool::BufPool>,
     pub wb: Arc<writebehind::WriteBehindDriver>,
@@ -105,6 +183,19 @@ impl Engine {
     /// On a configuration the cores refuse (zero sizes), or a pool that could not hold one
     /// READ of `read_bytes_max` (it would wait forever).
     pub fn new(config: IoConfig, read_bytes_max: u32, stats: Arc<Stats>) -> Arc<Engine> {
+        Engine::with_hooks(config, read_bytes_max, stats, Hooks::default())
+    }
+
+    /// [`Engine::new`] with a clock and blocking policy of the caller's (a simulator's).
+    ///
+    /// # Panics
+    /// As [`Engine::new`].
+    pub fn with_hooks(
+        config: IoConfig,
+        read_bytes_max: u32,
+        stats: Arc<Stats>,
+        hooks: Hooks,
+    ) -> Arc<Engine> {
         assert!(
             config.pool.chunks_max * config.pool.chunk_bytes >= read_bytes_max as usize,
             "the chunk pool must hold at least one READ of rtmax bytes"
@@ -116,14 +207,30 @@ impl Engine {
                 stats.clone(),
             ),
             pool: pool::BufPool::new(config.pool.clone(), config.pool_wait, stats.clone()),
-            wb: writebehind::WriteBehindDriver::new(config.write_behind.clone(), stats),
+            wb: writebehind::WriteBehindDriver::with_hooks(
+                config.write_behind.clone(),
+                stats,
+                hooks.clone(),
+            ),
             // the ring's reaper runs on the runtime: none outside one (some unit tests)
-            uring: if config.uring_reads && tokio::runtime::Handle::try_current().is_ok() {
+            uring: if config.uring_reads
+                && hooks.blocking == Blocking::Pool
+                && tokio::runtime::Handle::try_current().is_ok()
+            {
                 uring::UringReads::new()
             } else {
                 None
             },
             config,
+            hooks,
         })
+    }
+
+    /// Blocking backend work, as the engine's [`Hooks`] say.
+    pub async fn spawn<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        self.hooks.spawn(f).await
     }
 }

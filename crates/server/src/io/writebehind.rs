@@ -74,6 +74,7 @@
 //! pass it waits in [`WriteBehindDriver::admit`] (holding its connection's call slot, so the
 //! client is slowed by TCP), and the core flushes under pressure so that the wait ends.
 
+use super::{Blocking, Hooks};
 use crate::backend::{self, Attr, Caller, FileHandle, FileSystem, FileType, FsError};
 use crate::stats::Stats;
 use bytes::Bytes;
@@ -126,6 +127,8 @@ pub struct WriteBehindDriver {
     /// A flush completed or an admission was returned: wakes COMMITs and admissions waiting.
     done: Notify,
     stats: Arc<Stats>,
+    /// The clock, and where flushes run ([`Hooks`]).
+    hooks: Hooks,
 }
 
 struct State {
@@ -150,6 +153,14 @@ struct FileCtx {
 
 impl WriteBehindDriver {
     pub fn new(config: WriteBehindConfig, stats: Arc<Stats>) -> Arc<Self> {
+        WriteBehindDriver::with_hooks(config, stats, Hooks::default())
+    }
+
+    /// [`WriteBehindDriver::new`] with the caller's clock and blocking policy. With
+    /// [`Blocking::Inline`] a flush is written and completed inside the call that issues it,
+    /// and nobody runs [`WriteBehindDriver::run_flusher`]: the owner calls
+    /// [`WriteBehindDriver::flush_due`] when its deadline comes.
+    pub fn with_hooks(config: WriteBehindConfig, stats: Arc<Stats>, hooks: Hooks) -> Arc<Self> {
         Arc::new(WriteBehindDriver {
             state: Mutex::new(State {
                 core: WriteBehind::new(config),
@@ -161,6 +172,7 @@ impl WriteBehindDriver {
             wake: Notify::new(),
             done: Notify::new(),
             stats,
+            hooks,
         })
     }
 
@@ -173,7 +185,7 @@ impl WriteBehindDriver {
             done.as_mut().enable();
             {
                 let mut st = self.lock();
-                if st.core.admit(Instant::now(), len) == Admit::Ok {
+                if st.core.admit(self.hooks.clock.now(), len) == Admit::Ok {
                     self.publish(&st);
                     return;
                 }
@@ -212,7 +224,7 @@ impl WriteBehindDriver {
         let before = st.core.stats().overwritten_bytes;
         let held = Held(Arc::new(HeldWrite { chunks, caller }));
         st.core
-            .on_write(Instant::now(), key.clone(), offset, len, held);
+            .on_write(self.hooks.clock.now(), key.clone(), offset, len, held);
         let overwritten = st.core.stats().overwritten_bytes - before;
         let ctx = st.files.entry(key).or_insert_with(|| FileCtx {
             fs: fs.clone(),
@@ -341,20 +353,8 @@ impl WriteBehindDriver {
             let wake = self.wake.notified();
             tokio::pin!(wake);
             wake.as_mut().enable();
-            let (ops, deadline) = {
-                let mut st = self.lock();
-                let now = Instant::now();
-                let mut ops = Vec::new();
-                while let Some(op) = st.core.poll_flush(now) {
-                    st.in_flight.insert(op.id);
-                    ops.push(op);
-                }
-                (ops, st.core.poll_timeout())
-            };
-            for op in ops {
-                self.start(op);
-            }
-            let now = Instant::now();
+            let deadline = self.flush_due(self.hooks.clock.now());
+            let now = self.hooks.clock.now();
             match deadline {
                 None => wake.await,
                 Some(d) => {
@@ -366,6 +366,25 @@ impl WriteBehindDriver {
                 }
             }
         }
+    }
+
+    /// One round of the flusher: issues every flush the core says is due at `now`, and returns
+    /// when it next wants to be called (`None`: only after a new write or a completion). The
+    /// flusher task calls it in its loop; a simulator calls it from its event loop.
+    pub fn flush_due(self: &Arc<Self>, now: Instant) -> Option<Instant> {
+        let ops = {
+            let mut st = self.lock();
+            let mut ops = Vec::new();
+            while let Some(op) = st.core.poll_flush(now) {
+                st.in_flight.insert(op.id);
+                ops.push(op);
+            }
+            ops
+        };
+        for op in ops {
+            self.start(op);
+        }
+        self.lock().core.poll_timeout()
     }
 
     // ---- helpers -------------------------------------------------------------------------
@@ -392,6 +411,15 @@ impl WriteBehindDriver {
             (ctx.fs.clone(), ctx.discard)
         };
         tracing::debug!(reason = ?op.reason, offset = op.offset, len = op.len, "write-behind flush");
+        if self.hooks.blocking == Blocking::Inline {
+            let result = if discard {
+                Ok(())
+            } else {
+                write_run(&*fs, &op, &self.stats)
+            };
+            self.complete(op.id, &op.file, op.len, result);
+            return;
+        }
         let me = self.clone();
         tokio::spawn(async move {
             let (id, file, len) = (op.id, op.file.clone(), op.len);
