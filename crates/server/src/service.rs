@@ -28,7 +28,7 @@
 //!   reworked, and a refusal there needs a bound that includes its own record limit.)
 //!
 //! The request types (`Peer`, `Transport`, `Reply`, the [`Service`] trait) are this layer's
-//! ([`request`]): the socket driver (`crate::net`) produces and consumes them, the protocol
+//! (`service/request.rs`): the socket driver (`crate::net`) produces and consumes them, the protocol
 //! handlers take them.
 
 pub mod registry;

@@ -1,7 +1,8 @@
 //! The layering the NFSv4 work relies on: the file-system layer and the data path name no
 //! NFSv3 type, so a second protocol version calls them as they are. The file-system layer is a
 //! crate without the XDR crate (the compiler enforces it as long as the dependency stays out,
-//! which this test checks); the server's shared modules are checked by name.
+//! which this test checks); the server's shared modules are checked by name. And the protocol
+//! handlers take their request types from the RPC service layer, not from the socket driver.
 
 use std::path::Path;
 
