@@ -37,6 +37,7 @@ use sluice_engine::readahead::{Budget, ReadaheadMode};
 use sluice_rpc::client::{CallTableConfig, ProcId, Transport};
 use sluice_rpc::rtt::TimerClass;
 use sluice_xdr::nfs3::{self, proc_, *};
+use sluice_xdr::procs::ProcInfo;
 use sluice_xdr::rpc::{AuthSys, OpaqueAuth};
 use sluice_xdr::{mount3, portmap, Pack, Payload, Reader, Unpack, Writer};
 use std::marker::PhantomData;
@@ -984,10 +985,7 @@ impl<O> Pending<O> {
             Err(e) => Err(NfsError::Rpc(e)),
         };
         sample.error = result.is_err();
-        let name = proc_::NAMES
-            .get(self.proc_ as usize)
-            .copied()
-            .unwrap_or("?");
+        let name = sluice_xdr::procs::lookup(&nfs3::PROCS, self.proc_).map_or("?", |f| f.name);
         self.client
             .inner
             .stats
@@ -1010,17 +1008,10 @@ fn decode_void(_: &mut Reader<'_>) -> sluice_xdr::Result<Result<(), Nfsstat3>> {
     Ok(Ok(()))
 }
 
-/// The RTT class of each procedure (see `sluice_rpc::rtt`).
+/// The RTT class of each procedure (see `sluice_rpc::rtt`): the `timer` of its row in the
+/// NFSv3 procedure table.
 fn timer_class(p: u32) -> TimerClass {
-    match p {
-        proc_::READ | proc_::READLINK => TimerClass::Read,
-        proc_::WRITE | proc_::COMMIT => TimerClass::Write,
-        proc_::GETATTR | proc_::ACCESS | proc_::FSSTAT | proc_::FSINFO | proc_::PATHCONF => {
-            TimerClass::Getattr
-        }
-        proc_::LOOKUP | proc_::READDIR | proc_::READDIRPLUS => TimerClass::Lookup,
-        _ => TimerClass::Other,
-    }
+    sluice_xdr::procs::lookup(&nfs3::PROCS, p).map_or(TimerClass::Other, |r| r.timer)
 }
 
 fn diropargs(dir: &NfsFh3, name: &str) -> DirOpArgs3 {
@@ -1343,7 +1334,14 @@ async fn raw_call<T>(
     let segments = w.into_segments();
     let bytes_sent = segments.iter().map(|s| s.len()).sum();
     let id = ProcId { prog, vers, proc_ };
-    let outcome = rpc.call(id, cred, segments, TimerClass::Other).await;
+    let table: &'static [ProcInfo] = if prog == mount3::PROGRAM {
+        &mount3::PROCS
+    } else {
+        &portmap::PROCS
+    };
+    let facts = sluice_xdr::procs::lookup(table, proc_);
+    let class = facts.map_or(TimerClass::Other, |f| f.timer);
+    let outcome = rpc.call(id, cred, segments, class).await;
     let mut sample = Sample {
         bytes_sent,
         ..Sample::default()
@@ -1359,12 +1357,7 @@ async fn raw_call<T>(
         Err(e) => Err(NfsError::Rpc(e)),
     };
     sample.error = result.is_err();
-    let names: &[&'static str] = if prog == mount3::PROGRAM {
-        &mount3::proc_::NAMES
-    } else {
-        &portmap::proc_::NAMES
-    };
-    let name = names.get(proc_ as usize).copied().unwrap_or("?");
+    let name = facts.map_or("?", |f| f.name);
     stats
         .lock()
         .expect("stats lock")

@@ -4,8 +4,8 @@
 //! An NFS server answers a GETATTR from memory in microseconds and a cold 1 MiB READ after a disk
 //! seek and a megabyte of serialisation. One estimator for both would either retransmit READs
 //! spuriously or wait needlessly long for a lost GETATTR. Like Linux's `rpc_rtt` (net/sunrpc,
-//! timer.c) the estimator keeps one state per [`TimerClass`]; the client's procedure table picks
-//! the class.
+//! timer.c) the estimator keeps one state per [`TimerClass`]; the procedure tables in
+//! `sluice_xdr::procs` pick the class.
 //!
 //! # The estimator (Jacobson/Karels, RFC 6298 §2)
 //! ```text
@@ -48,34 +48,9 @@
 
 use std::time::{Duration, Instant};
 
-/// Which RTT estimate a call uses. The client's procedure table maps procedures to classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TimerClass {
-    /// READ (and READLINK): payload-sized replies, disk latency on cache misses.
-    Read,
-    /// WRITE and COMMIT: payload-sized calls, may wait for stable storage.
-    Write,
-    /// GETATTR, ACCESS, FSSTAT...: small, usually served from memory.
-    Getattr,
-    /// LOOKUP and READDIR(PLUS): metadata that may need the disk.
-    Lookup,
-    /// Everything else (namespace changes, NULL, MOUNT).
-    Other,
-}
-
-impl TimerClass {
-    pub const ALL: [TimerClass; 5] = [
-        TimerClass::Read,
-        TimerClass::Write,
-        TimerClass::Getattr,
-        TimerClass::Lookup,
-        TimerClass::Other,
-    ];
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
+/// Which RTT estimate a call uses. Defined beside the procedure tables that choose it
+/// (`sluice_xdr::procs`, each row's `timer`), re-exported here where the estimator uses it.
+pub use sluice_xdr::procs::TimerClass;
 
 /// Settings of an [`RttEstimator`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 /// back channel's table" (it takes them out itself, so their deadlines start at the send).
 #[derive(Debug)]
 pub(crate) enum Outbound {
-    Reply(crate::net::Reply),
+    Reply(crate::service::Reply),
     Calls,
 }
 
@@ -114,7 +114,7 @@ impl BackChannel {
         result
     }
 
-    /// The connection's number (the `conn_id` of its [`crate::net::Peer`]).
+    /// The connection's number (the `conn_id` of its [`crate::service::Peer`]).
     pub fn conn_id(&self) -> u64 {
         self.shared.conn_id
     }
@@ -330,7 +330,8 @@ mod tests {
     //! the codecs only), so what goes over the wire is exactly what the test sees. The test
     //! program with the real client transport is `crates/server/tests/backchannel.rs`.
     use super::*;
-    use crate::net::{self, NetConfig, Peer, Service};
+    use crate::net::{self, NetConfig};
+    use crate::service::{self, Peer, Service};
     use sluice_rpc::client::RpcError;
     use sluice_rpc::record::{RecordDecoder, RecordDecoderConfig};
     use sluice_rpc::server::{self as rpcs, CallParse};
@@ -353,7 +354,11 @@ mod tests {
     }
 
     impl Service for Echo {
-        async fn handle(self: Arc<Self>, _peer: Peer, record: Vec<Bytes>) -> Option<net::Reply> {
+        async fn handle(
+            self: Arc<Self>,
+            _peer: Peer,
+            record: Vec<Bytes>,
+        ) -> Option<service::Reply> {
             self.records.fetch_add(1, Ordering::Relaxed);
             let CallParse::Call(call) = rpcs::parse_call(&record) else {
                 return None;

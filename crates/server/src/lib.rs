@@ -2,7 +2,9 @@
 //!
 //! ```text
 //!   net (tokio driver: TCP/UDP, record marking, concurrency limits)
-//!    └─ service (RPC dispatch: PORTMAP v2, MOUNT v3, NFS v3; stats; request logs)
+//!    └─ service (the RPC service layer: Peer/Transport/Reply; a program registry of procedure
+//!        │        tables (PORTMAP v2, MOUNT v3, NFS v3), each row a `sluice_xdr::procs` fact
+//!        │        plus its handler; duplicate request cache, stats and request logs off the rows)
 //!        ├─ portmap   (answers for the one port)
 //!        ├─ mountd    (export roots, mount list)
 //!        └─ nfs       (the 22 procedures: wire types <-> neutral types, in `nfs/map.rs` only)
@@ -29,7 +31,7 @@ pub mod stats;
 
 /// Who sent a call and over what: the types every program's handlers take (outside the crate,
 /// name them from here; where they are defined is the crate's business).
-pub use net::{Peer, Reply, Transport};
+pub use service::{Peer, Reply, Transport};
 
 use backend::{Export, LocalFs, LocalFsConfig};
 use std::net::SocketAddr;

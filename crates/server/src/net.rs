@@ -40,11 +40,14 @@
 
 use crate::backchannel::Outbound;
 pub use crate::backchannel::{BackChannel, Connections};
+/// The request types are the RPC service layer's ([`crate::service`]); named here too so that
+/// code written before they moved keeps compiling. Protocol handlers name them from `service`
+/// (`tests/layering.rs` checks).
+pub use crate::service::{Peer, Reply, Service, Transport};
 use crate::splice::SplicedData;
 use bytes::{Bytes, BytesMut};
 use sluice_rpc::duplex::{classify, MsgKind, OutgoingConfig};
 use sluice_rpc::record::{self, RecordDecoder, RecordDecoderConfig};
-use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -98,66 +101,6 @@ impl Default for NetConfig {
             callbacks: OutgoingConfig::default(),
         }
     }
-}
-
-/// Who sent a call.
-#[derive(Debug, Clone)]
-pub struct Peer {
-    pub addr: SocketAddr,
-    /// A number unique to the connection (0 for UDP), for the duplicate request cache.
-    pub conn_id: u64,
-    pub transport: Transport,
-    /// TCP: the connection's back channel, for calls from the server to this client (a v4.1
-    /// session keeps it to send callbacks). `None` over UDP, which has no connection.
-    pub back_channel: Option<BackChannel>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    Tcp,
-    Udp,
-}
-
-/// One reply record: bytes in memory and, for a spliced READ, data waiting in a pipe and the
-/// bytes that follow it (see [`crate::splice`]). Only TCP replies are ever spliced.
-#[derive(Debug)]
-pub struct Reply {
-    pub segs: Vec<Bytes>,
-    pub spliced: Option<SplicedData>,
-}
-
-impl From<Vec<Bytes>> for Reply {
-    fn from(segs: Vec<Bytes>) -> Reply {
-        Reply {
-            segs,
-            spliced: None,
-        }
-    }
-}
-
-impl Reply {
-    /// Bytes in the record.
-    pub fn len(&self) -> usize {
-        self.segs.iter().map(|s| s.len()).sum::<usize>()
-            + self
-                .spliced
-                .as_ref()
-                .map_or(0, |s| s.pipe.len() + s.tail.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// Whatever answers RPC records: the NFS/MOUNT/PORTMAP dispatcher in production.
-pub trait Service: Send + Sync + 'static {
-    /// Handles one call record; `None` means send nothing (e.g. an undecodable header).
-    fn handle(
-        self: Arc<Self>,
-        peer: Peer,
-        record: Vec<Bytes>,
-    ) -> impl Future<Output = Option<Reply>> + Send;
 }
 
 /// Accepts TCP connections until the listener fails.

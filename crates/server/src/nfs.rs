@@ -21,7 +21,7 @@ use crate::backend::{
 use crate::datapath::{fix_post_op, DataPath, ReadData};
 use crate::io::writebehind::SizeFix;
 use crate::io::Engine;
-use crate::net::{Peer, Transport};
+use crate::service::{Peer, Transport};
 use crate::splice::{LentPipe, PipePool, SplicedData};
 use crate::stats::Stats;
 use bytes::Bytes;

@@ -1,30 +1,54 @@
-//! The RPC dispatcher: one record in, one reply (an iovec) out.
+//! The RPC service layer: one record in, one reply (an iovec) out.
 //!
 //! ```text
-//! record --parse_call--> RpcCall --(prog, vers)--> PORTMAP v2 | MOUNT v3 | NFS v3
-//!    |                      |                          |
-//!    |  not a call          |  other prog / vers       |  proc out of range: PROC_UNAVAIL
-//!    v                      v                          |  args do not decode: GARBAGE_ARGS
-//!  drop / GARBAGE_ARGS    PROG_UNAVAIL / PROG_MISMATCH  v
-//!                                                     handler -> results appended to the reply
+//! record --parse_call--> RpcCall --registry.route(prog, vers, proc)--> Procedure { info, handler }
+//!    |                      |                                              |
+//!    |  not a call          |  no program: PROG_UNAVAIL                    |  info.non_idempotent:
+//!    v                      |  no version: PROG_MISMATCH low..high         |    duplicate request
+//!  drop / GARBAGE_ARGS      |  past the table's end: PROC_UNAVAIL          |    cache first
+//!                           v                                              v
+//!                        error reply                     handler: decode (else GARBAGE_ARGS), run,
+//!                                                        results appended to the reply
+//!                                                        stats and request log by info.name
 //! ```
 //!
-//! Per-procedure facts are still spread out: names in `sluice_xdr` (`nfs3::proc_::NAMES`), the
-//! duplicate-request class here ([`is_non_idempotent`]), the client's timer class in
-//! `sluice-client`. Statistics and per-request logs key off the names. Gathering them into one
-//! table per program version (NFSv4's `nfs4::ops::OP_INFO` already is one) is open work.
+//! What is served is data, not a `match`: the [`registry::Registry`] returned by [`registry()`]
+//! holds, per program and version, a table of procedures, each a row of facts from `sluice_xdr`
+//! (`nfs3::PROCS`, `mount3::PROCS`, `portmap::PROCS`; see `sluice_xdr::procs`) paired with its
+//! [`Handler`]. Adding a version (NFSv4's COMPOUND on program 100003 beside v3) is one more
+//! `register` call; PROG_MISMATCH then reports the range of every registered version.
+//!
+//! The facts drive everything around the handler:
+//! - the duplicate request cache keys only calls whose row says `non_idempotent`;
+//! - statistics and per-request logs name the call by the row's `name`;
+//! - every reply's results are checked against the row's reply-size bound in debug builds (see
+//!   [`within_reply_bound`]): the bounds are derived by hand from the RFCs, and every test that
+//!   runs a procedure through the server also checks that derivation against real replies. (The
+//!   client, which could refuse a larger reply, is not the place yet: its receive path is being
+//!   reworked, and a refusal there needs a bound that includes its own record limit.)
+//!
+//! The request types (`Peer`, `Transport`, `Reply`, the [`Service`] trait) are this layer's
+//! (`service/request.rs`): the socket driver (`crate::net`) produces and consumes them, the protocol
+//! handlers take them.
+
+pub mod registry;
+mod request;
+
+pub use request::{Peer, Reply, Service, Transport};
 
 use crate::mountd::Mountd;
-use crate::net::{Peer, Reply, Service};
 use crate::nfs::Nfs3;
 use crate::portmap::PortTable;
 use crate::stats::Stats;
 use bytes::Bytes;
+use registry::{Registry, Route, Version};
 use sluice_rpc::drc::{DrcKey, Hit, Lookup, ReplyCache};
 use sluice_rpc::server::{self as rpcs, CallParse, RpcCall};
-use sluice_xdr::rpc::AcceptStat;
-use sluice_xdr::{mount3, nfs3, portmap, Writer};
+use sluice_xdr::procs::{ProcInfo, ReplyBound};
+use sluice_xdr::{mount3, nfs3, portmap, DecodeError};
+use std::future::Future;
 use std::hash::{Hash, Hasher};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tracing::{debug, info};
@@ -43,6 +67,74 @@ pub struct Server {
     pub drc_done: tokio::sync::Notify,
 }
 
+/// What a procedure's handler made of a call.
+#[derive(Debug)]
+pub enum Handled {
+    /// Results to send (after the accepted-reply header the handler wrote).
+    Done(Done),
+    /// The arguments did not decode: GARBAGE_ARGS.
+    GarbageArgs(DecodeError),
+    /// A procedure of the table this server does not carry out (PORTMAP's CALLIT).
+    ProcUnavail,
+}
+
+/// A call carried out.
+#[derive(Debug)]
+pub struct Done {
+    pub reply: Reply,
+    /// The protocol's status name, for request logs (NFS calls).
+    pub status: Option<&'static str>,
+    /// The call succeeded (for the per-procedure error counters).
+    pub ok: bool,
+    /// Bytes of the reply after the RPC header: what the procedure's reply bound is about.
+    pub results_bytes: u64,
+    /// The payload the call asked for (READ's count, READDIR's count, READDIRPLUS's maxcount),
+    /// the part of the bound that grows with the arguments; 0 for the others.
+    pub payload_bytes_asked: u64,
+}
+
+/// A handler's future: boxed, as the registry holds handlers of different programs as one type.
+pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Handled> + Send + 'a>>;
+
+/// Carries out one call of a registered procedure: decodes the arguments from the record and
+/// writes the reply.
+pub type Handler = for<'a> fn(
+    &'a Server,
+    &'a Peer,
+    &'a RpcCall,
+    &'a [Bytes],
+    &'static ProcInfo,
+) -> HandlerFuture<'a>;
+
+/// The programs sluice serves: PORTMAP v2, NFS v3 and MOUNT v3, each procedure's facts from its
+/// `sluice_xdr` table. Built once, on first use; shared by every [`Server`] (what is served is a
+/// property of the build, not of a configuration).
+pub fn registry() -> &'static Registry<Handler> {
+    static REGISTRY: std::sync::LazyLock<Registry<Handler>> =
+        std::sync::LazyLock::new(build_registry);
+    &REGISTRY
+}
+
+fn build_registry() -> Registry<Handler> {
+    let mut r = Registry::default();
+    r.register(
+        portmap::PROGRAM,
+        "PORTMAP",
+        Version::uniform(portmap::VERSION, &portmap::PROCS, portmap_call as Handler),
+    )
+    .register(
+        nfs3::PROGRAM,
+        "NFS",
+        Version::uniform(nfs3::VERSION, &nfs3::PROCS, nfs3_call as Handler),
+    )
+    .register(
+        mount3::PROGRAM,
+        "MOUNT",
+        Version::uniform(mount3::VERSION, &mount3::PROCS, mount3_call as Handler),
+    );
+    r
+}
+
 impl Service for Server {
     async fn handle(self: Arc<Self>, peer: Peer, record: Vec<Bytes>) -> Option<Reply> {
         let call = match rpcs::parse_call(&record) {
@@ -53,14 +145,69 @@ impl Service for Server {
             }
         };
         let started = Instant::now();
-        let drc_key = is_non_idempotent(call.prog(), call.vers(), call.proc_())
+        let xid = call.xid;
+        let (program, procedure) = match registry().route(call.prog(), call.vers(), call.proc_()) {
+            Route::Found { program, procedure } => (program, procedure),
+            refused => {
+                let (reply, status) = match refused {
+                    Route::ProgMismatch { low, high } => {
+                        (rpcs::prog_mismatch(xid, low, high), "PROG_MISMATCH")
+                    }
+                    Route::ProcUnavail => (rpcs::proc_unavail(xid), "PROC_UNAVAIL"),
+                    _ => (rpcs::prog_unavail(xid), "PROG_UNAVAIL"),
+                };
+                let elapsed = started.elapsed();
+                self.stats
+                    .record(call.prog(), call.vers(), call.proc_(), elapsed, false);
+                if self.log_requests {
+                    info!(
+                        addr = %peer.addr,
+                        xid,
+                        prog = call.prog(),
+                        vers = call.vers(),
+                        proc_ = call.proc_(),
+                        status,
+                        micros = elapsed.as_micros() as u64,
+                        "request"
+                    );
+                }
+                return Some(Reply::from(reply));
+            }
+        };
+        let info = procedure.info;
+        let drc_key = info
+            .non_idempotent
             .then(|| DrcKey::for_call(client_id(&peer), &call, &record));
         if let Some(key) = &drc_key {
             if let Some(reply) = self.check_reply_cache(&peer, &call, key).await {
                 return reply.map(Reply::from);
             }
         }
-        let (reply, status) = self.dispatch(&peer, &call, &record).await;
+        let (reply, status, ok) = match (procedure.handler)(&self, &peer, &call, &record, info)
+            .await
+        {
+            Handled::Done(done) => {
+                debug_assert!(
+                    within_reply_bound(info, done.results_bytes, done.payload_bytes_asked),
+                    "{} {} results are {} bytes, past the procedure's bound {:?} (payload asked {})",
+                    program.name,
+                    info.name,
+                    done.results_bytes,
+                    info.reply,
+                    done.payload_bytes_asked
+                );
+                (done.reply, done.status, done.ok)
+            }
+            Handled::GarbageArgs(e) => {
+                debug!(addr = %peer.addr, xid, "GARBAGE_ARGS: {e}");
+                (
+                    Reply::from(rpcs::garbage_args(xid)),
+                    Some("GARBAGE_ARGS"),
+                    false,
+                )
+            }
+            Handled::ProcUnavail => (Reply::from(rpcs::proc_unavail(xid)), None, false),
+        };
         if let Some(key) = drc_key {
             // Only READs are spliced, and READ is idempotent: a cached reply is all in memory.
             debug_assert!(reply.spliced.is_none());
@@ -72,19 +219,123 @@ impl Service for Server {
         self.drc_done.notify_waiters();
         let elapsed = started.elapsed();
         self.stats
-            .record(call.prog(), call.proc_(), elapsed, status.is_some());
+            .record(call.prog(), call.vers(), call.proc_(), elapsed, ok);
         if self.log_requests {
             info!(
                 addr = %peer.addr,
-                xid = call.xid,
+                xid,
                 prog = call.prog(),
-                proc_ = proc_name(call.prog(), call.proc_()),
+                vers = call.vers(),
+                proc_ = info.name,
                 status = status.unwrap_or("-"),
                 micros = elapsed.as_micros() as u64,
                 "request"
             );
         }
         Some(reply)
+    }
+}
+
+/// Whether a reply's results (`results_bytes`, after the RPC header) fit the procedure's bound,
+/// given the payload its call asked for. A `Record` bound is the driver's business (the record
+/// limit), so it always fits here.
+pub fn within_reply_bound(info: &ProcInfo, results_bytes: u64, payload_bytes_asked: u64) -> bool {
+    match info.reply {
+        ReplyBound::Record => true,
+        bound => results_bytes <= bound.bytes_max(payload_bytes_asked, u64::MAX),
+    }
+}
+
+/// NFS v3: READs may come back spliced.
+fn nfs3_call<'a>(
+    server: &'a Server,
+    peer: &'a Peer,
+    call: &'a RpcCall,
+    record: &'a [Bytes],
+    _info: &'static ProcInfo,
+) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let mut r = call.args(record);
+        let args = match nfs3::decode_args(call.proc_(), &mut r) {
+            Ok(a) => a,
+            Err(e) => return Handled::GarbageArgs(e),
+        };
+        let payload_bytes_asked = match &args {
+            nfs3::Args3::Read(a) => a.count as u64,
+            nfs3::Args3::Readdir(a) => a.count as u64,
+            nfs3::Args3::Readdirplus(a) => a.maxcount as u64,
+            _ => 0,
+        };
+        let mut w = rpcs::success_header(call.xid);
+        let header_bytes = w.len();
+        let (status, spliced) = server.nfs.handle(peer, &call.cred, args, &mut w).await;
+        let reply = Reply {
+            segs: w.into_segments(),
+            spliced,
+        };
+        Handled::Done(Done {
+            results_bytes: (reply.len() - header_bytes) as u64,
+            reply,
+            status: Some(status.name()),
+            ok: status == nfs3::Nfsstat3::OK,
+            payload_bytes_asked,
+        })
+    })
+}
+
+/// MOUNT v3.
+fn mount3_call<'a>(
+    server: &'a Server,
+    peer: &'a Peer,
+    call: &'a RpcCall,
+    record: &'a [Bytes],
+    _info: &'static ProcInfo,
+) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let mut r = call.args(record);
+        let args = match mount3::decode_args(call.proc_(), &mut r) {
+            Ok(a) => a,
+            Err(e) => return Handled::GarbageArgs(e),
+        };
+        let mut w = rpcs::success_header(call.xid);
+        let header_bytes = w.len();
+        server.mountd.handle(peer, &call.cred, args, &mut w).await;
+        Handled::Done(done_in_memory(w, header_bytes))
+    })
+}
+
+/// PORTMAP v2 (answers for the one port; CALLIT is not carried out).
+fn portmap_call<'a>(
+    server: &'a Server,
+    _peer: &'a Peer,
+    call: &'a RpcCall,
+    record: &'a [Bytes],
+    _info: &'static ProcInfo,
+) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        let mut r = call.args(record);
+        let args = match portmap::decode_args(call.proc_(), &mut r) {
+            Ok(a) => a,
+            Err(e) => return Handled::GarbageArgs(e),
+        };
+        let mut w = rpcs::success_header(call.xid);
+        let header_bytes = w.len();
+        match server.ports.handle(&args, &mut w) {
+            Some(()) => Handled::Done(done_in_memory(w, header_bytes)),
+            None => Handled::ProcUnavail,
+        }
+    })
+}
+
+/// A successful reply held in memory, with no status name and nothing that grows with the call.
+fn done_in_memory(w: sluice_xdr::Writer, header_bytes: usize) -> Done {
+    let results_bytes = (w.len() - header_bytes) as u64;
+    Done {
+        reply: Reply::from(w.into_segments()),
+        status: None,
+        ok: true,
+        results_bytes,
+        payload_bytes_asked: 0,
     }
 }
 
@@ -137,116 +388,6 @@ impl Server {
             }
         }
     }
-
-    /// Runs one call. Returns the reply and, for NFS calls, the status name for logs.
-    async fn dispatch(
-        &self,
-        peer: &Peer,
-        call: &RpcCall,
-        record: &[Bytes],
-    ) -> (Reply, Option<&'static str>) {
-        let (segs, status) = match self.dispatch_nfs(peer, call, record).await {
-            Some(r) => return r,
-            None => self.dispatch_other(peer, call, record).await,
-        };
-        (Reply::from(segs), status)
-    }
-
-    /// NFS v3 calls (READs may come back spliced); `None` for every other program.
-    async fn dispatch_nfs(
-        &self,
-        peer: &Peer,
-        call: &RpcCall,
-        record: &[Bytes],
-    ) -> Option<(Reply, Option<&'static str>)> {
-        let xid = call.xid;
-        if (call.prog(), call.vers()) != (nfs3::PROGRAM, nfs3::VERSION) {
-            return None;
-        }
-        if call.proc_() as usize >= nfs3::proc_::NAMES.len() {
-            return Some((rpcs::proc_unavail(xid).into(), None));
-        }
-        let mut r = call.args(record);
-        let args = match nfs3::decode_args(call.proc_(), &mut r) {
-            Ok(a) => a,
-            Err(e) => {
-                debug!(addr = %peer.addr, xid, "GARBAGE_ARGS: {e}");
-                return Some((rpcs::garbage_args(xid).into(), Some("GARBAGE_ARGS")));
-            }
-        };
-        let mut w = rpcs::success_header(xid);
-        let (status, spliced) = self.nfs.handle(peer, &call.cred, args, &mut w).await;
-        let reply = Reply {
-            segs: w.into_segments(),
-            spliced,
-        };
-        Some((reply, Some(status.name())))
-    }
-
-    /// Every call but NFS v3's.
-    async fn dispatch_other(
-        &self,
-        peer: &Peer,
-        call: &RpcCall,
-        record: &[Bytes],
-    ) -> (Vec<Bytes>, Option<&'static str>) {
-        let xid = call.xid;
-        match (call.prog(), call.vers()) {
-            (nfs3::PROGRAM, _) => (rpcs::prog_mismatch(xid, nfs3::VERSION, nfs3::VERSION), None),
-            (mount3::PROGRAM, mount3::VERSION) => {
-                if call.proc_() as usize >= mount3::proc_::NAMES.len() {
-                    return (rpcs::proc_unavail(xid), None);
-                }
-                let mut r = call.args(record);
-                let args = match mount3::decode_args(call.proc_(), &mut r) {
-                    Ok(a) => a,
-                    Err(_) => return (rpcs::garbage_args(xid), Some("GARBAGE_ARGS")),
-                };
-                let mut w = rpcs::success_header(xid);
-                self.mountd.handle(peer, &call.cred, args, &mut w).await;
-                (w.into_segments(), None)
-            }
-            (mount3::PROGRAM, _) => (
-                rpcs::prog_mismatch(xid, mount3::VERSION, mount3::VERSION),
-                None,
-            ),
-            (portmap::PROGRAM, portmap::VERSION) => {
-                let mut r = call.args(record);
-                let args = match portmap::decode_args(call.proc_(), &mut r) {
-                    Ok(a) => a,
-                    Err(sluice_xdr::DecodeError::BadDiscriminant { .. }) => {
-                        return (rpcs::proc_unavail(xid), None)
-                    }
-                    Err(_) => return (rpcs::garbage_args(xid), Some("GARBAGE_ARGS")),
-                };
-                let mut w: Writer = rpcs::success_header(xid);
-                match self.ports.handle(&args, &mut w) {
-                    Some(()) => (w.into_segments(), None),
-                    None => (
-                        rpcs::accepted_reply(xid, AcceptStat::PROC_UNAVAIL, |_| {}),
-                        None,
-                    ),
-                }
-            }
-            (portmap::PROGRAM, _) => (
-                rpcs::prog_mismatch(xid, portmap::VERSION, portmap::VERSION),
-                None,
-            ),
-            _ => (rpcs::prog_unavail(xid), None),
-        }
-    }
-}
-
-/// Calls whose second execution would differ from the first (RFC 1813 §4.4 is silent; this is
-/// knfsd's list plus WRITE, whose replay after a COMMIT would be harmless but wasteful).
-pub fn is_non_idempotent(prog: u32, vers: u32, proc_: u32) -> bool {
-    use nfs3::proc_::*;
-    prog == nfs3::PROGRAM
-        && vers == nfs3::VERSION
-        && matches!(
-            proc_,
-            SETATTR | WRITE | CREATE | MKDIR | SYMLINK | MKNOD | REMOVE | RMDIR | RENAME | LINK
-        )
 }
 
 /// The duplicate request cache's client identity: the client's address without the port, since
@@ -257,24 +398,40 @@ fn client_id(peer: &Peer) -> u64 {
     h.finish()
 }
 
-/// A procedure's name for logs and statistics.
-pub fn proc_name(prog: u32, proc_: u32) -> &'static str {
-    let names: &[&'static str] = match prog {
-        nfs3::PROGRAM => &nfs3::proc_::NAMES,
-        mount3::PROGRAM => &mount3::proc_::NAMES,
-        portmap::PROGRAM => &["NULL", "SET", "UNSET", "GETPORT", "DUMP", "CALLIT"],
-        _ => &[],
-    };
-    names.get(proc_ as usize).copied().unwrap_or("UNKNOWN")
+/// A procedure's name for logs and statistics, from the registry's tables ("UNKNOWN" for a
+/// call no table holds).
+pub fn proc_name(prog: u32, vers: u32, proc_: u32) -> &'static str {
+    registry()
+        .facts(prog, vers, proc_)
+        .map_or("UNKNOWN", |i| i.name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::Transport;
     use sluice_xdr::rpc::{AuthSys, CallHeader, OpaqueAuth};
+    use sluice_xdr::Writer;
 
     fn remove_call(xid: u32) -> (RpcCall, Vec<Bytes>) {
+        let record = call_record(
+            xid,
+            (nfs3::PROGRAM, nfs3::VERSION, nfs3::proc_::REMOVE),
+            |w| {
+                w.put_opaque(b"handle");
+                w.put_string(b"name");
+            },
+        );
+        match rpcs::parse_call(&record) {
+            CallParse::Call(c) => (c, record),
+            other => panic!("not a call: {other:?}"),
+        }
+    }
+
+    fn call_record(
+        xid: u32,
+        (prog, vers, proc_): (u32, u32, u32),
+        args: impl FnOnce(&mut Writer),
+    ) -> Vec<Bytes> {
         let cred = AuthSys {
             stamp: 0,
             machine_name: Bytes::new(),
@@ -284,9 +441,9 @@ mod tests {
         };
         let header = CallHeader {
             rpcvers: 2,
-            prog: nfs3::PROGRAM,
-            vers: nfs3::VERSION,
-            proc_: nfs3::proc_::REMOVE,
+            prog,
+            vers,
+            proc_,
             cred: cred.to_opaque_auth(),
             verf: OpaqueAuth::none(),
         };
@@ -295,13 +452,92 @@ mod tests {
             &sluice_xdr::rpc::MsgHeader::Call { xid, call: header },
             &mut w,
         );
-        w.put_opaque(b"handle");
-        w.put_string(b"name");
-        let record = w.into_segments();
-        match rpcs::parse_call(&record) {
-            CallParse::Call(c) => (c, record),
-            other => panic!("not a call: {other:?}"),
-        }
+        args(&mut w);
+        w.into_segments()
+    }
+
+    async fn test_server(name: &str) -> (Arc<Server>, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("sluice-{name}-{}", std::process::id()));
+        let export = dir.join("export");
+        std::fs::create_dir_all(&export).unwrap();
+        let cfg = crate::ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            exports: crate::backend::exports::parse_exports(&format!("{} *(rw)", export.display()))
+                .unwrap(),
+            state_dir: dir.join("state"),
+            ..Default::default()
+        };
+        (crate::bind(cfg).await.unwrap().server, dir)
+    }
+
+    /// The statistics count a call under its table's row, and an error is an error: an NFS
+    /// status other than NFS3_OK or an RPC-level refusal (the dispatch `match` counted every
+    /// NFS status as success and every MOUNT call as an error).
+    #[tokio::test]
+    async fn stats_count_calls_and_errors_by_the_row_the_call_reached() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (server, dir) = test_server("stats").await;
+        let peer = Peer {
+            addr: "127.0.0.1:901".parse().unwrap(),
+            conn_id: 3,
+            transport: Transport::Tcp,
+            back_channel: None,
+        };
+        let send = |record: Vec<Bytes>| {
+            let (s, p) = (server.clone(), peer.clone());
+            async move { s.handle(p, record).await.expect("a reply") }
+        };
+        send(call_record(
+            1,
+            (nfs3::PROGRAM, 3, nfs3::proc_::NULL),
+            |_| {},
+        ))
+        .await;
+        // A handle the server never issued: NFS3ERR_BADHANDLE (or STALE), an error.
+        send(call_record(
+            2,
+            (nfs3::PROGRAM, 3, nfs3::proc_::GETATTR),
+            |w| w.put_opaque(&[0u8; 32]),
+        ))
+        .await;
+        // Arguments that do not decode: GARBAGE_ARGS, an error of that procedure.
+        send(call_record(
+            3,
+            (nfs3::PROGRAM, 3, nfs3::proc_::GETATTR),
+            |_| {},
+        ))
+        .await;
+        send(call_record(
+            4,
+            (mount3::PROGRAM, 3, mount3::proc_::NULL),
+            |_| {},
+        ))
+        .await;
+        // NFS version 2 is not served: PROG_MISMATCH, counted apart from v3's NULL.
+        send(call_record(
+            5,
+            (nfs3::PROGRAM, 2, nfs3::proc_::NULL),
+            |_| {},
+        ))
+        .await;
+        let st = &server.stats;
+        let null = &st.nfs[nfs3::proc_::NULL as usize];
+        let getattr = &st.nfs[nfs3::proc_::GETATTR as usize];
+        let mnt_null = &st.mount[mount3::proc_::NULL as usize];
+        assert_eq!(
+            (null.calls.load(Relaxed), null.errors.load(Relaxed)),
+            (1, 0)
+        );
+        assert_eq!(
+            (getattr.calls.load(Relaxed), getattr.errors.load(Relaxed)),
+            (2, 2)
+        );
+        assert_eq!(
+            (mnt_null.calls.load(Relaxed), mnt_null.errors.load(Relaxed)),
+            (1, 0)
+        );
+        assert_eq!(st.other_calls.load(Relaxed), 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A client resends a REMOVE on a new connection after a reconnect while the original is
@@ -361,5 +597,57 @@ mod tests {
             .unwrap();
         assert_eq!(got, Some(Some(reply)));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The production registry serves what the dispatch `match` served, and every procedure's
+    /// duplicate-request class is its table's (only NFSv3's namespace changes and WRITE).
+    #[test]
+    fn the_registry_serves_portmap_nfs3_and_mount3() {
+        let r = registry();
+        assert_eq!(r.programs().len(), 3);
+        assert!(matches!(
+            r.route(nfs3::PROGRAM, 2, 0),
+            Route::ProgMismatch { low: 3, high: 3 }
+        ));
+        assert!(matches!(r.route(nfs3::PROGRAM, 3, 22), Route::ProcUnavail));
+        assert!(matches!(
+            r.route(portmap::PROGRAM, 2, 6),
+            Route::ProcUnavail
+        ));
+        assert!(matches!(r.route(100_021, 1, 0), Route::ProgUnavail));
+        let cached: Vec<(u32, u32)> = r
+            .programs()
+            .iter()
+            .flat_map(|p| p.versions().iter().map(move |v| (p, v)))
+            .flat_map(|(p, v)| v.procs.iter().map(move |c| (p.prog, c.info)))
+            .filter(|(_, i)| i.non_idempotent)
+            .map(|(prog, i)| (prog, i.num))
+            .collect();
+        use nfs3::proc_::*;
+        let expected: Vec<(u32, u32)> = [
+            SETATTR, WRITE, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK,
+        ]
+        .iter()
+        .map(|&p| (nfs3::PROGRAM, p))
+        .collect();
+        assert_eq!(cached, expected);
+        assert_eq!(proc_name(mount3::PROGRAM, 3, 1), "MNT");
+        assert_eq!(proc_name(nfs3::PROGRAM, 4, 1), "UNKNOWN");
+    }
+
+    #[test]
+    fn the_reply_bound_check_adds_the_payload_asked_for() {
+        let getattr = &nfs3::PROCS[nfs3::proc_::GETATTR as usize];
+        assert!(within_reply_bound(getattr, 88, 0));
+        assert!(!within_reply_bound(getattr, 89, 0));
+        assert!(
+            !within_reply_bound(getattr, 89, 1 << 20),
+            "GETATTR does not grow"
+        );
+        let read = &nfs3::PROCS[nfs3::proc_::READ as usize];
+        assert!(within_reply_bound(read, 107 + 4096, 4096));
+        assert!(!within_reply_bound(read, 107 + 4097, 4096));
+        let dump = &mount3::PROCS[mount3::proc_::DUMP as usize];
+        assert!(within_reply_bound(dump, u64::MAX, 0));
     }
 }

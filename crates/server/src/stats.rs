@@ -97,8 +97,11 @@ pub struct EngineStats {
 #[derive(Default)]
 pub struct Stats {
     pub engine: EngineStats,
-    pub nfs: [ProcStats; 22],
-    pub mount: [ProcStats; 6],
+    /// NFSv3, indexed like `nfs3::PROCS` (whose names label them).
+    pub nfs: [ProcStats; nfs3::proc_::NAMES.len()],
+    /// MOUNT v3, indexed like `mount3::PROCS`.
+    pub mount: [ProcStats; mount3::proc_::NAMES.len()],
+    /// Calls to any other program or version, and calls no procedure table holds.
     pub other_calls: AtomicU64,
     pub wire_read_bytes: SizeHistogram,
     pub wire_write_bytes: SizeHistogram,
@@ -107,10 +110,11 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn record(&self, prog: u32, proc_: u32, elapsed: Duration, ok: bool) {
-        let slot = match prog {
-            nfs3::PROGRAM => self.nfs.get(proc_ as usize),
-            mount3::PROGRAM => self.mount.get(proc_ as usize),
+    /// Counts one call; `ok` is false for an error status or an RPC-level refusal.
+    pub fn record(&self, prog: u32, vers: u32, proc_: u32, elapsed: Duration, ok: bool) {
+        let slot = match (prog, vers) {
+            (nfs3::PROGRAM, nfs3::VERSION) => self.nfs.get(proc_ as usize),
+            (mount3::PROGRAM, mount3::VERSION) => self.mount.get(proc_ as usize),
             _ => None,
         };
         let Some(p) = slot else {
@@ -139,7 +143,7 @@ impl Stats {
             let _ = writeln!(
                 s,
                 "sluice_nfs_calls_total{{proc=\"{}\"}} {}",
-                nfs3::proc_::NAMES[i],
+                nfs3::PROCS[i].name,
                 p.calls.load(Relaxed)
             );
         }
@@ -152,7 +156,7 @@ impl Stats {
             let _ = writeln!(
                 s,
                 "sluice_nfs_errors_total{{proc=\"{}\"}} {}",
-                nfs3::proc_::NAMES[i],
+                nfs3::PROCS[i].name,
                 p.errors.load(Relaxed)
             );
         }
@@ -163,7 +167,7 @@ impl Stats {
             if calls == 0 {
                 continue;
             }
-            let name = nfs3::proc_::NAMES[i];
+            let name = nfs3::PROCS[i].name;
             let mut cum = 0;
             for (b, bound) in LATENCY_BUCKETS_MICROS.iter().enumerate() {
                 cum += p.latency_buckets[b].load(Relaxed);
@@ -324,7 +328,7 @@ impl Stats {
             let _ = writeln!(
                 s,
                 "{:<12} {:>10} {:>8} {:>12}",
-                nfs3::proc_::NAMES[i].to_ascii_lowercase(),
+                nfs3::PROCS[i].name.to_ascii_lowercase(),
                 calls,
                 p.errors.load(Relaxed),
                 avg

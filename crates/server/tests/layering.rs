@@ -1,7 +1,8 @@
 //! The layering the NFSv4 work relies on: the file-system layer and the data path name no
 //! NFSv3 type, so a second protocol version calls them as they are. The file-system layer is a
 //! crate without the XDR crate (the compiler enforces it as long as the dependency stays out,
-//! which this test checks); the server's shared modules are checked by name.
+//! which this test checks); the server's shared modules are checked by name. And the protocol
+//! handlers take their request types from the RPC service layer, not from the socket driver.
 
 use std::path::Path;
 
@@ -54,4 +55,76 @@ fn the_data_path_and_io_drivers_name_no_nfs3_type() {
             );
         }
     }
+}
+
+/// The protocol handlers take the request types (`Peer`, `Transport`, `Reply`) from the RPC
+/// service layer (`crate::service`), never from the socket driver: a handler that reaches into
+/// `net` could not run under another driver (the simulator's, a test's).
+#[test]
+fn no_protocol_handler_imports_from_the_socket_driver() {
+    let mut files = vec![
+        manifest("src/nfs.rs"),
+        manifest("src/mountd.rs"),
+        manifest("src/portmap.rs"),
+        manifest("src/datapath.rs"),
+    ];
+    // Every file of the handler module trees (nfs/ today; nfs4/ once it exists).
+    let mut dirs = vec![manifest("src/nfs"), manifest("src/nfs4")];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    assert!(files.len() > 4, "the nfs/ tree was not found");
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for driver in ["crate::net", "super::net", "sluice_server::net"] {
+                assert!(
+                    !code.contains(driver) && !names_the_driver_module(code),
+                    "{}:{}: `{}` names the socket driver; take Peer/Transport/Reply from \
+                     crate::service",
+                    f.display(),
+                    n + 1,
+                    line.trim()
+                );
+            }
+        }
+    }
+}
+
+/// A path through a module called `net` (`net::Peer` after `use crate::{net, ..}`) that is not
+/// tokio's or the standard library's.
+fn names_the_driver_module(code: &str) -> bool {
+    code.match_indices("net::").any(|(i, _)| {
+        let before = &code[..i];
+        let part_of_a_name = before
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_');
+        let std_or_tokio = ["tokio::", "std::", "unix::"]
+            .iter()
+            .any(|p| before.ends_with(p));
+        !part_of_a_name && !std_or_tokio
+    })
+}
+
+#[test]
+fn the_driver_check_tells_the_socket_driver_from_tokios_and_std() {
+    assert!(names_the_driver_module("fn f(p: net::Peer) {}"));
+    assert!(!names_the_driver_module("use tokio::net::TcpStream;"));
+    assert!(!names_the_driver_module("let a: std::net::SocketAddr;"));
+    assert!(!names_the_driver_module(
+        "use std::os::unix::net::UnixStream;"
+    ));
+    assert!(!names_the_driver_module("let subnet::x;"));
 }

@@ -21,6 +21,7 @@ pub mod mount3;
 pub mod nfs3;
 pub mod nfs4;
 pub mod portmap;
+pub mod procs;
 pub mod rpc;
 
 use bytes::{Bytes, BytesMut};

@@ -42,9 +42,30 @@ pub mod proc_ {
     pub const UMNT: u32 = 3;
     pub const UMNTALL: u32 = 4;
     pub const EXPORT: u32 = 5;
-    /// Names indexed by procedure number.
-    pub const NAMES: [&str; 6] = ["NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"];
+    /// Names indexed by procedure number (from [`super::PROCS`]).
+    pub const NAMES: [&str; 6] = crate::procs::names(&super::TABLE);
 }
+
+/// The facts of every MOUNT v3 procedure, indexed by procedure number (see [`crate::procs`]).
+/// MNT's reply: status, a handle of at most [`FHSIZE3`] bytes with its length, and at most
+/// [`MAX_AUTH_FLAVORS`] flavors with their count. DUMP and EXPORT are lists of server state.
+/// MNT and UMNT change the mount list, but it is advisory (RFC 1813 appendix I) and replaying them
+/// is harmless, so none is cached as non-idempotent.
+pub static PROCS: [crate::procs::ProcInfo; 6] = TABLE;
+
+const TABLE: [crate::procs::ProcInfo; 6] = {
+    use crate::procs::{row, ReplyBound::*, TimerClass::Other};
+    use proc_::*;
+    const MNT_REPLY: u32 = 4 + 4 + FHSIZE3 as u32 + 4 + 4 * MAX_AUTH_FLAVORS as u32;
+    [
+        row(NULL, "NULL", false, Fixed(0), Other),
+        row(MNT, "MNT", false, Fixed(MNT_REPLY), Other),
+        row(DUMP, "DUMP", false, Record, Other),
+        row(UMNT, "UMNT", false, Fixed(0), Other),
+        row(UMNTALL, "UMNTALL", false, Fixed(0), Other),
+        row(EXPORT, "EXPORT", false, Record, Other),
+    ]
+};
 
 /// `mountstat3`; a newtype so that unknown values survive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

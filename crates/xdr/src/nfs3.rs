@@ -48,32 +48,71 @@ pub mod proc_ {
     pub const FSINFO: u32 = 19;
     pub const PATHCONF: u32 = 20;
     pub const COMMIT: u32 = 21;
-    /// Names indexed by procedure number.
-    pub const NAMES: [&str; 22] = [
-        "NULL",
-        "GETATTR",
-        "SETATTR",
-        "LOOKUP",
-        "ACCESS",
-        "READLINK",
-        "READ",
-        "WRITE",
-        "CREATE",
-        "MKDIR",
-        "SYMLINK",
-        "MKNOD",
-        "REMOVE",
-        "RMDIR",
-        "RENAME",
-        "LINK",
-        "READDIR",
-        "READDIRPLUS",
-        "FSSTAT",
-        "FSINFO",
-        "PATHCONF",
-        "COMMIT",
-    ];
+    /// Names indexed by procedure number (from [`super::PROCS`]).
+    pub const NAMES: [&str; 22] = crate::procs::names(&super::TABLE);
 }
+
+/// The facts of every NFSv3 procedure, indexed by procedure number (see [`crate::procs`]).
+///
+/// Non-idempotent: knfsd's list (the procedures it caches replies for: SETATTR, CREATE, MKDIR,
+/// SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK) plus WRITE, whose replay after a COMMIT would be
+/// harmless but wasteful. RFC 1813 §4.4 only says that some are not idempotent.
+///
+/// Reply bounds, built from [`crate::procs`]' sizes (status S = 4, post_op_attr A = 88, wcc_data
+/// W = 116, post_op_fh3 H = 72): GETATTR S+84; SETATTR, REMOVE, RMDIR S+W; LOOKUP S+68+2A;
+/// ACCESS S+A+4; READLINK S+A+4+PATH_MAX; READ S+A+count+eof+length (12)+3 bytes of padding,
+/// plus the data; WRITE S+W+count+committed+verifier; CREATE, MKDIR, SYMLINK, MKNOD S+H+A+W;
+/// RENAME S+2W; LINK S+A+W; READDIR(PLUS) S + the resok's fixed part + what the client's count
+/// (maxcount) allows, since a server answers an empty list with eof even below it; FSSTAT S+A+6×8+4;
+/// FSINFO S+A+7×4+8+8+4; PATHCONF S+A+6×4; COMMIT S+W+verifier.
+pub static PROCS: [crate::procs::ProcInfo; 22] = TABLE;
+
+const TABLE: [crate::procs::ProcInfo; 22] = {
+    use crate::procs::sizes::*;
+    use crate::procs::{row, ReplyBound::*, TimerClass::*};
+    use proc_::*;
+    const S: u32 = STATUS;
+    const A: u32 = POST_OP_ATTR;
+    const W: u32 = WCC_DATA;
+    const H: u32 = POST_OP_FH3;
+    const DIR: u32 = S + READDIR_RESOK_FIXED_BYTES as u32;
+    [
+        row(NULL, "NULL", false, Fixed(0), Other),
+        row(GETATTR, "GETATTR", false, Fixed(S + FATTR3), Getattr),
+        row(SETATTR, "SETATTR", true, Fixed(S + W), Other),
+        row(LOOKUP, "LOOKUP", false, Fixed(S + FH3 + 2 * A), Lookup),
+        row(ACCESS, "ACCESS", false, Fixed(S + A + 4), Getattr),
+        row(
+            READLINK,
+            "READLINK",
+            false,
+            Fixed(S + A + 4 + MAX_PATH_WIRE as u32),
+            Read,
+        ),
+        row(READ, "READ", false, PlusPayload(S + A + 12 + 3), Read),
+        row(WRITE, "WRITE", true, Fixed(S + W + 8 + VERF), Write),
+        row(CREATE, "CREATE", true, Fixed(S + H + A + W), Other),
+        row(MKDIR, "MKDIR", true, Fixed(S + H + A + W), Other),
+        row(SYMLINK, "SYMLINK", true, Fixed(S + H + A + W), Other),
+        row(MKNOD, "MKNOD", true, Fixed(S + H + A + W), Other),
+        row(REMOVE, "REMOVE", true, Fixed(S + W), Other),
+        row(RMDIR, "RMDIR", true, Fixed(S + W), Other),
+        row(RENAME, "RENAME", true, Fixed(S + 2 * W), Other),
+        row(LINK, "LINK", true, Fixed(S + A + W), Other),
+        row(READDIR, "READDIR", false, PlusPayload(DIR), Lookup),
+        row(READDIRPLUS, "READDIRPLUS", false, PlusPayload(DIR), Lookup),
+        row(FSSTAT, "FSSTAT", false, Fixed(S + A + 6 * 8 + 4), Getattr),
+        row(
+            FSINFO,
+            "FSINFO",
+            false,
+            Fixed(S + A + 7 * 4 + 8 + 8 + 4),
+            Getattr,
+        ),
+        row(PATHCONF, "PATHCONF", false, Fixed(S + A + 6 * 4), Getattr),
+        row(COMMIT, "COMMIT", false, Fixed(S + W + VERF), Write),
+    ]
+};
 
 /// `nfsstat3`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -2360,6 +2399,173 @@ mod tests {
         assert_eq!(
             decode_args(proc_::NULL, &mut Reader::from_bytes(&b)).unwrap(),
             Args3::Null(())
+        );
+    }
+}
+
+#[cfg(test)]
+mod procs_tests {
+    use super::*;
+    use crate::procs::{ReplyBound, TimerClass};
+    use crate::to_bytes;
+
+    #[test]
+    fn each_row_sits_at_its_procedure_number() {
+        use proc_::*;
+        let named = [
+            (NULL, "NULL"),
+            (GETATTR, "GETATTR"),
+            (SETATTR, "SETATTR"),
+            (LOOKUP, "LOOKUP"),
+            (ACCESS, "ACCESS"),
+            (READLINK, "READLINK"),
+            (READ, "READ"),
+            (WRITE, "WRITE"),
+            (CREATE, "CREATE"),
+            (MKDIR, "MKDIR"),
+            (SYMLINK, "SYMLINK"),
+            (MKNOD, "MKNOD"),
+            (REMOVE, "REMOVE"),
+            (RMDIR, "RMDIR"),
+            (RENAME, "RENAME"),
+            (LINK, "LINK"),
+            (READDIR, "READDIR"),
+            (READDIRPLUS, "READDIRPLUS"),
+            (FSSTAT, "FSSTAT"),
+            (FSINFO, "FSINFO"),
+            (PATHCONF, "PATHCONF"),
+            (COMMIT, "COMMIT"),
+        ];
+        assert_eq!(PROCS.len(), named.len());
+        for (i, row) in PROCS.iter().enumerate() {
+            assert_eq!(row.num as usize, i);
+        }
+        for (num, name) in named {
+            assert_eq!(PROCS[num as usize].num, num);
+            assert_eq!(PROCS[num as usize].name, name);
+            assert_eq!(proc_::NAMES[num as usize], name);
+        }
+    }
+
+    /// The duplicate request cache's set, as `service.rs::is_non_idempotent` had it: knfsd's
+    /// list plus WRITE.
+    #[test]
+    fn the_non_idempotent_set_is_knfsds_plus_write() {
+        use proc_::*;
+        let marked: Vec<u32> = PROCS
+            .iter()
+            .filter(|p| p.non_idempotent)
+            .map(|p| p.num)
+            .collect();
+        assert_eq!(
+            marked,
+            [SETATTR, WRITE, CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK]
+        );
+    }
+
+    /// The mapping the client's `timer_class` had as a `match`.
+    #[test]
+    fn the_timer_classes_are_the_clients() {
+        use proc_::*;
+        let client_match = |p: u32| match p {
+            READ | READLINK => TimerClass::Read,
+            WRITE | COMMIT => TimerClass::Write,
+            GETATTR | ACCESS | FSSTAT | FSINFO | PATHCONF => TimerClass::Getattr,
+            LOOKUP | READDIR | READDIRPLUS => TimerClass::Lookup,
+            _ => TimerClass::Other,
+        };
+        for row in PROCS.iter() {
+            assert_eq!(row.timer, client_match(row.num), "{}", row.name);
+        }
+    }
+
+    /// The fixed bounds are tight: the largest results (every optional attribute present, a
+    /// 64-byte handle, a PATH_MAX link target) encode to exactly the bound.
+    #[test]
+    fn the_largest_results_encode_to_exactly_their_bound() {
+        let attr = Some(Fattr3::default());
+        let wcc = WccData {
+            before: Some(WccAttr::default()),
+            after: attr,
+        };
+        let fh = NfsFh3(Bytes::from(vec![7u8; FHSIZE]));
+        let fixed = [
+            Res3::Getattr(NfsResult::Ok(GetattrResOk {
+                obj_attributes: Fattr3::default(),
+            })),
+            Res3::Setattr(NfsResult::Ok(SetattrResOk { obj_wcc: wcc })),
+            Res3::Lookup(NfsResult::Ok(LookupResOk {
+                object: fh.clone(),
+                obj_attributes: attr,
+                dir_attributes: attr,
+            })),
+            Res3::Access(NfsResult::Ok(AccessResOk {
+                obj_attributes: attr,
+                access: 0,
+            })),
+            Res3::Readlink(NfsResult::Ok(ReadlinkResOk {
+                symlink_attributes: attr,
+                data: Bytes::from(vec![b'a'; MAX_PATH_WIRE]),
+            })),
+            Res3::Write(NfsResult::Ok(WriteResOk {
+                file_wcc: wcc,
+                ..Default::default()
+            })),
+            Res3::Create(NfsResult::Ok(CreateResOk {
+                obj: Some(fh.clone()),
+                obj_attributes: attr,
+                dir_wcc: wcc,
+            })),
+            Res3::Remove(NfsResult::Ok(RemoveResOk { dir_wcc: wcc })),
+            Res3::Rename(NfsResult::Ok(RenameResOk {
+                fromdir_wcc: wcc,
+                todir_wcc: wcc,
+            })),
+            Res3::Link(NfsResult::Ok(LinkResOk {
+                file_attributes: attr,
+                linkdir_wcc: wcc,
+            })),
+            Res3::Fsstat(NfsResult::Ok(FsstatResOk {
+                obj_attributes: attr,
+                ..Default::default()
+            })),
+            Res3::Fsinfo(NfsResult::Ok(FsinfoResOk {
+                obj_attributes: attr,
+                ..Default::default()
+            })),
+            Res3::Pathconf(NfsResult::Ok(PathconfResOk {
+                obj_attributes: attr,
+                ..Default::default()
+            })),
+            Res3::Commit(NfsResult::Ok(CommitResOk {
+                file_wcc: wcc,
+                ..Default::default()
+            })),
+        ];
+        for res in fixed {
+            let row = &PROCS[res.proc_() as usize];
+            assert_eq!(
+                row.reply,
+                ReplyBound::Fixed(to_bytes(&res).len() as u32),
+                "{}",
+                row.name
+            );
+        }
+        // READ: the fixed part holds everything but the data and its padding (at most 3).
+        let data = Bytes::from(vec![1u8; 1001]);
+        let read = Res3::Read(NfsResult::Ok(ReadResOk {
+            file_attributes: attr,
+            count: 1001,
+            eof: true,
+            data: data.clone().into(),
+        }));
+        let ReplyBound::PlusPayload(fixed_bytes) = PROCS[proc_::READ as usize].reply else {
+            panic!("READ grows with its count");
+        };
+        assert_eq!(
+            to_bytes(&read).len() as u32,
+            fixed_bytes + 1001,
+            "1001 bytes of data take 3 of padding"
         );
     }
 }

@@ -36,9 +36,28 @@ pub mod proc_ {
     pub const GETPORT: u32 = 3;
     pub const DUMP: u32 = 4;
     pub const CALLIT: u32 = 5;
-    /// Names indexed by procedure number.
-    pub const NAMES: [&str; 6] = ["NULL", "SET", "UNSET", "GETPORT", "DUMP", "CALLIT"];
+    /// Names indexed by procedure number (from [`super::PROCS`]).
+    pub const NAMES: [&str; 6] = crate::procs::names(&super::TABLE);
 }
+
+/// The facts of every PORTMAP v2 procedure, indexed by procedure number (see [`crate::procs`]).
+/// SET, UNSET (a bool) and GETPORT (a port) answer one word; DUMP is the whole map; CALLIT would
+/// carry another program's results. SET and UNSET change the map, but sluice's map is fixed
+/// (both answer false), so nothing is cached as non-idempotent.
+pub static PROCS: [crate::procs::ProcInfo; 6] = TABLE;
+
+const TABLE: [crate::procs::ProcInfo; 6] = {
+    use crate::procs::{row, ReplyBound::*, TimerClass::Other};
+    use proc_::*;
+    [
+        row(NULL, "NULL", false, Fixed(0), Other),
+        row(SET, "SET", false, Fixed(4), Other),
+        row(UNSET, "UNSET", false, Fixed(4), Other),
+        row(GETPORT, "GETPORT", false, Fixed(4), Other),
+        row(DUMP, "DUMP", false, Record, Other),
+        row(CALLIT, "CALLIT", false, Record, Other),
+    ]
+};
 
 /// `mapping`: program, version, IP protocol (`IPPROTO_*`) and port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

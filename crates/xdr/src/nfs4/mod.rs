@@ -54,9 +54,23 @@ pub const MINOR_VERSIONS: [u32; 2] = [1, 2];
 pub mod proc_ {
     pub const NULL: u32 = 0;
     pub const COMPOUND: u32 = 1;
-    /// Names indexed by procedure number.
-    pub const NAMES: [&str; 2] = ["NULL", "COMPOUND"];
+    /// Names indexed by procedure number (from [`super::PROCS`]).
+    pub const NAMES: [&str; 2] = crate::procs::names(&super::TABLE);
 }
+
+/// The facts of the two NFSv4 procedures (see [`crate::procs`]). A COMPOUND's reply is bounded by
+/// the session's negotiated `ca_maxresponsesize` and its ops' bounds ([`ops::OP_INFO`]), not by
+/// the procedure; retransmissions are answered from the session slot's cache (RFC 8881 §2.10.6),
+/// not an RPC-level one, so COMPOUND is not marked non-idempotent here.
+pub static PROCS: [crate::procs::ProcInfo; 2] = TABLE;
+
+const TABLE: [crate::procs::ProcInfo; 2] = {
+    use crate::procs::{row, ReplyBound::*, TimerClass::Other};
+    [
+        row(proc_::NULL, "NULL", false, Fixed(0), Other),
+        row(proc_::COMPOUND, "COMPOUND", false, Record, Other),
+    ]
+};
 
 /// RFC 8881 §2.4.1 / RFC 5662: NFS4_FHSIZE, the largest file handle.
 pub const FHSIZE: usize = 128;

@@ -1,0 +1,71 @@
+//! What the socket driver hands the RPC service layer and gets back: who sent a call
+//! ([`Peer`], over which [`Transport`]), the reply record ([`Reply`]) and the [`Service`] that
+//! turns one into the other. Protocol handlers take these; the driver (`crate::net`) produces
+//! and consumes them, and nothing here knows about sockets.
+
+use crate::backchannel::BackChannel;
+use crate::splice::SplicedData;
+use bytes::Bytes;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Who sent a call.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    /// A number unique to the connection (0 for UDP), for the duplicate request cache.
+    pub conn_id: u64,
+    pub transport: Transport,
+    /// TCP: the connection's back channel, for calls from the server to this client (a v4.1
+    /// session keeps it to send callbacks). `None` over UDP, which has no connection.
+    pub back_channel: Option<BackChannel>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+/// One reply record: bytes in memory and, for a spliced READ, data waiting in a pipe and the
+/// bytes that follow it (see [`crate::splice`]). Only TCP replies are ever spliced.
+#[derive(Debug)]
+pub struct Reply {
+    pub segs: Vec<Bytes>,
+    pub spliced: Option<SplicedData>,
+}
+
+impl From<Vec<Bytes>> for Reply {
+    fn from(segs: Vec<Bytes>) -> Reply {
+        Reply {
+            segs,
+            spliced: None,
+        }
+    }
+}
+
+impl Reply {
+    /// Bytes in the record.
+    pub fn len(&self) -> usize {
+        self.segs.iter().map(|s| s.len()).sum::<usize>()
+            + self
+                .spliced
+                .as_ref()
+                .map_or(0, |s| s.pipe.len() + s.tail.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Whatever answers RPC records: the NFS/MOUNT/PORTMAP dispatcher in production.
+pub trait Service: Send + Sync + 'static {
+    /// Handles one call record; `None` means send nothing (e.g. an undecodable header).
+    fn handle(
+        self: Arc<Self>,
+        peer: Peer,
+        record: Vec<Bytes>,
+    ) -> impl Future<Output = Option<Reply>> + Send;
+}
