@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod serve;
+mod stdout;
 
 /// `sluice --version`: the crate version and the git revision it was built from (build.rs).
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("SLUICE_GIT_REV"), ")");
@@ -89,7 +90,10 @@ fn main() -> ExitCode {
             Cmd::Link(args) => sluice_link::run(args)
                 .await
                 .map_err(|e| format!("link: {e}")),
-            Cmd::Client(cmd) => sluice_client::cmd::run(cmd).await,
+            Cmd::Client(cmd) => {
+                let mut out = stdout::Stdout::new();
+                sluice_client::cmd::run_with_output(cmd, &mut out).await
+            }
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::Mount(a) => sluice_fuse::run(a).await,
             Cmd::Umount(a) => sluice_fuse::umount(&a.mountpoint).map_err(|e| e.to_string()),

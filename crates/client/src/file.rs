@@ -124,12 +124,20 @@ impl File {
     ) -> Result<u64, ReadToError> {
         let mut r = self.reader();
         let mut total = 0u64;
-        while let Some(chunks) = r.next_chunk().await.map_err(ReadToError::Nfs)? {
-            for c in chunks {
-                sink.write_all(&c).await.map_err(ReadToError::Io)?;
-                total += c.len() as u64;
-                progress(c.len() as u64);
+        let vectored = sink.is_write_vectored();
+        while let Some(mut chunks) = r.next_chunk().await.map_err(ReadToError::Nfs)? {
+            let n: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+            if vectored {
+                write_all_vectored(sink, &mut chunks)
+                    .await
+                    .map_err(ReadToError::Io)?;
+            } else {
+                for c in &chunks {
+                    sink.write_all(c).await.map_err(ReadToError::Io)?;
+                }
             }
+            total += n;
+            progress(n);
         }
         sink.flush().await.map_err(ReadToError::Io)?;
         Ok(total)
@@ -156,6 +164,39 @@ impl File {
     pub async fn set_attr(&self, attrs: Sattr3) -> Result<(), NfsError> {
         self.client.setattr(&self.fh, attrs, None).await.map(|_| ())
     }
+}
+
+/// Writes all of `chunks` with vectored writes: one syscall for a whole rsize of reply
+/// segments where the sink takes them (no gathering copy). Consumes the chunks as written.
+async fn write_all_vectored<W: AsyncWrite + Unpin + ?Sized>(
+    sink: &mut W,
+    chunks: &mut [Bytes],
+) -> std::io::Result<()> {
+    use bytes::Buf;
+    let mut first = 0;
+    while first < chunks.len() {
+        let slices: Vec<std::io::IoSlice<'_>> = chunks[first..]
+            .iter()
+            .map(|c| std::io::IoSlice::new(c))
+            .collect();
+        let mut n = sink.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            let c = &mut chunks[first];
+            let k = n.min(c.len());
+            c.advance(k);
+            n -= k;
+            if c.is_empty() {
+                first += 1;
+            }
+        }
+        while first < chunks.len() && chunks[first].is_empty() {
+            first += 1;
+        }
+    }
+    Ok(())
 }
 
 /// Failure of [`File::read_to`]: the NFS side or the sink.
