@@ -822,6 +822,39 @@ impl LocalFs {
         data: &[Bytes],
         stable: StableHow,
     ) -> Res<WriteOk, Wcc> {
+        self.write_as(caller, fh, offset, data, stable, None)
+    }
+
+    /// An UNSTABLE write that is part of a write-behind flush of `flush_bytes` contiguous
+    /// bytes: a streaming flush goes O_DIRECT even on a buffered export (see the iomode
+    /// module, "Streaming writes of a buffered export"). Otherwise exactly [`LocalFs::write`].
+    pub fn write_flush(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[Bytes],
+        flush_bytes: u64,
+    ) -> Res<WriteOk, Wcc> {
+        self.write_as(
+            caller,
+            fh,
+            offset,
+            data,
+            StableHow::Unstable,
+            Some(flush_bytes),
+        )
+    }
+
+    fn write_as(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[Bytes],
+        stable: StableHow,
+        flush_bytes: Option<u64>,
+    ) -> Res<WriteOk, Wcc> {
         if caller.read_only {
             return Err((FsError::RoFs, self.wcc_or_default(fh)));
         }
@@ -840,9 +873,11 @@ impl LocalFs {
         let count = {
             let _as = self.act_as(caller).map_err(fail)?;
             may_write(file.as_fd(), &st, &caller.cred).map_err(fail)?;
-            self.modes
-                .write(&file, offset, data, stable)
-                .map_err(|e| fail(errno(&e)))?
+            match flush_bytes {
+                Some(n) => self.modes.write_flush(&file, offset, data, n),
+                None => self.modes.write(&file, offset, data, stable),
+            }
+            .map_err(|e| fail(errno(&e)))?
         };
         let post = sys::statx(file.as_fd(), sys::EMPTY).ok();
         if let Some(post) = &post {
@@ -1423,7 +1458,7 @@ impl LocalFs {
         };
         let (dev, ino) = dev_ino(&obj.st);
         let mut file = OpenFile::new(fd, writable, dev, ino, ctime_stamp(&obj.st));
-        if self.modes.wants_direct() {
+        if self.modes.wants_direct_twin(write && writable) {
             if let Some(direct) = self.open_direct(&obj, writable) {
                 file = file.with_direct(direct);
             }
