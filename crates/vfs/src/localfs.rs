@@ -114,8 +114,10 @@ pub struct LocalFsConfig {
     pub write_bytes_max: u32,
     /// FSINFO `dtpref`, bytes. Default [`READDIR_BYTES_PREF_DEFAULT`].
     pub readdir_bytes_pref: u32,
-    /// Open descriptors cached for READ/WRITE/COMMIT. Default [`OPEN_FILES_DEFAULT`]. With
-    /// O_DIRECT in either direction each cached file holds two, so half as many files are cached.
+    /// Open descriptors cached for READ/WRITE/COMMIT. Default [`OPEN_FILES_DEFAULT`]. A file
+    /// with an O_DIRECT twin holds two (every file with O_DIRECT in either direction, and files
+    /// opened for a WRITE on a buffered-write export, whose streaming writes go direct), so
+    /// then half as many files are cached.
     pub open_files_max: usize,
     /// How READ and WRITE reach the disk (`io=`, `io_read=`, `io_write=` in exports, `--io`,
     /// `--io-read`, `--io-write`). Default buffered both ways; see the `iomode` module for the
@@ -423,7 +425,11 @@ impl LocalFs {
             io_write = ?config.io.write,
             "export ready"
         );
-        let open_files_max = if config.io.uses_direct() {
+        // A file holding an O_DIRECT twin costs two descriptors: every file on a direct export,
+        // and on a buffered-write export every file opened for a WRITE (its streaming flushes
+        // go direct, see iomode). Halving keeps the descriptors within the configured bound.
+        let twins = config.io.uses_direct() || config.io.write == IoMode::Buffered;
+        let open_files_max = if twins {
             (config.open_files_max / 2).max(1)
         } else {
             config.open_files_max
