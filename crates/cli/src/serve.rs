@@ -54,6 +54,8 @@ pub struct ServeArgs {
     pub io_read: Option<String>,
     /// The cache mode of WRITEs only, overriding --io (exports' `io_write=`). `--io-write direct`
     /// keeps written data out of the page cache (no kernel copy of it) while READs stay buffered.
+    /// With the default (buffered), streaming uploads already go O_DIRECT (write-behind
+    /// flushes of 1 MiB or more); small and random writes stay in the page cache.
     #[arg(long, value_name = "MODE")]
     pub io_write: Option<String>,
     /// Exports file in /etc/exports syntax, instead of DIR and the flags above.

@@ -752,14 +752,22 @@ impl Client {
         offset: u64,
         count: u32,
     ) -> Result<CommitResOk, NfsError> {
+        self.start_commit(file, offset, count).await.wait().await
+    }
+
+    /// Starts a COMMIT without waiting for it (a writer keeps sending meanwhile).
+    pub async fn start_commit(
+        &self,
+        file: &NfsFh3,
+        offset: u64,
+        count: u32,
+    ) -> Pending<CommitResOk> {
         let args = CommitArgs {
             file: file.clone(),
             offset,
             count,
         };
         self.start::<CommitResOk, CommitResFail>(proc_::COMMIT, &args)
-            .await
-            .wait()
             .await
     }
 

@@ -6,19 +6,33 @@
 //! ```text
 //!  read_at / FileReader ──► read::FileShared (engine, cache, READs in flight) ──► [READ][READ]..
 //!
-//!  FileWriter:  write() ─► buffer ─(wsize)─► [WRITE][WRITE][WRITE][WRITE] UNSTABLE ─► UnstableLog
-//!               finish() / log over commit_bytes_max ─► drain ─► COMMIT ─► log.on_commit(verf)
+//!  FileWriter:  write() ─► buffer ─(wsize)─► [WRITE][WRITE]..[WRITE] UNSTABLE ─► UnstableLog
+//!                          window: WriteWindow (2 × measured bandwidth × rtt_min WRITEs)
+//!               log over commit_bytes_max / 2 ─► log moves aside, COMMIT sent, WRITEs go on
+//!                 COMMIT reply ─► aside.on_commit(verf) ─► lost chunks resent
+//!               finish() ─► drain ─► COMMIT ─► log.on_commit(verf)
 //!                                         lost chunks (verifier changed) ─► resend ─► COMMIT again
 //! ```
+//!
+//! COMMITs overlap with sending: once half of `commit_bytes_max` is acknowledged but not
+//! committed, that part of the log is set aside and a COMMIT for the file is sent while WRITEs
+//! continue. A COMMIT covers every WRITE answered before it was sent (RFC 1813 §3.3.21), which
+//! is exactly the part set aside; WRITEs answered later go to a fresh log. If the previous
+//! COMMIT has not returned when the next is due, the writer waits for it, so uncommitted data
+//! held for resending stays within `commit_bytes_max` (plus the WRITEs in flight), and the
+//! final COMMIT at `finish` covers at most half of it: no long stall at the end of a big file.
 
 use crate::client::{Client, Pending};
 use crate::error::NfsError;
 use crate::read::FileShared;
 use bytes::{Bytes, BytesMut};
 use sluice_engine::plan::UnstableLog;
+use sluice_engine::writewindow::{WriteWindow, WriteWindowConfig};
+use sluice_xdr::nfs3::CommitResOk;
 use sluice_xdr::nfs3::{Fattr3, NfsFh3, Sattr3, StableHow, Verifier, WriteResOk};
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 /// How many times a COMMIT may report a new verifier (and make the writer resend) before the
@@ -125,12 +139,20 @@ impl File {
     ) -> Result<u64, ReadToError> {
         let mut r = self.reader();
         let mut total = 0u64;
-        while let Some(chunks) = r.next_chunk().await.map_err(ReadToError::Nfs)? {
-            for c in chunks {
-                sink.write_all(&c).await.map_err(ReadToError::Io)?;
-                total += c.len() as u64;
-                progress(c.len() as u64);
+        let vectored = sink.is_write_vectored();
+        while let Some(mut chunks) = r.next_chunk().await.map_err(ReadToError::Nfs)? {
+            let n: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+            if vectored {
+                write_all_vectored(sink, &mut chunks)
+                    .await
+                    .map_err(ReadToError::Io)?;
+            } else {
+                for c in &chunks {
+                    sink.write_all(c).await.map_err(ReadToError::Io)?;
+                }
             }
+            total += n;
+            progress(n);
         }
         sink.flush().await.map_err(ReadToError::Io)?;
         Ok(total)
@@ -145,7 +167,15 @@ impl File {
             buf: BytesMut::new(),
             in_flight: VecDeque::new(),
             log: UnstableLog::new(),
-            depth: o.write_depth.max(1),
+            committing: None,
+            window: WriteWindow::new(
+                WriteWindowConfig {
+                    writes_min: o.write_depth.max(1),
+                    writes_max: o.rpc.table.max_in_flight.max(1),
+                    ..WriteWindowConfig::default()
+                },
+                u64::from(self.client.wsize()),
+            ),
             wsize: self.client.wsize() as usize,
             commit_bytes_max: o.commit_bytes_max,
             sent_any: false,
@@ -157,6 +187,39 @@ impl File {
     pub async fn set_attr(&self, attrs: Sattr3) -> Result<(), NfsError> {
         self.client.setattr(&self.fh, attrs, None).await.map(|_| ())
     }
+}
+
+/// Writes all of `chunks` with vectored writes: one syscall for a whole rsize of reply
+/// segments where the sink takes them (no gathering copy). Consumes the chunks as written.
+async fn write_all_vectored<W: AsyncWrite + Unpin + ?Sized>(
+    sink: &mut W,
+    chunks: &mut [Bytes],
+) -> std::io::Result<()> {
+    use bytes::Buf;
+    let mut first = 0;
+    while first < chunks.len() {
+        let slices: Vec<std::io::IoSlice<'_>> = chunks[first..]
+            .iter()
+            .map(|c| std::io::IoSlice::new(c))
+            .collect();
+        let mut n = sink.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while n > 0 {
+            let c = &mut chunks[first];
+            let k = n.min(c.len());
+            c.advance(k);
+            n -= k;
+            if c.is_empty() {
+                first += 1;
+            }
+        }
+        while first < chunks.len() && chunks[first].is_empty() {
+            first += 1;
+        }
+    }
+    Ok(())
 }
 
 /// Failure of [`File::read_to`]: the NFS side or the sink.
@@ -224,7 +287,10 @@ pub struct FileWriter {
     buf: BytesMut,
     in_flight: VecDeque<InFlightWrite>,
     log: UnstableLog,
-    depth: usize,
+    /// A COMMIT in flight and the part of the log it will make stable.
+    committing: Option<(UnstableLog, Pending<CommitResOk>)>,
+    /// WRITEs in flight allowed (see `sluice_engine::writewindow`).
+    window: WriteWindow,
     wsize: usize,
     commit_bytes_max: u64,
     sent_any: bool,
@@ -283,20 +349,25 @@ impl FileWriter {
     }
 
     async fn send(&mut self, chunk: Bytes, stable: StableHow) -> Result<(), NfsError> {
-        while self.in_flight.len() >= self.depth {
+        while self.in_flight.len() >= self.window.writes() {
             self.complete_one().await?;
         }
         let offset = self.offset;
         self.offset += chunk.len() as u64;
         self.sent_any = true;
         self.start_write(offset, chunk, stable).await;
-        if self.log.bytes() >= self.commit_bytes_max {
-            self.commit().await?;
+        if self.log.bytes() >= (self.commit_bytes_max / 2).max(1) {
+            self.start_commit().await?;
         }
         Ok(())
     }
 
     async fn start_write(&mut self, offset: u64, data: Bytes, stable: StableHow) {
+        if self.in_flight.is_empty() {
+            // Nothing was in flight: the time since the last reply was the application's.
+            self.window.on_idle();
+        }
+        self.window.on_send(Instant::now());
         let pending = self
             .file
             .client
@@ -313,8 +384,11 @@ impl FileWriter {
         let Some(w) = self.in_flight.pop_front() else {
             return Ok(());
         };
-        let res = w.pending.wait().await?;
+        let (res, rtt) = w.pending.wait_timed().await;
+        let res = res?;
         let count = (res.count as usize).min(w.data.len());
+        self.window
+            .on_write_complete(Instant::now(), count as u64, rtt);
         if res.committed != StableHow::FILE_SYNC {
             self.log.record(w.offset, w.data.slice(..count), res.verf);
         }
@@ -343,8 +417,55 @@ impl FileWriter {
         Ok(())
     }
 
+    /// Sets the acknowledged part of the log aside and sends a COMMIT for it, without waiting
+    /// (after the previous one, if still in flight, has returned).
+    async fn start_commit(&mut self) -> Result<(), NfsError> {
+        self.finish_commit().await?;
+        let aside = std::mem::take(&mut self.log);
+        let pending = self.file.client.start_commit(&self.file.fh, 0, 0).await;
+        self.committing = Some((aside, pending));
+        Ok(())
+    }
+
+    /// Waits for the COMMIT in flight, if any, and resends what it says may be lost.
+    async fn finish_commit(&mut self) -> Result<(), NfsError> {
+        let Some((mut aside, pending)) = self.committing.take() else {
+            return Ok(());
+        };
+        let res = pending.wait().await?;
+        let lost = aside.on_commit(res.verf);
+        self.resend(lost, &res.verf).await
+    }
+
+    /// Resends chunks a changed verifier says may be lost; they are logged anew as they are
+    /// answered.
+    async fn resend(
+        &mut self,
+        lost: Vec<sluice_engine::plan::UnstableChunk>,
+        verf: &Verifier,
+    ) -> Result<(), NfsError> {
+        if lost.is_empty() {
+            return Ok(());
+        }
+        self.verifier_changes += 1;
+        let bytes: usize = lost.iter().map(|c| c.data.len()).sum();
+        tracing::warn!(
+            "server write verifier changed to {}: resending {bytes} bytes of unstable data",
+            hex(verf)
+        );
+        for c in lost {
+            while self.in_flight.len() >= self.window.writes() {
+                self.complete_one().await?;
+            }
+            self.start_write(c.offset, c.data, StableHow::UNSTABLE)
+                .await;
+        }
+        Ok(())
+    }
+
     /// Drains the WRITEs, COMMITs, and resends whatever a changed verifier says may be lost.
     async fn commit(&mut self) -> Result<(), NfsError> {
+        self.finish_commit().await?;
         for _ in 0..COMMIT_ROUNDS_MAX {
             self.drain().await?;
             if self.log.is_empty() {
@@ -355,19 +476,7 @@ impl FileWriter {
             if lost.is_empty() {
                 return Ok(());
             }
-            self.verifier_changes += 1;
-            let bytes: usize = lost.iter().map(|c| c.data.len()).sum();
-            tracing::warn!(
-                "server write verifier changed to {}: resending {bytes} bytes of unstable data",
-                hex(&res.verf)
-            );
-            for c in lost {
-                while self.in_flight.len() >= self.depth {
-                    self.complete_one().await?;
-                }
-                self.start_write(c.offset, c.data, StableHow::UNSTABLE)
-                    .await;
-            }
+            self.resend(lost, &res.verf).await?;
         }
         Err(NfsError::Other(format!(
             "the server's write verifier changed {COMMIT_ROUNDS_MAX} times in a row; giving up"

@@ -11,6 +11,7 @@
 //! | [`seqtable`]    | server | is this file being read/written sequentially, and how strongly? |
 //! | [`readahead`]   | client | what should be fetched now, and how far ahead of the reader?    |
 //! | [`writebehind`] | server | which UNSTABLE writes are flushed together, and when?            |
+//! | [`writewindow`] | client | how many UNSTABLE WRITEs should one writer keep in flight?       |
 //! | [`pool`]        | both   | how many fixed-size chunks are in use, and may one more be?     |
 //! | [`plan`]        | client | which UNSTABLE writes must a COMMIT still cover or be resent?    |
 //!
@@ -25,6 +26,7 @@ pub mod pool;
 pub mod readahead;
 pub mod seqtable;
 pub mod writebehind;
+pub mod writewindow;
 
 #[cfg(test)]
 mod testutil;

@@ -84,6 +84,20 @@ pub trait FileSystem: Send + Sync {
         data: &[Bytes],
         stable: StableHow,
     ) -> Res<WriteOk, Wcc>;
+    /// An UNSTABLE write that is one piece of a write-behind flush of `flush_bytes` contiguous
+    /// bytes. A backend that can keep streams out of its cache does so for long flushes
+    /// (LocalFs: O_DIRECT, see `iomode`); by default an ordinary UNSTABLE [`FileSystem::write`].
+    fn write_flush(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[Bytes],
+        flush_bytes: u64,
+    ) -> Res<WriteOk, Wcc> {
+        let _ = flush_bytes;
+        self.write(caller, fh, offset, data, StableHow::Unstable)
+    }
     /// Makes `count` bytes from `offset` durable (`count == 0`: to the end of the file).
     fn commit(&self, caller: &Caller, fh: &FileHandle, offset: u64, count: u32) -> Res<Wcc, Wcc>;
     fn create(
@@ -220,6 +234,16 @@ impl FileSystem for LocalFs {
         stable: StableHow,
     ) -> Res<WriteOk, Wcc> {
         LocalFs::write(self, caller, fh, offset, data, stable)
+    }
+    fn write_flush(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[Bytes],
+        flush_bytes: u64,
+    ) -> Res<WriteOk, Wcc> {
+        LocalFs::write_flush(self, caller, fh, offset, data, flush_bytes)
     }
     fn commit(&self, caller: &Caller, fh: &FileHandle, offset: u64, count: u32) -> Res<Wcc, Wcc> {
         LocalFs::commit(self, caller, fh, offset, count)

@@ -114,8 +114,10 @@ pub struct LocalFsConfig {
     pub write_bytes_max: u32,
     /// FSINFO `dtpref`, bytes. Default [`READDIR_BYTES_PREF_DEFAULT`].
     pub readdir_bytes_pref: u32,
-    /// Open descriptors cached for READ/WRITE/COMMIT. Default [`OPEN_FILES_DEFAULT`]. With
-    /// O_DIRECT in either direction each cached file holds two, so half as many files are cached.
+    /// Open descriptors cached for READ/WRITE/COMMIT. Default [`OPEN_FILES_DEFAULT`]. A file
+    /// with an O_DIRECT twin holds two (every file with O_DIRECT in either direction, and files
+    /// opened for a WRITE on a buffered-write export, whose streaming writes go direct), so
+    /// then half as many files are cached.
     pub open_files_max: usize,
     /// How READ and WRITE reach the disk (`io=`, `io_read=`, `io_write=` in exports, `--io`,
     /// `--io-read`, `--io-write`). Default buffered both ways; see the `iomode` module for the
@@ -423,7 +425,11 @@ impl LocalFs {
             io_write = ?config.io.write,
             "export ready"
         );
-        let open_files_max = if config.io.uses_direct() {
+        // A file holding an O_DIRECT twin costs two descriptors: every file on a direct export,
+        // and on a buffered-write export every file opened for a WRITE (its streaming flushes
+        // go direct, see iomode). Halving keeps the descriptors within the configured bound.
+        let twins = config.io.uses_direct() || config.io.write == IoMode::Buffered;
+        let open_files_max = if twins {
             (config.open_files_max / 2).max(1)
         } else {
             config.open_files_max
@@ -822,6 +828,39 @@ impl LocalFs {
         data: &[Bytes],
         stable: StableHow,
     ) -> Res<WriteOk, Wcc> {
+        self.write_as(caller, fh, offset, data, stable, None)
+    }
+
+    /// An UNSTABLE write that is part of a write-behind flush of `flush_bytes` contiguous
+    /// bytes: a streaming flush goes O_DIRECT even on a buffered export (see the iomode
+    /// module, "Streaming writes of a buffered export"). Otherwise exactly [`LocalFs::write`].
+    pub fn write_flush(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[Bytes],
+        flush_bytes: u64,
+    ) -> Res<WriteOk, Wcc> {
+        self.write_as(
+            caller,
+            fh,
+            offset,
+            data,
+            StableHow::Unstable,
+            Some(flush_bytes),
+        )
+    }
+
+    fn write_as(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[Bytes],
+        stable: StableHow,
+        flush_bytes: Option<u64>,
+    ) -> Res<WriteOk, Wcc> {
         if caller.read_only {
             return Err((FsError::RoFs, self.wcc_or_default(fh)));
         }
@@ -840,9 +879,11 @@ impl LocalFs {
         let count = {
             let _as = self.act_as(caller).map_err(fail)?;
             may_write(file.as_fd(), &st, &caller.cred).map_err(fail)?;
-            self.modes
-                .write(&file, offset, data, stable)
-                .map_err(|e| fail(errno(&e)))?
+            match flush_bytes {
+                Some(n) => self.modes.write_flush(&file, offset, data, n),
+                None => self.modes.write(&file, offset, data, stable),
+            }
+            .map_err(|e| fail(errno(&e)))?
         };
         let post = sys::statx(file.as_fd(), sys::EMPTY).ok();
         if let Some(post) = &post {
@@ -1423,7 +1464,7 @@ impl LocalFs {
         };
         let (dev, ino) = dev_ino(&obj.st);
         let mut file = OpenFile::new(fd, writable, dev, ino, ctime_stamp(&obj.st));
-        if self.modes.wants_direct() {
+        if self.modes.wants_direct_twin(write && writable) {
             if let Some(direct) = self.open_direct(&obj, writable) {
                 file = file.with_direct(direct);
             }

@@ -315,6 +315,96 @@ fn each_mode_leaves_the_page_cache_as_promised() {
 
 // --- Helpers ---------------------------------------------------------------------------------
 
+/// A buffered export sends write-behind flushes of a stream O_DIRECT and everything else
+/// through the page cache (iomode, "Streaming writes of a buffered export"). Streaming flushes,
+/// small UNSTABLE / DATA_SYNC / FILE_SYNC writes over and between them, and READs interleave;
+/// every READ (through the export, and through the page cache with std::fs at the end) must
+/// see the model, and a long aligned flush into a fresh file must have bypassed the cache.
+#[test]
+fn streaming_flushes_and_small_writes_mix_on_a_buffered_export() {
+    let seed = seed("streaming_flushes_and_small_writes_mix_on_a_buffered_export");
+    let mode = Mode::both(IoMode::Buffered);
+    for place in places("stream") {
+        let mut rng = Rng::new(seed);
+        let fs = place.fs(mode);
+        // The direct path is taken: 8 MiB streamed into a fresh file leaves (almost) nothing
+        // cached, where a buffered write would leave all 8 MiB. tmpfs is its own cache.
+        let fh = create(&fs, "fresh");
+        let data = rng.bytes(8 * MIB as usize);
+        let ok = fs
+            .write_flush(&me(), &fh, 0, &rng.chunk(&data), data.len() as u64)
+            .unwrap();
+        assert_eq!(ok.count, data.len());
+        let cached = resident_bytes(&place.export().join("fresh"));
+        if !place.mounted && fs.write_mode() == IoMode::Buffered {
+            if let Some(bytes) = cached {
+                assert!(
+                    bytes < MIB,
+                    "{}: {bytes} bytes cached after a streaming flush",
+                    place.name
+                );
+            }
+        }
+        let fh = create(&fs, "mixed");
+        let mut model = Vec::new();
+        for step in 0..150 {
+            let what = format!("{} seed {seed} step {step}", place.name);
+            match rng.below(4) {
+                0 => {
+                    // A streaming flush: one or several pieces of a 1-3 MiB contiguous run.
+                    let offset = rng.offset(model.len() as u64);
+                    let n = (MIB + rng.below(2 * MIB)) as usize;
+                    let run = rng.bytes(n);
+                    let mut at = 0;
+                    while at < n {
+                        let piece = (n - at).min(1 + rng.below(n as u64) as usize);
+                        let ok = fs
+                            .write_flush(
+                                &me(),
+                                &fh,
+                                offset + at as u64,
+                                &rng.chunk(&run[at..at + piece]),
+                                n as u64,
+                            )
+                            .unwrap();
+                        assert_eq!(ok.count, piece, "{what}");
+                        at += piece;
+                    }
+                    let end = offset as usize + n;
+                    if model.len() < end {
+                        model.resize(end, 0);
+                    }
+                    model[offset as usize..end].copy_from_slice(&run);
+                }
+                1 => {
+                    // A small write, buffered, anywhere (often inside a streamed range).
+                    let offset = rng.offset(model.len() as u64);
+                    let n = 1 + rng.below(20_000) as usize;
+                    let data = rng.bytes(n);
+                    write(&fs, &fh, offset, &data, &mut rng, &mut model);
+                }
+                _ => {
+                    let offset = rng.offset(model.len() as u64);
+                    let len = rng.length();
+                    check_read(&fs, &fh, offset, len, &mut rng, &model, &what);
+                }
+            }
+        }
+        let mut offset = 0;
+        while offset <= model.len() as u64 {
+            check_read(&fs, &fh, offset, MIB + 1, &mut rng, &model, &place.name);
+            offset += MIB + 1;
+        }
+        let through_cache = std::fs::read(place.export().join("mixed")).unwrap();
+        assert!(
+            through_cache == model,
+            "{}: the file read through the page cache differs from the model",
+            place.name
+        );
+        report(&place, mode, &fs);
+    }
+}
+
 fn me() -> Caller {
     Caller::with_cred(Cred::root())
 }

@@ -75,7 +75,7 @@
 //! client is slowed by TCP), and the core flushes under pressure so that the wait ends.
 
 use super::{Blocking, Hooks};
-use crate::backend::{self, Attr, Caller, FileHandle, FileSystem, FileType, FsError};
+use crate::backend::{Attr, Caller, FileHandle, FileSystem, FileType, FsError};
 use crate::stats::Stats;
 use bytes::Bytes;
 use sluice_engine::writebehind::{Admit, FlushOp, WriteBehind, WriteBehindConfig};
@@ -550,7 +550,9 @@ fn write_run(
     let mut group_bytes = 0u64;
     let mut group_caller: Option<&Caller> = None;
     let write = |group: &mut Vec<Bytes>, offset: u64, bytes: u64, caller: &Caller| {
-        let r = fs.write(caller, &fh, offset, group, backend::StableHow::Unstable);
+        // The whole flush's length decides whether it is a stream that goes O_DIRECT on a
+        // buffered export (vfs iomode, "Streaming writes of a buffered export").
+        let r = fs.write_flush(caller, &fh, offset, group, op.len);
         group.clear();
         match r {
             Ok(_) => {
