@@ -64,6 +64,7 @@
 //! with time (leases expire, clients close files).
 
 pub mod client;
+pub mod map;
 pub mod open;
 pub mod pseudo;
 pub mod session;
@@ -182,6 +183,7 @@ mod tests {
         let sources = [
             ("mod.rs", include_str!("mod.rs")),
             ("client.rs", include_str!("client.rs")),
+            ("map.rs", include_str!("map.rs")),
             ("open.rs", include_str!("open.rs")),
             ("pseudo.rs", include_str!("pseudo.rs")),
             ("session.rs", include_str!("session.rs")),
