@@ -64,6 +64,7 @@
 //! with time (leases expire, clients close files).
 
 pub mod client;
+pub mod compound;
 pub mod map;
 pub mod open;
 pub mod pseudo;
@@ -183,6 +184,7 @@ mod tests {
         let sources = [
             ("mod.rs", include_str!("mod.rs")),
             ("client.rs", include_str!("client.rs")),
+            ("compound.rs", include_str!("compound.rs")),
             ("map.rs", include_str!("map.rs")),
             ("open.rs", include_str!("open.rs")),
             ("pseudo.rs", include_str!("pseudo.rs")),

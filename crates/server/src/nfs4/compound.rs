@@ -1,0 +1,715 @@
+//! The COMPOUND processor (RFC 8881 §16.2, §2.10.6): one encoded COMPOUND in, one encoded
+//! reply out, over the state cores ([`State4`]), the pseudo tree and the exports' file systems.
+//!
+//! # Entry point
+//! [`Nfs4::compound`] is synchronous and does no socket I/O: the caller (the RPC service) hands
+//! it the call's record arguments, who sent them ([`Call`]: address, connection, credentials)
+//! and the time, and sends back the bytes it returns. File-system calls are made inline, so a
+//! driver runs it on the blocking pool, as the v3 handlers run their backend calls.
+//!
+//! ```text
+//!  record ─▶ decode (bounded: ops_max, tag) ──▶ not a COMPOUND: GarbageArgs
+//!            │ minor version 0 or > 2 ─────────▶ MINOR_VERS_MISMATCH, no results
+//!            ▼
+//!  op 0:  SEQUENCE ─▶ State4::sequence ─┬─ Replay(bytes) ─▶ those bytes, nothing runs
+//!         │                             ├─ Err(s) ────────▶ SEQUENCE's error alone
+//!         │                             └─ Execute ─▶ ops 1.. ─▶ encode ─▶ slot keeps bytes
+//!         EXCHANGE_ID, CREATE_SESSION, DESTROY_SESSION, DESTROY_CLIENTID,
+//!         BIND_CONN_TO_SESSION: allowed alone (NOT_ONLY_OP with company)
+//!         anything else: OP_NOT_IN_SESSION
+//!  op n>0: SEQUENCE ─▶ SEQUENCE_POS; undefined ─▶ OP_ILLEGAL; 4.0-only, pNFS or not written
+//!         yet ─▶ NOTSUPP; args that did not decode ─▶ BADXDR; needs a handle ─▶ NOFILEHANDLE
+//!  the first error ends the COMPOUND; its status is the COMPOUND's
+//! ```
+//!
+//! # File handles
+//! The current and saved handles are either a pseudo-tree node or an export's handle (with
+//! the export's index). LOOKUP of a pseudo node that is an export's path crosses into that
+//! export's root, where the fsid changes (§7.4); LOOKUPP from an export root comes back to the
+//! pseudo tree. Every op on an export handle passes the export's gate first: the client's
+//! rules (no rule matching its address: NFS4ERR_ACCESS, as v3 answers ACCES), `secure`
+//! (an unprivileged source port: NFS4ERR_PERM, knfsd's answer), and squashing, exactly as
+//! [`crate::nfs::caller_for`] does for v3. Only AUTH_SYS and AUTH_NONE reach this layer, and
+//! every export accepts both, so SECINFO_NO_NAME answers those two and NFS4ERR_WRONGSEC does
+//! not arise yet (it will with per-export `sec=` flavors).
+//!
+//! # The reply cache
+//! A request that passed SEQUENCE is encoded whole and handed to the slot
+//! ([`State4::complete`]), which keeps it when the client set `sa_cachethis` and it fits
+//! `ca_maxresponsesize_cached`; a retry gets those exact bytes back. The reply is checked
+//! against the session's limits op by op as it is built: the op whose result crosses
+//! `ca_maxresponsesize` (or the cached limit, when caching was asked) is replaced by
+//! NFS4ERR_REP_TOO_BIG (_TO_CACHE) and ends the COMPOUND (§2.10.6.4).
+//!
+//! # Not yet
+//! READ, WRITE and COMMIT answer NFS4ERR_NOTSUPP until they go through
+//! [`crate::datapath::DataPath`] (not a copy of it); so do OPEN/CLOSE, READDIR, SETATTR and the
+//! namespace-changing ops. No op implemented here produces or consumes a stateid, so the
+//! current stateid is kept ([`Ctx::stateid`]) but not yet used.
+
+use super::map::{self, AttrCtx};
+use super::pseudo::{Lookup, NodeId, PseudoFs};
+use super::session::SequenceCall;
+use super::slots::SlotDecision;
+use super::state::State4;
+use super::{ConnId, Nfsstat4, Principal};
+use crate::backend::{Caller, FileHandle, FileSystem, FsStat};
+use crate::nfs::{caller_for, ExportEntry};
+use bytes::Bytes;
+use sluice_rpc::server::Credentials;
+use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundError, CompoundLimits};
+use sluice_xdr::nfs4::ops::{
+    op_info, AccessResOk, BindConnToSessionResOk, NfsArgop4, NfsResop4, OpFlags, Opnum4, Res4,
+    Secinfo4, SecinfoList, SequenceArgs,
+};
+use sluice_xdr::nfs4::{NfsFh4, SessionId4, Stateid4, MINOR_VERSIONS};
+use sluice_xdr::{Pack, Reader, Writer};
+// `core::net`: an address is plain data here; this module opens no sockets.
+use core::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// AUTH_NONE and AUTH_SYS flavor numbers (RFC 5531 §8.2), in SECINFO's order of preference.
+const FLAVORS: [u32; 2] = [1, 0];
+
+/// The NFSv4.1 service state: exports, the pseudo tree built from their paths, and the state
+/// cores behind one lock.
+pub struct Nfs4 {
+    pub exports: Arc<Vec<ExportEntry>>,
+    pub pseudo: PseudoFs,
+    pub state: Mutex<State4>,
+    pub limits: CompoundLimits,
+}
+
+/// Who sent a COMPOUND.
+#[derive(Debug, Clone)]
+pub struct Call<'a> {
+    pub addr: SocketAddr,
+    pub conn: ConnId,
+    pub cred: &'a Credentials,
+    pub now: Instant,
+}
+
+/// What [`Nfs4::compound`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The encoded `COMPOUND4res`.
+    Reply(Bytes),
+    /// Not a COMPOUND at all: the RPC layer answers GARBAGE_ARGS.
+    GarbageArgs,
+}
+
+/// SEQUENCE's result and the session's reply limits, for the ops after it.
+struct Head {
+    sequence: NfsResop4,
+    limits: Option<ReplyLimits>,
+}
+
+/// Bytes a reply may have (`ca_maxresponsesize`) and, when the client asked for caching,
+/// `ca_maxresponsesize_cached`.
+struct ReplyLimits {
+    bytes_max: usize,
+    cached_bytes_max: Option<usize>,
+}
+
+/// A file handle of the current or saved slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fh {
+    Pseudo(NodeId),
+    Export { idx: usize, fh: FileHandle },
+}
+
+/// One COMPOUND's evaluation state.
+#[derive(Debug, Clone, Default)]
+pub struct Ctx {
+    pub current: Option<Fh>,
+    pub saved: Option<Fh>,
+    /// The current stateid (§16.2.3.1.2), for the "current stateid" special value.
+    pub stateid: Option<Stateid4>,
+    /// The session and slot of this COMPOUND's SEQUENCE, and the client it acts for.
+    pub session: Option<(SessionId4, u32)>,
+    pub clientid: Option<u64>,
+}
+
+impl Ctx {
+    /// Resolves the special "current stateid" (§16.2.3.1.2) to the one last set.
+    pub fn resolve_stateid(&self, s: &Stateid4) -> Result<Stateid4, Nfsstat4> {
+        if *s == Stateid4::CURRENT {
+            return self.stateid.ok_or(Nfsstat4::BAD_STATEID);
+        }
+        Ok(*s)
+    }
+}
+
+/// The principal the client-record rules compare (RFC 8881 §2.4): for AUTH_SYS the uid, gid
+/// and machine name; AUTH_NONE is one anonymous principal.
+pub fn principal(cred: &Credentials) -> Principal {
+    match cred {
+        Credentials::None => Principal(Bytes::from_static(b"none")),
+        Credentials::Sys(a) => {
+            let mut b = Vec::with_capacity(12 + a.machine_name.len());
+            b.extend_from_slice(b"sys:");
+            b.extend_from_slice(&a.uid.to_be_bytes());
+            b.extend_from_slice(&a.gid.to_be_bytes());
+            b.extend_from_slice(&a.machine_name);
+            Principal(Bytes::from(b))
+        }
+    }
+}
+
+/// FNV-1a over the request after SEQUENCE's sequence id: tells a retry from a different
+/// request reusing the sequence id (§2.10.6.1.3). Not a defence against a malicious client,
+/// which can only confuse its own slot.
+fn digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Where the ops after SEQUENCE's sequence id start in the record: tag (length + padded
+/// bytes), minor version, op count, SEQUENCE's op number, session id (16), sequence id.
+fn after_sequenceid(record: &[u8]) -> &[u8] {
+    let tag_len = record
+        .get(..4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .unwrap_or(0);
+    let at = 4 + tag_len.div_ceil(4) * 4 + 4 + 4 + 4 + 16 + 4;
+    record.get(at..).unwrap_or(&[])
+}
+
+fn encode(res: &Compound4Res) -> Bytes {
+    let mut w = Writer::new();
+    res.pack(&mut w);
+    w.into_bytes()
+}
+
+fn encoded_len<T: Pack>(v: &T) -> usize {
+    let mut w = Writer::new();
+    v.pack(&mut w);
+    w.into_bytes().len()
+}
+
+/// Ops allowed first without SEQUENCE (RFC 8881 §2.6.3.1.1.1).
+fn sessionless(op: Opnum4) -> bool {
+    op_info(op).is_some_and(|i| i.flags.contains(OpFlags::SESSIONLESS))
+}
+
+/// The refusal an op gets before it runs, if any: undefined, from another minor version, pNFS.
+fn refuse(op: &NfsArgop4, minorversion: u32) -> Option<NfsResop4> {
+    let num = op.opnum();
+    match op {
+        NfsArgop4::Illegal(_) => return Some(NfsResop4::Illegal(Nfsstat4::OP_ILLEGAL)),
+        NfsArgop4::BadXdr(..) => return Some(NfsResop4::error(num, Nfsstat4::BADXDR)),
+        _ => {}
+    }
+    let flags = op_info(num)?.flags;
+    if flags.contains(OpFlags::V42) && minorversion < 2 {
+        return Some(NfsResop4::Illegal(Nfsstat4::OP_ILLEGAL));
+    }
+    if flags.contains(OpFlags::V40_ONLY) || flags.contains(OpFlags::PNFS) {
+        return Some(NfsResop4::error(num, Nfsstat4::NOTSUPP));
+    }
+    None
+}
+
+fn nfs_fh4(fh: &FileHandle) -> NfsFh4 {
+    NfsFh4(fh.to_bytes())
+}
+
+impl Nfs4 {
+    /// A service over `exports`, its pseudo tree built from their paths (`generation` tells
+    /// this tree's handles from an earlier one's).
+    pub fn new(
+        exports: Arc<Vec<ExportEntry>>,
+        state: State4,
+        generation: u32,
+    ) -> Result<Self, super::pseudo::PseudoError> {
+        let paths: Vec<String> = exports
+            .iter()
+            .map(|e| e.export.path.to_string_lossy().into_owned())
+            .collect();
+        Ok(Self {
+            pseudo: PseudoFs::new(&paths, generation)?,
+            exports,
+            state: Mutex::new(state),
+            limits: CompoundLimits::default(),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State4> {
+        // A panic under the lock is a bug elsewhere; the tables stay usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs one COMPOUND (the record's procedure arguments) and returns the encoded reply.
+    pub fn compound(&self, call: &Call<'_>, record: &[u8]) -> Outcome {
+        let segs = [Bytes::copy_from_slice(record)];
+        let mut r = Reader::new(&segs);
+        let args = match Compound4Args::decode(&mut r, &self.limits) {
+            Ok(a) => a,
+            Err(CompoundError::Xdr(_)) => return Outcome::GarbageArgs,
+            Err(CompoundError::TooManyOps { tag, first, .. }) => {
+                // Only minor versions 1 and 2 get this far: their error is TOO_MANY_OPS.
+                let status = Nfsstat4::TOO_MANY_OPS;
+                let results = first
+                    .iter()
+                    .map(|op| NfsResop4::error(op.opnum(), status))
+                    .collect();
+                return Outcome::Reply(encode(&Compound4Res {
+                    status,
+                    tag,
+                    results,
+                }));
+            }
+        };
+        if !MINOR_VERSIONS.contains(&args.minorversion) {
+            return Outcome::Reply(encode(&Compound4Res {
+                status: Nfsstat4::MINOR_VERS_MISMATCH,
+                tag: args.tag,
+                results: Vec::new(),
+            }));
+        }
+        let mut ctx = Ctx::default();
+        let Some(first) = args.ops.first() else {
+            return Outcome::Reply(encode(&Compound4Res {
+                status: Nfsstat4::OK,
+                tag: args.tag,
+                results: Vec::new(),
+            }));
+        };
+        if let NfsArgop4::Sequence(seq) = first {
+            return self.in_session(call, record, &args, seq, &mut ctx);
+        }
+        let status_alone = if sessionless(first.opnum()) {
+            (args.ops.len() > 1).then_some(Nfsstat4::NOT_ONLY_OP)
+        } else if refuse(first, args.minorversion).is_some() {
+            None
+        } else {
+            Some(Nfsstat4::OP_NOT_IN_SESSION)
+        };
+        let res = match status_alone {
+            Some(s) => Compound4Res {
+                status: s,
+                tag: args.tag.clone(),
+                results: vec![NfsResop4::error(first.opnum(), s)],
+            },
+            None => self.run_ops(call, &args, 0, &mut ctx, None),
+        };
+        Outcome::Reply(encode(&res))
+    }
+
+    /// A COMPOUND that starts with SEQUENCE.
+    fn in_session(
+        &self,
+        call: &Call<'_>,
+        record: &[u8],
+        args: &Compound4Args,
+        seq: &SequenceArgs,
+        ctx: &mut Ctx,
+    ) -> Outcome {
+        let sc = SequenceCall {
+            slotid: seq.slotid,
+            sequenceid: seq.sequenceid,
+            highest_slotid: seq.highest_slotid,
+            cachethis: seq.cachethis,
+            request_bytes: record.len(),
+            op_count: args.ops.len(),
+            digest: digest(after_sequenceid(record)),
+            conn: call.conn,
+        };
+        let outcome = self.state().sequence(call.now, &seq.sessionid, &sc);
+        let out = match outcome {
+            Err(s) => {
+                return Outcome::Reply(encode(&Compound4Res {
+                    status: s,
+                    tag: args.tag.clone(),
+                    results: vec![NfsResop4::Sequence(Res4::Err(s))],
+                }))
+            }
+            Ok(o) => o,
+        };
+        if let SlotDecision::Replay(bytes) = out.decision {
+            return Outcome::Reply(bytes);
+        }
+        ctx.session = Some((seq.sessionid, seq.slotid));
+        ctx.clientid = Some(out.clientid);
+        let limits = self.state().session(&seq.sessionid).map(|s| ReplyLimits {
+            bytes_max: s.reply_bytes_max(false),
+            cached_bytes_max: seq.cachethis.then(|| s.reply_bytes_max(true)),
+        });
+        let head = Head {
+            sequence: NfsResop4::Sequence(Res4::Ok(out.res)),
+            limits,
+        };
+        let res = self.run_ops(call, args, 1, ctx, Some(head));
+        let bytes = encode(&res);
+        self.state()
+            .complete(&seq.sessionid, seq.slotid, Some(bytes.clone()));
+        Outcome::Reply(bytes)
+    }
+
+    /// Runs `args.ops[from..]` in order, stopping at the first error, after SEQUENCE's `head`.
+    fn run_ops(
+        &self,
+        call: &Call<'_>,
+        args: &Compound4Args,
+        from: usize,
+        ctx: &mut Ctx,
+        head: Option<Head>,
+    ) -> Compound4Res {
+        let mut res = Compound4Res {
+            status: Nfsstat4::OK,
+            tag: args.tag.clone(),
+            results: Vec::with_capacity(args.ops.len()),
+        };
+        // Status, tag and result count, then each result as it is added.
+        let mut reply_bytes = 4 + encoded_len(&args.tag) + 4;
+        let mut limits = None;
+        if let Some(h) = head {
+            reply_bytes += encoded_len(&h.sequence);
+            res.results.push(h.sequence);
+            limits = h.limits;
+        }
+        for op in &args.ops[from..] {
+            let mut r = if matches!(op, NfsArgop4::Sequence(_)) {
+                NfsResop4::error(Opnum4::SEQUENCE, Nfsstat4::SEQUENCE_POS)
+            } else if let Some(refused) = refuse(op, args.minorversion) {
+                refused
+            } else {
+                self.run_op(call, op, ctx)
+            };
+            if let Some(l) = &limits {
+                let len = encoded_len(&r);
+                if reply_bytes + len > l.bytes_max {
+                    r = NfsResop4::error(op.opnum(), Nfsstat4::REP_TOO_BIG);
+                } else if l.cached_bytes_max.is_some_and(|m| reply_bytes + len > m) {
+                    r = NfsResop4::error(op.opnum(), Nfsstat4::REP_TOO_BIG_TO_CACHE);
+                }
+                reply_bytes += encoded_len(&r);
+            }
+            let status = r.status();
+            res.results.push(r);
+            if status != Nfsstat4::OK {
+                res.status = status;
+                break;
+            }
+        }
+        res
+    }
+
+    /// One op that passed the position checks.
+    fn run_op(&self, call: &Call<'_>, op: &NfsArgop4, ctx: &mut Ctx) -> NfsResop4 {
+        let num = op.opnum();
+        let needs_fh = op_info(num).is_some_and(|i| i.flags.contains(OpFlags::NEEDS_FH));
+        if needs_fh && ctx.current.is_none() {
+            return NfsResop4::error(num, Nfsstat4::NOFILEHANDLE);
+        }
+        match op {
+            NfsArgop4::ExchangeId(a) => NfsResop4::ExchangeId(res(self.state().exchange_id(
+                call.now,
+                a,
+                &principal(call.cred),
+            ))),
+            NfsArgop4::CreateSession(a) => NfsResop4::CreateSession(res(self
+                .state()
+                .create_session(call.now, a, &principal(call.cred), call.conn))),
+            NfsArgop4::DestroySession(id) => {
+                NfsResop4::DestroySession(status_of(self.state().destroy_session(id, ctx.session)))
+            }
+            NfsArgop4::DestroyClientid(id) => {
+                NfsResop4::DestroyClientid(status_of(self.state().destroy_clientid(*id)))
+            }
+            NfsArgop4::BindConnToSession(a) => NfsResop4::BindConnToSession(res(self
+                .state()
+                .bind_conn_to_session(&a.sessid, call.conn, a.dir)
+                .map(|dir| BindConnToSessionResOk {
+                    sessid: a.sessid,
+                    dir,
+                    use_conn_in_rdma_mode: false,
+                }))),
+            NfsArgop4::ReclaimComplete(one_fs) => NfsResop4::ReclaimComplete(match ctx.clientid {
+                Some(c) => status_of(self.state().reclaim_complete(c, *one_fs)),
+                None => Nfsstat4::OP_NOT_IN_SESSION,
+            }),
+            NfsArgop4::Putrootfh(()) => NfsResop4::Putrootfh(self.put_root(call, ctx)),
+            // knfsd's public handle is its root handle; so is ours.
+            NfsArgop4::Putpubfh(()) => NfsResop4::Putpubfh(self.put_root(call, ctx)),
+            NfsArgop4::Putfh(fh) => NfsResop4::Putfh(status_of(self.put_fh(fh).map(|f| {
+                ctx.current = Some(f);
+            }))),
+            NfsArgop4::Getfh(()) => NfsResop4::Getfh(match &ctx.current {
+                Some(Fh::Pseudo(n)) => {
+                    Res4::Ok(NfsFh4(Bytes::copy_from_slice(&self.pseudo.handle(*n))))
+                }
+                Some(Fh::Export { fh, .. }) => Res4::Ok(nfs_fh4(fh)),
+                None => Res4::Err(Nfsstat4::NOFILEHANDLE),
+            }),
+            NfsArgop4::Savefh(()) => {
+                ctx.saved = ctx.current.clone();
+                NfsResop4::Savefh(Nfsstat4::OK)
+            }
+            NfsArgop4::Restorefh(()) => NfsResop4::Restorefh(match &ctx.saved {
+                Some(f) => {
+                    ctx.current = Some(f.clone());
+                    Nfsstat4::OK
+                }
+                None => Nfsstat4::RESTOREFH,
+            }),
+            NfsArgop4::Lookup(name) => {
+                NfsResop4::Lookup(status_of(self.lookup(call, ctx, &name.0)))
+            }
+            NfsArgop4::Lookupp(()) => NfsResop4::Lookupp(status_of(self.lookupp(call, ctx))),
+            NfsArgop4::Getattr(req) => NfsResop4::Getattr(res(self.getattr(call, ctx, req))),
+            NfsArgop4::Access(a) => NfsResop4::Access(res(self.access(call, ctx, a.access))),
+            NfsArgop4::SecinfoNoName(style) => {
+                NfsResop4::SecinfoNoName(res(self.secinfo_no_name(call, ctx, *style)))
+            }
+            other => NfsResop4::error(other.opnum(), Nfsstat4::NOTSUPP),
+        }
+    }
+
+    /// The export at `idx` as this caller may use it: its file system and the caller after
+    /// the export's rules and squashing (see the module notes).
+    fn gate(&self, call: &Call<'_>, idx: usize) -> Result<(&dyn FileSystem, Caller), Nfsstat4> {
+        let entry = self.exports.get(idx).ok_or(Nfsstat4::STALE)?;
+        let opts = entry
+            .export
+            .options_for(call.addr.ip())
+            .ok_or(Nfsstat4::ACCESS)?;
+        if opts.secure && call.addr.port() >= 1024 {
+            return Err(Nfsstat4::PERM);
+        }
+        Ok((&*entry.fs, caller_for(call.cred, opts)))
+    }
+
+    /// The root of export `idx`, if the caller may enter it.
+    fn enter_export(&self, call: &Call<'_>, idx: usize) -> Result<Fh, Nfsstat4> {
+        let (fs, _) = self.gate(call, idx)?;
+        Ok(Fh::Export {
+            idx,
+            fh: fs.root_handle(),
+        })
+    }
+
+    fn put_root(&self, call: &Call<'_>, ctx: &mut Ctx) -> Nfsstat4 {
+        let root = self.pseudo.root();
+        let fh = match self.pseudo.export_at(root) {
+            Some(idx) => match self.enter_export(call, idx) {
+                Ok(f) => f,
+                Err(s) => return s,
+            },
+            None => Fh::Pseudo(root),
+        };
+        ctx.current = Some(fh);
+        Nfsstat4::OK
+    }
+
+    fn put_fh(&self, fh: &NfsFh4) -> Result<Fh, Nfsstat4> {
+        if PseudoFs::is_pseudo_handle(&fh.0) {
+            return self.pseudo.from_handle(&fh.0).map(Fh::Pseudo);
+        }
+        let id = crate::backend::export_id_of(&fh.0).ok_or(Nfsstat4::BADHANDLE)?;
+        let idx = self
+            .exports
+            .iter()
+            .position(|e| e.fs.export_id() == id)
+            .ok_or(Nfsstat4::STALE)?;
+        let fh = FileHandle::from_slice(&fh.0).map_err(map::status)?;
+        Ok(Fh::Export { idx, fh })
+    }
+
+    fn lookup(&self, call: &Call<'_>, ctx: &mut Ctx, name: &[u8]) -> Result<(), Nfsstat4> {
+        check_name(name)?;
+        let next = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(n) => match self.pseudo.lookup(*n, name)? {
+                Lookup::Pseudo(m) => Fh::Pseudo(m),
+                Lookup::Export(idx) => self.enter_export(call, idx)?,
+            },
+            Fh::Export { idx, fh } => {
+                let (fs, caller) = self.gate(call, *idx)?;
+                let ok = fs
+                    .lookup(&caller, fh, name)
+                    .map_err(|(e, _)| map::status(e))?;
+                Fh::Export {
+                    idx: *idx,
+                    fh: ok.fh,
+                }
+            }
+        };
+        ctx.current = Some(next);
+        Ok(())
+    }
+
+    fn lookupp(&self, call: &Call<'_>, ctx: &mut Ctx) -> Result<(), Nfsstat4> {
+        let next = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(n) => Fh::Pseudo(self.pseudo.lookupp(*n)?),
+            Fh::Export { idx, fh } => {
+                let (fs, caller) = self.gate(call, *idx)?;
+                let attr = fs.getattr(fh).map_err(map::status)?;
+                if attr.ftype != crate::backend::FileType::Directory {
+                    return Err(Nfsstat4::NOTDIR);
+                }
+                if *fh == fs.root_handle() {
+                    // Out of the export, back into the pseudo tree (the root of an export of
+                    // `/` has no parent: NOENT, as at the pseudo root).
+                    Fh::Pseudo(self.pseudo.parent_of_export(*idx).ok_or(Nfsstat4::NOENT)?)
+                } else {
+                    let ok = fs
+                        .lookup(&caller, fh, b"..")
+                        .map_err(|(e, _)| map::status(e))?;
+                    Fh::Export {
+                        idx: *idx,
+                        fh: ok.fh,
+                    }
+                }
+            }
+        };
+        ctx.current = Some(next);
+        Ok(())
+    }
+
+    fn lease_time_secs(&self) -> u32 {
+        u32::try_from(self.state().config().lease.as_secs()).unwrap_or(u32::MAX)
+    }
+
+    fn getattr(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        req: &sluice_xdr::nfs4::Bitmap4,
+    ) -> Result<sluice_xdr::nfs4::Fattr4, Nfsstat4> {
+        let lease_time = self.lease_time_secs();
+        let wants_fsstat = map::asks_any(req, map::NEEDS_FSSTAT);
+        match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(n) => {
+                let subdirs = self.pseudo.readdir(*n)?.len();
+                let actx = AttrCtx {
+                    fh: NfsFh4(Bytes::copy_from_slice(&self.pseudo.handle(*n))),
+                    fsid: super::pseudo::PSEUDO_FSID,
+                    lease_time,
+                    mounted_on_fileid: None,
+                    // The pseudo tree holds no data: zero space, zero files.
+                    fsstat: wants_fsstat.then_some(FsStat {
+                        tbytes: 0,
+                        fbytes: 0,
+                        abytes: 0,
+                        tfiles: 0,
+                        ffiles: 0,
+                        afiles: 0,
+                        invarsec: 0,
+                        attr: None,
+                    }),
+                };
+                map::fattr4(&map::pseudo_attr(*n, subdirs), &actx, req)
+            }
+            Fh::Export { idx, fh } => {
+                let (fs, _) = self.gate(call, *idx)?;
+                let attr = fs.getattr(fh).map_err(map::status)?;
+                let mounted_on_fileid = if *fh == fs.root_handle() {
+                    self.pseudo
+                        .node_of_export(*idx)
+                        .map(|n| map::pseudo_attr(n, 0).fileid)
+                } else {
+                    None
+                };
+                let fsstat = if wants_fsstat {
+                    Some(fs.fsstat(fh).map_err(|(e, _)| map::status(e))?)
+                } else {
+                    None
+                };
+                let actx = AttrCtx {
+                    fh: nfs_fh4(fh),
+                    fsid: map::export_fsid(fs.export_id().0),
+                    lease_time,
+                    mounted_on_fileid,
+                    fsstat,
+                };
+                map::fattr4(&attr, &actx, req)
+            }
+        }
+    }
+
+    fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {
+        use sluice_xdr::nfs4::ops::{
+            ACCESS4_DELETE, ACCESS4_EXECUTE, ACCESS4_EXTEND, ACCESS4_LOOKUP, ACCESS4_MODIFY,
+            ACCESS4_READ,
+        };
+        let known = ACCESS4_READ
+            | ACCESS4_LOOKUP
+            | ACCESS4_MODIFY
+            | ACCESS4_EXTEND
+            | ACCESS4_DELETE
+            | ACCESS4_EXECUTE;
+        let supported = asked & known;
+        let access = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            // Read-only directories anyone may list and traverse.
+            Fh::Pseudo(_) => supported & (ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_EXECUTE),
+            Fh::Export { idx, fh } => {
+                let (fs, caller) = self.gate(call, *idx)?;
+                // The neutral access bits have v3's values, which are v4's.
+                let (granted, _) = fs
+                    .access(&caller, fh, supported)
+                    .map_err(|(e, _)| map::status(e))?;
+                granted & supported
+            }
+        };
+        Ok(AccessResOk { supported, access })
+    }
+
+    /// SECINFO_NO_NAME (§18.45): the flavors for the current handle (style 0) or its parent
+    /// (style 1). Like SECINFO it consumes the current handle (§2.6.3.1.1.8).
+    fn secinfo_no_name(
+        &self,
+        call: &Call<'_>,
+        ctx: &mut Ctx,
+        style: u32,
+    ) -> Result<SecinfoList, Nfsstat4> {
+        const SECINFO_STYLE4_CURRENT_FH: u32 = 0;
+        const SECINFO_STYLE4_PARENT: u32 = 1;
+        match style {
+            SECINFO_STYLE4_CURRENT_FH => {
+                if let Some(Fh::Export { idx, .. }) = &ctx.current {
+                    self.gate(call, *idx)?;
+                }
+            }
+            SECINFO_STYLE4_PARENT => self.lookupp(call, ctx)?,
+            _ => return Err(Nfsstat4::INVAL),
+        }
+        ctx.current = None;
+        Ok(SecinfoList(
+            FLAVORS.iter().map(|&f| Secinfo4::Flavor(f)).collect(),
+        ))
+    }
+}
+
+/// A LOOKUP name: not empty (INVAL), at most NAME_MAX (NAMETOOLONG), not "." or ".." and
+/// without '/' or NUL (BADNAME) — RFC 8881 §18.15.3.
+fn check_name(name: &[u8]) -> Result<(), Nfsstat4> {
+    if name.is_empty() {
+        return Err(Nfsstat4::INVAL);
+    }
+    if name.len() > map::NAME_BYTES_MAX as usize {
+        return Err(Nfsstat4::NAMETOOLONG);
+    }
+    if name == b"." || name == b".." || name.iter().any(|&b| b == b'/' || b == 0) {
+        return Err(Nfsstat4::BADNAME);
+    }
+    Ok(())
+}
+
+fn res<T>(r: Result<T, Nfsstat4>) -> Res4<T> {
+    match r {
+        Ok(v) => Res4::Ok(v),
+        Err(s) => Res4::Err(s),
+    }
+}
+
+fn status_of(r: Result<(), Nfsstat4>) -> Nfsstat4 {
+    match r {
+        Ok(()) => Nfsstat4::OK,
+        Err(s) => s,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,515 @@
+//! Encoded COMPOUNDs through the processor over in-memory exports.
+
+use super::*;
+use crate::backend::exports::{ClientMatch, ClientRule, Squash};
+use crate::backend::memfs::MemFsConfig;
+use crate::backend::{Cred, Export, ExportOptions, MemFs, SetAttr};
+use crate::nfs4::pseudo::PSEUDO_FSID;
+use crate::nfs4::{Config4, SplitMix};
+use sluice_xdr::nfs4::attrs::{num, AttrValues};
+use sluice_xdr::nfs4::ops::{
+    AccessArgs, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs,
+    ExchangeIdArgs, ImplIdList, RdmaIrd, StateProtect4A, ACCESS4_LOOKUP, ACCESS4_MODIFY,
+    ACCESS4_READ,
+};
+use sluice_xdr::nfs4::{Bitmap4, Component4, Fsid4, Ftype4, Opaque4, Utf8Str};
+use sluice_xdr::rpc::AuthSys;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+
+const EXPORT_FSID: u64 = 7;
+const PRIVATE_FSID: u64 = 8;
+
+fn export(path: &str, client: ClientMatch, fsid: u64) -> ExportEntry {
+    ExportEntry {
+        fs: Arc::new(MemFs::new(MemFsConfig {
+            fsid,
+            ..MemFsConfig::default()
+        })),
+        export: Export {
+            path: PathBuf::from(path),
+            clients: vec![ClientRule {
+                client,
+                options: ExportOptions {
+                    read_only: false,
+                    squash: Squash::None,
+                    ..ExportOptions::default()
+                },
+            }],
+        },
+    }
+}
+
+/// `/srv/export` for anyone, `/srv/private` for 10.9.9.9 alone.
+fn server() -> Nfs4 {
+    let exports = vec![
+        export("/srv/export", ClientMatch::Any, EXPORT_FSID),
+        export(
+            "/srv/private",
+            ClientMatch::Host(IpAddr::V4(Ipv4Addr::new(10, 9, 9, 9))),
+            PRIVATE_FSID,
+        ),
+    ];
+    let state = State4::new(
+        Config4 {
+            boot_epoch: 3,
+            ..Config4::default()
+        },
+        Box::new(SplitMix(11)),
+    );
+    Nfs4::new(Arc::new(exports), state, 1).unwrap()
+}
+
+fn cred() -> Credentials {
+    Credentials::Sys(AuthSys {
+        stamp: 1,
+        machine_name: Bytes::from_static(b"client"),
+        uid: 1000,
+        gid: 1000,
+        gids: Vec::new(),
+    })
+}
+
+struct Client {
+    nfs: Nfs4,
+    cred: Credentials,
+    now: Instant,
+    /// From 127.0.0.1 on a privileged port (the exports are `secure` by default).
+    addr: SocketAddr,
+}
+
+impl Client {
+    fn new() -> Self {
+        Client {
+            nfs: server(),
+            cred: cred(),
+            now: Instant::now(),
+            addr: "127.0.0.1:700".parse().unwrap(),
+        }
+    }
+
+    fn send_raw(&self, minorversion: u32, ops: Vec<NfsArgop4>) -> Bytes {
+        let args = Compound4Args {
+            tag: Utf8Str(Bytes::from_static(b"t1")),
+            minorversion,
+            ops,
+        };
+        let mut w = Writer::new();
+        args.pack(&mut w);
+        let record = w.into_bytes();
+        let call = Call {
+            addr: self.addr,
+            conn: 1,
+            cred: &self.cred,
+            now: self.now,
+        };
+        match self.nfs.compound(&call, &record) {
+            Outcome::Reply(b) => b,
+            Outcome::GarbageArgs => panic!("GARBAGE_ARGS"),
+        }
+    }
+
+    fn send(&self, ops: Vec<NfsArgop4>) -> Compound4Res {
+        decode(&self.send_raw(1, ops))
+    }
+}
+
+fn decode(b: &Bytes) -> Compound4Res {
+    let segs = [b.clone()];
+    let mut r = Reader::new(&segs);
+    let res = Compound4Res::decode(&mut r, &CompoundLimits::default()).unwrap();
+    assert_eq!(res.tag, Utf8Str(Bytes::from_static(b"t1")), "tag echoed");
+    res
+}
+
+fn chan() -> ChannelAttrs4 {
+    ChannelAttrs4 {
+        headerpadsize: 0,
+        maxrequestsize: 1 << 20,
+        maxresponsesize: 1 << 20,
+        maxresponsesize_cached: 4096,
+        maxoperations: 16,
+        maxrequests: 4,
+        rdma_ird: RdmaIrd(Vec::new()),
+    }
+}
+
+/// EXCHANGE_ID, CREATE_SESSION: the session id.
+fn mount(c: &Client) -> SessionId4 {
+    let res = c.send(vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
+        clientowner: ClientOwner4 {
+            verifier: [1; 8],
+            ownerid: Opaque4(Bytes::from_static(b"linux client")),
+        },
+        flags: 0,
+        state_protect: StateProtect4A::None,
+        client_impl_id: ImplIdList(Vec::new()),
+    })]);
+    assert_eq!(res.status, Nfsstat4::OK);
+    let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    let res = c.send(vec![NfsArgop4::CreateSession(CreateSessionArgs {
+        clientid: e.clientid,
+        sequence: e.sequenceid,
+        flags: 0,
+        fore_chan_attrs: chan(),
+        back_chan_attrs: chan(),
+        cb_program: 0x4000_0000,
+        sec_parms: CallbackSecParmsList(Vec::new()),
+    })]);
+    assert_eq!(res.status, Nfsstat4::OK);
+    let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    s.sessionid
+}
+
+fn seq(sessionid: SessionId4, sequenceid: u32) -> NfsArgop4 {
+    NfsArgop4::Sequence(SequenceArgs {
+        sessionid,
+        sequenceid,
+        slotid: 0,
+        highest_slotid: 0,
+        cachethis: true,
+    })
+}
+
+fn lookup(name: &'static [u8]) -> NfsArgop4 {
+    NfsArgop4::Lookup(Component4(Bytes::from_static(name)))
+}
+
+fn getattr(bits: &[u32]) -> NfsArgop4 {
+    NfsArgop4::Getattr(Bitmap4::from_bits(bits))
+}
+
+fn attrs(r: &NfsResop4) -> AttrValues {
+    match r {
+        NfsResop4::Getattr(Res4::Ok(f)) => AttrValues::decode(f).unwrap().values,
+        other => panic!("not a GETATTR result: {other:?}"),
+    }
+}
+
+fn fh_of(r: &NfsResop4) -> NfsFh4 {
+    match r {
+        NfsResop4::Getfh(Res4::Ok(fh)) => fh.clone(),
+        other => panic!("not a GETFH result: {other:?}"),
+    }
+}
+
+fn statuses(res: &Compound4Res) -> Vec<Nfsstat4> {
+    res.results.iter().map(|r| r.status()).collect()
+}
+
+#[test]
+fn session_setup_then_sequence_runs_the_ops() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let res = c.send(vec![
+        seq(sid, 1),
+        NfsArgop4::Putrootfh(()),
+        NfsArgop4::Getfh(()),
+    ]);
+    assert_eq!(res.status, Nfsstat4::OK);
+    assert_eq!(statuses(&res), vec![Nfsstat4::OK; 3]);
+    let Some(NfsResop4::Sequence(Res4::Ok(s))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    assert_eq!((s.sessionid, s.sequenceid, s.slotid), (sid, 1, 0));
+    assert!(PseudoFs::is_pseudo_handle(&fh_of(&res.results[2]).0));
+}
+
+#[test]
+fn a_replayed_sequence_returns_the_cached_reply_bytes() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let ops = || {
+        vec![
+            seq(sid, 1),
+            NfsArgop4::Putrootfh(()),
+            lookup(b"srv"),
+            NfsArgop4::Getfh(()),
+        ]
+    };
+    let first = c.send_raw(1, ops());
+    assert_eq!(decode(&first).status, Nfsstat4::OK);
+    let again = c.send_raw(1, ops());
+    assert_eq!(again, first, "a retry gets the cached bytes");
+    // A different request on the same sequence id is a false retry, not someone's reply.
+    let other = c.send(vec![seq(sid, 1), NfsArgop4::Putrootfh(())]);
+    assert_eq!(other.status, Nfsstat4::SEQ_FALSE_RETRY);
+    assert_eq!(other.results.len(), 1);
+    // A sequence id out of order is misordered; the next one runs.
+    assert_eq!(c.send(vec![seq(sid, 3)]).status, Nfsstat4::SEQ_MISORDERED);
+    assert_eq!(c.send(vec![seq(sid, 2)]).status, Nfsstat4::OK);
+}
+
+#[test]
+fn op_position_and_op_number_errors() {
+    let c = Client::new();
+    // Without SEQUENCE only the session-less ops may come first.
+    let res = c.send(vec![NfsArgop4::Putrootfh(()), NfsArgop4::Getfh(())]);
+    assert_eq!(res.status, Nfsstat4::OP_NOT_IN_SESSION);
+    assert_eq!(statuses(&res), vec![Nfsstat4::OP_NOT_IN_SESSION]);
+    // ...and then alone.
+    let res = c.send(vec![
+        NfsArgop4::DestroyClientid(5),
+        NfsArgop4::Putrootfh(()),
+    ]);
+    assert_eq!(res.status, Nfsstat4::NOT_ONLY_OP);
+    let sid = mount(&c);
+    // SEQUENCE anywhere but first.
+    let res = c.send(vec![
+        seq(sid, 1),
+        NfsArgop4::Putrootfh(()),
+        seq(sid, 2),
+        NfsArgop4::Getfh(()),
+    ]);
+    assert_eq!(res.status, Nfsstat4::SEQUENCE_POS);
+    assert_eq!(
+        statuses(&res),
+        vec![Nfsstat4::OK, Nfsstat4::OK, Nfsstat4::SEQUENCE_POS]
+    );
+    // An undefined op number: OP_ILLEGAL, answered as op ILLEGAL.
+    let res = c.send(vec![seq(sid, 2), NfsArgop4::Illegal(9999)]);
+    assert_eq!(res.status, Nfsstat4::OP_ILLEGAL);
+    assert_eq!(res.results[1].opnum(), Opnum4::ILLEGAL);
+    // A 4.0-only op, and one that is simply not written yet: NOTSUPP.
+    let res = c.send(vec![seq(sid, 3), NfsArgop4::Renew(1)]);
+    assert_eq!(res.status, Nfsstat4::NOTSUPP);
+    let res = c.send(vec![
+        seq(sid, 4),
+        NfsArgop4::Putrootfh(()),
+        NfsArgop4::Remove(Component4(Bytes::from_static(b"x"))),
+    ]);
+    assert_eq!(res.status, Nfsstat4::NOTSUPP);
+    assert_eq!(res.results.len(), 3);
+    // No current handle.
+    let res = c.send(vec![seq(sid, 5), NfsArgop4::Getfh(())]);
+    assert_eq!(res.status, Nfsstat4::NOFILEHANDLE);
+    // RESTOREFH with nothing saved.
+    let res = c.send(vec![seq(sid, 6), NfsArgop4::Restorefh(())]);
+    assert_eq!(res.status, Nfsstat4::RESTOREFH);
+}
+
+#[test]
+fn minor_versions_other_than_1_and_2_are_mismatched_with_no_results() {
+    let c = Client::new();
+    for minor in [0, 3, 7] {
+        let res = decode(&c.send_raw(minor, vec![NfsArgop4::Putrootfh(())]));
+        assert_eq!(res.status, Nfsstat4::MINOR_VERS_MISMATCH, "minor {minor}");
+        assert!(res.results.is_empty());
+    }
+}
+
+#[test]
+fn not_a_compound_is_garbage_args() {
+    let c = Client::new();
+    let call = Call {
+        addr: c.addr,
+        conn: 1,
+        cred: &c.cred,
+        now: c.now,
+    };
+    assert_eq!(c.nfs.compound(&call, &[0, 0]), Outcome::GarbageArgs);
+}
+
+#[test]
+fn lookup_crosses_into_an_export_where_the_fsid_changes_and_lookupp_comes_back() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let fs = c.nfs.exports[0].fs.clone();
+    let sub = fs
+        .mkdir(
+            &Caller::with_cred(Cred::new(1000, 1000)),
+            &fs.root_handle(),
+            b"sub",
+            &SetAttr {
+                mode: Some(0o755),
+                ..SetAttr::default()
+            },
+        )
+        .unwrap();
+    let bits = [num::TYPE, num::FSID, num::FILEID, num::MOUNTED_ON_FILEID];
+    let res = c.send(vec![
+        seq(sid, 1),
+        NfsArgop4::Putrootfh(()),
+        lookup(b"srv"),
+        getattr(&bits),
+        lookup(b"export"),
+        getattr(&bits),
+        NfsArgop4::Getfh(()),
+        lookup(b"sub"),
+        NfsArgop4::Getfh(()),
+        NfsArgop4::Lookupp(()),
+        NfsArgop4::Getfh(()),
+        NfsArgop4::Lookupp(()),
+        getattr(&bits),
+        NfsArgop4::Getfh(()),
+    ]);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let srv = attrs(&res.results[3]);
+    assert_eq!(srv.fsid, Some(PSEUDO_FSID));
+    assert_eq!(srv.ftype, Some(Ftype4::DIR));
+    let root = attrs(&res.results[5]);
+    assert_eq!(
+        root.fsid,
+        Some(Fsid4 {
+            major: EXPORT_FSID,
+            minor: 0
+        })
+    );
+    assert_ne!(
+        root.fsid, srv.fsid,
+        "crossing into an export changes the fsid"
+    );
+    // The export root sits on a pseudo directory: its mounted_on_fileid is that node's.
+    assert_ne!(root.mounted_on_fileid, root.fileid);
+    assert_eq!(fh_of(&res.results[6]).0, fs.root_handle().to_bytes());
+    assert_eq!(fh_of(&res.results[8]).0, sub.fh.to_bytes());
+    // LOOKUPP from "sub" is the export root; from the export root it is /srv again.
+    assert_eq!(fh_of(&res.results[10]).0, fs.root_handle().to_bytes());
+    assert_eq!(attrs(&res.results[12]), srv);
+    assert!(PseudoFs::is_pseudo_handle(&fh_of(&res.results[13]).0));
+    // A handle from GETFH works with PUTFH in a later COMPOUND.
+    let res2 = c.send(vec![
+        seq(sid, 2),
+        NfsArgop4::Putfh(fh_of(&res.results[8])),
+        getattr(&[num::TYPE, num::FSID]),
+        NfsArgop4::Putfh(fh_of(&res.results[13])),
+        getattr(&[num::FSID]),
+    ]);
+    assert_eq!(res2.status, Nfsstat4::OK);
+    assert_eq!(attrs(&res2.results[2]).ftype, Some(Ftype4::DIR));
+    assert_eq!(attrs(&res2.results[4]).fsid, Some(PSEUDO_FSID));
+}
+
+#[test]
+fn lookup_errors_in_the_pseudo_tree() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let res = c.send(vec![seq(sid, 1), NfsArgop4::Putrootfh(()), lookup(b"nope")]);
+    assert_eq!(res.status, Nfsstat4::NOENT);
+    let res = c.send(vec![seq(sid, 2), NfsArgop4::Putrootfh(()), lookup(b"..")]);
+    assert_eq!(res.status, Nfsstat4::BADNAME);
+    let res = c.send(vec![seq(sid, 3), NfsArgop4::Putrootfh(()), lookup(b"")]);
+    assert_eq!(res.status, Nfsstat4::INVAL);
+    let res = c.send(vec![
+        seq(sid, 4),
+        NfsArgop4::Putrootfh(()),
+        NfsArgop4::Lookupp(()),
+    ]);
+    assert_eq!(res.status, Nfsstat4::NOENT);
+    // A pseudo handle from another tree is stale; garbage is a bad handle.
+    let mut stale = c.nfs.pseudo.handle(0);
+    stale[1] ^= 0xff;
+    let res = c.send(vec![
+        seq(sid, 5),
+        NfsArgop4::Putfh(NfsFh4(Bytes::copy_from_slice(&stale))),
+    ]);
+    assert_eq!(res.status, Nfsstat4::STALE);
+    let res = c.send(vec![
+        seq(sid, 6),
+        NfsArgop4::Putfh(NfsFh4(Bytes::from_static(b"\x09junk"))),
+    ]);
+    assert_eq!(res.status, Nfsstat4::BADHANDLE);
+}
+
+#[test]
+fn an_export_the_client_may_not_use_is_access_denied() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let res = c.send(vec![
+        seq(sid, 1),
+        NfsArgop4::Putrootfh(()),
+        lookup(b"srv"),
+        lookup(b"private"),
+    ]);
+    assert_eq!(res.status, Nfsstat4::ACCESS);
+    assert_eq!(res.results.len(), 4);
+    // A guessed handle of its root is refused too, at first use.
+    let root = c.nfs.exports[1].fs.root_handle();
+    let res = c.send(vec![
+        seq(sid, 2),
+        NfsArgop4::Putfh(NfsFh4(root.to_bytes())),
+        getattr(&[num::TYPE]),
+    ]);
+    assert_eq!(res.status, Nfsstat4::ACCESS);
+    // From an unprivileged port even the open export is refused (`secure`), as knfsd does.
+    let mut c2 = Client::new();
+    c2.addr = "127.0.0.1:40000".parse().unwrap();
+    let sid2 = mount(&c2);
+    let res = c2.send(vec![
+        seq(sid2, 1),
+        NfsArgop4::Putrootfh(()),
+        lookup(b"srv"),
+        lookup(b"export"),
+    ]);
+    assert_eq!(res.status, Nfsstat4::PERM);
+}
+
+#[test]
+fn access_and_secinfo_no_name() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let asked = ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_MODIFY;
+    let res = c.send(vec![
+        seq(sid, 1),
+        NfsArgop4::Putrootfh(()),
+        NfsArgop4::Access(AccessArgs { access: asked }),
+        lookup(b"srv"),
+        lookup(b"export"),
+        NfsArgop4::Access(AccessArgs { access: asked }),
+        NfsArgop4::SecinfoNoName(0),
+        NfsArgop4::Getfh(()),
+    ]);
+    let NfsResop4::Access(Res4::Ok(pseudo)) = &res.results[2] else {
+        panic!("{res:?}")
+    };
+    // The pseudo tree is read-only.
+    assert_eq!(pseudo.supported, asked);
+    assert_eq!(pseudo.access, ACCESS4_READ | ACCESS4_LOOKUP);
+    // The MemFs root is 0777: everything asked is granted.
+    let NfsResop4::Access(Res4::Ok(root)) = &res.results[5] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(root.access, asked);
+    let NfsResop4::SecinfoNoName(Res4::Ok(list)) = &res.results[6] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(list.0, vec![Secinfo4::Flavor(1), Secinfo4::Flavor(0)]);
+    // SECINFO_NO_NAME consumed the current handle.
+    assert_eq!(res.status, Nfsstat4::NOFILEHANDLE);
+    assert_eq!(res.results.len(), 8);
+}
+
+#[test]
+fn a_reply_over_the_cached_size_is_rep_too_big_to_cache() {
+    let c = Client::new();
+    let sid = mount(&c);
+    // 4096 bytes may be cached: enough GETATTRs of everything cross that.
+    let all = crate::nfs4::map::SUPPORTED
+        .iter()
+        .copied()
+        .filter(|b| !crate::nfs4::map::WRITE_ONLY.contains(b))
+        .collect::<Vec<_>>();
+    let mut ops = vec![seq(sid, 1), NfsArgop4::Putrootfh(())];
+    ops.extend((0..12).map(|_| getattr(&all)));
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::REP_TOO_BIG_TO_CACHE);
+    let last = res.results.last().unwrap();
+    assert_eq!(last.opnum(), Opnum4::GETATTR);
+    // The slot is free again: the next request runs.
+    assert_eq!(c.send(vec![seq(sid, 2)]).status, Nfsstat4::OK);
+}
+
+#[test]
+fn destroy_session_and_clientid() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let res = c.send(vec![seq(sid, 1), NfsArgop4::ReclaimComplete(false)]);
+    assert_eq!(res.status, Nfsstat4::OK);
+    let res = c.send(vec![NfsArgop4::DestroySession(sid)]);
+    assert_eq!(res.status, Nfsstat4::OK);
+    assert_eq!(c.send(vec![seq(sid, 2)]).status, Nfsstat4::BADSESSION);
+}
