@@ -43,7 +43,7 @@
 //!
 //! # Not yet
 //! READ, WRITE and COMMIT answer NFS4ERR_NOTSUPP until they go through
-//! [`crate::datapath::DataPath`] (not a copy of it); so do OPEN/CLOSE, READDIR, SETATTR and the
+//! [`crate::datapath::DataPath`] (not a copy of it); so do OPEN/CLOSE, SETATTR and the
 //! namespace-changing ops. No op implemented here produces or consumes a stateid, so the
 //! current stateid is kept ([`Ctx::stateid`]) but not yet used.
 
@@ -57,12 +57,13 @@ use crate::backend::{Caller, FileHandle, FileSystem, FsStat};
 use crate::nfs::{caller_for, ExportEntry};
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
+use sluice_xdr::nfs4::attrs::AttrValues;
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundError, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    op_info, AccessResOk, BindConnToSessionResOk, NfsArgop4, NfsResop4, OpFlags, Opnum4, Res4,
-    Secinfo4, SecinfoList, SequenceArgs,
+    op_info, AccessResOk, BindConnToSessionResOk, Entry4, NfsArgop4, NfsResop4, OpFlags, Opnum4,
+    ReaddirArgs, ReaddirResOk, Res4, Secinfo4, SecinfoList, SequenceArgs, MAX_DIR_ENTRIES,
 };
-use sluice_xdr::nfs4::{NfsFh4, SessionId4, Stateid4, MINOR_VERSIONS};
+use sluice_xdr::nfs4::{Bitmap4, Component4, Fattr4, NfsFh4, SessionId4, Stateid4, MINOR_VERSIONS};
 use sluice_xdr::{Pack, Reader, Writer};
 // `core::net`: an address is plain data here; this module opens no sockets.
 use core::net::SocketAddr;
@@ -461,6 +462,7 @@ impl Nfs4 {
             NfsArgop4::Lookupp(()) => NfsResop4::Lookupp(status_of(self.lookupp(call, ctx))),
             NfsArgop4::Getattr(req) => NfsResop4::Getattr(res(self.getattr(call, ctx, req))),
             NfsArgop4::Access(a) => NfsResop4::Access(res(self.access(call, ctx, a.access))),
+            NfsArgop4::Readdir(a) => NfsResop4::Readdir(res(self.readdir(call, ctx, a))),
             NfsArgop4::SecinfoNoName(style) => {
                 NfsResop4::SecinfoNoName(res(self.secinfo_no_name(call, ctx, *style)))
             }
@@ -572,61 +574,164 @@ impl Nfs4 {
         u32::try_from(self.state().config().lease.as_secs()).unwrap_or(u32::MAX)
     }
 
-    fn getattr(
+    fn getattr(&self, call: &Call<'_>, ctx: &Ctx, req: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
+        let lease_time = self.lease_time_secs();
+        match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(n) => self.pseudo_fattr(*n, lease_time, req),
+            Fh::Export { idx, fh } => {
+                let (fs, _) = self.gate(call, *idx)?;
+                self.export_fattr(fs, *idx, fh, lease_time, req)
+            }
+        }
+    }
+
+    /// READDIR (§18.23) of a pseudo directory (its children; exports the caller may not use
+    /// are left out) or an export directory ("." and ".." are not v4 entries).
+    fn readdir(
         &self,
         call: &Call<'_>,
         ctx: &Ctx,
-        req: &sluice_xdr::nfs4::Bitmap4,
-    ) -> Result<sluice_xdr::nfs4::Fattr4, Nfsstat4> {
+        a: &ReaddirArgs,
+    ) -> Result<ReaddirResOk, Nfsstat4> {
+        if a.cookie == 1 || a.cookie == 2 {
+            return Err(Nfsstat4::BAD_COOKIE);
+        }
+        if map::asks_any(&a.attr_request, map::WRITE_ONLY) {
+            return Err(Nfsstat4::INVAL);
+        }
         let lease_time = self.lease_time_secs();
-        let wants_fsstat = map::asks_any(req, map::NEEDS_FSSTAT);
+        let mut page = DirPage::new(a.maxcount);
         match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
             Fh::Pseudo(n) => {
-                let subdirs = self.pseudo.readdir(*n)?.len();
-                let actx = AttrCtx {
-                    fh: NfsFh4(Bytes::copy_from_slice(&self.pseudo.handle(*n))),
-                    fsid: super::pseudo::PSEUDO_FSID,
-                    lease_time,
-                    mounted_on_fileid: None,
-                    // The pseudo tree holds no data: zero space, zero files.
-                    fsstat: wants_fsstat.then_some(FsStat {
-                        tbytes: 0,
-                        fbytes: 0,
-                        abytes: 0,
-                        tfiles: 0,
-                        ffiles: 0,
-                        afiles: 0,
-                        invarsec: 0,
-                        attr: None,
-                    }),
-                };
-                map::fattr4(&map::pseudo_attr(*n, subdirs), &actx, req)
+                let children = self.pseudo.readdir(*n)?;
+                let skip = a.cookie.saturating_sub(COOKIE_FIRST - 1);
+                for (i, (name, to)) in children.iter().enumerate().skip(skip as usize) {
+                    let cookie = i as u64 + COOKIE_FIRST;
+                    let attrs = match *to {
+                        Lookup::Pseudo(m) => self.pseudo_fattr(m, lease_time, &a.attr_request)?,
+                        Lookup::Export(idx) => match self.gate(call, idx) {
+                            Ok((fs, _)) => {
+                                let root = fs.root_handle();
+                                self.export_fattr(fs, idx, &root, lease_time, &a.attr_request)?
+                            }
+                            Err(_) => continue,
+                        },
+                    };
+                    let e = Entry4 {
+                        cookie,
+                        name: Component4(name.clone()),
+                        attrs,
+                    };
+                    if !page.push(e) {
+                        break;
+                    }
+                }
+                page.finish(true)
             }
             Fh::Export { idx, fh } => {
-                let (fs, _) = self.gate(call, *idx)?;
-                let attr = fs.getattr(fh).map_err(map::status)?;
-                let mounted_on_fileid = if *fh == fs.root_handle() {
-                    self.pseudo
-                        .node_of_export(*idx)
-                        .map(|n| map::pseudo_attr(n, 0).fileid)
-                } else {
-                    None
-                };
-                let fsstat = if wants_fsstat {
-                    Some(fs.fsstat(fh).map_err(|(e, _)| map::status(e))?)
-                } else {
-                    None
-                };
-                let actx = AttrCtx {
-                    fh: nfs_fh4(fh),
-                    fsid: map::export_fsid(fs.export_id().0),
-                    lease_time,
-                    mounted_on_fileid,
-                    fsstat,
-                };
-                map::fattr4(&attr, &actx, req)
+                let (fs, caller) = self.gate(call, *idx)?;
+                let fsid = map::export_fsid(fs.export_id().0);
+                let mut failed = None;
+                let ok = fs
+                    .readdir(&caller, fh, a.cookie, a.cookieverf, true, &mut |d| {
+                        if d.name == b"." || d.name == b".." {
+                            return true;
+                        }
+                        let attrs = match (&d.attr, &d.fh) {
+                            (Some(attr), Some(efh)) => {
+                                let actx = AttrCtx {
+                                    fh: nfs_fh4(efh),
+                                    fsid: fsid.clone(),
+                                    lease_time,
+                                    mounted_on_fileid: None,
+                                    fsstat: None,
+                                };
+                                match map::fattr4(attr, &actx, &a.attr_request) {
+                                    Ok(f) => f,
+                                    Err(s) => {
+                                        failed = Some(s);
+                                        return false;
+                                    }
+                                }
+                            }
+                            // Not looked up (no search permission): the entry's error in
+                            // rdattr_error, and what is known without a lookup.
+                            _ => AttrValues {
+                                rdattr_error: Some(Nfsstat4::ACCESS),
+                                fileid: Some(d.fileid),
+                                mounted_on_fileid: Some(d.fileid),
+                                ..AttrValues::default()
+                            }
+                            .encode_masked(Some(&a.attr_request)),
+                        };
+                        page.push(Entry4 {
+                            cookie: d.cookie,
+                            name: Component4(Bytes::copy_from_slice(d.name)),
+                            attrs,
+                        })
+                    })
+                    .map_err(|(e, _)| map::status(e))?;
+                if let Some(s) = failed {
+                    return Err(s);
+                }
+                page.ok.cookieverf = ok.cookieverf;
+                page.finish(ok.eof)
             }
         }
+    }
+
+    fn pseudo_fattr(&self, n: NodeId, lease_time: u32, req: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
+        let subdirs = self.pseudo.readdir(n)?.len();
+        let wants_fsstat = map::asks_any(req, map::NEEDS_FSSTAT);
+        let actx = AttrCtx {
+            fh: NfsFh4(Bytes::copy_from_slice(&self.pseudo.handle(n))),
+            fsid: super::pseudo::PSEUDO_FSID,
+            lease_time,
+            mounted_on_fileid: None,
+            // The pseudo tree holds no data: zero space, zero files.
+            fsstat: wants_fsstat.then_some(FsStat {
+                tbytes: 0,
+                fbytes: 0,
+                abytes: 0,
+                tfiles: 0,
+                ffiles: 0,
+                afiles: 0,
+                invarsec: 0,
+                attr: None,
+            }),
+        };
+        map::fattr4(&map::pseudo_attr(n, subdirs), &actx, req)
+    }
+
+    fn export_fattr(
+        &self,
+        fs: &dyn FileSystem,
+        idx: usize,
+        fh: &FileHandle,
+        lease_time: u32,
+        req: &Bitmap4,
+    ) -> Result<Fattr4, Nfsstat4> {
+        let attr = fs.getattr(fh).map_err(map::status)?;
+        let mounted_on_fileid = if *fh == fs.root_handle() {
+            self.pseudo
+                .node_of_export(idx)
+                .map(|n| map::pseudo_attr(n, 0).fileid)
+        } else {
+            None
+        };
+        let fsstat = if map::asks_any(req, map::NEEDS_FSSTAT) {
+            Some(fs.fsstat(fh).map_err(|(e, _)| map::status(e))?)
+        } else {
+            None
+        };
+        let actx = AttrCtx {
+            fh: nfs_fh4(fh),
+            fsid: map::export_fsid(fs.export_id().0),
+            lease_time,
+            mounted_on_fileid,
+            fsstat,
+        };
+        map::fattr4(&attr, &actx, req)
     }
 
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {
@@ -679,6 +784,53 @@ impl Nfs4 {
         Ok(SecinfoList(
             FLAVORS.iter().map(|&f| Secinfo4::Flavor(f)).collect(),
         ))
+    }
+}
+
+/// Cookies 1 and 2 are never handed out (RFC 8881 §18.23.3 reserves them: some clients use
+/// them for "." and ".."); entry cookies start at 3.
+const COOKIE_FIRST: u64 = 3;
+
+/// The answer being built by READDIR: entries until `maxcount` or the entry bound.
+struct DirPage {
+    ok: ReaddirResOk,
+    bytes: usize,
+    bytes_max: usize,
+    /// An entry did not fit (the page is full).
+    full: bool,
+}
+
+impl DirPage {
+    fn new(maxcount: u32) -> Self {
+        // The reply's own bytes: op number and status, then READDIR4resok's fixed part.
+        let bytes_max = (maxcount as usize).min(crate::nfs::READDIR_REPLY_BYTES_MAX);
+        DirPage {
+            ok: ReaddirResOk::default(),
+            bytes: 8 + ReaddirResOk::FIXED_BYTES,
+            bytes_max,
+            full: false,
+        }
+    }
+
+    /// Adds `e` if it fits; false (and the page is full) if not.
+    fn push(&mut self, e: Entry4) -> bool {
+        let len = e.encoded_len();
+        if self.bytes + len > self.bytes_max || self.ok.entries.len() >= MAX_DIR_ENTRIES {
+            self.full = true;
+            return false;
+        }
+        self.bytes += len;
+        self.ok.entries.push(e);
+        true
+    }
+
+    /// The result: NFS4ERR_TOOSMALL when not even one entry fit (§18.23.3).
+    fn finish(mut self, eof: bool) -> Result<ReaddirResOk, Nfsstat4> {
+        if self.full && self.ok.entries.is_empty() {
+            return Err(Nfsstat4::TOOSMALL);
+        }
+        self.ok.eof = eof && !self.full;
+        Ok(self.ok)
     }
 }
 

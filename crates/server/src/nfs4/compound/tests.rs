@@ -9,8 +9,8 @@ use crate::nfs4::{Config4, SplitMix};
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::ops::{
     AccessArgs, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs,
-    ExchangeIdArgs, ImplIdList, RdmaIrd, StateProtect4A, ACCESS4_LOOKUP, ACCESS4_MODIFY,
-    ACCESS4_READ,
+    ExchangeIdArgs, ImplIdList, RdmaIrd, ReaddirArgs, StateProtect4A, ACCESS4_LOOKUP,
+    ACCESS4_MODIFY, ACCESS4_READ,
 };
 use sluice_xdr::nfs4::{Bitmap4, Component4, Fsid4, Ftype4, Opaque4, Utf8Str};
 use sluice_xdr::rpc::AuthSys;
@@ -512,4 +512,119 @@ fn destroy_session_and_clientid() {
     let res = c.send(vec![NfsArgop4::DestroySession(sid)]);
     assert_eq!(res.status, Nfsstat4::OK);
     assert_eq!(c.send(vec![seq(sid, 2)]).status, Nfsstat4::BADSESSION);
+}
+
+fn readdir(cookie: u64, maxcount: u32, bits: &[u32]) -> NfsArgop4 {
+    NfsArgop4::Readdir(ReaddirArgs {
+        cookie,
+        cookieverf: [0; 8],
+        dircount: maxcount,
+        maxcount,
+        attr_request: Bitmap4::from_bits(bits),
+    })
+}
+
+fn listing(r: &NfsResop4) -> &ReaddirResOk {
+    match r {
+        NfsResop4::Readdir(Res4::Ok(ok)) => ok,
+        other => panic!("not a READDIR result: {other:?}"),
+    }
+}
+
+fn names(ok: &ReaddirResOk) -> Vec<&[u8]> {
+    ok.entries.iter().map(|e| &e.name.0[..]).collect()
+}
+
+#[test]
+fn readdir_of_the_pseudo_tree_shows_the_exports_the_client_may_use() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let bits = [num::TYPE, num::FSID, num::MOUNTED_ON_FILEID];
+    let res = c.send(vec![
+        seq(sid, 1),
+        NfsArgop4::Putrootfh(()),
+        readdir(0, 4096, &bits),
+        lookup(b"srv"),
+        readdir(0, 4096, &bits),
+        getattr(&[num::FILEID]),
+    ]);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let root = listing(&res.results[2]);
+    assert_eq!(names(root), vec![&b"srv"[..]]);
+    assert!(root.eof);
+    assert!(root.entries.iter().all(|e| e.cookie >= 3));
+    let srv = listing(&res.results[4]);
+    // /srv/private is for 10.9.9.9 only: not listed for 127.0.0.1.
+    assert_eq!(names(srv), vec![&b"export"[..]]);
+    let v = AttrValues::decode(&srv.entries[0].attrs).unwrap().values;
+    assert_eq!(
+        v.fsid,
+        Some(Fsid4 {
+            major: EXPORT_FSID,
+            minor: 0
+        })
+    );
+    assert!(v.mounted_on_fileid.is_some());
+    // Cookies 1 and 2 are reserved; write-only attributes cannot be read.
+    let res = c.send(vec![
+        seq(sid, 2),
+        NfsArgop4::Putrootfh(()),
+        readdir(1, 4096, &[]),
+    ]);
+    assert_eq!(res.status, Nfsstat4::BAD_COOKIE);
+    let res = c.send(vec![
+        seq(sid, 3),
+        NfsArgop4::Putrootfh(()),
+        readdir(0, 4096, &[num::TIME_MODIFY_SET]),
+    ]);
+    assert_eq!(res.status, Nfsstat4::INVAL);
+}
+
+#[test]
+fn readdir_of_an_export_pages_by_maxcount_without_dot_entries() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let fs = c.nfs.exports[0].fs.clone();
+    let caller = Caller::with_cred(Cred::new(1000, 1000));
+    for name in [&b"a"[..], b"b", b"c"] {
+        fs.mkdir(&caller, &fs.root_handle(), name, &SetAttr::default())
+            .unwrap();
+    }
+    let bits = [num::TYPE, num::FILEID];
+    let into_export = || vec![NfsArgop4::Putrootfh(()), lookup(b"srv"), lookup(b"export")];
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.push(readdir(0, 4096, &bits));
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let all = listing(&res.results[4]);
+    assert_eq!(names(all), vec![&b"a"[..], b"b", b"c"]);
+    assert!(all.eof);
+    let v = AttrValues::decode(&all.entries[0].attrs).unwrap().values;
+    assert_eq!(v.ftype, Some(Ftype4::DIR));
+    // A page that holds one entry at a time: resume from its cookie.
+    let one = 8 + ReaddirResOk::FIXED_BYTES + all.entries[0].encoded_len();
+    let mut got = Vec::new();
+    let mut cookie = 0;
+    let mut seqid = 1;
+    for _ in 0..8 {
+        seqid += 1;
+        let mut ops = vec![seq(sid, seqid)];
+        ops.extend(into_export());
+        ops.push(readdir(cookie, one as u32, &bits));
+        let res = c.send(ops);
+        let page = listing(&res.results[4]).clone();
+        assert_eq!(page.entries.len(), 1);
+        got.push(page.entries[0].name.0.clone());
+        cookie = page.entries[0].cookie;
+        if page.eof {
+            break;
+        }
+    }
+    assert_eq!(got, vec![&b"a"[..], b"b", b"c"]);
+    // Too small for any entry.
+    let mut ops = vec![seq(sid, seqid + 1)];
+    ops.extend(into_export());
+    ops.push(readdir(0, 30, &bits));
+    assert_eq!(c.send(ops).status, Nfsstat4::TOOSMALL);
 }
