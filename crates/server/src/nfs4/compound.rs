@@ -43,9 +43,10 @@
 //!
 //! # Not yet
 //! READ, WRITE and COMMIT answer NFS4ERR_NOTSUPP until they go through
-//! [`crate::datapath::DataPath`] (not a copy of it); so do OPEN/CLOSE, SETATTR and the
-//! namespace-changing ops. No op implemented here produces or consumes a stateid, so the
-//! current stateid is kept ([`Ctx::stateid`]) but not yet used.
+//! [`crate::datapath::DataPath`] (not a copy of it); so do SETATTR and the namespace-changing
+//! ops. OPEN with a size in its create attributes (O_TRUNC) truncates through the file system
+//! directly: once v4 writes go through the data path, it must first settle write-behind as
+//! v3's size-changing SETATTR/CREATE do.
 
 use super::map::{self, AttrCtx};
 use super::pseudo::{Lookup, NodeId, PseudoFs};
@@ -53,17 +54,22 @@ use super::session::SequenceCall;
 use super::slots::SlotDecision;
 use super::state::State4;
 use super::{ConnId, Nfsstat4, Principal};
-use crate::backend::{Caller, FileHandle, FileSystem, FsStat};
+use crate::backend::{Caller, CreateHow, FileHandle, FileSystem, FileType, FsStat};
 use crate::nfs::{caller_for, ExportEntry};
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::nfs4::attrs::AttrValues;
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundError, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    op_info, AccessResOk, BindConnToSessionResOk, Entry4, NfsArgop4, NfsResop4, OpFlags, Opnum4,
-    ReaddirArgs, ReaddirResOk, Res4, Secinfo4, SecinfoList, SequenceArgs, MAX_DIR_ENTRIES,
+    op_info, AccessResOk, BindConnToSessionResOk, CloseArgs, Createhow4, Entry4, NfsArgop4,
+    NfsResop4, OpFlags, OpenArgs, OpenClaim4, OpenDelegation4, OpenDowngradeArgs, OpenResOk,
+    Openflag4, Opnum4, ReaddirArgs, ReaddirResOk, Res4, Secinfo4, SecinfoList, SequenceArgs,
+    ACCESS4_MODIFY, ACCESS4_READ, MAX_DIR_ENTRIES, OPEN4_RESULT_LOCKTYPE_POSIX,
+    OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_WANT_MASK,
 };
-use sluice_xdr::nfs4::{Bitmap4, Component4, Fattr4, NfsFh4, SessionId4, Stateid4, MINOR_VERSIONS};
+use sluice_xdr::nfs4::{
+    Bitmap4, ChangeInfo4, Component4, Fattr4, NfsFh4, SessionId4, Stateid4, MINOR_VERSIONS,
+};
 use sluice_xdr::{Pack, Reader, Writer};
 // `core::net`: an address is plain data here; this module opens no sockets.
 use core::net::SocketAddr;
@@ -462,6 +468,11 @@ impl Nfs4 {
             NfsArgop4::Lookupp(()) => NfsResop4::Lookupp(status_of(self.lookupp(call, ctx))),
             NfsArgop4::Getattr(req) => NfsResop4::Getattr(res(self.getattr(call, ctx, req))),
             NfsArgop4::Access(a) => NfsResop4::Access(res(self.access(call, ctx, a.access))),
+            NfsArgop4::Open(a) => NfsResop4::Open(res(self.open(call, ctx, a))),
+            NfsArgop4::Close(a) => NfsResop4::Close(res(self.close(ctx, a))),
+            NfsArgop4::OpenDowngrade(a) => {
+                NfsResop4::OpenDowngrade(res(self.open_downgrade(ctx, a)))
+            }
             NfsArgop4::Readdir(a) => NfsResop4::Readdir(res(self.readdir(call, ctx, a))),
             NfsArgop4::SecinfoNoName(style) => {
                 NfsResop4::SecinfoNoName(res(self.secinfo_no_name(call, ctx, *style)))
@@ -548,7 +559,7 @@ impl Nfs4 {
             Fh::Export { idx, fh } => {
                 let (fs, caller) = self.gate(call, *idx)?;
                 let attr = fs.getattr(fh).map_err(map::status)?;
-                if attr.ftype != crate::backend::FileType::Directory {
+                if attr.ftype != FileType::Directory {
                     return Err(Nfsstat4::NOTDIR);
                 }
                 if *fh == fs.root_handle() {
@@ -734,10 +745,191 @@ impl Nfs4 {
         map::fattr4(&attr, &actx, req)
     }
 
+    /// OPEN (§18.16): CLAIM_NULL (with or without create: UNCHECKED, GUARDED, EXCLUSIVE4_1
+    /// and 4.0's EXCLUSIVE) and CLAIM_FH of a regular file in an export, then the share
+    /// reservation in the state core. No delegations are offered. CLAIM_PREVIOUS is
+    /// NFS4ERR_NO_GRACE (there is no restart recovery yet); the delegation claims NOTSUPP.
+    fn open(&self, call: &Call<'_>, ctx: &mut Ctx, a: &OpenArgs) -> Result<OpenResOk, Nfsstat4> {
+        let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        let creating = matches!(a.openhow, Openflag4::Create(_));
+        let (idx, cur) = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            // Pseudo directories hold no files.
+            Fh::Pseudo(_) if creating => return Err(Nfsstat4::ROFS),
+            Fh::Pseudo(_) => {
+                return Err(match a.claim {
+                    OpenClaim4::Fh => Nfsstat4::ISDIR,
+                    _ => Nfsstat4::NOENT,
+                })
+            }
+            Fh::Export { idx, fh } => (*idx, fh.clone()),
+        };
+        let (fs, caller) = self.gate(call, idx)?;
+        let mut attrset = Bitmap4::new();
+        let mut created = false;
+        let (fh, attr, cinfo) = match &a.claim {
+            OpenClaim4::Fh if creating => return Err(Nfsstat4::INVAL),
+            OpenClaim4::Fh => {
+                let attr = fs.getattr(&cur).map_err(map::status)?;
+                let c = attr.change;
+                (
+                    cur,
+                    attr,
+                    ChangeInfo4 {
+                        atomic: true,
+                        before: c,
+                        after: c,
+                    },
+                )
+            }
+            OpenClaim4::Null(name) => {
+                check_name(&name.0)?;
+                match &a.openhow {
+                    Openflag4::Create(how) => {
+                        let (how, exclusive_attrs) = match how {
+                            Createhow4::Unchecked(f) => {
+                                let (s, m) = map::set_attr(f)?;
+                                attrset = m;
+                                (CreateHow::Unchecked(s), None)
+                            }
+                            Createhow4::Guarded(f) => {
+                                let (s, m) = map::set_attr(f)?;
+                                attrset = m;
+                                (CreateHow::Guarded(s), None)
+                            }
+                            Createhow4::Exclusive(verf) => (CreateHow::Exclusive(*verf), None),
+                            Createhow4::Exclusive41(v) => {
+                                let (s, m) = map::set_attr(&v.attrs)?;
+                                (CreateHow::Exclusive(v.verf), Some((s, m)))
+                            }
+                        };
+                        let ok = fs
+                            .create(&caller, &cur, &name.0, how)
+                            .map_err(|(e, _)| map::status(e))?;
+                        if let Some((s, m)) = exclusive_attrs {
+                            if !m.is_empty() {
+                                fs.setattr(&caller, &ok.fh, &s, None)
+                                    .map_err(|(e, _)| map::status(e))?;
+                                attrset = m;
+                            }
+                        }
+                        created = true;
+                        let cinfo = match ok.dir_wcc.change_info() {
+                            Some(c) => ChangeInfo4 {
+                                atomic: c.atomic,
+                                before: c.before,
+                                after: c.after,
+                            },
+                            None => {
+                                let after = ok.dir_wcc.after.map_or(0, |d| d.change);
+                                ChangeInfo4 {
+                                    atomic: false,
+                                    before: after,
+                                    after,
+                                }
+                            }
+                        };
+                        let attr = fs.getattr(&ok.fh).map_err(map::status)?;
+                        (ok.fh, attr, cinfo)
+                    }
+                    _ => {
+                        let ok = fs
+                            .lookup(&caller, &cur, &name.0)
+                            .map_err(|(e, _)| map::status(e))?;
+                        let c = ok.dir_attr.map_or(0, |d| d.change);
+                        (
+                            ok.fh,
+                            ok.attr,
+                            ChangeInfo4 {
+                                atomic: true,
+                                before: c,
+                                after: c,
+                            },
+                        )
+                    }
+                }
+            }
+            OpenClaim4::Previous(_) => return Err(Nfsstat4::NO_GRACE),
+            _ => return Err(Nfsstat4::NOTSUPP),
+        };
+        match attr.ftype {
+            FileType::Regular => {}
+            FileType::Directory => return Err(Nfsstat4::ISDIR),
+            FileType::Symlink => return Err(Nfsstat4::SYMLINK),
+            _ => return Err(Nfsstat4::WRONG_TYPE),
+        }
+        // The want and signal bits ask for delegations, which are not offered.
+        let access = a.share_access & !(OPEN4_SHARE_WANT_MASK | 0x3_0000);
+        if !created {
+            // Permission as for v3's ACCESS: reading needs READ, writing MODIFY. The creator
+            // of a file may open it whatever mode it was created with.
+            let mut need = 0;
+            if access & OPEN4_SHARE_ACCESS_READ != 0 {
+                need |= ACCESS4_READ;
+            }
+            if access & OPEN4_SHARE_ACCESS_WRITE != 0 {
+                need |= ACCESS4_MODIFY;
+            }
+            let (granted, _) = fs
+                .access(&caller, &fh, need)
+                .map_err(|(e, _)| map::status(e))?;
+            if granted & need != need {
+                return Err(Nfsstat4::ACCESS);
+            }
+        }
+        let stateid = self.state().open(
+            call.now,
+            clientid,
+            &a.owner.owner.0,
+            fh.as_bytes(),
+            access,
+            a.share_deny,
+        )?;
+        ctx.current = Some(Fh::Export { idx, fh });
+        ctx.stateid = Some(stateid);
+        Ok(OpenResOk {
+            stateid,
+            cinfo,
+            rflags: OPEN4_RESULT_LOCKTYPE_POSIX,
+            attrset,
+            delegation: OpenDelegation4::None,
+        })
+    }
+
+    /// The current handle's bytes as the open table keys files (an export handle).
+    fn open_file(ctx: &Ctx) -> Result<Bytes, Nfsstat4> {
+        match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Export { fh, .. } => Ok(fh.to_bytes()),
+            // Nothing in the pseudo tree is ever open.
+            Fh::Pseudo(_) => Err(Nfsstat4::BAD_STATEID),
+        }
+    }
+
+    /// CLOSE (§18.2).
+    fn close(&self, ctx: &mut Ctx, a: &CloseArgs) -> Result<Stateid4, Nfsstat4> {
+        let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        let file = Self::open_file(ctx)?;
+        let sid = ctx.resolve_stateid(&a.open_stateid)?;
+        let out = self.state().close(clientid, &sid, &file)?;
+        ctx.stateid = Some(out);
+        Ok(out)
+    }
+
+    /// OPEN_DOWNGRADE (§18.18).
+    fn open_downgrade(&self, ctx: &mut Ctx, a: &OpenDowngradeArgs) -> Result<Stateid4, Nfsstat4> {
+        let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        let file = Self::open_file(ctx)?;
+        let sid = ctx.resolve_stateid(&a.open_stateid)?;
+        let access = a.share_access & !(OPEN4_SHARE_WANT_MASK | 0x3_0000);
+        let out = self
+            .state()
+            .open_downgrade(clientid, &sid, &file, access, a.share_deny)?;
+        ctx.stateid = Some(out);
+        Ok(out)
+    }
+
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {
         use sluice_xdr::nfs4::ops::{
-            ACCESS4_DELETE, ACCESS4_EXECUTE, ACCESS4_EXTEND, ACCESS4_LOOKUP, ACCESS4_MODIFY,
-            ACCESS4_READ,
+            ACCESS4_DELETE, ACCESS4_EXECUTE, ACCESS4_EXTEND, ACCESS4_LOOKUP,
         };
         let known = ACCESS4_READ
             | ACCESS4_LOOKUP
