@@ -30,8 +30,10 @@
 //! rules (no rule matching its address: NFS4ERR_ACCESS, as v3 answers ACCES), `secure`
 //! (an unprivileged source port: NFS4ERR_PERM, knfsd's answer), and squashing, exactly as
 //! [`crate::nfs::caller_for`] does for v3. Only AUTH_SYS and AUTH_NONE reach this layer, and
-//! every export accepts both, so SECINFO_NO_NAME answers those two and NFS4ERR_WRONGSEC does
-//! not arise yet (it will with per-export `sec=` flavors).
+//! every export accepts both, so SECINFO and SECINFO_NO_NAME answer those two and
+//! NFS4ERR_WRONGSEC does not arise yet: knfsd answers it in v4 (ACCES in v3) for a flavor or
+//! transport security an export does not accept, which is where it will come from here once
+//! exports take `sec=`.
 //!
 //! # The reply cache
 //! A request that passed SEQUENCE is encoded whole and handed to the slot
@@ -64,11 +66,12 @@ use sluice_xdr::nfs4::ops::{
     op_info, AccessResOk, BindConnToSessionResOk, CloseArgs, Createhow4, Entry4, NfsArgop4,
     NfsResop4, OpFlags, OpenArgs, OpenClaim4, OpenDelegation4, OpenDowngradeArgs, OpenResOk,
     Openflag4, Opnum4, ReaddirArgs, ReaddirResOk, Res4, Secinfo4, SecinfoList, SequenceArgs,
-    ACCESS4_MODIFY, ACCESS4_READ, MAX_DIR_ENTRIES, OPEN4_RESULT_LOCKTYPE_POSIX,
+    StatusList, ACCESS4_MODIFY, ACCESS4_READ, MAX_DIR_ENTRIES, OPEN4_RESULT_LOCKTYPE_POSIX,
     OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_WANT_MASK,
 };
 use sluice_xdr::nfs4::{
-    Bitmap4, ChangeInfo4, Component4, Fattr4, NfsFh4, SessionId4, Stateid4, MINOR_VERSIONS,
+    Bitmap4, ChangeInfo4, Component4, Fattr4, Linktext4, NfsFh4, SessionId4, Stateid4,
+    MINOR_VERSIONS,
 };
 use sluice_xdr::{Pack, Reader, Writer};
 // `core::net`: an address is plain data here; this module opens no sockets.
@@ -473,6 +476,16 @@ impl Nfs4 {
             NfsArgop4::OpenDowngrade(a) => {
                 NfsResop4::OpenDowngrade(res(self.open_downgrade(ctx, a)))
             }
+            NfsArgop4::TestStateid(list) => NfsResop4::TestStateid(match ctx.clientid {
+                Some(c) => Res4::Ok(StatusList(self.state().test_stateids(c, &list.0))),
+                None => Res4::Err(Nfsstat4::OP_NOT_IN_SESSION),
+            }),
+            NfsArgop4::FreeStateid(sid) => NfsResop4::FreeStateid(match ctx.clientid {
+                Some(c) => self.state().free_stateid(c, sid),
+                None => Nfsstat4::OP_NOT_IN_SESSION,
+            }),
+            NfsArgop4::Readlink(()) => NfsResop4::Readlink(res(self.readlink(call, ctx))),
+            NfsArgop4::Secinfo(name) => NfsResop4::Secinfo(res(self.secinfo(call, ctx, &name.0))),
             NfsArgop4::Readdir(a) => NfsResop4::Readdir(res(self.readdir(call, ctx, a))),
             NfsArgop4::SecinfoNoName(style) => {
                 NfsResop4::SecinfoNoName(res(self.secinfo_no_name(call, ctx, *style)))
@@ -925,6 +938,40 @@ impl Nfs4 {
             .open_downgrade(clientid, &sid, &file, access, a.share_deny)?;
         ctx.stateid = Some(out);
         Ok(out)
+    }
+
+    /// READLINK (§18.24).
+    fn readlink(&self, call: &Call<'_>, ctx: &Ctx) -> Result<Linktext4, Nfsstat4> {
+        match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            // Pseudo nodes are directories.
+            Fh::Pseudo(_) => Err(Nfsstat4::INVAL),
+            Fh::Export { idx, fh } => {
+                let (fs, _) = self.gate(call, *idx)?;
+                let attr = fs.getattr(fh).map_err(map::status)?;
+                if attr.ftype != FileType::Symlink {
+                    // §18.24.3: INVAL for anything but a symlink (ISDIR for a directory).
+                    return Err(if attr.ftype == FileType::Directory {
+                        Nfsstat4::ISDIR
+                    } else {
+                        Nfsstat4::INVAL
+                    });
+                }
+                let (target, _) = fs.readlink(fh).map_err(|(e, _)| map::status(e))?;
+                Ok(Linktext4(Bytes::from(target)))
+            }
+        }
+    }
+
+    /// SECINFO (§18.29): the flavors for `name` in the current directory; like
+    /// SECINFO_NO_NAME it consumes the current handle.
+    fn secinfo(
+        &self,
+        call: &Call<'_>,
+        ctx: &mut Ctx,
+        name: &[u8],
+    ) -> Result<SecinfoList, Nfsstat4> {
+        self.lookup(call, ctx, name)?;
+        self.secinfo_no_name(call, ctx, 0)
     }
 
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {

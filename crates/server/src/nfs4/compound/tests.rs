@@ -9,7 +9,7 @@ use crate::nfs4::{Config4, SplitMix};
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::ops::{
     AccessArgs, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs,
-    ExchangeIdArgs, ImplIdList, RdmaIrd, ReaddirArgs, StateProtect4A, ACCESS4_LOOKUP,
+    ExchangeIdArgs, ImplIdList, RdmaIrd, ReaddirArgs, StateProtect4A, StateidList, ACCESS4_LOOKUP,
     ACCESS4_MODIFY, ACCESS4_READ, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_NONE,
     OPEN4_SHARE_DENY_WRITE,
 };
@@ -763,4 +763,70 @@ fn share_reservations_conflict_between_owners() {
         OPEN4_SHARE_DENY_NONE,
     ));
     assert_eq!(c.send(ops).status, Nfsstat4::OK);
+}
+
+#[test]
+fn readlink_secinfo_and_stateid_tests() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let fs = c.nfs.exports[0].fs.clone();
+    fs.symlink(
+        &Caller::with_cred(Cred::new(1000, 1000)),
+        &fs.root_handle(),
+        b"ln",
+        b"some/where",
+        &SetAttr::default(),
+    )
+    .unwrap();
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.extend([
+        NfsArgop4::Savefh(()),
+        lookup(b"ln"),
+        NfsArgop4::Readlink(()),
+        NfsArgop4::Restorefh(()),
+        NfsArgop4::Readlink(()),
+    ]);
+    let res = c.send(ops);
+    let NfsResop4::Readlink(Res4::Ok(target)) = &res.results[6] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(&target.0[..], b"some/where");
+    assert_eq!(res.status, Nfsstat4::ISDIR, "READLINK of a directory");
+    // SECINFO of a name answers the flavors and consumes the handle.
+    let res = c.send(vec![
+        seq(sid, 2),
+        NfsArgop4::Putrootfh(()),
+        NfsArgop4::Secinfo(Component4(Bytes::from_static(b"srv"))),
+        NfsArgop4::Getfh(()),
+    ]);
+    assert_eq!(res.status, Nfsstat4::NOFILEHANDLE);
+    assert_eq!(res.results[2].status(), Nfsstat4::OK);
+    // TEST_STATEID knows an open's stateid and not a made-up one.
+    let mut ops = vec![seq(sid, 3)];
+    ops.extend(into_export());
+    ops.push(open(
+        b"o",
+        b"f",
+        Some(Createhow4::Unchecked(mode_attrs(0o600))),
+        OPEN4_SHARE_ACCESS_BOTH,
+        OPEN4_SHARE_DENY_NONE,
+    ));
+    let res = c.send(ops);
+    let NfsResop4::Open(Res4::Ok(o)) = &res.results[4] else {
+        panic!("{res:?}")
+    };
+    let bogus = Stateid4 {
+        seqid: 1,
+        other: [7; 12],
+    };
+    let res = c.send(vec![
+        seq(sid, 4),
+        NfsArgop4::TestStateid(StateidList(vec![o.stateid, bogus])),
+    ]);
+    let NfsResop4::TestStateid(Res4::Ok(st)) = &res.results[1] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(st.0[0], Nfsstat4::OK);
+    assert_ne!(st.0[1], Nfsstat4::OK);
 }
