@@ -41,7 +41,9 @@
 //! `ca_maxresponsesize_cached`; a retry gets those exact bytes back. The reply is checked
 //! against the session's limits op by op as it is built: the op whose result crosses
 //! `ca_maxresponsesize` (or the cached limit, when caching was asked) is replaced by
-//! NFS4ERR_REP_TOO_BIG (_TO_CACHE) and ends the COMPOUND (§2.10.6.4).
+//! NFS4ERR_REP_TOO_BIG (_TO_CACHE) and ends the COMPOUND (§2.10.6.4). An op that changes
+//! state is refused before it runs if its largest result could cross the line, so that no
+//! change is ever answered with an error.
 //!
 //! # Not yet
 //! READ, WRITE and COMMIT answer NFS4ERR_NOTSUPP until they go through
@@ -120,6 +122,30 @@ struct Head {
 struct ReplyLimits {
     bytes_max: usize,
     cached_bytes_max: Option<usize>,
+}
+
+impl ReplyLimits {
+    /// The error an op that changes state gets *before* it runs when its largest result
+    /// (OP_INFO's `reply_bytes_max`) could push the reply past a limit: a retry must find the
+    /// reply the client was sent, so such an op must not run and then be answered with an error
+    /// (RFC 8881 §2.10.6.4, §15.1.10.8). Ops whose result grows with their arguments are
+    /// checked after they run (they do not change state yet).
+    fn refuse_before(&self, op: &NfsArgop4, reply_bytes: usize) -> Option<Nfsstat4> {
+        let info = op_info(op.opnum())?;
+        if !info.flags.contains(OpFlags::MODIFIES)
+            || info.flags.contains(OpFlags::REPLY_GROWS_WITH_ARGS)
+        {
+            return None;
+        }
+        let worst = reply_bytes + info.reply_bytes_max as usize;
+        if worst > self.bytes_max {
+            Some(Nfsstat4::REP_TOO_BIG)
+        } else if self.cached_bytes_max.is_some_and(|m| worst > m) {
+            Some(Nfsstat4::REP_TOO_BIG_TO_CACHE)
+        } else {
+            None
+        }
+    }
 }
 
 /// A file handle of the current or saved slot.
@@ -385,6 +411,11 @@ impl Nfs4 {
                 NfsResop4::error(Opnum4::SEQUENCE, Nfsstat4::SEQUENCE_POS)
             } else if let Some(refused) = refuse(op, args.minorversion) {
                 refused
+            } else if let Some(s) = limits
+                .as_ref()
+                .and_then(|l| l.refuse_before(op, reply_bytes))
+            {
+                NfsResop4::error(op.opnum(), s)
             } else {
                 self.run_op(call, op, ctx)
             };

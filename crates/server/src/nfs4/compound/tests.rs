@@ -830,3 +830,53 @@ fn readlink_secinfo_and_stateid_tests() {
     assert_eq!(st.0[0], Nfsstat4::OK);
     assert_ne!(st.0[1], Nfsstat4::OK);
 }
+
+#[test]
+fn an_open_that_might_not_fit_the_cached_reply_does_not_run() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let all = crate::nfs4::map::SUPPORTED
+        .iter()
+        .copied()
+        .filter(|b| !crate::nfs4::map::WRITE_ONLY.contains(b))
+        .collect::<Vec<_>>();
+    let open_worst = op_info(Opnum4::OPEN).unwrap().reply_bytes_max as usize;
+    // Find a run of GETATTRs whose reply leaves room for a real OPEN result (under 100
+    // bytes) but not for OPEN's largest one, within the 4096 cacheable bytes.
+    let mut seqid = 0;
+    let mut found = None;
+    for n in 1..11 {
+        seqid += 1;
+        let mut ops = vec![seq(sid, seqid)];
+        ops.extend(into_export());
+        ops.extend((0..n).map(|_| getattr(&all)));
+        let len = c.send_raw(1, ops).len();
+        if len + 100 < 4096 && len + open_worst > 4096 {
+            found = Some(n);
+            break;
+        }
+    }
+    let n = found.expect("a GETATTR count that fills the cache just enough");
+    let mut ops = vec![seq(sid, seqid + 1)];
+    ops.extend(into_export());
+    ops.extend((0..n).map(|_| getattr(&all)));
+    ops.push(open(
+        b"o",
+        b"f",
+        Some(Createhow4::Unchecked(mode_attrs(0o600))),
+        OPEN4_SHARE_ACCESS_BOTH,
+        OPEN4_SHARE_DENY_NONE,
+    ));
+    let res = c.send(ops);
+    assert_eq!(
+        res.status,
+        Nfsstat4::REP_TOO_BIG_TO_CACHE,
+        "{:?}",
+        statuses(&res)
+    );
+    assert_eq!(res.results.last().unwrap().opnum(), Opnum4::OPEN);
+    // The file was not created.
+    let fs = c.nfs.exports[0].fs.clone();
+    let caller = Caller::with_cred(Cred::new(1000, 1000));
+    assert!(fs.lookup(&caller, &fs.root_handle(), b"f").is_err());
+}
