@@ -517,6 +517,16 @@ impl Nfs4 {
             }),
             NfsArgop4::Readlink(()) => NfsResop4::Readlink(res(self.readlink(call, ctx))),
             NfsArgop4::Secinfo(name) => NfsResop4::Secinfo(res(self.secinfo(call, ctx, &name.0))),
+            NfsArgop4::Verify(f) => NfsResop4::Verify(match self.same_attrs(call, ctx, f) {
+                Ok(true) => Nfsstat4::OK,
+                Ok(false) => Nfsstat4::NOT_SAME,
+                Err(s) => s,
+            }),
+            NfsArgop4::Nverify(f) => NfsResop4::Nverify(match self.same_attrs(call, ctx, f) {
+                Ok(true) => Nfsstat4::SAME,
+                Ok(false) => Nfsstat4::OK,
+                Err(s) => s,
+            }),
             NfsArgop4::Readdir(a) => NfsResop4::Readdir(res(self.readdir(call, ctx, a))),
             NfsArgop4::SecinfoNoName(style) => {
                 NfsResop4::SecinfoNoName(res(self.secinfo_no_name(call, ctx, *style)))
@@ -1003,6 +1013,22 @@ impl Nfs4 {
     ) -> Result<SecinfoList, Nfsstat4> {
         self.lookup(call, ctx, name)?;
         self.secinfo_no_name(call, ctx, 0)
+    }
+
+    /// VERIFY / NVERIFY (§18.31, §18.15): whether the current object's attributes encode
+    /// exactly as the client's. An attribute not supported is ATTRNOTSUPP; rdattr_error and
+    /// the write-only ones are INVAL.
+    fn same_attrs(&self, call: &Call<'_>, ctx: &Ctx, theirs: &Fattr4) -> Result<bool, Nfsstat4> {
+        for bit in theirs.mask.iter() {
+            if !map::SUPPORTED.contains(&bit) {
+                return Err(Nfsstat4::ATTRNOTSUPP);
+            }
+            if bit == sluice_xdr::nfs4::attrs::num::RDATTR_ERROR || map::WRITE_ONLY.contains(&bit) {
+                return Err(Nfsstat4::INVAL);
+            }
+        }
+        let ours = self.getattr(call, ctx, &theirs.mask)?;
+        Ok(ours.mask.same_bits(&theirs.mask) && ours.vals == theirs.vals)
     }
 
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {

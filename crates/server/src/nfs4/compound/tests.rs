@@ -880,3 +880,51 @@ fn an_open_that_might_not_fit_the_cached_reply_does_not_run() {
     let caller = Caller::with_cred(Cred::new(1000, 1000));
     assert!(fs.lookup(&caller, &fs.root_handle(), b"f").is_err());
 }
+
+#[test]
+fn verify_and_nverify_compare_encoded_attributes() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let dir = |mode| {
+        AttrValues {
+            ftype: Some(Ftype4::DIR),
+            mode: Some(mode),
+            ..AttrValues::default()
+        }
+        .encode()
+    };
+    // The pseudo root is a 0555 directory.
+    let res = c.send(vec![
+        seq(sid, 1),
+        NfsArgop4::Putrootfh(()),
+        NfsArgop4::Verify(dir(0o555)),
+        NfsArgop4::Nverify(dir(0o777)),
+        NfsArgop4::Verify(dir(0o777)),
+    ]);
+    assert_eq!(
+        statuses(&res),
+        vec![
+            Nfsstat4::OK,
+            Nfsstat4::OK,
+            Nfsstat4::OK,
+            Nfsstat4::OK,
+            Nfsstat4::NOT_SAME
+        ]
+    );
+    let res = c.send(vec![
+        seq(sid, 2),
+        NfsArgop4::Putrootfh(()),
+        NfsArgop4::Nverify(dir(0o555)),
+    ]);
+    assert_eq!(res.status, Nfsstat4::SAME);
+    let unsupported = Fattr4 {
+        mask: Bitmap4::from_bits(&[num::ARCHIVE]),
+        vals: Bytes::from_static(&[0, 0, 0, 1]),
+    };
+    let res = c.send(vec![
+        seq(sid, 3),
+        NfsArgop4::Putrootfh(()),
+        NfsArgop4::Verify(unsupported),
+    ]);
+    assert_eq!(res.status, Nfsstat4::ATTRNOTSUPP);
+}
