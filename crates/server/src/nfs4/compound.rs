@@ -47,10 +47,12 @@
 //!
 //! # Not yet
 //! READ, WRITE and COMMIT answer NFS4ERR_NOTSUPP until they go through
-//! [`crate::datapath::DataPath`] (not a copy of it); so do SETATTR and the namespace-changing
-//! ops. OPEN with a size in its create attributes (O_TRUNC) truncates through the file system
-//! directly: once v4 writes go through the data path, it must first settle write-behind as
-//! v3's size-changing SETATTR/CREATE do.
+//! [`crate::datapath::DataPath`] (not a copy of it); so do the namespace-changing ops
+//! (CREATE, REMOVE, RENAME, LINK). SETATTR of a size and OPEN with a size in its create
+//! attributes (O_TRUNC) truncate through the file system directly: before the program is
+//! registered they must first settle write-behind through the data path, as v3's
+//! size-changing SETATTR/CREATE do, or a v3 client's held writes could land past a v4
+//! truncation.
 
 use super::map::{self, AttrCtx};
 use super::pseudo::{Lookup, NodeId, PseudoFs};
@@ -68,8 +70,9 @@ use sluice_xdr::nfs4::ops::{
     op_info, AccessResOk, BindConnToSessionResOk, CloseArgs, Createhow4, Entry4, NfsArgop4,
     NfsResop4, OpFlags, OpenArgs, OpenClaim4, OpenDelegation4, OpenDowngradeArgs, OpenResOk,
     Openflag4, Opnum4, ReaddirArgs, ReaddirResOk, Res4, Secinfo4, SecinfoList, SequenceArgs,
-    StatusList, ACCESS4_MODIFY, ACCESS4_READ, MAX_DIR_ENTRIES, OPEN4_RESULT_LOCKTYPE_POSIX,
-    OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_WANT_MASK,
+    SetattrArgs, SetattrRes, StatusList, ACCESS4_MODIFY, ACCESS4_READ, MAX_DIR_ENTRIES,
+    OPEN4_RESULT_LOCKTYPE_POSIX, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
+    OPEN4_SHARE_WANT_MASK,
 };
 use sluice_xdr::nfs4::{
     Bitmap4, ChangeInfo4, Component4, Fattr4, Linktext4, NfsFh4, SessionId4, Stateid4,
@@ -526,6 +529,16 @@ impl Nfs4 {
                 Ok(true) => Nfsstat4::SAME,
                 Ok(false) => Nfsstat4::OK,
                 Err(s) => s,
+            }),
+            NfsArgop4::Setattr(a) => NfsResop4::Setattr(match self.setattr(call, ctx, a) {
+                Ok(attrsset) => SetattrRes {
+                    status: Nfsstat4::OK,
+                    attrsset,
+                },
+                Err(status) => SetattrRes {
+                    status,
+                    attrsset: Bitmap4::new(),
+                },
             }),
             NfsArgop4::Readdir(a) => NfsResop4::Readdir(res(self.readdir(call, ctx, a))),
             NfsArgop4::SecinfoNoName(style) => {
@@ -1029,6 +1042,26 @@ impl Nfs4 {
         }
         let ours = self.getattr(call, ctx, &theirs.mask)?;
         Ok(ours.mask.same_bits(&theirs.mask) && ours.vals == theirs.vals)
+    }
+
+    /// SETATTR (§18.30): the attributes in [`map::SETTABLE`]. A size change needs a stateid
+    /// that allows writing (an open for write, or the anonymous stateid subject to share
+    /// reservations), checked by the open-state core.
+    fn setattr(&self, call: &Call<'_>, ctx: &Ctx, a: &SetattrArgs) -> Result<Bitmap4, Nfsstat4> {
+        let (idx, fh) = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(_) => return Err(Nfsstat4::ROFS),
+            Fh::Export { idx, fh } => (*idx, fh),
+        };
+        let (fs, caller) = self.gate(call, idx)?;
+        let (sattr, mask) = map::set_attr(&a.obj_attributes)?;
+        if sattr.size.is_some() {
+            let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+            let sid = ctx.resolve_stateid(&a.stateid)?;
+            self.state().check_io(clientid, &sid, fh.as_bytes(), true)?;
+        }
+        fs.setattr(&caller, fh, &sattr, None)
+            .map_err(|(e, _)| map::status(e))?;
+        Ok(mask)
     }
 
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {

@@ -9,8 +9,8 @@ use crate::nfs4::{Config4, SplitMix};
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::ops::{
     AccessArgs, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs,
-    ExchangeIdArgs, ImplIdList, RdmaIrd, ReaddirArgs, StateProtect4A, StateidList, ACCESS4_LOOKUP,
-    ACCESS4_MODIFY, ACCESS4_READ, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_NONE,
+    ExchangeIdArgs, ImplIdList, RdmaIrd, ReaddirArgs, SetattrArgs, StateProtect4A, StateidList,
+    ACCESS4_LOOKUP, ACCESS4_MODIFY, ACCESS4_READ, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_NONE,
     OPEN4_SHARE_DENY_WRITE,
 };
 use sluice_xdr::nfs4::{Bitmap4, Component4, Fattr4, Fsid4, Ftype4, Opaque4, StateOwner4, Utf8Str};
@@ -927,4 +927,68 @@ fn verify_and_nverify_compare_encoded_attributes() {
         NfsArgop4::Verify(unsupported),
     ]);
     assert_eq!(res.status, Nfsstat4::ATTRNOTSUPP);
+}
+
+#[test]
+fn setattr_changes_mode_and_size_with_an_open_stateid() {
+    let c = Client::new();
+    let sid = mount(&c);
+    let set = |v: AttrValues| {
+        NfsArgop4::Setattr(SetattrArgs {
+            stateid: Stateid4::CURRENT,
+            obj_attributes: v.encode(),
+        })
+    };
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.extend([
+        open(
+            b"o",
+            b"f",
+            Some(Createhow4::Unchecked(mode_attrs(0o600))),
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        ),
+        set(AttrValues {
+            mode: Some(0o640),
+            size: Some(10),
+            ..AttrValues::default()
+        }),
+        getattr(&[num::MODE, num::SIZE]),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let NfsResop4::Setattr(r) = &res.results[5] else {
+        panic!("{res:?}")
+    };
+    assert!(r
+        .attrsset
+        .same_bits(&Bitmap4::from_bits(&[num::SIZE, num::MODE])));
+    let v = attrs(&res.results[6]);
+    assert_eq!((v.mode, v.size), (Some(0o640), Some(10)));
+    // A size change with a stateid nobody issued is refused; the pseudo tree is read-only.
+    let mut ops = vec![seq(sid, 2)];
+    ops.extend(into_export());
+    ops.push(lookup(b"f"));
+    ops.push(NfsArgop4::Setattr(SetattrArgs {
+        stateid: Stateid4 {
+            seqid: 1,
+            other: [9; 12],
+        },
+        obj_attributes: AttrValues {
+            size: Some(0),
+            ..AttrValues::default()
+        }
+        .encode(),
+    }));
+    assert_ne!(c.send(ops).status, Nfsstat4::OK);
+    let res = c.send(vec![
+        seq(sid, 3),
+        NfsArgop4::Putrootfh(()),
+        set(AttrValues {
+            mode: Some(0o777),
+            ..AttrValues::default()
+        }),
+    ]);
+    assert_eq!(res.status, Nfsstat4::ROFS);
 }
