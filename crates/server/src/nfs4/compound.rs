@@ -47,8 +47,8 @@
 //!
 //! # Not yet
 //! READ, WRITE and COMMIT answer NFS4ERR_NOTSUPP until they go through
-//! [`crate::datapath::DataPath`] (not a copy of it); so do the namespace-changing ops
-//! (CREATE, REMOVE, RENAME, LINK). SETATTR of a size and OPEN with a size in its create
+//! [`crate::datapath::DataPath`] (not a copy of it); so does REMOVE, which must settle
+//! write-behind for the file first as v3's does. SETATTR of a size and OPEN with a size in its create
 //! attributes (O_TRUNC) truncate through the file system directly: before the program is
 //! registered they must first settle write-behind through the data path, as v3's
 //! size-changing SETATTR/CREATE do, or a v3 client's held writes could land past a v4
@@ -60,7 +60,7 @@ use super::session::SequenceCall;
 use super::slots::SlotDecision;
 use super::state::State4;
 use super::{ConnId, Nfsstat4, Principal};
-use crate::backend::{Caller, CreateHow, FileHandle, FileSystem, FileType, FsStat};
+use crate::backend::{Caller, CreateHow, DeviceId, FileHandle, FileSystem, FileType, FsStat, Wcc};
 use crate::nfs::{caller_for, ExportEntry};
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
@@ -74,6 +74,8 @@ use sluice_xdr::nfs4::ops::{
     OPEN4_RESULT_LOCKTYPE_POSIX, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
     OPEN4_SHARE_WANT_MASK,
 };
+use sluice_xdr::nfs4::ops::{CreateArgs, CreateResOk, Createtype4, RenameArgs, RenameResOk};
+use sluice_xdr::nfs4::Specdata4;
 use sluice_xdr::nfs4::{
     Bitmap4, ChangeInfo4, Component4, Fattr4, Linktext4, NfsFh4, SessionId4, Stateid4,
     MINOR_VERSIONS,
@@ -540,6 +542,9 @@ impl Nfs4 {
                     attrsset: Bitmap4::new(),
                 },
             }),
+            NfsArgop4::Create(a) => NfsResop4::Create(res(self.create(call, ctx, a))),
+            NfsArgop4::Rename(a) => NfsResop4::Rename(res(self.rename(call, ctx, a))),
+            NfsArgop4::Link(name) => NfsResop4::Link(res(self.link(call, ctx, &name.0))),
             NfsArgop4::Readdir(a) => NfsResop4::Readdir(res(self.readdir(call, ctx, a))),
             NfsArgop4::SecinfoNoName(style) => {
                 NfsResop4::SecinfoNoName(res(self.secinfo_no_name(call, ctx, *style)))
@@ -880,21 +885,7 @@ impl Nfs4 {
                             }
                         }
                         created = true;
-                        let cinfo = match ok.dir_wcc.change_info() {
-                            Some(c) => ChangeInfo4 {
-                                atomic: c.atomic,
-                                before: c.before,
-                                after: c.after,
-                            },
-                            None => {
-                                let after = ok.dir_wcc.after.map_or(0, |d| d.change);
-                                ChangeInfo4 {
-                                    atomic: false,
-                                    before: after,
-                                    after,
-                                }
-                            }
-                        };
+                        let cinfo = change_info(&ok.dir_wcc);
                         let attr = fs.getattr(&ok.fh).map_err(map::status)?;
                         (ok.fh, attr, cinfo)
                     }
@@ -1064,6 +1055,100 @@ impl Nfs4 {
         Ok(mask)
     }
 
+    /// The export directory (or file) a namespace op works in; the pseudo tree is ROFS.
+    fn export_fh(ctx: &Option<Fh>) -> Result<(usize, &FileHandle), Nfsstat4> {
+        match ctx.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(_) => Err(Nfsstat4::ROFS),
+            Fh::Export { idx, fh } => Ok((*idx, fh)),
+        }
+    }
+
+    /// CREATE (§18.4): directories, symlinks, devices, fifos and sockets (regular files are
+    /// OPEN's); the new object becomes the current handle.
+    fn create(
+        &self,
+        call: &Call<'_>,
+        ctx: &mut Ctx,
+        a: &CreateArgs,
+    ) -> Result<CreateResOk, Nfsstat4> {
+        let (idx, dir) = Self::export_fh(&ctx.current)?;
+        let (fs, caller) = self.gate(call, idx)?;
+        check_name(&a.objname.0)?;
+        let (sattr, attrset) = map::set_attr(&a.createattrs)?;
+        let name = &a.objname.0;
+        let dev = |d: &Specdata4| DeviceId {
+            major: d.specdata1,
+            minor: d.specdata2,
+        };
+        let ok = match &a.objtype {
+            Createtype4::Dir => fs.mkdir(&caller, dir, name, &sattr),
+            Createtype4::Lnk(target) => fs.symlink(&caller, dir, name, &target.0, &sattr),
+            Createtype4::Blk(d) => {
+                fs.mknod(&caller, dir, name, FileType::BlockDevice, &sattr, dev(d))
+            }
+            Createtype4::Chr(d) => {
+                fs.mknod(&caller, dir, name, FileType::CharDevice, &sattr, dev(d))
+            }
+            Createtype4::Sock => fs.mknod(
+                &caller,
+                dir,
+                name,
+                FileType::Socket,
+                &sattr,
+                DeviceId::default(),
+            ),
+            Createtype4::Fifo => fs.mknod(
+                &caller,
+                dir,
+                name,
+                FileType::Fifo,
+                &sattr,
+                DeviceId::default(),
+            ),
+            // Regular files (and anything unknown) are not CREATE's.
+            Createtype4::Other(_) => return Err(Nfsstat4::BADTYPE),
+        }
+        .map_err(|(e, _)| map::status(e))?;
+        let cinfo = change_info(&ok.dir_wcc);
+        ctx.current = Some(Fh::Export { idx, fh: ok.fh });
+        Ok(CreateResOk { cinfo, attrset })
+    }
+
+    /// RENAME (§18.26): `oldname` in the saved directory to `newname` in the current one, in
+    /// the same export (else XDEV).
+    fn rename(&self, call: &Call<'_>, ctx: &Ctx, a: &RenameArgs) -> Result<RenameResOk, Nfsstat4> {
+        let (from_idx, from_dir) = Self::export_fh(&ctx.saved)?;
+        let (to_idx, to_dir) = Self::export_fh(&ctx.current)?;
+        if from_idx != to_idx {
+            return Err(Nfsstat4::XDEV);
+        }
+        check_name(&a.oldname.0)?;
+        check_name(&a.newname.0)?;
+        let (fs, caller) = self.gate(call, to_idx)?;
+        let w = fs
+            .rename(&caller, from_dir, &a.oldname.0, to_dir, &a.newname.0)
+            .map_err(|(e, _)| map::status(e))?;
+        Ok(RenameResOk {
+            source_cinfo: change_info(&w.from_dir),
+            target_cinfo: change_info(&w.to_dir),
+        })
+    }
+
+    /// LINK (§18.9): the saved file gets the name `name` in the current directory.
+    fn link(&self, call: &Call<'_>, ctx: &Ctx, name: &[u8]) -> Result<ChangeInfo4, Nfsstat4> {
+        let (file_idx, file) = Self::export_fh(&ctx.saved)?;
+        let (dir_idx, dir) = Self::export_fh(&ctx.current)?;
+        if file_idx != dir_idx {
+            return Err(Nfsstat4::XDEV);
+        }
+        check_name(name)?;
+        let (fs, caller) = self.gate(call, dir_idx)?;
+        let r = fs
+            .link(&caller, file, dir, name)
+            .map_err(|(e, _)| map::status(e))?;
+        Ok(change_info(&r.dir_wcc))
+    }
+
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {
         use sluice_xdr::nfs4::ops::{
             ACCESS4_DELETE, ACCESS4_EXECUTE, ACCESS4_EXTEND, ACCESS4_LOOKUP,
@@ -1182,6 +1267,26 @@ fn res<T>(r: Result<T, Nfsstat4>) -> Res4<T> {
     match r {
         Ok(v) => Res4::Ok(v),
         Err(s) => Res4::Err(s),
+    }
+}
+
+/// A directory's `change_info4` from its wcc data; without the before value, not atomic
+/// and before = after (the client then revalidates the directory).
+fn change_info(w: &Wcc) -> ChangeInfo4 {
+    match w.change_info() {
+        Some(c) => ChangeInfo4 {
+            atomic: c.atomic,
+            before: c.before,
+            after: c.after,
+        },
+        None => {
+            let after = w.after.map_or(0, |d| d.change);
+            ChangeInfo4 {
+                atomic: false,
+                before: after,
+                after,
+            }
+        }
     }
 }
 
