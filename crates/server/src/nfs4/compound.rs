@@ -460,7 +460,7 @@ impl Nfs4 {
                 .state()
                 .create_session(call.now, a, &principal(call.cred), call.conn))),
             NfsArgop4::DestroySession(id) => {
-                NfsResop4::DestroySession(status_of(self.state().destroy_session(id, ctx.session)))
+                NfsResop4::DestroySession(status_of(self.destroy_session(call, ctx, id)))
             }
             NfsArgop4::DestroyClientid(id) => {
                 NfsResop4::DestroyClientid(status_of(self.state().destroy_clientid(*id)))
@@ -1147,6 +1147,20 @@ impl Nfs4 {
             .link(&caller, file, dir, name)
             .map_err(|(e, _)| map::status(e))?;
         Ok(change_info(&r.dir_wcc))
+    }
+
+    /// DESTROY_SESSION (§18.37.3): outside a session (no SEQUENCE) the connection it comes on
+    /// must be bound to the session it names, so that a session is not destroyed by whoever
+    /// learned its id.
+    fn destroy_session(&self, call: &Call<'_>, ctx: &Ctx, id: &SessionId4) -> Result<(), Nfsstat4> {
+        let mut st = self.state();
+        if ctx.session.is_none() {
+            let s = st.session(id).ok_or(Nfsstat4::BADSESSION)?;
+            if s.conn_dir(call.conn).is_none() {
+                return Err(Nfsstat4::CONN_NOT_BOUND_TO_SESSION);
+            }
+        }
+        st.destroy_session(id, ctx.session)
     }
 
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {

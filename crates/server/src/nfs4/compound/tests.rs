@@ -1066,3 +1066,73 @@ fn create_rename_and_link_in_an_export() {
     let res = c.send(vec![seq(sid, 3), NfsArgop4::Putrootfh(()), mkdir(b"x")]);
     assert_eq!(res.status, Nfsstat4::ROFS);
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Random bytes, and random op numbers with random argument bytes after a well-formed
+        /// COMPOUND header (inside a session or not), never panic and always get an answer
+        /// that decodes (or GARBAGE_ARGS).
+        #[test]
+        fn random_compounds_never_panic(
+            raw in proptest::collection::vec(any::<u8>(), 0..256),
+            ops in proptest::collection::vec((0u32..80, proptest::collection::vec(any::<u8>(), 0..64)), 0..8),
+            in_session in any::<bool>(),
+            minor in 0u32..4,
+        ) {
+            let c = Client::new();
+            let call = Call { addr: c.addr, conn: 1, cred: &c.cred, now: c.now };
+            let _ = c.nfs.compound(&call, &raw);
+            let sid = mount(&c);
+            let mut w = Writer::new();
+            w.put_opaque(b"t1");
+            w.put_u32(minor);
+            w.put_u32(ops.len() as u32 + u32::from(in_session));
+            if in_session {
+                seq(sid, 1).pack(&mut w);
+            }
+            let mut record = w.into_bytes().to_vec();
+            for (op, args) in &ops {
+                record.extend_from_slice(&op.to_be_bytes());
+                record.extend_from_slice(args);
+            }
+            match c.nfs.compound(&call, &record) {
+                Outcome::Reply(b) => {
+                    let segs = [b];
+                    let mut r = Reader::new(&segs);
+                    prop_assert!(Compound4Res::decode(&mut r, &CompoundLimits::default()).is_ok());
+                }
+                Outcome::GarbageArgs => {}
+            }
+        }
+    }
+}
+
+#[test]
+fn destroy_session_alone_needs_a_bound_connection() {
+    let c = Client::new();
+    let sid = mount(&c);
+    // From a connection the session never saw: refused, the session lives on.
+    let call = Call {
+        addr: c.addr,
+        conn: 99,
+        cred: &c.cred,
+        now: c.now,
+    };
+    let mut w = Writer::new();
+    Compound4Args {
+        tag: Utf8Str(Bytes::from_static(b"t1")),
+        minorversion: 1,
+        ops: vec![NfsArgop4::DestroySession(sid)],
+    }
+    .pack(&mut w);
+    let Outcome::Reply(b) = c.nfs.compound(&call, &w.into_bytes()) else {
+        panic!("GARBAGE_ARGS")
+    };
+    assert_eq!(decode(&b).status, Nfsstat4::CONN_NOT_BOUND_TO_SESSION);
+    assert_eq!(c.send(vec![seq(sid, 1)]).status, Nfsstat4::OK);
+}
