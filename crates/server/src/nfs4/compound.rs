@@ -47,12 +47,11 @@
 //!
 //! # Not yet
 //! READ, WRITE and COMMIT answer NFS4ERR_NOTSUPP until they go through
-//! [`crate::datapath::DataPath`] (not a copy of it); so does REMOVE, which must settle
-//! write-behind for the file first as v3's does. SETATTR of a size and OPEN with a size in its create
-//! attributes (O_TRUNC) truncate through the file system directly: before the program is
-//! registered they must first settle write-behind through the data path, as v3's
-//! size-changing SETATTR/CREATE do, or a v3 client's held writes could land past a v4
-//! truncation.
+//! [`crate::datapath::DataPath`] (not a copy of it), which needs this processor to become
+//! async (or to hand those ops to an async driver). Until then, the ops that drop or shorten
+//! a file's data (SETATTR of the size, OPEN that truncates, REMOVE) answer NFS4ERR_DELAY
+//! while write-behind holds writes for the file ([`Nfs4::settle`]), instead of waiting for
+//! them as v3 does.
 
 use super::map::{self, AttrCtx};
 use super::pseudo::{Lookup, NodeId, PseudoFs};
@@ -61,6 +60,7 @@ use super::slots::SlotDecision;
 use super::state::State4;
 use super::{ConnId, Nfsstat4, Principal};
 use crate::backend::{Caller, CreateHow, DeviceId, FileHandle, FileSystem, FileType, FsStat, Wcc};
+use crate::io::writebehind::WriteBehindDriver;
 use crate::nfs::{caller_for, ExportEntry};
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
@@ -96,6 +96,9 @@ pub struct Nfs4 {
     pub pseudo: PseudoFs,
     pub state: Mutex<State4>,
     pub limits: CompoundLimits,
+    /// The data path's write-behind, shared with v3 (see [`Nfs4::settle`]); `None` when the
+    /// server runs none (tests).
+    pub write_behind: Option<Arc<WriteBehindDriver>>,
 }
 
 /// Who sent a COMPOUND.
@@ -274,6 +277,7 @@ impl Nfs4 {
             exports,
             state: Mutex::new(state),
             limits: CompoundLimits::default(),
+            write_behind: None,
         })
     }
 
@@ -545,6 +549,7 @@ impl Nfs4 {
             NfsArgop4::Create(a) => NfsResop4::Create(res(self.create(call, ctx, a))),
             NfsArgop4::Rename(a) => NfsResop4::Rename(res(self.rename(call, ctx, a))),
             NfsArgop4::Link(name) => NfsResop4::Link(res(self.link(call, ctx, &name.0))),
+            NfsArgop4::Remove(name) => NfsResop4::Remove(res(self.remove(call, ctx, &name.0))),
             NfsArgop4::Readdir(a) => NfsResop4::Readdir(res(self.readdir(call, ctx, a))),
             NfsArgop4::SecinfoNoName(style) => {
                 NfsResop4::SecinfoNoName(res(self.secinfo_no_name(call, ctx, *style)))
@@ -874,6 +879,12 @@ impl Nfs4 {
                                 (CreateHow::Exclusive(v.verf), Some((s, m)))
                             }
                         };
+                        let truncates = matches!(&how, CreateHow::Unchecked(s) if s.size.is_some());
+                        if truncates {
+                            if let Ok(existing) = fs.lookup(&caller, &cur, &name.0) {
+                                self.settle(&existing.fh)?;
+                            }
+                        }
                         let ok = fs
                             .create(&caller, &cur, &name.0, how)
                             .map_err(|(e, _)| map::status(e))?;
@@ -1049,6 +1060,7 @@ impl Nfs4 {
             let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
             let sid = ctx.resolve_stateid(&a.stateid)?;
             self.state().check_io(clientid, &sid, fh.as_bytes(), true)?;
+            self.settle(fh)?;
         }
         fs.setattr(&caller, fh, &sattr, None)
             .map_err(|(e, _)| map::status(e))?;
@@ -1161,6 +1173,36 @@ impl Nfs4 {
             }
         }
         st.destroy_session(id, ctx.session)
+    }
+
+    /// Before a call that drops or shortens a file's data (SETATTR of the size, an OPEN that
+    /// truncates, REMOVE): if write-behind holds writes for it (from v3 today), NFS4ERR_DELAY
+    /// so the client retries once they landed, instead of letting them land past the new size
+    /// or on a removed file. This processor is synchronous and cannot wait for them as v3's
+    /// async handlers do through [`crate::datapath::DataPath::before_resize`].
+    fn settle(&self, fh: &FileHandle) -> Result<(), Nfsstat4> {
+        match &self.write_behind {
+            Some(wb) if wb.holds(fh.as_bytes()) => Err(Nfsstat4::DELAY),
+            _ => Ok(()),
+        }
+    }
+
+    /// REMOVE (§18.25): a file or an empty directory of the current directory.
+    fn remove(&self, call: &Call<'_>, ctx: &Ctx, name: &[u8]) -> Result<ChangeInfo4, Nfsstat4> {
+        let (idx, dir) = Self::export_fh(&ctx.current)?;
+        check_name(name)?;
+        let (fs, caller) = self.gate(call, idx)?;
+        let target = fs
+            .lookup(&caller, dir, name)
+            .map_err(|(e, _)| map::status(e))?;
+        self.settle(&target.fh)?;
+        let w = if target.attr.ftype == FileType::Directory {
+            fs.rmdir(&caller, dir, name)
+        } else {
+            fs.remove(&caller, dir, name)
+        }
+        .map_err(|(e, _)| map::status(e))?;
+        Ok(change_info(&w))
     }
 
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {

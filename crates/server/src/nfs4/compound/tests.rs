@@ -283,7 +283,11 @@ fn op_position_and_op_number_errors() {
     let res = c.send(vec![
         seq(sid, 4),
         NfsArgop4::Putrootfh(()),
-        NfsArgop4::Remove(Component4(Bytes::from_static(b"x"))),
+        // Not written yet: it must go through the data path.
+        NfsArgop4::Commit(sluice_xdr::nfs4::ops::CommitArgs {
+            offset: 0,
+            count: 0,
+        }),
     ]);
     assert_eq!(res.status, Nfsstat4::NOTSUPP);
     assert_eq!(res.results.len(), 3);
@@ -1135,4 +1139,81 @@ fn destroy_session_alone_needs_a_bound_connection() {
     };
     assert_eq!(decode(&b).status, Nfsstat4::CONN_NOT_BOUND_TO_SESSION);
     assert_eq!(c.send(vec![seq(sid, 1)]).status, Nfsstat4::OK);
+}
+
+#[test]
+fn remove_and_truncation_wait_for_held_writes() {
+    use crate::io::writebehind::WriteBehindDriver;
+    use crate::stats::Stats;
+    let mut c = Client::new();
+    let wb = WriteBehindDriver::new(Default::default(), Arc::new(Stats::default()));
+    c.nfs.write_behind = Some(wb.clone());
+    let sid = mount(&c);
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.push(open(
+        b"o",
+        b"f",
+        Some(Createhow4::Unchecked(mode_attrs(0o644))),
+        OPEN4_SHARE_ACCESS_BOTH,
+        OPEN4_SHARE_DENY_NONE,
+    ));
+    ops.push(NfsArgop4::Getfh(()));
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK);
+    let fh = FileHandle::from_slice(&fh_of(&res.results[5]).0).unwrap();
+    // A v3 client's unstable write of the file is held.
+    let fs = c.nfs.exports[0].fs.clone();
+    wb.hold(
+        &fs,
+        &fh,
+        0,
+        vec![Bytes::from_static(b"hello")],
+        Caller::with_cred(Cred::new(1000, 1000)),
+    );
+    let truncate = AttrValues {
+        size: Some(0),
+        ..AttrValues::default()
+    };
+    let mut ops = vec![seq(sid, 2)];
+    ops.extend(into_export());
+    ops.push(lookup(b"f"));
+    ops.push(NfsArgop4::Setattr(SetattrArgs {
+        stateid: Stateid4::ANONYMOUS,
+        obj_attributes: truncate.encode(),
+    }));
+    assert_eq!(c.send(ops).status, Nfsstat4::DELAY);
+    let mut ops = vec![seq(sid, 3)];
+    ops.extend(into_export());
+    ops.push(open(
+        b"o2",
+        b"f",
+        Some(Createhow4::Unchecked(truncate.encode())),
+        OPEN4_SHARE_ACCESS_READ,
+        OPEN4_SHARE_DENY_NONE,
+    ));
+    assert_eq!(c.send(ops).status, Nfsstat4::DELAY);
+    let mut ops = vec![seq(sid, 4)];
+    ops.extend(into_export());
+    ops.push(NfsArgop4::Remove(Component4(Bytes::from_static(b"f"))));
+    assert_eq!(c.send(ops).status, Nfsstat4::DELAY);
+    // Without held writes REMOVE goes ahead.
+    let mut c2 = Client::new();
+    c2.nfs.write_behind = None;
+    let sid2 = mount(&c2);
+    let mut ops = vec![seq(sid2, 1)];
+    ops.extend(into_export());
+    ops.push(open(
+        b"o",
+        b"g",
+        Some(Createhow4::Unchecked(mode_attrs(0o644))),
+        OPEN4_SHARE_ACCESS_READ,
+        OPEN4_SHARE_DENY_NONE,
+    ));
+    ops.extend(into_export());
+    ops.push(NfsArgop4::Remove(Component4(Bytes::from_static(b"g"))));
+    ops.push(lookup(b"g"));
+    let res = c2.send(ops);
+    assert_eq!(res.status, Nfsstat4::NOENT, "{:?}", statuses(&res));
+    assert_eq!(res.results[res.results.len() - 2].status(), Nfsstat4::OK);
 }
