@@ -469,6 +469,10 @@ impl Nfs4 {
             NfsArgop4::DestroyClientid(id) => {
                 NfsResop4::DestroyClientid(status_of(self.state().destroy_clientid(*id)))
             }
+            // BIND_CONN_TO_SESSION must be a COMPOUND's only op (§18.34.3).
+            NfsArgop4::BindConnToSession(_) if ctx.session.is_some() => {
+                NfsResop4::error(num, Nfsstat4::NOT_ONLY_OP)
+            }
             NfsArgop4::BindConnToSession(a) => NfsResop4::BindConnToSession(res(self
                 .state()
                 .bind_conn_to_session(&a.sessid, call.conn, a.dir)

@@ -294,8 +294,18 @@ fn op_position_and_op_number_errors() {
     // No current handle.
     let res = c.send(vec![seq(sid, 5), NfsArgop4::Getfh(())]);
     assert_eq!(res.status, Nfsstat4::NOFILEHANDLE);
+    // BIND_CONN_TO_SESSION after SEQUENCE: it must be alone.
+    let res = c.send(vec![
+        seq(sid, 6),
+        NfsArgop4::BindConnToSession(sluice_xdr::nfs4::ops::BindConnToSessionArgs {
+            sessid: sid,
+            dir: 3,
+            use_conn_in_rdma_mode: false,
+        }),
+    ]);
+    assert_eq!(res.status, Nfsstat4::NOT_ONLY_OP);
     // RESTOREFH with nothing saved.
-    let res = c.send(vec![seq(sid, 6), NfsArgop4::Restorefh(())]);
+    let res = c.send(vec![seq(sid, 7), NfsArgop4::Restorefh(())]);
     assert_eq!(res.status, Nfsstat4::RESTOREFH);
 }
 
@@ -516,6 +526,18 @@ fn destroy_session_and_clientid() {
     let sid = mount(&c);
     let res = c.send(vec![seq(sid, 1), NfsArgop4::ReclaimComplete(false)]);
     assert_eq!(res.status, Nfsstat4::OK);
+    // Alone, BIND_CONN_TO_SESSION binds and answers the direction granted.
+    let res = c.send(vec![NfsArgop4::BindConnToSession(
+        sluice_xdr::nfs4::ops::BindConnToSessionArgs {
+            sessid: sid,
+            dir: 3,
+            use_conn_in_rdma_mode: false,
+        },
+    )]);
+    let Some(NfsResop4::BindConnToSession(Res4::Ok(b))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    assert_eq!(b.sessid, sid);
     let res = c.send(vec![NfsArgop4::DestroySession(sid)]);
     assert_eq!(res.status, Nfsstat4::OK);
     assert_eq!(c.send(vec![seq(sid, 2)]).status, Nfsstat4::BADSESSION);
