@@ -6,8 +6,10 @@
 //! Everything in this tree is a question about ordering and time: a retransmitted SEQUENCE must
 //! not run twice, a lease runs out at a precise instant, a courtesy client keeps its opens until
 //! someone else wants the file. Those are tested here deterministically (unit tests and seeded
-//! random op sequences against invariants); the COMPOUND processor that wires them to the wire
-//! ops and the file-system layer comes next.
+//! random op sequences against invariants). The COMPOUND processor that wires them to the wire
+//! ops and the file-system layer is [`compound`] (its entry point, [`compound::Nfs4::compound`],
+//! is what the RPC service calls); the one mapping between the file-system layer's neutral
+//! types and `nfsstat4` / `fattr4` is [`map`].
 //!
 //! # How COMPOUND will use these cores
 //! ```text
@@ -64,6 +66,8 @@
 //! with time (leases expire, clients close files).
 
 pub mod client;
+pub mod compound;
+pub mod map;
 pub mod open;
 pub mod pseudo;
 pub mod session;
@@ -182,6 +186,8 @@ mod tests {
         let sources = [
             ("mod.rs", include_str!("mod.rs")),
             ("client.rs", include_str!("client.rs")),
+            ("compound.rs", include_str!("compound.rs")),
+            ("map.rs", include_str!("map.rs")),
             ("open.rs", include_str!("open.rs")),
             ("pseudo.rs", include_str!("pseudo.rs")),
             ("session.rs", include_str!("session.rs")),

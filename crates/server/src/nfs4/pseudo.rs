@@ -180,6 +180,15 @@ impl PseudoFs {
             .collect())
     }
 
+    /// The node where export `e`'s root is mounted in the tree, if it is reachable here (its
+    /// fileid is the export root's `mounted_on_fileid`).
+    pub fn node_of_export(&self, e: usize) -> Option<NodeId> {
+        self.nodes
+            .iter()
+            .position(|n| n.export == Some(e))
+            .map(|i| i as NodeId)
+    }
+
     /// A node's name (empty for the root).
     pub fn name(&self, node: NodeId) -> Option<&[u8]> {
         self.nodes.get(node as usize).map(|n| n.name.as_ref())

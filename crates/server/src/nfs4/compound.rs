@@ -1,0 +1,1361 @@
+//! The COMPOUND processor (RFC 8881 §16.2, §2.10.6): one encoded COMPOUND in, one encoded
+//! reply out, over the state cores ([`State4`]), the pseudo tree and the exports' file systems.
+//!
+//! # Entry point
+//! [`Nfs4::compound`] is synchronous and does no socket I/O: the caller (the RPC service) hands
+//! it the call's record arguments, who sent them ([`Call`]: address, connection, credentials)
+//! and the time, and sends back the bytes it returns. File-system calls are made inline, so a
+//! driver runs it on the blocking pool, as the v3 handlers run their backend calls.
+//!
+//! ```text
+//!  record ─▶ decode (bounded: ops_max, tag) ──▶ not a COMPOUND: GarbageArgs
+//!            │ minor version 0 or > 2 ─────────▶ MINOR_VERS_MISMATCH, no results
+//!            ▼
+//!  op 0:  SEQUENCE ─▶ State4::sequence ─┬─ Replay(bytes) ─▶ those bytes, nothing runs
+//!         │                             ├─ Err(s) ────────▶ SEQUENCE's error alone
+//!         │                             └─ Execute ─▶ ops 1.. ─▶ encode ─▶ slot keeps bytes
+//!         EXCHANGE_ID, CREATE_SESSION, DESTROY_SESSION, DESTROY_CLIENTID,
+//!         BIND_CONN_TO_SESSION: allowed alone (NOT_ONLY_OP with company)
+//!         anything else: OP_NOT_IN_SESSION
+//!  op n>0: SEQUENCE ─▶ SEQUENCE_POS; undefined ─▶ OP_ILLEGAL; 4.0-only, pNFS or not written
+//!         yet ─▶ NOTSUPP; args that did not decode ─▶ BADXDR; needs a handle ─▶ NOFILEHANDLE
+//!  the first error ends the COMPOUND; its status is the COMPOUND's
+//! ```
+//!
+//! # File handles
+//! The current and saved handles are either a pseudo-tree node or an export's handle (with
+//! the export's index). LOOKUP of a pseudo node that is an export's path crosses into that
+//! export's root, where the fsid changes (§7.4); LOOKUPP from an export root comes back to the
+//! pseudo tree. Every op on an export handle passes the export's gate first: the client's
+//! rules (no rule matching its address: NFS4ERR_ACCESS, as v3 answers ACCES), `secure`
+//! (an unprivileged source port: NFS4ERR_PERM, knfsd's answer), and squashing, exactly as
+//! [`crate::nfs::caller_for`] does for v3. Only AUTH_SYS and AUTH_NONE reach this layer, and
+//! every export accepts both, so SECINFO and SECINFO_NO_NAME answer those two and
+//! NFS4ERR_WRONGSEC does not arise yet: knfsd answers it in v4 (ACCES in v3) for a flavor or
+//! transport security an export does not accept, which is where it will come from here once
+//! exports take `sec=`.
+//!
+//! # The reply cache
+//! A request that passed SEQUENCE is encoded whole and handed to the slot
+//! ([`State4::complete`]), which keeps it when the client set `sa_cachethis` and it fits
+//! `ca_maxresponsesize_cached`; a retry gets those exact bytes back. The reply is checked
+//! against the session's limits op by op as it is built: the op whose result crosses
+//! `ca_maxresponsesize` (or the cached limit, when caching was asked) is replaced by
+//! NFS4ERR_REP_TOO_BIG (_TO_CACHE) and ends the COMPOUND (§2.10.6.4). An op that changes
+//! state is refused before it runs if its largest result could cross the line, so that no
+//! change is ever answered with an error.
+//!
+//! # Not yet
+//! READ, WRITE and COMMIT answer NFS4ERR_NOTSUPP until they go through
+//! [`crate::datapath::DataPath`] (not a copy of it), which needs this processor to become
+//! async (or to hand those ops to an async driver). Until then, the ops that drop or shorten
+//! a file's data (SETATTR of the size, OPEN that truncates, REMOVE) answer NFS4ERR_DELAY
+//! while write-behind holds writes for the file ([`Nfs4::settle`]), instead of waiting for
+//! them as v3 does.
+
+use super::map::{self, AttrCtx};
+use super::pseudo::{Lookup, NodeId, PseudoFs};
+use super::session::SequenceCall;
+use super::slots::SlotDecision;
+use super::state::State4;
+use super::{ConnId, Nfsstat4, Principal};
+use crate::backend::{Caller, CreateHow, DeviceId, FileHandle, FileSystem, FileType, FsStat, Wcc};
+use crate::io::writebehind::WriteBehindDriver;
+use crate::nfs::{caller_for, ExportEntry};
+use bytes::Bytes;
+use sluice_rpc::server::Credentials;
+use sluice_xdr::nfs4::attrs::AttrValues;
+use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundError, CompoundLimits};
+use sluice_xdr::nfs4::ops::{
+    op_info, AccessResOk, BindConnToSessionResOk, CloseArgs, Createhow4, Entry4, NfsArgop4,
+    NfsResop4, OpFlags, OpenArgs, OpenClaim4, OpenDelegation4, OpenDowngradeArgs, OpenResOk,
+    Openflag4, Opnum4, ReaddirArgs, ReaddirResOk, Res4, Secinfo4, SecinfoList, SequenceArgs,
+    SetattrArgs, SetattrRes, StatusList, ACCESS4_MODIFY, ACCESS4_READ, MAX_DIR_ENTRIES,
+    OPEN4_RESULT_LOCKTYPE_POSIX, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
+    OPEN4_SHARE_WANT_MASK,
+};
+use sluice_xdr::nfs4::ops::{CreateArgs, CreateResOk, Createtype4, RenameArgs, RenameResOk};
+use sluice_xdr::nfs4::Specdata4;
+use sluice_xdr::nfs4::{
+    Bitmap4, ChangeInfo4, Component4, Fattr4, Linktext4, NfsFh4, SessionId4, Stateid4,
+    MINOR_VERSIONS,
+};
+use sluice_xdr::{Pack, Reader, Writer};
+// `core::net`: an address is plain data here; this module opens no sockets.
+use core::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+/// AUTH_NONE and AUTH_SYS flavor numbers (RFC 5531 §8.2), in SECINFO's order of preference.
+const FLAVORS: [u32; 2] = [1, 0];
+
+/// The NFSv4.1 service state: exports, the pseudo tree built from their paths, and the state
+/// cores behind one lock.
+pub struct Nfs4 {
+    pub exports: Arc<Vec<ExportEntry>>,
+    pub pseudo: PseudoFs,
+    pub state: Mutex<State4>,
+    pub limits: CompoundLimits,
+    /// The data path's write-behind, shared with v3 (see [`Nfs4::settle`]); `None` when the
+    /// server runs none (tests).
+    pub write_behind: Option<Arc<WriteBehindDriver>>,
+}
+
+/// Who sent a COMPOUND.
+#[derive(Debug, Clone)]
+pub struct Call<'a> {
+    pub addr: SocketAddr,
+    pub conn: ConnId,
+    pub cred: &'a Credentials,
+    pub now: Instant,
+}
+
+/// What [`Nfs4::compound`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The encoded `COMPOUND4res`.
+    Reply(Bytes),
+    /// Not a COMPOUND at all: the RPC layer answers GARBAGE_ARGS.
+    GarbageArgs,
+}
+
+/// SEQUENCE's result and the session's reply limits, for the ops after it.
+struct Head {
+    sequence: NfsResop4,
+    limits: Option<ReplyLimits>,
+}
+
+/// Bytes a reply may have (`ca_maxresponsesize`) and, when the client asked for caching,
+/// `ca_maxresponsesize_cached`.
+struct ReplyLimits {
+    bytes_max: usize,
+    cached_bytes_max: Option<usize>,
+}
+
+impl ReplyLimits {
+    /// The error an op that changes state gets *before* it runs when its largest result
+    /// (OP_INFO's `reply_bytes_max`) could push the reply past a limit: a retry must find the
+    /// reply the client was sent, so such an op must not run and then be answered with an error
+    /// (RFC 8881 §2.10.6.4, §15.1.10.8). Ops whose result grows with their arguments are
+    /// checked after they run (they do not change state yet).
+    fn refuse_before(&self, op: &NfsArgop4, reply_bytes: usize) -> Option<Nfsstat4> {
+        let info = op_info(op.opnum())?;
+        if !info.flags.contains(OpFlags::MODIFIES)
+            || info.flags.contains(OpFlags::REPLY_GROWS_WITH_ARGS)
+        {
+            return None;
+        }
+        let worst = reply_bytes + info.reply_bytes_max as usize;
+        if worst > self.bytes_max {
+            Some(Nfsstat4::REP_TOO_BIG)
+        } else if self.cached_bytes_max.is_some_and(|m| worst > m) {
+            Some(Nfsstat4::REP_TOO_BIG_TO_CACHE)
+        } else {
+            None
+        }
+    }
+}
+
+/// A file handle of the current or saved slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fh {
+    Pseudo(NodeId),
+    Export { idx: usize, fh: FileHandle },
+}
+
+/// One COMPOUND's evaluation state.
+#[derive(Debug, Clone, Default)]
+pub struct Ctx {
+    pub current: Option<Fh>,
+    pub saved: Option<Fh>,
+    /// The current stateid (§16.2.3.1.2), for the "current stateid" special value.
+    pub stateid: Option<Stateid4>,
+    /// The session and slot of this COMPOUND's SEQUENCE, and the client it acts for.
+    pub session: Option<(SessionId4, u32)>,
+    pub clientid: Option<u64>,
+}
+
+impl Ctx {
+    /// Resolves the special "current stateid" (§16.2.3.1.2) to the one last set.
+    pub fn resolve_stateid(&self, s: &Stateid4) -> Result<Stateid4, Nfsstat4> {
+        if *s == Stateid4::CURRENT {
+            return self.stateid.ok_or(Nfsstat4::BAD_STATEID);
+        }
+        Ok(*s)
+    }
+}
+
+/// The principal the client-record rules compare (RFC 8881 §2.4): for AUTH_SYS the uid, gid
+/// and machine name; AUTH_NONE is one anonymous principal.
+pub fn principal(cred: &Credentials) -> Principal {
+    match cred {
+        Credentials::None => Principal(Bytes::from_static(b"none")),
+        Credentials::Sys(a) => {
+            let mut b = Vec::with_capacity(12 + a.machine_name.len());
+            b.extend_from_slice(b"sys:");
+            b.extend_from_slice(&a.uid.to_be_bytes());
+            b.extend_from_slice(&a.gid.to_be_bytes());
+            b.extend_from_slice(&a.machine_name);
+            Principal(Bytes::from(b))
+        }
+    }
+}
+
+/// FNV-1a over the request after SEQUENCE's sequence id: tells a retry from a different
+/// request reusing the sequence id (§2.10.6.1.3). Not a defence against a malicious client,
+/// which can only confuse its own slot.
+fn digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// Where the ops after SEQUENCE's sequence id start in the record: tag (length + padded
+/// bytes), minor version, op count, SEQUENCE's op number, session id (16), sequence id.
+fn after_sequenceid(record: &[u8]) -> &[u8] {
+    let tag_len = record
+        .get(..4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .unwrap_or(0);
+    let at = 4 + tag_len.div_ceil(4) * 4 + 4 + 4 + 4 + 16 + 4;
+    record.get(at..).unwrap_or(&[])
+}
+
+fn encode(res: &Compound4Res) -> Bytes {
+    let mut w = Writer::new();
+    res.pack(&mut w);
+    w.into_bytes()
+}
+
+fn encoded_len<T: Pack>(v: &T) -> usize {
+    let mut w = Writer::new();
+    v.pack(&mut w);
+    w.into_bytes().len()
+}
+
+/// Ops allowed first without SEQUENCE (RFC 8881 §2.6.3.1.1.1).
+fn sessionless(op: Opnum4) -> bool {
+    op_info(op).is_some_and(|i| i.flags.contains(OpFlags::SESSIONLESS))
+}
+
+/// The refusal an op gets before it runs, if any: undefined, from another minor version, pNFS.
+fn refuse(op: &NfsArgop4, minorversion: u32) -> Option<NfsResop4> {
+    let num = op.opnum();
+    match op {
+        NfsArgop4::Illegal(_) => return Some(NfsResop4::Illegal(Nfsstat4::OP_ILLEGAL)),
+        NfsArgop4::BadXdr(..) => return Some(NfsResop4::error(num, Nfsstat4::BADXDR)),
+        _ => {}
+    }
+    let flags = op_info(num)?.flags;
+    if flags.contains(OpFlags::V42) && minorversion < 2 {
+        return Some(NfsResop4::Illegal(Nfsstat4::OP_ILLEGAL));
+    }
+    if flags.contains(OpFlags::V40_ONLY) || flags.contains(OpFlags::PNFS) {
+        return Some(NfsResop4::error(num, Nfsstat4::NOTSUPP));
+    }
+    None
+}
+
+fn nfs_fh4(fh: &FileHandle) -> NfsFh4 {
+    NfsFh4(fh.to_bytes())
+}
+
+impl Nfs4 {
+    /// A service over `exports`, its pseudo tree built from their paths (`generation` tells
+    /// this tree's handles from an earlier one's).
+    pub fn new(
+        exports: Arc<Vec<ExportEntry>>,
+        state: State4,
+        generation: u32,
+    ) -> Result<Self, super::pseudo::PseudoError> {
+        let paths: Vec<String> = exports
+            .iter()
+            .map(|e| e.export.path.to_string_lossy().into_owned())
+            .collect();
+        Ok(Self {
+            pseudo: PseudoFs::new(&paths, generation)?,
+            exports,
+            state: Mutex::new(state),
+            limits: CompoundLimits::default(),
+            write_behind: None,
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State4> {
+        // A panic under the lock is a bug elsewhere; the tables stay usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs one COMPOUND (the record's procedure arguments) and returns the encoded reply.
+    pub fn compound(&self, call: &Call<'_>, record: &[u8]) -> Outcome {
+        let segs = [Bytes::copy_from_slice(record)];
+        let mut r = Reader::new(&segs);
+        let args = match Compound4Args::decode(&mut r, &self.limits) {
+            Ok(a) => a,
+            Err(CompoundError::Xdr(_)) => return Outcome::GarbageArgs,
+            Err(CompoundError::TooManyOps { tag, first, .. }) => {
+                // Only minor versions 1 and 2 get this far: their error is TOO_MANY_OPS.
+                let status = Nfsstat4::TOO_MANY_OPS;
+                let results = first
+                    .iter()
+                    .map(|op| NfsResop4::error(op.opnum(), status))
+                    .collect();
+                return Outcome::Reply(encode(&Compound4Res {
+                    status,
+                    tag,
+                    results,
+                }));
+            }
+        };
+        if !MINOR_VERSIONS.contains(&args.minorversion) {
+            return Outcome::Reply(encode(&Compound4Res {
+                status: Nfsstat4::MINOR_VERS_MISMATCH,
+                tag: args.tag,
+                results: Vec::new(),
+            }));
+        }
+        let mut ctx = Ctx::default();
+        let Some(first) = args.ops.first() else {
+            return Outcome::Reply(encode(&Compound4Res {
+                status: Nfsstat4::OK,
+                tag: args.tag,
+                results: Vec::new(),
+            }));
+        };
+        if let NfsArgop4::Sequence(seq) = first {
+            return self.in_session(call, record, &args, seq, &mut ctx);
+        }
+        let status_alone = if sessionless(first.opnum()) {
+            (args.ops.len() > 1).then_some(Nfsstat4::NOT_ONLY_OP)
+        } else if refuse(first, args.minorversion).is_some() {
+            None
+        } else {
+            Some(Nfsstat4::OP_NOT_IN_SESSION)
+        };
+        let res = match status_alone {
+            Some(s) => Compound4Res {
+                status: s,
+                tag: args.tag.clone(),
+                results: vec![NfsResop4::error(first.opnum(), s)],
+            },
+            None => self.run_ops(call, &args, 0, &mut ctx, None),
+        };
+        Outcome::Reply(encode(&res))
+    }
+
+    /// A COMPOUND that starts with SEQUENCE.
+    fn in_session(
+        &self,
+        call: &Call<'_>,
+        record: &[u8],
+        args: &Compound4Args,
+        seq: &SequenceArgs,
+        ctx: &mut Ctx,
+    ) -> Outcome {
+        let sc = SequenceCall {
+            slotid: seq.slotid,
+            sequenceid: seq.sequenceid,
+            highest_slotid: seq.highest_slotid,
+            cachethis: seq.cachethis,
+            request_bytes: record.len(),
+            op_count: args.ops.len(),
+            digest: digest(after_sequenceid(record)),
+            conn: call.conn,
+        };
+        let outcome = self.state().sequence(call.now, &seq.sessionid, &sc);
+        let out = match outcome {
+            Err(s) => {
+                return Outcome::Reply(encode(&Compound4Res {
+                    status: s,
+                    tag: args.tag.clone(),
+                    results: vec![NfsResop4::Sequence(Res4::Err(s))],
+                }))
+            }
+            Ok(o) => o,
+        };
+        if let SlotDecision::Replay(bytes) = out.decision {
+            return Outcome::Reply(bytes);
+        }
+        ctx.session = Some((seq.sessionid, seq.slotid));
+        ctx.clientid = Some(out.clientid);
+        let limits = self.state().session(&seq.sessionid).map(|s| ReplyLimits {
+            bytes_max: s.reply_bytes_max(false),
+            cached_bytes_max: seq.cachethis.then(|| s.reply_bytes_max(true)),
+        });
+        let head = Head {
+            sequence: NfsResop4::Sequence(Res4::Ok(out.res)),
+            limits,
+        };
+        let res = self.run_ops(call, args, 1, ctx, Some(head));
+        let bytes = encode(&res);
+        self.state()
+            .complete(&seq.sessionid, seq.slotid, Some(bytes.clone()));
+        Outcome::Reply(bytes)
+    }
+
+    /// Runs `args.ops[from..]` in order, stopping at the first error, after SEQUENCE's `head`.
+    fn run_ops(
+        &self,
+        call: &Call<'_>,
+        args: &Compound4Args,
+        from: usize,
+        ctx: &mut Ctx,
+        head: Option<Head>,
+    ) -> Compound4Res {
+        let mut res = Compound4Res {
+            status: Nfsstat4::OK,
+            tag: args.tag.clone(),
+            results: Vec::with_capacity(args.ops.len()),
+        };
+        // Status, tag and result count, then each result as it is added.
+        let mut reply_bytes = 4 + encoded_len(&args.tag) + 4;
+        let mut limits = None;
+        if let Some(h) = head {
+            reply_bytes += encoded_len(&h.sequence);
+            res.results.push(h.sequence);
+            limits = h.limits;
+        }
+        for op in &args.ops[from..] {
+            let mut r = if matches!(op, NfsArgop4::Sequence(_)) {
+                NfsResop4::error(Opnum4::SEQUENCE, Nfsstat4::SEQUENCE_POS)
+            } else if let Some(refused) = refuse(op, args.minorversion) {
+                refused
+            } else if let Some(s) = limits
+                .as_ref()
+                .and_then(|l| l.refuse_before(op, reply_bytes))
+            {
+                NfsResop4::error(op.opnum(), s)
+            } else {
+                self.run_op(call, op, ctx)
+            };
+            if let Some(l) = &limits {
+                let len = encoded_len(&r);
+                if reply_bytes + len > l.bytes_max {
+                    r = NfsResop4::error(op.opnum(), Nfsstat4::REP_TOO_BIG);
+                } else if l.cached_bytes_max.is_some_and(|m| reply_bytes + len > m) {
+                    r = NfsResop4::error(op.opnum(), Nfsstat4::REP_TOO_BIG_TO_CACHE);
+                }
+                reply_bytes += encoded_len(&r);
+            }
+            let status = r.status();
+            res.results.push(r);
+            if status != Nfsstat4::OK {
+                res.status = status;
+                break;
+            }
+        }
+        res
+    }
+
+    /// One op that passed the position checks.
+    fn run_op(&self, call: &Call<'_>, op: &NfsArgop4, ctx: &mut Ctx) -> NfsResop4 {
+        let num = op.opnum();
+        let needs_fh = op_info(num).is_some_and(|i| i.flags.contains(OpFlags::NEEDS_FH));
+        if needs_fh && ctx.current.is_none() {
+            return NfsResop4::error(num, Nfsstat4::NOFILEHANDLE);
+        }
+        match op {
+            NfsArgop4::ExchangeId(a) => NfsResop4::ExchangeId(res(self.state().exchange_id(
+                call.now,
+                a,
+                &principal(call.cred),
+            ))),
+            NfsArgop4::CreateSession(a) => NfsResop4::CreateSession(res(self
+                .state()
+                .create_session(call.now, a, &principal(call.cred), call.conn))),
+            NfsArgop4::DestroySession(id) => {
+                NfsResop4::DestroySession(status_of(self.destroy_session(call, ctx, id)))
+            }
+            NfsArgop4::DestroyClientid(id) => {
+                NfsResop4::DestroyClientid(status_of(self.state().destroy_clientid(*id)))
+            }
+            // BIND_CONN_TO_SESSION must be a COMPOUND's only op (§18.34.3).
+            NfsArgop4::BindConnToSession(_) if ctx.session.is_some() => {
+                NfsResop4::error(num, Nfsstat4::NOT_ONLY_OP)
+            }
+            NfsArgop4::BindConnToSession(a) => NfsResop4::BindConnToSession(res(self
+                .state()
+                .bind_conn_to_session(&a.sessid, call.conn, a.dir)
+                .map(|dir| BindConnToSessionResOk {
+                    sessid: a.sessid,
+                    dir,
+                    use_conn_in_rdma_mode: false,
+                }))),
+            NfsArgop4::ReclaimComplete(one_fs) => NfsResop4::ReclaimComplete(match ctx.clientid {
+                Some(c) => status_of(self.state().reclaim_complete(c, *one_fs)),
+                None => Nfsstat4::OP_NOT_IN_SESSION,
+            }),
+            NfsArgop4::Putrootfh(()) => NfsResop4::Putrootfh(self.put_root(call, ctx)),
+            // knfsd's public handle is its root handle; so is ours.
+            NfsArgop4::Putpubfh(()) => NfsResop4::Putpubfh(self.put_root(call, ctx)),
+            NfsArgop4::Putfh(fh) => NfsResop4::Putfh(status_of(self.put_fh(fh).map(|f| {
+                ctx.current = Some(f);
+            }))),
+            NfsArgop4::Getfh(()) => NfsResop4::Getfh(match &ctx.current {
+                Some(Fh::Pseudo(n)) => {
+                    Res4::Ok(NfsFh4(Bytes::copy_from_slice(&self.pseudo.handle(*n))))
+                }
+                Some(Fh::Export { fh, .. }) => Res4::Ok(nfs_fh4(fh)),
+                None => Res4::Err(Nfsstat4::NOFILEHANDLE),
+            }),
+            NfsArgop4::Savefh(()) => {
+                ctx.saved = ctx.current.clone();
+                NfsResop4::Savefh(Nfsstat4::OK)
+            }
+            NfsArgop4::Restorefh(()) => NfsResop4::Restorefh(match &ctx.saved {
+                Some(f) => {
+                    ctx.current = Some(f.clone());
+                    Nfsstat4::OK
+                }
+                None => Nfsstat4::RESTOREFH,
+            }),
+            NfsArgop4::Lookup(name) => {
+                NfsResop4::Lookup(status_of(self.lookup(call, ctx, &name.0)))
+            }
+            NfsArgop4::Lookupp(()) => NfsResop4::Lookupp(status_of(self.lookupp(call, ctx))),
+            NfsArgop4::Getattr(req) => NfsResop4::Getattr(res(self.getattr(call, ctx, req))),
+            NfsArgop4::Access(a) => NfsResop4::Access(res(self.access(call, ctx, a.access))),
+            NfsArgop4::Open(a) => NfsResop4::Open(res(self.open(call, ctx, a))),
+            NfsArgop4::Close(a) => NfsResop4::Close(res(self.close(ctx, a))),
+            NfsArgop4::OpenDowngrade(a) => {
+                NfsResop4::OpenDowngrade(res(self.open_downgrade(ctx, a)))
+            }
+            NfsArgop4::TestStateid(list) => NfsResop4::TestStateid(match ctx.clientid {
+                Some(c) => Res4::Ok(StatusList(self.state().test_stateids(c, &list.0))),
+                None => Res4::Err(Nfsstat4::OP_NOT_IN_SESSION),
+            }),
+            NfsArgop4::FreeStateid(sid) => NfsResop4::FreeStateid(match ctx.clientid {
+                Some(c) => self.state().free_stateid(c, sid),
+                None => Nfsstat4::OP_NOT_IN_SESSION,
+            }),
+            NfsArgop4::Readlink(()) => NfsResop4::Readlink(res(self.readlink(call, ctx))),
+            NfsArgop4::Secinfo(name) => NfsResop4::Secinfo(res(self.secinfo(call, ctx, &name.0))),
+            NfsArgop4::Verify(f) => NfsResop4::Verify(match self.same_attrs(call, ctx, f) {
+                Ok(true) => Nfsstat4::OK,
+                Ok(false) => Nfsstat4::NOT_SAME,
+                Err(s) => s,
+            }),
+            NfsArgop4::Nverify(f) => NfsResop4::Nverify(match self.same_attrs(call, ctx, f) {
+                Ok(true) => Nfsstat4::SAME,
+                Ok(false) => Nfsstat4::OK,
+                Err(s) => s,
+            }),
+            NfsArgop4::Setattr(a) => NfsResop4::Setattr(match self.setattr(call, ctx, a) {
+                Ok(attrsset) => SetattrRes {
+                    status: Nfsstat4::OK,
+                    attrsset,
+                },
+                Err(status) => SetattrRes {
+                    status,
+                    attrsset: Bitmap4::new(),
+                },
+            }),
+            NfsArgop4::Create(a) => NfsResop4::Create(res(self.create(call, ctx, a))),
+            NfsArgop4::Rename(a) => NfsResop4::Rename(res(self.rename(call, ctx, a))),
+            NfsArgop4::Link(name) => NfsResop4::Link(res(self.link(call, ctx, &name.0))),
+            NfsArgop4::Remove(name) => NfsResop4::Remove(res(self.remove(call, ctx, &name.0))),
+            NfsArgop4::Readdir(a) => NfsResop4::Readdir(res(self.readdir(call, ctx, a))),
+            NfsArgop4::SecinfoNoName(style) => {
+                NfsResop4::SecinfoNoName(res(self.secinfo_no_name(call, ctx, *style)))
+            }
+            other => NfsResop4::error(other.opnum(), Nfsstat4::NOTSUPP),
+        }
+    }
+
+    /// The export at `idx` as this caller may use it: its file system and the caller after
+    /// the export's rules and squashing (see the module notes).
+    fn gate(&self, call: &Call<'_>, idx: usize) -> Result<(&dyn FileSystem, Caller), Nfsstat4> {
+        let entry = self.exports.get(idx).ok_or(Nfsstat4::STALE)?;
+        let opts = entry
+            .export
+            .options_for(call.addr.ip())
+            .ok_or(Nfsstat4::ACCESS)?;
+        if opts.secure && call.addr.port() >= 1024 {
+            return Err(Nfsstat4::PERM);
+        }
+        Ok((&*entry.fs, caller_for(call.cred, opts)))
+    }
+
+    /// The root of export `idx`, if the caller may enter it.
+    fn enter_export(&self, call: &Call<'_>, idx: usize) -> Result<Fh, Nfsstat4> {
+        let (fs, _) = self.gate(call, idx)?;
+        Ok(Fh::Export {
+            idx,
+            fh: fs.root_handle(),
+        })
+    }
+
+    fn put_root(&self, call: &Call<'_>, ctx: &mut Ctx) -> Nfsstat4 {
+        let root = self.pseudo.root();
+        let fh = match self.pseudo.export_at(root) {
+            Some(idx) => match self.enter_export(call, idx) {
+                Ok(f) => f,
+                Err(s) => return s,
+            },
+            None => Fh::Pseudo(root),
+        };
+        ctx.current = Some(fh);
+        Nfsstat4::OK
+    }
+
+    fn put_fh(&self, fh: &NfsFh4) -> Result<Fh, Nfsstat4> {
+        if PseudoFs::is_pseudo_handle(&fh.0) {
+            return self.pseudo.from_handle(&fh.0).map(Fh::Pseudo);
+        }
+        let id = crate::backend::export_id_of(&fh.0).ok_or(Nfsstat4::BADHANDLE)?;
+        let idx = self
+            .exports
+            .iter()
+            .position(|e| e.fs.export_id() == id)
+            .ok_or(Nfsstat4::STALE)?;
+        let fh = FileHandle::from_slice(&fh.0).map_err(map::status)?;
+        Ok(Fh::Export { idx, fh })
+    }
+
+    fn lookup(&self, call: &Call<'_>, ctx: &mut Ctx, name: &[u8]) -> Result<(), Nfsstat4> {
+        check_name(name)?;
+        let next = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(n) => match self.pseudo.lookup(*n, name)? {
+                Lookup::Pseudo(m) => Fh::Pseudo(m),
+                Lookup::Export(idx) => self.enter_export(call, idx)?,
+            },
+            Fh::Export { idx, fh } => {
+                let (fs, caller) = self.gate(call, *idx)?;
+                let ok = fs
+                    .lookup(&caller, fh, name)
+                    .map_err(|(e, _)| map::status(e))?;
+                Fh::Export {
+                    idx: *idx,
+                    fh: ok.fh,
+                }
+            }
+        };
+        ctx.current = Some(next);
+        Ok(())
+    }
+
+    fn lookupp(&self, call: &Call<'_>, ctx: &mut Ctx) -> Result<(), Nfsstat4> {
+        let next = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(n) => Fh::Pseudo(self.pseudo.lookupp(*n)?),
+            Fh::Export { idx, fh } => {
+                let (fs, caller) = self.gate(call, *idx)?;
+                let attr = fs.getattr(fh).map_err(map::status)?;
+                if attr.ftype != FileType::Directory {
+                    return Err(Nfsstat4::NOTDIR);
+                }
+                if *fh == fs.root_handle() {
+                    // Out of the export, back into the pseudo tree (the root of an export of
+                    // `/` has no parent: NOENT, as at the pseudo root).
+                    Fh::Pseudo(self.pseudo.parent_of_export(*idx).ok_or(Nfsstat4::NOENT)?)
+                } else {
+                    let ok = fs
+                        .lookup(&caller, fh, b"..")
+                        .map_err(|(e, _)| map::status(e))?;
+                    Fh::Export {
+                        idx: *idx,
+                        fh: ok.fh,
+                    }
+                }
+            }
+        };
+        ctx.current = Some(next);
+        Ok(())
+    }
+
+    fn lease_time_secs(&self) -> u32 {
+        u32::try_from(self.state().config().lease.as_secs()).unwrap_or(u32::MAX)
+    }
+
+    fn getattr(&self, call: &Call<'_>, ctx: &Ctx, req: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
+        let lease_time = self.lease_time_secs();
+        match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(n) => self.pseudo_fattr(*n, lease_time, req),
+            Fh::Export { idx, fh } => {
+                let (fs, _) = self.gate(call, *idx)?;
+                self.export_fattr(fs, *idx, fh, lease_time, req)
+            }
+        }
+    }
+
+    /// READDIR (§18.23) of a pseudo directory (its children; exports the caller may not use
+    /// are left out) or an export directory ("." and ".." are not v4 entries).
+    fn readdir(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        a: &ReaddirArgs,
+    ) -> Result<ReaddirResOk, Nfsstat4> {
+        if a.cookie == 1 || a.cookie == 2 {
+            return Err(Nfsstat4::BAD_COOKIE);
+        }
+        if map::asks_any(&a.attr_request, map::WRITE_ONLY) {
+            return Err(Nfsstat4::INVAL);
+        }
+        let lease_time = self.lease_time_secs();
+        let mut page = DirPage::new(a.maxcount);
+        match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(n) => {
+                let children = self.pseudo.readdir(*n)?;
+                let skip = a.cookie.saturating_sub(COOKIE_FIRST - 1);
+                for (i, (name, to)) in children.iter().enumerate().skip(skip as usize) {
+                    let cookie = i as u64 + COOKIE_FIRST;
+                    let attrs = match *to {
+                        Lookup::Pseudo(m) => self.pseudo_fattr(m, lease_time, &a.attr_request)?,
+                        Lookup::Export(idx) => match self.gate(call, idx) {
+                            Ok((fs, _)) => {
+                                let root = fs.root_handle();
+                                self.export_fattr(fs, idx, &root, lease_time, &a.attr_request)?
+                            }
+                            Err(_) => continue,
+                        },
+                    };
+                    let e = Entry4 {
+                        cookie,
+                        name: Component4(name.clone()),
+                        attrs,
+                    };
+                    if !page.push(e) {
+                        break;
+                    }
+                }
+                page.finish(true)
+            }
+            Fh::Export { idx, fh } => {
+                let (fs, caller) = self.gate(call, *idx)?;
+                let fsid = map::export_fsid(fs.export_id().0);
+                let mut failed = None;
+                let ok = fs
+                    .readdir(&caller, fh, a.cookie, a.cookieverf, true, &mut |d| {
+                        if d.name == b"." || d.name == b".." {
+                            return true;
+                        }
+                        let attrs = match (&d.attr, &d.fh) {
+                            (Some(attr), Some(efh)) => {
+                                let actx = AttrCtx {
+                                    fh: nfs_fh4(efh),
+                                    fsid: fsid.clone(),
+                                    lease_time,
+                                    mounted_on_fileid: None,
+                                    fsstat: None,
+                                };
+                                match map::fattr4(attr, &actx, &a.attr_request) {
+                                    Ok(f) => f,
+                                    Err(s) => {
+                                        failed = Some(s);
+                                        return false;
+                                    }
+                                }
+                            }
+                            // Not looked up (no search permission): the entry's error in
+                            // rdattr_error, and what is known without a lookup.
+                            _ => AttrValues {
+                                rdattr_error: Some(Nfsstat4::ACCESS),
+                                fileid: Some(d.fileid),
+                                mounted_on_fileid: Some(d.fileid),
+                                ..AttrValues::default()
+                            }
+                            .encode_masked(Some(&a.attr_request)),
+                        };
+                        page.push(Entry4 {
+                            cookie: d.cookie,
+                            name: Component4(Bytes::copy_from_slice(d.name)),
+                            attrs,
+                        })
+                    })
+                    .map_err(|(e, _)| map::status(e))?;
+                if let Some(s) = failed {
+                    return Err(s);
+                }
+                page.ok.cookieverf = ok.cookieverf;
+                page.finish(ok.eof)
+            }
+        }
+    }
+
+    fn pseudo_fattr(&self, n: NodeId, lease_time: u32, req: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
+        let subdirs = self.pseudo.readdir(n)?.len();
+        let wants_fsstat = map::asks_any(req, map::NEEDS_FSSTAT);
+        let actx = AttrCtx {
+            fh: NfsFh4(Bytes::copy_from_slice(&self.pseudo.handle(n))),
+            fsid: super::pseudo::PSEUDO_FSID,
+            lease_time,
+            mounted_on_fileid: None,
+            // The pseudo tree holds no data: zero space, zero files.
+            fsstat: wants_fsstat.then_some(FsStat {
+                tbytes: 0,
+                fbytes: 0,
+                abytes: 0,
+                tfiles: 0,
+                ffiles: 0,
+                afiles: 0,
+                invarsec: 0,
+                attr: None,
+            }),
+        };
+        map::fattr4(&map::pseudo_attr(n, subdirs), &actx, req)
+    }
+
+    fn export_fattr(
+        &self,
+        fs: &dyn FileSystem,
+        idx: usize,
+        fh: &FileHandle,
+        lease_time: u32,
+        req: &Bitmap4,
+    ) -> Result<Fattr4, Nfsstat4> {
+        let attr = fs.getattr(fh).map_err(map::status)?;
+        let mounted_on_fileid = if *fh == fs.root_handle() {
+            self.pseudo
+                .node_of_export(idx)
+                .map(|n| map::pseudo_attr(n, 0).fileid)
+        } else {
+            None
+        };
+        let fsstat = if map::asks_any(req, map::NEEDS_FSSTAT) {
+            Some(fs.fsstat(fh).map_err(|(e, _)| map::status(e))?)
+        } else {
+            None
+        };
+        let actx = AttrCtx {
+            fh: nfs_fh4(fh),
+            fsid: map::export_fsid(fs.export_id().0),
+            lease_time,
+            mounted_on_fileid,
+            fsstat,
+        };
+        map::fattr4(&attr, &actx, req)
+    }
+
+    /// OPEN (§18.16): CLAIM_NULL (with or without create: UNCHECKED, GUARDED, EXCLUSIVE4_1
+    /// and 4.0's EXCLUSIVE) and CLAIM_FH of a regular file in an export, then the share
+    /// reservation in the state core. No delegations are offered. CLAIM_PREVIOUS is
+    /// NFS4ERR_NO_GRACE (there is no restart recovery yet); the delegation claims NOTSUPP.
+    fn open(&self, call: &Call<'_>, ctx: &mut Ctx, a: &OpenArgs) -> Result<OpenResOk, Nfsstat4> {
+        let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        let creating = matches!(a.openhow, Openflag4::Create(_));
+        let (idx, cur) = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            // Pseudo directories hold no files.
+            Fh::Pseudo(_) if creating => return Err(Nfsstat4::ROFS),
+            Fh::Pseudo(_) => {
+                return Err(match a.claim {
+                    OpenClaim4::Fh => Nfsstat4::ISDIR,
+                    _ => Nfsstat4::NOENT,
+                })
+            }
+            Fh::Export { idx, fh } => (*idx, fh.clone()),
+        };
+        let (fs, caller) = self.gate(call, idx)?;
+        let mut attrset = Bitmap4::new();
+        let mut created = false;
+        let (fh, attr, cinfo) = match &a.claim {
+            OpenClaim4::Fh if creating => return Err(Nfsstat4::INVAL),
+            OpenClaim4::Fh => {
+                let attr = fs.getattr(&cur).map_err(map::status)?;
+                let c = attr.change;
+                (
+                    cur,
+                    attr,
+                    ChangeInfo4 {
+                        atomic: true,
+                        before: c,
+                        after: c,
+                    },
+                )
+            }
+            OpenClaim4::Null(name) => {
+                check_name(&name.0)?;
+                match &a.openhow {
+                    Openflag4::Create(how) => {
+                        let (how, exclusive_attrs) = match how {
+                            Createhow4::Unchecked(f) => {
+                                let (s, m) = map::set_attr(f)?;
+                                attrset = m;
+                                (CreateHow::Unchecked(s), None)
+                            }
+                            Createhow4::Guarded(f) => {
+                                let (s, m) = map::set_attr(f)?;
+                                attrset = m;
+                                (CreateHow::Guarded(s), None)
+                            }
+                            Createhow4::Exclusive(verf) => (CreateHow::Exclusive(*verf), None),
+                            Createhow4::Exclusive41(v) => {
+                                let (s, m) = map::set_attr(&v.attrs)?;
+                                (CreateHow::Exclusive(v.verf), Some((s, m)))
+                            }
+                        };
+                        let truncates = matches!(&how, CreateHow::Unchecked(s) if s.size.is_some());
+                        if truncates {
+                            if let Ok(existing) = fs.lookup(&caller, &cur, &name.0) {
+                                self.settle(&existing.fh)?;
+                            }
+                        }
+                        let ok = fs
+                            .create(&caller, &cur, &name.0, how)
+                            .map_err(|(e, _)| map::status(e))?;
+                        if let Some((s, m)) = exclusive_attrs {
+                            if !m.is_empty() {
+                                fs.setattr(&caller, &ok.fh, &s, None)
+                                    .map_err(|(e, _)| map::status(e))?;
+                                attrset = m;
+                            }
+                        }
+                        created = true;
+                        let cinfo = change_info(&ok.dir_wcc);
+                        let attr = fs.getattr(&ok.fh).map_err(map::status)?;
+                        (ok.fh, attr, cinfo)
+                    }
+                    _ => {
+                        let ok = fs
+                            .lookup(&caller, &cur, &name.0)
+                            .map_err(|(e, _)| map::status(e))?;
+                        let c = ok.dir_attr.map_or(0, |d| d.change);
+                        (
+                            ok.fh,
+                            ok.attr,
+                            ChangeInfo4 {
+                                atomic: true,
+                                before: c,
+                                after: c,
+                            },
+                        )
+                    }
+                }
+            }
+            OpenClaim4::Previous(_) => return Err(Nfsstat4::NO_GRACE),
+            _ => return Err(Nfsstat4::NOTSUPP),
+        };
+        match attr.ftype {
+            FileType::Regular => {}
+            FileType::Directory => return Err(Nfsstat4::ISDIR),
+            FileType::Symlink => return Err(Nfsstat4::SYMLINK),
+            _ => return Err(Nfsstat4::WRONG_TYPE),
+        }
+        // The want and signal bits ask for delegations, which are not offered.
+        let access = a.share_access & !(OPEN4_SHARE_WANT_MASK | 0x3_0000);
+        if !created {
+            // Permission as for v3's ACCESS: reading needs READ, writing MODIFY. The creator
+            // of a file may open it whatever mode it was created with.
+            let mut need = 0;
+            if access & OPEN4_SHARE_ACCESS_READ != 0 {
+                need |= ACCESS4_READ;
+            }
+            if access & OPEN4_SHARE_ACCESS_WRITE != 0 {
+                need |= ACCESS4_MODIFY;
+            }
+            let (granted, _) = fs
+                .access(&caller, &fh, need)
+                .map_err(|(e, _)| map::status(e))?;
+            if granted & need != need {
+                return Err(Nfsstat4::ACCESS);
+            }
+        }
+        let stateid = self.state().open(
+            call.now,
+            clientid,
+            &a.owner.owner.0,
+            fh.as_bytes(),
+            access,
+            a.share_deny,
+        )?;
+        ctx.current = Some(Fh::Export { idx, fh });
+        ctx.stateid = Some(stateid);
+        Ok(OpenResOk {
+            stateid,
+            cinfo,
+            rflags: OPEN4_RESULT_LOCKTYPE_POSIX,
+            attrset,
+            delegation: OpenDelegation4::None,
+        })
+    }
+
+    /// The current handle's bytes as the open table keys files (an export handle).
+    fn open_file(ctx: &Ctx) -> Result<Bytes, Nfsstat4> {
+        match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Export { fh, .. } => Ok(fh.to_bytes()),
+            // Nothing in the pseudo tree is ever open.
+            Fh::Pseudo(_) => Err(Nfsstat4::BAD_STATEID),
+        }
+    }
+
+    /// CLOSE (§18.2).
+    fn close(&self, ctx: &mut Ctx, a: &CloseArgs) -> Result<Stateid4, Nfsstat4> {
+        let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        let file = Self::open_file(ctx)?;
+        let sid = ctx.resolve_stateid(&a.open_stateid)?;
+        let out = self.state().close(clientid, &sid, &file)?;
+        ctx.stateid = Some(out);
+        Ok(out)
+    }
+
+    /// OPEN_DOWNGRADE (§18.18).
+    fn open_downgrade(&self, ctx: &mut Ctx, a: &OpenDowngradeArgs) -> Result<Stateid4, Nfsstat4> {
+        let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        let file = Self::open_file(ctx)?;
+        let sid = ctx.resolve_stateid(&a.open_stateid)?;
+        let access = a.share_access & !(OPEN4_SHARE_WANT_MASK | 0x3_0000);
+        let out = self
+            .state()
+            .open_downgrade(clientid, &sid, &file, access, a.share_deny)?;
+        ctx.stateid = Some(out);
+        Ok(out)
+    }
+
+    /// READLINK (§18.24).
+    fn readlink(&self, call: &Call<'_>, ctx: &Ctx) -> Result<Linktext4, Nfsstat4> {
+        match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            // Pseudo nodes are directories.
+            Fh::Pseudo(_) => Err(Nfsstat4::INVAL),
+            Fh::Export { idx, fh } => {
+                let (fs, _) = self.gate(call, *idx)?;
+                let attr = fs.getattr(fh).map_err(map::status)?;
+                if attr.ftype != FileType::Symlink {
+                    // §18.24.3: INVAL for anything but a symlink (ISDIR for a directory).
+                    return Err(if attr.ftype == FileType::Directory {
+                        Nfsstat4::ISDIR
+                    } else {
+                        Nfsstat4::INVAL
+                    });
+                }
+                let (target, _) = fs.readlink(fh).map_err(|(e, _)| map::status(e))?;
+                Ok(Linktext4(Bytes::from(target)))
+            }
+        }
+    }
+
+    /// SECINFO (§18.29): the flavors for `name` in the current directory; like
+    /// SECINFO_NO_NAME it consumes the current handle.
+    fn secinfo(
+        &self,
+        call: &Call<'_>,
+        ctx: &mut Ctx,
+        name: &[u8],
+    ) -> Result<SecinfoList, Nfsstat4> {
+        self.lookup(call, ctx, name)?;
+        self.secinfo_no_name(call, ctx, 0)
+    }
+
+    /// VERIFY / NVERIFY (§18.31, §18.15): whether the current object's attributes encode
+    /// exactly as the client's. An attribute not supported is ATTRNOTSUPP; rdattr_error and
+    /// the write-only ones are INVAL.
+    fn same_attrs(&self, call: &Call<'_>, ctx: &Ctx, theirs: &Fattr4) -> Result<bool, Nfsstat4> {
+        for bit in theirs.mask.iter() {
+            if !map::SUPPORTED.contains(&bit) {
+                return Err(Nfsstat4::ATTRNOTSUPP);
+            }
+            if bit == sluice_xdr::nfs4::attrs::num::RDATTR_ERROR || map::WRITE_ONLY.contains(&bit) {
+                return Err(Nfsstat4::INVAL);
+            }
+        }
+        let ours = self.getattr(call, ctx, &theirs.mask)?;
+        Ok(ours.mask.same_bits(&theirs.mask) && ours.vals == theirs.vals)
+    }
+
+    /// SETATTR (§18.30): the attributes in [`map::SETTABLE`]. A size change needs a stateid
+    /// that allows writing (an open for write, or the anonymous stateid subject to share
+    /// reservations), checked by the open-state core.
+    fn setattr(&self, call: &Call<'_>, ctx: &Ctx, a: &SetattrArgs) -> Result<Bitmap4, Nfsstat4> {
+        let (idx, fh) = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(_) => return Err(Nfsstat4::ROFS),
+            Fh::Export { idx, fh } => (*idx, fh),
+        };
+        let (fs, caller) = self.gate(call, idx)?;
+        let (sattr, mask) = map::set_attr(&a.obj_attributes)?;
+        if sattr.size.is_some() {
+            let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+            let sid = ctx.resolve_stateid(&a.stateid)?;
+            self.state().check_io(clientid, &sid, fh.as_bytes(), true)?;
+            self.settle(fh)?;
+        }
+        fs.setattr(&caller, fh, &sattr, None)
+            .map_err(|(e, _)| map::status(e))?;
+        Ok(mask)
+    }
+
+    /// The export directory (or file) a namespace op works in; the pseudo tree is ROFS.
+    fn export_fh(ctx: &Option<Fh>) -> Result<(usize, &FileHandle), Nfsstat4> {
+        match ctx.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(_) => Err(Nfsstat4::ROFS),
+            Fh::Export { idx, fh } => Ok((*idx, fh)),
+        }
+    }
+
+    /// CREATE (§18.4): directories, symlinks, devices, fifos and sockets (regular files are
+    /// OPEN's); the new object becomes the current handle.
+    fn create(
+        &self,
+        call: &Call<'_>,
+        ctx: &mut Ctx,
+        a: &CreateArgs,
+    ) -> Result<CreateResOk, Nfsstat4> {
+        let (idx, dir) = Self::export_fh(&ctx.current)?;
+        let (fs, caller) = self.gate(call, idx)?;
+        check_name(&a.objname.0)?;
+        let (sattr, attrset) = map::set_attr(&a.createattrs)?;
+        let name = &a.objname.0;
+        let dev = |d: &Specdata4| DeviceId {
+            major: d.specdata1,
+            minor: d.specdata2,
+        };
+        let ok = match &a.objtype {
+            Createtype4::Dir => fs.mkdir(&caller, dir, name, &sattr),
+            Createtype4::Lnk(target) => fs.symlink(&caller, dir, name, &target.0, &sattr),
+            Createtype4::Blk(d) => {
+                fs.mknod(&caller, dir, name, FileType::BlockDevice, &sattr, dev(d))
+            }
+            Createtype4::Chr(d) => {
+                fs.mknod(&caller, dir, name, FileType::CharDevice, &sattr, dev(d))
+            }
+            Createtype4::Sock => fs.mknod(
+                &caller,
+                dir,
+                name,
+                FileType::Socket,
+                &sattr,
+                DeviceId::default(),
+            ),
+            Createtype4::Fifo => fs.mknod(
+                &caller,
+                dir,
+                name,
+                FileType::Fifo,
+                &sattr,
+                DeviceId::default(),
+            ),
+            // Regular files (and anything unknown) are not CREATE's.
+            Createtype4::Other(_) => return Err(Nfsstat4::BADTYPE),
+        }
+        .map_err(|(e, _)| map::status(e))?;
+        let cinfo = change_info(&ok.dir_wcc);
+        ctx.current = Some(Fh::Export { idx, fh: ok.fh });
+        Ok(CreateResOk { cinfo, attrset })
+    }
+
+    /// RENAME (§18.26): `oldname` in the saved directory to `newname` in the current one, in
+    /// the same export (else XDEV).
+    fn rename(&self, call: &Call<'_>, ctx: &Ctx, a: &RenameArgs) -> Result<RenameResOk, Nfsstat4> {
+        let (from_idx, from_dir) = Self::export_fh(&ctx.saved)?;
+        let (to_idx, to_dir) = Self::export_fh(&ctx.current)?;
+        if from_idx != to_idx {
+            return Err(Nfsstat4::XDEV);
+        }
+        check_name(&a.oldname.0)?;
+        check_name(&a.newname.0)?;
+        let (fs, caller) = self.gate(call, to_idx)?;
+        let w = fs
+            .rename(&caller, from_dir, &a.oldname.0, to_dir, &a.newname.0)
+            .map_err(|(e, _)| map::status(e))?;
+        Ok(RenameResOk {
+            source_cinfo: change_info(&w.from_dir),
+            target_cinfo: change_info(&w.to_dir),
+        })
+    }
+
+    /// LINK (§18.9): the saved file gets the name `name` in the current directory.
+    fn link(&self, call: &Call<'_>, ctx: &Ctx, name: &[u8]) -> Result<ChangeInfo4, Nfsstat4> {
+        let (file_idx, file) = Self::export_fh(&ctx.saved)?;
+        let (dir_idx, dir) = Self::export_fh(&ctx.current)?;
+        if file_idx != dir_idx {
+            return Err(Nfsstat4::XDEV);
+        }
+        check_name(name)?;
+        let (fs, caller) = self.gate(call, dir_idx)?;
+        let r = fs
+            .link(&caller, file, dir, name)
+            .map_err(|(e, _)| map::status(e))?;
+        Ok(change_info(&r.dir_wcc))
+    }
+
+    /// DESTROY_SESSION (§18.37.3): outside a session (no SEQUENCE) the connection it comes on
+    /// must be bound to the session it names, so that a session is not destroyed by whoever
+    /// learned its id.
+    fn destroy_session(&self, call: &Call<'_>, ctx: &Ctx, id: &SessionId4) -> Result<(), Nfsstat4> {
+        let mut st = self.state();
+        if ctx.session.is_none() {
+            let s = st.session(id).ok_or(Nfsstat4::BADSESSION)?;
+            if s.conn_dir(call.conn).is_none() {
+                return Err(Nfsstat4::CONN_NOT_BOUND_TO_SESSION);
+            }
+        }
+        st.destroy_session(id, ctx.session)
+    }
+
+    /// Before a call that drops or shortens a file's data (SETATTR of the size, an OPEN that
+    /// truncates, REMOVE): if write-behind holds writes for it (from v3 today), NFS4ERR_DELAY
+    /// so the client retries once they landed, instead of letting them land past the new size
+    /// or on a removed file. This processor is synchronous and cannot wait for them as v3's
+    /// async handlers do through [`crate::datapath::DataPath::before_resize`].
+    fn settle(&self, fh: &FileHandle) -> Result<(), Nfsstat4> {
+        match &self.write_behind {
+            Some(wb) if wb.holds(fh.as_bytes()) => Err(Nfsstat4::DELAY),
+            _ => Ok(()),
+        }
+    }
+
+    /// REMOVE (§18.25): a file or an empty directory of the current directory.
+    fn remove(&self, call: &Call<'_>, ctx: &Ctx, name: &[u8]) -> Result<ChangeInfo4, Nfsstat4> {
+        let (idx, dir) = Self::export_fh(&ctx.current)?;
+        check_name(name)?;
+        let (fs, caller) = self.gate(call, idx)?;
+        let target = fs
+            .lookup(&caller, dir, name)
+            .map_err(|(e, _)| map::status(e))?;
+        self.settle(&target.fh)?;
+        let w = if target.attr.ftype == FileType::Directory {
+            fs.rmdir(&caller, dir, name)
+        } else {
+            fs.remove(&caller, dir, name)
+        }
+        .map_err(|(e, _)| map::status(e))?;
+        Ok(change_info(&w))
+    }
+
+    fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {
+        use sluice_xdr::nfs4::ops::{
+            ACCESS4_DELETE, ACCESS4_EXECUTE, ACCESS4_EXTEND, ACCESS4_LOOKUP,
+        };
+        let known = ACCESS4_READ
+            | ACCESS4_LOOKUP
+            | ACCESS4_MODIFY
+            | ACCESS4_EXTEND
+            | ACCESS4_DELETE
+            | ACCESS4_EXECUTE;
+        let supported = asked & known;
+        let access = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            // Read-only directories anyone may list and traverse.
+            Fh::Pseudo(_) => supported & (ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_EXECUTE),
+            Fh::Export { idx, fh } => {
+                let (fs, caller) = self.gate(call, *idx)?;
+                // The neutral access bits have v3's values, which are v4's.
+                let (granted, _) = fs
+                    .access(&caller, fh, supported)
+                    .map_err(|(e, _)| map::status(e))?;
+                granted & supported
+            }
+        };
+        Ok(AccessResOk { supported, access })
+    }
+
+    /// SECINFO_NO_NAME (§18.45): the flavors for the current handle (style 0) or its parent
+    /// (style 1). Like SECINFO it consumes the current handle (§2.6.3.1.1.8).
+    fn secinfo_no_name(
+        &self,
+        call: &Call<'_>,
+        ctx: &mut Ctx,
+        style: u32,
+    ) -> Result<SecinfoList, Nfsstat4> {
+        const SECINFO_STYLE4_CURRENT_FH: u32 = 0;
+        const SECINFO_STYLE4_PARENT: u32 = 1;
+        match style {
+            SECINFO_STYLE4_CURRENT_FH => {
+                if let Some(Fh::Export { idx, .. }) = &ctx.current {
+                    self.gate(call, *idx)?;
+                }
+            }
+            SECINFO_STYLE4_PARENT => self.lookupp(call, ctx)?,
+            _ => return Err(Nfsstat4::INVAL),
+        }
+        ctx.current = None;
+        Ok(SecinfoList(
+            FLAVORS.iter().map(|&f| Secinfo4::Flavor(f)).collect(),
+        ))
+    }
+}
+
+/// Cookies 1 and 2 are never handed out (RFC 8881 §18.23.3 reserves them: some clients use
+/// them for "." and ".."); entry cookies start at 3.
+const COOKIE_FIRST: u64 = 3;
+
+/// The answer being built by READDIR: entries until `maxcount` or the entry bound.
+struct DirPage {
+    ok: ReaddirResOk,
+    bytes: usize,
+    bytes_max: usize,
+    /// An entry did not fit (the page is full).
+    full: bool,
+}
+
+impl DirPage {
+    fn new(maxcount: u32) -> Self {
+        // The reply's own bytes: op number and status, then READDIR4resok's fixed part.
+        let bytes_max = (maxcount as usize).min(crate::nfs::READDIR_REPLY_BYTES_MAX);
+        DirPage {
+            ok: ReaddirResOk::default(),
+            bytes: 8 + ReaddirResOk::FIXED_BYTES,
+            bytes_max,
+            full: false,
+        }
+    }
+
+    /// Adds `e` if it fits; false (and the page is full) if not.
+    fn push(&mut self, e: Entry4) -> bool {
+        let len = e.encoded_len();
+        if self.bytes + len > self.bytes_max || self.ok.entries.len() >= MAX_DIR_ENTRIES {
+            self.full = true;
+            return false;
+        }
+        self.bytes += len;
+        self.ok.entries.push(e);
+        true
+    }
+
+    /// The result: NFS4ERR_TOOSMALL when not even one entry fit (§18.23.3).
+    fn finish(mut self, eof: bool) -> Result<ReaddirResOk, Nfsstat4> {
+        if self.full && self.ok.entries.is_empty() {
+            return Err(Nfsstat4::TOOSMALL);
+        }
+        self.ok.eof = eof && !self.full;
+        Ok(self.ok)
+    }
+}
+
+/// A LOOKUP name: not empty (INVAL), at most NAME_MAX (NAMETOOLONG), not "." or ".." and
+/// without '/' or NUL (BADNAME) — RFC 8881 §18.15.3.
+fn check_name(name: &[u8]) -> Result<(), Nfsstat4> {
+    if name.is_empty() {
+        return Err(Nfsstat4::INVAL);
+    }
+    if name.len() > map::NAME_BYTES_MAX as usize {
+        return Err(Nfsstat4::NAMETOOLONG);
+    }
+    if name == b"." || name == b".." || name.iter().any(|&b| b == b'/' || b == 0) {
+        return Err(Nfsstat4::BADNAME);
+    }
+    Ok(())
+}
+
+fn res<T>(r: Result<T, Nfsstat4>) -> Res4<T> {
+    match r {
+        Ok(v) => Res4::Ok(v),
+        Err(s) => Res4::Err(s),
+    }
+}
+
+/// A directory's `change_info4` from its wcc data; without the before value, not atomic
+/// and before = after (the client then revalidates the directory).
+fn change_info(w: &Wcc) -> ChangeInfo4 {
+    match w.change_info() {
+        Some(c) => ChangeInfo4 {
+            atomic: c.atomic,
+            before: c.before,
+            after: c.after,
+        },
+        None => {
+            let after = w.after.map_or(0, |d| d.change);
+            ChangeInfo4 {
+                atomic: false,
+                before: after,
+                after,
+            }
+        }
+    }
+}
+
+fn status_of(r: Result<(), Nfsstat4>) -> Nfsstat4 {
+    match r {
+        Ok(()) => Nfsstat4::OK,
+        Err(s) => s,
+    }
+}
+
+#[cfg(test)]
+mod tests;
