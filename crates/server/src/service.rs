@@ -37,11 +37,11 @@ mod request;
 pub use request::{Peer, Reply, Service, Transport};
 
 use crate::mountd::Mountd;
-use crate::nfs::Nfs3;
+use crate::nfs::{self, Nfs3, Proc3};
 use crate::portmap::PortTable;
 use crate::stats::Stats;
 use bytes::Bytes;
-use registry::{Registry, Route, Version};
+use registry::{Procedure, Registry, Route, Version};
 use sluice_rpc::drc::{DrcKey, Hit, Lookup, ReplyCache};
 use sluice_rpc::server::{self as rpcs, CallParse, RpcCall};
 use sluice_xdr::procs::{ProcInfo, ReplyBound};
@@ -122,11 +122,7 @@ fn build_registry() -> Registry<Handler> {
         "PORTMAP",
         Version::uniform(portmap::VERSION, &portmap::PROCS, portmap_call as Handler),
     )
-    .register(
-        nfs3::PROGRAM,
-        "NFS",
-        Version::uniform(nfs3::VERSION, &nfs3::PROCS, nfs3_call as Handler),
-    )
+    .register(nfs3::PROGRAM, "NFS", nfs3_version())
     .register(
         mount3::PROGRAM,
         "MOUNT",
@@ -246,8 +242,48 @@ pub fn within_reply_bound(info: &ProcInfo, results_bytes: u64, payload_bytes_ask
     }
 }
 
-/// NFS v3: READs may come back spliced.
-fn nfs3_call<'a>(
+/// NFSv3's table: each procedure's row of `nfs3::PROCS` paired with that procedure's own
+/// handler ([`nfs3_proc`] for its argument type, [`nfs3_null`] for NULL). The list of
+/// procedures is `nfs::each_procedure`'s, the one `Nfs3::handle` dispatches on; `register`
+/// checks that each row sits at its procedure number.
+fn nfs3_version() -> Version<Handler> {
+    struct Rows(Vec<Procedure<Handler>>);
+    impl nfs::EachProc3 for Rows {
+        fn visit<P: Proc3>(&mut self) {
+            self.0.push(Procedure {
+                info: &nfs3::PROCS[P::NUM as usize],
+                handler: nfs3_proc::<P>,
+            });
+        }
+    }
+    let mut rows = Rows(vec![Procedure {
+        info: &nfs3::PROCS[nfs3::proc_::NULL as usize],
+        handler: nfs3_null,
+    }]);
+    nfs::each_procedure(&mut rows);
+    Version {
+        vers: nfs3::VERSION,
+        procs: rows.0,
+    }
+}
+
+/// NFSv3 NULL: no arguments to decode (`void`), no results, no export.
+fn nfs3_null<'a>(
+    _server: &'a Server,
+    _peer: &'a Peer,
+    call: &'a RpcCall,
+    _record: &'a [Bytes],
+    _info: &'static ProcInfo,
+) -> HandlerFuture<'a> {
+    let w = rpcs::success_header(call.xid);
+    let header_bytes = w.len();
+    let done = nfs3_done(w, header_bytes, nfs3::Nfsstat3::OK, None, 0);
+    Box::pin(std::future::ready(Handled::Done(done)))
+}
+
+/// NFSv3 procedure `P`: decodes `P`'s arguments, runs it ([`Nfs3::call`]), and sends its
+/// results. READs may come back spliced.
+fn nfs3_proc<'a, P: Proc3>(
     server: &'a Server,
     peer: &'a Peer,
     call: &'a RpcCall,
@@ -256,31 +292,44 @@ fn nfs3_call<'a>(
 ) -> HandlerFuture<'a> {
     Box::pin(async move {
         let mut r = call.args(record);
-        let args = match nfs3::decode_args(call.proc_(), &mut r) {
+        let mut args = match P::unpack(&mut r) {
             Ok(a) => a,
             Err(e) => return Handled::GarbageArgs(e),
         };
-        let payload_bytes_asked = match &args {
-            nfs3::Args3::Read(a) => a.count as u64,
-            nfs3::Args3::Readdir(a) => a.count as u64,
-            nfs3::Args3::Readdirplus(a) => a.maxcount as u64,
-            _ => 0,
-        };
+        let payload_bytes_asked = args.payload_asked().map_or(0, |asked| u64::from(*asked));
         let mut w = rpcs::success_header(call.xid);
         let header_bytes = w.len();
-        let (status, spliced) = server.nfs.handle(peer, &call.cred, args, &mut w).await;
-        let reply = Reply {
-            segs: w.into_segments(),
+        let (status, spliced) = server.nfs.call(peer, &call.cred, args, &mut w).await;
+        Handled::Done(nfs3_done(
+            w,
+            header_bytes,
+            status,
             spliced,
-        };
-        Handled::Done(Done {
-            results_bytes: (reply.len() - header_bytes) as u64,
-            reply,
-            status: Some(status.name()),
-            ok: status == nfs3::Nfsstat3::OK,
             payload_bytes_asked,
-        })
+        ))
     })
+}
+
+/// An NFSv3 reply: the status names the call in request logs, and decides whether it counts
+/// as an error.
+fn nfs3_done(
+    w: sluice_xdr::Writer,
+    header_bytes: usize,
+    status: nfs3::Nfsstat3,
+    spliced: Option<crate::splice::SplicedData>,
+    payload_bytes_asked: u64,
+) -> Done {
+    let reply = Reply {
+        segs: w.into_segments(),
+        spliced,
+    };
+    Done {
+        results_bytes: (reply.len() - header_bytes) as u64,
+        reply,
+        status: Some(status.name()),
+        ok: status == nfs3::Nfsstat3::OK,
+        payload_bytes_asked,
+    }
 }
 
 /// MOUNT v3.
@@ -633,6 +682,24 @@ mod tests {
         assert_eq!(cached, expected);
         assert_eq!(proc_name(mount3::PROGRAM, 3, 1), "MNT");
         assert_eq!(proc_name(nfs3::PROGRAM, 4, 1), "UNKNOWN");
+    }
+
+    /// NFSv3's table is built from `nfs::each_procedure`, the list `Nfs3::handle` dispatches
+    /// on: every procedure but NULL once, in procedure-number order, so each row's handler is
+    /// the one for that row's procedure.
+    #[test]
+    fn nfs3s_table_has_each_procedures_own_handler_at_its_number() {
+        struct Nums(Vec<u32>);
+        impl nfs::EachProc3 for Nums {
+            fn visit<P: Proc3>(&mut self) {
+                self.0.push(P::NUM);
+            }
+        }
+        let mut nums = Nums(Vec::new());
+        nfs::each_procedure(&mut nums);
+        assert_eq!(nums.0, (1..nfs3::PROCS.len() as u32).collect::<Vec<_>>());
+        let version = &registry().program(nfs3::PROGRAM).unwrap().versions()[0];
+        assert_eq!(version.procs.len(), nfs3::PROCS.len());
     }
 
     #[test]

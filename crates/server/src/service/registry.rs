@@ -38,7 +38,8 @@ pub struct Version<H> {
 
 impl<H: Copy> Version<H> {
     /// Every procedure of `facts` answered by one `handler` that decodes by procedure number
-    /// (how the NFSv3, MOUNT and PORTMAP handlers are written: one argument enum per version).
+    /// (how the MOUNT and PORTMAP handlers are written: one argument enum per version; NFSv3
+    /// pairs each row with its own handler instead).
     pub fn uniform(vers: u32, facts: &'static [ProcInfo], handler: H) -> Self {
         Version {
             vers,
