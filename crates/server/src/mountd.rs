@@ -30,9 +30,8 @@ use crate::service::Peer;
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::mount3::{
-    Args, DirPath, ExportNode, Exports, MntRes, MntResOk, MountBody, MountList, Mountstat3, Name,
+    DirPath, ExportNode, Exports, MntRes, MntResOk, MountBody, MountList, Mountstat3, Name,
 };
-use sluice_xdr::{Pack, Writer};
 use std::collections::VecDeque;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
@@ -54,64 +53,69 @@ impl Mountd {
         }
     }
 
-    pub async fn handle(&self, peer: &Peer, cred: &Credentials, args: Args, w: &mut Writer) {
-        match args {
-            Args::Null => {}
-            Args::Mnt(path) => {
-                let res = self.mnt(peer, cred, &path).await;
-                if let MntRes::Ok(_) = res {
-                    self.remember(peer, &path);
-                }
-                res.pack(w);
-            }
-            Args::Dump => {
-                let list = self.mounts.lock().expect("mount list lock");
-                MountList(
-                    list.iter()
-                        .map(|(h, d)| MountBody {
-                            hostname: Name(Bytes::copy_from_slice(h.as_bytes())),
-                            directory: DirPath(Bytes::copy_from_slice(d.as_bytes())),
-                        })
-                        .collect(),
-                )
-                .pack(w);
-            }
-            Args::Umnt(path) => {
-                let host = peer.addr.ip().to_string();
-                let dir = String::from_utf8_lossy(&path.0).into_owned();
-                self.mounts
-                    .lock()
-                    .expect("mount list lock")
-                    .retain(|(h, d)| !(h == &host && d == &dir));
-            }
-            Args::Umntall => {
-                let host = peer.addr.ip().to_string();
-                self.mounts
-                    .lock()
-                    .expect("mount list lock")
-                    .retain(|(h, _)| h != &host);
-            }
-            Args::Export => Exports(
-                self.exports
-                    .iter()
-                    .map(|e| ExportNode {
-                        dir: DirPath(Bytes::copy_from_slice(
-                            e.export.path.as_os_str().as_encoded_bytes(),
-                        )),
-                        groups: e
-                            .export
-                            .clients
-                            .iter()
-                            .map(|c| Name(Bytes::from(client_label(&c.client))))
-                            .collect(),
-                    })
-                    .collect(),
-            )
-            .pack(w),
+    /// MNT: the handle of `path` if the peer may mount it (then remembered for DUMP).
+    pub async fn mnt(&self, peer: &Peer, cred: &Credentials, path: DirPath) -> MntRes {
+        let res = self.resolve(peer, cred, &path).await;
+        if let MntRes::Ok(_) = res {
+            self.remember(peer, &path);
         }
+        res
     }
 
-    async fn mnt(&self, peer: &Peer, cred: &Credentials, path: &DirPath) -> MntRes {
+    /// DUMP: the mount list.
+    pub fn dump(&self) -> MountList {
+        let list = self.mounts.lock().expect("mount list lock");
+        MountList(
+            list.iter()
+                .map(|(h, d)| MountBody {
+                    hostname: Name(Bytes::copy_from_slice(h.as_bytes())),
+                    directory: DirPath(Bytes::copy_from_slice(d.as_bytes())),
+                })
+                .collect(),
+        )
+    }
+
+    /// UMNT: forgets the peer's mount of `path`.
+    pub fn umnt(&self, peer: &Peer, path: &DirPath) {
+        let host = peer.addr.ip().to_string();
+        let dir = String::from_utf8_lossy(&path.0).into_owned();
+        self.mounts
+            .lock()
+            .expect("mount list lock")
+            .retain(|(h, d)| !(h == &host && d == &dir));
+    }
+
+    /// UMNTALL: forgets every mount of the peer.
+    pub fn umntall(&self, peer: &Peer) {
+        let host = peer.addr.ip().to_string();
+        self.mounts
+            .lock()
+            .expect("mount list lock")
+            .retain(|(h, _)| h != &host);
+    }
+
+    /// EXPORT: every export and the client patterns it admits.
+    pub fn export(&self) -> Exports {
+        Exports(
+            self.exports
+                .iter()
+                .map(|e| ExportNode {
+                    dir: DirPath(Bytes::copy_from_slice(
+                        e.export.path.as_os_str().as_encoded_bytes(),
+                    )),
+                    groups: e
+                        .export
+                        .clients
+                        .iter()
+                        .map(|c| Name(Bytes::from(client_label(&c.client))))
+                        .collect(),
+                })
+                .collect(),
+        )
+    }
+
+    /// The handle MNT answers for `path`, or why not.
+    async fn resolve(&self, peer: &Peer, cred: &Credentials, path: &DirPath) -> MntRes {
         let Ok(text) = std::str::from_utf8(&path.0) else {
             return MntRes::Err(Mountstat3::NOENT);
         };

@@ -10,10 +10,28 @@
 //! this layer only checks what is v3's to check and encodes the answer. The one mapping between
 //! the file-system layer's neutral types and NFSv3's is in `nfs/map.rs`.
 //!
-//! Most procedures are one backend call on the blocking pool ([`execute`]). READ, WRITE, COMMIT,
+//! # One handler per procedure
+//! Each procedure is its argument type's [`Proc3`] implementation: its number, its result
+//! types, the handle that picks its export, and how it runs. One generic body ([`Nfs3::call`])
+//! does what every procedure shares, so the per-procedure code is only what differs:
+//!
+//! ```text
+//!   registry row (service.rs) ── nfs3_proc::<P> ── decode P (else GARBAGE_ARGS)
+//!                                                      │
+//!   Nfs3::call::<P>   UDP: clamp P::payload_asked ─► gate(P::fh): export rules, squashing
+//!                       │                               │ refused: Err(status, P::Fail::default())
+//!                       ▼                               ▼
+//!                     P::run ── default: P::execute on the blocking pool
+//!                       │       READ, WRITE, COMMIT: the data path; SETATTR, CREATE, REMOVE:
+//!                       │       write-behind around P::execute
+//!                       ▼
+//!                     UDP: P::cap_for_datagrams (FSINFO) ─► encode, or a spliced READ
+//! ```
+//!
+//! Most procedures are one backend call on the blocking pool (`execute`). READ, WRITE, COMMIT,
 //! size-changing SETATTR and CREATE, and REMOVE also talk to write-behind around that call, which
-//! may mean waiting (for admission, or for held data to land), so they are driven from
-//! [`Nfs3::run`] in async code and only their backend calls go to the blocking pool.
+//! may mean waiting (for admission, or for held data to land), so their `run` is async code and
+//! only their backend calls go to the blocking pool.
 
 use crate::backend::{
     self, export_id_of, Caller, Cred, DirEntry, Export, ExportOptions, FileSystem, Wcc,
@@ -27,7 +45,8 @@ use crate::stats::Stats;
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::nfs3::*;
-use sluice_xdr::{Pack, Payload, Writer};
+use sluice_xdr::{Pack, Payload, Unpack, Writer};
+use std::future::Future;
 use std::sync::Arc;
 
 pub(crate) mod map;
@@ -55,120 +74,197 @@ pub struct Nfs3 {
 
 /// What a procedure answered: results to encode, or a READ whose data was spliced into a pipe
 /// (its results without the data, to be followed by the pipe).
-enum Reply {
-    Res(Res3),
+pub enum Outcome<T, F> {
+    Res(NfsResult<T, F>),
     Spliced(ReadResOk, LentPipe),
 }
 
-/// Why a call cannot reach an export.
-enum Gate {
-    Status(Nfsstat3),
+/// One NFSv3 procedure other than NULL, named by its argument type: what [`Nfs3::call`] needs to
+/// decode, gate, run and encode it. The facts that are not about types (name, duplicate request
+/// class, reply bound, timer class) are the procedure's row of `sluice_xdr::nfs3::PROCS`, which
+/// the registry pairs with this procedure's handler by [`Proc3::NUM`].
+pub trait Proc3: Unpack + Send + 'static {
+    /// The procedure number.
+    const NUM: u32;
+    /// The `resok` and `resfail` bodies. A call refused before it runs (no export, refused
+    /// client) answers its status with `Fail::default()`: no attributes known.
+    type Ok: Pack + Send + 'static;
+    type Fail: Pack + Default + Send + 'static;
+
+    /// The handle whose export the call runs in.
+    fn fh(&self) -> &NfsFh3;
+
+    /// The reply payload the call asks for (READ's and READDIR's `count`, READDIRPLUS's
+    /// `maxcount`): clamped over UDP, and the part of the reply bound that grows with the call.
+    fn payload_asked(&mut self) -> Option<&mut u32> {
+        None
+    }
+
+    /// Over UDP, makes results advertise datagram-sized transfers (FSINFO).
+    fn cap_for_datagrams(_ok: &mut Self::Ok) {}
+
+    /// The procedure as one backend call, run on the blocking pool by the default `run`.
+    /// Attributes of files with held writes are fixed up (size) before they leave; see
+    /// [`crate::io::writebehind`]. A procedure whose `run` never calls it (READ, WRITE, COMMIT go
+    /// through the data path) keeps this SERVERFAULT.
+    fn execute(
+        self,
+        _fs: &dyn FileSystem,
+        _caller: &Caller,
+        _io: &Engine,
+    ) -> NfsResult<Self::Ok, Self::Fail> {
+        NfsResult::Err(Nfsstat3::SERVERFAULT, Default::default())
+    }
+
+    /// Carries the call out in the export's file system as `caller`. `splice_ok`: a READ's data
+    /// may be spliced (TCP; a v3 READ reply ends with its data).
+    fn run(
+        self,
+        nfs: &Nfs3,
+        fs: Arc<dyn FileSystem>,
+        caller: Caller,
+        _splice_ok: bool,
+    ) -> impl Future<Output = Outcome<Self::Ok, Self::Fail>> + Send {
+        async move { Outcome::Res(nfs.blocking(fs, caller, self).await) }
+    }
+}
+
+/// Something shown every NFSv3 procedure but NULL by [`each_procedure`] (the registry, building
+/// NFSv3's table from the same list [`Nfs3::handle`] dispatches on).
+pub trait EachProc3 {
+    fn visit<P: Proc3>(&mut self);
+}
+
+/// The procedures other than NULL, by `Args3` variant and argument type, in procedure-number
+/// order: [`Nfs3::handle`]'s dispatch and [`each_procedure`]'s list, so the two cannot drift.
+macro_rules! procedures {
+    ($($variant:ident($args:ty)),* $(,)?) => {
+        impl Nfs3 {
+            /// Runs one procedure given its decoded arguments and appends its results to `w`.
+            /// Returns the status sent and, for a READ answered by splice, the data to send after
+            /// `w` (see [`crate::splice`]). The server's registry calls each procedure's own
+            /// handler instead; this entry point is for callers holding an `Args3` (the
+            /// simulator).
+            pub async fn handle(
+                &self,
+                peer: &Peer,
+                cred: &Credentials,
+                args: Args3,
+                w: &mut Writer,
+            ) -> (Nfsstat3, Option<SplicedData>) {
+                match args {
+                    Args3::Null(()) => (Nfsstat3::OK, None),
+                    $(Args3::$variant(a) => self.call(peer, cred, a, w).await,)*
+                }
+            }
+        }
+
+        /// Shows `v` every procedure but NULL, in procedure-number order.
+        pub fn each_procedure(v: &mut impl EachProc3) {
+            $(v.visit::<$args>();)*
+        }
+    };
+}
+
+procedures! {
+    Getattr(GetattrArgs),
+    Setattr(SetattrArgs),
+    Lookup(LookupArgs),
+    Access(AccessArgs),
+    Readlink(ReadlinkArgs),
+    Read(ReadArgs),
+    Write(WriteArgs),
+    Create(CreateArgs),
+    Mkdir(MkdirArgs),
+    Symlink(SymlinkArgs),
+    Mknod(MknodArgs),
+    Remove(RemoveArgs),
+    Rmdir(RmdirArgs),
+    Rename(RenameArgs),
+    Link(LinkArgs),
+    Readdir(ReaddirArgs),
+    Readdirplus(ReaddirplusArgs),
+    Fsstat(FsstatArgs),
+    Fsinfo(FsinfoArgs),
+    Pathconf(PathconfArgs),
+    Commit(CommitArgs),
 }
 
 impl Nfs3 {
-    /// Runs one procedure and appends its results to `w`. Returns the status sent and, for a
-    /// READ answered by splice, the data to send after `w` (see [`crate::splice`]).
-    pub async fn handle(
+    /// Runs procedure `P` and appends its results to `w`: what [`Nfs3::handle`] does, for one
+    /// procedure.
+    pub async fn call<P: Proc3>(
         &self,
         peer: &Peer,
         cred: &Credentials,
-        args: Args3,
+        mut args: P,
         w: &mut Writer,
     ) -> (Nfsstat3, Option<SplicedData>) {
-        if let Args3::Null(()) = args {
-            return (Nfsstat3::OK, None);
-        }
-        let mut args = args;
-        if peer.transport == Transport::Udp {
+        let udp = peer.transport == Transport::Udp;
+        if udp {
             // Whatever the client asks, a reply must fit one datagram.
-            match &mut args {
-                Args3::Read(a) => a.count = a.count.min(UDP_IO_BYTES_MAX),
-                Args3::Readdir(a) => a.count = a.count.min(UDP_IO_BYTES_MAX),
-                Args3::Readdirplus(a) => a.maxcount = a.maxcount.min(UDP_IO_BYTES_MAX),
-                _ => {}
+            if let Some(asked) = args.payload_asked() {
+                *asked = (*asked).min(UDP_IO_BYTES_MAX);
             }
         }
-        // A v3 READ reply ends with its data, so over TCP the data may be spliced.
-        let splice_ok = peer.transport == Transport::Tcp;
-        let mut res = match self.gate(peer, cred, primary_fh(&args)) {
-            Ok((fs, caller)) => match self.run(fs, caller, args, splice_ok).await {
-                Reply::Res(res) => res,
-                Reply::Spliced(ok, pipe) => {
+        let mut res = match self.gate(peer, cred, args.fh()) {
+            Ok((fs, caller)) => match args.run(self, fs, caller, !udp).await {
+                Outcome::Res(res) => res,
+                Outcome::Spliced(ok, pipe) => {
                     Nfsstat3::OK.pack(w);
                     ok.pack_without_data(w);
                     let tail = Bytes::from_static(&[0u8; 3][..ReadResOk::data_padding(ok.count)]);
                     return (Nfsstat3::OK, Some(SplicedData { pipe, tail }));
                 }
             },
-            Err(Gate::Status(s)) => failure(&args, s),
+            Err(s) => NfsResult::Err(s, Default::default()),
         };
-        if peer.transport == Transport::Udp {
-            cap_for_datagrams(&mut res);
+        if let (true, NfsResult::Ok(ok)) = (udp, &mut res) {
+            P::cap_for_datagrams(ok);
         }
-        let status = res_status(&res);
+        let status = res.status();
         res.pack(w);
         (status, None)
     }
 
-    /// Finds the export of a handle and the caller as that export sees them.
+    /// Finds the export of a handle and the caller as that export sees them, or the status
+    /// that refuses the call.
     fn gate(
         &self,
         peer: &Peer,
         cred: &Credentials,
         fh: &NfsFh3,
-    ) -> Result<(Arc<dyn FileSystem>, Caller), Gate> {
-        let id = export_id_of(&fh.0).ok_or(Gate::Status(Nfsstat3::BADHANDLE))?;
+    ) -> Result<(Arc<dyn FileSystem>, Caller), Nfsstat3> {
+        let id = export_id_of(&fh.0).ok_or(Nfsstat3::BADHANDLE)?;
         let entry = self
             .exports
             .iter()
             .find(|e| e.fs.export_id() == id)
-            .ok_or(Gate::Status(Nfsstat3::STALE))?;
+            .ok_or(Nfsstat3::STALE)?;
         let opts = entry
             .export
             .options_for(peer.addr.ip())
-            .ok_or(Gate::Status(Nfsstat3::ACCES))?;
+            .ok_or(Nfsstat3::ACCES)?;
         if opts.secure && peer.addr.port() >= 1024 {
             // knfsd answers a request from an unprivileged port on a `secure` export with
             // NFSERR_PERM; the client should mount with a reserved port or the export be `insecure`.
-            return Err(Gate::Status(Nfsstat3::PERM));
+            return Err(Nfsstat3::PERM);
         }
         Ok((entry.fs.clone(), caller_for(cred, opts)))
     }
 
-    async fn run(
+    /// Runs `P::execute` on the blocking pool (SERVERFAULT if the pool lost it).
+    async fn blocking<P: Proc3>(
         &self,
         fs: Arc<dyn FileSystem>,
         caller: Caller,
-        args: Args3,
-        splice_ok: bool,
-    ) -> Reply {
-        let data = self.data();
-        Reply::Res(match args {
-            Args3::Read(a) => return self.read(fs, caller, a, splice_ok).await,
-            Args3::Write(a) => Res3::Write(self.write(fs, caller, a).await),
-            Args3::Commit(a) => Res3::Commit(self.commit(fs, caller, a).await),
-            Args3::Setattr(a) if a.new_attributes.size.is_some() => {
-                data.before_resize(&map::handle(&a.object)).await;
-                self.blocking(fs, caller, Args3::Setattr(a)).await
-            }
-            Args3::Create(a) if creates_with_size(&a.how) && data.holds_any() => {
-                // CREATE UNCHECKED of an existing file applies the size like SETATTR.
-                let (dir, name) = (map::handle(&a.where_.dir), a.where_.name.clone());
-                data.before_resize_by_name(&fs, &caller, dir, name).await;
-                self.blocking(fs, caller, Args3::Create(a)).await
-            }
-            Args3::Remove(a) if data.holds_any() => self.remove(fs, caller, a).await,
-            other => self.blocking(fs, caller, other).await,
-        })
-    }
-
-    /// Runs one procedure on the blocking pool.
-    async fn blocking(&self, fs: Arc<dyn FileSystem>, caller: Caller, args: Args3) -> Res3 {
+        args: P,
+    ) -> NfsResult<P::Ok, P::Fail> {
         let io = self.io.clone();
-        let fallback = failure(&args, Nfsstat3::SERVERFAULT);
-        self.spawn(move || execute(&*fs, &caller, args, &io))
+        self.io
+            .spawn(move || args.execute(&*fs, &caller, &io))
             .await
-            .unwrap_or(fallback)
+            .unwrap_or(NfsResult::Err(Nfsstat3::SERVERFAULT, Default::default()))
     }
 
     /// The data path, over this program's shared state.
@@ -179,24 +275,166 @@ impl Nfs3 {
             pipes: &self.pipes,
         }
     }
+}
 
-    async fn spawn<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-        self.io.spawn(f).await
+/// Implements [`Proc3`] for an argument type: its procedure number, result bodies and the
+/// handle that picks its export (a field path), then the procedure's own items.
+macro_rules! proc3 {
+    ($args:ty = $num:ident => $ok:ty, $fail:ty; fh: $($fh:ident).+; $($items:tt)*) => {
+        impl Proc3 for $args {
+            const NUM: u32 = proc_::$num;
+            type Ok = $ok;
+            type Fail = $fail;
+            fn fh(&self) -> &NfsFh3 {
+                &self.$($fh).+
+            }
+            $($items)*
+        }
+    };
+}
+
+proc3! {
+    GetattrArgs = GETATTR => GetattrResOk, (); fh: object;
+    fn execute(self, fs: &dyn FileSystem, _caller: &Caller, io: &Engine) -> GetattrRes {
+        let since = io.wb.epoch();
+        let fh = map::handle(&self.object);
+        match fs.getattr(&fh) {
+            Ok(mut attr) => {
+                if io.wb.fix_size(fh.as_bytes(), &mut attr, since) == SizeFix::Uncertain {
+                    attr = match fs.getattr(&fh) {
+                        Ok(again) => again,
+                        Err(s) => return NfsResult::Err(map::status(s), ()),
+                    };
+                }
+                NfsResult::Ok(GetattrResOk {
+                    obj_attributes: map::fattr3(&attr),
+                })
+            }
+            Err(s) => NfsResult::Err(map::status(s), ()),
+        }
+    }
+}
+
+proc3! {
+    SetattrArgs = SETATTR => SetattrResOk, SetattrResFail; fh: object;
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, io: &Engine) -> SetattrRes {
+        let since = io.wb.epoch();
+        let fh = map::handle(&self.object);
+        let sattr = map::sattr(&self.new_attributes);
+        match fs.setattr(caller, &fh, &sattr, self.guard.map(map::time)) {
+            Ok(mut obj_wcc) => {
+                fix_post_op(io, fs, &fh, &mut obj_wcc.after, since);
+                NfsResult::Ok(SetattrResOk {
+                    obj_wcc: map::wcc(&obj_wcc),
+                })
+            }
+            Err((s, obj_wcc)) => NfsResult::Err(
+                map::status(s),
+                SetattrResFail {
+                    obj_wcc: map::wcc(&obj_wcc),
+                },
+            ),
+        }
     }
 
-    /// READ (RFC 1813 §3.3.6) through the data path. `splice_ok`: the reply ends with the data
-    /// (always so for a v3 READ; the transport decides).
-    async fn read(
-        &self,
+    /// A size change first waits for held writes to the file to land.
+    async fn run(
+        self,
+        nfs: &Nfs3,
         fs: Arc<dyn FileSystem>,
         caller: Caller,
-        a: ReadArgs,
+        _: bool,
+    ) -> Outcome<SetattrResOk, SetattrResFail> {
+        if self.new_attributes.size.is_some() {
+            nfs.data().before_resize(&map::handle(&self.object)).await;
+        }
+        Outcome::Res(nfs.blocking(fs, caller, self).await)
+    }
+}
+
+proc3! {
+    LookupArgs = LOOKUP => LookupResOk, LookupResFail; fh: what.dir;
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, io: &Engine) -> LookupRes {
+        let since = io.wb.epoch();
+        match fs.lookup(caller, &map::handle(&self.what.dir), &self.what.name) {
+            Ok(l) => {
+                let mut obj_attributes = Some(l.attr);
+                fix_post_op(io, fs, &l.fh, &mut obj_attributes, since);
+                NfsResult::Ok(LookupResOk {
+                    object: map::fh3(&l.fh),
+                    obj_attributes: map::post_op(obj_attributes),
+                    dir_attributes: map::post_op(l.dir_attr),
+                })
+            }
+            Err((s, dir_attributes)) => NfsResult::Err(
+                map::status(s),
+                LookupResFail {
+                    dir_attributes: map::post_op(dir_attributes),
+                },
+            ),
+        }
+    }
+}
+
+proc3! {
+    AccessArgs = ACCESS => AccessResOk, AccessResFail; fh: object;
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, io: &Engine) -> AccessRes {
+        let since = io.wb.epoch();
+        let fh = map::handle(&self.object);
+        match fs.access(caller, &fh, self.access) {
+            Ok((access, mut obj_attributes)) => {
+                fix_post_op(io, fs, &fh, &mut obj_attributes, since);
+                NfsResult::Ok(AccessResOk {
+                    obj_attributes: map::post_op(obj_attributes),
+                    access,
+                })
+            }
+            Err((s, obj_attributes)) => NfsResult::Err(
+                map::status(s),
+                AccessResFail {
+                    obj_attributes: map::post_op(obj_attributes),
+                },
+            ),
+        }
+    }
+}
+
+proc3! {
+    ReadlinkArgs = READLINK => ReadlinkResOk, ReadlinkResFail; fh: symlink;
+    fn execute(self, fs: &dyn FileSystem, _caller: &Caller, _io: &Engine) -> ReadlinkRes {
+        match fs.readlink(&map::handle(&self.symlink)) {
+            Ok((target, symlink_attributes)) => NfsResult::Ok(ReadlinkResOk {
+                symlink_attributes: map::post_op(symlink_attributes),
+                data: Bytes::from(target),
+            }),
+            Err((s, symlink_attributes)) => NfsResult::Err(
+                map::status(s),
+                ReadlinkResFail {
+                    symlink_attributes: map::post_op(symlink_attributes),
+                },
+            ),
+        }
+    }
+}
+
+proc3! {
+    ReadArgs = READ => ReadResOk, ReadResFail; fh: file;
+    fn payload_asked(&mut self) -> Option<&mut u32> {
+        Some(&mut self.count)
+    }
+
+    /// READ (RFC 1813 §3.3.6) through the data path.
+    async fn run(
+        self,
+        nfs: &Nfs3,
+        fs: Arc<dyn FileSystem>,
+        caller: Caller,
         splice_ok: bool,
-    ) -> Reply {
-        let fh = map::handle(&a.file);
-        match self
+    ) -> Outcome<ReadResOk, ReadResFail> {
+        let fh = map::handle(&self.file);
+        match nfs
             .data()
-            .read(fs, caller, fh, a.offset, a.count, splice_ok)
+            .read(fs, caller, fh, self.offset, self.count, splice_ok)
             .await
         {
             Ok(done) => {
@@ -209,58 +447,371 @@ impl Nfs3 {
                 match done.data {
                     ReadData::Chunks(data) => {
                         ok.data = data;
-                        Reply::Res(Res3::Read(NfsResult::Ok(ok)))
+                        Outcome::Res(NfsResult::Ok(ok))
                     }
-                    ReadData::Spliced(pipe) => Reply::Spliced(ok, pipe),
+                    ReadData::Spliced(pipe) => Outcome::Spliced(ok, pipe),
                 }
             }
-            Err((s, attr)) => Reply::Res(Res3::Read(NfsResult::Err(
+            Err((s, attr)) => Outcome::Res(NfsResult::Err(
                 map::status(s),
                 ReadResFail {
                     file_attributes: map::post_op(attr),
                 },
-            ))),
+            )),
         }
     }
+}
 
+proc3! {
+    WriteArgs = WRITE => WriteResOk, WriteResFail; fh: file;
     /// WRITE (§3.3.7): the v3 checks, then the data path.
-    async fn write(&self, fs: Arc<dyn FileSystem>, caller: Caller, a: WriteArgs) -> WriteRes {
-        let fail = |s| NfsResult::Err(s, WriteResFail::default());
-        let Some(stable) = stable_to_backend(a.stable) else {
+    async fn run(
+        self,
+        nfs: &Nfs3,
+        fs: Arc<dyn FileSystem>,
+        caller: Caller,
+        _: bool,
+    ) -> Outcome<WriteResOk, WriteResFail> {
+        let fail = |s| Outcome::Res(NfsResult::Err(s, WriteResFail::default()));
+        let Some(stable) = stable_to_backend(self.stable) else {
             return fail(Nfsstat3::INVAL);
         };
         // RFC 1813 §3.3.7: `count` is the number of bytes of `data` to write; more than was sent
         // is a malformed request.
-        let count = a.count as usize;
-        if count > a.data.len() {
+        let count = self.count as usize;
+        if count > self.data.len() {
             return fail(Nfsstat3::INVAL);
         }
-        let chunks = payload_prefix(&a.data, count);
-        let fh = map::handle(&a.file);
-        match self
-            .data()
-            .write(fs, caller, fh, a.offset, chunks, stable)
-            .await
-        {
-            Ok(w) => NfsResult::Ok(WriteResOk {
-                file_wcc: map::wcc(&w.wcc),
-                count: w.count,
-                committed: stable_to_wire(w.committed),
-                verf: w.verifier,
+        let chunks = payload_prefix(&self.data, count);
+        let fh = map::handle(&self.file);
+        Outcome::Res(
+            match nfs
+                .data()
+                .write(fs, caller, fh, self.offset, chunks, stable)
+                .await
+            {
+                Ok(w) => NfsResult::Ok(WriteResOk {
+                    file_wcc: map::wcc(&w.wcc),
+                    count: w.count,
+                    committed: stable_to_wire(w.committed),
+                    verf: w.verifier,
+                }),
+                Err((s, wcc)) => NfsResult::Err(
+                    map::status(s),
+                    WriteResFail {
+                        file_wcc: map::wcc(&wcc),
+                    },
+                ),
+            },
+        )
+    }
+}
+
+proc3! {
+    CreateArgs = CREATE => CreateResOk, CreateResFail; fh: where_.dir;
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, _io: &Engine) -> CreateRes {
+        let how = match self.how {
+            CreateHow::Unchecked(s) => backend::CreateHow::Unchecked(map::sattr(&s)),
+            CreateHow::Guarded(s) => backend::CreateHow::Guarded(map::sattr(&s)),
+            CreateHow::Exclusive(v) => backend::CreateHow::Exclusive(v),
+        };
+        created(fs.create(
+            caller,
+            &map::handle(&self.where_.dir),
+            &self.where_.name,
+            how,
+        ))
+    }
+
+    /// CREATE UNCHECKED of an existing file applies the size like SETATTR: held writes to it
+    /// land first.
+    async fn run(
+        self,
+        nfs: &Nfs3,
+        fs: Arc<dyn FileSystem>,
+        caller: Caller,
+        _: bool,
+    ) -> Outcome<CreateResOk, CreateResFail> {
+        let data = nfs.data();
+        if creates_with_size(&self.how) && data.holds_any() {
+            let (dir, name) = (map::handle(&self.where_.dir), self.where_.name.clone());
+            data.before_resize_by_name(&fs, &caller, dir, name).await;
+        }
+        Outcome::Res(nfs.blocking(fs, caller, self).await)
+    }
+}
+
+proc3! {
+    MkdirArgs = MKDIR => MkdirResOk, MkdirResFail; fh: where_.dir;
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, _io: &Engine) -> MkdirRes {
+        created(fs.mkdir(
+            caller,
+            &map::handle(&self.where_.dir),
+            &self.where_.name,
+            &map::sattr(&self.attributes),
+        ))
+    }
+}
+
+proc3! {
+    SymlinkArgs = SYMLINK => SymlinkResOk, SymlinkResFail; fh: where_.dir;
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, _io: &Engine) -> SymlinkRes {
+        created(fs.symlink(
+            caller,
+            &map::handle(&self.where_.dir),
+            &self.where_.name,
+            &self.symlink_data,
+            &map::sattr(&self.symlink_attributes),
+        ))
+    }
+}
+
+proc3! {
+    MknodArgs = MKNOD => MknodResOk, MknodResFail; fh: where_.dir;
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, _io: &Engine) -> MknodRes {
+        // A type MKNOD cannot create has no attributes to decode; the file system answers
+        // BADTYPE for it.
+        let (ftype, sattr, spec) = match self.what {
+            MknodData::Chr(d) => (Ftype3::CHR, d.dev_attributes, d.spec),
+            MknodData::Blk(d) => (Ftype3::BLK, d.dev_attributes, d.spec),
+            MknodData::Sock(s) => (Ftype3::SOCK, s, Specdata3::default()),
+            MknodData::Fifo(s) => (Ftype3::FIFO, s, Specdata3::default()),
+            other => (other.ftype(), Sattr3::default(), Specdata3::default()),
+        };
+        let ftype = match ftype {
+            Ftype3::CHR => backend::FileType::CharDevice,
+            Ftype3::BLK => backend::FileType::BlockDevice,
+            Ftype3::SOCK => backend::FileType::Socket,
+            Ftype3::FIFO => backend::FileType::Fifo,
+            Ftype3::DIR => backend::FileType::Directory,
+            Ftype3::LNK => backend::FileType::Symlink,
+            _ => backend::FileType::Regular,
+        };
+        created(fs.mknod(
+            caller,
+            &map::handle(&self.where_.dir),
+            &self.where_.name,
+            ftype,
+            &map::sattr(&sattr),
+            map::device(spec),
+        ))
+    }
+}
+
+proc3! {
+    RemoveArgs = REMOVE => RemoveResOk, RemoveResFail; fh: object.dir;
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, _io: &Engine) -> RemoveRes {
+        removed(fs.remove(caller, &map::handle(&self.object.dir), &self.object.name))
+    }
+
+    /// REMOVE (§3.3.12) while write-behind holds data: if the removed file's handle is stale
+    /// afterwards (its last link is gone), its held data is dropped.
+    async fn run(
+        self,
+        nfs: &Nfs3,
+        fs: Arc<dyn FileSystem>,
+        caller: Caller,
+        _: bool,
+    ) -> Outcome<RemoveResOk, RemoveResFail> {
+        let data = nfs.data();
+        if !data.holds_any() {
+            return Outcome::Res(nfs.blocking(fs, caller, self).await);
+        }
+        let (dir, name) = (map::handle(&self.object.dir), self.object.name.clone());
+        let target = data.held_target(&fs, &caller, dir, name).await;
+        let res = nfs.blocking(fs.clone(), caller, self).await;
+        if let (Some(fh), NfsResult::Ok(_)) = (target, &res) {
+            data.after_remove(fs, fh).await;
+        }
+        Outcome::Res(res)
+    }
+}
+
+proc3! {
+    RmdirArgs = RMDIR => RmdirResOk, RmdirResFail; fh: object.dir;
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, _io: &Engine) -> RmdirRes {
+        removed(fs.rmdir(caller, &map::handle(&self.object.dir), &self.object.name))
+    }
+}
+
+proc3! {
+    RenameArgs = RENAME => RenameResOk, RenameResFail; fh: from.dir;
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, _io: &Engine) -> RenameRes {
+        match fs.rename(
+            caller,
+            &map::handle(&self.from.dir),
+            &self.from.name,
+            &map::handle(&self.to.dir),
+            &self.to.name,
+        ) {
+            Ok(w) => NfsResult::Ok(RenameResOk {
+                fromdir_wcc: map::wcc(&w.from_dir),
+                todir_wcc: map::wcc(&w.to_dir),
             }),
-            Err((s, wcc)) => NfsResult::Err(
+            Err((s, w)) => NfsResult::Err(
                 map::status(s),
-                WriteResFail {
-                    file_wcc: map::wcc(&wcc),
+                RenameResFail {
+                    fromdir_wcc: map::wcc(&w.from_dir),
+                    todir_wcc: map::wcc(&w.to_dir),
                 },
             ),
         }
     }
+}
 
+proc3! {
+    LinkArgs = LINK => LinkResOk, LinkResFail; fh: file;
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, io: &Engine) -> LinkRes {
+        let since = io.wb.epoch();
+        let fh = map::handle(&self.file);
+        match fs.link(caller, &fh, &map::handle(&self.link.dir), &self.link.name) {
+            Ok(mut l) => {
+                fix_post_op(io, fs, &fh, &mut l.attr, since);
+                NfsResult::Ok(LinkResOk {
+                    file_attributes: map::post_op(l.attr),
+                    linkdir_wcc: map::wcc(&l.dir_wcc),
+                })
+            }
+            Err((s, l)) => NfsResult::Err(
+                map::status(s),
+                LinkResFail {
+                    file_attributes: map::post_op(l.attr),
+                    linkdir_wcc: map::wcc(&l.dir_wcc),
+                },
+            ),
+        }
+    }
+}
+
+proc3! {
+    ReaddirArgs = READDIR => ReaddirResOk, ReaddirResFail; fh: dir;
+    fn payload_asked(&mut self) -> Option<&mut u32> {
+        Some(&mut self.count)
+    }
+
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, _io: &Engine) -> ReaddirRes {
+        readdir(fs, caller, self)
+    }
+}
+
+proc3! {
+    ReaddirplusArgs = READDIRPLUS => ReaddirplusResOk, ReaddirplusResFail; fh: dir;
+    fn payload_asked(&mut self) -> Option<&mut u32> {
+        Some(&mut self.maxcount)
+    }
+
+    fn execute(self, fs: &dyn FileSystem, caller: &Caller, io: &Engine) -> ReaddirplusRes {
+        let since = io.wb.epoch();
+        let mut res = readdirplus(fs, caller, self);
+        if let NfsResult::Ok(ok) = &mut res {
+            io.wb.fix_sizes(
+                ok.entries.iter_mut().filter_map(|e| {
+                    let fh = e.name_handle.as_ref()?;
+                    Some((&fh.0[..], &mut e.name_attributes))
+                }),
+                since,
+            );
+        }
+        res
+    }
+}
+
+proc3! {
+    FsstatArgs = FSSTAT => FsstatResOk, FsstatResFail; fh: fsroot;
+    fn execute(self, fs: &dyn FileSystem, _caller: &Caller, _io: &Engine) -> FsstatRes {
+        match fs.fsstat(&map::handle(&self.fsroot)) {
+            Ok(f) => NfsResult::Ok(FsstatResOk {
+                obj_attributes: map::post_op(f.attr),
+                tbytes: f.tbytes,
+                fbytes: f.fbytes,
+                abytes: f.abytes,
+                tfiles: f.tfiles,
+                ffiles: f.ffiles,
+                afiles: f.afiles,
+                invarsec: f.invarsec,
+            }),
+            Err((s, a)) => NfsResult::Err(
+                map::status(s),
+                FsstatResFail {
+                    obj_attributes: map::post_op(a),
+                },
+            ),
+        }
+    }
+}
+
+proc3! {
+    FsinfoArgs = FSINFO => FsinfoResOk, FsinfoResFail; fh: fsroot;
+    /// Over UDP, FSINFO advertises datagram-sized transfers.
+    fn cap_for_datagrams(f: &mut FsinfoResOk) {
+        f.rtmax = f.rtmax.min(UDP_IO_BYTES_MAX);
+        f.rtpref = f.rtpref.min(UDP_IO_BYTES_MAX);
+        f.wtmax = f.wtmax.min(UDP_IO_BYTES_MAX);
+        f.wtpref = f.wtpref.min(UDP_IO_BYTES_MAX);
+        f.dtpref = f.dtpref.min(UDP_IO_BYTES_MAX);
+    }
+
+    fn execute(self, fs: &dyn FileSystem, _caller: &Caller, _io: &Engine) -> FsinfoRes {
+        match fs.fsinfo(&map::handle(&self.fsroot)) {
+            Ok(f) => NfsResult::Ok(FsinfoResOk {
+                obj_attributes: map::post_op(f.attr),
+                rtmax: f.rtmax,
+                rtpref: f.rtpref,
+                rtmult: f.rtmult,
+                wtmax: f.wtmax,
+                wtpref: f.wtpref,
+                wtmult: f.wtmult,
+                dtpref: f.dtpref,
+                maxfilesize: f.maxfilesize,
+                time_delta: map::time3(f.time_delta),
+                // The layer's property bits are FSINFO3's (see `backend::fsprops`).
+                properties: f.properties,
+            }),
+            Err((s, a)) => NfsResult::Err(
+                map::status(s),
+                FsinfoResFail {
+                    obj_attributes: map::post_op(a),
+                },
+            ),
+        }
+    }
+}
+
+proc3! {
+    PathconfArgs = PATHCONF => PathconfResOk, PathconfResFail; fh: object;
+    fn execute(self, fs: &dyn FileSystem, _caller: &Caller, _io: &Engine) -> PathconfRes {
+        match fs.pathconf(&map::handle(&self.object)) {
+            Ok(p) => NfsResult::Ok(PathconfResOk {
+                obj_attributes: map::post_op(p.attr),
+                linkmax: p.linkmax,
+                name_max: p.name_max,
+                no_trunc: p.no_trunc,
+                chown_restricted: p.chown_restricted,
+                case_insensitive: p.case_insensitive,
+                case_preserving: p.case_preserving,
+            }),
+            Err((s, a)) => NfsResult::Err(
+                map::status(s),
+                PathconfResFail {
+                    obj_attributes: map::post_op(a),
+                },
+            ),
+        }
+    }
+}
+
+proc3! {
+    CommitArgs = COMMIT => CommitResOk, CommitResFail; fh: file;
     /// COMMIT (§3.3.21) through the data path.
-    async fn commit(&self, fs: Arc<dyn FileSystem>, caller: Caller, a: CommitArgs) -> CommitRes {
-        let fh = map::handle(&a.file);
-        match self.data().commit(fs, caller, fh, a.offset, a.count).await {
+    async fn run(
+        self,
+        nfs: &Nfs3,
+        fs: Arc<dyn FileSystem>,
+        caller: Caller,
+        _: bool,
+    ) -> Outcome<CommitResOk, CommitResFail> {
+        let fh = map::handle(&self.file);
+        Outcome::Res(match nfs.data().commit(fs, caller, fh, self.offset, self.count).await {
             Ok(c) => NfsResult::Ok(CommitResOk {
                 file_wcc: map::wcc(&c.wcc),
                 verf: c.verifier,
@@ -271,19 +822,7 @@ impl Nfs3 {
                     file_wcc: map::wcc(&wcc),
                 },
             ),
-        }
-    }
-
-    /// REMOVE (§3.3.12) while write-behind holds data: if the removed file's handle is stale
-    /// afterwards (its last link is gone), its held data is dropped.
-    async fn remove(&self, fs: Arc<dyn FileSystem>, caller: Caller, a: RemoveArgs) -> Res3 {
-        let (dir, name) = (map::handle(&a.object.dir), a.object.name.clone());
-        let target = self.data().held_target(&fs, &caller, dir, name).await;
-        let res = self.blocking(fs.clone(), caller, Args3::Remove(a)).await;
-        if let (Some(fh), Res3::Remove(NfsResult::Ok(_))) = (target, &res) {
-            self.data().after_remove(fs, fh).await;
-        }
-        res
+        })
     }
 }
 
@@ -310,17 +849,6 @@ fn payload_prefix(data: &Payload, count: usize) -> Vec<Bytes> {
 /// 32 KiB is what knfsd offers so that IP fragmentation stays modest.
 pub const UDP_IO_BYTES_MAX: u32 = 32 * 1024;
 
-/// Over UDP, FSINFO advertises datagram-sized transfers.
-fn cap_for_datagrams(res: &mut Res3) {
-    if let Res3::Fsinfo(NfsResult::Ok(f)) = res {
-        f.rtmax = f.rtmax.min(UDP_IO_BYTES_MAX);
-        f.rtpref = f.rtpref.min(UDP_IO_BYTES_MAX);
-        f.wtmax = f.wtmax.min(UDP_IO_BYTES_MAX);
-        f.wtpref = f.wtpref.min(UDP_IO_BYTES_MAX);
-        f.dtpref = f.dtpref.min(UDP_IO_BYTES_MAX);
-    }
-}
-
 /// The credentials a call runs with: AUTH_SYS ids, or the export's anonymous ids for AUTH_NONE,
 /// then squashed by the export's rules.
 pub fn caller_for(cred: &Credentials, opts: &ExportOptions) -> Caller {
@@ -329,91 +857,6 @@ pub fn caller_for(cred: &Credentials, opts: &ExportOptions) -> Caller {
         Credentials::None => Cred::new(opts.anonuid, opts.anongid),
     };
     Caller::new(&c, opts)
-}
-
-/// The handle that decides which export a call is for.
-fn primary_fh(args: &Args3) -> &NfsFh3 {
-    static EMPTY: NfsFh3 = NfsFh3(Bytes::new());
-    match args {
-        Args3::Null(()) => &EMPTY,
-        Args3::Getattr(a) => &a.object,
-        Args3::Setattr(a) => &a.object,
-        Args3::Lookup(a) => &a.what.dir,
-        Args3::Access(a) => &a.object,
-        Args3::Readlink(a) => &a.symlink,
-        Args3::Read(a) => &a.file,
-        Args3::Write(a) => &a.file,
-        Args3::Create(a) => &a.where_.dir,
-        Args3::Mkdir(a) => &a.where_.dir,
-        Args3::Symlink(a) => &a.where_.dir,
-        Args3::Mknod(a) => &a.where_.dir,
-        Args3::Remove(a) => &a.object.dir,
-        Args3::Rmdir(a) => &a.object.dir,
-        Args3::Rename(a) => &a.from.dir,
-        Args3::Link(a) => &a.file,
-        Args3::Readdir(a) => &a.dir,
-        Args3::Readdirplus(a) => &a.dir,
-        Args3::Fsstat(a) => &a.fsroot,
-        Args3::Fsinfo(a) => &a.fsroot,
-        Args3::Pathconf(a) => &a.object,
-        Args3::Commit(a) => &a.file,
-    }
-}
-
-fn res_status(res: &Res3) -> Nfsstat3 {
-    match res {
-        Res3::Null(()) => Nfsstat3::OK,
-        Res3::Getattr(r) => r.status(),
-        Res3::Setattr(r) => r.status(),
-        Res3::Lookup(r) => r.status(),
-        Res3::Access(r) => r.status(),
-        Res3::Readlink(r) => r.status(),
-        Res3::Read(r) => r.status(),
-        Res3::Write(r) => r.status(),
-        Res3::Create(r) => r.status(),
-        Res3::Mkdir(r) => r.status(),
-        Res3::Symlink(r) => r.status(),
-        Res3::Mknod(r) => r.status(),
-        Res3::Remove(r) => r.status(),
-        Res3::Rmdir(r) => r.status(),
-        Res3::Rename(r) => r.status(),
-        Res3::Link(r) => r.status(),
-        Res3::Readdir(r) => r.status(),
-        Res3::Readdirplus(r) => r.status(),
-        Res3::Fsstat(r) => r.status(),
-        Res3::Fsinfo(r) => r.status(),
-        Res3::Pathconf(r) => r.status(),
-        Res3::Commit(r) => r.status(),
-    }
-}
-
-/// The failure result of `args`' procedure with an empty body (no attributes known).
-fn failure(args: &Args3, s: Nfsstat3) -> Res3 {
-    use NfsResult::Err as E;
-    match args {
-        Args3::Null(()) => Res3::Null(()),
-        Args3::Getattr(_) => Res3::Getattr(E(s, ())),
-        Args3::Setattr(_) => Res3::Setattr(E(s, Default::default())),
-        Args3::Lookup(_) => Res3::Lookup(E(s, Default::default())),
-        Args3::Access(_) => Res3::Access(E(s, Default::default())),
-        Args3::Readlink(_) => Res3::Readlink(E(s, Default::default())),
-        Args3::Read(_) => Res3::Read(E(s, Default::default())),
-        Args3::Write(_) => Res3::Write(E(s, Default::default())),
-        Args3::Create(_) => Res3::Create(E(s, Default::default())),
-        Args3::Mkdir(_) => Res3::Mkdir(E(s, Default::default())),
-        Args3::Symlink(_) => Res3::Symlink(E(s, Default::default())),
-        Args3::Mknod(_) => Res3::Mknod(E(s, Default::default())),
-        Args3::Remove(_) => Res3::Remove(E(s, Default::default())),
-        Args3::Rmdir(_) => Res3::Rmdir(E(s, Default::default())),
-        Args3::Rename(_) => Res3::Rename(E(s, Default::default())),
-        Args3::Link(_) => Res3::Link(E(s, Default::default())),
-        Args3::Readdir(_) => Res3::Readdir(E(s, Default::default())),
-        Args3::Readdirplus(_) => Res3::Readdirplus(E(s, Default::default())),
-        Args3::Fsstat(_) => Res3::Fsstat(E(s, Default::default())),
-        Args3::Fsinfo(_) => Res3::Fsinfo(E(s, Default::default())),
-        Args3::Pathconf(_) => Res3::Pathconf(E(s, Default::default())),
-        Args3::Commit(_) => Res3::Commit(E(s, Default::default())),
-    }
 }
 
 fn created(r: backend::Res<backend::CreateOk, Wcc>) -> CreateRes {
@@ -446,283 +889,6 @@ fn stable_to_wire(s: backend::StableHow) -> StableHow {
         backend::StableHow::Unstable => StableHow::UNSTABLE,
         backend::StableHow::DataSync => StableHow::DATA_SYNC,
         backend::StableHow::FileSync => StableHow::FILE_SYNC,
-    }
-}
-
-/// Runs one procedure on the blocking pool. Attributes of files with held writes are fixed
-/// up (size) before they leave; see [`crate::io::writebehind`].
-fn execute(fs: &dyn FileSystem, caller: &Caller, args: Args3, io: &Engine) -> Res3 {
-    use NfsResult::{Err as E, Ok as O};
-    let since = io.wb.epoch();
-    match args {
-        Args3::Null(()) => Res3::Null(()),
-        Args3::Getattr(a) => {
-            let fh = map::handle(&a.object);
-            Res3::Getattr(match fs.getattr(&fh) {
-                Ok(mut attr) => {
-                    if io.wb.fix_size(fh.as_bytes(), &mut attr, since) == SizeFix::Uncertain {
-                        attr = match fs.getattr(&fh) {
-                            Ok(again) => again,
-                            Err(s) => return Res3::Getattr(E(map::status(s), ())),
-                        };
-                    }
-                    O(GetattrResOk {
-                        obj_attributes: map::fattr3(&attr),
-                    })
-                }
-                Err(s) => E(map::status(s), ()),
-            })
-        }
-        Args3::Setattr(a) => {
-            let fh = map::handle(&a.object);
-            let sattr = map::sattr(&a.new_attributes);
-            Res3::Setattr(
-                match fs.setattr(caller, &fh, &sattr, a.guard.map(map::time)) {
-                    Ok(mut obj_wcc) => {
-                        fix_post_op(io, fs, &fh, &mut obj_wcc.after, since);
-                        O(SetattrResOk {
-                            obj_wcc: map::wcc(&obj_wcc),
-                        })
-                    }
-                    Err((s, obj_wcc)) => E(
-                        map::status(s),
-                        SetattrResFail {
-                            obj_wcc: map::wcc(&obj_wcc),
-                        },
-                    ),
-                },
-            )
-        }
-        Args3::Lookup(a) => Res3::Lookup(
-            match fs.lookup(caller, &map::handle(&a.what.dir), &a.what.name) {
-                Ok(l) => {
-                    let mut obj_attributes = Some(l.attr);
-                    fix_post_op(io, fs, &l.fh, &mut obj_attributes, since);
-                    O(LookupResOk {
-                        object: map::fh3(&l.fh),
-                        obj_attributes: map::post_op(obj_attributes),
-                        dir_attributes: map::post_op(l.dir_attr),
-                    })
-                }
-                Err((s, dir_attributes)) => E(
-                    map::status(s),
-                    LookupResFail {
-                        dir_attributes: map::post_op(dir_attributes),
-                    },
-                ),
-            },
-        ),
-        Args3::Access(a) => {
-            let fh = map::handle(&a.object);
-            Res3::Access(match fs.access(caller, &fh, a.access) {
-                Ok((access, mut obj_attributes)) => {
-                    fix_post_op(io, fs, &fh, &mut obj_attributes, since);
-                    O(AccessResOk {
-                        obj_attributes: map::post_op(obj_attributes),
-                        access,
-                    })
-                }
-                Err((s, obj_attributes)) => E(
-                    map::status(s),
-                    AccessResFail {
-                        obj_attributes: map::post_op(obj_attributes),
-                    },
-                ),
-            })
-        }
-        Args3::Readlink(a) => Res3::Readlink(match fs.readlink(&map::handle(&a.symlink)) {
-            Ok((target, symlink_attributes)) => O(ReadlinkResOk {
-                symlink_attributes: map::post_op(symlink_attributes),
-                data: Bytes::from(target),
-            }),
-            Err((s, symlink_attributes)) => E(
-                map::status(s),
-                ReadlinkResFail {
-                    symlink_attributes: map::post_op(symlink_attributes),
-                },
-            ),
-        }),
-        // READ, WRITE and COMMIT always go through the data path (`Nfs3::run`).
-        Args3::Read(_) => Res3::Read(E(Nfsstat3::SERVERFAULT, ReadResFail::default())),
-        Args3::Write(_) => Res3::Write(E(Nfsstat3::SERVERFAULT, WriteResFail::default())),
-        Args3::Create(a) => {
-            let how = match a.how {
-                CreateHow::Unchecked(s) => backend::CreateHow::Unchecked(map::sattr(&s)),
-                CreateHow::Guarded(s) => backend::CreateHow::Guarded(map::sattr(&s)),
-                CreateHow::Exclusive(v) => backend::CreateHow::Exclusive(v),
-            };
-            Res3::Create(created(fs.create(
-                caller,
-                &map::handle(&a.where_.dir),
-                &a.where_.name,
-                how,
-            )))
-        }
-        Args3::Mkdir(a) => Res3::Mkdir(created(fs.mkdir(
-            caller,
-            &map::handle(&a.where_.dir),
-            &a.where_.name,
-            &map::sattr(&a.attributes),
-        ))),
-        Args3::Symlink(a) => Res3::Symlink(created(fs.symlink(
-            caller,
-            &map::handle(&a.where_.dir),
-            &a.where_.name,
-            &a.symlink_data,
-            &map::sattr(&a.symlink_attributes),
-        ))),
-        Args3::Mknod(a) => {
-            // A type MKNOD cannot create has no attributes to decode; the file system answers
-            // BADTYPE for it.
-            let (ftype, sattr, spec) = match a.what {
-                MknodData::Chr(d) => (Ftype3::CHR, d.dev_attributes, d.spec),
-                MknodData::Blk(d) => (Ftype3::BLK, d.dev_attributes, d.spec),
-                MknodData::Sock(s) => (Ftype3::SOCK, s, Specdata3::default()),
-                MknodData::Fifo(s) => (Ftype3::FIFO, s, Specdata3::default()),
-                other => (other.ftype(), Sattr3::default(), Specdata3::default()),
-            };
-            let ftype = match ftype {
-                Ftype3::CHR => backend::FileType::CharDevice,
-                Ftype3::BLK => backend::FileType::BlockDevice,
-                Ftype3::SOCK => backend::FileType::Socket,
-                Ftype3::FIFO => backend::FileType::Fifo,
-                Ftype3::DIR => backend::FileType::Directory,
-                Ftype3::LNK => backend::FileType::Symlink,
-                _ => backend::FileType::Regular,
-            };
-            Res3::Mknod(created(fs.mknod(
-                caller,
-                &map::handle(&a.where_.dir),
-                &a.where_.name,
-                ftype,
-                &map::sattr(&sattr),
-                map::device(spec),
-            )))
-        }
-        Args3::Remove(a) => Res3::Remove(removed(fs.remove(
-            caller,
-            &map::handle(&a.object.dir),
-            &a.object.name,
-        ))),
-        Args3::Rmdir(a) => Res3::Rmdir(removed(fs.rmdir(
-            caller,
-            &map::handle(&a.object.dir),
-            &a.object.name,
-        ))),
-        Args3::Rename(a) => Res3::Rename(
-            match fs.rename(
-                caller,
-                &map::handle(&a.from.dir),
-                &a.from.name,
-                &map::handle(&a.to.dir),
-                &a.to.name,
-            ) {
-                Ok(w) => O(RenameResOk {
-                    fromdir_wcc: map::wcc(&w.from_dir),
-                    todir_wcc: map::wcc(&w.to_dir),
-                }),
-                Err((s, w)) => E(
-                    map::status(s),
-                    RenameResFail {
-                        fromdir_wcc: map::wcc(&w.from_dir),
-                        todir_wcc: map::wcc(&w.to_dir),
-                    },
-                ),
-            },
-        ),
-        Args3::Link(a) => {
-            let fh = map::handle(&a.file);
-            Res3::Link(
-                match fs.link(caller, &fh, &map::handle(&a.link.dir), &a.link.name) {
-                    Ok(mut l) => {
-                        fix_post_op(io, fs, &fh, &mut l.attr, since);
-                        O(LinkResOk {
-                            file_attributes: map::post_op(l.attr),
-                            linkdir_wcc: map::wcc(&l.dir_wcc),
-                        })
-                    }
-                    Err((s, l)) => E(
-                        map::status(s),
-                        LinkResFail {
-                            file_attributes: map::post_op(l.attr),
-                            linkdir_wcc: map::wcc(&l.dir_wcc),
-                        },
-                    ),
-                },
-            )
-        }
-        Args3::Readdir(a) => Res3::Readdir(readdir(fs, caller, a)),
-        Args3::Readdirplus(a) => {
-            let mut res = readdirplus(fs, caller, a);
-            if let NfsResult::Ok(ok) = &mut res {
-                io.wb.fix_sizes(
-                    ok.entries.iter_mut().filter_map(|e| {
-                        let fh = e.name_handle.as_ref()?;
-                        Some((&fh.0[..], &mut e.name_attributes))
-                    }),
-                    since,
-                );
-            }
-            Res3::Readdirplus(res)
-        }
-        Args3::Fsstat(a) => Res3::Fsstat(match fs.fsstat(&map::handle(&a.fsroot)) {
-            Ok(f) => O(FsstatResOk {
-                obj_attributes: map::post_op(f.attr),
-                tbytes: f.tbytes,
-                fbytes: f.fbytes,
-                abytes: f.abytes,
-                tfiles: f.tfiles,
-                ffiles: f.ffiles,
-                afiles: f.afiles,
-                invarsec: f.invarsec,
-            }),
-            Err((s, a)) => E(
-                map::status(s),
-                FsstatResFail {
-                    obj_attributes: map::post_op(a),
-                },
-            ),
-        }),
-        Args3::Fsinfo(a) => Res3::Fsinfo(match fs.fsinfo(&map::handle(&a.fsroot)) {
-            Ok(f) => O(FsinfoResOk {
-                obj_attributes: map::post_op(f.attr),
-                rtmax: f.rtmax,
-                rtpref: f.rtpref,
-                rtmult: f.rtmult,
-                wtmax: f.wtmax,
-                wtpref: f.wtpref,
-                wtmult: f.wtmult,
-                dtpref: f.dtpref,
-                maxfilesize: f.maxfilesize,
-                time_delta: map::time3(f.time_delta),
-                // The layer's property bits are FSINFO3's (see `backend::fsprops`).
-                properties: f.properties,
-            }),
-            Err((s, a)) => E(
-                map::status(s),
-                FsinfoResFail {
-                    obj_attributes: map::post_op(a),
-                },
-            ),
-        }),
-        Args3::Pathconf(a) => Res3::Pathconf(match fs.pathconf(&map::handle(&a.object)) {
-            Ok(p) => O(PathconfResOk {
-                obj_attributes: map::post_op(p.attr),
-                linkmax: p.linkmax,
-                name_max: p.name_max,
-                no_trunc: p.no_trunc,
-                chown_restricted: p.chown_restricted,
-                case_insensitive: p.case_insensitive,
-                case_preserving: p.case_preserving,
-            }),
-            Err((s, a)) => E(
-                map::status(s),
-                PathconfResFail {
-                    obj_attributes: map::post_op(a),
-                },
-            ),
-        }),
-        Args3::Commit(_) => Res3::Commit(E(Nfsstat3::SERVERFAULT, CommitResFail::default())),
     }
 }
 

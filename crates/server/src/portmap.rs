@@ -5,8 +5,8 @@
 //! and UNSET (nobody else may register here). Clients that ask a portmapper (libnfs without
 //! `nfsport`/`mountport`, the kernel's mount helper) then find everything in one round trip.
 
-use sluice_xdr::portmap::{Args, Mapping, PmapList, IPPROTO_TCP, IPPROTO_UDP};
-use sluice_xdr::{mount3, nfs3, portmap, Pack, Writer};
+use sluice_xdr::portmap::{Mapping, PmapList, IPPROTO_TCP, IPPROTO_UDP};
+use sluice_xdr::{mount3, nfs3, portmap};
 
 /// What this server offers, for PORTMAP answers.
 #[derive(Debug, Clone)]
@@ -52,16 +52,14 @@ impl PortTable {
         out
     }
 
-    /// Encodes the results of one PORTMAP call, or `None` for a procedure we do not answer.
-    pub fn handle(&self, args: &Args, w: &mut Writer) -> Option<()> {
-        match args {
-            Args::Null => {}
-            Args::Set(_) | Args::Unset(_) => false.pack(w),
-            Args::Getport(m) => w.put_u32(self.getport(m)),
-            Args::Dump => PmapList(self.mappings()).pack(w),
-            Args::Callit(_) => return None,
-        }
-        Some(())
+    /// SET and UNSET: refused, whatever the mapping (nobody else may register here).
+    pub fn set(&self, _m: &Mapping) -> bool {
+        false
+    }
+
+    /// DUMP: the same table GETPORT answers from.
+    pub fn dump(&self) -> PmapList {
+        PmapList(self.mappings())
     }
 }
 

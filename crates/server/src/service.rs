@@ -18,6 +18,12 @@
 //! [`Handler`]. Adding a version (NFSv4's COMPOUND on program 100003 beside v3) is one more
 //! `register` call; PROG_MISMATCH then reports the range of every registered version.
 //!
+//! Each row's handler is that procedure's own: it decodes only that procedure's argument type
+//! and runs only that procedure, so no handler dispatches on the procedure number again.
+//! NFSv3's are one generic function per argument type (`nfs3_proc::<P>` over `nfs::Proc3`,
+//! listed by `nfs::each_procedure`); MOUNT's and PORTMAP's are small functions made by
+//! `in_memory_handlers!`, one per procedure, calling `Mountd`'s and `PortTable`'s methods.
+//!
 //! The facts drive everything around the handler:
 //! - the duplicate request cache keys only calls whose row says `non_idempotent`;
 //! - statistics and per-request logs name the call by the row's `name`;
@@ -37,7 +43,7 @@ mod request;
 pub use request::{Peer, Reply, Service, Transport};
 
 use crate::mountd::Mountd;
-use crate::nfs::Nfs3;
+use crate::nfs::{self, Nfs3, Proc3};
 use crate::portmap::PortTable;
 use crate::stats::Stats;
 use bytes::Bytes;
@@ -120,17 +126,35 @@ fn build_registry() -> Registry<Handler> {
     r.register(
         portmap::PROGRAM,
         "PORTMAP",
-        Version::uniform(portmap::VERSION, &portmap::PROCS, portmap_call as Handler),
+        Version::new(
+            portmap::VERSION,
+            &portmap::PROCS,
+            [
+                portmap_null as Handler,
+                portmap_set,
+                portmap_unset,
+                portmap_getport,
+                portmap_dump,
+                portmap_callit,
+            ],
+        ),
     )
-    .register(
-        nfs3::PROGRAM,
-        "NFS",
-        Version::uniform(nfs3::VERSION, &nfs3::PROCS, nfs3_call as Handler),
-    )
+    .register(nfs3::PROGRAM, "NFS", nfs3_version())
     .register(
         mount3::PROGRAM,
         "MOUNT",
-        Version::uniform(mount3::VERSION, &mount3::PROCS, mount3_call as Handler),
+        Version::new(
+            mount3::VERSION,
+            &mount3::PROCS,
+            [
+                mount3_null as Handler,
+                mount3_mnt,
+                mount3_dump,
+                mount3_umnt,
+                mount3_umntall,
+                mount3_export,
+            ],
+        ),
     );
     r
 }
@@ -246,85 +270,147 @@ pub fn within_reply_bound(info: &ProcInfo, results_bytes: u64, payload_bytes_ask
     }
 }
 
-/// NFS v3: READs may come back spliced.
-fn nfs3_call<'a>(
-    server: &'a Server,
-    peer: &'a Peer,
-    call: &'a RpcCall,
-    record: &'a [Bytes],
-    _info: &'static ProcInfo,
-) -> HandlerFuture<'a> {
-    Box::pin(async move {
-        let mut r = call.args(record);
-        let args = match nfs3::decode_args(call.proc_(), &mut r) {
-            Ok(a) => a,
-            Err(e) => return Handled::GarbageArgs(e),
-        };
-        let payload_bytes_asked = match &args {
-            nfs3::Args3::Read(a) => a.count as u64,
-            nfs3::Args3::Readdir(a) => a.count as u64,
-            nfs3::Args3::Readdirplus(a) => a.maxcount as u64,
-            _ => 0,
-        };
-        let mut w = rpcs::success_header(call.xid);
-        let header_bytes = w.len();
-        let (status, spliced) = server.nfs.handle(peer, &call.cred, args, &mut w).await;
-        let reply = Reply {
-            segs: w.into_segments(),
-            spliced,
-        };
-        Handled::Done(Done {
-            results_bytes: (reply.len() - header_bytes) as u64,
-            reply,
-            status: Some(status.name()),
-            ok: status == nfs3::Nfsstat3::OK,
-            payload_bytes_asked,
-        })
-    })
+/// NFSv3's table: each procedure's row of `nfs3::PROCS` paired with that procedure's own
+/// handler ([`nfs3_proc`] for its argument type, [`nfs3_null`] for NULL). The list of
+/// procedures is `nfs::each_procedure`'s (in procedure-number order, which a test checks
+/// against each type's `Proc3::NUM`), the one `Nfs3::handle` dispatches on.
+fn nfs3_version() -> Version<Handler> {
+    struct Handlers(Vec<Handler>);
+    impl nfs::EachProc3 for Handlers {
+        fn visit<P: Proc3>(&mut self) {
+            self.0.push(nfs3_proc::<P>);
+        }
+    }
+    let mut handlers = Handlers(vec![nfs3_null as Handler]);
+    nfs::each_procedure(&mut handlers);
+    Version::new(nfs3::VERSION, &nfs3::PROCS, handlers.0)
 }
 
-/// MOUNT v3.
-fn mount3_call<'a>(
-    server: &'a Server,
-    peer: &'a Peer,
-    call: &'a RpcCall,
-    record: &'a [Bytes],
-    _info: &'static ProcInfo,
-) -> HandlerFuture<'a> {
-    Box::pin(async move {
-        let mut r = call.args(record);
-        let args = match mount3::decode_args(call.proc_(), &mut r) {
-            Ok(a) => a,
-            Err(e) => return Handled::GarbageArgs(e),
-        };
-        let mut w = rpcs::success_header(call.xid);
-        let header_bytes = w.len();
-        server.mountd.handle(peer, &call.cred, args, &mut w).await;
-        Handled::Done(done_in_memory(w, header_bytes))
-    })
-}
-
-/// PORTMAP v2 (answers for the one port; CALLIT is not carried out).
-fn portmap_call<'a>(
-    server: &'a Server,
+/// NFSv3 NULL: no arguments to decode (`void`), no results, no export.
+fn nfs3_null<'a>(
+    _server: &'a Server,
     _peer: &'a Peer,
     call: &'a RpcCall,
+    _record: &'a [Bytes],
+    _info: &'static ProcInfo,
+) -> HandlerFuture<'a> {
+    let w = rpcs::success_header(call.xid);
+    let header_bytes = w.len();
+    let done = nfs3_done(w, header_bytes, nfs3::Nfsstat3::OK, None, 0);
+    Box::pin(std::future::ready(Handled::Done(done)))
+}
+
+/// NFSv3 procedure `P`: decodes `P`'s arguments, runs it ([`Nfs3::call`]), and sends its
+/// results. READs may come back spliced.
+fn nfs3_proc<'a, P: Proc3>(
+    server: &'a Server,
+    peer: &'a Peer,
+    call: &'a RpcCall,
     record: &'a [Bytes],
     _info: &'static ProcInfo,
 ) -> HandlerFuture<'a> {
     Box::pin(async move {
         let mut r = call.args(record);
-        let args = match portmap::decode_args(call.proc_(), &mut r) {
+        let mut args = match P::unpack(&mut r) {
             Ok(a) => a,
             Err(e) => return Handled::GarbageArgs(e),
         };
+        let payload_bytes_asked = args.payload_asked().map_or(0, |asked| u64::from(*asked));
         let mut w = rpcs::success_header(call.xid);
         let header_bytes = w.len();
-        match server.ports.handle(&args, &mut w) {
-            Some(()) => Handled::Done(done_in_memory(w, header_bytes)),
-            None => Handled::ProcUnavail,
-        }
+        let (status, spliced) = server.nfs.call(peer, &call.cred, args, &mut w).await;
+        Handled::Done(nfs3_done(
+            w,
+            header_bytes,
+            status,
+            spliced,
+            payload_bytes_asked,
+        ))
     })
+}
+
+/// An NFSv3 reply: the status names the call in request logs, and decides whether it counts
+/// as an error.
+fn nfs3_done(
+    w: sluice_xdr::Writer,
+    header_bytes: usize,
+    status: nfs3::Nfsstat3,
+    spliced: Option<crate::splice::SplicedData>,
+    payload_bytes_asked: u64,
+) -> Done {
+    let reply = Reply {
+        segs: w.into_segments(),
+        spliced,
+    };
+    Done {
+        results_bytes: (reply.len() - header_bytes) as u64,
+        reply,
+        status: Some(status.name()),
+        ok: status == nfs3::Nfsstat3::OK,
+        payload_bytes_asked,
+    }
+}
+
+/// Handlers of procedures answered from memory (MOUNT, PORTMAP), one function per procedure:
+/// each decodes its own argument type (GARBAGE_ARGS if it does not decode), then `$body`, with
+/// the server, the peer, the credentials and the arguments bound to the names given, yields the
+/// results to send, or `None` for a procedure this server does not carry out (PROC_UNAVAIL).
+macro_rules! in_memory_handlers {
+    ($(
+        $(#[$doc:meta])*
+        fn $name:ident($server:pat, $peer:pat, $cred:pat, $args:pat = $ty:ty) $body:block
+    )*) => {$(
+        $(#[$doc])*
+        fn $name<'a>(
+            server: &'a Server,
+            peer: &'a Peer,
+            call: &'a RpcCall,
+            record: &'a [Bytes],
+            _info: &'static ProcInfo,
+        ) -> HandlerFuture<'a> {
+            Box::pin(async move {
+                let args = match <$ty as sluice_xdr::Unpack>::unpack(&mut call.args(record)) {
+                    Ok(a) => a,
+                    Err(e) => return Handled::GarbageArgs(e),
+                };
+                let ($server, $peer, $cred, $args) = (server, peer, &call.cred, args);
+                match $body {
+                    Some(results) => {
+                        let mut w = rpcs::success_header(call.xid);
+                        let header_bytes = w.len();
+                        sluice_xdr::Pack::pack(&results, &mut w);
+                        Handled::Done(done_in_memory(w, header_bytes))
+                    }
+                    None => Handled::ProcUnavail,
+                }
+            })
+        }
+    )*};
+}
+
+in_memory_handlers! {
+    fn mount3_null(_, _, _, () = ()) { Some(()) }
+    fn mount3_mnt(server, peer, cred, path = mount3::DirPath) {
+        Some(server.mountd.mnt(peer, cred, path).await)
+    }
+    fn mount3_dump(server, _, _, () = ()) { Some(server.mountd.dump()) }
+    fn mount3_umnt(server, peer, _, path = mount3::DirPath) {
+        server.mountd.umnt(peer, &path);
+        Some(())
+    }
+    fn mount3_umntall(server, peer, _, () = ()) {
+        server.mountd.umntall(peer);
+        Some(())
+    }
+    fn mount3_export(server, _, _, () = ()) { Some(server.mountd.export()) }
+
+    fn portmap_null(_, _, _, () = ()) { Some(()) }
+    fn portmap_set(server, _, _, m = portmap::Mapping) { Some(server.ports.set(&m)) }
+    fn portmap_unset(server, _, _, m = portmap::Mapping) { Some(server.ports.set(&m)) }
+    fn portmap_getport(server, _, _, m = portmap::Mapping) { Some(server.ports.getport(&m)) }
+    fn portmap_dump(server, _, _, () = ()) { Some(server.ports.dump()) }
+    /// CALLIT is not carried out: its arguments are checked, then PROC_UNAVAIL.
+    fn portmap_callit(_, _, _, _ = portmap::CallArgs) { None::<()> }
 }
 
 /// A successful reply held in memory, with no status name and nothing that grows with the call.
@@ -633,6 +719,24 @@ mod tests {
         assert_eq!(cached, expected);
         assert_eq!(proc_name(mount3::PROGRAM, 3, 1), "MNT");
         assert_eq!(proc_name(nfs3::PROGRAM, 4, 1), "UNKNOWN");
+    }
+
+    /// NFSv3's table is built from `nfs::each_procedure`, the list `Nfs3::handle` dispatches
+    /// on: every procedure but NULL once, in procedure-number order, so each row's handler is
+    /// the one for that row's procedure.
+    #[test]
+    fn nfs3s_table_has_each_procedures_own_handler_at_its_number() {
+        struct Nums(Vec<u32>);
+        impl nfs::EachProc3 for Nums {
+            fn visit<P: Proc3>(&mut self) {
+                self.0.push(P::NUM);
+            }
+        }
+        let mut nums = Nums(Vec::new());
+        nfs::each_procedure(&mut nums);
+        assert_eq!(nums.0, (1..nfs3::PROCS.len() as u32).collect::<Vec<_>>());
+        let version = &registry().program(nfs3::PROGRAM).unwrap().versions()[0];
+        assert_eq!(version.procs.len(), nfs3::PROCS.len());
     }
 
     #[test]

@@ -527,6 +527,56 @@ async fn a_slow_commit_does_not_hold_up_getattrs_behind_it() {
 // PORTMAP and MOUNT
 // =============================================================================================
 
+/// Each PORTMAP procedure has its own handler: SET and UNSET are refused (`false`), CALLIT's
+/// arguments are decoded (GARBAGE_ARGS when they do not) and then it is PROC_UNAVAIL, and
+/// MNT's path must decode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portmap_refuses_set_and_unset_and_does_not_carry_out_callit() {
+    let s = TestServer::start(rw()).await;
+    let mut c = s.connect().await;
+    let m = Mapping {
+        prog: 400_000,
+        vers: 1,
+        prot: IPPROTO_TCP,
+        port: 4000,
+    };
+    assert_eq!(
+        c.portmap(portmap::Args::Set(m)).await,
+        portmap::Res::Set(false)
+    );
+    assert_eq!(
+        c.portmap(portmap::Args::Unset(m)).await,
+        portmap::Res::Unset(false)
+    );
+    let callit = portmap::Args::Callit(portmap::CallArgs {
+        prog: NFS,
+        vers: 3,
+        proc_: 0,
+        args: Bytes::new(),
+    });
+    let r = c
+        .call(
+            portmap::PROGRAM,
+            2,
+            portmap::proc_::CALLIT,
+            &sluice_xdr::to_bytes(&callit),
+        )
+        .await;
+    assert_eq!(r.body, ReplyBody::accepted(AcceptStat::PROC_UNAVAIL));
+    let r = c
+        .call(portmap::PROGRAM, 2, portmap::proc_::CALLIT, &[0, 0, 0, 1])
+        .await;
+    assert_eq!(r.body, ReplyBody::accepted(AcceptStat::GARBAGE_ARGS));
+    let r = c
+        .call(portmap::PROGRAM, 2, portmap::proc_::GETPORT, &[0; 12])
+        .await;
+    assert_eq!(r.body, ReplyBody::accepted(AcceptStat::GARBAGE_ARGS));
+    let r = c
+        .call(mount3::PROGRAM, 3, mount3::proc_::UMNT, &[0, 0, 0, 4])
+        .await;
+    assert_eq!(r.body, ReplyBody::accepted(AcceptStat::GARBAGE_ARGS));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn portmap_getport_and_dump_name_the_one_port() {
     let s = TestServer::start(rw()).await;

@@ -36,17 +36,27 @@ pub struct Version<H> {
     pub procs: Vec<Procedure<H>>,
 }
 
-impl<H: Copy> Version<H> {
-    /// Every procedure of `facts` answered by one `handler` that decodes by procedure number
-    /// (how the NFSv3, MOUNT and PORTMAP handlers are written: one argument enum per version).
-    pub fn uniform(vers: u32, facts: &'static [ProcInfo], handler: H) -> Self {
-        Version {
-            vers,
-            procs: facts
-                .iter()
-                .map(|info| Procedure { info, handler })
-                .collect(),
-        }
+impl<H> Version<H> {
+    /// The procedures of `facts`, each answered by its own handler: `handlers[i]` answers
+    /// procedure `i`. A table and handler list of different lengths is a mistake in the server's
+    /// start-up code: it panics.
+    pub fn new(
+        vers: u32,
+        facts: &'static [ProcInfo],
+        handlers: impl IntoIterator<Item = H>,
+    ) -> Self {
+        let handlers: Vec<H> = handlers.into_iter().collect();
+        assert_eq!(
+            handlers.len(),
+            facts.len(),
+            "v{vers}: one handler per procedure of the table"
+        );
+        let procs = facts
+            .iter()
+            .zip(handlers)
+            .map(|(info, handler)| Procedure { info, handler })
+            .collect();
+        Version { vers, procs }
     }
 }
 
@@ -169,18 +179,19 @@ mod tests {
     use super::*;
     use sluice_xdr::{mount3, nfs3, nfs4};
 
+    /// Every procedure of `facts` answered by `handler`.
+    fn uniform<H: Copy>(vers: u32, facts: &'static [ProcInfo], handler: H) -> Version<H> {
+        Version::new(vers, facts, facts.iter().map(|_| handler))
+    }
+
     fn registry() -> Registry<&'static str> {
         let mut r = Registry::default();
-        r.register(
-            nfs3::PROGRAM,
-            "NFS",
-            Version::uniform(3, &nfs3::PROCS, "v3"),
-        )
-        .register(
-            mount3::PROGRAM,
-            "MOUNT",
-            Version::uniform(3, &mount3::PROCS, "mount"),
-        );
+        r.register(nfs3::PROGRAM, "NFS", uniform(3, &nfs3::PROCS, "v3"))
+            .register(
+                mount3::PROGRAM,
+                "MOUNT",
+                uniform(3, &mount3::PROCS, "mount"),
+            );
         r
     }
 
@@ -241,11 +252,7 @@ mod tests {
     #[test]
     fn one_program_number_serves_two_versions() {
         let mut r = registry();
-        r.register(
-            nfs4::PROGRAM,
-            "NFS",
-            Version::uniform(4, &nfs4::PROCS, "compound"),
-        );
+        r.register(nfs4::PROGRAM, "NFS", uniform(4, &nfs4::PROCS, "compound"));
         assert_eq!(r.programs().len(), 2, "v4 joins NFS, not a new program");
         assert_eq!(
             found(&r, nfs3::PROGRAM, 3, nfs3::proc_::READ),
@@ -267,8 +274,8 @@ mod tests {
     #[test]
     fn the_order_of_registration_does_not_matter() {
         let mut r = Registry::default();
-        r.register(nfs4::PROGRAM, "NFS", Version::uniform(4, &nfs4::PROCS, ()))
-            .register(nfs3::PROGRAM, "NFS", Version::uniform(3, &nfs3::PROCS, ()));
+        r.register(nfs4::PROGRAM, "NFS", uniform(4, &nfs4::PROCS, ()))
+            .register(nfs3::PROGRAM, "NFS", uniform(3, &nfs3::PROCS, ()));
         assert_eq!(r.program(nfs3::PROGRAM).unwrap().version_range(), (3, 4));
     }
 
@@ -276,10 +283,32 @@ mod tests {
     #[should_panic(expected = "registered twice")]
     fn registering_a_version_twice_is_refused() {
         let mut r = registry();
+        r.register(nfs3::PROGRAM, "NFS", uniform(3, &nfs3::PROCS, "again"));
+    }
+
+    #[test]
+    fn each_handler_answers_the_procedure_at_its_position() {
+        let names = mount3::proc_::NAMES;
+        let mut r = Registry::default();
         r.register(
-            nfs3::PROGRAM,
-            "NFS",
-            Version::uniform(3, &nfs3::PROCS, "again"),
+            mount3::PROGRAM,
+            "MOUNT",
+            Version::new(3, &mount3::PROCS, names),
         );
+        for (num, name) in names.iter().enumerate() {
+            assert_eq!(found(&r, mount3::PROGRAM, 3, num as u32), (*name, *name));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "one handler per procedure")]
+    fn a_handler_list_longer_than_the_table_is_refused() {
+        Version::new(3, &mount3::PROCS, ["h"; 7]);
+    }
+
+    #[test]
+    #[should_panic(expected = "one handler per procedure")]
+    fn a_handler_list_shorter_than_the_table_is_refused() {
+        Version::new(3, &mount3::PROCS, ["h"; 5]);
     }
 }
