@@ -1,7 +1,8 @@
 //! [`File`]: positional reads ([`File::read_at`]) and sequential ones ([`FileReader`]) through
 //! the autotuned readahead of [`crate::read`], and unstable write-behind with COMMIT and
-//! verifier checking ([`FileWriter`]). The write policy is in [`sluice_engine::plan`]; this module only
-//! issues the calls it asks for.
+//! verifier checking ([`FileWriter`]). The write policy is in [`sluice_engine::plan`]; this
+//! module only issues the calls it asks for, through [`FileProtocol`] (any NFS version; `File`
+//! alone means the v3 [`Client`]'s).
 //!
 //! ```text
 //!  read_at / FileReader ──► read::FileShared (engine, cache, READs in flight) ──► [READ][READ]..
@@ -11,12 +12,13 @@
 //!                                         lost chunks (verifier changed) ─► resend ─► COMMIT again
 //! ```
 
-use crate::client::{Client, Pending};
+use crate::client::Client;
 use crate::error::NfsError;
+use crate::proto::{Call, FileError, FileProtocol, Stability, WriteReply};
 use crate::read::FileShared;
 use bytes::{Bytes, BytesMut};
-use sluice_engine::plan::UnstableLog;
-use sluice_xdr::nfs3::{Fattr3, NfsFh3, Sattr3, StableHow, Verifier, WriteResOk};
+use sluice_engine::plan::{UnstableLog, Verifier};
+use sluice_xdr::nfs3::Sattr3;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -28,17 +30,27 @@ const COMMIT_ROUNDS_MAX: usize = 8;
 /// An open file: a handle, the attributes seen when it was opened, and its read state
 /// (readahead streams, cached data, READs in flight), shared by all clones. Dropping the last
 /// clone closes it: its readahead budget goes back to the client.
-#[derive(Clone)]
-pub struct File {
-    client: Client,
-    fh: NfsFh3,
-    attr: Fattr3,
-    shared: Arc<FileShared>,
+pub struct File<P: FileProtocol = Client> {
+    client: P,
+    fh: P::Handle,
+    attr: P::Attr,
+    shared: Arc<FileShared<P>>,
 }
 
-impl File {
+impl<P: FileProtocol> Clone for File<P> {
+    fn clone(&self) -> Self {
+        File {
+            client: self.client.clone(),
+            fh: self.fh.clone(),
+            attr: self.attr.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<P: FileProtocol> File<P> {
     /// The file `fh`, whose attributes (from a LOOKUP, READDIRPLUS or GETATTR) are `attr`.
-    pub fn new(client: Client, fh: NfsFh3, attr: Fattr3) -> File {
+    pub fn new(client: P, fh: P::Handle, attr: P::Attr) -> File<P> {
         let shared = FileShared::new(client.clone(), fh.clone(), &attr);
         File {
             client,
@@ -48,26 +60,40 @@ impl File {
         }
     }
 
-    pub fn fh(&self) -> &NfsFh3 {
+    pub fn fh(&self) -> &P::Handle {
         &self.fh
     }
     /// Attributes as of opening (or the last [`File::refresh`]).
-    pub fn attr(&self) -> &Fattr3 {
+    pub fn attr(&self) -> &P::Attr {
         &self.attr
     }
     pub fn size(&self) -> u64 {
-        self.attr.size
+        P::version(&self.attr).size
     }
-    pub fn client(&self) -> &Client {
+    pub fn client(&self) -> &P {
         &self.client
     }
 
     /// Fetches the attributes again; data cached for reads is dropped if the file changed
     /// (close-to-open consistency: call it where another client may have written).
-    pub async fn refresh(&mut self) -> Result<&Fattr3, NfsError> {
-        self.attr = self.client.getattr(&self.fh).await?.obj_attributes;
+    pub async fn refresh(&mut self) -> Result<&P::Attr, P::Error> {
+        self.attr = self.client.getattr(&self.fh).await?;
         self.shared.observe_attrs(&self.attr);
         Ok(&self.attr)
+    }
+
+    /// Attributes fetched elsewhere (an open's close-to-open GETATTR, a SETATTR's reply): the
+    /// read cache is dropped if they show a change.
+    pub fn observe(&mut self, attr: P::Attr) {
+        self.shared.observe_attrs(&attr);
+        self.attr = attr;
+    }
+
+    /// Drops what was read and cached, for every clone: for a caller that wrote to the file
+    /// (or truncated it) itself, since a change within the attributes' time granularity may
+    /// not show in them. The next read fetches again.
+    pub fn invalidate(&self) {
+        self.shared.invalidate();
     }
 
     /// The size as last seen by the read path (open, refresh or a READ's post-op attributes).
@@ -79,12 +105,12 @@ impl File {
     /// file, none at or past it. Goes through the file's readahead: a random reader fetches
     /// what it asks for (rounded out to 4 KiB), a sequential one gets its stream's window of
     /// full-rsize READs ahead. Any number of tasks may read one file (or its clones) at once.
-    pub async fn read_at(&self, offset: u64, len: u64) -> Result<Vec<Bytes>, NfsError> {
+    pub async fn read_at(&self, offset: u64, len: u64) -> Result<Vec<Bytes>, P::Error> {
         self.shared.read_at(offset, len).await
     }
 
     /// [`File::read_at`] into a buffer; returns the bytes read (0 at end of file).
-    pub async fn read_at_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize, NfsError> {
+    pub async fn read_at_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize, P::Error> {
         let chunks = self.read_at(offset, buf.len() as u64).await?;
         let mut n = 0;
         for c in chunks {
@@ -95,7 +121,7 @@ impl File {
     }
 
     /// A sequential reader from offset 0 (application reads of rsize).
-    pub fn reader(&self) -> FileReader {
+    pub fn reader(&self) -> FileReader<P> {
         FileReader {
             file: self.clone(),
             pos: 0,
@@ -105,8 +131,8 @@ impl File {
     }
 
     /// The whole file in memory.
-    pub async fn read_all(&self) -> Result<Vec<u8>, NfsError> {
-        let mut out = Vec::with_capacity(self.attr.size.min(1 << 30) as usize);
+    pub async fn read_all(&self) -> Result<Vec<u8>, P::Error> {
+        let mut out = Vec::with_capacity(self.size().min(1 << 30) as usize);
         let mut r = self.reader();
         while let Some(chunks) = r.next_chunk().await? {
             for c in chunks {
@@ -122,7 +148,7 @@ impl File {
         &self,
         sink: &mut W,
         mut progress: impl FnMut(u64),
-    ) -> Result<u64, ReadToError> {
+    ) -> Result<u64, ReadToError<P::Error>> {
         let mut r = self.reader();
         let mut total = 0u64;
         while let Some(chunks) = r.next_chunk().await.map_err(ReadToError::Nfs)? {
@@ -137,8 +163,8 @@ impl File {
     }
 
     /// A writer from offset 0 (the caller truncates first if it wants to replace the file).
-    pub fn writer(&self) -> FileWriter {
-        let o = self.client.options();
+    pub fn writer(&self) -> FileWriter<P> {
+        let o = self.client.files().options();
         FileWriter {
             file: self.clone(),
             offset: 0,
@@ -152,7 +178,9 @@ impl File {
             verifier_changes: 0,
         }
     }
+}
 
+impl File<Client> {
     /// Sets attributes (mode, owner, size, times).
     pub async fn set_attr(&self, attrs: Sattr3) -> Result<(), NfsError> {
         self.client.setattr(&self.fh, attrs, None).await.map(|_| ())
@@ -161,12 +189,12 @@ impl File {
 
 /// Failure of [`File::read_to`]: the NFS side or the sink.
 #[derive(Debug)]
-pub enum ReadToError {
-    Nfs(NfsError),
+pub enum ReadToError<E = NfsError> {
+    Nfs(E),
     Io(std::io::Error),
 }
 
-impl std::fmt::Display for ReadToError {
+impl<E: std::fmt::Display> std::fmt::Display for ReadToError<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ReadToError::Nfs(e) => write!(f, "{e}"),
@@ -175,20 +203,20 @@ impl std::fmt::Display for ReadToError {
     }
 }
 
-impl std::error::Error for ReadToError {}
+impl<E: std::error::Error> std::error::Error for ReadToError<E> {}
 
 /// A sequential reader: application reads of rsize from offset 0, through the file's
 /// readahead (see [`crate::read`]). Delivers the file in order, in zero-copy chunks.
-pub struct FileReader {
-    file: File,
+pub struct FileReader<P: FileProtocol = Client> {
+    file: File<P>,
     pos: u64,
     step: u64,
     done: bool,
 }
 
-impl FileReader {
+impl<P: FileProtocol> FileReader<P> {
     /// The next piece of the file, in order, as zero-copy chunks; `None` at end of file.
-    pub async fn next_chunk(&mut self) -> Result<Option<Vec<Bytes>>, NfsError> {
+    pub async fn next_chunk(&mut self) -> Result<Option<Vec<Bytes>>, P::Error> {
         if self.done {
             return Ok(None);
         }
@@ -217,12 +245,12 @@ impl FileReader {
 /// Sequential write-behind: UNSTABLE WRITEs of wsize, several in flight, then COMMIT with
 /// verifier checking. Call [`FileWriter::finish`]: until it returns Ok, nothing is known to be
 /// on stable storage.
-pub struct FileWriter {
-    file: File,
+pub struct FileWriter<P: FileProtocol = Client> {
+    file: File<P>,
     /// Offset of the next byte handed to a WRITE.
     offset: u64,
     buf: BytesMut,
-    in_flight: VecDeque<InFlightWrite>,
+    in_flight: VecDeque<InFlightWrite<P::Error>>,
     log: UnstableLog,
     depth: usize,
     wsize: usize,
@@ -231,15 +259,15 @@ pub struct FileWriter {
     verifier_changes: u64,
 }
 
-struct InFlightWrite {
+struct InFlightWrite<E> {
     offset: u64,
     data: Bytes,
-    pending: Pending<WriteResOk>,
+    call: Call<Result<WriteReply, E>>,
 }
 
-impl FileWriter {
+impl<P: FileProtocol> FileWriter<P> {
     /// Appends `data`; sends whole wsize WRITEs as the buffer fills.
-    pub async fn write(&mut self, mut data: &[u8]) -> Result<(), NfsError> {
+    pub async fn write(&mut self, mut data: &[u8]) -> Result<(), P::Error> {
         while !data.is_empty() {
             let room = self.wsize - self.buf.len();
             let n = room.min(data.len());
@@ -247,15 +275,71 @@ impl FileWriter {
             data = &data[n..];
             if self.buf.len() == self.wsize {
                 let chunk = self.buf.split().freeze();
-                self.send(chunk, StableHow::UNSTABLE).await?;
+                self.send(chunk, Stability::Unstable).await?;
             }
         }
         Ok(())
     }
 
-    /// Bytes accepted so far (sent or buffered).
+    /// Writes `data` at `offset`: a write that does not continue the previous one first sends
+    /// what is buffered (a partial WRITE), then starts a new run there (FUSE's positional
+    /// writes; a sequential writer never pays for it).
+    pub async fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), P::Error> {
+        if offset != self.position() {
+            self.send_buffered().await?;
+            self.offset = offset;
+        }
+        self.write(data).await
+    }
+
+    /// The offset the next [`FileWriter::write`] goes to (bytes accepted so far, for a writer
+    /// that only appends).
     pub fn position(&self) -> u64 {
         self.offset + self.buf.len() as u64
+    }
+
+    /// True while data is buffered or WRITEs are unanswered: the server's attributes and data
+    /// do not show everything written yet.
+    pub fn is_dirty(&self) -> bool {
+        !self.buf.is_empty() || !self.in_flight.is_empty()
+    }
+
+    /// True while written data is not known to be on stable storage.
+    pub fn is_uncommitted(&self) -> bool {
+        self.is_dirty() || !self.log.is_empty()
+    }
+
+    /// Sends what is buffered and waits for every WRITE, without a COMMIT: afterwards the
+    /// server's reads and attributes show all the data (it may still be lost to a restart).
+    pub async fn write_out(&mut self) -> Result<(), P::Error> {
+        self.send_buffered().await?;
+        self.drain().await
+    }
+
+    /// Makes everything written so far stable (flush, fsync, close): sends what is buffered,
+    /// waits for every WRITE and COMMITs until the server's verifier confirms all data. The
+    /// writer stays usable.
+    pub async fn sync(&mut self) -> Result<(), P::Error> {
+        if !self.buf.is_empty() {
+            let chunk = self.buf.split().freeze();
+            // A file that fits in one WRITE is sent FILE_SYNC: one round trip, no COMMIT (what
+            // the Linux client does for a single small request at close).
+            let stable = if self.sent_any {
+                Stability::Unstable
+            } else {
+                Stability::FileSync
+            };
+            self.send(chunk, stable).await?;
+        }
+        self.commit().await
+    }
+
+    async fn send_buffered(&mut self) -> Result<(), P::Error> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = self.buf.split().freeze();
+        self.send(chunk, Stability::Unstable).await
     }
 
     /// How many times the server's write verifier changed under this writer (each time the
@@ -266,23 +350,12 @@ impl FileWriter {
 
     /// Sends what is buffered, waits for every WRITE and COMMITs until the server's verifier
     /// confirms all data. Returns the bytes written.
-    pub async fn finish(mut self) -> Result<u64, NfsError> {
-        if !self.buf.is_empty() {
-            let chunk = self.buf.split().freeze();
-            // A file that fits in one WRITE is sent FILE_SYNC: one round trip, no COMMIT (what
-            // the Linux client does for a single small request at close).
-            let stable = if self.sent_any {
-                StableHow::UNSTABLE
-            } else {
-                StableHow::FILE_SYNC
-            };
-            self.send(chunk, stable).await?;
-        }
-        self.commit().await?;
+    pub async fn finish(mut self) -> Result<u64, P::Error> {
+        self.sync().await?;
         Ok(self.offset)
     }
 
-    async fn send(&mut self, chunk: Bytes, stable: StableHow) -> Result<(), NfsError> {
+    async fn send(&mut self, chunk: Bytes, stable: Stability) -> Result<(), P::Error> {
         while self.in_flight.len() >= self.depth {
             self.complete_one().await?;
         }
@@ -296,47 +369,53 @@ impl FileWriter {
         Ok(())
     }
 
-    async fn start_write(&mut self, offset: u64, data: Bytes, stable: StableHow) {
-        let pending = self
+    async fn start_write(&mut self, offset: u64, data: Bytes, stable: Stability) {
+        let call = self
             .file
             .client
             .start_write(&self.file.fh, offset, data.clone(), stable)
             .await;
-        self.in_flight.push_back(InFlightWrite {
-            offset,
-            data,
-            pending,
-        });
+        self.in_flight
+            .push_back(InFlightWrite { offset, data, call });
     }
 
-    async fn complete_one(&mut self) -> Result<(), NfsError> {
+    async fn complete_one(&mut self) -> Result<(), P::Error> {
         let Some(w) = self.in_flight.pop_front() else {
             return Ok(());
         };
-        let res = w.pending.wait().await?;
+        let res = w.call.await?;
         let count = (res.count as usize).min(w.data.len());
-        if res.committed != StableHow::FILE_SYNC {
-            self.log.record(w.offset, w.data.slice(..count), res.verf);
+        if count == 0 && !w.data.is_empty() {
+            // Resending would loop forever against a server that takes nothing.
+            return Err(P::Error::from(FileError(format!(
+                "the server accepted none of a {}-byte WRITE at offset {}",
+                w.data.len(),
+                w.offset
+            ))));
+        }
+        if res.committed != Stability::FileSync {
+            self.log
+                .record(w.offset, w.data.slice(..count), res.verifier);
         }
         if count < w.data.len() {
             // A short write: the rest goes again, now, before anything else completes.
             let rest = w.data.slice(count..);
             let offset = w.offset + count as u64;
-            let pending = self
+            let call = self
                 .file
                 .client
-                .start_write(&self.file.fh, offset, rest.clone(), StableHow::UNSTABLE)
+                .start_write(&self.file.fh, offset, rest.clone(), Stability::Unstable)
                 .await;
             self.in_flight.push_front(InFlightWrite {
                 offset,
                 data: rest,
-                pending,
+                call,
             });
         }
         Ok(())
     }
 
-    async fn drain(&mut self) -> Result<(), NfsError> {
+    async fn drain(&mut self) -> Result<(), P::Error> {
         while !self.in_flight.is_empty() {
             self.complete_one().await?;
         }
@@ -344,14 +423,14 @@ impl FileWriter {
     }
 
     /// Drains the WRITEs, COMMITs, and resends whatever a changed verifier says may be lost.
-    async fn commit(&mut self) -> Result<(), NfsError> {
+    async fn commit(&mut self) -> Result<(), P::Error> {
         for _ in 0..COMMIT_ROUNDS_MAX {
             self.drain().await?;
             if self.log.is_empty() {
                 return Ok(());
             }
-            let res = self.file.client.commit(&self.file.fh, 0, 0).await?;
-            let lost = self.log.on_commit(res.verf);
+            let verf = self.file.client.commit(&self.file.fh, 0, 0).await?;
+            let lost = self.log.on_commit(verf);
             if lost.is_empty() {
                 return Ok(());
             }
@@ -359,19 +438,19 @@ impl FileWriter {
             let bytes: usize = lost.iter().map(|c| c.data.len()).sum();
             tracing::warn!(
                 "server write verifier changed to {}: resending {bytes} bytes of unstable data",
-                hex(&res.verf)
+                hex(&verf)
             );
             for c in lost {
                 while self.in_flight.len() >= self.depth {
                     self.complete_one().await?;
                 }
-                self.start_write(c.offset, c.data, StableHow::UNSTABLE)
+                self.start_write(c.offset, c.data, Stability::Unstable)
                     .await;
             }
         }
-        Err(NfsError::Other(format!(
+        Err(P::Error::from(FileError(format!(
             "the server's write verifier changed {COMMIT_ROUNDS_MAX} times in a row; giving up"
-        )))
+        ))))
     }
 }
 

@@ -23,8 +23,9 @@
 //! # Change detection (close-to-open, then attributes)
 //! The attributes seen at open, at [`crate::File::refresh`], on a GETATTR every
 //! [`crate::ClientOptions::attr_timeout`] and in every READ reply's post-op attributes are
-//! compared by (size, mtime, ctime). A difference with a ctime not older than the one known
-//! (an older ctime is a reordered reply, not news) invalidates: the engine's streams are
+//! compared as a [`crate::proto::Version`] (size, mtime, change: NFSv3's ctime). A difference
+//! whose change is not older than the one known (an older one is a reordered reply, not news)
+//! invalidates: the engine's streams are
 //! dropped (returning their budget), the cache and the map of READs in flight are emptied,
 //! and a generation counter makes replies of READs issued before ignored. The reply that
 //! revealed the change carries the new data and is kept.
@@ -35,13 +36,11 @@
 //! in flight per file at the window, so `Fixed(128 KiB)` sends one 128 KiB READ at a time,
 //! like Linux >= 5.4 with `read_ahead_kb=128`.
 
-use crate::client::Client;
-use crate::error::NfsError;
+use crate::proto::{FileError, FileProtocol, ReadReply, Version};
 use bytes::Bytes;
 use sluice_engine::readahead::{
     ByteRange, FileReadahead, ReadaheadConfig, ReadaheadMode, ReadaheadStats, TraceEvent, TraceKind,
 };
-use sluice_xdr::nfs3::{Fattr3, NfsFh3, Nfstime3, ReadResOk};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -84,35 +83,17 @@ fn parse_size(s: &str) -> Option<u64> {
 }
 
 /// The state shared by all handles and readers of one open file.
-pub(crate) struct FileShared {
-    client: Client,
-    fh: NfsFh3,
+pub(crate) struct FileShared<P: FileProtocol> {
+    client: P,
+    fh: P::Handle,
     /// Names the file in traces.
     id: u64,
-    state: Mutex<State>,
+    state: Mutex<State<P::Error>>,
     /// Woken whenever a READ completes (data, error or invalidation).
     arrived: Notify,
 }
 
-/// What identifies a version of the file's data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Change {
-    size: u64,
-    mtime: Nfstime3,
-    ctime: Nfstime3,
-}
-
-impl Change {
-    fn of(a: &Fattr3) -> Change {
-        Change {
-            size: a.size,
-            mtime: a.mtime,
-            ctime: a.ctime,
-        }
-    }
-}
-
-struct State {
+struct State<E> {
     ra: FileReadahead,
     /// Fetched and not yet delivered: non-overlapping pieces by offset.
     cache: BTreeMap<u64, Bytes>,
@@ -127,10 +108,11 @@ struct State {
     wire_bytes_cap: u64,
     next_read_id: u64,
     generation: u64,
-    change: Change,
+    /// The version of the data in the cache.
+    change: Version,
     attrs_checked: Instant,
     /// READs that failed, for the reader that waits for them.
-    failed: Vec<(ByteRange, NfsError)>,
+    failed: Vec<(ByteRange, E)>,
     /// Ranges readers are waiting for (never evicted), by waiter id.
     waiting: Vec<(u64, ByteRange)>,
     next_waiter: u64,
@@ -138,9 +120,9 @@ struct State {
     reported: ReadaheadStats,
 }
 
-impl FileShared {
-    pub(crate) fn new(client: Client, fh: NfsFh3, attr: &Fattr3) -> Arc<FileShared> {
-        let o = client.options();
+impl<P: FileProtocol> FileShared<P> {
+    pub(crate) fn new(client: P, fh: P::Handle, attr: &P::Attr) -> Arc<FileShared<P>> {
+        let o = client.files().options();
         let mode = o.readahead;
         let wire_bytes_cap = match mode {
             ReadaheadMode::Fixed(b) => b,
@@ -172,7 +154,7 @@ impl FileShared {
             wire_bytes_cap,
             next_read_id: 0,
             generation: 0,
-            change: Change::of(attr),
+            change: P::version(attr),
             attrs_checked: Instant::now(),
             failed: Vec::new(),
             waiting: Vec::new(),
@@ -180,7 +162,7 @@ impl FileShared {
             reported: ReadaheadStats::default(),
         };
         Arc::new(FileShared {
-            id: client.next_file_id(),
+            id: client.files().next_file_id(),
             client,
             fh,
             state: Mutex::new(state),
@@ -194,7 +176,7 @@ impl FileShared {
     }
 
     /// New attributes from outside the read path (GETATTR, refresh).
-    pub(crate) fn observe_attrs(&self, a: &Fattr3) {
+    pub(crate) fn observe_attrs(&self, a: &P::Attr) {
         let mut st = self.lock();
         self.apply_attrs(&mut st, a, Instant::now());
         drop(st);
@@ -206,24 +188,30 @@ impl FileShared {
         self: &Arc<Self>,
         offset: u64,
         len: u64,
-    ) -> Result<Vec<Bytes>, NfsError> {
+    ) -> Result<Vec<Bytes>, P::Error> {
         self.revalidate_if_old().await?;
         let now = Instant::now();
         let (end, waiter) = {
             let mut st = self.lock();
             let size = st.change.size;
-            self.client.reads().lock().expect("reads lock").app_reads += 1;
+            self.client
+                .files()
+                .reads
+                .lock()
+                .expect("reads lock")
+                .app_reads += 1;
             if len == 0 || offset >= size {
                 return Ok(Vec::new());
             }
             let end = offset.saturating_add(len).min(size);
             self.client
-                .reads()
+                .files()
+                .reads
                 .lock()
                 .expect("reads lock")
                 .app_read_bytes += end - offset;
             let plan = {
-                let mut budget = self.client.budget().lock().expect("budget lock");
+                let mut budget = self.client.files().budget.lock().expect("budget lock");
                 st.ra.on_read(now, offset, end - offset, size, &mut budget)
             };
             for d in &plan.discard {
@@ -283,11 +271,11 @@ impl FileShared {
     }
 
     /// GETATTR when the attributes are older than `attr_timeout`.
-    async fn revalidate_if_old(&self) -> Result<(), NfsError> {
-        let timeout = self.client.options().attr_timeout;
+    async fn revalidate_if_old(&self) -> Result<(), P::Error> {
+        let timeout = self.client.files().options().attr_timeout;
         let old = self.lock().attrs_checked.elapsed() > timeout;
         if old {
-            let a = self.client.getattr(&self.fh).await?.obj_attributes;
+            let a = self.client.getattr(&self.fh).await?;
             self.observe_attrs(&a);
         }
         Ok(())
@@ -309,7 +297,7 @@ impl FileShared {
                 st.in_flight.insert(r.offset, (r.len, id));
                 st.wire_reads += 1;
                 st.wire_bytes += r.len;
-                let mut reads = self.client.reads().lock().expect("reads lock");
+                let mut reads = self.client.files().reads.lock().expect("reads lock");
                 reads.reads += 1;
                 reads.read_bytes += r.len;
                 reads.in_flight_sum += st.wire_reads;
@@ -326,10 +314,10 @@ impl FileShared {
         tokio::spawn(async move {
             for (r, id, generation) in batch {
                 let count = u32::try_from(r.len).expect("READs are at most rsize");
-                let pending = shared.client.start_read(&shared.fh, r.offset, count).await;
+                let call = shared.client.start_read(&shared.fh, r.offset, count).await;
                 let s = shared.clone();
                 tokio::spawn(async move {
-                    let (res, rtt) = pending.wait_timed().await;
+                    let (res, rtt) = call.await;
                     s.complete(r, id, generation, res, rtt);
                 });
             }
@@ -342,7 +330,7 @@ impl FileShared {
         r: ByteRange,
         id: u64,
         generation: u64,
-        res: Result<ReadResOk, NfsError>,
+        res: Result<ReadReply<P::Attr>, P::Error>,
         rtt: Option<Duration>,
     ) {
         let now = Instant::now();
@@ -357,11 +345,11 @@ impl FileShared {
             }
             match res {
                 Ok(ok) => {
-                    if let Some(a) = &ok.file_attributes {
+                    if let Some(a) = &ok.attr {
                         self.apply_attrs(&mut st, a, now);
                     }
-                    let got = (ok.count as usize).min(ok.data.len()) as u64;
-                    let mut reads = self.client.reads().lock().expect("reads lock");
+                    let got: u64 = ok.data.iter().map(|c| c.len() as u64).sum();
+                    let mut reads = self.client.files().reads.lock().expect("reads lock");
                     reads.read_bytes_received += got;
                     if !tracked {
                         reads.dropped_bytes += got;
@@ -371,16 +359,16 @@ impl FileShared {
                         if let Some(rtt) = rtt {
                             st.ra.on_fetch_complete(now, r.offset, got, rtt);
                         }
-                        insert(&mut st.cache, r.offset, ok.data.into_chunks(), got);
-                        if ok.eof && ok.file_attributes.is_none() {
+                        insert(&mut st.cache, r.offset, ok.data, got);
+                        if ok.eof && ok.attr.is_none() {
                             let size = r.offset + got;
                             st.change.size = st.change.size.min(size);
                         }
                         if got == 0 && !ok.eof && r.offset < st.change.size {
-                            let e = NfsError::Other(format!(
+                            let e = P::Error::from(FileError(format!(
                                 "server returned an empty READ at offset {} without EOF",
                                 r.offset
-                            ));
+                            )));
                             st.failed.push((r, e));
                         }
                     }
@@ -398,19 +386,33 @@ impl FileShared {
     }
 
     /// Compares attributes with the known version; invalidates on a change.
-    fn apply_attrs(&self, st: &mut State, a: &Fattr3, now: Instant) {
-        let c = Change::of(a);
+    fn apply_attrs(&self, st: &mut State<P::Error>, a: &P::Attr, now: Instant) {
+        let c = P::version(a);
         if c == st.change {
             st.attrs_checked = now;
             return;
         }
-        if c.ctime < st.change.ctime {
+        if c.change < st.change.change {
             return; // a reply overtaken by a newer one
         }
         st.change = c;
         st.attrs_checked = now;
+        self.drop_cached(st, now);
+    }
+
+    /// Forgets all data read so far and every READ in flight (the caller wrote to the file
+    /// itself, which need not change what the attributes show within their time granularity).
+    pub(crate) fn invalidate(&self) {
+        let mut st = self.lock();
+        self.drop_cached(&mut st, Instant::now());
+        drop(st);
+        self.arrived.notify_waiters();
+    }
+
+    /// The invalidation itself: streams, cache, READs in flight, a new generation.
+    fn drop_cached(&self, st: &mut State<P::Error>, now: Instant) {
         {
-            let mut budget = self.client.budget().lock().expect("budget lock");
+            let mut budget = self.client.files().budget.lock().expect("budget lock");
             st.ra.invalidate(now, &mut budget);
         }
         st.cache.clear();
@@ -419,7 +421,8 @@ impl FileShared {
         st.failed.clear();
         st.generation += 1;
         self.client
-            .reads()
+            .files()
+            .reads
             .lock()
             .expect("reads lock")
             .invalidations += 1;
@@ -427,11 +430,11 @@ impl FileShared {
     }
 
     /// Adds the engine's new counts to the client's statistics and prints its trace.
-    fn report(&self, st: &mut State) {
+    fn report(&self, st: &mut State<P::Error>) {
         let s = st.ra.stats().clone();
         let window = st.ra.window_bytes();
         {
-            let mut r = self.client.reads().lock().expect("reads lock");
+            let mut r = self.client.files().reads.lock().expect("reads lock");
             r.demand_bytes += s.demand_bytes - st.reported.demand_bytes;
             r.readahead_bytes += s.readahead_bytes - st.reported.readahead_bytes;
             r.unused_bytes += s.unused_bytes - st.reported.unused_bytes;
@@ -440,39 +443,44 @@ impl FileShared {
             r.window_max_bytes = r.window_max_bytes.max(window);
         }
         st.reported = s;
-        if self.client.options().trace_readahead {
+        if self.client.files().options().trace_readahead {
             for ev in st.ra.take_trace() {
-                eprintln!("{}", trace_line(self.client.started(), self.id, &ev));
+                eprintln!("{}", trace_line(self.client.files().started, self.id, &ev));
             }
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<P::Error>> {
         self.state.lock().expect("file state lock")
     }
 }
 
-impl Drop for FileShared {
+impl<P: FileProtocol> Drop for FileShared<P> {
     /// Closing: the streams' budget goes back, what was fetched ahead counts as unused.
     fn drop(&mut self) {
         let now = Instant::now();
         let st = self.state.get_mut().expect("file state lock");
         {
-            let mut budget = self.client.budget().lock().expect("budget lock");
+            let mut budget = self.client.files().budget.lock().expect("budget lock");
             st.ra.invalidate(now, &mut budget);
         }
         let unused = st.ra.stats().unused_bytes - st.reported.unused_bytes;
-        self.client.reads().lock().expect("reads lock").unused_bytes += unused;
+        self.client
+            .files()
+            .reads
+            .lock()
+            .expect("reads lock")
+            .unused_bytes += unused;
     }
 }
 
 /// Removes a reader from the waiting list when its read ends (or its future is dropped).
-struct WaitGuard<'a> {
-    shared: &'a FileShared,
+struct WaitGuard<'a, P: FileProtocol> {
+    shared: &'a FileShared<P>,
     waiter: u64,
 }
 
-impl Drop for WaitGuard<'_> {
+impl<P: FileProtocol> Drop for WaitGuard<'_, P> {
     fn drop(&mut self) {
         let mut st = self.shared.lock();
         st.waiting.retain(|(w, _)| *w != self.waiter);
@@ -524,7 +532,7 @@ fn trace_line(started: Instant, file: u64, ev: &TraceEvent) -> String {
 
 /// Queues READs for the parts of `[lo, hi)` that are neither cached, in flight nor queued, in
 /// pieces of at most the engine's rsize.
-fn request_missing(st: &mut State, lo: u64, hi: u64) {
+fn request_missing<E>(st: &mut State<E>, lo: u64, hi: u64) {
     let rsize = st.ra.config().rsize_bytes;
     let mut gaps = vec![(lo, hi)];
     let cached = st.cache.iter().map(|(&o, b)| (o, o + b.len() as u64));
@@ -564,7 +572,7 @@ fn subtract(ranges: Vec<(u64, u64)>, a: u64, b: u64) -> Vec<(u64, u64)> {
 }
 
 /// Drops `[lo, hi)` from the cache and forgets READs in flight or queued inside it.
-fn discard(st: &mut State, lo: u64, hi: u64) {
+fn discard<E>(st: &mut State<E>, lo: u64, hi: u64) {
     let taken = take_partial(&mut st.cache, lo, hi);
     drop(taken);
     let doomed: Vec<u64> = st
@@ -581,7 +589,7 @@ fn discard(st: &mut State, lo: u64, hi: u64) {
 
 /// Drops cached pieces no stream and no waiting reader covers (data skipped over or left
 /// behind by a reader that moved on).
-fn evict(st: &mut State, done_waiter: u64) {
+fn evict<E>(st: &mut State<E>, done_waiter: u64) {
     if st.cache.is_empty() {
         return;
     }
