@@ -7,8 +7,9 @@
 //!   Client (client.rs)   mount, FSINFO, typed calls for all 22 procedures, path helpers,
 //!     │                  per-procedure statistics
 //!   File (file.rs)       read_at / sequential reader, UNSTABLE write-behind + COMMIT
-//!     │   ├─ read.rs     driver of sluice_engine::readahead (autotuned window, streams,
-//!     │   │              global budget): cache, READs in flight, change detection
+//!     │   ├─ read.rs     tokio driver of sluice_engine::readcore (cache, READs in flight,
+//!     │   │              waiting readers, change detection: pure) and its readahead engine
+//!     │   │              (autotuned window, streams, global budget)
 //!     │   └─ sluice_engine::plan   pure policy: UnstableLog (what a COMMIT must still
 //!     │                  cover, what to resend after a verifier change)
 //!     │

@@ -42,15 +42,7 @@ pub type Call<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 pub type ReadCall<A, E> = Call<(Result<ReadReply<A>, E>, Option<Duration>)>;
 
 /// What identifies a version of a file's data (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Version {
-    pub size: u64,
-    /// Modification time in nanoseconds since the epoch (0 if the protocol has none).
-    pub mtime_ns: u64,
-    /// Grows with every change of data or attributes (NFSv3: ctime in nanoseconds; NFSv4: the
-    /// change attribute).
-    pub change: u64,
-}
+pub use sluice_engine::readcore::DataVersion as Version;
 
 /// How durable a WRITE must be before it is answered (RFC 1813 `stable_how`, RFC 8881
 /// `stable_how4`: the same three levels).
