@@ -24,7 +24,7 @@
 //! carries the whole load by default.
 //!
 //! Every call is recorded in per-procedure [`ClientStats`]; file reads also in [`ReadStats`].
-//! All files of a client share one readahead memory [`Budget`]
+//! All files of a client share one readahead memory [`Budget`](sluice_engine::readahead::Budget)
 //! ([`ClientOptions::readahead_budget_bytes`]).
 
 use crate::error::NfsError;
