@@ -22,7 +22,8 @@
 //! ```
 //!
 //! Everything that decides (XIDs, retransmission, readahead, what to resend) is sans-IO code in
-//! `sluice-rpc` and `sluice-engine`; the modules here that touch sockets and files are thin drivers.
+//! `sluice-rpc` and `sluice-engine`; the modules here that touch sockets and files are thin
+//! drivers.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), sluice_client::NfsError> {
