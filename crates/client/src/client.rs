@@ -24,16 +24,20 @@
 //! carries the whole load by default.
 //!
 //! Every call is recorded in per-procedure [`ClientStats`]; file reads also in [`ReadStats`].
-//! All files of a client share one readahead memory [`Budget`]
+//! All files of a client share one readahead memory [`Budget`](sluice_engine::readahead::Budget)
 //! ([`ClientOptions::readahead_budget_bytes`]).
 
 use crate::error::NfsError;
 use crate::file::File;
+use crate::proto::{
+    CommitCall, FileContext, FileOptions, FileProtocol, ReadCall, ReadReply, Stability, Version,
+    WriteCall, WriteReply,
+};
 use crate::stats::{ClientStats, ReadStats, Sample};
 use crate::transport::{CallError, PendingCall, RpcClient, RpcConfig};
 use crate::url::NfsUrl;
 use bytes::Bytes;
-use sluice_engine::readahead::{Budget, ReadaheadMode};
+use sluice_engine::readahead::ReadaheadMode;
 use sluice_rpc::client::{CallTableConfig, ProcId, Transport};
 use sluice_rpc::rtt::TimerClass;
 use sluice_xdr::nfs3::{self, proc_, *};
@@ -43,7 +47,7 @@ use sluice_xdr::{mount3, portmap, Pack, Payload, Reader, Unpack, Writer};
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Largest READ/WRITE over UDP: a 32 KiB payload plus headers fits the 64 KiB datagram limit
 /// with room (Linux's UDP default is also 32 KiB).
@@ -170,13 +174,8 @@ struct Inner {
     dir_bytes: u32,
     options: ClientOptions,
     stats: Mutex<ClientStats>,
-    /// The readahead memory budget shared by all files (locked after a file's own state).
-    budget: Mutex<Budget>,
-    reads: Mutex<ReadStats>,
-    /// Files opened so far (names files in traces).
-    files_opened: std::sync::atomic::AtomicU64,
-    /// When the client connected (traces print time since).
-    started: Instant,
+    /// What all files of this client share: the readahead budget, read statistics.
+    files: FileContext,
 }
 
 /// One export in the server's list (MOUNT EXPORT), as `showmount -e` shows it.
@@ -332,10 +331,17 @@ impl Client {
             rsize: 0,
             wsize: 0,
             dir_bytes: 0,
-            budget: Mutex::new(Budget::new(options.readahead_budget_bytes)),
-            reads: Mutex::new(ReadStats::default()),
-            files_opened: std::sync::atomic::AtomicU64::new(0),
-            started: Instant::now(),
+            files: FileContext::new(
+                FileOptions {
+                    readahead: options.readahead,
+                    trace_readahead: options.trace_readahead,
+                    attr_timeout: options.attr_timeout,
+                    write_depth: options.write_depth,
+                    write_depth_max: options.rpc.table.max_in_flight,
+                    commit_bytes_max: options.commit_bytes_max,
+                },
+                options.readahead_budget_bytes,
+            ),
             options,
             stats,
         };
@@ -413,29 +419,11 @@ impl Client {
     }
     /// File read statistics: READ sizes, depth in flight, readahead windows and waste.
     pub fn read_stats(&self) -> ReadStats {
-        let mut r = self.inner.reads.lock().expect("reads lock").clone();
-        let b = self.inner.budget.lock().expect("budget lock");
-        r.budget_high_water_bytes = b.high_water_bytes();
-        r.budget_limit_bytes = b.limit_bytes();
-        r
+        self.inner.files.read_stats()
     }
     /// True when the NFS traffic goes over UDP.
     pub fn is_udp(&self) -> bool {
         self.inner.conns[0].is_udp()
-    }
-    pub(crate) fn budget(&self) -> &Mutex<Budget> {
-        &self.inner.budget
-    }
-    pub(crate) fn reads(&self) -> &Mutex<ReadStats> {
-        &self.inner.reads
-    }
-    pub(crate) fn next_file_id(&self) -> u64 {
-        self.inner
-            .files_opened
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    }
-    pub(crate) fn started(&self) -> Instant {
-        self.inner.started
     }
 
     // --- the NFSv3 procedures (RFC 1813 §3.3) --------------------------------------------
@@ -1386,6 +1374,102 @@ pub fn strip_export(path: &str, export: &str) -> String {
     let skip = components(export).count();
     let rest: Vec<&str> = components(path).skip(skip).collect();
     format!("/{}", rest.join("/"))
+}
+
+// --- the file layer's protocol (crate::proto) --------------------------------------------------
+
+impl FileProtocol for Client {
+    type Handle = NfsFh3;
+    type Attr = Fattr3;
+    type Error = NfsError;
+
+    async fn start_read(&self, fh: &NfsFh3, offset: u64, count: u32) -> ReadCall<Fattr3, NfsError> {
+        let pending = Client::start_read(self, fh, offset, count).await;
+        Box::pin(async move {
+            let (res, rtt) = pending.wait_timed().await;
+            let reply = res.map(|ok| {
+                let n = (ok.count as usize).min(ok.data.len());
+                ReadReply {
+                    data: first_bytes(ok.data.into_chunks(), n),
+                    eof: ok.eof,
+                    attr: ok.file_attributes,
+                }
+            });
+            (reply, rtt)
+        })
+    }
+
+    async fn start_write(
+        &self,
+        fh: &NfsFh3,
+        offset: u64,
+        data: Bytes,
+        stable: Stability,
+    ) -> WriteCall<NfsError> {
+        let stable = match stable {
+            Stability::Unstable => StableHow::UNSTABLE,
+            Stability::DataSync => StableHow::DATA_SYNC,
+            Stability::FileSync => StableHow::FILE_SYNC,
+        };
+        let pending = Client::start_write(self, fh, offset, data, stable).await;
+        Box::pin(async move {
+            let (res, rtt) = pending.wait_timed().await;
+            let reply = res.map(|ok| WriteReply {
+                count: ok.count,
+                // A value outside RFC 1813's three counts as UNSTABLE: the data stays in the
+                // log until a COMMIT settles it, the safe reading.
+                committed: match ok.committed {
+                    StableHow::FILE_SYNC => Stability::FileSync,
+                    StableHow::DATA_SYNC => Stability::DataSync,
+                    _ => Stability::Unstable,
+                },
+                verifier: ok.verf,
+            });
+            (reply, rtt)
+        })
+    }
+
+    async fn start_commit(&self, fh: &NfsFh3, offset: u64, count: u32) -> CommitCall<NfsError> {
+        let pending = Client::start_commit(self, fh, offset, count).await;
+        Box::pin(async move { pending.wait().await.map(|r| r.verf) })
+    }
+
+    async fn getattr(&self, fh: &NfsFh3) -> Result<Fattr3, NfsError> {
+        Client::getattr(self, fh).await.map(|r| r.obj_attributes)
+    }
+
+    fn version(a: &Fattr3) -> Version {
+        let ns = |t: Nfstime3| u64::from(t.seconds) * 1_000_000_000 + u64::from(t.nseconds);
+        Version {
+            size: a.size,
+            mtime_ns: ns(a.mtime),
+            change: ns(a.ctime),
+        }
+    }
+
+    fn rsize(&self) -> u32 {
+        self.inner.rsize
+    }
+    fn wsize(&self) -> u32 {
+        self.inner.wsize
+    }
+    fn files(&self) -> &FileContext {
+        &self.inner.files
+    }
+}
+
+/// The first `n` bytes of `chunks` (a READ reply may carry more data than its count says).
+fn first_bytes(chunks: Vec<Bytes>, mut n: usize) -> Vec<Bytes> {
+    let mut out = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        if n == 0 {
+            break;
+        }
+        let take = c.len().min(n);
+        out.push(c.slice(..take));
+        n -= take;
+    }
+    out
 }
 
 #[cfg(test)]

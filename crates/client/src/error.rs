@@ -77,3 +77,9 @@ impl From<DecodeError> for NfsError {
         NfsError::Decode(e)
     }
 }
+
+impl From<crate::proto::FileError> for NfsError {
+    fn from(e: crate::proto::FileError) -> Self {
+        NfsError::Other(e.0)
+    }
+}

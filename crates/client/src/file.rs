@@ -1,7 +1,8 @@
 //! [`File`]: positional reads ([`File::read_at`]) and sequential ones ([`FileReader`]) through
 //! the autotuned readahead of [`crate::read`], and unstable write-behind with COMMIT and
-//! verifier checking ([`FileWriter`]). The write policy is in [`sluice_engine::plan`]; this module only
-//! issues the calls it asks for.
+//! verifier checking ([`FileWriter`]). The write policy is in [`sluice_engine::plan`]; this
+//! module only issues the calls it asks for, through [`FileProtocol`] (any NFS version; `File`
+//! alone means the v3 [`Client`]'s).
 //!
 //! ```text
 //!  read_at / FileReader ──► read::FileShared (engine, cache, READs in flight) ──► [READ][READ]..
@@ -22,14 +23,14 @@
 //! held for resending stays within `commit_bytes_max` (plus the WRITEs in flight), and the
 //! final COMMIT at `finish` covers at most half of it: no long stall at the end of a big file.
 
-use crate::client::{Client, Pending};
+use crate::client::Client;
 use crate::error::NfsError;
+use crate::proto::{CommitCall, FileError, FileProtocol, Stability, WriteCall};
 use crate::read::FileShared;
 use bytes::{Bytes, BytesMut};
-use sluice_engine::plan::UnstableLog;
+use sluice_engine::plan::{UnstableLog, Verifier};
 use sluice_engine::writewindow::{WriteWindow, WriteWindowConfig};
-use sluice_xdr::nfs3::CommitResOk;
-use sluice_xdr::nfs3::{Fattr3, NfsFh3, Sattr3, StableHow, Verifier, WriteResOk};
+use sluice_xdr::nfs3::Sattr3;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,17 +43,27 @@ const COMMIT_ROUNDS_MAX: usize = 8;
 /// An open file: a handle, the attributes seen when it was opened, and its read state
 /// (readahead streams, cached data, READs in flight), shared by all clones. Dropping the last
 /// clone closes it: its readahead budget goes back to the client.
-#[derive(Clone)]
-pub struct File {
-    client: Client,
-    fh: NfsFh3,
-    attr: Fattr3,
-    shared: Arc<FileShared>,
+pub struct File<P: FileProtocol = Client> {
+    client: P,
+    fh: P::Handle,
+    attr: P::Attr,
+    shared: Arc<FileShared<P>>,
 }
 
-impl File {
+impl<P: FileProtocol> Clone for File<P> {
+    fn clone(&self) -> Self {
+        File {
+            client: self.client.clone(),
+            fh: self.fh.clone(),
+            attr: self.attr.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<P: FileProtocol> File<P> {
     /// The file `fh`, whose attributes (from a LOOKUP, READDIRPLUS or GETATTR) are `attr`.
-    pub fn new(client: Client, fh: NfsFh3, attr: Fattr3) -> File {
+    pub fn new(client: P, fh: P::Handle, attr: P::Attr) -> File<P> {
         let shared = FileShared::new(client.clone(), fh.clone(), &attr);
         File {
             client,
@@ -62,26 +73,40 @@ impl File {
         }
     }
 
-    pub fn fh(&self) -> &NfsFh3 {
+    pub fn fh(&self) -> &P::Handle {
         &self.fh
     }
     /// Attributes as of opening (or the last [`File::refresh`]).
-    pub fn attr(&self) -> &Fattr3 {
+    pub fn attr(&self) -> &P::Attr {
         &self.attr
     }
     pub fn size(&self) -> u64 {
-        self.attr.size
+        P::version(&self.attr).size
     }
-    pub fn client(&self) -> &Client {
+    pub fn client(&self) -> &P {
         &self.client
     }
 
     /// Fetches the attributes again; data cached for reads is dropped if the file changed
     /// (close-to-open consistency: call it where another client may have written).
-    pub async fn refresh(&mut self) -> Result<&Fattr3, NfsError> {
-        self.attr = self.client.getattr(&self.fh).await?.obj_attributes;
+    pub async fn refresh(&mut self) -> Result<&P::Attr, P::Error> {
+        self.attr = self.client.getattr(&self.fh).await?;
         self.shared.observe_attrs(&self.attr);
         Ok(&self.attr)
+    }
+
+    /// Attributes fetched elsewhere (an open's close-to-open GETATTR, a SETATTR's reply): the
+    /// read cache is dropped if they show a change.
+    pub fn observe(&mut self, attr: P::Attr) {
+        self.shared.observe_attrs(&attr);
+        self.attr = attr;
+    }
+
+    /// Drops what was read and cached, for every clone: for a caller that wrote to the file
+    /// (or truncated it) itself, since a change within the attributes' time granularity may
+    /// not show in them. The next read fetches again.
+    pub fn invalidate(&self) {
+        self.shared.invalidate();
     }
 
     /// The size as last seen by the read path (open, refresh or a READ's post-op attributes).
@@ -93,12 +118,12 @@ impl File {
     /// file, none at or past it. Goes through the file's readahead: a random reader fetches
     /// what it asks for (rounded out to 4 KiB), a sequential one gets its stream's window of
     /// full-rsize READs ahead. Any number of tasks may read one file (or its clones) at once.
-    pub async fn read_at(&self, offset: u64, len: u64) -> Result<Vec<Bytes>, NfsError> {
+    pub async fn read_at(&self, offset: u64, len: u64) -> Result<Vec<Bytes>, P::Error> {
         self.shared.read_at(offset, len).await
     }
 
     /// [`File::read_at`] into a buffer; returns the bytes read (0 at end of file).
-    pub async fn read_at_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize, NfsError> {
+    pub async fn read_at_into(&self, offset: u64, buf: &mut [u8]) -> Result<usize, P::Error> {
         let chunks = self.read_at(offset, buf.len() as u64).await?;
         let mut n = 0;
         for c in chunks {
@@ -109,7 +134,7 @@ impl File {
     }
 
     /// A sequential reader from offset 0 (application reads of rsize).
-    pub fn reader(&self) -> FileReader {
+    pub fn reader(&self) -> FileReader<P> {
         FileReader {
             file: self.clone(),
             pos: 0,
@@ -119,8 +144,8 @@ impl File {
     }
 
     /// The whole file in memory.
-    pub async fn read_all(&self) -> Result<Vec<u8>, NfsError> {
-        let mut out = Vec::with_capacity(self.attr.size.min(1 << 30) as usize);
+    pub async fn read_all(&self) -> Result<Vec<u8>, P::Error> {
+        let mut out = Vec::with_capacity(self.size().min(1 << 30) as usize);
         let mut r = self.reader();
         while let Some(chunks) = r.next_chunk().await? {
             for c in chunks {
@@ -136,7 +161,7 @@ impl File {
         &self,
         sink: &mut W,
         mut progress: impl FnMut(u64),
-    ) -> Result<u64, ReadToError> {
+    ) -> Result<u64, ReadToError<P::Error>> {
         let mut r = self.reader();
         let mut total = 0u64;
         let vectored = sink.is_write_vectored();
@@ -159,8 +184,8 @@ impl File {
     }
 
     /// A writer from offset 0 (the caller truncates first if it wants to replace the file).
-    pub fn writer(&self) -> FileWriter {
-        let o = self.client.options();
+    pub fn writer(&self) -> FileWriter<P> {
+        let o = self.client.files().options();
         FileWriter {
             file: self.clone(),
             offset: 0,
@@ -171,7 +196,7 @@ impl File {
             window: WriteWindow::new(
                 WriteWindowConfig {
                     writes_min: o.write_depth.max(1),
-                    writes_max: o.rpc.table.max_in_flight.max(1),
+                    writes_max: o.write_depth_max.max(1),
                     ..WriteWindowConfig::default()
                 },
                 u64::from(self.client.wsize()),
@@ -182,7 +207,9 @@ impl File {
             verifier_changes: 0,
         }
     }
+}
 
+impl File<Client> {
     /// Sets attributes (mode, owner, size, times).
     pub async fn set_attr(&self, attrs: Sattr3) -> Result<(), NfsError> {
         self.client.setattr(&self.fh, attrs, None).await.map(|_| ())
@@ -224,12 +251,12 @@ async fn write_all_vectored<W: AsyncWrite + Unpin + ?Sized>(
 
 /// Failure of [`File::read_to`]: the NFS side or the sink.
 #[derive(Debug)]
-pub enum ReadToError {
-    Nfs(NfsError),
+pub enum ReadToError<E = NfsError> {
+    Nfs(E),
     Io(std::io::Error),
 }
 
-impl std::fmt::Display for ReadToError {
+impl<E: std::fmt::Display> std::fmt::Display for ReadToError<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ReadToError::Nfs(e) => write!(f, "{e}"),
@@ -238,20 +265,20 @@ impl std::fmt::Display for ReadToError {
     }
 }
 
-impl std::error::Error for ReadToError {}
+impl<E: std::error::Error> std::error::Error for ReadToError<E> {}
 
 /// A sequential reader: application reads of rsize from offset 0, through the file's
 /// readahead (see [`crate::read`]). Delivers the file in order, in zero-copy chunks.
-pub struct FileReader {
-    file: File,
+pub struct FileReader<P: FileProtocol = Client> {
+    file: File<P>,
     pos: u64,
     step: u64,
     done: bool,
 }
 
-impl FileReader {
+impl<P: FileProtocol> FileReader<P> {
     /// The next piece of the file, in order, as zero-copy chunks; `None` at end of file.
-    pub async fn next_chunk(&mut self) -> Result<Option<Vec<Bytes>>, NfsError> {
+    pub async fn next_chunk(&mut self) -> Result<Option<Vec<Bytes>>, P::Error> {
         if self.done {
             return Ok(None);
         }
@@ -280,15 +307,15 @@ impl FileReader {
 /// Sequential write-behind: UNSTABLE WRITEs of wsize, several in flight, then COMMIT with
 /// verifier checking. Call [`FileWriter::finish`]: until it returns Ok, nothing is known to be
 /// on stable storage.
-pub struct FileWriter {
-    file: File,
+pub struct FileWriter<P: FileProtocol = Client> {
+    file: File<P>,
     /// Offset of the next byte handed to a WRITE.
     offset: u64,
     buf: BytesMut,
-    in_flight: VecDeque<InFlightWrite>,
+    in_flight: VecDeque<InFlightWrite<P::Error>>,
     log: UnstableLog,
     /// A COMMIT in flight and the part of the log it will make stable.
-    committing: Option<(UnstableLog, Pending<CommitResOk>)>,
+    committing: Option<(UnstableLog, CommitCall<P::Error>)>,
     /// WRITEs in flight allowed (see `sluice_engine::writewindow`).
     window: WriteWindow,
     wsize: usize,
@@ -297,15 +324,15 @@ pub struct FileWriter {
     verifier_changes: u64,
 }
 
-struct InFlightWrite {
+struct InFlightWrite<E> {
     offset: u64,
     data: Bytes,
-    pending: Pending<WriteResOk>,
+    call: WriteCall<E>,
 }
 
-impl FileWriter {
+impl<P: FileProtocol> FileWriter<P> {
     /// Appends `data`; sends whole wsize WRITEs as the buffer fills.
-    pub async fn write(&mut self, mut data: &[u8]) -> Result<(), NfsError> {
+    pub async fn write(&mut self, mut data: &[u8]) -> Result<(), P::Error> {
         while !data.is_empty() {
             let room = self.wsize - self.buf.len();
             let n = room.min(data.len());
@@ -313,15 +340,71 @@ impl FileWriter {
             data = &data[n..];
             if self.buf.len() == self.wsize {
                 let chunk = self.buf.split().freeze();
-                self.send(chunk, StableHow::UNSTABLE).await?;
+                self.send(chunk, Stability::Unstable).await?;
             }
         }
         Ok(())
     }
 
-    /// Bytes accepted so far (sent or buffered).
+    /// Writes `data` at `offset`: a write that does not continue the previous one first sends
+    /// what is buffered (a partial WRITE), then starts a new run there (FUSE's positional
+    /// writes; a sequential writer never pays for it).
+    pub async fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), P::Error> {
+        if offset != self.position() {
+            self.send_buffered().await?;
+            self.offset = offset;
+        }
+        self.write(data).await
+    }
+
+    /// The offset the next [`FileWriter::write`] goes to (bytes accepted so far, for a writer
+    /// that only appends).
     pub fn position(&self) -> u64 {
         self.offset + self.buf.len() as u64
+    }
+
+    /// True while data is buffered or WRITEs are unanswered: the server's attributes and data
+    /// do not show everything written yet.
+    pub fn is_dirty(&self) -> bool {
+        !self.buf.is_empty() || !self.in_flight.is_empty()
+    }
+
+    /// True while written data is not known to be on stable storage.
+    pub fn is_uncommitted(&self) -> bool {
+        self.is_dirty() || !self.log.is_empty()
+    }
+
+    /// Sends what is buffered and waits for every WRITE, without a COMMIT: afterwards the
+    /// server's reads and attributes show all the data (it may still be lost to a restart).
+    pub async fn write_out(&mut self) -> Result<(), P::Error> {
+        self.send_buffered().await?;
+        self.drain().await
+    }
+
+    /// Makes everything written so far stable (flush, fsync, close): sends what is buffered,
+    /// waits for every WRITE and COMMITs until the server's verifier confirms all data. The
+    /// writer stays usable.
+    pub async fn sync(&mut self) -> Result<(), P::Error> {
+        if !self.buf.is_empty() {
+            let chunk = self.buf.split().freeze();
+            // A file that fits in one WRITE is sent FILE_SYNC: one round trip, no COMMIT (what
+            // the Linux client does for a single small request at close).
+            let stable = if self.sent_any {
+                Stability::Unstable
+            } else {
+                Stability::FileSync
+            };
+            self.send(chunk, stable).await?;
+        }
+        self.commit().await
+    }
+
+    async fn send_buffered(&mut self) -> Result<(), P::Error> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = self.buf.split().freeze();
+        self.send(chunk, Stability::Unstable).await
     }
 
     /// How many times the server's write verifier changed under this writer (each time the
@@ -332,23 +415,12 @@ impl FileWriter {
 
     /// Sends what is buffered, waits for every WRITE and COMMITs until the server's verifier
     /// confirms all data. Returns the bytes written.
-    pub async fn finish(mut self) -> Result<u64, NfsError> {
-        if !self.buf.is_empty() {
-            let chunk = self.buf.split().freeze();
-            // A file that fits in one WRITE is sent FILE_SYNC: one round trip, no COMMIT (what
-            // the Linux client does for a single small request at close).
-            let stable = if self.sent_any {
-                StableHow::UNSTABLE
-            } else {
-                StableHow::FILE_SYNC
-            };
-            self.send(chunk, stable).await?;
-        }
-        self.commit().await?;
+    pub async fn finish(mut self) -> Result<u64, P::Error> {
+        self.sync().await?;
         Ok(self.offset)
     }
 
-    async fn send(&mut self, chunk: Bytes, stable: StableHow) -> Result<(), NfsError> {
+    async fn send(&mut self, chunk: Bytes, stable: Stability) -> Result<(), P::Error> {
         while self.in_flight.len() >= self.window.writes() {
             self.complete_one().await?;
         }
@@ -362,55 +434,61 @@ impl FileWriter {
         Ok(())
     }
 
-    async fn start_write(&mut self, offset: u64, data: Bytes, stable: StableHow) {
+    async fn start_write(&mut self, offset: u64, data: Bytes, stable: Stability) {
         if self.in_flight.is_empty() {
             // Nothing was in flight: the time since the last reply was the application's.
             self.window.on_idle();
         }
         self.window.on_send(Instant::now());
-        let pending = self
+        let call = self
             .file
             .client
             .start_write(&self.file.fh, offset, data.clone(), stable)
             .await;
-        self.in_flight.push_back(InFlightWrite {
-            offset,
-            data,
-            pending,
-        });
+        self.in_flight
+            .push_back(InFlightWrite { offset, data, call });
     }
 
-    async fn complete_one(&mut self) -> Result<(), NfsError> {
+    async fn complete_one(&mut self) -> Result<(), P::Error> {
         let Some(w) = self.in_flight.pop_front() else {
             return Ok(());
         };
-        let (res, rtt) = w.pending.wait_timed().await;
+        let (res, rtt) = w.call.await;
         let res = res?;
         let count = (res.count as usize).min(w.data.len());
+        if count == 0 && !w.data.is_empty() {
+            // Resending would loop forever against a server that takes nothing.
+            return Err(P::Error::from(FileError(format!(
+                "the server accepted none of a {}-byte WRITE at offset {}",
+                w.data.len(),
+                w.offset
+            ))));
+        }
         self.window
             .on_write_complete(Instant::now(), count as u64, rtt);
-        if res.committed != StableHow::FILE_SYNC {
-            self.log.record(w.offset, w.data.slice(..count), res.verf);
+        if res.committed != Stability::FileSync {
+            self.log
+                .record(w.offset, w.data.slice(..count), res.verifier);
         }
         if count < w.data.len() {
             // A short write: the rest goes again, now, before anything else completes.
             let rest = w.data.slice(count..);
             let offset = w.offset + count as u64;
-            let pending = self
+            let call = self
                 .file
                 .client
-                .start_write(&self.file.fh, offset, rest.clone(), StableHow::UNSTABLE)
+                .start_write(&self.file.fh, offset, rest.clone(), Stability::Unstable)
                 .await;
             self.in_flight.push_front(InFlightWrite {
                 offset,
                 data: rest,
-                pending,
+                call,
             });
         }
         Ok(())
     }
 
-    async fn drain(&mut self) -> Result<(), NfsError> {
+    async fn drain(&mut self) -> Result<(), P::Error> {
         while !self.in_flight.is_empty() {
             self.complete_one().await?;
         }
@@ -419,22 +497,22 @@ impl FileWriter {
 
     /// Sets the acknowledged part of the log aside and sends a COMMIT for it, without waiting
     /// (after the previous one, if still in flight, has returned).
-    async fn start_commit(&mut self) -> Result<(), NfsError> {
+    async fn start_commit(&mut self) -> Result<(), P::Error> {
         self.finish_commit().await?;
         let aside = std::mem::take(&mut self.log);
-        let pending = self.file.client.start_commit(&self.file.fh, 0, 0).await;
-        self.committing = Some((aside, pending));
+        let call = self.file.client.start_commit(&self.file.fh, 0, 0).await;
+        self.committing = Some((aside, call));
         Ok(())
     }
 
     /// Waits for the COMMIT in flight, if any, and resends what it says may be lost.
-    async fn finish_commit(&mut self) -> Result<(), NfsError> {
-        let Some((mut aside, pending)) = self.committing.take() else {
+    async fn finish_commit(&mut self) -> Result<(), P::Error> {
+        let Some((mut aside, call)) = self.committing.take() else {
             return Ok(());
         };
-        let res = pending.wait().await?;
-        let lost = aside.on_commit(res.verf);
-        self.resend(lost, &res.verf).await
+        let verf = call.await?;
+        let lost = aside.on_commit(verf);
+        self.resend(lost, &verf).await
     }
 
     /// Resends chunks a changed verifier says may be lost; they are logged anew as they are
@@ -443,7 +521,7 @@ impl FileWriter {
         &mut self,
         lost: Vec<sluice_engine::plan::UnstableChunk>,
         verf: &Verifier,
-    ) -> Result<(), NfsError> {
+    ) -> Result<(), P::Error> {
         if lost.is_empty() {
             return Ok(());
         }
@@ -457,30 +535,35 @@ impl FileWriter {
             while self.in_flight.len() >= self.window.writes() {
                 self.complete_one().await?;
             }
-            self.start_write(c.offset, c.data, StableHow::UNSTABLE)
+            self.start_write(c.offset, c.data, Stability::Unstable)
                 .await;
         }
         Ok(())
     }
 
     /// Drains the WRITEs, COMMITs, and resends whatever a changed verifier says may be lost.
-    async fn commit(&mut self) -> Result<(), NfsError> {
+    async fn commit(&mut self) -> Result<(), P::Error> {
         self.finish_commit().await?;
         for _ in 0..COMMIT_ROUNDS_MAX {
             self.drain().await?;
             if self.log.is_empty() {
                 return Ok(());
             }
-            let res = self.file.client.commit(&self.file.fh, 0, 0).await?;
-            let lost = self.log.on_commit(res.verf);
+            let verf = self
+                .file
+                .client
+                .start_commit(&self.file.fh, 0, 0)
+                .await
+                .await?;
+            let lost = self.log.on_commit(verf);
             if lost.is_empty() {
                 return Ok(());
             }
-            self.resend(lost, &res.verf).await?;
+            self.resend(lost, &verf).await?;
         }
-        Err(NfsError::Other(format!(
+        Err(P::Error::from(FileError(format!(
             "the server's write verifier changed {COMMIT_ROUNDS_MAX} times in a row; giving up"
-        )))
+        ))))
     }
 }
 

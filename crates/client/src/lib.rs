@@ -7,17 +7,23 @@
 //!   Client (client.rs)   mount, FSINFO, typed calls for all 22 procedures, path helpers,
 //!     │                  per-procedure statistics
 //!   File (file.rs)       read_at / sequential reader, UNSTABLE write-behind + COMMIT
-//!     │   ├─ read.rs     driver of sluice_engine::readahead (autotuned window, streams,
-//!     │   │              global budget): cache, READs in flight, change detection
+//!     │   ├─ read.rs     tokio driver of sluice_engine::readcore (cache, READs in flight,
+//!     │   │              waiting readers, change detection: pure) and its readahead engine
+//!     │   │              (autotuned window, streams, global budget)
 //!     │   └─ sluice_engine::plan   pure policy: UnstableLog (what a COMMIT must still
 //!     │                  cover, what to resend after a verifier change)
+//!     │
+//!   FileProtocol (proto.rs)   the only way File reaches the server: start_read/start_write
+//!     │                  (pipelined), commit, getattr, with neutral handle/attr/error types;
+//!     │                  implemented by Client here, by an NFSv4.1 client unchanged
 //!   RpcClient (transport.rs)   tokio driver around sluice_rpc::client::CallTable: one TCP
 //!                              connection (or UDP socket), many calls by XID, reconnect and
 //!                              resend (TCP) or RTO retransmission (UDP, the table's)
 //! ```
 //!
 //! Everything that decides (XIDs, retransmission, readahead, what to resend) is sans-IO code in
-//! `sluice-rpc` and `sluice-engine`; the modules here that touch sockets and files are thin drivers.
+//! `sluice-rpc` and `sluice-engine`; the modules here that touch sockets and files are thin
+//! drivers.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), sluice_client::NfsError> {
@@ -32,6 +38,7 @@
 pub mod client;
 pub mod error;
 pub mod file;
+pub mod proto;
 pub mod read;
 pub mod stats;
 pub mod transport;
@@ -40,6 +47,7 @@ pub mod url;
 pub use client::{list_exports, Client, ClientOptions, DirEntry, ExportInfo, IntoNfsUrl, Pending};
 pub use error::NfsError;
 pub use file::{File, FileReader, FileWriter};
+pub use proto::{FileProtocol, Stability, Version};
 pub use read::parse_readahead;
 pub use sluice_engine::readahead::ReadaheadMode;
 pub use sluice_xdr::nfs3;

@@ -1,48 +1,26 @@
-//! The read path of a [`crate::File`]: a thin driver around the autotuned readahead of
-//! [`sluice_engine::readahead`]. The engine decides what to fetch; this module owns the data
-//! cache, the READs in flight, the clock and the locks.
+//! The read path of a [`crate::File`]: the tokio driver of `sluice_engine::readcore`, the
+//! pure state of a file's reads (cache, READs in flight, waiting readers, generations, change
+//! detection, around the autotuned readahead of `sluice_engine::readahead`). This module owns
+//! only the lock, the clock, the tasks that send READs and wait for them, and the statistics.
 //!
 //! ```text
-//!   read_at(off, len) ──on_read(now, off, len, size, budget)──► FileReadahead
-//!        │                       ReadPlan { fetch, discard } ◄──┘
-//!        │  discard: drop cached data, forget READs in flight for it (replies are dropped)
-//!        │  fetch:   minus what is cached, in flight or queued ──► queue ──pump──► READ calls
-//!        ▼                                                    (in-flight cap: Fixed(b) → b)
-//!   wait until the cache covers [off, off+len) ◄── completion task: data into the cache,
-//!        (anything missing and not requested           on_fetch_complete(rtt), post-op
-//!         is fetched on demand: the safety net)         attributes checked, waiters woken
+//!   read_at(off, len) ──begin_read(now, ..)──► ReadCore ──next_reads()──► READ calls (a task)
+//!        │                                        ▲
+//!        ▼                                        └── on_reply(ticket, data, rtt) ◄── replies
+//!   poll_read(waiter): Ready(data) | Failed(e) | Wait ──► wait for the next reply
 //! ```
 //!
-//! # One file, many readers
-//! A `File` and its clones share one [`FileShared`]: one engine (which keeps a stream per
-//! reader, so interleaved sequential readers each keep their own window), one cache and one
-//! map of READs in flight, so two readers never fetch the same range twice at once. Data
-//! leaves the cache when it is delivered, when the engine discards it, or when no stream
-//! covers it any more; what a reader waits for is never evicted.
-//!
-//! # Change detection (close-to-open, then attributes)
-//! The attributes seen at open, at [`crate::File::refresh`], on a GETATTR every
-//! [`crate::ClientOptions::attr_timeout`] and in every READ reply's post-op attributes are
-//! compared by (size, mtime, ctime). A difference with a ctime not older than the one known
-//! (an older ctime is a reordered reply, not news) invalidates: the engine's streams are
-//! dropped (returning their budget), the cache and the map of READs in flight are emptied,
-//! and a generation counter makes replies of READs issued before ignored. The reply that
-//! revealed the change carries the new data and is kept.
-//!
-//! # Bounds
-//! Data ahead of readers is charged to the client's global [`Budget`] by the engine; the
-//! cache beyond that holds only what a reader waits for. Fixed-window modes also cap the bytes
-//! in flight per file at the window, so `Fixed(128 KiB)` sends one 128 KiB READ at a time,
-//! like Linux >= 5.4 with `read_ahead_kb=128`.
+//! The design (one file, many readers; change detection; bounds) is the core's: see its
+//! module docs. Every application read first revalidates attributes older than
+//! [`crate::ClientOptions::attr_timeout`] with a GETATTR.
 
-use crate::client::Client;
-use crate::error::NfsError;
+use crate::proto::{FileError, FileProtocol, ReadReply};
+use crate::stats::ReadStats;
 use bytes::Bytes;
 use sluice_engine::readahead::{
-    ByteRange, FileReadahead, ReadaheadConfig, ReadaheadMode, ReadaheadStats, TraceEvent, TraceKind,
+    ReadaheadConfig, ReadaheadMode, ReadaheadStats, TraceEvent, TraceKind,
 };
-use sluice_xdr::nfs3::{Fattr3, NfsFh3, Nfstime3, ReadResOk};
-use std::collections::{BTreeMap, VecDeque};
+use sluice_engine::readcore::{ReadCore, ReadCoreStats, ReadData, ReadPoll, ReadTicket};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -84,63 +62,26 @@ fn parse_size(s: &str) -> Option<u64> {
 }
 
 /// The state shared by all handles and readers of one open file.
-pub(crate) struct FileShared {
-    client: Client,
-    fh: NfsFh3,
+pub(crate) struct FileShared<P: FileProtocol> {
+    client: P,
+    fh: P::Handle,
     /// Names the file in traces.
     id: u64,
-    state: Mutex<State>,
+    state: Mutex<State<P::Error>>,
     /// Woken whenever a READ completes (data, error or invalidation).
     arrived: Notify,
 }
 
-/// What identifies a version of the file's data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Change {
-    size: u64,
-    mtime: Nfstime3,
-    ctime: Nfstime3,
+struct State<E> {
+    core: ReadCore<E>,
+    /// Counters already added to the client's [`ReadStats`].
+    reported_engine: ReadaheadStats,
+    reported_core: ReadCoreStats,
 }
 
-impl Change {
-    fn of(a: &Fattr3) -> Change {
-        Change {
-            size: a.size,
-            mtime: a.mtime,
-            ctime: a.ctime,
-        }
-    }
-}
-
-struct State {
-    ra: FileReadahead,
-    /// Fetched and not yet delivered: non-overlapping pieces by offset.
-    cache: BTreeMap<u64, Bytes>,
-    /// READs issued for the current generation and not answered: offset -> (len, id).
-    in_flight: BTreeMap<u64, (u64, u64)>,
-    /// Ranges to fetch, held back by the in-flight cap.
-    queue: VecDeque<ByteRange>,
-    /// READs on the wire whatever their generation (for the cap): count and bytes.
-    wire_reads: u64,
-    wire_bytes: u64,
-    /// Bytes in flight allowed per file (u64::MAX: the engine's window and budget decide).
-    wire_bytes_cap: u64,
-    next_read_id: u64,
-    generation: u64,
-    change: Change,
-    attrs_checked: Instant,
-    /// READs that failed, for the reader that waits for them.
-    failed: Vec<(ByteRange, NfsError)>,
-    /// Ranges readers are waiting for (never evicted), by waiter id.
-    waiting: Vec<(u64, ByteRange)>,
-    next_waiter: u64,
-    /// Engine counters already added to the client's [`crate::ReadStats`].
-    reported: ReadaheadStats,
-}
-
-impl FileShared {
-    pub(crate) fn new(client: Client, fh: NfsFh3, attr: &Fattr3) -> Arc<FileShared> {
-        let o = client.options();
+impl<P: FileProtocol> FileShared<P> {
+    pub(crate) fn new(client: P, fh: P::Handle, attr: &P::Attr) -> Arc<FileShared<P>> {
+        let o = client.files().options();
         let mode = o.readahead;
         let wire_bytes_cap = match mode {
             ReadaheadMode::Fixed(b) => b,
@@ -163,24 +104,12 @@ impl FileShared {
             ..config
         };
         let state = State {
-            ra: FileReadahead::new(config),
-            cache: BTreeMap::new(),
-            in_flight: BTreeMap::new(),
-            queue: VecDeque::new(),
-            wire_reads: 0,
-            wire_bytes: 0,
-            wire_bytes_cap,
-            next_read_id: 0,
-            generation: 0,
-            change: Change::of(attr),
-            attrs_checked: Instant::now(),
-            failed: Vec::new(),
-            waiting: Vec::new(),
-            next_waiter: 0,
-            reported: ReadaheadStats::default(),
+            core: ReadCore::new(config, wire_bytes_cap, P::version(attr), Instant::now()),
+            reported_engine: ReadaheadStats::default(),
+            reported_core: ReadCoreStats::default(),
         };
         Arc::new(FileShared {
-            id: client.next_file_id(),
+            id: client.files().next_file_id(),
             client,
             fh,
             state: Mutex::new(state),
@@ -190,13 +119,30 @@ impl FileShared {
 
     /// The file size as last seen.
     pub(crate) fn size(&self) -> u64 {
-        self.lock().change.size
+        self.lock().core.size()
     }
 
     /// New attributes from outside the read path (GETATTR, refresh).
-    pub(crate) fn observe_attrs(&self, a: &Fattr3) {
+    pub(crate) fn observe_attrs(&self, a: &P::Attr) {
         let mut st = self.lock();
-        self.apply_attrs(&mut st, a, Instant::now());
+        {
+            let mut budget = self.client.files().budget.lock().expect("budget lock");
+            st.core.observe(Instant::now(), P::version(a), &mut budget);
+        }
+        self.report(&mut st);
+        drop(st);
+        self.arrived.notify_waiters();
+    }
+
+    /// Forgets all data read so far and every READ in flight (the caller wrote to the file
+    /// itself, which need not change what the attributes show within their time granularity).
+    pub(crate) fn invalidate(&self) {
+        let mut st = self.lock();
+        {
+            let mut budget = self.client.files().budget.lock().expect("budget lock");
+            st.core.invalidate(Instant::now(), &mut budget);
+        }
+        self.report(&mut st);
         drop(st);
         self.arrived.notify_waiters();
     }
@@ -206,117 +152,59 @@ impl FileShared {
         self: &Arc<Self>,
         offset: u64,
         len: u64,
-    ) -> Result<Vec<Bytes>, NfsError> {
+    ) -> Result<Vec<Bytes>, P::Error> {
         self.revalidate_if_old().await?;
-        let now = Instant::now();
-        let (end, waiter) = {
+        let waiter = {
             let mut st = self.lock();
-            let size = st.change.size;
-            self.client.reads().lock().expect("reads lock").app_reads += 1;
-            if len == 0 || offset >= size {
-                return Ok(Vec::new());
-            }
-            let end = offset.saturating_add(len).min(size);
-            self.client
-                .reads()
-                .lock()
-                .expect("reads lock")
-                .app_read_bytes += end - offset;
-            let plan = {
-                let mut budget = self.client.budget().lock().expect("budget lock");
-                st.ra.on_read(now, offset, end - offset, size, &mut budget)
+            let begun = {
+                let mut budget = self.client.files().budget.lock().expect("budget lock");
+                st.core.begin_read(Instant::now(), offset, len, &mut budget)
             };
-            for d in &plan.discard {
-                discard(&mut st, d.offset, d.end());
-            }
-            for f in &plan.fetch {
-                request_missing(&mut st, f.offset, f.offset + f.len);
-            }
-            let waiter = st.next_waiter;
-            st.next_waiter += 1;
-            st.waiting.push((
-                waiter,
-                ByteRange {
-                    offset,
-                    len: end - offset,
-                },
-            ));
             self.report(&mut st);
-            (end, waiter)
+            match begun {
+                Some((waiter, _)) => waiter,
+                None => return Ok(Vec::new()),
+            }
         };
         let _guard = WaitGuard {
             shared: self,
             waiter,
         };
+        // What the engine planned goes out even if the cache already holds this read.
         self.pump();
-        let mut end = end;
         loop {
             let arrived = self.arrived.notified();
             tokio::pin!(arrived);
             arrived.as_mut().enable();
-            {
-                let mut st = self.lock();
-                // The file may have shrunk meanwhile.
-                end = end.min(st.change.size.max(offset));
-                if end <= offset {
-                    return Ok(Vec::new());
-                }
-                if covers(&st.cache, offset, end) {
-                    let data = take(&mut st.cache, offset, end);
-                    evict(&mut st, waiter);
-                    return Ok(data);
-                }
-                if let Some(i) = st
-                    .failed
-                    .iter()
-                    .position(|(r, _)| r.offset < end && offset < r.end())
-                {
-                    return Err(st.failed.swap_remove(i).1);
-                }
-                // The safety net: whatever is neither cached nor requested (a short READ, a
-                // discard, an invalidation) is fetched now.
-                request_missing(&mut st, offset, end);
+            let poll = self.lock().core.poll_read(waiter);
+            match poll {
+                ReadPoll::Ready(data) => return Ok(data),
+                ReadPoll::Failed(e) => return Err(e),
+                // The safety net may have queued what is neither cached nor requested.
+                ReadPoll::Wait => self.pump(),
             }
-            self.pump();
             arrived.await;
         }
     }
 
     /// GETATTR when the attributes are older than `attr_timeout`.
-    async fn revalidate_if_old(&self) -> Result<(), NfsError> {
-        let timeout = self.client.options().attr_timeout;
-        let old = self.lock().attrs_checked.elapsed() > timeout;
+    async fn revalidate_if_old(&self) -> Result<(), P::Error> {
+        let timeout = self.client.files().options().attr_timeout;
+        let old = self.lock().core.version_age(Instant::now()) > timeout;
         if old {
-            let a = self.client.getattr(&self.fh).await?.obj_attributes;
+            let a = self.client.getattr(&self.fh).await?;
             self.observe_attrs(&a);
         }
         Ok(())
     }
 
-    /// Issues queued READs while the in-flight cap allows, in offset order, from a task of
-    /// their own (so that a caller dropping its future never strands a READ marked in flight).
+    /// Sends the READs the core releases, from a task of their own (so that a caller dropping
+    /// its future never strands a READ the core counts as in flight).
     fn pump(self: &Arc<Self>) {
         let batch = {
             let mut st = self.lock();
-            let mut batch = Vec::new();
-            while let Some(r) = st.queue.front().copied() {
-                if st.wire_reads > 0 && st.wire_bytes.saturating_add(r.len) > st.wire_bytes_cap {
-                    break;
-                }
-                st.queue.pop_front();
-                let id = st.next_read_id;
-                st.next_read_id += 1;
-                st.in_flight.insert(r.offset, (r.len, id));
-                st.wire_reads += 1;
-                st.wire_bytes += r.len;
-                let mut reads = self.client.reads().lock().expect("reads lock");
-                reads.reads += 1;
-                reads.read_bytes += r.len;
-                reads.in_flight_sum += st.wire_reads;
-                reads.in_flight_max = reads.in_flight_max.max(st.wire_reads);
-                reads.in_flight_bytes_max = reads.in_flight_bytes_max.max(st.wire_bytes);
-                batch.push((r, id, st.generation));
-            }
+            let batch = st.core.next_reads();
+            self.report(&mut st);
             batch
         };
         if batch.is_empty() {
@@ -324,13 +212,14 @@ impl FileShared {
         }
         let shared = self.clone();
         tokio::spawn(async move {
-            for (r, id, generation) in batch {
+            for ticket in batch {
+                let r = ticket.range;
                 let count = u32::try_from(r.len).expect("READs are at most rsize");
-                let pending = shared.client.start_read(&shared.fh, r.offset, count).await;
+                let call = shared.client.start_read(&shared.fh, r.offset, count).await;
                 let s = shared.clone();
                 tokio::spawn(async move {
-                    let (res, rtt) = pending.wait_timed().await;
-                    s.complete(r, id, generation, res, rtt);
+                    let (res, rtt) = call.await;
+                    s.complete(ticket, res, rtt);
                 });
             }
         });
@@ -339,57 +228,25 @@ impl FileShared {
     /// A READ finished.
     fn complete(
         self: &Arc<Self>,
-        r: ByteRange,
-        id: u64,
-        generation: u64,
-        res: Result<ReadResOk, NfsError>,
+        ticket: ReadTicket,
+        res: Result<ReadReply<P::Attr>, P::Error>,
         rtt: Option<Duration>,
     ) {
-        let now = Instant::now();
+        let reply = res.map(|ok| ReadData {
+            data: ok.data,
+            eof: ok.eof,
+            version: ok.attr.as_ref().map(P::version),
+        });
         {
             let mut st = self.lock();
-            st.wire_reads -= 1;
-            st.wire_bytes -= r.len;
-            let tracked = generation == st.generation
-                && st.in_flight.get(&r.offset).is_some_and(|&(_, i)| i == id);
-            if tracked {
-                st.in_flight.remove(&r.offset);
-            }
-            match res {
-                Ok(ok) => {
-                    if let Some(a) = &ok.file_attributes {
-                        self.apply_attrs(&mut st, a, now);
-                    }
-                    let got = (ok.count as usize).min(ok.data.len()) as u64;
-                    let mut reads = self.client.reads().lock().expect("reads lock");
-                    reads.read_bytes_received += got;
-                    if !tracked {
-                        reads.dropped_bytes += got;
-                    }
-                    drop(reads);
-                    if tracked {
-                        if let Some(rtt) = rtt {
-                            st.ra.on_fetch_complete(now, r.offset, got, rtt);
-                        }
-                        insert(&mut st.cache, r.offset, ok.data.into_chunks(), got);
-                        if ok.eof && ok.file_attributes.is_none() {
-                            let size = r.offset + got;
-                            st.change.size = st.change.size.min(size);
-                        }
-                        if got == 0 && !ok.eof && r.offset < st.change.size {
-                            let e = NfsError::Other(format!(
-                                "server returned an empty READ at offset {} without EOF",
-                                r.offset
-                            ));
-                            st.failed.push((r, e));
-                        }
-                    }
-                }
-                Err(e) => {
-                    if tracked {
-                        st.failed.push((r, e));
-                    }
-                }
+            {
+                let mut budget = self.client.files().budget.lock().expect("budget lock");
+                st.core
+                    .on_reply(Instant::now(), ticket, reply, rtt, &mut budget, |offset| {
+                        P::Error::from(FileError(format!(
+                            "server returned an empty READ at offset {offset} without EOF"
+                        )))
+                    });
             }
             self.report(&mut st);
         }
@@ -397,85 +254,84 @@ impl FileShared {
         self.pump();
     }
 
-    /// Compares attributes with the known version; invalidates on a change.
-    fn apply_attrs(&self, st: &mut State, a: &Fattr3, now: Instant) {
-        let c = Change::of(a);
-        if c == st.change {
-            st.attrs_checked = now;
-            return;
-        }
-        if c.ctime < st.change.ctime {
-            return; // a reply overtaken by a newer one
-        }
-        st.change = c;
-        st.attrs_checked = now;
+    /// Adds the core's and the engine's new counts to the client's statistics and prints the
+    /// engine's trace.
+    fn report(&self, st: &mut State<P::Error>) {
+        let e = st.core.readahead().stats().clone();
+        let c = st.core.stats().clone();
+        let window = st.core.readahead().window_bytes();
         {
-            let mut budget = self.client.budget().lock().expect("budget lock");
-            st.ra.invalidate(now, &mut budget);
-        }
-        st.cache.clear();
-        st.in_flight.clear();
-        st.queue.clear();
-        st.failed.clear();
-        st.generation += 1;
-        self.client
-            .reads()
-            .lock()
-            .expect("reads lock")
-            .invalidations += 1;
-        self.report(st);
-    }
-
-    /// Adds the engine's new counts to the client's statistics and prints its trace.
-    fn report(&self, st: &mut State) {
-        let s = st.ra.stats().clone();
-        let window = st.ra.window_bytes();
-        {
-            let mut r = self.client.reads().lock().expect("reads lock");
-            r.demand_bytes += s.demand_bytes - st.reported.demand_bytes;
-            r.readahead_bytes += s.readahead_bytes - st.reported.readahead_bytes;
-            r.unused_bytes += s.unused_bytes - st.reported.unused_bytes;
-            r.window_grows += s.window_grows - st.reported.window_grows;
-            r.window_shrinks += s.window_shrinks - st.reported.window_shrinks;
+            let mut r = self.client.files().reads.lock().expect("reads lock");
+            add_counts(&mut r, &st.reported_engine, &e, &st.reported_core, &c);
             r.window_max_bytes = r.window_max_bytes.max(window);
         }
-        st.reported = s;
-        if self.client.options().trace_readahead {
-            for ev in st.ra.take_trace() {
-                eprintln!("{}", trace_line(self.client.started(), self.id, &ev));
+        st.reported_engine = e;
+        st.reported_core = c;
+        if self.client.files().options().trace_readahead {
+            for ev in st.core.readahead_mut().take_trace() {
+                eprintln!("{}", trace_line(self.client.files().started, self.id, &ev));
             }
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<P::Error>> {
         self.state.lock().expect("file state lock")
     }
 }
 
-impl Drop for FileShared {
+/// The counts gained since the last report (`e0`/`c0`: as reported then).
+fn add_counts(
+    r: &mut ReadStats,
+    e0: &ReadaheadStats,
+    e: &ReadaheadStats,
+    c0: &ReadCoreStats,
+    c: &ReadCoreStats,
+) {
+    r.demand_bytes += e.demand_bytes - e0.demand_bytes;
+    r.readahead_bytes += e.readahead_bytes - e0.readahead_bytes;
+    r.unused_bytes += e.unused_bytes - e0.unused_bytes;
+    r.window_grows += e.window_grows - e0.window_grows;
+    r.window_shrinks += e.window_shrinks - e0.window_shrinks;
+    r.app_reads += c.app_reads - c0.app_reads;
+    r.app_read_bytes += c.app_read_bytes - c0.app_read_bytes;
+    r.reads += c.reads - c0.reads;
+    r.read_bytes += c.read_bytes - c0.read_bytes;
+    r.in_flight_sum += c.in_flight_sum - c0.in_flight_sum;
+    r.in_flight_max = r.in_flight_max.max(c.in_flight_max);
+    r.in_flight_bytes_max = r.in_flight_bytes_max.max(c.in_flight_bytes_max);
+    r.read_bytes_received += c.read_bytes_received - c0.read_bytes_received;
+    r.dropped_bytes += c.dropped_bytes - c0.dropped_bytes;
+    r.invalidations += c.invalidations - c0.invalidations;
+}
+
+impl<P: FileProtocol> Drop for FileShared<P> {
     /// Closing: the streams' budget goes back, what was fetched ahead counts as unused.
     fn drop(&mut self) {
         let now = Instant::now();
         let st = self.state.get_mut().expect("file state lock");
         {
-            let mut budget = self.client.budget().lock().expect("budget lock");
-            st.ra.invalidate(now, &mut budget);
+            let mut budget = self.client.files().budget.lock().expect("budget lock");
+            st.core.readahead_mut().invalidate(now, &mut budget);
         }
-        let unused = st.ra.stats().unused_bytes - st.reported.unused_bytes;
-        self.client.reads().lock().expect("reads lock").unused_bytes += unused;
+        let unused = st.core.readahead().stats().unused_bytes - st.reported_engine.unused_bytes;
+        self.client
+            .files()
+            .reads
+            .lock()
+            .expect("reads lock")
+            .unused_bytes += unused;
     }
 }
 
 /// Removes a reader from the waiting list when its read ends (or its future is dropped).
-struct WaitGuard<'a> {
-    shared: &'a FileShared,
+struct WaitGuard<'a, P: FileProtocol> {
+    shared: &'a FileShared<P>,
     waiter: u64,
 }
 
-impl Drop for WaitGuard<'_> {
+impl<P: FileProtocol> Drop for WaitGuard<'_, P> {
     fn drop(&mut self) {
-        let mut st = self.shared.lock();
-        st.waiting.retain(|(w, _)| *w != self.waiter);
+        self.shared.lock().core.end_read(self.waiter);
     }
 }
 
@@ -520,167 +376,6 @@ fn trace_line(started: Instant, file: u64, ev: &TraceEvent) -> String {
     format!("readahead: {t:10.6}s file {file} stream {stream}: {what}")
 }
 
-// --- range bookkeeping (pure helpers over the state) -----------------------------------------
-
-/// Queues READs for the parts of `[lo, hi)` that are neither cached, in flight nor queued, in
-/// pieces of at most the engine's rsize.
-fn request_missing(st: &mut State, lo: u64, hi: u64) {
-    let rsize = st.ra.config().rsize_bytes;
-    let mut gaps = vec![(lo, hi)];
-    let cached = st.cache.iter().map(|(&o, b)| (o, o + b.len() as u64));
-    let flying = st.in_flight.iter().map(|(&o, &(l, _))| (o, o + l));
-    let queued = st.queue.iter().map(|r| (r.offset, r.end()));
-    for (a, b) in cached.chain(flying).chain(queued) {
-        if b <= lo || a >= hi {
-            continue;
-        }
-        gaps = subtract(gaps, a, b);
-    }
-    for (mut a, b) in gaps {
-        while a < b {
-            let n = (b - a).min(rsize);
-            st.queue.push_back(ByteRange { offset: a, len: n });
-            a += n;
-        }
-    }
-}
-
-/// `ranges` minus `[a, b)`.
-fn subtract(ranges: Vec<(u64, u64)>, a: u64, b: u64) -> Vec<(u64, u64)> {
-    let mut out = Vec::with_capacity(ranges.len() + 1);
-    for (lo, hi) in ranges {
-        if b <= lo || a >= hi {
-            out.push((lo, hi));
-            continue;
-        }
-        if lo < a {
-            out.push((lo, a));
-        }
-        if b < hi {
-            out.push((b, hi));
-        }
-    }
-    out
-}
-
-/// Drops `[lo, hi)` from the cache and forgets READs in flight or queued inside it.
-fn discard(st: &mut State, lo: u64, hi: u64) {
-    let taken = take_partial(&mut st.cache, lo, hi);
-    drop(taken);
-    let doomed: Vec<u64> = st
-        .in_flight
-        .range(lo..hi)
-        .filter(|(&o, &(l, _))| o + l <= hi)
-        .map(|(&o, _)| o)
-        .collect();
-    for o in doomed {
-        st.in_flight.remove(&o);
-    }
-    st.queue.retain(|r| !(r.offset >= lo && r.end() <= hi));
-}
-
-/// Drops cached pieces no stream and no waiting reader covers (data skipped over or left
-/// behind by a reader that moved on).
-fn evict(st: &mut State, done_waiter: u64) {
-    if st.cache.is_empty() {
-        return;
-    }
-    let mut keep: Vec<(u64, u64)> = st
-        .ra
-        .streams()
-        .iter()
-        .map(|s| (s.position, s.fetched_end))
-        .collect();
-    keep.extend(
-        st.waiting
-            .iter()
-            .filter(|(w, _)| *w != done_waiter)
-            .map(|(_, r)| (r.offset, r.end())),
-    );
-    let doomed: Vec<u64> = st
-        .cache
-        .iter()
-        .filter(|(&o, b)| {
-            let e = o + b.len() as u64;
-            !keep.iter().any(|&(lo, hi)| o < hi && lo < e)
-        })
-        .map(|(&o, _)| o)
-        .collect();
-    for o in doomed {
-        st.cache.remove(&o);
-    }
-}
-
-/// True if the cache holds every byte of `[lo, hi)`.
-fn covers(cache: &BTreeMap<u64, Bytes>, lo: u64, hi: u64) -> bool {
-    let mut at = lo;
-    // The piece starting at or before `lo`, then those after it in order.
-    let start = cache.range(..=lo).next_back().map_or(lo, |(&o, _)| o);
-    for (&o, b) in cache.range(start..hi) {
-        if o > at {
-            return false;
-        }
-        at = at.max(o + b.len() as u64);
-        if at >= hi {
-            return true;
-        }
-    }
-    at >= hi
-}
-
-/// Removes `[lo, hi)` (which the cache covers) and returns it in order; the parts of pieces
-/// outside the range stay.
-fn take(cache: &mut BTreeMap<u64, Bytes>, lo: u64, hi: u64) -> Vec<Bytes> {
-    take_partial(cache, lo, hi)
-}
-
-/// Removes whatever of `[lo, hi)` the cache holds and returns it in order.
-fn take_partial(cache: &mut BTreeMap<u64, Bytes>, lo: u64, hi: u64) -> Vec<Bytes> {
-    let start = cache.range(..=lo).next_back().map_or(lo, |(&o, _)| o);
-    let keys: Vec<u64> = cache.range(start..hi).map(|(&o, _)| o).collect();
-    let mut out = Vec::new();
-    for o in keys {
-        let b = cache.remove(&o).expect("key just listed");
-        let e = o + b.len() as u64;
-        if e <= lo {
-            cache.insert(o, b);
-            continue;
-        }
-        let a = lo.max(o);
-        let z = hi.min(e);
-        if o < a {
-            cache.insert(o, b.slice(..(a - o) as usize));
-        }
-        if z < e {
-            cache.insert(z, b.slice((z - o) as usize..));
-        }
-        out.push(b.slice((a - o) as usize..(z - o) as usize));
-    }
-    out
-}
-
-/// Adds the first `len` bytes of `chunks` at `offset`, skipping what is already cached.
-fn insert(cache: &mut BTreeMap<u64, Bytes>, offset: u64, chunks: Vec<Bytes>, len: u64) {
-    let mut at = offset;
-    let end = offset + len;
-    for c in chunks {
-        if at >= end {
-            break;
-        }
-        let n = (c.len() as u64).min(end - at);
-        let c = c.slice(..n as usize);
-        let mut gaps = vec![(at, at + n)];
-        let start = cache.range(..=at).next_back().map_or(at, |(&o, _)| o);
-        for (&o, b) in cache.range(start..at + n) {
-            gaps = subtract(gaps, o, o + b.len() as u64);
-        }
-        for (a, z) in gaps {
-            cache.insert(a, c.slice((a - at) as usize..(z - at) as usize));
-        }
-        at += n;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -708,37 +403,5 @@ mod tests {
         assert!(parse_readahead("fixed:").is_err());
         assert!(parse_readahead("fixed:12q").is_err());
         assert!(parse_readahead("lots").is_err());
-    }
-
-    fn cache_of(pieces: &[(u64, &'static [u8])]) -> BTreeMap<u64, Bytes> {
-        pieces
-            .iter()
-            .map(|&(o, b)| (o, Bytes::from_static(b)))
-            .collect()
-    }
-
-    #[test]
-    fn the_cache_serves_ranges_across_pieces_and_keeps_the_rest() {
-        let mut c = cache_of(&[(0, b"abcd"), (4, b"efgh"), (10, b"kl")]);
-        assert!(covers(&c, 1, 7));
-        assert!(covers(&c, 0, 8));
-        assert!(!covers(&c, 6, 11), "hole at 8..10");
-        assert!(covers(&c, 10, 12));
-        let got: Vec<u8> = take(&mut c, 2, 6).concat();
-        assert_eq!(got, b"cdef");
-        assert_eq!(c.get(&0).map(|b| &b[..]), Some(&b"ab"[..]));
-        assert_eq!(c.get(&6).map(|b| &b[..]), Some(&b"gh"[..]));
-        insert(&mut c, 0, vec![Bytes::from_static(b"XXXXXXXXXXXX")], 12);
-        let all: Vec<u8> = take(&mut c, 0, 12).concat();
-        assert_eq!(all, b"abXXXXghXXkl", "existing pieces win; gaps filled");
-        assert!(c.is_empty());
-    }
-
-    #[test]
-    fn subtracting_ranges_splits_and_trims() {
-        assert_eq!(subtract(vec![(0, 10)], 3, 5), vec![(0, 3), (5, 10)]);
-        assert_eq!(subtract(vec![(0, 10)], 0, 10), vec![]);
-        assert_eq!(subtract(vec![(0, 10)], 8, 20), vec![(0, 8)]);
-        assert_eq!(subtract(vec![(0, 4), (6, 9)], 3, 7), vec![(0, 3), (7, 9)]);
     }
 }

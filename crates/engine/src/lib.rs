@@ -13,6 +13,7 @@
 //! | [`writebehind`] | server | which UNSTABLE writes are flushed together, and when?            |
 //! | [`writewindow`] | client | how many UNSTABLE WRITEs should one writer keep in flight?       |
 //! | [`pool`]        | both   | how many fixed-size chunks are in use, and may one more be?     |
+//! | [`readcore`]    | client | what is cached, in flight, awaited; is a reply still current?    |
 //! | [`plan`]        | client | which UNSTABLE writes must a COMMIT still cover or be resent?    |
 //!
 //! Each module opens with a design essay; read those before the code.
@@ -24,6 +25,7 @@
 pub mod plan;
 pub mod pool;
 pub mod readahead;
+pub mod readcore;
 pub mod seqtable;
 pub mod writebehind;
 pub mod writewindow;

@@ -7,8 +7,9 @@
 //!        inodes   ino ─► { fh, lookups, CachedAttr }      (FUSE node ids; forget drops them)
 //!        by_fh    fh  ─► ino
 //!        names    (dir ino, name) ─► { fh, attr, dir mtime when cached }   (bounded)
-//!      open       ino ─► FileIo (tokio Mutex): write-behind buffer, WRITEs in flight,
-//!                        the UnstableLog (what COMMIT must still cover), the read window
+//!      open       ino ─► FileIo (tokio Mutex): the client library's File (reads: autotuned
+//!                        readahead within the client's memory budget) and its FileWriter
+//!                        (write-behind: UNSTABLE WRITEs, COMMIT, resend on a verifier change)
 //!      handles    FUSE file handle ─► ino;  dirs: FUSE dir handle ─► listing snapshot
 //! ```
 //!
@@ -29,30 +30,36 @@
 //!   ctime changed, the caller is told to drop cached pages. `flush`/`release`/`fsync` write
 //!   the dirty data and COMMIT it before returning.
 //!
+//! # One data path
+//! Reads and writes go through the client library's [`File`] and [`FileWriter`], the same code
+//! `sluice cp` and `sluice cat` use; this module adds only what a mount needs on top.
+//!
 //! # Writes
-//! The kernel's write chunks are appended to a buffer while they are contiguous; every full
-//! wsize is sent as an UNSTABLE WRITE, with up to `write_depth` in flight. Replies go to the
-//! [`UnstableLog`]; `sync` sends what is left, waits, and COMMITs. If the COMMIT's verifier
-//! differs from a WRITE's (the server restarted and may have lost the data) the chunks written
-//! under the old verifier are sent again and committed again. Errors of background WRITEs are
-//! kept and reported by the next flush/fsync, like Linux reports them at close.
+//! The kernel's writes go to the file's [`FileWriter::write_at`]: contiguous ones fill wsize
+//! UNSTABLE WRITEs, several in flight (`ClientOptions::write_depth`), and every reply's
+//! verifier is kept until a COMMIT matches it; a write elsewhere first sends what is buffered.
+//! `sync` (flush on close, fsync) is [`FileWriter::sync`]: the rest is sent, then COMMITs until
+//! the verifier confirms everything, resending what a server restart may have lost. Errors of
+//! background WRITEs are kept and reported by the next flush/fsync, like Linux reports them at
+//! close. A getattr or read of a file with unanswered WRITEs first waits for them, so size,
+//! mtime and data are the server's after the writes.
 //!
 //! # Reads
-//! A per-file window of READs: a read that continues the previous one (or falls inside the
-//! window) keeps `read_depth` full-rsize READs in flight ahead of it; any other read resets the
-//! window and fetches just what was asked. The seam for an adaptive policy
-//! (`sluice_engine::readahead`) is [`ReadWindow::plan_ahead`]: it decides how far ahead to
-//! fetch and is the only place that would change.
+//! [`File::read_at`]: the engine of `sluice_engine::readahead` sees every offset the kernel
+//! asks for, so sequential readers get a window that grows with bandwidth × delay (within the
+//! client's readahead budget) and random readers shrink it to what they ask. Data read ahead is
+//! dropped when the attributes show a change, when this mount writes or truncates the file
+//! (within the attributes' time granularity its own change may not show), and at open when
+//! close-to-open revalidation sees a change.
 
 use crate::cache::{data_changed, AttrCacheConfig, CachedAttr};
-use bytes::{Bytes, BytesMut};
-use sluice_client::{Client, NfsError, Pending};
-use sluice_engine::plan::UnstableLog;
+use bytes::Bytes;
+use sluice_client::{Client, File, FileWriter, NfsError};
 use sluice_xdr::nfs3::{
-    CreateHow, DeviceData3, Fattr3, Ftype3, MknodData, NfsFh3, Nfsstat3, Nfstime3, ReadResOk,
-    Sattr3, SetTime, Specdata3, StableHow, WccData, WriteResOk,
+    CreateHow, DeviceData3, Fattr3, Ftype3, MknodData, NfsFh3, Nfsstat3, Nfstime3, Sattr3, SetTime,
+    Specdata3, WccData,
 };
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -62,8 +69,6 @@ pub type Ino = u64;
 /// The export root's node id (FUSE_ROOT_ID).
 pub const ROOT_INO: Ino = 1;
 
-/// How many times a COMMIT may report a new verifier before `sync` gives up with EIO.
-const COMMIT_ROUNDS_MAX: usize = 8;
 /// Synthetic node ids (fileid collisions) start here, far above real fileids.
 const SYNTHETIC_INO_BASE: u64 = 1 << 63;
 
@@ -80,13 +85,6 @@ pub struct FsConfig {
     pub attr: AttrCacheConfig,
     /// Refuse every modification with EROFS.
     pub read_only: bool,
-    /// READs of rsize kept in flight ahead of a sequential reader. Default 4.
-    pub read_depth: usize,
-    /// UNSTABLE WRITEs of wsize in flight per file. Default 4.
-    pub write_depth: usize,
-    /// Uncommitted bytes kept per file (for resending after a server restart) before a COMMIT
-    /// is sent mid-stream. Default 64 MiB: the bound on memory held per file being written.
-    pub commit_bytes_max: u64,
     /// Entries of the name cache; when full it is cleared (they are only hints). Default 64 Ki.
     pub name_cache_entries_max: usize,
 }
@@ -96,9 +94,6 @@ impl Default for FsConfig {
         FsConfig {
             attr: AttrCacheConfig::default(),
             read_only: false,
-            read_depth: 4,
-            write_depth: 4,
-            commit_bytes_max: 64 << 20,
             name_cache_entries_max: 64 << 10,
         }
     }
@@ -317,8 +312,8 @@ impl Fs {
     pub async fn getattr(&self, ino: Ino) -> FsResult<Node> {
         if let Some(io) = self.open_io(ino) {
             let mut s = io.state.lock().await;
-            if s.is_dirty() {
-                self.write_out(&io, &mut s).await?;
+            if s.writer.is_dirty() {
+                s.write_out().await?;
                 self.invalidate_attr(ino);
             }
         }
@@ -331,9 +326,9 @@ impl Fs {
         self.check_writable()?;
         if let Some(io) = self.open_io(ino) {
             let mut s = io.state.lock().await;
-            s.window.clear();
-            if s.is_dirty() {
-                self.write_out(&io, &mut s).await?;
+            s.reads_stale = true;
+            if s.writer.is_dirty() {
+                s.write_out().await?;
             }
         }
         let fh = self.fh_of(ino)?;
@@ -402,6 +397,9 @@ impl Fs {
             .created(parent, name, res.obj, res.obj_attributes, res.dir_wcc)
             .await?;
         let fh = self.open_handle(node.ino);
+        if truncate {
+            self.mark_reads_stale(node.ino).await;
+        }
         Ok((
             node,
             Opened {
@@ -654,6 +652,10 @@ impl Fs {
                 None => true,
             }
         };
+        if let Some(io) = self.open_io(ino) {
+            // Open already through another handle: its read cache follows the revalidation.
+            io.state.lock().await.file.observe(attr);
+        }
         let handle = self.open_handle(ino);
         Ok(Opened {
             fh: handle,
@@ -661,43 +663,45 @@ impl Fs {
         })
     }
 
+    /// Reads through the file's readahead (see the module docs).
     pub async fn read(&self, handle: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         let (ino, io) = self.io_of(handle)?;
-        let size_hint = self.cached_size(ino);
-        let mut s = io.state.lock().await;
-        if s.is_dirty() {
-            self.write_out(&io, &mut s).await?;
+        let file = {
+            let mut s = io.state.lock().await;
+            if s.writer.is_dirty() {
+                s.write_out().await?;
+            }
+            if s.reads_stale {
+                // Written or truncated here: what was read ahead may be old, and the size the
+                // read path knows may be short. Fetch both again.
+                s.file.invalidate();
+                let attr = self.getattr_rpc(s.file.fh()).await?;
+                self.update_attr(ino, attr);
+                s.file.observe(attr);
+                s.reads_stale = false;
+            }
+            s.file.clone()
+        };
+        let chunks = file
+            .read_at(offset, u64::from(size))
+            .await
+            .map_err(|e| errno(&e))?;
+        let mut out = Vec::with_capacity(chunks.iter().map(|c| c.len()).sum());
+        for c in chunks {
+            out.extend_from_slice(&c);
         }
-        let depth = self.config.read_depth;
-        let r = s
-            .window
-            .read(&self.client, &io.fh, offset, size, size_hint, depth)
-            .await;
-        r.map_err(|e| errno(&e))
+        Ok(out)
     }
 
-    /// Buffers `data` at `offset`; full wsize pieces go out as UNSTABLE WRITEs.
+    /// Hands `data` at `offset` to the file's writer (write-behind; see the module docs).
     pub async fn write(&self, handle: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
         self.check_writable()?;
         let (ino, io) = self.io_of(handle)?;
         let mut s = io.state.lock().await;
-        s.window.clear();
-        if !s.buf.is_empty() && offset != s.buf_offset + s.buf.len() as u64 {
-            self.send_buffer(&io, &mut s).await;
-        }
-        if s.buf.is_empty() {
-            s.buf_offset = offset;
-        }
-        s.buf.extend_from_slice(data);
-        let wsize = self.wsize().max(4096) as usize;
-        while s.buf.len() >= wsize {
-            let chunk = s.buf.split_to(wsize).freeze();
-            let off = s.buf_offset;
-            s.buf_offset += wsize as u64;
-            self.start_write(&io, &mut s, off, chunk).await;
-        }
-        if s.log.bytes() > self.config.commit_bytes_max {
-            self.commit(&io, &mut s).await;
+        s.reads_stale = true;
+        if let Err(e) = s.writer.write_at(offset, data).await {
+            tracing::warn!("WRITE near offset {offset} failed: {e}");
+            s.error.get_or_insert(errno(&e));
         }
         drop(s);
         self.invalidate_attr(ino);
@@ -708,17 +712,18 @@ impl Fs {
     pub async fn sync(&self, handle: u64) -> FsResult<()> {
         let (ino, io) = self.io_of(handle)?;
         let mut s = io.state.lock().await;
-        let had_data = s.is_dirty() || !s.log.is_empty();
-        let r = self.write_out(&io, &mut s).await;
-        if r.is_ok() && !s.log.is_empty() {
-            self.commit(&io, &mut s).await;
+        let had_data = s.writer.is_uncommitted();
+        if had_data {
+            if let Err(e) = s.writer.sync().await {
+                tracing::warn!("writing back failed: {e}");
+                s.error.get_or_insert(errno(&e));
+            }
         }
         let deferred = s.error.take();
         drop(s);
         if had_data {
             self.invalidate_attr(ino);
         }
-        r?;
         match deferred {
             Some(e) => Err(e),
             None => Ok(()),
@@ -753,13 +758,6 @@ impl Fs {
             .get(&ino)
             .map(|i| i.fh.clone())
             .ok_or(Errno(libc::ESTALE))
-    }
-
-    fn cached_size(&self, ino: Ino) -> u64 {
-        self.lock_tables()
-            .inodes
-            .get(&ino)
-            .map_or(0, |i| i.attr.attr.size)
     }
 
     /// Interns `fh` with `attr` (fetched at `at`) and counts a kernel lookup if `count`.
@@ -941,11 +939,16 @@ impl Fs {
     // --- helpers: open files -------------------------------------------------------------------
 
     fn open_handle(&self, ino: Ino) -> u64 {
-        let fh = self.fh_of(ino).unwrap_or_default();
+        let (fh, attr) = self
+            .lock_tables()
+            .inodes
+            .get(&ino)
+            .map(|i| (i.fh.clone(), i.attr.attr))
+            .unwrap_or_default();
         {
             let mut open = self.open.lock().expect("open");
             let e = open.entry(ino).or_insert_with(|| OpenEntry {
-                io: Arc::new(FileIo::new(fh)),
+                io: Arc::new(FileIo::new(File::new(self.client.clone(), fh, attr))),
                 opens: 0,
             });
             e.opens += 1;
@@ -974,110 +977,11 @@ impl Fs {
         Ok((ino, io))
     }
 
-    /// Sends the buffer and waits for every WRITE in flight (no COMMIT).
-    async fn write_out(&self, io: &FileIo, s: &mut IoState) -> FsResult<()> {
-        self.send_buffer(io, s).await;
-        while !s.in_flight.is_empty() {
-            self.reap_one(io, s).await;
+    /// Drops what the open file read ahead, at the next read (this mount changed the file).
+    async fn mark_reads_stale(&self, ino: Ino) {
+        if let Some(io) = self.open_io(ino) {
+            io.state.lock().await.reads_stale = true;
         }
-        match s.error {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-
-    async fn send_buffer(&self, io: &FileIo, s: &mut IoState) {
-        if s.buf.is_empty() {
-            return;
-        }
-        let data = s.buf.split().freeze();
-        let off = s.buf_offset;
-        s.buf_offset += data.len() as u64;
-        self.start_write(io, s, off, data).await;
-    }
-
-    async fn start_write(&self, io: &FileIo, s: &mut IoState, offset: u64, data: Bytes) {
-        while s.in_flight.len() >= self.config.write_depth.max(1) {
-            self.reap_one(io, s).await;
-        }
-        let pending = self
-            .client
-            .start_write(&io.fh, offset, data.clone(), StableHow::UNSTABLE)
-            .await;
-        s.in_flight.push_back(InFlightWrite {
-            offset,
-            data,
-            pending,
-        });
-    }
-
-    /// Waits for the oldest WRITE; a short write sends the rest synchronously.
-    async fn reap_one(&self, io: &FileIo, s: &mut IoState) {
-        let Some(w) = s.in_flight.pop_front() else {
-            return;
-        };
-        let (mut offset, mut data) = (w.offset, w.data);
-        let mut result = w.pending.wait().await;
-        loop {
-            match result {
-                Ok(res) => {
-                    let n = (res.count as usize).min(data.len());
-                    if res.committed != StableHow::FILE_SYNC {
-                        s.log.record(offset, data.slice(..n), res.verf);
-                    }
-                    if n == data.len() {
-                        return;
-                    }
-                    if n == 0 {
-                        s.error.get_or_insert(Errno(libc::EIO));
-                        return;
-                    }
-                    offset += n as u64;
-                    data = data.slice(n..);
-                    result = self
-                        .client
-                        .write(&io.fh, offset, data.clone(), StableHow::UNSTABLE)
-                        .await;
-                }
-                Err(e) => {
-                    tracing::warn!("WRITE at {offset} failed: {e}");
-                    s.error.get_or_insert(errno(&e));
-                    return;
-                }
-            }
-        }
-    }
-
-    /// COMMIT everything written; resend what a verifier change may have lost.
-    async fn commit(&self, io: &FileIo, s: &mut IoState) {
-        for _ in 0..COMMIT_ROUNDS_MAX {
-            while !s.in_flight.is_empty() {
-                self.reap_one(io, s).await;
-            }
-            if s.log.is_empty() || s.error.is_some() {
-                return;
-            }
-            let verf = match self.client.commit(&io.fh, 0, 0).await {
-                Ok(r) => r.verf,
-                Err(e) => {
-                    tracing::warn!("COMMIT failed: {e}");
-                    s.error.get_or_insert(errno(&e));
-                    return;
-                }
-            };
-            let lost = s.log.on_commit(verf);
-            if lost.is_empty() {
-                return;
-            }
-            tracing::info!(
-                "write verifier changed: resending {} uncommitted chunks",
-                lost.len()
-            );
-            for c in lost {
-                self.start_write(io, s, c.offset, c.data).await;
-            }
-        }
-        s.error.get_or_insert(Errno(libc::EIO));
     }
 }
 
@@ -1112,231 +1016,44 @@ impl Tables {
 // --- per-file I/O state --------------------------------------------------------------------------
 
 struct FileIo {
-    fh: NfsFh3,
     state: tokio::sync::Mutex<IoState>,
 }
 
 impl FileIo {
-    fn new(fh: NfsFh3) -> FileIo {
+    fn new(file: File) -> FileIo {
         FileIo {
-            fh,
-            state: tokio::sync::Mutex::new(IoState::default()),
+            state: tokio::sync::Mutex::new(IoState {
+                writer: file.writer(),
+                file,
+                error: None,
+                reads_stale: false,
+            }),
         }
     }
 }
 
-#[derive(Default)]
 struct IoState {
-    /// Contiguous data not yet sent, starting at `buf_offset`.
-    buf: BytesMut,
-    buf_offset: u64,
-    in_flight: VecDeque<InFlightWrite>,
-    log: UnstableLog,
+    /// Reads (clones share the cache and the READs in flight).
+    file: File,
+    writer: FileWriter,
     /// The first error of a background WRITE or COMMIT, reported by the next flush/fsync.
     error: Option<Errno>,
-    window: ReadWindow,
+    /// Written or truncated here since the read cache was last dropped.
+    reads_stale: bool,
 }
 
 impl IoState {
-    fn is_dirty(&self) -> bool {
-        !self.buf.is_empty() || !self.in_flight.is_empty()
-    }
-}
-
-struct InFlightWrite {
-    offset: u64,
-    data: Bytes,
-    pending: Pending<WriteResOk>,
-}
-
-/// The readahead window of one file: contiguous READs, oldest first.
-#[derive(Default)]
-struct ReadWindow {
-    chunks: VecDeque<ReadChunk>,
-    /// Where the next READ of the window starts.
-    next_fetch: u64,
-    /// End of the last read served (a read starting here is sequential).
-    last_end: u64,
-}
-
-struct ReadChunk {
-    offset: u64,
-    count: u32,
-    state: ChunkState,
-}
-
-enum ChunkState {
-    Pending(Pending<ReadResOk>),
-    Ready { data: Bytes, eof: bool },
-    Taken,
-}
-
-impl ReadWindow {
-    fn clear(&mut self) {
-        self.chunks.clear();
-        self.next_fetch = 0;
-    }
-
-    async fn read(
-        &mut self,
-        client: &Client,
-        fh: &NfsFh3,
-        offset: u64,
-        size: u32,
-        size_hint: u64,
-        depth: usize,
-    ) -> Result<Vec<u8>, NfsError> {
-        let end = offset + size as u64;
-        let in_window =
-            self.chunks.front().is_some_and(|c| c.offset <= offset) && offset < self.next_fetch;
-        let sequential = in_window || offset == self.last_end;
-        if !in_window {
-            self.chunks.clear();
-            self.next_fetch = offset;
+    /// Sends what is buffered and waits for every WRITE (no COMMIT); the first error so far.
+    async fn write_out(&mut self) -> FsResult<()> {
+        if let Err(e) = self.writer.write_out().await {
+            tracing::warn!("writing back failed: {e}");
+            self.error.get_or_insert(errno(&e));
         }
-        let rsize = client.rsize().max(4096);
-        let ahead = self.plan_ahead(sequential, end, size_hint, rsize, depth);
-        while self.next_fetch < ahead {
-            let count = if sequential {
-                rsize
-            } else {
-                (end - self.next_fetch).min(rsize as u64) as u32
-            };
-            let pending = client.start_read(fh, self.next_fetch, count).await;
-            self.chunks.push_back(ReadChunk {
-                offset: self.next_fetch,
-                count,
-                state: ChunkState::Pending(pending),
-            });
-            self.next_fetch += count as u64;
-        }
-        let result = self.assemble(client, fh, offset, end).await;
-        if result.is_err() {
-            self.clear();
-        }
-        result
-    }
-
-    /// How far the window should reach: the request, plus `depth` READs beyond it when the
-    /// reader is sequential, never past the known size. The seam for an adaptive policy.
-    fn plan_ahead(
-        &self,
-        sequential: bool,
-        end: u64,
-        size_hint: u64,
-        rsize: u32,
-        depth: usize,
-    ) -> u64 {
-        if !sequential {
-            return end;
-        }
-        let ahead = end.saturating_add(rsize as u64 * depth as u64);
-        ahead.min(size_hint.max(end))
-    }
-
-    async fn assemble(
-        &mut self,
-        client: &Client,
-        fh: &NfsFh3,
-        offset: u64,
-        end: u64,
-    ) -> Result<Vec<u8>, NfsError> {
-        let mut out = Vec::with_capacity((end - offset) as usize);
-        let mut hit_eof = false;
-        for i in 0..self.chunks.len() {
-            let pos = offset + out.len() as u64;
-            let c = &mut self.chunks[i];
-            if c.offset >= end || hit_eof {
-                break;
-            }
-            if c.offset + c.count as u64 <= pos {
-                continue;
-            }
-            if let ChunkState::Pending(_) = c.state {
-                let ChunkState::Pending(p) = std::mem::replace(&mut c.state, ChunkState::Taken)
-                else {
-                    unreachable!()
-                };
-                let (data, eof) = complete(client, fh, c.offset, c.count, p).await?;
-                c.state = ChunkState::Ready { data, eof };
-            }
-            let ChunkState::Ready { data, eof } = &c.state else {
-                unreachable!("chunks are pending or ready")
-            };
-            let data_end = c.offset + data.len() as u64;
-            if c.offset > pos || data_end <= pos {
-                hit_eof = *eof || data_end <= pos;
-                break;
-            }
-            let take_end = data_end.min(end);
-            out.extend_from_slice(&data[(pos - c.offset) as usize..(take_end - c.offset) as usize]);
-            if *eof && take_end == data_end {
-                hit_eof = true;
-            }
-        }
-        if hit_eof {
-            // Nothing after EOF is worth keeping.
-            let eof_at = offset + out.len() as u64;
-            self.chunks.retain(|c| c.offset < eof_at.max(offset + 1));
-            self.next_fetch = self
-                .chunks
-                .back()
-                .map_or(eof_at, |c| c.offset + c.count as u64);
-        }
-        // Keep the chunk the read ended in (the next sequential read starts there).
-        let pos = offset + out.len() as u64;
-        while self
-            .chunks
-            .front()
-            .is_some_and(|c| c.offset + c.count as u64 <= offset.min(pos))
-        {
-            self.chunks.pop_front();
-        }
-        self.last_end = pos;
-        Ok(out)
-    }
-}
-
-/// Waits for a READ and completes a short one (not at EOF) with further READs.
-async fn complete(
-    client: &Client,
-    fh: &NfsFh3,
-    offset: u64,
-    count: u32,
-    pending: Pending<ReadResOk>,
-) -> Result<(Bytes, bool), NfsError> {
-    let first = pending.wait().await?;
-    let mut eof = first.eof;
-    let mut data = payload_bytes(first.data);
-    if data.len() >= count as usize || eof {
-        return Ok((data, eof));
-    }
-    let mut buf = BytesMut::from(&data[..]);
-    while buf.len() < count as usize && !eof {
-        let got = buf.len() as u64;
-        let r = client.read(fh, offset + got, count - got as u32).await?;
-        eof = r.eof;
-        if r.data.is_empty() {
-            break;
-        }
-        for c in r.data.chunks() {
-            buf.extend_from_slice(c);
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
     }
-    data = buf.freeze();
-    Ok((data, eof))
-}
-
-fn payload_bytes(p: sluice_xdr::Payload) -> Bytes {
-    let mut chunks = p.into_chunks();
-    if chunks.len() == 1 {
-        return chunks.pop().expect("one chunk");
-    }
-    let mut b = BytesMut::new();
-    for c in chunks {
-        b.extend_from_slice(&c);
-    }
-    b.freeze()
 }
 
 // --- conversions ---------------------------------------------------------------------------------

@@ -4,9 +4,10 @@
 //!   kernel VFS ──/dev/fuse──► fuser session thread ──► fuse.rs (SluiceFuse: callbacks → tasks)
 //!                                                          │ tokio runtime
 //!                                                          ▼
-//!                                       fs.rs (Fs: inodes, attribute/name caches, open files,
-//!                                              write-behind + COMMIT, readahead window)
+//!                                       fs.rs (Fs: inodes, attribute/name caches, open files)
 //!                                                          │
+//!                                       sluice_client::File / FileWriter (autotuned readahead,
+//!                                         write-behind + COMMIT: the data path of cp and cat)
 //!                                       sluice_client::Client (typed NFSv3 calls, one TCP
 //!                                                              connection, many XIDs in flight)
 //! ```

@@ -83,6 +83,14 @@ impl MountArgs {
         if let Some(n) = self.nconnect {
             o.nconnect = n;
         }
+        // How long an open file's read path trusts its attributes before a GETATTR checks that
+        // the data read ahead is still current: the mount's acregmin, like the kernel's
+        // attribute cache for a regular file (0 with --noac: every read checks).
+        o.attr_timeout = if self.noac {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(self.acregmin)
+        };
         o
     }
 

@@ -526,3 +526,66 @@ fn mounting_a_missing_mountpoint_fails_with_a_message() {
         .expect("must fail");
     assert!(e.contains("/nonexistent/sluice-mnt"), "{e}");
 }
+
+/// The mount's reads are the client library's: a sequential reader is read ahead for; a reader
+/// that then seeks far away makes the window shrink and gets only what it asks for (4 KiB
+/// pages); both get the file's bytes. Through `Fs` directly, so the offsets are exactly the
+/// ones given here (the kernel would add its own readahead on top).
+#[test]
+fn mount_reads_go_through_the_autotuned_readahead() {
+    use sluice_fuse::fs::ROOT_INO;
+    use sluice_fuse::{Fs, FsConfig};
+    const MIB: usize = 1 << 20;
+    let server = SluiceServer::start();
+    let path = server.export_dir().join("big");
+    make_file(&path, 64 * MIB, 7);
+    let want = std::fs::read(&path).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = Client::connect(server.url().as_str(), ClientOptions::default())
+            .await
+            .unwrap();
+        let fs = Fs::new(client.clone(), FsConfig::default()).await.unwrap();
+        let node = fs.lookup(ROOT_INO, b"big").await.unwrap();
+        let h = fs.open(node.ino, false).await.unwrap().fh;
+
+        // Sequential: 128 KiB application reads (the kernel's usual size) over 8 MiB.
+        const PIECE: usize = 128 << 10;
+        for off in (0..8 * MIB).step_by(PIECE) {
+            let got = fs.read(h, off as u64, PIECE as u32).await.unwrap();
+            assert!(got == want[off..off + PIECE], "sequential read at {off}");
+        }
+        let seq = client.read_stats();
+        assert!(
+            seq.readahead_bytes > 0,
+            "a sequential reader through the mount must be read ahead for: {seq:?}"
+        );
+
+        // Random 4 KiB reads in [40, 64) MiB, beyond anything the sequential window reached
+        // (it doubles only after a whole window was read, so after 8 MiB read it ends before
+        // 8 + 16 MiB): only what is asked is fetched.
+        let mut x: u64 = 12345;
+        let n = 200u64;
+        for _ in 0..n {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let page = (40 * MIB / 4096) as u64 + (x >> 33) % (24 * MIB / 4096) as u64;
+            let off = (page * 4096) as usize;
+            let got = fs.read(h, off as u64, 4096).await.unwrap();
+            assert!(got == want[off..off + 4096], "random read at {off}");
+        }
+        let after = client.read_stats();
+        assert!(
+            after.window_shrinks > seq.window_shrinks,
+            "seeking away must shrink the sequential window: {after:?}"
+        );
+        let random_fetched = after.read_bytes - seq.read_bytes;
+        assert!(
+            random_fetched <= 2 * n * 4096,
+            "random reads through the mount fetched {random_fetched} bytes for {} asked",
+            n * 4096
+        );
+        fs.release(h).await.unwrap();
+    });
+}
