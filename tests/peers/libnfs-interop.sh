@@ -141,7 +141,9 @@ fi
 # ------------------------------------------------------------------ directories (host side)
 mkdir "$BACK/$WORK/newdir"
 echo "in new dir" > "$BACK/$WORK/newdir/x.txt"
-run nfs-ls "$(v3 "$WORK")" | grep -qE '^d.* newdir$' || die "host mkdir not visible over NFS"
+ls_work="$(run nfs-ls "$(v3 "$WORK")")"
+echo "$ls_work" | grep -qE '^d.* newdir$' \
+    || die "host mkdir not visible over NFS; nfs-ls printed: $(echo "$ls_work" | tail -n 20)"
 [ "$(run nfs-cat "$(v3 "$WORK/newdir/x.txt")")" = "in new dir" ] || die "file in a new dir reads wrong"
 mv "$BACK/$WORK/newdir" "$BACK/$WORK/renamed"
 mv "$BACK/$WORK/up/f1" "$BACK/$WORK/up/f1-renamed"
