@@ -14,8 +14,11 @@
 //! wait for a peer the way a pipe or socket does; it blocks only briefly (page allocation,
 //! dirty-page throttling when the disk is far behind, which then limits the copy anyway), and
 //! meanwhile the replies already on the wire wait in the socket buffer. A writer thread with a
-//! bounded queue would keep the runtime turning during that time, but would cost a wake-up on
-//! each side of the queue whenever either side sleeps, which is what the blocking pool costs.
+//! bounded queue would keep the runtime turning during that time, but costs a wake-up on each
+//! side of the queue whenever either side sleeps. Measured on a 256 MiB loopback copy (a
+//! 4-deep `tokio::sync::mpsc` of reply segments to a thread doing the same `pwritev`): ~120
+//! futex calls and ~615 context switches, against 0 futex and ~150 context switches
+//! inline, for the same 256 `pwritev` calls.
 
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, RawFd};
