@@ -4,3 +4,4 @@
 //! the binary (`main.rs`) embeds [`cmd::ClientCmd`] in its subcommands.
 
 pub mod cmd;
+pub mod sink;

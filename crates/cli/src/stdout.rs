@@ -23,7 +23,10 @@
 //! the RPC driver keeps reading replies and running its timers meanwhile. A pipe's buffer is
 //! also grown to 1 MiB (the unprivileged limit, `/proc/sys/fs/pipe-max-size`) so that one rsize
 //! of output is one write instead of sixteen 64 KiB ones; best effort.
+//!
+//! The system call itself is shared with `sluice cp`'s local-file sink: `sluice_cli::sink`.
 
+use sluice_cli::sink::writev_fd;
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
@@ -52,9 +55,6 @@ impl AsRawFd for Fd1 {
 
 /// The pipe buffer asked for: one 1 MiB READ reply fits in one write.
 const PIPE_BYTES: libc::c_int = 1 << 20;
-
-/// Linux's IOV_MAX: the most segments one `writev` takes.
-const IOV_MAX: usize = 1024;
 
 impl Stdout {
     /// Standard output, in the mode that fits what fd 1 is. Must run inside the runtime.
@@ -124,29 +124,6 @@ fn restore_flags(flags: i32) {
     unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_SETFL, flags) };
 }
 
-/// One `writev` on fd 1; retried on EINTR.
-fn writev1(bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-    let n = bufs.len().min(IOV_MAX);
-    loop {
-        // SAFETY: IoSlice is ABI-compatible with iovec (std guarantees it on Unix); the slices
-        // outlive the call and `n` is at most their number.
-        let rc = unsafe {
-            libc::writev(
-                libc::STDOUT_FILENO,
-                bufs.as_ptr() as *const libc::iovec,
-                n as libc::c_int,
-            )
-        };
-        if rc >= 0 {
-            return Ok(rc as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
 impl AsyncWrite for Stdout {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -162,10 +139,10 @@ impl AsyncWrite for Stdout {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Stdout::Direct => Poll::Ready(writev1(bufs)),
+            Stdout::Direct => Poll::Ready(writev_fd(libc::STDOUT_FILENO, bufs, None)),
             Stdout::Polled { fd, .. } => loop {
                 let mut guard = ready!(fd.poll_write_ready(cx))?;
-                match guard.try_io(|_| writev1(bufs)) {
+                match guard.try_io(|_| writev_fd(libc::STDOUT_FILENO, bufs, None)) {
                     Ok(result) => return Poll::Ready(result),
                     Err(_would_block) => continue,
                 }
@@ -187,25 +164,5 @@ impl AsyncWrite for Stdout {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.poll_flush(cx)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The iovec cast in `writev1` relies on IoSlice having iovec's layout.
-    #[test]
-    fn io_slice_is_an_iovec() {
-        assert_eq!(
-            std::mem::size_of::<IoSlice<'_>>(),
-            std::mem::size_of::<libc::iovec>()
-        );
-        let data = [1u8, 2, 3];
-        let s = [IoSlice::new(&data)];
-        // SAFETY: same size checked above; reading the fields of a valid iovec.
-        let v = unsafe { &*(s.as_ptr() as *const libc::iovec) };
-        assert_eq!(v.iov_base as *const u8, data.as_ptr());
-        assert_eq!(v.iov_len, 3);
     }
 }

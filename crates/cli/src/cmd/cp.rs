@@ -10,6 +10,7 @@
 //! For a tree the total is not known in advance: bytes and rate only.
 
 use super::{at, CommonArgs, Session};
+use crate::sink::LocalFile;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use sluice_client::client::Client;
@@ -19,7 +20,7 @@ use sluice_client::url::NfsUrl;
 use sluice_xdr::nfs3::{Fattr3, Ftype3, NfsFh3, Nfsstat3, Nfstime3, Sattr3, SetTime};
 use std::future::Future;
 use std::io::IsTerminal;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use tokio::io::AsyncReadExt;
@@ -298,14 +299,15 @@ async fn copy_file(ctx: &Ctx, src: &Node, meta: Meta, dir: &Dir, name: &str) -> 
         ) => {
             let to = d.join(name);
             let f = File::new(client.clone(), fh.clone(), *attr);
-            let mut out = tokio::fs::OpenOptions::new()
+            // A vectored sink on the runtime's thread, not tokio::fs (see `crate::sink`).
+            let file = std::fs::OpenOptions::new()
                 .write(true)
                 .create(true)
                 .truncate(true)
                 .mode(create_mode)
                 .open(&to)
-                .await
                 .map_err(|e| format!("{}: {e}", to.display()))?;
+            let mut out = LocalFile::new(file);
             f.read_to(&mut out, |n| ctx.bar.inc(n))
                 .await
                 .map_err(|e| format!("{url} -> {}: {e}", to.display()))?;
