@@ -294,6 +294,10 @@ fn nfs3_call<'a>(
 /// NFS v4 (minor versions 1 and 2): NULL, and COMPOUND run by the processor on the blocking
 /// pool (its ops call the file system, as v3's backend calls do). Statistics and request logs
 /// count the COMPOUND as one call under its overall status; per-op counts are later work.
+///
+/// Not over UDP: RFC 8881 §2.9.1 requires a transport with congestion control, and the session
+/// reply cache assumes a connection. Such a call gets PROG_MISMATCH with the program's range, as
+/// knfsd answers it.
 fn nfs4_call<'a>(
     server: &'a Server,
     peer: &'a Peer,
@@ -302,6 +306,18 @@ fn nfs4_call<'a>(
     _info: &'static ProcInfo,
 ) -> HandlerFuture<'a> {
     Box::pin(async move {
+        if peer.transport == Transport::Udp {
+            let (low, high) = registry()
+                .program(nfs4::PROGRAM)
+                .map_or((nfs4::VERSION, nfs4::VERSION), |p| p.version_range());
+            return Handled::Done(Done {
+                reply: Reply::from(rpcs::prog_mismatch(call.xid, low, high)),
+                status: Some("PROG_MISMATCH"),
+                ok: false,
+                results_bytes: 0,
+                payload_bytes_asked: 0,
+            });
+        }
         let mut w = rpcs::success_header(call.xid);
         let header_bytes = w.len();
         if call.proc_() == nfs4::proc_::NULL {

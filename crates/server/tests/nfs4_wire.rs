@@ -234,3 +234,35 @@ async fn the_lease_driver_expires_an_unconfirmed_client() {
     let res = create_session(&mut c, clientid, seq).await;
     assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
 }
+
+/// NFSv4.1 needs a transport with congestion control (RFC 8881 §2.9.1): over UDP, version 4 is
+/// refused with the program's version range while v3 still answers there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v4_is_not_served_over_udp() {
+    let mut cfg = rw();
+    cfg.udp = true;
+    let s = TestServer::start(cfg).await;
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    sock.connect(s.addr).await.unwrap();
+    let cred = auth_sys(0, 0);
+    let mut buf = vec![0u8; 65536];
+    for (xid, vers, proc_, mismatch) in [
+        (21, 4, nfs4::proc_::NULL, Some((3, 4))),
+        (22, 4, nfs4::proc_::COMPOUND, Some((3, 4))),
+        (23, 3, 0, None),
+    ] {
+        sock.send(&call_message(xid, NFS, vers, proc_, &cred, &[]))
+            .await
+            .unwrap();
+        let n = tokio::time::timeout(REPLY_TIMEOUT, sock.recv(&mut buf))
+            .await
+            .expect("a UDP reply in time")
+            .unwrap();
+        let r = parse_reply(&[Bytes::copy_from_slice(&buf[..n])]);
+        assert_eq!(r.xid, xid);
+        match mismatch {
+            Some(range) => assert_eq!(r.mismatch(), Some(range), "v{vers} proc {proc_}"),
+            None => assert_eq!(r.body, ReplyBody::success(), "v3 NULL over UDP"),
+        }
+    }
+}
