@@ -108,6 +108,11 @@ pub struct ServeArgs {
     /// Close connections idle for this many seconds.
     #[arg(long, default_value_t = 360)]
     pub idle_timeout: u64,
+    /// NFSv4.1 lease time in seconds: a client that renews nothing for this long loses its
+    /// state once another client wants it. 10..=3600, knfsd's range for its lease time.
+    #[arg(long, value_name = "SECS", default_value_t = 90,
+          value_parser = clap::value_parser!(u32).range(10..=3600))]
+    pub lease_secs: u32,
 }
 
 /// The default for `--threads`: half of `cpus`, at least one.
@@ -252,6 +257,7 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         log_requests: a.log_requests,
         metrics: a.metrics,
         read_splice: !a.no_splice,
+        lease: Duration::from_secs(u64::from(a.lease_secs)),
         net,
         io: {
             let mut io = sluice_server::io::IoConfig {
@@ -436,5 +442,27 @@ mod tests {
         assert_eq!((m.read, m.write), (IoMode::Direct, IoMode::DontCache));
         let e = export_from_flags(&parse(&["/srv", "--io-write", "fast"]), dir).unwrap_err();
         assert!(e.contains("--io-write fast"), "{e}");
+    }
+
+    #[test]
+    fn lease_secs_defaults_to_90_and_is_bounded() {
+        let lease = |args: &[&str]| config_from(&parse(args)).unwrap().lease;
+        assert_eq!(lease(&["/srv"]), Duration::from_secs(90));
+        assert_eq!(
+            lease(&["/srv", "--lease-secs", "30"]),
+            Duration::from_secs(30)
+        );
+        for bad in ["0", "9", "3601"] {
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                serve: ServeArgs,
+            }
+            let argv = ["serve", "/srv", "--lease-secs", bad];
+            assert!(
+                <Cli as clap::Parser>::try_parse_from(argv).is_err(),
+                "{bad}"
+            );
+        }
     }
 }

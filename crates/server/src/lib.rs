@@ -1,12 +1,14 @@
-//! The sluice NFSv3 server.
+//! The sluice NFS server: v3, and v4.1/4.2 on the same port.
 //!
 //! ```text
 //!   net (tokio driver: TCP/UDP, record marking, concurrency limits)
 //!    └─ service (the RPC service layer: Peer/Transport/Reply; a program registry of procedure
-//!        │        tables (PORTMAP v2, MOUNT v3, NFS v3), each row a `sluice_xdr::procs` fact
+//!        │        tables (PORTMAP v2, MOUNT v3, NFS v3 and v4), each row a `sluice_xdr::procs` fact
 //!        │        plus its handler; duplicate request cache, stats and request logs off the rows)
 //!        ├─ portmap   (answers for the one port)
 //!        ├─ mountd    (export roots, mount list)
+//!        ├─ nfs4      (NFSv4.1/4.2: the COMPOUND processor over sans-IO state cores; `lease`
+//!        │             is the task that ticks their leases)
 //!        └─ nfs       (the 22 procedures: wire types <-> neutral types, in `nfs/map.rs` only)
 //!            └─ backend = the `sluice-vfs` crate (the FileSystem trait and LocalFs: handles,
 //!               credentials, confinement, open-file cache, exports; no NFS wire type)
@@ -18,6 +20,7 @@ pub mod backchannel;
 pub use sluice_vfs as backend;
 pub mod datapath;
 pub mod io;
+pub mod lease;
 pub mod memlimit;
 pub mod metrics;
 pub mod mountd;
@@ -65,6 +68,9 @@ pub struct ServerConfig {
     /// Answer large READs of buffered exports over TCP by splicing page-cache pages into the
     /// socket instead of copying them through READ chunks (default true; see [`splice`]).
     pub read_splice: bool,
+    /// NFSv4.1 lease time (`--lease-secs`, the `lease_time` attribute). Default 90 s; see
+    /// [`nfs4::Config4::lease`].
+    pub lease: std::time::Duration,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +88,7 @@ impl Default for ServerConfig {
             net: net::NetConfig::default(),
             io: io::IoConfig::default(),
             read_splice: true,
+            lease: nfs4::Config4::default().lease,
         }
     }
 }
@@ -193,11 +200,14 @@ pub async fn bind_exports(
         .first()
         .map(|e| e.fs.write_verifier())
         .unwrap_or_default();
+    let engine = io::Engine::new(config.io.clone(), config.read_bytes_max, stats.clone());
+    let nfs4 = Arc::new(nfs4_service(&config, exports.clone(), &engine)?);
     let server = Arc::new(service::Server {
+        nfs4,
         nfs: nfs::Nfs3 {
             exports: exports.clone(),
             stats: stats.clone(),
-            io: io::Engine::new(config.io.clone(), config.read_bytes_max, stats.clone()),
+            io: engine,
             pipes: splice::PipePool::new(
                 if config.read_splice {
                     splice::PIPES_MAX_DEFAULT
@@ -232,8 +242,9 @@ pub async fn bind_exports(
         rtmax = config.read_bytes_max,
         wtmax = config.write_bytes_max,
         verifier = %hex(&verifier),
+        lease_secs = config.lease.as_secs(),
         threads = tokio::runtime::Handle::current().metrics().num_workers(),
-        "sluice serving NFSv3, MOUNTv3 and PORTMAPv2"
+        "sluice serving NFSv3, NFSv4.1/4.2, MOUNTv3 and PORTMAPv2"
     );
     Ok(Bound {
         server,
@@ -243,6 +254,41 @@ pub async fn bind_exports(
         metrics,
         config,
     })
+}
+
+/// The NFSv4.1 service over `exports`, sharing the v3 engine's write-behind.
+fn nfs4_service(
+    config: &ServerConfig,
+    exports: Arc<Vec<nfs::ExportEntry>>,
+    engine: &io::Engine,
+) -> Result<nfs4::compound::Nfs4, String> {
+    // The instance stamp of client ids, session ids and stateids: ids a client kept from an
+    // earlier run are then recognised as stale. Seconds wrap in 2106; a restart within the same
+    // second as the last one is the only collision.
+    let boot_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_secs() as u32);
+    let cfg = nfs4::Config4 {
+        lease: config.lease,
+        boot_epoch,
+        ..nfs4::Config4::default()
+    };
+    let state = nfs4::State4::new(cfg, Box::new(nfs4::SplitMix(os_seed())));
+    // The pseudo tree's generation: 1 while the export list is fixed for the process's life
+    // (a tree rebuilt on an export reload would take the next one).
+    let mut service = nfs4::compound::Nfs4::new(exports, state, 1)
+        .map_err(|e| format!("NFSv4 pseudo file system: {e:?}"))?;
+    service.write_behind = Some(engine.wb.clone());
+    Ok(service)
+}
+
+/// 64 bits the OS seeded (std's hash keys come from the OS's random source), for the NFSv4
+/// id generator: unguessable by accident, not a secret (see [`nfs4::SplitMix`]).
+fn os_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish()
 }
 
 /// Serves until a listener fails.
@@ -264,6 +310,7 @@ pub async fn run_with(bound: Bound, connections: net::Connections) -> Result<(),
     let net = config.net.clone();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(server.nfs.io.wb.clone().run_flusher());
+    tasks.spawn(lease::drive(server.nfs4.clone()));
     tasks.spawn(net::serve_tcp_with(
         tcp,
         server.clone(),

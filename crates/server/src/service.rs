@@ -44,6 +44,7 @@ pub use request::{Peer, Reply, Service, Transport};
 
 use crate::mountd::Mountd;
 use crate::nfs::{self, Nfs3, Proc3};
+use crate::nfs4::compound::{self as compound4, Nfs4};
 use crate::portmap::PortTable;
 use crate::stats::Stats;
 use bytes::Bytes;
@@ -51,7 +52,7 @@ use registry::{Registry, Route, Version};
 use sluice_rpc::drc::{DrcKey, Hit, Lookup, ReplyCache};
 use sluice_rpc::server::{self as rpcs, CallParse, RpcCall};
 use sluice_xdr::procs::{ProcInfo, ReplyBound};
-use sluice_xdr::{mount3, nfs3, portmap, DecodeError};
+use sluice_xdr::{mount3, nfs3, nfs4, portmap, DecodeError};
 use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
@@ -62,6 +63,8 @@ use tracing::{debug, info};
 /// The whole server: every program behind one port.
 pub struct Server {
     pub nfs: Nfs3,
+    /// NFSv4.1/4.2: the COMPOUND processor and its state (one port with v3).
+    pub nfs4: Arc<Nfs4>,
     pub mountd: Mountd,
     pub ports: PortTable,
     pub stats: std::sync::Arc<Stats>,
@@ -112,9 +115,9 @@ pub type Handler = for<'a> fn(
     &'static ProcInfo,
 ) -> HandlerFuture<'a>;
 
-/// The programs sluice serves: PORTMAP v2, NFS v3 and MOUNT v3, each procedure's facts from its
-/// `sluice_xdr` table. Built once, on first use; shared by every [`Server`] (what is served is a
-/// property of the build, not of a configuration).
+/// The programs sluice serves: PORTMAP v2, NFS v3 and v4, and MOUNT v3, each procedure's facts
+/// from its `sluice_xdr` table. Built once, on first use; shared by every [`Server`] (what is
+/// served is a property of the build, not of a configuration).
 pub fn registry() -> &'static Registry<Handler> {
     static REGISTRY: std::sync::LazyLock<Registry<Handler>> =
         std::sync::LazyLock::new(build_registry);
@@ -140,6 +143,16 @@ fn build_registry() -> Registry<Handler> {
         ),
     )
     .register(nfs3::PROGRAM, "NFS", nfs3_version())
+    .register(
+        nfs4::PROGRAM,
+        "NFS",
+        // One handler for both rows: NULL and COMPOUND share the transport check below.
+        Version::new(
+            nfs4::VERSION,
+            &nfs4::PROCS,
+            [nfs4_call as Handler, nfs4_call],
+        ),
+    )
     .register(
         mount3::PROGRAM,
         "MOUNT",
@@ -284,6 +297,89 @@ fn nfs3_version() -> Version<Handler> {
     let mut handlers = Handlers(vec![nfs3_null as Handler]);
     nfs::each_procedure(&mut handlers);
     Version::new(nfs3::VERSION, &nfs3::PROCS, handlers.0)
+}
+
+/// NFS v4 (minor versions 1 and 2): NULL, and COMPOUND run by the processor on the blocking
+/// pool (its ops call the file system, as v3's backend calls do). Statistics and request logs
+/// count the COMPOUND as one call under its overall status; per-op counts are later work.
+///
+/// Not over UDP: RFC 8881 §2.9.1 requires a transport with congestion control, and the session
+/// reply cache assumes a connection. Such a call gets PROG_MISMATCH with the program's range, as
+/// knfsd answers it.
+fn nfs4_call<'a>(
+    server: &'a Server,
+    peer: &'a Peer,
+    call: &'a RpcCall,
+    record: &'a [Bytes],
+    _info: &'static ProcInfo,
+) -> HandlerFuture<'a> {
+    Box::pin(async move {
+        if peer.transport == Transport::Udp {
+            let (low, high) = registry()
+                .program(nfs4::PROGRAM)
+                .map_or((nfs4::VERSION, nfs4::VERSION), |p| p.version_range());
+            return Handled::Done(Done {
+                reply: Reply::from(rpcs::prog_mismatch(call.xid, low, high)),
+                status: Some("PROG_MISMATCH"),
+                ok: false,
+                results_bytes: 0,
+                payload_bytes_asked: 0,
+            });
+        }
+        let mut w = rpcs::success_header(call.xid);
+        let header_bytes = w.len();
+        if call.proc_() == nfs4::proc_::NULL {
+            return Handled::Done(done_in_memory(w, header_bytes));
+        }
+        let mut r = call.args(record);
+        let mut args = vec![0u8; r.remaining()];
+        if let Err(e) = r.copy_to(&mut args) {
+            return Handled::GarbageArgs(e);
+        }
+        let (nfs4, cred, addr, conn) = (
+            server.nfs4.clone(),
+            call.cred.clone(),
+            peer.addr,
+            peer.conn_id,
+        );
+        let outcome = crate::datapath::spawn(move || {
+            let call = compound4::Call {
+                addr,
+                conn,
+                cred: &cred,
+                now: Instant::now(),
+            };
+            nfs4.compound(&call, &args)
+        })
+        .await;
+        let reply = match outcome {
+            Some(compound4::Outcome::Reply(reply)) => reply,
+            Some(compound4::Outcome::GarbageArgs) => {
+                return Handled::GarbageArgs(DecodeError::Invalid("COMPOUND4args"))
+            }
+            // The processor panicked (logged): the client gets SYSTEM_ERR, not silence.
+            None => {
+                return Handled::Done(Done {
+                    reply: Reply::from(rpcs::system_err(call.xid)),
+                    status: Some("SYSTEM_ERR"),
+                    ok: false,
+                    results_bytes: 0,
+                    payload_bytes_asked: 0,
+                })
+            }
+        };
+        // COMPOUND4res starts with its status.
+        let status = nfs4::Nfsstat4(
+            reply
+                .get(..4)
+                .map_or(u32::MAX, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        );
+        w.put_raw(&reply);
+        let mut done = done_in_memory(w, header_bytes);
+        done.ok = status == nfs4::Nfsstat4::OK;
+        done.status = Some(status.name());
+        Handled::Done(done)
+    })
 }
 
 /// NFSv3 NULL: no arguments to decode (`void`), no results, no export.
@@ -688,13 +784,16 @@ mod tests {
     /// The production registry serves what the dispatch `match` served, and every procedure's
     /// duplicate-request class is its table's (only NFSv3's namespace changes and WRITE).
     #[test]
-    fn the_registry_serves_portmap_nfs3_and_mount3() {
+    fn the_registry_serves_portmap_nfs3_nfs4_and_mount3() {
         let r = registry();
-        assert_eq!(r.programs().len(), 3);
-        assert!(matches!(
-            r.route(nfs3::PROGRAM, 2, 0),
-            Route::ProgMismatch { low: 3, high: 3 }
-        ));
+        assert_eq!(r.programs().len(), 3, "v4 joins the NFS program");
+        for vers in [2, 5] {
+            assert!(matches!(
+                r.route(nfs3::PROGRAM, vers, 0),
+                Route::ProgMismatch { low: 3, high: 4 }
+            ));
+        }
+        assert!(matches!(r.route(nfs4::PROGRAM, 4, 2), Route::ProcUnavail));
         assert!(matches!(r.route(nfs3::PROGRAM, 3, 22), Route::ProcUnavail));
         assert!(matches!(
             r.route(portmap::PROGRAM, 2, 6),
@@ -718,7 +817,8 @@ mod tests {
         .collect();
         assert_eq!(cached, expected);
         assert_eq!(proc_name(mount3::PROGRAM, 3, 1), "MNT");
-        assert_eq!(proc_name(nfs3::PROGRAM, 4, 1), "UNKNOWN");
+        assert_eq!(proc_name(nfs4::PROGRAM, 4, 1), "COMPOUND");
+        assert_eq!(proc_name(nfs3::PROGRAM, 5, 1), "UNKNOWN");
     }
 
     /// NFSv3's table is built from `nfs::each_procedure`, the list `Nfs3::handle` dispatches

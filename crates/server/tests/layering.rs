@@ -103,7 +103,7 @@ fn no_protocol_handler_imports_from_the_socket_driver() {
 }
 
 /// A path through a module called `net` (`net::Peer` after `use crate::{net, ..}`) that is not
-/// tokio's or the standard library's.
+/// tokio's or the standard library's (`std::net`, or `core::net` where it lives).
 fn names_the_driver_module(code: &str) -> bool {
     code.match_indices("net::").any(|(i, _)| {
         let before = &code[..i];
@@ -111,7 +111,7 @@ fn names_the_driver_module(code: &str) -> bool {
             .chars()
             .next_back()
             .is_some_and(|c| c.is_alphanumeric() || c == '_');
-        let std_or_tokio = ["tokio::", "std::", "unix::"]
+        let std_or_tokio = ["tokio::", "std::", "core::", "unix::"]
             .iter()
             .any(|p| before.ends_with(p));
         !part_of_a_name && !std_or_tokio
@@ -123,6 +123,7 @@ fn the_driver_check_tells_the_socket_driver_from_tokios_and_std() {
     assert!(names_the_driver_module("fn f(p: net::Peer) {}"));
     assert!(!names_the_driver_module("use tokio::net::TcpStream;"));
     assert!(!names_the_driver_module("let a: std::net::SocketAddr;"));
+    assert!(!names_the_driver_module("use core::net::SocketAddr;"));
     assert!(!names_the_driver_module(
         "use std::os::unix::net::UnixStream;"
     ));

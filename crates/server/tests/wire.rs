@@ -80,17 +80,17 @@ async fn unknown_program_is_prog_unavail() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nfs_versions_2_and_4_are_prog_mismatch_3_3() {
+async fn nfs_versions_2_and_5_are_prog_mismatch_3_4() {
     let s = TestServer::start(rw()).await;
     let mut c = s.connect().await;
-    for vers in [2, 4] {
+    for vers in [2, 5] {
         let r = c.call(NFS, vers, 0, &[]).await;
         assert_eq!(
             r.body,
             ReplyBody::Accepted {
                 verf: OpaqueAuth::none(),
                 stat: AcceptStat::PROG_MISMATCH,
-                mismatch: Some((3, 3)),
+                mismatch: Some((3, 4)),
             },
             "NFS version {vers}"
         );

@@ -4,7 +4,7 @@
 //!   Registry
 //!    ├─ Program 100000 PORTMAP ── v2 ── [Procedure { info: &portmap::PROCS[i], handler }; 6]
 //!    ├─ Program 100003 NFS ────── v3 ── [Procedure { info: &nfs3::PROCS[i],    handler }; 22]
-//!    │                           (v4 ── [NULL, COMPOUND] when #13 registers it)
+//!    │                           v4 ── [NULL, COMPOUND]
 //!    └─ Program 100005 MOUNT ──── v3 ── [Procedure { info: &mount3::PROCS[i],  handler }; 6]
 //!
 //!   route(prog, vers, proc) ─► Found(procedure)        the call runs

@@ -1,0 +1,268 @@
+//! NFSv4.1 over a real socket: program 100003 version 4 on the port that serves v3, COMPOUNDs
+//! built with `sluice_xdr::nfs4`'s encoders and sent through the test's small RPC client.
+
+#[macro_use]
+mod support;
+
+use bytes::Bytes;
+use sluice_xdr::nfs4::attrs::{num, AttrValues};
+use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
+use sluice_xdr::nfs4::ops::{
+    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs, ExchangeIdArgs,
+    ImplIdList, NfsArgop4, NfsResop4, RdmaIrd, Res4, SequenceArgs, StateProtect4A,
+};
+use sluice_xdr::nfs4::{self, Bitmap4, Component4, Ftype4, Nfsstat4, Opaque4, SessionId4, Utf8Str};
+use sluice_xdr::rpc::{AcceptStat, OpaqueAuth, ReplyBody};
+use sluice_xdr::{Pack, Reader, Writer};
+use std::time::Duration;
+use support::*;
+
+const TAG: &[u8] = b"v4wire";
+
+/// Sends one COMPOUND of `minorversion` and decodes its reply (which must be an accepted RPC
+/// reply whose tag is echoed).
+async fn compound(c: &mut Rpc, minorversion: u32, ops: Vec<NfsArgop4>) -> Compound4Res {
+    let args = Compound4Args {
+        tag: Utf8Str(Bytes::from_static(TAG)),
+        minorversion,
+        ops,
+    };
+    let mut w = Writer::new();
+    args.pack(&mut w);
+    let r = c
+        .call(nfs4::PROGRAM, 4, nfs4::proc_::COMPOUND, &w.into_bytes())
+        .await;
+    assert_eq!(r.body, ReplyBody::success(), "COMPOUND accepted");
+    let segs = [r.results.clone()];
+    let mut rd = Reader::new(&segs);
+    let res = Compound4Res::decode(&mut rd, &CompoundLimits::default()).expect("COMPOUND4res");
+    assert_eq!(rd.remaining(), 0, "nothing after the COMPOUND4res");
+    assert_eq!(res.tag, Utf8Str(Bytes::from_static(TAG)), "tag echoed");
+    res
+}
+
+fn chan() -> ChannelAttrs4 {
+    ChannelAttrs4 {
+        headerpadsize: 0,
+        maxrequestsize: 1 << 20,
+        maxresponsesize: 1 << 20,
+        maxresponsesize_cached: 4096,
+        maxoperations: 16,
+        maxrequests: 4,
+        rdma_ird: RdmaIrd(Vec::new()),
+    }
+}
+
+/// EXCHANGE_ID for `owner`: the client id and the sequence id CREATE_SESSION must use.
+async fn exchange_id(c: &mut Rpc, owner: &'static [u8]) -> (u64, u32) {
+    let res = compound(
+        c,
+        1,
+        vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
+            clientowner: ClientOwner4 {
+                verifier: [7; 8],
+                ownerid: Opaque4(Bytes::from_static(owner)),
+            },
+            flags: 0,
+            state_protect: StateProtect4A::None,
+            client_impl_id: ImplIdList(Vec::new()),
+        })],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::OK, "EXCHANGE_ID: {res:?}");
+    let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    (e.clientid, e.sequenceid)
+}
+
+async fn create_session(c: &mut Rpc, clientid: u64, sequence: u32) -> Compound4Res {
+    compound(
+        c,
+        1,
+        vec![NfsArgop4::CreateSession(CreateSessionArgs {
+            clientid,
+            sequence,
+            flags: 0,
+            fore_chan_attrs: chan(),
+            back_chan_attrs: chan(),
+            cb_program: 0x4000_0000,
+            sec_parms: CallbackSecParmsList(Vec::new()),
+        })],
+    )
+    .await
+}
+
+fn sequence(sessionid: SessionId4, sequenceid: u32) -> NfsArgop4 {
+    NfsArgop4::Sequence(SequenceArgs {
+        sessionid,
+        sequenceid,
+        slotid: 0,
+        highest_slotid: 0,
+        cachethis: false,
+    })
+}
+
+fn lookup(name: &str) -> NfsArgop4 {
+    NfsArgop4::Lookup(Component4(Bytes::copy_from_slice(name.as_bytes())))
+}
+
+fn attrs(r: &NfsResop4) -> AttrValues {
+    match r {
+        NfsResop4::Getattr(Res4::Ok(f)) => AttrValues::decode(f).expect("fattr4").values,
+        other => panic!("not a GETATTR result: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_v4_answers_on_the_v3_port() {
+    let s = TestServer::start(rw()).await;
+    let mut c = s.connect().await;
+    let r = c.call(nfs4::PROGRAM, 4, nfs4::proc_::NULL, &[]).await;
+    assert_eq!(r.body, ReplyBody::success());
+    assert!(r.results.is_empty(), "NULL has no results");
+    // The same connection still speaks v3.
+    let r = c.call(NFS, 3, sluice_xdr::nfs3::proc_::NULL, &[]).await;
+    assert_eq!(r.body, ReplyBody::success());
+    // A procedure past COMPOUND.
+    let r = c.call(nfs4::PROGRAM, 4, 2, &[]).await;
+    assert_eq!(r.body, ReplyBody::accepted(AcceptStat::PROC_UNAVAIL));
+}
+
+/// What `mount -o vers=4.1 server:/path` does first: a client id, a session, then PUTROOTFH and
+/// LOOKUP down the export's absolute path through the pseudo tree into the export.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_walks_the_pseudo_tree_into_the_export() {
+    let s = TestServer::start(rw()).await;
+    std::fs::write(s.export.join("hello"), b"hello").unwrap();
+    let mut c = s.connect().await;
+    let (clientid, seq) = exchange_id(&mut c, b"nfs4_wire client").await;
+    let res = create_session(&mut c, clientid, seq).await;
+    assert_eq!(res.status, Nfsstat4::OK, "CREATE_SESSION: {res:?}");
+    let Some(NfsResop4::CreateSession(Res4::Ok(cs))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    let sessionid = cs.sessionid;
+
+    let bits = Bitmap4::from_bits(&[num::TYPE, num::SIZE, num::FSID]);
+    let mut ops = vec![sequence(sessionid, 1), NfsArgop4::Putrootfh(())];
+    // The root of the pseudo tree, for its fsid.
+    ops.push(NfsArgop4::Getattr(bits.clone()));
+    let components: Vec<String> = s
+        .export
+        .components()
+        .filter_map(|p| match p {
+            std::path::Component::Normal(n) => Some(n.to_str().unwrap().to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert!(!components.is_empty());
+    ops.extend(components.iter().map(|n| lookup(n)));
+    ops.push(NfsArgop4::Getfh(()));
+    ops.push(NfsArgop4::Getattr(bits.clone()));
+    ops.push(lookup("hello"));
+    ops.push(NfsArgop4::Getattr(bits));
+    let n = ops.len();
+    let res = compound(&mut c, 1, ops).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    assert_eq!(res.results.len(), n, "every op ran");
+    let Some(NfsResop4::Sequence(Res4::Ok(sr))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    assert_eq!((sr.sessionid, sr.sequenceid), (sessionid, 1));
+    let root = attrs(&res.results[2]);
+    assert_eq!(root.ftype, Some(Ftype4::DIR));
+    let getfh = &res.results[n - 4];
+    let NfsResop4::Getfh(Res4::Ok(fh)) = getfh else {
+        panic!("not a GETFH result: {getfh:?}")
+    };
+    assert!(!fh.0.is_empty());
+    let export = attrs(&res.results[n - 3]);
+    assert_eq!(export.ftype, Some(Ftype4::DIR));
+    assert_ne!(
+        export.fsid, root.fsid,
+        "crossing into the export changes the fsid"
+    );
+    let file = attrs(&res.results[n - 1]);
+    assert_eq!(file.ftype, Some(Ftype4::REG));
+    assert_eq!(file.size, Some(5));
+    assert_eq!(file.fsid, export.fsid);
+
+    // A sequence id that skips one is misordered (the slot is at 1).
+    let res = compound(&mut c, 1, vec![sequence(sessionid, 3)]).await;
+    assert_eq!(res.status, Nfsstat4::SEQ_MISORDERED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minor_version_0_is_mismatched_and_v2_is_prog_mismatch_3_4() {
+    let s = TestServer::start(rw()).await;
+    let mut c = s.connect().await;
+    let res = compound(&mut c, 0, vec![NfsArgop4::Putrootfh(())]).await;
+    assert_eq!(res.status, Nfsstat4::MINOR_VERS_MISMATCH);
+    assert!(res.results.is_empty());
+    let r = c.call(NFS, 2, 0, &[]).await;
+    assert_eq!(
+        r.body,
+        ReplyBody::Accepted {
+            verf: OpaqueAuth::none(),
+            stat: AcceptStat::PROG_MISMATCH,
+            mismatch: Some((3, 4)),
+        }
+    );
+    // Arguments that are not a COMPOUND at all: GARBAGE_ARGS.
+    let r = c
+        .call(nfs4::PROGRAM, 4, nfs4::proc_::COMPOUND, &[0, 0])
+        .await;
+    assert_eq!(r.body, ReplyBody::accepted(AcceptStat::GARBAGE_ARGS));
+}
+
+/// The lease driver runs with the server: a client id nobody confirmed is gone once its lease
+/// has run out, without any call arriving to notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_driver_expires_an_unconfirmed_client() {
+    let mut cfg = rw();
+    cfg.lease = Duration::from_secs(1);
+    let s = TestServer::start(cfg).await;
+    let mut c = s.connect().await;
+    let (clientid, seq) = exchange_id(&mut c, b"forgetful client").await;
+    // The lease (1 s), plus the driver's longest sleep (1 s), plus slack for a loaded machine.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let res = create_session(&mut c, clientid, seq).await;
+    assert_eq!(res.status, Nfsstat4::STALE_CLIENTID, "{res:?}");
+    // A fresh client on the same connection is served as usual.
+    let (clientid, seq) = exchange_id(&mut c, b"prompt client").await;
+    let res = create_session(&mut c, clientid, seq).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+}
+
+/// NFSv4.1 needs a transport with congestion control (RFC 8881 §2.9.1): over UDP, version 4 is
+/// refused with the program's version range while v3 still answers there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v4_is_not_served_over_udp() {
+    let mut cfg = rw();
+    cfg.udp = true;
+    let s = TestServer::start(cfg).await;
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    sock.connect(s.addr).await.unwrap();
+    let cred = auth_sys(0, 0);
+    let mut buf = vec![0u8; 65536];
+    for (xid, vers, proc_, mismatch) in [
+        (21, 4, nfs4::proc_::NULL, Some((3, 4))),
+        (22, 4, nfs4::proc_::COMPOUND, Some((3, 4))),
+        (23, 3, 0, None),
+    ] {
+        sock.send(&call_message(xid, NFS, vers, proc_, &cred, &[]))
+            .await
+            .unwrap();
+        let n = tokio::time::timeout(REPLY_TIMEOUT, sock.recv(&mut buf))
+            .await
+            .expect("a UDP reply in time")
+            .unwrap();
+        let r = parse_reply(&[Bytes::copy_from_slice(&buf[..n])]);
+        assert_eq!(r.xid, xid);
+        match mismatch {
+            Some(range) => assert_eq!(r.mismatch(), Some(range), "v{vers} proc {proc_}"),
+            None => assert_eq!(r.body, ReplyBody::success(), "v3 NULL over UDP"),
+        }
+    }
+}
