@@ -96,6 +96,7 @@ impl Sluice {
             let port = free_port();
             let _ = std::fs::remove_file(log);
             let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+            let started_before = 0;
             let child = spawn_server(&export, port, state_dir, &extra, log);
             let mut s = Sluice {
                 child,
@@ -106,7 +107,7 @@ impl Sluice {
                 extra,
                 running: true,
             };
-            match s.wait_listening() {
+            match s.wait_listening(started_before) {
                 Ok(()) => return s,
                 Err(e) if e.contains("cannot listen") => continue,
                 Err(e) => panic!("sluice did not start: {e}"),
@@ -157,6 +158,7 @@ impl Sluice {
         self.kill9();
         let deadline = Instant::now() + RESTART_BIND_TIMEOUT;
         loop {
+            let started_before = self.times_started();
             self.child = spawn_server(
                 &self.export,
                 self.port,
@@ -165,7 +167,7 @@ impl Sluice {
                 &self.log,
             );
             self.running = true;
-            match self.wait_listening() {
+            match self.wait_listening(started_before) {
                 Ok(()) => return,
                 Err(e) if e.contains("cannot listen") && Instant::now() < deadline => {
                     let _ = self.child.wait();
@@ -186,13 +188,27 @@ impl Sluice {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    fn wait_listening(&mut self) -> Result<(), String> {
+    /// How many times the log says a server started listening on this port (the log is
+    /// appended to across restarts).
+    fn times_started(&self) -> usize {
+        let line = format!("sluice: serving NFSv3 on {}", self.addr());
+        self.log_text().lines().filter(|l| *l == line).count()
+    }
+
+    /// Waits until this child listens: its log says so (the line is printed after the bind)
+    /// for the `started_before + 1`-th time, and a connection goes through. A connection alone
+    /// is not enough: between `free_port` and the bind another process (a parallel test's
+    /// link, an ephemeral client port) may take the port, and a connect would reach it while
+    /// this child fails to bind and exits.
+    fn wait_listening(&mut self, started_before: usize) -> Result<(), String> {
         let deadline = Instant::now() + SERVER_START_TIMEOUT;
         loop {
             if let Some(st) = self.child.try_wait().map_err(|e| e.to_string())? {
                 return Err(format!("exited with {st}; log:\n{}", self.log_text()));
             }
-            if TcpStream::connect_timeout(&self.addr(), Duration::from_millis(200)).is_ok() {
+            if self.times_started() > started_before
+                && TcpStream::connect_timeout(&self.addr(), Duration::from_millis(200)).is_ok()
+            {
                 return Ok(());
             }
             if Instant::now() > deadline {
