@@ -342,12 +342,20 @@ fn nfs4_call<'a>(
             peer.addr,
             peer.conn_id,
         );
+        // READ, WRITE and COMMIT go through the data path v3 uses (see `nfs4::data`).
+        let data = crate::nfs4::data::PoolData {
+            handle: tokio::runtime::Handle::current(),
+            io: server.nfs.io.clone(),
+            stats: server.nfs.stats.clone(),
+            pipes: server.nfs.pipes.clone(),
+        };
         let outcome = crate::datapath::spawn(move || {
             let call = compound4::Call {
                 addr,
                 conn,
                 cred: &cred,
                 now: Instant::now(),
+                data: Some(&data),
             };
             nfs4.compound(&call, &args)
         })

@@ -45,21 +45,30 @@
 //! state is refused before it runs if its largest result could cross the line, so that no
 //! change is ever answered with an error.
 //!
+//! # Data ops
+//! READ, WRITE and COMMIT go through [`crate::datapath::DataPath`] (not a copy of it), which
+//! is async: the caller hands the processor a [`DataOps`] in [`Call::data`] that drives each
+//! op's future from the processor's thread ([`super::data`]). The stateid is checked by the
+//! open table first ([`State4::check_io`]: open stateids, the anonymous and READ-bypass
+//! stateids, OPENMODE and LOCKED). READ is never spliced yet (its data comes back as chunks);
+//! without a data path (`Call::data` is `None`) the three answer NFS4ERR_NOTSUPP.
+//!
 //! # Not yet
-//! READ, WRITE and COMMIT answer NFS4ERR_NOTSUPP until they go through
-//! [`crate::datapath::DataPath`] (not a copy of it), which needs this processor to become
-//! async (or to hand those ops to an async driver). Until then, the ops that drop or shorten
-//! a file's data (SETATTR of the size, OPEN that truncates, REMOVE) answer NFS4ERR_DELAY
-//! while write-behind holds writes for the file ([`Nfs4::settle`]), instead of waiting for
-//! them as v3 does.
+//! The ops that drop or shorten a file's data (SETATTR of the size, OPEN that truncates,
+//! REMOVE) answer NFS4ERR_DELAY while write-behind holds writes for the file
+//! ([`Nfs4::settle`]), instead of waiting for them as v3 does.
 
+use super::data::DataOps;
 use super::map::{self, AttrCtx};
 use super::pseudo::{Lookup, NodeId, PseudoFs};
 use super::session::SequenceCall;
 use super::slots::SlotDecision;
 use super::state::State4;
 use super::{ConnId, Nfsstat4, Principal};
-use crate::backend::{Caller, CreateHow, DeviceId, FileHandle, FileSystem, FileType, FsStat, Wcc};
+use crate::backend::{
+    Caller, CreateHow, DeviceId, FileHandle, FileSystem, FileType, FsStat, StableHow, Wcc,
+};
+use crate::datapath::ReadData;
 use crate::io::writebehind::WriteBehindDriver;
 use crate::nfs::{caller_for, ExportEntry};
 use bytes::Bytes;
@@ -74,12 +83,13 @@ use sluice_xdr::nfs4::ops::{
     OPEN4_RESULT_LOCKTYPE_POSIX, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
     OPEN4_SHARE_WANT_MASK,
 };
+use sluice_xdr::nfs4::ops::{CommitArgs, ReadArgs, ReadResOk, WriteArgs, WriteResOk};
 use sluice_xdr::nfs4::ops::{CreateArgs, CreateResOk, Createtype4, RenameArgs, RenameResOk};
-use sluice_xdr::nfs4::Specdata4;
 use sluice_xdr::nfs4::{
     Bitmap4, ChangeInfo4, Component4, Fattr4, Linktext4, NfsFh4, SessionId4, Stateid4,
     MINOR_VERSIONS,
 };
+use sluice_xdr::nfs4::{Specdata4, StableHow4, Verifier4};
 use sluice_xdr::{Pack, Reader, Writer};
 // `core::net`: an address is plain data here; this module opens no sockets.
 use core::net::SocketAddr;
@@ -101,13 +111,15 @@ pub struct Nfs4 {
     pub write_behind: Option<Arc<WriteBehindDriver>>,
 }
 
-/// Who sent a COMPOUND.
-#[derive(Debug, Clone)]
+/// Who sent a COMPOUND, and the data path its READ, WRITE and COMMIT go through (`None`:
+/// those ops answer NFS4ERR_NOTSUPP).
+#[derive(Clone)]
 pub struct Call<'a> {
     pub addr: SocketAddr,
     pub conn: ConnId,
     pub cred: &'a Credentials,
     pub now: Instant,
+    pub data: Option<&'a dyn DataOps>,
 }
 
 /// What [`Nfs4::compound`] answers.
@@ -155,6 +167,9 @@ impl ReplyLimits {
         }
     }
 }
+
+/// What a data op works on (see [`Nfs4::data_target`]).
+type DataTarget<'a> = (&'a dyn DataOps, Arc<dyn FileSystem>, Caller, FileHandle);
 
 /// A file handle of the current or saved slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -558,6 +573,9 @@ impl Nfs4 {
             NfsArgop4::SecinfoNoName(style) => {
                 NfsResop4::SecinfoNoName(res(self.secinfo_no_name(call, ctx, *style)))
             }
+            NfsArgop4::Read(a) => NfsResop4::Read(res(self.read(call, ctx, a))),
+            NfsArgop4::Write(a) => NfsResop4::Write(res(self.write(call, ctx, a))),
+            NfsArgop4::Commit(a) => NfsResop4::Commit(res(self.commit(call, ctx, a))),
             other => NfsResop4::error(other.opnum(), Nfsstat4::NOTSUPP),
         }
     }
@@ -998,6 +1016,84 @@ impl Nfs4 {
             .open_downgrade(clientid, &sid, &file, access, a.share_deny)?;
         ctx.stateid = Some(out);
         Ok(out)
+    }
+
+    /// What a data op works on: the data path, the export's file system, the caller after the
+    /// export's gate, and the current handle, which must be a regular file (a directory is
+    /// ISDIR, anything else INVAL, §18.22.3; a pseudo node is a directory).
+    fn data_target<'a_>(&self, call: &Call<'a_>, ctx: &Ctx) -> Result<DataTarget<'a_>, Nfsstat4> {
+        let data = call.data.ok_or(Nfsstat4::NOTSUPP)?;
+        match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
+            Fh::Pseudo(_) => Err(Nfsstat4::ISDIR),
+            Fh::Export { idx, fh } => {
+                let (fs, caller) = self.gate(call, *idx)?;
+                match fs.getattr(fh).map_err(map::status)?.ftype {
+                    FileType::Regular => {}
+                    FileType::Directory => return Err(Nfsstat4::ISDIR),
+                    _ => return Err(Nfsstat4::INVAL),
+                }
+                let fs = self.exports[*idx].fs.clone();
+                Ok((data, fs, caller, fh.clone()))
+            }
+        }
+    }
+
+    /// The stateid check of a data op (§8.2.3): open stateids of this client, or the special
+    /// ones, as the open table decides ([`State4::check_io`]).
+    fn check_io(&self, ctx: &Ctx, stateid: &Stateid4, write: bool) -> Result<(), Nfsstat4> {
+        let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        let file = Self::open_file(ctx)?;
+        let sid = ctx.resolve_stateid(stateid)?;
+        self.state().check_io(clientid, &sid, &file, write)?;
+        Ok(())
+    }
+
+    /// READ (§18.22) through the shared data path; the data comes back as pooled chunks.
+    fn read(&self, call: &Call<'_>, ctx: &Ctx, a: &ReadArgs) -> Result<ReadResOk, Nfsstat4> {
+        let (data, fs, caller, fh) = self.data_target(call, ctx)?;
+        self.check_io(ctx, &a.stateid, false)?;
+        let done = data
+            .read(fs, caller, fh, a.offset, a.count)
+            .map_err(map::status)?;
+        let data = match done.data {
+            ReadData::Chunks(p) => p,
+            // Not asked for (splice_ok is false); never sent as a reply's middle.
+            ReadData::Spliced(_) => return Err(Nfsstat4::SERVERFAULT),
+        };
+        Ok(ReadResOk {
+            eof: done.eof,
+            data,
+        })
+    }
+
+    /// WRITE (§18.32) through the shared data path: stable_how4 as v3's stable_how, and v3's
+    /// write verifier.
+    fn write(&self, call: &Call<'_>, ctx: &Ctx, a: &WriteArgs) -> Result<WriteResOk, Nfsstat4> {
+        let (data, fs, caller, fh) = self.data_target(call, ctx)?;
+        self.check_io(ctx, &a.stateid, true)?;
+        let stable = match a.stable {
+            StableHow4::UNSTABLE => StableHow::Unstable,
+            StableHow4::DATA_SYNC => StableHow::DataSync,
+            StableHow4::FILE_SYNC => StableHow::FileSync,
+            _ => return Err(Nfsstat4::INVAL),
+        };
+        let done = data
+            .write(fs, caller, fh, a.offset, a.data.chunks().to_vec(), stable)
+            .map_err(map::status)?;
+        Ok(WriteResOk {
+            count: done.count,
+            committed: StableHow4(done.committed as u32),
+            writeverf: done.verifier,
+        })
+    }
+
+    /// COMMIT (§18.3) through the shared data path, by v3's rules; no stateid.
+    fn commit(&self, call: &Call<'_>, ctx: &Ctx, a: &CommitArgs) -> Result<Verifier4, Nfsstat4> {
+        let (data, fs, caller, fh) = self.data_target(call, ctx)?;
+        let done = data
+            .commit(fs, caller, fh, a.offset, a.count)
+            .map_err(map::status)?;
+        Ok(done.verifier)
     }
 
     /// READLINK (§18.24).

@@ -67,6 +67,7 @@
 
 pub mod client;
 pub mod compound;
+pub mod data;
 pub mod map;
 pub mod open;
 pub mod pseudo;

@@ -79,6 +79,10 @@ struct Client {
     now: Instant,
     /// From 127.0.0.1 on a privileged port (the exports are `secure` by default).
     addr: SocketAddr,
+    /// The data path READ, WRITE and COMMIT go through ([`Client::with_data`]).
+    data: Option<Box<dyn DataOps>>,
+    /// The runtime the data path's futures run on.
+    _rt: Option<tokio::runtime::Runtime>,
 }
 
 impl Client {
@@ -88,6 +92,37 @@ impl Client {
             cred: cred(),
             now: Instant::now(),
             addr: "127.0.0.1:700".parse().unwrap(),
+            data: None,
+            _rt: None,
+        }
+    }
+
+    /// A client whose server runs READ, WRITE and COMMIT through the server's data path
+    /// (write-behind on, as `serve` runs it).
+    fn with_data() -> Self {
+        use crate::io::{Engine, IoConfig};
+        use crate::splice::PipePool;
+        use crate::stats::Stats;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let stats = Arc::new(Stats::default());
+        let io = {
+            let _in = rt.enter();
+            Engine::new(IoConfig::default(), 1 << 20, stats.clone())
+        };
+        let data = crate::nfs4::data::PoolData {
+            handle: rt.handle().clone(),
+            io,
+            pipes: PipePool::new(1, 1 << 20, stats.clone()),
+            stats,
+        };
+        Client {
+            data: Some(Box::new(data)),
+            _rt: Some(rt),
+            ..Client::new()
         }
     }
 
@@ -105,6 +140,7 @@ impl Client {
             conn: 1,
             cred: &self.cred,
             now: self.now,
+            data: self.data.as_deref(),
         };
         match self.nfs.compound(&call, &record) {
             Outcome::Reply(b) => b,
@@ -327,6 +363,7 @@ fn not_a_compound_is_garbage_args() {
         conn: 1,
         cred: &c.cred,
         now: c.now,
+        data: None,
     };
     assert_eq!(c.nfs.compound(&call, &[0, 0]), Outcome::GarbageArgs);
 }
@@ -1111,7 +1148,7 @@ mod hostile {
             minor in 0u32..4,
         ) {
             let c = Client::new();
-            let call = Call { addr: c.addr, conn: 1, cred: &c.cred, now: c.now };
+            let call = Call { addr: c.addr, conn: 1, cred: &c.cred, now: c.now, data: None };
             let _ = c.nfs.compound(&call, &raw);
             let sid = mount(&c);
             let mut w = Writer::new();
@@ -1148,6 +1185,7 @@ fn destroy_session_alone_needs_a_bound_connection() {
         conn: 99,
         cred: &c.cred,
         now: c.now,
+        data: None,
     };
     let mut w = Writer::new();
     Compound4Args {
@@ -1238,4 +1276,154 @@ fn remove_and_truncation_wait_for_held_writes() {
     let res = c2.send(ops);
     assert_eq!(res.status, Nfsstat4::NOENT, "{:?}", statuses(&res));
     assert_eq!(res.results[res.results.len() - 2].status(), Nfsstat4::OK);
+}
+
+fn write_op(stateid: Stateid4, offset: u64, stable: StableHow4, data: &'static [u8]) -> NfsArgop4 {
+    NfsArgop4::Write(WriteArgs {
+        stateid,
+        offset,
+        stable,
+        data: sluice_xdr::Payload::from_chunks(vec![Bytes::from_static(data)]),
+    })
+}
+
+fn read_op(stateid: Stateid4, offset: u64, count: u32) -> NfsArgop4 {
+    NfsArgop4::Read(ReadArgs {
+        stateid,
+        offset,
+        count,
+    })
+}
+
+#[test]
+fn write_unstable_commit_and_read_back_through_the_data_path() {
+    let c = Client::with_data();
+    let sid = mount(&c);
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.extend([
+        open(
+            b"o",
+            b"f",
+            Some(Createhow4::Unchecked(mode_attrs(0o644))),
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        ),
+        write_op(Stateid4::CURRENT, 0, StableHow4::UNSTABLE, b"hello v4"),
+        NfsArgop4::Commit(CommitArgs {
+            offset: 0,
+            count: 0,
+        }),
+        read_op(Stateid4::CURRENT, 0, 100),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let NfsResop4::Write(Res4::Ok(w)) = &res.results[5] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(w.count, 8);
+    // Write-behind holds an UNSTABLE write: it is acknowledged as UNSTABLE.
+    assert_eq!(w.committed, StableHow4::UNSTABLE);
+    let fs = c.nfs.exports[0].fs.clone();
+    assert_eq!(w.writeverf, fs.write_verifier(), "v3's write verifier");
+    let NfsResop4::Commit(Res4::Ok(verf)) = &res.results[6] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(*verf, w.writeverf);
+    let NfsResop4::Read(Res4::Ok(r)) = &res.results[7] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(r.data.to_vec(), b"hello v4");
+    assert!(r.eof);
+    // The data landed in the file system (COMMIT flushed write-behind).
+    let fh = fs
+        .lookup(
+            &Caller::with_cred(Cred::new(1000, 1000)),
+            &fs.root_handle(),
+            b"f",
+        )
+        .unwrap()
+        .fh;
+    assert_eq!(fs.getattr(&fh).unwrap().size, 8);
+    // READ with the anonymous stateid, from the middle: the tail and eof.
+    let mut ops = vec![seq(sid, 2)];
+    ops.extend(into_export());
+    ops.extend([lookup(b"f"), read_op(Stateid4::ANONYMOUS, 6, 100)]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let NfsResop4::Read(Res4::Ok(r)) = &res.results[5] else {
+        panic!("{res:?}")
+    };
+    assert_eq!((r.data.to_vec(), r.eof), (b"v4".to_vec(), true));
+    // A short READ of the start is not eof.
+    let mut ops = vec![seq(sid, 3)];
+    ops.extend(into_export());
+    ops.extend([lookup(b"f"), read_op(Stateid4::ANONYMOUS, 0, 5)]);
+    let res = c.send(ops);
+    let NfsResop4::Read(Res4::Ok(r)) = &res.results[5] else {
+        panic!("{res:?}")
+    };
+    assert_eq!((r.data.to_vec(), r.eof), (b"hello".to_vec(), false));
+}
+
+#[test]
+fn write_under_a_read_only_open_is_openmode_and_changes_nothing() {
+    let c = Client::with_data();
+    let sid = mount(&c);
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.extend([
+        open(
+            b"o",
+            b"f",
+            Some(Createhow4::Unchecked(mode_attrs(0o644))),
+            OPEN4_SHARE_ACCESS_READ,
+            OPEN4_SHARE_DENY_NONE,
+        ),
+        write_op(Stateid4::CURRENT, 0, StableHow4::FILE_SYNC, b"x"),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OPENMODE, "{:?}", statuses(&res));
+    let fs = c.nfs.exports[0].fs.clone();
+    let fh = fs
+        .lookup(
+            &Caller::with_cred(Cred::new(1000, 1000)),
+            &fs.root_handle(),
+            b"f",
+        )
+        .unwrap()
+        .fh;
+    assert_eq!(fs.getattr(&fh).unwrap().size, 0);
+    // FILE_SYNC under the anonymous stateid goes through and is FILE_SYNC.
+    let mut ops = vec![seq(sid, 2)];
+    ops.extend(into_export());
+    ops.extend([
+        lookup(b"f"),
+        write_op(Stateid4::ANONYMOUS, 0, StableHow4::FILE_SYNC, b"xyz"),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let NfsResop4::Write(Res4::Ok(w)) = &res.results[5] else {
+        panic!("{res:?}")
+    };
+    assert_eq!((w.count, w.committed), (3, StableHow4::FILE_SYNC));
+    assert_eq!(fs.getattr(&fh).unwrap().size, 3);
+}
+
+#[test]
+fn data_ops_without_a_data_path_or_on_a_directory() {
+    // No data path: NOTSUPP, as before it existed.
+    let c = Client::new();
+    let sid = mount(&c);
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.push(read_op(Stateid4::ANONYMOUS, 0, 10));
+    assert_eq!(c.send(ops).status, Nfsstat4::NOTSUPP);
+    // A directory is ISDIR.
+    let c = Client::with_data();
+    let sid = mount(&c);
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.push(read_op(Stateid4::ANONYMOUS, 0, 10));
+    assert_eq!(c.send(ops).status, Nfsstat4::ISDIR);
 }
