@@ -1427,3 +1427,48 @@ fn data_ops_without_a_data_path_or_on_a_directory() {
     ops.push(read_op(Stateid4::ANONYMOUS, 0, 10));
     assert_eq!(c.send(ops).status, Nfsstat4::ISDIR);
 }
+
+#[test]
+fn anonymous_write_against_a_deny_write_open_is_locked_and_a_read_only_export_is_rofs() {
+    let c = Client::with_data();
+    let sid = mount(&c);
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.extend([
+        open(
+            b"o",
+            b"f",
+            Some(Createhow4::Unchecked(mode_attrs(0o644))),
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_WRITE,
+        ),
+        write_op(Stateid4::ANONYMOUS, 0, StableHow4::UNSTABLE, b"x"),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::LOCKED, "{:?}", statuses(&res));
+    // The same export, read-only: the file system refuses the write, as v3's ROFS.
+    let mut c = Client::with_data();
+    let mut e = export("/srv/export", ClientMatch::Any, EXPORT_FSID);
+    e.export.clients[0].options.read_only = true;
+    let state = State4::new(Config4::default(), Box::new(SplitMix(5)));
+    c.nfs = Nfs4::new(Arc::new(vec![e]), state, 1).unwrap();
+    let fs = c.nfs.exports[0].fs.clone();
+    let owner = Caller::with_cred(Cred::new(1000, 1000));
+    fs.create(
+        &owner,
+        &fs.root_handle(),
+        b"g",
+        CreateHow::Unchecked(SetAttr::default()),
+    )
+    .unwrap();
+    let sid = mount(&c);
+    for (i, stable) in [StableHow4::UNSTABLE, StableHow4::FILE_SYNC]
+        .into_iter()
+        .enumerate()
+    {
+        let mut ops = vec![seq(sid, 1 + i as u32)];
+        ops.extend(into_export());
+        ops.extend([lookup(b"g"), write_op(Stateid4::ANONYMOUS, 0, stable, b"x")]);
+        assert_eq!(c.send(ops).status, Nfsstat4::ROFS, "{stable:?}");
+    }
+}
