@@ -242,10 +242,12 @@ fn encode(res: &Compound4Res) -> Bytes {
     w.into_bytes()
 }
 
+/// Bytes `v` encodes to, without joining the encoder's segments (a READ result's data chunks
+/// are referenced, not copied).
 fn encoded_len<T: Pack>(v: &T) -> usize {
     let mut w = Writer::new();
     v.pack(&mut w);
-    w.into_bytes().len()
+    w.len()
 }
 
 /// Ops allowed first without SEQUENCE (RFC 8881 §2.6.3.1.1.1).

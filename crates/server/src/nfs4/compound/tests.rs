@@ -1472,3 +1472,18 @@ fn anonymous_write_against_a_deny_write_open_is_locked_and_a_read_only_export_is
         assert_eq!(c.send(ops).status, Nfsstat4::ROFS, "{stable:?}");
     }
 }
+
+#[test]
+fn encoded_len_counts_a_read_results_chunks_and_padding() {
+    let r = NfsResop4::Read(Res4::Ok(ReadResOk {
+        eof: true,
+        data: sluice_xdr::Payload::from_chunks(vec![
+            Bytes::from_static(b"abc"),
+            Bytes::from(vec![7u8; 70_000]),
+        ]),
+    }));
+    let mut w = Writer::new();
+    r.pack(&mut w);
+    assert_eq!(encoded_len(&r), w.into_bytes().len());
+    assert_eq!(encoded_len(&r), 4 + 4 + 4 + 4 + 70_003 + 1);
+}
