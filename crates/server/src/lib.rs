@@ -19,6 +19,7 @@ pub mod backchannel;
 /// The file-system layer (its own crate, `sluice-vfs`), under the name the server has always used.
 pub use sluice_vfs as backend;
 pub mod datapath;
+pub mod exports;
 pub mod io;
 pub mod lease;
 pub mod memlimit;

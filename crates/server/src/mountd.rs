@@ -25,7 +25,7 @@
 //! for a real non-directory; more than [`SYMLINKS_MAX`] links in one path answers NOENT, as a
 //! failed `realpath` (ELOOP) ends in mountd's `stat` failing.
 
-use crate::nfs::{caller_for, ExportEntry};
+use crate::exports::{caller_for, ExportEntry};
 use crate::service::Peer;
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;

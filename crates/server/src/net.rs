@@ -61,6 +61,9 @@ use tracing::{debug, info, warn};
 
 /// Size of one socket read buffer; also the largest contiguous allocation the receive path makes.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+// A received WRITE's payload segments are held by write-behind and written as pieces: no larger
+// than a pool chunk, so no contiguous allocation on the data path exceeds one.
+const _: () = assert!(READ_CHUNK_BYTES == sluice_engine::pool::CHUNK_BYTES);
 
 /// Queued replies written by one `writev`: at most this many segments ...
 const WRITE_BATCH_SEGMENTS: usize = 256;

@@ -33,9 +33,7 @@
 //! may mean waiting (for admission, or for held data to land), so their `run` is async code and
 //! only their backend calls go to the blocking pool.
 
-use crate::backend::{
-    self, export_id_of, Caller, Cred, DirEntry, Export, ExportOptions, FileSystem, Wcc,
-};
+use crate::backend::{self, export_id_of, Caller, DirEntry, FileSystem, Wcc};
 use crate::datapath::{fix_post_op, DataPath, ReadData};
 use crate::io::writebehind::SizeFix;
 use crate::io::Engine;
@@ -51,16 +49,7 @@ use std::sync::Arc;
 
 pub(crate) mod map;
 
-/// Largest READDIR/READDIRPLUS reply built, whatever the client asks (bounds server memory per
-/// call; 1 MiB is what Linux clients ask for at most).
-pub const READDIR_REPLY_BYTES_MAX: usize = 1 << 20;
-
-/// One export: its file system (a [`LocalFs`](crate::backend::LocalFs) in production; any
-/// [`FileSystem`], e.g. an in-memory one, in tests) and its client rules.
-pub struct ExportEntry {
-    pub fs: Arc<dyn FileSystem>,
-    pub export: Export,
-}
+pub use crate::exports::{caller_for, ExportEntry, READDIR_REPLY_BYTES_MAX};
 
 /// The NFSv3 program.
 pub struct Nfs3 {
@@ -848,16 +837,6 @@ fn payload_prefix(data: &Payload, count: usize) -> Vec<Bytes> {
 /// Largest READ/WRITE offered over UDP: a reply must fit one datagram (64 KiB less headers), and
 /// 32 KiB is what knfsd offers so that IP fragmentation stays modest.
 pub const UDP_IO_BYTES_MAX: u32 = 32 * 1024;
-
-/// The credentials a call runs with: AUTH_SYS ids, or the export's anonymous ids for AUTH_NONE,
-/// then squashed by the export's rules.
-pub fn caller_for(cred: &Credentials, opts: &ExportOptions) -> Caller {
-    let c = match cred {
-        Credentials::Sys(a) => Cred::new(a.uid, a.gid).with_groups(&a.gids),
-        Credentials::None => Cred::new(opts.anonuid, opts.anongid),
-    };
-    Caller::new(&c, opts)
-}
 
 fn created(r: backend::Res<backend::CreateOk, Wcc>) -> CreateRes {
     match r {

@@ -35,7 +35,7 @@ use crate::stats::EngineStats;
 // * the receive path's socket buffers are WRITE payload segments, which write-behind holds and
 //   `pwritev` writes as pieces: no larger than a chunk, so no contiguous allocation on the data
 //   path exceeds one (the bound `tests/alloc_data_path.rs` checks);
-const _: () = assert!(crate::net::READ_CHUNK_BYTES == CHUNK_BYTES);
+//   (asserted in `net.rs`, which owns those buffers);
 // * the reply encoder cuts its staging buffer into segments of at most this size;
 const _: () = assert!(sluice_xdr::Writer::SEGMENT_BYTES <= CHUNK_BYTES);
 // * a 1 MiB READ (the largest the server offers by default) fits one reply iovec with room to

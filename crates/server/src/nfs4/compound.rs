@@ -29,7 +29,7 @@
 //! pseudo tree. Every op on an export handle passes the export's gate first: the client's
 //! rules (no rule matching its address: NFS4ERR_ACCESS, as v3 answers ACCES), `secure`
 //! (an unprivileged source port: NFS4ERR_PERM, knfsd's answer), and squashing, exactly as
-//! [`crate::nfs::caller_for`] does for v3. Only AUTH_SYS and AUTH_NONE reach this layer, and
+//! [`crate::exports::caller_for`] does for v3. Only AUTH_SYS and AUTH_NONE reach this layer, and
 //! every export accepts both, so SECINFO and SECINFO_NO_NAME answer those two and
 //! NFS4ERR_WRONGSEC does not arise yet: knfsd answers it in v4 (ACCES in v3) for a flavor or
 //! transport security an export does not accept, which is where it will come from here once
@@ -69,8 +69,8 @@ use crate::backend::{
     Caller, CreateHow, DeviceId, FileHandle, FileSystem, FileType, FsStat, StableHow, Wcc,
 };
 use crate::datapath::ReadData;
+use crate::exports::{caller_for, ExportEntry};
 use crate::io::writebehind::WriteBehindDriver;
-use crate::nfs::{caller_for, ExportEntry};
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::nfs4::attrs::AttrValues;
@@ -1375,7 +1375,7 @@ struct DirPage {
 impl DirPage {
     fn new(maxcount: u32) -> Self {
         // The reply's own bytes: op number and status, then READDIR4resok's fixed part.
-        let bytes_max = (maxcount as usize).min(crate::nfs::READDIR_REPLY_BYTES_MAX);
+        let bytes_max = (maxcount as usize).min(crate::exports::READDIR_REPLY_BYTES_MAX);
         DirPage {
             ok: ReaddirResOk::default(),
             bytes: 8 + ReaddirResOk::FIXED_BYTES,
