@@ -384,6 +384,10 @@ impl Client {
     pub fn wsize(&self) -> u32 {
         self.inner.wsize
     }
+    /// READDIR(PLUS) reply size asked for: the option, lowered to the server's `dtpref`.
+    pub fn readdir_bytes(&self) -> u32 {
+        self.inner.dir_bytes
+    }
     pub fn fsinfo_cached(&self) -> &FsinfoResOk {
         &self.inner.fsinfo
     }

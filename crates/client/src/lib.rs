@@ -36,6 +36,7 @@
 //! ```
 
 pub mod client;
+pub mod dir;
 pub mod error;
 pub mod file;
 pub mod proto;
@@ -45,6 +46,7 @@ pub mod transport;
 pub mod url;
 
 pub use client::{list_exports, Client, ClientOptions, DirEntry, ExportInfo, IntoNfsUrl, Pending};
+pub use dir::DirPages;
 pub use error::NfsError;
 pub use file::{File, FileReader, FileWriter};
 pub use proto::{FileProtocol, Stability, Version};
