@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Issue 4 benchmark: sequential reads through the link emulator, for RTT x bandwidth cells, with
-# the sluice client in each readahead mode and libnfs' nfs-cat for reference. Prints a markdown
+# the sluice client in each readahead mode, `dd` through `sluice mount` of the same export over
+# the same link (issue 17: the mount reads through the client's File reader, so it should come
+# close to `auto`), and libnfs' nfs-cat for reference. Prints a markdown
 # table of achieved rate / configured link rate, measured side by side in one run, plus the
 # loopback single-stream limit (iperf3). Not part of the default tests: timings are noisy here.
 #
-#   bench/read-grid.sh [--quick] [--cap SECONDS] [--out FILE]
+#   bench/read-grid.sh [--quick] [--cells "RTT:RATE ..."] [--cap SECONDS] [--out FILE]
 #
-# --quick runs two cells only (for trying the script). Results go to stdout and, with --out, to
-# FILE (commit it under bench/results/ with the date).
+# --quick runs two cells only (for trying the script); --cells names the cells to run. Results
+# go to stdout and, with --out, to FILE (commit it under bench/results/ with the date).
+# SLUICE_BIN=PATH uses that binary and skips the release build.
+#
+# The mount column: `sluice mount` of the export through the cell's link (a fresh mount per
+# cell, so neither the kernel's page cache nor the mount's own cache holds the file), then
+# `dd bs=1M` of the file to stdout, capped like the others, then `fusermount3 -u`.
 #
 # Each read is cut off after --cap seconds (default 8) and its rate is the bytes it delivered
 # over the time it ran: without the cap, fixed:128k on a 40 ms link (~3 MB/s) would take minutes
@@ -22,23 +29,34 @@ cd "$(dirname "$0")/.."
 QUICK=0
 OUT=""
 CAP=8
+CELLS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
+    --cells) CELLS="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     --cap) CAP="$2"; shift ;;
-    *) echo "usage: $0 [--quick] [--cap SECONDS] [--out FILE]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--cells \"RTT:RATE ...\"] [--cap SECONDS] [--out FILE]" >&2; exit 2 ;;
   esac
   shift
 done
 
 ./scripts/install-deps.sh >/dev/null
-cargo build --release -q -p sluice
-BIN="$PWD/target/release/sluice"
+if [ -n "${SLUICE_BIN:-}" ]; then
+  BIN="$SLUICE_BIN"
+else
+  cargo build --release -q -p sluice
+  BIN="$PWD/target/release/sluice"
+fi
 
 WORK=$(mktemp -d /tmp/sluice-bench.XXXXXX)
 PIDS=()
+MNT="$WORK/mnt"
+mkdir -p "$MNT"
+is_mounted() { grep -qs " $MNT fuse" /proc/self/mounts; }
+unmount() { is_mounted || return 0; fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true; }
 cleanup() {
+  unmount
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
@@ -63,10 +81,11 @@ sleep 0.3
 iperf_bps() { iperf3 -c 127.0.0.1 -p "$1" -t "$2" -J 2>/dev/null | python3 -c 'import json,sys; print(int(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/8))' 2>/dev/null || echo 0; }
 LOOP_BPS=$(iperf_bps "$IP" 3)
 
-if [ "$QUICK" = 1 ]; then
+if [ -n "$CELLS" ]; then
+  :
+elif [ "$QUICK" = 1 ]; then
   CELLS="1ms:300MB/s 10ms:300MB/s"
 else
-  CELLS=""
   for rtt in 0.2ms 1ms 10ms 40ms; do
     for rate in 12.5MB/s 300MB/s 1GB/s; do CELLS="$CELLS $rtt:$rate"; done
   done
@@ -85,17 +104,37 @@ time_read() {
   python3 -c "print(int($bytes/($t1-$t0)))"
 }
 
+# mount_read URL FILE: mounts URL (the export) on $MNT with `sluice mount`, prints the bytes/s of
+# `dd bs=1M` reading FILE (a name in the export) through it (capped like time_read), unmounts.
+mount_read() {
+  local mpid r=0 i
+  "$BIN" mount "$1" "$MNT" 2>>"$WORK/mount.log" &
+  mpid=$!
+  PIDS+=($mpid)
+  for i in $(seq 1 200); do is_mounted && break; kill -0 "$mpid" 2>/dev/null || break; sleep 0.05; done
+  if is_mounted; then
+    r=$(time_read dd if="$MNT/$2" bs=1M status=none)
+  else
+    echo "FAILED: sluice mount $1 (see mount.log)" >&2
+  fi
+  unmount
+  for i in $(seq 1 100); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.05; done
+  kill "$mpid" 2>/dev/null || true
+  wait "$mpid" 2>/dev/null || true
+  echo "$r"
+}
+
 {
 echo "# Sequential read through sluice link: achieved / link rate"
 echo
 echo "Date: $(date -u +%Y-%m-%d). Machine: $(nproc) cores. Loopback single-stream limit (iperf3): $((LOOP_BPS/1000000)) MB/s."
-echo "Server: sluice serve (page cache warm). Client: sluice cat in each readahead mode; libnfs nfs-cat (one 1 MiB READ in flight) for reference."
+echo "Server: sluice serve (page cache warm). Client: sluice cat in each readahead mode; \`dd bs=1M\` through a fresh \`sluice mount\` of the export (mount); libnfs nfs-cat (one 1 MiB READ in flight) for reference."
 echo "Each read runs at most ${CAP} s (rate = bytes delivered / time, ramp-up included). Cells are achieved rate / configured link rate;"
 echo "'proxy' is one iperf3 TCP stream through the same sluice link, the ceiling of the emulator itself (user space, $(nproc) cores)."
 echo "A cell marked * has a proxy ceiling below 0.9 of the link rate: there the proxy, not the client, is the bottleneck; compare the modes with the proxy column, not with 1.00."
 echo
-echo "| RTT | link rate | file | proxy | auto | fixed:128k | fixed:15m | nfs-cat |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| RTT | link rate | file | proxy | auto | fixed:128k | fixed:15m | mount | nfs-cat |"
+echo "|---|---|---|---|---|---|---|---|---|"
 } | tee "$WORK/table.md"
 
 for cell in $CELLS; do
@@ -129,6 +168,8 @@ for cell in $CELLS; do
     r=$(time_read "$BIN" cat --readahead "$mode" "$URL")
     row="$row | $(python3 -c "print(f'{$r/$bps:.2f}')")"
   done
+  r=$(mount_read "nfs://127.0.0.1$WORK/export?version=3&nfsport=$LP&mountport=$LP" "$(basename "$f")")
+  row="$row | $(python3 -c "print(f'{$r/$bps:.2f}')")"
   r=$(time_read nfs-cat "$URL")
   row="$row | $(python3 -c "print(f'{$r/$bps:.2f}')") |"
   echo "$row" | tee -a "$WORK/table.md"
