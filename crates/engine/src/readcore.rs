@@ -98,6 +98,11 @@ pub struct ReadCoreStats {
     pub read_bytes_received: u64,
     pub dropped_bytes: u64,
     pub invalidations: u64,
+    /// Bytes queued by [`ReadCore::poll_read`] because a waiting reader needed them and they
+    /// were neither cached, in flight nor queued: the safety net. The engine's contract says
+    /// a plan covers every read, so outside an invalidation or a failed READ this stays 0; the
+    /// simulator asserts it, so an engine bug shows up as a number rather than a hang.
+    pub safety_net_bytes: u64,
 }
 
 /// A file's read state. `E` is the driver's error type. See the module docs.
@@ -178,6 +183,18 @@ impl<E> ReadCore<E> {
         &self.stats
     }
 
+    /// Bytes of `[lo, hi)` fetched and not yet delivered.
+    pub fn cached_bytes_in(&self, lo: u64, hi: u64) -> u64 {
+        let start = self.cache.range(..=lo).next_back().map_or(lo, |(&o, _)| o);
+        self.cache
+            .range(start..hi)
+            .map(|(&o, b)| {
+                let e = o + b.len() as u64;
+                e.min(hi).saturating_sub(o.max(lo))
+            })
+            .sum()
+    }
+
     /// An application read of `len` bytes at `offset`: asks the engine, queues what it wants
     /// fetched, and registers a waiter. `None` when there is nothing to read (`len` 0, or at
     /// or past the end of the file). Then: [`ReadCore::next_reads`], and
@@ -237,7 +254,7 @@ impl<E> ReadCore<E> {
         {
             return ReadPoll::Failed(self.failed.swap_remove(i).1);
         }
-        self.request_missing(offset, end);
+        self.stats.safety_net_bytes += self.request_missing(offset, end);
         ReadPoll::Wait
     }
 
@@ -361,8 +378,8 @@ impl<E> ReadCore<E> {
     }
 
     /// Queues READs for the parts of `[lo, hi)` that are neither cached, in flight nor queued,
-    /// in pieces of at most the engine's rsize.
-    fn request_missing(&mut self, lo: u64, hi: u64) {
+    /// in pieces of at most the engine's rsize; returns the bytes queued.
+    fn request_missing(&mut self, lo: u64, hi: u64) -> u64 {
         let rsize = self.ra.config().rsize_bytes;
         let mut gaps = vec![(lo, hi)];
         let cached = self.cache.iter().map(|(&o, b)| (o, o + b.len() as u64));
@@ -374,13 +391,16 @@ impl<E> ReadCore<E> {
             }
             gaps = subtract(gaps, a, b);
         }
+        let mut queued = 0;
         for (mut a, b) in gaps {
+            queued += b - a;
             while a < b {
                 let n = (b - a).min(rsize);
                 self.queue.push_back(ByteRange { offset: a, len: n });
                 a += n;
             }
         }
+        queued
     }
 
     /// Drops `[lo, hi)` from the cache and forgets READs in flight or queued inside it.
@@ -638,6 +658,55 @@ mod tests {
             ReadPoll::Ready(d) => assert_eq!(d.concat(), vec![3u8; 4096]),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn cached_bytes_count_only_the_range_asked_about() {
+        let t0 = Instant::now();
+        let config = ReadaheadConfig {
+            mode: ReadaheadMode::Off,
+            rsize_bytes: 4096,
+            ..ReadaheadConfig::default()
+        };
+        let mut budget = Budget::new(1 << 20);
+        let mut core: ReadCore<String> = ReadCore::new(config, u64::MAX, version(16384, 1), t0);
+        let (w, _) = core.begin_read(t0, 4096, 8192, &mut budget).unwrap();
+        let sent = core.next_reads();
+        for t in sent {
+            let r = reply(&vec![7; t.range.len as usize], None);
+            core.on_reply(t0, t, Ok(r), None, &mut budget, |o| format!("{o}"));
+        }
+        assert_eq!(core.cached_bytes_in(0, u64::MAX), 8192);
+        assert_eq!(core.cached_bytes_in(6000, 9000), 3000);
+        assert_eq!(core.cached_bytes_in(0, 4096), 0);
+        assert_eq!(
+            core.stats().safety_net_bytes,
+            0,
+            "the plan covered the read"
+        );
+        assert!(matches!(core.poll_read(w), ReadPoll::Ready(_)));
+        assert_eq!(core.cached_bytes_in(0, u64::MAX), 0);
+    }
+
+    #[test]
+    fn a_read_the_plan_left_out_is_fetched_by_the_safety_net_and_counted() {
+        let t0 = Instant::now();
+        let config = ReadaheadConfig {
+            mode: ReadaheadMode::Off,
+            rsize_bytes: 4096,
+            ..ReadaheadConfig::default()
+        };
+        let mut budget = Budget::new(1 << 20);
+        let mut core: ReadCore<String> = ReadCore::new(config, u64::MAX, version(16384, 1), t0);
+        let (w, _) = core.begin_read(t0, 0, 4096, &mut budget).unwrap();
+        let sent = core.next_reads();
+        // The file changes under the reader: its READ in flight is forgotten, so polling
+        // must fetch the range again.
+        core.observe(t0, version(16384, 2), &mut budget);
+        assert!(matches!(core.poll_read(w), ReadPoll::Wait));
+        assert_eq!(core.stats().safety_net_bytes, 4096);
+        assert_eq!(core.next_reads().len(), 1);
+        drop(sent);
     }
 
     #[test]
