@@ -1,58 +1,55 @@
-//! The simulated NFS client: application readers, the readahead engine, a page cache and the
-//! real call table, speaking real NFSv3 READ/GETATTR messages.
+//! The simulated NFS client: application readers over the client's real read core
+//! ([`sluice_engine::readcore`], the code sluice-client's `read.rs` drives with tokio), the real
+//! call table, speaking real NFSv3 READ/GETATTR messages.
 //!
 //! ```text
-//!  reader ─read(off,len)─► FileReadahead::on_read ─► ReadPlan{fetch, discard}
-//!    ▲                                                 │ minus what is cached or in flight
-//!    │ bytes checked against the file                  ▼
-//!  DataCache ◄── READ3resok data ◄── handle_reply ◄─ CallTable ◄─ start_call(READ3args) ◄─ backlog
-//!                     │ on_fetch_complete(rtt)            │ poll_transmit
-//!                     ▼                                   ▼
-//!               FileReadahead                  frame + StreamTx (TCP) / datagram (UDP) ─► link
+//!  reader ─read(off,len)─► ReadCore::begin_read ─► FileReadahead ─► plan: fetch, discard
+//!    ▲                         │ cache, READs in flight, waiters, generations (pure)
+//!    │ poll_read: Ready(bytes) │ next_reads(): READ tickets within the in-flight cap
+//!    │ checked against the file▼
+//!  ReadCore::on_reply ◄── READ3resok ◄── handle_reply ◄─ CallTable ◄─ start_call(READ3args) ◄─ backlog
+//!    (data, eof, attributes        │ poll_transmit
+//!     as a DataVersion, rtt)       ▼
+//!                       frame + StreamTx (TCP) / datagram (UDP) ─► link
 //! ```
 //!
-//! The client honours the readahead contract of `sluice_engine::readahead`: it calls `on_read`
-//! for every application read, issues the returned fetches minus what it already holds or has
-//! requested, drops discarded ranges, and reports every completed READ. If a waiting reader
-//! still needs bytes that are neither cached nor requested after that (which the engine's
-//! contract says cannot happen) the client fetches them itself and counts them in
-//! `gap_fetch_bytes`, so that an engine bug shows up as a number rather than a hang.
+//! The driver does what the tokio one does: `begin_read` per application read, the core's
+//! READs sent as slots allow, every reply (or failure) handed back with its RTT sample (none
+//! for a retransmitted call), the same in-flight cap (a fixed window's size) and the same
+//! attributes-to-version mapping (NFSv3: ctime as the change counter). If a waiting reader
+//! needs bytes that are neither cached nor requested (which the engine's contract says cannot
+//! happen) the core's safety net fetches them and counts them (`safety_net_bytes`, reported as
+//! `gap_fetch_bytes`), so that an engine bug shows up as a number rather than a hang.
+//!
+//! The pipelined and GETATTR workloads (no readahead) bypass the core: they keep the slot table
+//! full by themselves.
 
-use crate::cache::{DataCache, RangeSet};
 use crate::content::Content;
 use crate::pipe::{send_datagram, Segment, StreamTx};
 use crate::scenario::{Pattern, Scenario, WindowEvent};
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sluice_engine::readahead::{Budget, FileReadahead, ReadaheadConfig};
+use sluice_engine::readahead::{Budget, ByteRange, FileReadahead, ReadaheadConfig, ReadaheadMode};
+use sluice_engine::readcore::{DataVersion, ReadCore, ReadData, ReadPoll, ReadTicket};
 use sluice_link::model::LinkDirection;
 use sluice_rpc::client::{CallTable, CallTableConfig, Completed, Event, ProcId, Transport};
 use sluice_rpc::record::{self, RecordDecoder};
 use sluice_rpc::rtt::TimerClass;
-use sluice_xdr::nfs3::{self, GetattrArgs, NfsFh3, NfsResult, ReadArgs, Res3};
+use sluice_xdr::nfs3::{self, Fattr3, GetattrArgs, NfsFh3, NfsResult, Nfstime3, ReadArgs, Res3};
 use sluice_xdr::rpc::{AuthSys, OpaqueAuth};
 use sluice_xdr::{Pack, Writer};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
-/// Who asked for a READ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Origin {
-    /// The readahead engine's plan.
-    Engine,
-    /// The client's safety net (see the module docs).
-    Gap,
-    /// The pipelined workload, without readahead.
-    Pipelined,
-}
-
 #[derive(Debug, Clone, Copy)]
 enum Request {
-    Read {
+    /// A READ of the read core.
+    Read(ReadTicket),
+    /// A READ of the pipelined workload (no readahead, no core).
+    Pipelined {
         offset: u64,
         len: u64,
-        origin: Origin,
     },
     Getattr,
 }
@@ -73,6 +70,7 @@ enum Source {
 struct Reader {
     source: Source,
     read_bytes: u64,
+    /// The core's waiter id and the offset of the read it waits for.
     waiting: Option<(u64, u64)>,
     consumed: u64,
     warmup: u64,
@@ -158,12 +156,10 @@ pub struct Client {
     conn: u64,
     rx: RecordDecoder,
     pub tx: StreamTx,
-    pub ra: FileReadahead,
+    core: ReadCore<String>,
     budget: Budget,
     workload: Workload,
     readers: Vec<Reader>,
-    cache: DataCache,
-    in_flight: RangeSet,
     flights: BTreeMap<u32, Request>,
     backlog: VecDeque<Request>,
     content: Content,
@@ -182,18 +178,30 @@ const NFS_GETATTR: ProcId = ProcId {
 };
 
 impl Client {
-    pub fn new(sc: &Scenario, epoch: Instant, content: Content, fh: NfsFh3) -> Self {
+    /// A client that opened the file `fh` and saw it at `version`.
+    pub fn new(
+        sc: &Scenario,
+        epoch: Instant,
+        content: Content,
+        fh: NfsFh3,
+        version: DataVersion,
+    ) -> Self {
         let config = match sc.transport {
             Transport::Tcp => CallTableConfig::tcp(),
             Transport::Udp => CallTableConfig::udp(),
         };
         let xid_seed = (sc.seed as u32) ^ 0x51ce_0000;
-        let ra = FileReadahead::new(ReadaheadConfig {
+        let ra = ReadaheadConfig {
             mode: sc.readahead,
             rsize_bytes: sc.rsize_bytes,
             trace_events_max: 1 << 16,
             ..ReadaheadConfig::default()
-        });
+        };
+        // As sluice-client's read driver: a fixed window caps the bytes on the wire.
+        let wire_bytes_cap = match sc.readahead {
+            ReadaheadMode::Fixed(b) => b,
+            _ => u64::MAX,
+        };
         let (workload, readers) = Self::workload(sc);
         Client {
             transport: sc.transport,
@@ -213,12 +221,10 @@ impl Client {
             conn: 0,
             rx: RecordDecoder::default(),
             tx: StreamTx::default(),
-            ra,
+            core: ReadCore::new(ra, wire_bytes_cap, version, epoch),
             budget: Budget::new(sc.budget_bytes),
             workload,
             readers,
-            cache: DataCache::default(),
-            in_flight: RangeSet::default(),
             flights: BTreeMap::new(),
             backlog: VecDeque::new(),
             content,
@@ -387,6 +393,16 @@ impl Client {
         self.flights.len()
     }
 
+    /// The read core's readahead engine (window, stats).
+    pub fn readahead(&self) -> &FileReadahead {
+        self.core.readahead()
+    }
+
+    /// The read core's counters.
+    pub fn read_core_stats(&self) -> &sluice_engine::readcore::ReadCoreStats {
+        self.core.stats()
+    }
+
     /// Per-reader rates after warm-up.
     pub fn reader_rates(&self) -> Vec<Option<f64>> {
         self.readers.iter().map(Reader::rate_after_warmup).collect()
@@ -399,10 +415,24 @@ impl Client {
         loop {
             let mut changed = false;
             for i in 0..self.readers.len() {
-                if let Some((lo, hi)) = self.readers[i].waiting {
-                    if self.cache.covers(lo, hi) {
-                        self.consume(i, lo, hi);
-                        changed = true;
+                if let Some((waiter, offset)) = self.readers[i].waiting {
+                    match self.core.poll_read(waiter) {
+                        ReadPoll::Wait => {}
+                        ReadPoll::Ready(data) => {
+                            self.core.end_read(waiter);
+                            self.consume(i, offset, data);
+                            changed = true;
+                        }
+                        ReadPoll::Failed(e) => {
+                            // What the application would see as EIO: recorded, and this
+                            // reader stops (the run then fails on its errors).
+                            self.core.end_read(waiter);
+                            self.stats.errors.push(format!("read at {offset}: {e}"));
+                            let r = &mut self.readers[i];
+                            r.waiting = None;
+                            r.done_at = Some(now);
+                            changed = true;
+                        }
                     }
                 }
                 let r = &mut self.readers[i];
@@ -415,10 +445,12 @@ impl Client {
                 }
             }
             if !changed {
-                return progress;
+                break;
             }
             progress = true;
         }
+        self.stats.gap_fetch_bytes = self.core.stats().safety_net_bytes;
+        progress | self.queue_reads()
     }
 
     fn app_read(&mut self, now: Instant, i: usize, off: u64, len: u64) {
@@ -427,44 +459,31 @@ impl Client {
         if r.mark.is_none() && r.consumed >= r.warmup {
             // Bytes already cached ahead of the reader arrived before the mark: count them as
             // consumed already, so that the rate measures what crosses the link afterwards.
-            let ahead = self.cache.bytes_in(off, r.source_end(self.file_bytes));
+            let ahead = self
+                .core
+                .cached_bytes_in(off, r.source_end(self.file_bytes));
             let r = &mut self.readers[i];
             r.mark = Some((now, r.consumed + ahead));
         }
-        let r = &mut self.readers[i];
-        r.waiting = Some((off, end));
-        self.stats.bytes_asked_by_app += end - off;
-        let plan = self
-            .ra
-            .on_read(now, off, len, self.file_bytes, &mut self.budget);
-        for d in &plan.discard {
-            self.cache.take(d.offset, d.end());
-        }
-        for f in &plan.fetch {
-            self.fetch_missing(f.offset, f.offset + f.len, Origin::Engine);
-        }
-        // The safety net, for every waiting reader (a discard may concern another one).
-        for j in 0..self.readers.len() {
-            if let Some((lo, hi)) = self.readers[j].waiting {
-                let n = self.fetch_missing(lo, hi, Origin::Gap);
-                self.stats.gap_fetch_bytes += n;
-            }
-        }
+        self.stats.bytes_asked_by_app += end.saturating_sub(off);
+        // None: nothing to read (past the end); the reader moves on.
+        self.readers[i].waiting = self
+            .core
+            .begin_read(now, off, len, &mut self.budget)
+            .map(|(waiter, _)| (waiter, off));
         self.collect_trace();
     }
 
-    fn consume(&mut self, i: usize, lo: u64, hi: u64) {
-        let pieces = self.cache.take(lo, hi);
-        let mut at = lo;
-        for (off, data) in pieces {
-            debug_assert_eq!(off, at, "cache covered the range");
-            self.check(off, &data);
-            at = off + data.len() as u64;
+    fn consume(&mut self, i: usize, offset: u64, data: Vec<Bytes>) {
+        let mut at = offset;
+        for piece in data {
+            self.check(at, &piece);
+            at += piece.len() as u64;
         }
-        debug_assert_eq!(at, hi);
-        self.stats.bytes_read_by_app += hi - lo;
+        let n = at - offset;
+        self.stats.bytes_read_by_app += n;
         let r = &mut self.readers[i];
-        r.consumed += hi - lo;
+        r.consumed += n;
         r.waiting = None;
     }
 
@@ -479,27 +498,12 @@ impl Client {
         }
     }
 
-    /// Queues READs for the parts of `[lo, hi)` neither cached nor requested; returns the bytes.
-    fn fetch_missing(&mut self, lo: u64, hi: u64, origin: Origin) -> u64 {
-        let hi = hi.min(self.file_bytes);
-        let mut queued = 0;
-        for (a, b) in self.cache.gaps(lo, hi) {
-            for (c, d) in self.in_flight.gaps(a, b) {
-                let mut off = c;
-                while off < d {
-                    let len = (d - off).min(self.rsize);
-                    self.backlog.push_back(Request::Read {
-                        offset: off,
-                        len,
-                        origin,
-                    });
-                    off += len;
-                }
-                self.in_flight.insert(c, d);
-                queued += d - c;
-            }
-        }
-        queued
+    /// The core's READs that its in-flight cap allows now, onto the backlog.
+    fn queue_reads(&mut self) -> bool {
+        let tickets = self.core.next_reads();
+        let any = !tickets.is_empty();
+        self.backlog.extend(tickets.into_iter().map(Request::Read));
+        any
     }
 
     /// The pipelined and GETATTR workloads keep the slot table full.
@@ -513,12 +517,10 @@ impl Client {
             Workload::Pipelined { next_offset, .. } => {
                 while room > 0 && *next_offset < self.file_bytes {
                     let len = (self.file_bytes - *next_offset).min(self.rsize);
-                    self.backlog.push_back(Request::Read {
+                    self.backlog.push_back(Request::Pipelined {
                         offset: *next_offset,
                         len,
-                        origin: Origin::Pipelined,
                     });
-                    self.in_flight.insert(*next_offset, *next_offset + len);
                     *next_offset += len;
                     room -= 1;
                     progress = true;
@@ -542,7 +544,11 @@ impl Client {
         let mut progress = false;
         while let Some(&req) = self.backlog.front() {
             let (proc_id, class, args) = match req {
-                Request::Read { offset, len, .. } => {
+                Request::Read(ReadTicket {
+                    range: ByteRange { offset, len },
+                    ..
+                })
+                | Request::Pipelined { offset, len } => {
                     let a = ReadArgs {
                         file: self.fh.clone(),
                         offset,
@@ -612,56 +618,47 @@ impl Client {
             Ok(r) => r,
             Err(e) => {
                 self.stats.errors.push(format!("xid {}: {e}", c.xid));
+                if let Request::Read(ticket) = req {
+                    let e = format!("{e}");
+                    self.core_reply(now, ticket, Err(e), None);
+                }
                 return;
             }
         };
         match req {
-            Request::Read {
-                offset,
-                len,
-                origin,
-            } => {
-                let res = nfs3::decode_res(nfs3::proc_::READ, &mut reply.results());
-                let ok = match res {
-                    Ok(Res3::Read(NfsResult::Ok(ok))) => ok,
-                    other => {
-                        self.stats
-                            .errors
-                            .push(format!("READ {offset}+{len}: bad result {other:?}"));
-                        return;
+            Request::Read(ticket) => {
+                let ByteRange { offset, len } = ticket.range;
+                let res = match self.decode_read(offset, len, &reply) {
+                    Ok(ok) => {
+                        self.stats.bytes_fetched += len;
+                        *self.stats.read_sizes.entry(len).or_default() += 1;
+                        Ok(ReadData {
+                            data: ok.data.into_chunks(),
+                            eof: ok.eof,
+                            version: ok.file_attributes.as_ref().map(version_of),
+                        })
                     }
+                    Err(e) => Err(e),
                 };
-                if u64::from(ok.count) != len || ok.data.len() as u64 != len {
-                    self.stats.errors.push(format!(
-                        "READ {offset}+{len}: got count {} with {} bytes",
-                        ok.count,
-                        ok.data.len()
-                    ));
-                }
-                self.in_flight.remove(offset, offset + len);
+                self.core_reply(now, ticket, res, c.rtt_sample);
+            }
+            Request::Pipelined { offset, len } => {
+                let Ok(ok) = self.decode_read(offset, len, &reply) else {
+                    return;
+                };
                 self.stats.bytes_fetched += len;
                 *self.stats.read_sizes.entry(len).or_default() += 1;
-                let rtt = c.rtt_sample.unwrap_or(c.elapsed);
-                if origin != Origin::Pipelined {
-                    self.ra.on_fetch_complete(now, offset, len, rtt);
-                    self.collect_trace();
-                }
                 let mut at = offset;
                 for chunk in ok.data.into_chunks() {
                     let n = chunk.len() as u64;
-                    if origin == Origin::Pipelined {
-                        self.check(at, &chunk);
-                        self.stats.bytes_read_by_app += n;
-                        self.stats.bytes_asked_by_app += n;
-                        if let Workload::Pipelined { consumed, .. } = &mut self.workload {
-                            *consumed += n;
-                        }
-                    } else {
-                        self.cache.insert(at, chunk);
+                    self.check(at, &chunk);
+                    self.stats.bytes_read_by_app += n;
+                    self.stats.bytes_asked_by_app += n;
+                    if let Workload::Pipelined { consumed, .. } = &mut self.workload {
+                        *consumed += n;
                     }
                     at += n;
                 }
-                self.stats.cache_bytes_peak = self.stats.cache_bytes_peak.max(self.cache.bytes());
             }
             Request::Getattr => {
                 match nfs3::decode_res(nfs3::proc_::GETATTR, &mut reply.results()) {
@@ -679,8 +676,50 @@ impl Client {
         }
     }
 
+    /// A READ3 result, or the error recorded in the stats (and returned for the core).
+    fn decode_read(
+        &mut self,
+        offset: u64,
+        len: u64,
+        reply: &sluice_rpc::client::Reply,
+    ) -> Result<nfs3::ReadResOk, String> {
+        let ok = match nfs3::decode_res(nfs3::proc_::READ, &mut reply.results()) {
+            Ok(Res3::Read(NfsResult::Ok(ok))) => ok,
+            other => {
+                let e = format!("READ {offset}+{len}: bad result {other:?}");
+                self.stats.errors.push(e.clone());
+                return Err(e);
+            }
+        };
+        if u64::from(ok.count) != len || ok.data.len() as u64 != len {
+            self.stats.errors.push(format!(
+                "READ {offset}+{len}: got count {} with {} bytes",
+                ok.count,
+                ok.data.len()
+            ));
+        }
+        Ok(ok)
+    }
+
+    /// Hands a READ's outcome to the core, as sluice-client's driver does.
+    fn core_reply(
+        &mut self,
+        now: Instant,
+        ticket: ReadTicket,
+        res: Result<ReadData, String>,
+        rtt: Option<std::time::Duration>,
+    ) {
+        self.core
+            .on_reply(now, ticket, res, rtt, &mut self.budget, |offset| {
+                format!("server returned an empty READ at offset {offset} without EOF")
+            });
+        self.collect_trace();
+        let cached = self.core.cached_bytes_in(0, u64::MAX);
+        self.stats.cache_bytes_peak = self.stats.cache_bytes_peak.max(cached);
+    }
+
     fn collect_trace(&mut self) {
-        for ev in self.ra.take_trace() {
+        for ev in self.core.readahead_mut().take_trace() {
             if self.stats.trace.len() < self.trace_events_max {
                 self.stats.trace.push(WindowEvent {
                     at: ev.at.saturating_duration_since(self.epoch),
@@ -691,6 +730,17 @@ impl Client {
                 self.stats.trace_dropped += 1;
             }
         }
+    }
+}
+
+/// A file's data version from its NFSv3 attributes, as sluice-client maps them (ctime as the
+/// change counter).
+fn version_of(a: &Fattr3) -> DataVersion {
+    let ns = |t: Nfstime3| u64::from(t.seconds) * 1_000_000_000 + u64::from(t.nseconds);
+    DataVersion {
+        size: a.size,
+        mtime_ns: ns(a.mtime),
+        change: ns(a.ctime),
     }
 }
 

@@ -30,6 +30,7 @@
 //! the socket driver. The worlds parse calls and frame replies themselves, as before.
 
 use bytes::Bytes;
+use sluice_engine::readcore::DataVersion;
 use sluice_rpc::server::{self as rpcs, Credentials};
 use sluice_server::backend::exports::{ClientMatch, ClientRule, Squash};
 use sluice_server::backend::memfs::MemFsConfig;
@@ -166,6 +167,23 @@ impl Host {
     /// The file's handle in NFSv3 form.
     pub fn file_handle(&self) -> NfsFh3 {
         NfsFh3(self.file.to_bytes())
+    }
+
+    /// The file's data version as a client learns it when it opens the file (size, mtime and
+    /// ctime, the way sluice-client maps NFSv3 attributes).
+    pub fn file_version(&self) -> DataVersion {
+        let a = self
+            .mem
+            .getattr(&self.file)
+            .unwrap_or_else(|e| panic!("the simulated file has no attributes: {e:?}"));
+        let ns = |t: sluice_server::backend::Time| {
+            (t.seconds.max(0) as u64) * 1_000_000_000 + u64::from(t.nseconds)
+        };
+        DataVersion {
+            size: a.size,
+            mtime_ns: ns(a.mtime),
+            change: ns(a.ctime),
+        }
     }
 
     /// The server's counters (procedures, engine: readahead, backend writes, dirty bytes).

@@ -13,7 +13,10 @@
 //! # What is real and what is modelled
 //! Real: the call table ([`sluice_rpc::client::CallTable`]: XIDs, slots, UDP retransmit timers,
 //! TCP reconnect policy), record marking, RPC call parsing and reply headers, the NFSv3 codecs,
-//! the readahead engine ([`sluice_engine::readahead::FileReadahead`]), the link model
+//! the client's read core ([`sluice_engine::readcore::ReadCore`]: its cache, READs in flight,
+//! waiting readers and change detection, around the readahead engine
+//! [`sluice_engine::readahead::FileReadahead`]), which sluice-client's tokio driver runs too,
+//! the link model
 //! ([`sluice_link::model::LinkDirection`]), and the server: `sluice_server`'s NFSv3 handlers,
 //! its data path, sequential table, chunk pool and write-behind, over the in-memory backend
 //! (`MemFs`), hosted in virtual time by `host` through the engine's hooks (a manual clock,
@@ -22,7 +25,7 @@
 //! UDP.
 //!
 //! Modelled here: an application (a sequential reader, random 4 KiB reads, two interleaved
-//! readers, a pipelined bulk reader, a GETATTR storm), the client's page cache, TCP send
+//! readers, a pipelined bulk reader, a GETATTR storm) and its driver of the read core, TCP send
 //! buffers with backpressure from the bottleneck queue, and the server's costs: a per-call
 //! service time with bounded concurrency around the real handler (which takes no virtual time
 //! itself). Not run: the server's socket driver and RPC service layer (duplicate request cache,
@@ -36,11 +39,11 @@
 //!            ┌──────────────────────────── settle(now): repeat until nothing changes ───────────┐
 //!            │                                                                                  │
 //!            │  s2c.poll_deliver ─► client.on_segment ─► RecordDecoder ─► CallTable.handle_reply │
-//!            │                                            ─► cache, FileReadahead.on_fetch_complete
+//!            │                                            ─► ReadCore.on_reply (cache, engine)  │
 //!            │  c2s.poll_deliver ─► server.on_segment ─► RecordDecoder ─► parse_call ─► queue    │
 //!            │  server.step      : due service ─► Host: real handler ─► frame ─► s2c.offer       │
 //!            │                     woken handlers, write-behind flusher step                    │
-//!            │  client.step      : CallTable timers/events, readers ─► FileReadahead.on_read      │
+//!            │  client.step      : CallTable timers/events, readers ─► ReadCore.begin_read/poll │
 //!            │                     ─► start_call ─► poll_transmit ─► frame ─► c2s.offer         │
 //!            └──────────────────────────────────────────────────────────────────────────────────┘
 //!                 │ quiet
@@ -69,16 +72,14 @@
 //! |--------------|------------------------------------------------------------------|
 //! | [`scenario`] | [`Scenario`], [`Pattern`], [`Report`]                            |
 //! | `world`      | the event loop above, [`run`]                                    |
-//! | `client`     | readers, cache, readahead contract, the call table driver        |
+//! | `client`     | readers, the read core's driver, the call table driver           |
 //! | `server`     | call parsing, service time and concurrency around `host`         |
 //! | `pipe`       | TCP send buffers and datagrams on the link model                 |
 //! | [`content`]  | the file's position-dependent pattern                            |
 //! | [`grid`]     | the RTT × rate acceptance grid and its markdown table            |
-//! | [`cache`]    | range sets and the page cache                                    |
 //! | [`faults`]   | resets, stalls, restarts, EIO against a write+read model (own world) |
 //! | `host`       | the real NFSv3 server over MemFs, polled in virtual time         |
 
-pub mod cache;
 mod client;
 pub mod content;
 pub mod faults;

@@ -221,6 +221,9 @@ pub struct Report {
     pub calls_completed: u64,
     pub call_stats: CallStats,
     pub readahead_stats: ReadaheadStats,
+    /// The client read core's counters (READs sent and their depth, bytes in flight at most,
+    /// bytes dropped, invalidations, the safety net).
+    pub read_core: sluice_engine::readcore::ReadCoreStats,
     pub link_c2s: DirectionStats,
     pub link_s2c: DirectionStats,
     /// Calls the server executed (retransmissions included).

@@ -126,6 +126,11 @@ impl Server {
         self.host.file_handle()
     }
 
+    /// The file's data version, as a client sees it at open.
+    pub fn file_version(&self) -> sluice_engine::readcore::DataVersion {
+        self.host.file_version()
+    }
+
     /// The real server's counters.
     pub fn server_stats(&self) -> &sluice_server::stats::Stats {
         self.host.stats()

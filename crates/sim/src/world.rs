@@ -82,7 +82,13 @@ impl World {
             now: epoch,
             c2s: LinkDirection::new(&forward, Direction::Forward, mode, epoch),
             s2c: LinkDirection::new(&reverse, Direction::Reverse, mode, epoch),
-            client: Client::new(sc, epoch, content, server.file_handle()),
+            client: Client::new(
+                sc,
+                epoch,
+                content,
+                server.file_handle(),
+                server.file_version(),
+            ),
             server,
             finished_at: None,
             stuck: None,
@@ -193,6 +199,9 @@ impl World {
         };
         let completed = self.stuck.is_none() && self.client.finished() && self.client.drained();
         let call_stats = *self.client.table.stats();
+        let final_window_bytes = self.client.readahead().window_bytes();
+        let readahead_stats = self.client.readahead().stats().clone();
+        let read_core = self.client.read_core_stats().clone();
         let mut stats = self.client.stats;
         if let Some(s) = self.stuck {
             stats.errors.push(s);
@@ -213,10 +222,11 @@ impl World {
             read_sizes: stats.read_sizes,
             window_trace: stats.trace,
             window_trace_dropped: stats.trace_dropped,
-            final_window_bytes: self.client.ra.window_bytes(),
+            final_window_bytes,
             calls_completed: call_stats.calls_completed,
             call_stats,
-            readahead_stats: self.client.ra.stats().clone(),
+            readahead_stats,
+            read_core,
             link_c2s: c2s,
             link_s2c: s2c,
             server_calls: self.server.stats.calls,

@@ -92,3 +92,29 @@ fn a_sequential_reader_reaches_the_real_servers_sequential_table() {
     r.assert_invariants();
     assert!(r.server_readahead_bytes > 0, "{}", r.server_readahead_bytes);
 }
+
+/// The simulated client runs the real client's read core, with the real driver's cap: a fixed
+/// 128 KiB window keeps at most 128 KiB of READs on the wire (Linux >= 5.4's NFS default), and
+/// the engine's plans cover every read, so the safety net never fires.
+#[test]
+fn a_fixed_window_keeps_its_bytes_in_flight_through_the_real_read_core() {
+    let sc = Scenario {
+        seed: seed_from_env(6),
+        readahead: ReadaheadMode::Fixed(128 * KIB),
+        rsize_bytes: 64 * KIB,
+        file_bytes: 16 * MIB,
+        pattern: Pattern::Sequential,
+        ..Scenario::default()
+    };
+    let r = run(&sc, Instant::now());
+    r.assert_invariants();
+    let c = &r.read_core;
+    assert_eq!(r.bytes_read_by_app, 16 * MIB);
+    assert!(c.reads >= 256, "{c:?}");
+    assert_eq!(c.in_flight_bytes_max, 128 * KIB, "{c:?}");
+    assert_eq!(c.safety_net_bytes, 0, "{c:?}");
+    assert_eq!(
+        c.invalidations, 0,
+        "the server's attributes stay as at open: {c:?}"
+    );
+}
