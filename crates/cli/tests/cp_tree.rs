@@ -208,3 +208,35 @@ fn tree_failure_names_the_file() {
     assert!(err.contains("/t/f07"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// A directory that cannot be created (a file of that name is in the way) stops the walk with
+/// a message naming it, and the files already started are finished, not cut off: every file
+/// that exists on the server has all its contents.
+#[test]
+fn tree_walk_failure_lets_the_files_in_flight_finish() {
+    let server = SluiceServer::start(&SluiceServer::binary());
+    let local = TempDir::new("cp-tree-walk-err");
+    let src = local.path().join("t");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("sub/inner"), b"inner").unwrap();
+    for f in 0..200 {
+        std::fs::write(src.join(format!("f{f:03}")), format!("file {f}")).unwrap();
+    }
+    std::fs::create_dir_all(server.export_dir().join("t")).unwrap();
+    std::fs::write(server.export_dir().join("t/sub"), b"in the way").unwrap();
+    let err = sluice(&["cp", "-q", "-r", src.to_str().unwrap(), &server.url("/")])
+        .expect_err("t/sub is a file on the server");
+    assert!(err.contains("/t/sub"), "{err}");
+    for e in std::fs::read_dir(server.export_dir().join("t")).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(n) = name.strip_prefix('f') {
+            let n: u32 = n.parse().unwrap();
+            assert_eq!(
+                std::fs::read_to_string(e.path()).unwrap(),
+                format!("file {n}"),
+                "{name} was cut off"
+            );
+        }
+    }
+}

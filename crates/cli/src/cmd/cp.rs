@@ -196,12 +196,36 @@ async fn copy_tree(
     name: &str,
     jobs: usize,
 ) -> Result<(), String> {
-    let mut pool = FilePool::new(jobs);
     let root = dir.mkdir(name).await?;
-    // Directories created and still to be listed (a stack: depth first), and every directory
-    // created, in order, for `-p` at the end.
-    let mut to_list = vec![(src, root.clone())];
-    let mut made = vec![(root, meta)];
+    let mut pool = FilePool::new(jobs);
+    // Every directory created, in order, for `-p` at the end.
+    let mut made = vec![(root.clone(), meta)];
+    let walked = walk(ctx, src, root, &mut pool, &mut made).await;
+    // Whatever stopped the walk, the files in flight finish and report their own failures.
+    match (walked, pool.finish().await) {
+        (Ok(()), Ok(())) => {}
+        (Err(e), Ok(())) | (Ok(()), Err(e)) => return Err(e),
+        (Err(a), Err(b)) => return Err(format!("{a}\n{b}")),
+    }
+    if ctx.preserve {
+        for (d, m) in made.iter().rev() {
+            d.set_attrs(*m).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Lists the tree under `src` (already created as `root`), creating its directories and
+/// handing its files and links to `pool`.
+async fn walk(
+    ctx: &Arc<Ctx>,
+    src: Node,
+    root: Dir,
+    pool: &mut FilePool,
+    made: &mut Vec<(Dir, Meta)>,
+) -> Result<(), String> {
+    // Directories created and still to be listed: a stack, depth first.
+    let mut to_list = vec![(src, root)];
     while let Some((node, to)) = to_list.pop() {
         let mut listing = node.list()?;
         while let Some(page) = listing.next_page().await? {
@@ -224,12 +248,6 @@ async fn copy_tree(
                     }
                 }
             }
-        }
-    }
-    pool.finish().await?;
-    if ctx.preserve {
-        for (d, m) in made.iter().rev() {
-            d.set_attrs(*m).await?;
         }
     }
     Ok(())
