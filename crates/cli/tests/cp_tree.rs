@@ -240,3 +240,45 @@ fn tree_walk_failure_lets_the_files_in_flight_finish() {
         }
     }
 }
+
+/// Listings stream: a directory comes one READDIRPLUS reply at a time (here 4 KiB replies for
+/// 2,000 names), each entry exactly once, with the handle and attributes the walk needs.
+#[test]
+fn a_directory_is_listed_one_reply_at_a_time() {
+    let server = SluiceServer::start(&SluiceServer::binary());
+    let dir = server.export_dir().join("many");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..2000 {
+        std::fs::write(dir.join(format!("entry-{i:04}")), b"").unwrap();
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let options = sluice_client::ClientOptions {
+            readdir_bytes: 4096,
+            ..Default::default()
+        };
+        let c = sluice_client::Client::connect(&server.url("/many"), options)
+            .await
+            .unwrap();
+        let (fh, _) = c.lookup_path(c.target_path()).await.unwrap();
+        let mut pages = sluice_client::DirPages::new(c.clone(), fh);
+        let (mut n_pages, mut names) = (0, std::collections::BTreeSet::new());
+        while let Some(page) = pages.next_page().await.unwrap() {
+            n_pages += 1;
+            assert!(page.len() < 2000, "a page is one reply, not the directory");
+            for e in page {
+                assert!(e.fh.is_some() && e.attr.is_some(), "{}", e.name);
+                assert!(names.insert(e.name.clone()), "{} twice", e.name);
+            }
+        }
+        assert_eq!(names.len(), 2000);
+        assert!(n_pages > 10, "{n_pages} pages");
+        assert!(
+            pages.next_page().await.unwrap().is_none(),
+            "stays at the end"
+        );
+    });
+}
