@@ -164,9 +164,12 @@ async fn copy(a: &CpArgs, s: &mut Session) -> Result<(), String> {
         bar,
     });
     let r = if src_meta.kind == Kind::Dir {
-        let jobs = a
-            .jobs
-            .map_or_else(|| jobs_default(s.options()), |n| n as usize);
+        // The connection the files go over (the URL may set nconnect), else the command's.
+        let options = match (&src, &dir) {
+            (_, Dir::Nfs { client, .. }) | (Node::Nfs { client, .. }, _) => client.options(),
+            _ => s.options(),
+        };
+        let jobs = a.jobs.map_or_else(|| jobs_default(options), |n| n as usize);
         copy_tree(&ctx, src, src_meta, &dir, &name, jobs).await
     } else {
         copy_node(&ctx, &src, src_meta, &dir, &name).await
