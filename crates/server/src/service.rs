@@ -173,6 +173,10 @@ fn build_registry() -> Registry<Handler> {
 }
 
 impl Service for Server {
+    fn conn_closed(&self, conn_id: u64) {
+        self.nfs4.conn_closed(conn_id);
+    }
+
     async fn handle(self: Arc<Self>, peer: Peer, record: Vec<Bytes>) -> Option<Reply> {
         let call = match rpcs::parse_call(&record) {
             CallParse::Call(c) => c,

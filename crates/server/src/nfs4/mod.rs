@@ -65,6 +65,7 @@
 //! full state table with NFS4ERR_DELAY ("jukebox"). So do we, since every bound here frees up
 //! with time (leases expire, clients close files).
 
+pub mod backchan;
 pub mod client;
 pub mod compound;
 pub mod data;
@@ -186,6 +187,7 @@ mod tests {
     fn the_cores_read_no_clock_and_do_no_io() {
         let sources = [
             ("mod.rs", include_str!("mod.rs")),
+            ("backchan.rs", include_str!("backchan.rs")),
             ("client.rs", include_str!("client.rs")),
             ("compound.rs", include_str!("compound.rs")),
             ("map.rs", include_str!("map.rs")),
