@@ -182,6 +182,16 @@ impl State4 {
 
     /// SEQUENCE (§18.46): finds the session (NFS4ERR_BADSESSION), runs the session's checks
     /// and the slot rules, and renews the client's lease.
+    ///
+    /// `sr_status_flags` (§18.46.3) carries only what this state knows to be true:
+    /// CB_PATH_DOWN (no session of the client can be called back), CB_PATH_DOWN_SESSION and
+    /// BACKCHANNEL_FAULT (this session's back channel; see [`super::backchan`]). The others
+    /// cannot arise yet, and are never set: an expired client loses its record, sessions and
+    /// opens together, so its next SEQUENCE is NFS4ERR_BADSESSION rather than a session
+    /// with EXPIRED_ALL/SOME_STATE_REVOKED; a courtesy client that comes back has lost
+    /// nothing; there are no delegations (RECALLABLE_STATE_REVOKED), no administrative
+    /// revocation, no restart recovery (RESTART_RECLAIM_NEEDED), no migration (LEASE_MOVED),
+    /// no RPCSEC_GSS (CB_GSS_CONTEXTS_*) and no pNFS devices (DEVID_*).
     pub fn sequence(
         &mut self,
         now: Instant,
