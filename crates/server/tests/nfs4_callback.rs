@@ -2,8 +2,8 @@
 //! real client transport (`RpcClient` with a callback service registered), on loopback.
 //!
 //! - CREATE_SESSION with CONN_BACK_CHAN: the server probes the connection with CB_NULL, then
-//!   sends CB_COMPOUND[CB_SEQUENCE] for the session on slot 0 with sequence id 1; the client
-//!   answers and the server marks the path up.
+//!   (after the client's first SEQUENCE) sends CB_COMPOUND[CB_SEQUENCE] for the session on
+//!   slot 0 with sequence id 1; the client answers and the server marks the path up.
 //! - The back connection dropped: the next SEQUENCE, on another connection of the session,
 //!   carries SEQ4_STATUS_CB_PATH_DOWN and SEQ4_STATUS_CB_PATH_DOWN_SESSION.
 //! - `/metrics` and `/stats` count the COMPOUNDs' ops by name and show the state gauges.
@@ -272,8 +272,12 @@ async fn the_back_channel_is_probed_reported_down_when_dropped_and_ops_are_count
     );
     let sid = cs.sessionid;
 
-    // The probe: CB_NULL, then CB_SEQUENCE alone on slot 0 with sequence id 1.
+    // The probe: CB_NULL, then, once the client's first SEQUENCE shows it knows the session,
+    // CB_SEQUENCE alone on slot 0 with sequence id 1.
     assert_eq!(next_seen(&mut seen).await, Seen::Null { prog: CB_PROGRAM });
+    let mut seqid = 1;
+    let res = compound_on(&rpc, vec![sequence(sid, seqid)]).await;
+    assert_eq!(status_flags(&res), 0, "a path being probed is not down");
     assert_eq!(
         next_seen(&mut seen).await,
         Seen::Sequence {
@@ -295,7 +299,7 @@ async fn the_back_channel_is_probed_reported_down_when_dropped_and_ops_are_count
     })
     .await
     .expect("the path comes up");
-    let mut seqid = 1;
+    seqid += 1;
     let res = compound_on(&rpc, vec![sequence(sid, seqid)]).await;
     assert_eq!(status_flags(&res), 0, "callbacks work: no flag");
 

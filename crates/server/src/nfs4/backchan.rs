@@ -15,7 +15,10 @@
 //! ```
 //! CB_NULL alone proves only that something answers RPC on the connection; the CB_SEQUENCE
 //! that follows proves the client's back-channel session and our slot's sequence id agree,
-//! which is what a CB_RECALL will need. knfsd probes the same way. A probe runs again when
+//! which is what a CB_RECALL will need. The CB_SEQUENCE waits for the client's first SEQUENCE
+//! on the session: until then the client may not have installed the session it is just
+//! being told about (the CREATE_SESSION reply and our CB_NULL cross on the wire), and would
+//! answer NFS4ERR_BADSESSION, which we would have to take for a fault. A probe runs again when
 //! the client gives us a new path (a binding or BACKCHANNEL_CTL); a path that went down stays
 //! down until then, so a dead client costs one probe, not a retry loop.
 //!
@@ -147,8 +150,10 @@ pub struct BackChan {
     slot_busy: Option<(u64, bool)>,
     /// The CB_NULL in flight, if any.
     null_busy: Option<u64>,
-    /// CB_NULL passed: the probe's CB_SEQUENCE is due.
+    /// CB_NULL passed: the probe's CB_SEQUENCE is due (once the client is ready).
     probe_sequence_due: bool,
+    /// The client sent SEQUENCE on the session: it knows the session (module notes).
+    client_ready: bool,
     queued: VecDeque<(u64, Vec<CbArgop4>)>,
     next_token: u64,
 }
@@ -169,6 +174,7 @@ impl BackChan {
             slot_busy: None,
             null_busy: None,
             probe_sequence_due: false,
+            client_ready: false,
             queued: VecDeque::new(),
             next_token: 1,
         }
@@ -203,6 +209,14 @@ impl BackChan {
             PathState::Down
         };
         self.probe_sequence_due = false;
+    }
+
+    /// The client sent a SEQUENCE on the session. True if that makes a call due (the first
+    /// one, with the probe's CB_SEQUENCE waiting for it): the driver should poll.
+    pub fn sequence_seen(&mut self) -> bool {
+        let was = self.client_ready;
+        self.client_ready = true;
+        !was && self.probe_sequence_due
     }
 
     /// The path is down for good: no back-channel connection is left.
@@ -244,7 +258,7 @@ impl BackChan {
             out.push(self.send(token, conn, &cred, CbCall::Null));
         }
         if self.slot_busy.is_none() {
-            let next = if self.probe_sequence_due {
+            let next = if self.probe_sequence_due && self.client_ready {
                 self.probe_sequence_due = false;
                 Some((self.token(), Vec::new(), true))
             } else if self.path == PathState::Up {
@@ -445,6 +459,7 @@ mod tests {
     /// CB_NULL, then CB_SEQUENCE, then Up; returns the channel.
     fn probed() -> BackChan {
         let mut b = BackChan::new(SID, 0x4000_0000, &[sys()]);
+        b.sequence_seen();
         let null = b.poll(5);
         assert_eq!(null.len(), 1);
         b.handle_reply(null[0].token, CbOutcome::NullOk);
@@ -483,6 +498,12 @@ mod tests {
         assert_eq!(b.path(), PathState::Probing);
         assert!(b.poll(5).is_empty(), "one probe at a time");
         assert!(b.handle_reply(first[0].token, CbOutcome::NullOk).is_empty());
+        assert!(
+            b.poll(5).is_empty(),
+            "CB_SEQUENCE waits for the client's first SEQUENCE"
+        );
+        assert!(b.sequence_seen(), "which makes it due");
+        assert!(!b.sequence_seen(), "once");
         let seq = b.poll(5);
         assert_eq!(seq.len(), 1);
         assert_eq!(seq_of(&seq[0]), (1, 0));
@@ -551,6 +572,7 @@ mod tests {
     #[test]
     fn a_sequence_error_is_a_fault_and_a_failed_probe_is_down() {
         let mut b = BackChan::new(SID, 1, &[sys()]);
+        b.sequence_seen();
         let null = b.poll(1);
         b.handle_reply(null[0].token, CbOutcome::NullOk);
         let seq = b.poll(1);
@@ -560,6 +582,7 @@ mod tests {
         assert_eq!(b.seqid(), 1);
         // A reply for another session is as bad.
         let mut b = BackChan::new(SID, 1, &[sys()]);
+        b.sequence_seen();
         let null = b.poll(1);
         b.handle_reply(null[0].token, CbOutcome::NullOk);
         let seq = b.poll(1);

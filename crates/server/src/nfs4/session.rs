@@ -161,6 +161,8 @@ pub struct Session {
     conns: VecDeque<(ConnId, u32)>,
     /// The client wants callbacks (it asked for a back channel at creation or by binding).
     back_wanted: bool,
+    /// A SEQUENCE made a callback due (see [`Session::take_callbacks_due`]).
+    callbacks_due: bool,
 }
 
 impl Session {
@@ -191,6 +193,7 @@ impl Session {
             slots,
             conns: VecDeque::from([(conn, dir)]),
             back_wanted: back_on_conn,
+            callbacks_due: false,
         }
     }
 
@@ -210,6 +213,7 @@ impl Session {
         if self.conn_dir(call.conn).is_none() {
             self.bind(call.conn, CDFS4_FORE);
         }
+        self.callbacks_due |= self.cb.sequence_seen();
         Ok(SequenceOk {
             decision,
             highest_slotid: self.slots.highest_slotid(),
@@ -276,6 +280,11 @@ impl Session {
                 self.cb.lost_path();
             }
         }
+    }
+
+    /// Whether a SEQUENCE since the last call made a callback due (the driver should poll).
+    pub fn take_callbacks_due(&mut self) -> bool {
+        std::mem::take(&mut self.callbacks_due)
     }
 
     /// BACKCHANNEL_CTL (§18.33): the program and credentials of later callbacks.

@@ -204,6 +204,9 @@ impl State4 {
             .ok_or(Nfsstat4::BADSESSION)?;
         let mut ok = s.sequence(call)?;
         let clientid = s.clientid;
+        if s.take_callbacks_due() {
+            self.wake_callbacks();
+        }
         self.clients.renew(clientid, now);
         if self.client_cb_path_down(clientid) {
             ok.status_flags |= SEQ4_STATUS_CB_PATH_DOWN;

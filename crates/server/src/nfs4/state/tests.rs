@@ -748,15 +748,22 @@ fn a_back_channel_is_probed_and_its_loss_is_reported_per_session_and_per_client(
         1,
         "a new back channel wakes the driver"
     );
-    assert_eq!(answer_all(&mut st), 2, "CB_NULL, then CB_SEQUENCE");
-    assert_eq!(st.callback_path(&a), Some(PathState::Up));
+    assert_eq!(answer_all(&mut st), 1, "CB_NULL");
+    assert_eq!(st.callback_path(&a), Some(PathState::Probing));
+    // CB_SEQUENCE waits for the client's first SEQUENCE, which wakes the driver.
     let out = st.sequence(now, &a, &seq(0, 1)).unwrap();
-    assert_eq!(out.res.status_flags, 0);
+    assert_eq!(out.res.status_flags, 0, "a path being probed is not down");
     st.complete(&a, 0, None);
+    assert_eq!(wakes.load(Ordering::Relaxed), 2);
+    assert_eq!(answer_all(&mut st), 1, "CB_SEQUENCE");
+    assert_eq!(st.callback_path(&a), Some(PathState::Up));
     // A second session of the client, its back channel on connection 2.
     let b = back_session(&mut st, now, e.clientid, e.sequenceid + 1);
     st.bind_conn_to_session(&b, 2, CDFC4_BACK).unwrap();
+    st.sequence(now, &b, &seq(0, 1)).unwrap();
+    st.complete(&b, 0, None);
     answer_all(&mut st);
+    assert_eq!(st.callback_path(&b), Some(PathState::Up));
     // Connection 1 closes: session a has no back channel left, but b's works, so only
     // CB_PATH_DOWN_SESSION is true for a.
     st.conn_closed(1);
@@ -782,7 +789,12 @@ fn a_back_channel_is_probed_and_its_loss_is_reported_per_session_and_per_client(
         sends[0].1.token,
         crate::nfs4::backchan::CbOutcome::NullOk,
     );
-    answer_all(&mut st);
+    assert_eq!(
+        answer_all(&mut st),
+        1,
+        "the client is known to be ready: CB_SEQUENCE at once"
+    );
+    assert_eq!(st.callback_path(&a), Some(PathState::Up));
     let out = st.sequence(now, &a, &seq(0, 4)).unwrap();
     assert_eq!(out.res.status_flags, 0);
 }
