@@ -6,6 +6,8 @@
 //!   slot 0 with sequence id 1; the client answers and the server marks the path up.
 //! - The back connection dropped: the next SEQUENCE, on another connection of the session,
 //!   carries SEQ4_STATUS_CB_PATH_DOWN and SEQ4_STATUS_CB_PATH_DOWN_SESSION.
+//! - A client with no callback service refuses the probe (PROG_UNAVAIL): SEQUENCE reports
+//!   the path down at once.
 //! - `/metrics` and `/stats` count the COMPOUNDs' ops by name and show the state gauges.
 //!
 //! Every wait is bounded by [`LIMIT`], so a hang fails the test instead of the suite.
@@ -192,6 +194,56 @@ fn status_flags(res: &Compound4Res) -> u32 {
     }
 }
 
+/// EXCHANGE_ID for `owner`, then CREATE_SESSION asking for the back channel on this
+/// connection (AUTH_SYS callbacks to [`CB_PROGRAM`]); the session's id.
+async fn session_with_back_channel(rpc: &RpcClient, owner: &'static [u8]) -> SessionId4 {
+    let res = compound_on(
+        rpc,
+        vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
+            clientowner: ClientOwner4 {
+                verifier: [3; 8],
+                ownerid: Opaque4(Bytes::from_static(owner)),
+            },
+            flags: 0,
+            state_protect: StateProtect4A::None,
+            client_impl_id: ImplIdList(Vec::new()),
+        })],
+    )
+    .await;
+    let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
+        panic!("EXCHANGE_ID: {res:?}")
+    };
+    let sys = AuthSys {
+        stamp: 1,
+        machine_name: Bytes::from_static(b"cbclient"),
+        uid: 0,
+        gid: 0,
+        gids: Vec::new(),
+    };
+    let res = compound_on(
+        rpc,
+        vec![NfsArgop4::CreateSession(CreateSessionArgs {
+            clientid: e.clientid,
+            sequence: e.sequenceid,
+            flags: CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+            fore_chan_attrs: chan(),
+            back_chan_attrs: chan(),
+            cb_program: CB_PROGRAM,
+            sec_parms: CallbackSecParmsList(vec![CallbackSecParms4::AuthSys(sys)]),
+        })],
+    )
+    .await;
+    let Some(NfsResop4::CreateSession(Res4::Ok(cs))) = res.results.first() else {
+        panic!("CREATE_SESSION: {res:?}")
+    };
+    assert_eq!(
+        cs.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+        CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+        "the back channel is granted on this connection"
+    );
+    cs.sessionid
+}
+
 async fn next_seen(rx: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
     tokio::time::timeout(LIMIT, rx.recv())
         .await
@@ -225,52 +277,7 @@ async fn the_back_channel_is_probed_reported_down_when_dropped_and_ops_are_count
     .await
     .unwrap();
 
-    // EXCHANGE_ID, then CREATE_SESSION asking for the back channel on this connection.
-    let res = compound_on(
-        &rpc,
-        vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
-            clientowner: ClientOwner4 {
-                verifier: [3; 8],
-                ownerid: Opaque4(Bytes::from_static(b"nfs4_callback client")),
-            },
-            flags: 0,
-            state_protect: StateProtect4A::None,
-            client_impl_id: ImplIdList(Vec::new()),
-        })],
-    )
-    .await;
-    let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
-        panic!("EXCHANGE_ID: {res:?}")
-    };
-    let sys = AuthSys {
-        stamp: 1,
-        machine_name: Bytes::from_static(b"cbclient"),
-        uid: 0,
-        gid: 0,
-        gids: Vec::new(),
-    };
-    let res = compound_on(
-        &rpc,
-        vec![NfsArgop4::CreateSession(CreateSessionArgs {
-            clientid: e.clientid,
-            sequence: e.sequenceid,
-            flags: CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
-            fore_chan_attrs: chan(),
-            back_chan_attrs: chan(),
-            cb_program: CB_PROGRAM,
-            sec_parms: CallbackSecParmsList(vec![CallbackSecParms4::AuthSys(sys)]),
-        })],
-    )
-    .await;
-    let Some(NfsResop4::CreateSession(Res4::Ok(cs))) = res.results.first() else {
-        panic!("CREATE_SESSION: {res:?}")
-    };
-    assert_eq!(
-        cs.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
-        CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
-        "the back channel is granted on this connection"
-    );
-    let sid = cs.sessionid;
+    let sid = session_with_back_channel(&rpc, b"nfs4_callback client").await;
 
     // The probe: CB_NULL, then, once the client's first SEQUENCE shows it knows the session,
     // CB_SEQUENCE alone on slot 0 with sequence id 1.
@@ -357,5 +364,49 @@ async fn the_back_channel_is_probed_reported_down_when_dropped_and_ops_are_count
     assert!(
         text.contains("nfs v4 state: 1 clients, 1 sessions, 0 open stateids"),
         "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_refuses_the_probe_is_told_its_back_channel_is_down() {
+    let dirs = TestDirs::new("nfs4-callback-refused");
+    let bound = sluice_server::bind(dirs.config()).await.unwrap();
+    let addr = bound.local_addr().unwrap();
+    let server = bound.server.clone();
+    let _run = StopOnDrop(tokio::spawn(sluice_server::run_with(
+        bound,
+        Connections::default(),
+    )));
+    // No callback service: the transport answers the server's calls PROG_UNAVAIL.
+    let rpc = RpcClient::connect(
+        addr,
+        RpcConfig {
+            privileged_port: false,
+            ..RpcConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let sid = session_with_back_channel(&rpc, b"no callbacks").await;
+    tokio::time::timeout(LIMIT, async {
+        loop {
+            let path = server.nfs4.state.lock().unwrap().callback_path(&sid);
+            if path == Some(PathState::Down) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the refused probe takes the path down");
+    let res = compound_on(&rpc, vec![sequence(sid, 1)]).await;
+    assert_eq!(
+        status_flags(&res),
+        SEQ4_STATUS_CB_PATH_DOWN | SEQ4_STATUS_CB_PATH_DOWN_SESSION
+    );
+    assert_eq!(
+        rpc.stats().callbacks_refused,
+        1,
+        "CB_NULL only: nothing after it"
     );
 }
