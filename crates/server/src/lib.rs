@@ -8,7 +8,8 @@
 //!        ├─ portmap   (answers for the one port)
 //!        ├─ mountd    (export roots, mount list)
 //!        ├─ nfs4      (NFSv4.1/4.2: the COMPOUND processor over sans-IO state cores; `lease`
-//!        │             is the task that ticks their leases)
+//!        │             is the task that ticks their leases, `callback` the one that makes the
+//!        │             back channels' calls over `backchannel`'s connection handles)
 //!        └─ nfs       (the 22 procedures: wire types <-> neutral types, in `nfs/map.rs` only)
 //!            └─ backend = the `sluice-vfs` crate (the FileSystem trait and LocalFs: handles,
 //!               credentials, confinement, open-file cache, exports; no NFS wire type)
@@ -16,6 +17,7 @@
 //! Wire formats live in `sluice-xdr`, RPC framing and call parsing in `sluice-rpc`; both pure.
 
 pub mod backchannel;
+pub mod callback;
 /// The file-system layer (its own crate, `sluice-vfs`), under the name the server has always used.
 pub use sluice_vfs as backend;
 pub mod datapath;
@@ -202,7 +204,14 @@ pub async fn bind_exports(
         .map(|e| e.fs.write_verifier())
         .unwrap_or_default();
     let engine = io::Engine::new(config.io.clone(), config.read_bytes_max, stats.clone());
-    let nfs4 = Arc::new(nfs4_service(&config, exports.clone(), &engine)?);
+    let mut nfs4 = nfs4_service(&config, exports.clone(), &engine)?;
+    nfs4.op_observer = Some(stats.clone());
+    let nfs4 = Arc::new(nfs4);
+    // A weak reference: the statistics outlive nothing, and hold no service alive.
+    let weak = Arc::downgrade(&nfs4);
+    stats.set_nfs4_gauges(Box::new(move || {
+        weak.upgrade().map_or_else(Default::default, |n| n.gauges())
+    }));
     let server = Arc::new(service::Server {
         nfs4,
         nfs: nfs::Nfs3 {
@@ -312,6 +321,7 @@ pub async fn run_with(bound: Bound, connections: net::Connections) -> Result<(),
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(server.nfs.io.wb.clone().run_flusher());
     tasks.spawn(lease::drive(server.nfs4.clone()));
+    tasks.spawn(callback::drive(server.nfs4.clone(), connections.clone()));
     tasks.spawn(net::serve_tcp_with(
         tcp,
         server.clone(),

@@ -175,10 +175,12 @@ async fn serve_conn<S: Service>(
         back_channel: Some(back.clone()),
     };
     registry.insert(back.clone());
-    let result = serve_conn_io(stream, peer, svc, cfg, tx, rx, back.clone()).await;
-    // Whatever ended the connection, no callback on it can be answered any more.
+    let result = serve_conn_io(stream, peer, svc.clone(), cfg, tx, rx, back.clone()).await;
+    // Whatever ended the connection, no callback on it can be answered any more, and the
+    // protocol state must stop counting on it (an NFSv4.1 session's back channel).
     registry.remove(conn_id);
     back.close();
+    svc.conn_closed(conn_id);
     result
 }
 

@@ -173,6 +173,10 @@ fn build_registry() -> Registry<Handler> {
 }
 
 impl Service for Server {
+    fn conn_closed(&self, conn_id: u64) {
+        self.nfs4.conn_closed(conn_id);
+    }
+
     async fn handle(self: Arc<Self>, peer: Peer, record: Vec<Bytes>) -> Option<Reply> {
         let call = match rpcs::parse_call(&record) {
             CallParse::Call(c) => c,
@@ -301,7 +305,8 @@ fn nfs3_version() -> Version<Handler> {
 
 /// NFS v4 (minor versions 1 and 2): NULL, and COMPOUND run by the processor on the blocking
 /// pool (its ops call the file system, as v3's backend calls do). Statistics and request logs
-/// count the COMPOUND as one call under its overall status; per-op counts are later work.
+/// count the COMPOUND as one call under its overall status; each op inside is counted by the
+/// processor's [`compound4::OpObserver`] hook (`stats::OpStats4`).
 ///
 /// Not over UDP: RFC 8881 §2.9.1 requires a transport with congestion control, and the session
 /// reply cache assumes a connection. Such a call gets PROG_MISMATCH with the program's range, as

@@ -1,10 +1,18 @@
 //! Server statistics: per-procedure call counts, errors and latency histograms, plus the sizes of
 //! READ and WRITE payloads on the wire. Lock-free counters; a snapshot renders like `nfsstat -s`.
+//!
+//! NFSv4 is counted twice over: once per RPC procedure (a COMPOUND is one call, an error when
+//! its overall status is), and once per operation inside the COMPOUNDs ([`OpStats4`], fed by
+//! the processor's [`crate::nfs4::compound::OpObserver`] hook), which is where the time goes
+//! and where the errors are. The state gauges (clients, sessions, open stateids) are read from
+//! the state core when rendered, through [`Stats::set_nfs4_gauges`].
 
+use sluice_xdr::nfs4::ops::{op_info, Opnum4, OP_INFO};
 use sluice_xdr::{mount3, nfs3, nfs4};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Latency histogram bucket upper bounds in microseconds (the last bucket is open-ended).
 pub const LATENCY_BUCKETS_MICROS: [u64; 12] = [
@@ -43,6 +51,76 @@ pub struct SizeHistogram {
     pub count: AtomicU64,
     pub bytes: AtomicU64,
     pub buckets: [AtomicU64; SIZE_BUCKETS_BYTES.len() + 1],
+}
+
+impl ProcStats {
+    /// Counts one call that took `elapsed`; `ok` is false for an error.
+    pub fn record(&self, elapsed: Duration, ok: bool) {
+        self.calls.fetch_add(1, Relaxed);
+        if !ok {
+            self.errors.fetch_add(1, Relaxed);
+        }
+        let us = elapsed.as_micros() as u64;
+        self.latency_micros_total.fetch_add(us, Relaxed);
+        let i = LATENCY_BUCKETS_MICROS
+            .iter()
+            .position(|&b| us <= b)
+            .unwrap_or(LATENCY_BUCKETS_MICROS.len());
+        self.latency_buckets[i].fetch_add(1, Relaxed);
+    }
+}
+
+/// NFSv4 operations, one [`ProcStats`] per row of the op table (`OP_INFO`, whose names label
+/// them): 3..=75 by number, then OP_ILLEGAL.
+pub struct OpStats4(Vec<ProcStats>);
+
+impl Default for OpStats4 {
+    fn default() -> Self {
+        Self(OP_INFO.iter().map(|_| ProcStats::default()).collect())
+    }
+}
+
+impl OpStats4 {
+    /// The counters of `op`; `None` for a number no row has (an undefined op is counted as
+    /// OP_ILLEGAL by the processor, which answers it so).
+    pub fn get(&self, op: Opnum4) -> Option<&ProcStats> {
+        let info = op_info(op)?;
+        let i = OP_INFO.iter().position(|r| r.num == info.num)?;
+        self.0.get(i)
+    }
+
+    /// Rows with at least one call, with their op names.
+    pub fn used(&self) -> impl Iterator<Item = (&'static str, &ProcStats)> {
+        OP_INFO
+            .iter()
+            .zip(self.0.iter())
+            .filter(|(_, p)| p.calls.load(Relaxed) > 0)
+            .map(|(i, p)| (i.name, p))
+    }
+}
+
+/// The NFSv4 state gauges at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gauges4 {
+    /// Client records (confirmed, unconfirmed and courtesy).
+    pub clients: u64,
+    pub sessions: u64,
+    pub open_stateids: u64,
+}
+
+/// Reads the gauges from wherever the NFSv4 state lives.
+pub type Gauges4Source = Box<dyn Fn() -> Gauges4 + Send + Sync>;
+
+impl crate::nfs4::compound::OpObserver for Stats {
+    fn op_start(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn op_done(&self, op: Opnum4, status: nfs4::Nfsstat4, started: Instant) {
+        if let Some(p) = self.nfs4_ops.get(op) {
+            p.record(started.elapsed(), status == nfs4::Nfsstat4::OK);
+        }
+    }
 }
 
 impl SizeHistogram {
@@ -100,8 +178,12 @@ pub struct Stats {
     /// NFSv3, indexed like `nfs3::PROCS` (whose names label them).
     pub nfs: [ProcStats; nfs3::proc_::NAMES.len()],
     /// NFSv4, indexed like `nfs4::PROCS`: one count per COMPOUND, an error when its overall
-    /// status is (per-op counts are later work).
+    /// status is (per-op counts are in `nfs4_ops`).
     pub nfs4: [ProcStats; nfs4::proc_::NAMES.len()],
+    /// NFSv4 operations inside the COMPOUNDs.
+    pub nfs4_ops: OpStats4,
+    /// Where the NFSv4 state gauges come from (set once by the server; unset: not shown).
+    nfs4_gauges: OnceLock<Gauges4Source>,
     /// MOUNT v3, indexed like `mount3::PROCS`.
     pub mount: [ProcStats; mount3::proc_::NAMES.len()],
     /// Calls to any other program or version, and calls no procedure table holds.
@@ -125,17 +207,17 @@ impl Stats {
             self.other_calls.fetch_add(1, Relaxed);
             return;
         };
-        p.calls.fetch_add(1, Relaxed);
-        if !ok {
-            p.errors.fetch_add(1, Relaxed);
-        }
-        let us = elapsed.as_micros() as u64;
-        p.latency_micros_total.fetch_add(us, Relaxed);
-        let i = LATENCY_BUCKETS_MICROS
-            .iter()
-            .position(|&b| us <= b)
-            .unwrap_or(LATENCY_BUCKETS_MICROS.len());
-        p.latency_buckets[i].fetch_add(1, Relaxed);
+        p.record(elapsed, ok);
+    }
+
+    /// Names where the NFSv4 state gauges are read from; the first call wins.
+    pub fn set_nfs4_gauges(&self, source: Gauges4Source) {
+        let _ = self.nfs4_gauges.set(source);
+    }
+
+    /// The NFSv4 state gauges now, if a source was set.
+    pub fn nfs4_gauges(&self) -> Option<Gauges4> {
+        self.nfs4_gauges.get().map(|f| f())
     }
 
     /// Renders every counter in the Prometheus text exposition format (version 0.0.4).
@@ -187,36 +269,62 @@ impl Stats {
                 );
             }
         }
+        // Per-op rows only for ops seen: 74 rows of zeros would drown the ones that matter.
+        for (metric, help, counter) in [
+            (
+                "sluice_nfs4_op_calls_total",
+                "NFSv4 operations by op (inside COMPOUNDs).",
+                (|p: &ProcStats| p.calls.load(Relaxed)) as fn(&ProcStats) -> u64,
+            ),
+            (
+                "sluice_nfs4_op_errors_total",
+                "NFSv4 operations answered with an error status.",
+                |p: &ProcStats| p.errors.load(Relaxed),
+            ),
+        ] {
+            let _ = writeln!(s, "# HELP {metric} {help}");
+            let _ = writeln!(s, "# TYPE {metric} counter");
+            for (name, p) in self.nfs4_ops.used() {
+                let _ = writeln!(s, "{metric}{{op=\"{name}\"}} {}", counter(p));
+            }
+        }
         let _ = writeln!(s, "# HELP sluice_nfs_latency_seconds NFSv3 call latency.");
         let _ = writeln!(s, "# TYPE sluice_nfs_latency_seconds histogram");
         for (i, p) in self.nfs.iter().enumerate() {
-            let calls = p.calls.load(Relaxed);
-            if calls == 0 {
-                continue;
+            latency_histogram(
+                &mut s,
+                "sluice_nfs_latency_seconds",
+                "proc",
+                nfs3::PROCS[i].name,
+                p,
+            );
+        }
+        let _ = writeln!(
+            s,
+            "# HELP sluice_nfs4_op_latency_seconds NFSv4 operation latency (inside COMPOUNDs)."
+        );
+        let _ = writeln!(s, "# TYPE sluice_nfs4_op_latency_seconds histogram");
+        for (name, p) in self.nfs4_ops.used() {
+            latency_histogram(&mut s, "sluice_nfs4_op_latency_seconds", "op", name, p);
+        }
+        if let Some(g) = self.nfs4_gauges() {
+            for (metric, help, v) in [
+                (
+                    "sluice_nfs4_clients",
+                    "NFSv4 client records (courtesy clients included).",
+                    g.clients,
+                ),
+                ("sluice_nfs4_sessions", "NFSv4.1 sessions.", g.sessions),
+                (
+                    "sluice_nfs4_open_stateids",
+                    "NFSv4 open stateids.",
+                    g.open_stateids,
+                ),
+            ] {
+                let _ = writeln!(s, "# HELP {metric} {help}");
+                let _ = writeln!(s, "# TYPE {metric} gauge");
+                let _ = writeln!(s, "{metric} {v}");
             }
-            let name = nfs3::PROCS[i].name;
-            let mut cum = 0;
-            for (b, bound) in LATENCY_BUCKETS_MICROS.iter().enumerate() {
-                cum += p.latency_buckets[b].load(Relaxed);
-                let _ = writeln!(
-                    s,
-                    "sluice_nfs_latency_seconds_bucket{{proc=\"{name}\",le=\"{}\"}} {cum}",
-                    *bound as f64 / 1e6
-                );
-            }
-            let _ = writeln!(
-                s,
-                "sluice_nfs_latency_seconds_bucket{{proc=\"{name}\",le=\"+Inf\"}} {calls}"
-            );
-            let _ = writeln!(
-                s,
-                "sluice_nfs_latency_seconds_sum{{proc=\"{name}\"}} {}",
-                p.latency_micros_total.load(Relaxed) as f64 / 1e6
-            );
-            let _ = writeln!(
-                s,
-                "sluice_nfs_latency_seconds_count{{proc=\"{name}\"}} {calls}"
-            );
         }
         for (metric, help, h) in [
             (
@@ -376,6 +484,32 @@ impl Stats {
                 avg
             );
         }
+        if self.nfs4_ops.used().next().is_some() {
+            let _ = writeln!(s, "Server nfs v4 operations:");
+            let _ = writeln!(
+                s,
+                "{:<20} {:>10} {:>8} {:>12}",
+                "op", "calls", "errors", "avg_us"
+            );
+            for (name, p) in self.nfs4_ops.used() {
+                let calls = p.calls.load(Relaxed);
+                let _ = writeln!(
+                    s,
+                    "{:<20} {:>10} {:>8} {:>12}",
+                    name.to_ascii_lowercase(),
+                    calls,
+                    p.errors.load(Relaxed),
+                    p.latency_micros_total.load(Relaxed) / calls.max(1)
+                );
+            }
+        }
+        if let Some(g) = self.nfs4_gauges() {
+            let _ = writeln!(
+                s,
+                "nfs v4 state: {} clients, {} sessions, {} open stateids",
+                g.clients, g.sessions, g.open_stateids
+            );
+        }
         let e = &self.engine;
         let _ = writeln!(
             s,
@@ -413,6 +547,34 @@ impl Stats {
     }
 }
 
+/// One Prometheus histogram series of `p`'s latencies, labelled `label="name"`; nothing for a
+/// row with no calls.
+fn latency_histogram(s: &mut String, metric: &str, label: &str, name: &str, p: &ProcStats) {
+    let calls = p.calls.load(Relaxed);
+    if calls == 0 {
+        return;
+    }
+    let mut cum = 0;
+    for (b, bound) in LATENCY_BUCKETS_MICROS.iter().enumerate() {
+        cum += p.latency_buckets[b].load(Relaxed);
+        let _ = writeln!(
+            s,
+            "{metric}_bucket{{{label}=\"{name}\",le=\"{}\"}} {cum}",
+            *bound as f64 / 1e6
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{metric}_bucket{{{label}=\"{name}\",le=\"+Inf\"}} {calls}"
+    );
+    let _ = writeln!(
+        s,
+        "{metric}_sum{{{label}=\"{name}\"}} {}",
+        p.latency_micros_total.load(Relaxed) as f64 / 1e6
+    );
+    let _ = writeln!(s, "{metric}_count{{{label}=\"{name}\"}} {calls}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,5 +605,49 @@ mod tests {
         );
         let text = st.render();
         assert!(text.contains("v4 compound"), "{text}");
+    }
+
+    /// Each op is counted under its own name, errors by the op's status; ops never seen are
+    /// left out; the gauges show once a source is set.
+    #[test]
+    fn nfs4_ops_are_counted_by_op_and_gauges_come_from_the_source() {
+        use crate::nfs4::compound::OpObserver;
+        let st = Stats::default();
+        let t = st.op_start();
+        st.op_done(Opnum4::SEQUENCE, nfs4::Nfsstat4::OK, t);
+        st.op_done(Opnum4::PUTFH, nfs4::Nfsstat4::OK, t);
+        st.op_done(Opnum4::PUTFH, nfs4::Nfsstat4::STALE, t);
+        st.op_done(Opnum4::ILLEGAL, nfs4::Nfsstat4::OP_ILLEGAL, t);
+        let prom = st.render_prometheus();
+        for line in [
+            "sluice_nfs4_op_calls_total{op=\"PUTFH\"} 2\n",
+            "sluice_nfs4_op_errors_total{op=\"PUTFH\"} 1\n",
+            "sluice_nfs4_op_calls_total{op=\"SEQUENCE\"} 1\n",
+            "sluice_nfs4_op_errors_total{op=\"SEQUENCE\"} 0\n",
+            "sluice_nfs4_op_calls_total{op=\"ILLEGAL\"} 1\n",
+            "sluice_nfs4_op_latency_seconds_count{op=\"PUTFH\"} 2\n",
+        ] {
+            assert!(prom.contains(line), "{line} in {prom}");
+        }
+        assert!(!prom.contains("op=\"READ\""), "unused ops are left out");
+        assert!(
+            !prom.contains("sluice_nfs4_sessions"),
+            "no source, no gauges"
+        );
+        st.set_nfs4_gauges(Box::new(|| Gauges4 {
+            clients: 3,
+            sessions: 2,
+            open_stateids: 5,
+        }));
+        let prom = st.render_prometheus();
+        assert!(prom.contains("sluice_nfs4_clients 3\n"), "{prom}");
+        assert!(prom.contains("sluice_nfs4_sessions 2\n"), "{prom}");
+        assert!(prom.contains("sluice_nfs4_open_stateids 5\n"), "{prom}");
+        let text = st.render();
+        assert!(text.contains("putfh"), "{text}");
+        assert!(
+            text.contains("nfs v4 state: 3 clients, 2 sessions, 5 open stateids"),
+            "{text}"
+        );
     }
 }

@@ -96,6 +96,16 @@ use core::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+/// Sees every op's outcome (per-op statistics): `op_start` just before an op runs,
+/// `op_done` with the status its result carries. The processor reads no clock itself; the
+/// observer does, so this module stays sans-IO. Implemented by [`crate::stats::Stats`].
+pub trait OpObserver: Send + Sync {
+    /// An op is about to run; the value comes back in [`OpObserver::op_done`].
+    fn op_start(&self) -> Instant;
+    /// The op finished with `status` (the COMPOUND stops after a non-OK one).
+    fn op_done(&self, op: Opnum4, status: Nfsstat4, started: Instant);
+}
+
 /// AUTH_NONE and AUTH_SYS flavor numbers (RFC 5531 §8.2), in SECINFO's order of preference.
 const FLAVORS: [u32; 2] = [1, 0];
 
@@ -109,6 +119,8 @@ pub struct Nfs4 {
     /// The data path's write-behind, shared with v3 (see [`Nfs4::settle`]); `None` when the
     /// server runs none (tests).
     pub write_behind: Option<Arc<WriteBehindDriver>>,
+    /// Told each op's outcome (per-op statistics); `None`: nobody counts.
+    pub op_observer: Option<Arc<dyn OpObserver>>,
 }
 
 /// Who sent a COMPOUND, and the data path its READ, WRITE and COMMIT go through (`None`:
@@ -295,7 +307,35 @@ impl Nfs4 {
             state: Mutex::new(state),
             limits: CompoundLimits::default(),
             write_behind: None,
+            op_observer: None,
         })
+    }
+
+    /// The driver saw connection `conn` close: sessions unbind it (see [`State4::conn_closed`]).
+    pub fn conn_closed(&self, conn: ConnId) {
+        self.state().conn_closed(conn);
+    }
+
+    /// The state gauges of `sluice stats` and `/metrics`.
+    pub fn gauges(&self) -> crate::stats::Gauges4 {
+        let st = self.state();
+        crate::stats::Gauges4 {
+            clients: st.clients().len() as u64,
+            sessions: st.sessions_len() as u64,
+            open_stateids: st.opens().len() as u64,
+        }
+    }
+
+    /// The observer's start mark for an op about to run (none without an observer).
+    fn op_start(&self) -> Option<Instant> {
+        self.op_observer.as_ref().map(|o| o.op_start())
+    }
+
+    /// Tells the observer how an op begun at `started` ended.
+    fn observe(&self, op: Opnum4, status: Nfsstat4, started: Option<Instant>) {
+        if let (Some(o), Some(t)) = (&self.op_observer, started) {
+            o.op_done(op, status, t);
+        }
     }
 
     fn state(&self) -> MutexGuard<'_, State4> {
@@ -350,11 +390,14 @@ impl Nfs4 {
             Some(Nfsstat4::OP_NOT_IN_SESSION)
         };
         let res = match status_alone {
-            Some(s) => Compound4Res {
-                status: s,
-                tag: args.tag.clone(),
-                results: vec![NfsResop4::error(first.opnum(), s)],
-            },
+            Some(s) => {
+                self.observe(first.opnum(), s, self.op_start());
+                Compound4Res {
+                    status: s,
+                    tag: args.tag.clone(),
+                    results: vec![NfsResop4::error(first.opnum(), s)],
+                }
+            }
             None => self.run_ops(call, &args, 0, &mut ctx, None),
         };
         Outcome::Reply(encode(&res))
@@ -379,7 +422,10 @@ impl Nfs4 {
             digest: digest(after_sequenceid(record)),
             conn: call.conn,
         };
+        let started = self.op_start();
         let outcome = self.state().sequence(call.now, &seq.sessionid, &sc);
+        let status = outcome.as_ref().err().copied().unwrap_or(Nfsstat4::OK);
+        self.observe(Opnum4::SEQUENCE, status, started);
         let out = match outcome {
             Err(s) => {
                 return Outcome::Reply(encode(&Compound4Res {
@@ -433,6 +479,7 @@ impl Nfs4 {
             limits = h.limits;
         }
         for op in &args.ops[from..] {
+            let started = self.op_start();
             let mut r = if matches!(op, NfsArgop4::Sequence(_)) {
                 NfsResop4::error(Opnum4::SEQUENCE, Nfsstat4::SEQUENCE_POS)
             } else if let Some(refused) = refuse(op, args.minorversion) {
@@ -455,6 +502,7 @@ impl Nfs4 {
                 reply_bytes += encoded_len(&r);
             }
             let status = r.status();
+            self.observe(r.opnum(), status, started);
             res.results.push(r);
             if status != Nfsstat4::OK {
                 res.status = status;
@@ -498,6 +546,14 @@ impl Nfs4 {
                     dir,
                     use_conn_in_rdma_mode: false,
                 }))),
+            NfsArgop4::BackchannelCtl(a) => NfsResop4::BackchannelCtl(match &ctx.session {
+                Some((id, _)) => status_of(self.state().backchannel_ctl(
+                    id,
+                    a.cb_program,
+                    &a.sec_parms.0,
+                )),
+                None => Nfsstat4::OP_NOT_IN_SESSION,
+            }),
             NfsArgop4::ReclaimComplete(one_fs) => NfsResop4::ReclaimComplete(match ctx.clientid {
                 Some(c) => status_of(self.state().reclaim_complete(c, *one_fs)),
                 None => Nfsstat4::OP_NOT_IN_SESSION,

@@ -23,7 +23,10 @@
 //!   │     ├─ Execute ──────▶ run the other ops, then complete(sessionid, slot, reply bytes)
 //!   │     ├─ Replay(bytes) ▶ send the cached reply; nothing runs again
 //!   │     └─ Err(status) ──▶ the reply is SEQUENCE's error alone
-//!   ├─ BIND_CONN_TO_SESSION, DESTROY_SESSION, RECLAIM_COMPLETE
+//!   ├─ BIND_CONN_TO_SESSION, DESTROY_SESSION, RECLAIM_COMPLETE, BACKCHANNEL_CTL
+//!   │     └─ a back channel given ──▶ backchan.rs: probe (CB_NULL, CB_SEQUENCE), the
+//!   │          server's slot, path state; calls made by the driver `crate::callback`
+//!   │          (poll_callbacks / handle_callback); a closed connection: conn_closed
 //!   │
 //!   ├─ OPEN / OPEN_DOWNGRADE / CLOSE ──▶ open.rs: stateids, share reservations (a conflict
 //!   ├─ READ / WRITE: check_io(stateid)                     with a courtesy client expires it)
@@ -56,6 +59,7 @@
 //! | reply cache, all sessions | [`Config4::reply_cache_bytes_max`] (64 MiB) | CREATE_SESSION grants fewer slots; none fit: NFS4ERR_DELAY |
 //! | cached reply per slot | `maxresponsesize_cached` (≤ 4 KiB) | NFS4ERR_REP_TOO_BIG_TO_CACHE (the processor checks) |
 //! | connections per session | [`session::CONNS_PER_SESSION_MAX`] (16) | the oldest binding is forgotten |
+//! | callbacks per session | one CB_NULL and one CB_COMPOUND in flight, [`backchan::QUEUED_MAX`] (16) queued | NFS4ERR_DELAY to the queuer |
 //! | open stateids per client | [`Config4::opens_per_client_max`] (4096) | OPEN gets NFS4ERR_DELAY |
 //! | open stateids overall | [`Config4::opens_max`] (65536) | OPEN gets NFS4ERR_DELAY |
 //! | pseudo tree | [`pseudo::PSEUDO_NODES_MAX`] nodes | building from the export list fails |
@@ -65,6 +69,7 @@
 //! full state table with NFS4ERR_DELAY ("jukebox"). So do we, since every bound here frees up
 //! with time (leases expire, clients close files).
 
+pub mod backchan;
 pub mod client;
 pub mod compound;
 pub mod data;
@@ -186,6 +191,7 @@ mod tests {
     fn the_cores_read_no_clock_and_do_no_io() {
         let sources = [
             ("mod.rs", include_str!("mod.rs")),
+            ("backchan.rs", include_str!("backchan.rs")),
             ("client.rs", include_str!("client.rs")),
             ("compound.rs", include_str!("compound.rs")),
             ("map.rs", include_str!("map.rs")),

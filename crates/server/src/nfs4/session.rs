@@ -18,12 +18,13 @@
 //! client's sizes if they can hold one such call (NFS4ERR_TOOSMALL otherwise, as knfsd does)
 //! and use at most [`BACK_SLOTS_MAX`] slot.
 
+use super::backchan::{BackChan, PathState};
 use super::slots::{SlotDecision, SlotTable};
 use super::{ConnId, Nfsstat4};
 use sluice_xdr::nfs4::ops::{
-    ChannelAttrs4, RdmaIrd, CDFC4_BACK, CDFC4_BACK_OR_BOTH, CDFC4_FORE, CDFC4_FORE_OR_BOTH,
-    CDFS4_BACK, CDFS4_BOTH, CDFS4_FORE, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
-    SEQ4_STATUS_CB_PATH_DOWN, SEQ4_STATUS_CB_PATH_DOWN_SESSION,
+    CallbackSecParms4, ChannelAttrs4, RdmaIrd, CDFC4_BACK, CDFC4_BACK_OR_BOTH, CDFC4_FORE,
+    CDFC4_FORE_OR_BOTH, CDFS4_BACK, CDFS4_BOTH, CDFS4_FORE, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+    SEQ4_STATUS_BACKCHANNEL_FAULT, SEQ4_STATUS_CB_PATH_DOWN_SESSION,
 };
 use sluice_xdr::nfs4::{ClientId4, SessionId4};
 use std::collections::VecDeque;
@@ -139,7 +140,8 @@ pub struct SequenceOk {
     pub decision: SlotDecision,
     pub highest_slotid: u32,
     pub target_highest_slotid: u32,
-    /// The session's SEQ4_STATUS_* bits (the client's are OR-ed in by the caller).
+    /// The session's SEQ4_STATUS_* bits (the client-wide ones, such as CB_PATH_DOWN, are OR-ed
+    /// in by the caller).
     pub status_flags: u32,
 }
 
@@ -152,18 +154,22 @@ pub struct Session {
     pub back: ChannelAttrs4,
     /// CREATE_SESSION4_FLAG_* granted.
     pub flags: u32,
-    pub cb_program: u32,
+    /// The back channel: program, credentials, the server's slot, the path's state.
+    pub cb: BackChan,
     slots: SlotTable,
     /// Bound connections, oldest first, with the directions they carry (CDFS4_*).
     conns: VecDeque<(ConnId, u32)>,
     /// The client wants callbacks (it asked for a back channel at creation or by binding).
     back_wanted: bool,
+    /// A SEQUENCE made a callback due (see [`Session::take_callbacks_due`]).
+    callbacks_due: bool,
 }
 
 impl Session {
     /// A new session whose channels were negotiated; `conn` is the creating connection, bound
     /// to the fore channel and, if `flags` has CREATE_SESSION4_FLAG_CONN_BACK_CHAN, to the back
-    /// channel too (§18.36.3).
+    /// channel too (§18.36.3). Callbacks go to `cb_program` with credentials from `sec_parms`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: SessionId4,
         clientid: ClientId4,
@@ -171,6 +177,7 @@ impl Session {
         back: ChannelAttrs4,
         flags: u32,
         cb_program: u32,
+        sec_parms: &[CallbackSecParms4],
         conn: ConnId,
     ) -> Self {
         let back_on_conn = flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0;
@@ -182,10 +189,11 @@ impl Session {
             fore,
             back,
             flags,
-            cb_program,
+            cb: BackChan::new(id, cb_program, sec_parms),
             slots,
             conns: VecDeque::from([(conn, dir)]),
             back_wanted: back_on_conn,
+            callbacks_due: false,
         }
     }
 
@@ -205,6 +213,7 @@ impl Session {
         if self.conn_dir(call.conn).is_none() {
             self.bind(call.conn, CDFS4_FORE);
         }
+        self.callbacks_due |= self.cb.sequence_seen();
         Ok(SequenceOk {
             decision,
             highest_slotid: self.slots.highest_slotid(),
@@ -251,16 +260,47 @@ impl Session {
             CDFC4_FORE_OR_BOTH | CDFC4_BACK_OR_BOTH => CDFS4_BOTH,
             _ => return Err(Nfsstat4::INVAL),
         };
+        self.bind(conn, dir);
         if dir & CDFS4_BACK != 0 {
             self.back_wanted = true;
+            self.cb.new_path();
         }
-        self.bind(conn, dir);
         Ok(dir)
     }
 
-    /// The driver saw `conn` close.
+    /// The driver saw `conn` close. If it carried the back channel, the next one (if any) is
+    /// probed; with none left the path is down.
     pub fn conn_closed(&mut self, conn: ConnId) {
+        let was_back = self.conn_dir(conn).is_some_and(|d| d & CDFS4_BACK != 0);
         self.conns.retain(|&(c, _)| c != conn);
+        if was_back {
+            if self.back_conn().is_some() {
+                self.cb.new_path();
+            } else {
+                self.cb.lost_path();
+            }
+        }
+    }
+
+    /// Whether a SEQUENCE since the last call made a callback due (the driver should poll).
+    pub fn take_callbacks_due(&mut self) -> bool {
+        std::mem::take(&mut self.callbacks_due)
+    }
+
+    /// BACKCHANNEL_CTL (§18.33): the program and credentials of later callbacks.
+    pub fn backchannel_ctl(&mut self, program: u32, sec_parms: &[CallbackSecParms4]) {
+        self.cb.set_program(program, sec_parms);
+    }
+
+    /// Whether the client asked for callbacks and they cannot reach it: no back-channel
+    /// connection, or the last probe or callback failed.
+    pub fn cb_path_down(&self) -> bool {
+        self.back_wanted && (self.back_conn().is_none() || self.cb.is_down())
+    }
+
+    /// Whether callbacks are known to get through (the probe passed).
+    pub fn cb_path_up(&self) -> bool {
+        self.back_conn().is_some() && self.cb.path() == PathState::Up
     }
 
     /// A connection the server can send callbacks on, newest first.
@@ -295,14 +335,18 @@ impl Session {
         &self.slots
     }
 
-    /// SEQ4_STATUS_CB_PATH_DOWN(_SESSION) when callbacks were asked for and no connection can
-    /// carry them (§18.46.3).
+    /// This session's SEQ4_STATUS_* bits (§18.46.3): CB_PATH_DOWN_SESSION when callbacks were
+    /// asked for and cannot reach the client, BACKCHANNEL_FAULT when the client's answer to
+    /// our CB_SEQUENCE showed that the two ends disagree about the back channel.
     fn status_flags(&self) -> u32 {
-        if self.back_wanted && self.back_conn().is_none() {
-            SEQ4_STATUS_CB_PATH_DOWN | SEQ4_STATUS_CB_PATH_DOWN_SESSION
-        } else {
-            0
+        let mut flags = 0;
+        if self.cb_path_down() {
+            flags |= SEQ4_STATUS_CB_PATH_DOWN_SESSION;
         }
+        if self.back_wanted && self.cb.path() == PathState::Fault {
+            flags |= SEQ4_STATUS_BACKCHANNEL_FAULT;
+        }
+        flags
     }
 
     fn bind(&mut self, conn: ConnId, dir: u32) {
@@ -334,7 +378,8 @@ mod tests {
         let fore =
             negotiate_fore(&attrs(1 << 21, 1 << 21, 8192, 16, 4), &Default::default()).unwrap();
         let back = negotiate_back(&attrs(4096, 4096, 0, 2, 16)).unwrap();
-        Session::new([1; 16], 7, fore, back, 0, 0x4000_0000, 1)
+        let sys = CallbackSecParms4::AuthNone;
+        Session::new([1; 16], 7, fore, back, 0, 0x4000_0000, &[sys], 1)
     }
 
     fn call(slotid: u32, sequenceid: u32) -> SequenceCall {
@@ -414,10 +459,7 @@ mod tests {
         assert_eq!(s.back_conn(), Some(5));
         s.conn_closed(5);
         let ok = s.sequence(&call(0, 2)).unwrap();
-        assert_eq!(
-            ok.status_flags,
-            SEQ4_STATUS_CB_PATH_DOWN | SEQ4_STATUS_CB_PATH_DOWN_SESSION
-        );
+        assert_eq!(ok.status_flags, SEQ4_STATUS_CB_PATH_DOWN_SESSION);
         assert_eq!(s.bind_conn(5, 9), Err(Nfsstat4::INVAL));
     }
 

@@ -17,16 +17,19 @@
 //! the courtesy client in the background; with the state in one pure core the expiry is
 //! synchronous and the OPEN just succeeds.
 
+use super::backchan::{CbDone, CbOutcome, CbSend, PathState};
 use super::client::{ClientTable, CreateSessionStep, ExchangeOutcome};
 use super::open::{IoState, OpenTable, Share};
 use super::session::{negotiate_back, negotiate_fore, SequenceCall, Session};
 use super::slots::SlotDecision;
 use super::{Config4, ConnId, Entropy, Nfsstat4, Principal};
 use bytes::Bytes;
+use sluice_xdr::nfs4::callback::CbArgop4;
 use sluice_xdr::nfs4::ops::{
-    ChannelAttrs4, CreateSessionArgs, CreateSessionResOk, ExchangeIdArgs, ExchangeIdResOk,
-    ImplIdList, SequenceResOk, ServerOwner4, StateProtect4R, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
-    CREATE_SESSION4_FLAG_CONN_RDMA, CREATE_SESSION4_FLAG_PERSIST,
+    CallbackSecParms4, ChannelAttrs4, CreateSessionArgs, CreateSessionResOk, ExchangeIdArgs,
+    ExchangeIdResOk, ImplIdList, SequenceResOk, ServerOwner4, StateProtect4R,
+    CREATE_SESSION4_FLAG_CONN_BACK_CHAN, CREATE_SESSION4_FLAG_CONN_RDMA,
+    CREATE_SESSION4_FLAG_PERSIST, SEQ4_STATUS_CB_PATH_DOWN,
 };
 use sluice_xdr::nfs4::{ClientId4, Opaque4, SessionId4, Stateid4};
 use std::collections::HashMap;
@@ -57,6 +60,8 @@ pub struct State4 {
     opens: OpenTable,
     entropy: Box<dyn Entropy + Send>,
     next_session: u32,
+    /// Told when a back channel may have calls to make (see [`State4::set_callback_waker`]).
+    callback_waker: Option<Box<dyn Fn() + Send>>,
 }
 
 impl State4 {
@@ -67,6 +72,7 @@ impl State4 {
             sessions: HashMap::new(),
             entropy,
             next_session: 1,
+            callback_waker: None,
             cfg,
         }
     }
@@ -134,9 +140,13 @@ impl State4 {
                 r.back_chan_attrs.clone(),
                 r.flags,
                 args.cb_program,
+                &args.sec_parms.0,
                 conn,
             );
             self.sessions.insert(r.sessionid, s);
+            if r.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0 {
+                self.wake_callbacks();
+            }
         }
         result
     }
@@ -172,6 +182,16 @@ impl State4 {
 
     /// SEQUENCE (§18.46): finds the session (NFS4ERR_BADSESSION), runs the session's checks
     /// and the slot rules, and renews the client's lease.
+    ///
+    /// `sr_status_flags` (§18.46.3) carries only what this state knows to be true:
+    /// CB_PATH_DOWN (no session of the client can be called back), CB_PATH_DOWN_SESSION and
+    /// BACKCHANNEL_FAULT (this session's back channel; see [`super::backchan`]). The others
+    /// cannot arise yet, and are never set: an expired client loses its record, sessions and
+    /// opens together, so its next SEQUENCE is NFS4ERR_BADSESSION rather than a session
+    /// with EXPIRED_ALL/SOME_STATE_REVOKED; a courtesy client that comes back has lost
+    /// nothing; there are no delegations (RECALLABLE_STATE_REVOKED), no administrative
+    /// revocation, no restart recovery (RESTART_RECLAIM_NEEDED), no migration (LEASE_MOVED),
+    /// no RPCSEC_GSS (CB_GSS_CONTEXTS_*) and no pNFS devices (DEVID_*).
     pub fn sequence(
         &mut self,
         now: Instant,
@@ -182,9 +202,15 @@ impl State4 {
             .sessions
             .get_mut(sessionid)
             .ok_or(Nfsstat4::BADSESSION)?;
-        let ok = s.sequence(call)?;
+        let mut ok = s.sequence(call)?;
         let clientid = s.clientid;
+        if s.take_callbacks_due() {
+            self.wake_callbacks();
+        }
         self.clients.renew(clientid, now);
+        if self.client_cb_path_down(clientid) {
+            ok.status_flags |= SEQ4_STATUS_CB_PATH_DOWN;
+        }
         Ok(SequenceOutcome {
             decision: ok.decision,
             res: SequenceResOk {
@@ -218,7 +244,114 @@ impl State4 {
             .sessions
             .get_mut(sessionid)
             .ok_or(Nfsstat4::BADSESSION)?;
-        s.bind_conn(conn, dir_from_client)
+        let dir = s.bind_conn(conn, dir_from_client)?;
+        self.wake_callbacks();
+        Ok(dir)
+    }
+
+    /// BACKCHANNEL_CTL's state part (§18.33): the session's callback program and credentials
+    /// change, and its back channel is probed again. The RFC asks for NFS4ERR_INVAL when no
+    /// flavor on the list is usable; knfsd accepts the list and then finds no path, and so do
+    /// we (SEQUENCE then reports CB_PATH_DOWN_SESSION), which the client can act on.
+    pub fn backchannel_ctl(
+        &mut self,
+        sessionid: &SessionId4,
+        program: u32,
+        sec_parms: &[CallbackSecParms4],
+    ) -> Result<(), Nfsstat4> {
+        let s = self
+            .sessions
+            .get_mut(sessionid)
+            .ok_or(Nfsstat4::BADSESSION)?;
+        s.backchannel_ctl(program, sec_parms);
+        self.wake_callbacks();
+        Ok(())
+    }
+
+    // ----- callbacks -----------------------------------------------------------------------
+
+    /// Names the function the callback driver wants called when a back channel may have
+    /// calls to make (a session was given a back channel, a path is to be probed, a
+    /// CB_COMPOUND was queued). It must not block: it is called under the state's lock.
+    pub fn set_callback_waker(&mut self, waker: Box<dyn Fn() + Send>) {
+        self.callback_waker = Some(waker);
+    }
+
+    /// The callbacks to make now, each over its session's newest back-channel connection
+    /// (see [`super::backchan::BackChan::poll`]).
+    pub fn poll_callbacks(&mut self) -> Vec<(SessionId4, CbSend)> {
+        let mut ids: Vec<SessionId4> = self.sessions.keys().copied().collect();
+        ids.sort_unstable(); // a deterministic order for tests and simulations
+        let mut out = Vec::new();
+        for id in ids {
+            let Some(s) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            let Some(conn) = s.back_conn() else {
+                continue;
+            };
+            out.extend(s.cb.poll(conn).into_iter().map(|c| (id, c)));
+        }
+        out
+    }
+
+    /// The outcome of callback `token` of session `sessionid`; what finished of the queued
+    /// CB_COMPOUNDs. A session gone meanwhile is no error: its callbacks are moot.
+    pub fn handle_callback(
+        &mut self,
+        sessionid: &SessionId4,
+        token: u64,
+        outcome: CbOutcome,
+    ) -> Vec<CbDone> {
+        match self.sessions.get_mut(sessionid) {
+            Some(s) => s.cb.handle_reply(token, outcome),
+            None => Vec::new(),
+        }
+    }
+
+    /// Queues a CB_COMPOUND for session `sessionid` (CB_SEQUENCE is added in front); its token
+    /// comes back in a [`CbDone`] from [`State4::handle_callback`].
+    pub fn queue_callback(
+        &mut self,
+        sessionid: &SessionId4,
+        ops: Vec<CbArgop4>,
+    ) -> Result<u64, Nfsstat4> {
+        let s = self
+            .sessions
+            .get_mut(sessionid)
+            .ok_or(Nfsstat4::BADSESSION)?;
+        if s.back_conn().is_none() {
+            return Err(Nfsstat4::CB_PATH_DOWN);
+        }
+        let token = s.cb.queue(ops)?;
+        self.wake_callbacks();
+        Ok(token)
+    }
+
+    /// Where session `sessionid`'s back channel stands.
+    pub fn callback_path(&self, sessionid: &SessionId4) -> Option<PathState> {
+        self.sessions.get(sessionid).map(|s| s.cb.path())
+    }
+
+    /// SEQ4_STATUS_CB_PATH_DOWN (§18.46.3): the client asked for callbacks on some session and
+    /// none of its sessions has a path that works (one that is still being probed counts as
+    /// working, so the flag does not flicker while a new path is tested).
+    fn client_cb_path_down(&self, clientid: ClientId4) -> bool {
+        let mut wanted = false;
+        for s in self.sessions.values().filter(|s| s.clientid == clientid) {
+            if s.cb_path_down() {
+                wanted = true;
+            } else if s.back_conn().is_some() {
+                return false;
+            }
+        }
+        wanted
+    }
+
+    fn wake_callbacks(&self) {
+        if let Some(w) = &self.callback_waker {
+            w();
+        }
     }
 
     /// DESTROY_SESSION (§18.37). `own` is the (session, slot) of the COMPOUND's SEQUENCE, if
@@ -237,11 +370,13 @@ impl State4 {
         Ok(())
     }
 
-    /// The driver saw a connection close: it is unbound from every session.
+    /// The driver saw a connection close: it is unbound from every session; a session that
+    /// loses its back channel this way probes the next one, or reports its path down.
     pub fn conn_closed(&mut self, conn: ConnId) {
         for s in self.sessions.values_mut() {
             s.conn_closed(conn);
         }
+        self.wake_callbacks();
     }
 
     pub fn session(&self, sessionid: &SessionId4) -> Option<&Session> {

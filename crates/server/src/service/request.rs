@@ -68,4 +68,8 @@ pub trait Service: Send + Sync + 'static {
         peer: Peer,
         record: Vec<Bytes>,
     ) -> impl Future<Output = Option<Reply>> + Send;
+
+    /// The connection `conn_id` is gone (the driver calls it once, after the last call on it
+    /// was handled or abandoned). State bound to connections (NFSv4.1 sessions) lets go of it.
+    fn conn_closed(&self, _conn_id: u64) {}
 }

@@ -1487,3 +1487,48 @@ fn encoded_len_counts_a_read_results_chunks_and_padding() {
     assert_eq!(encoded_len(&r), w.into_bytes().len());
     assert_eq!(encoded_len(&r), 4 + 4 + 4 + 4 + 70_003 + 1);
 }
+
+#[test]
+fn backchannel_ctl_sets_the_sessions_program_and_needs_a_session() {
+    use crate::nfs4::backchan::PathState;
+    use sluice_xdr::nfs4::ops::{BackchannelCtlArgs, CallbackSecParms4};
+    let c = Client::new();
+    let ctl = || {
+        NfsArgop4::BackchannelCtl(BackchannelCtlArgs {
+            cb_program: 0x4000_0007,
+            sec_parms: CallbackSecParmsList(vec![CallbackSecParms4::AuthNone]),
+        })
+    };
+    let res = c.send(vec![ctl()]);
+    assert_eq!(res.status, Nfsstat4::OP_NOT_IN_SESSION);
+    let sid = mount(&c);
+    let res = c.send(vec![seq(sid, 1), ctl()]);
+    assert_eq!(statuses(&res), vec![Nfsstat4::OK; 2]);
+    let st = c.nfs.state();
+    assert_eq!(st.session(&sid).unwrap().cb.program(), 0x4000_0007);
+    assert_eq!(st.callback_path(&sid), Some(PathState::Unknown));
+}
+
+#[test]
+fn the_op_observer_sees_every_op_with_its_status() {
+    use crate::stats::Stats;
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut c = Client::new();
+    let stats = Arc::new(Stats::default());
+    c.nfs.op_observer = Some(stats.clone());
+    let sid = mount(&c);
+    let res = c.send(vec![seq(sid, 1), NfsArgop4::Putrootfh(()), lookup(b"nope")]);
+    assert_eq!(res.status, Nfsstat4::NOENT);
+    // Not in a session: counted under the op, as an error.
+    c.send(vec![NfsArgop4::Putrootfh(())]);
+    let count = |op: Opnum4| {
+        let p = stats.nfs4_ops.get(op).unwrap();
+        (p.calls.load(Relaxed), p.errors.load(Relaxed))
+    };
+    assert_eq!(count(Opnum4::EXCHANGE_ID), (1, 0));
+    assert_eq!(count(Opnum4::CREATE_SESSION), (1, 0));
+    assert_eq!(count(Opnum4::SEQUENCE), (1, 0));
+    assert_eq!(count(Opnum4::PUTROOTFH), (2, 1));
+    assert_eq!(count(Opnum4::LOOKUP), (1, 1));
+    assert_eq!(count(Opnum4::GETFH), (0, 0));
+}

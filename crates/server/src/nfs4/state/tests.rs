@@ -673,3 +673,148 @@ fn courtesy_clients_give_back_the_reply_cache_budget_and_open_room() {
         Err(Nfsstat4::DELAY)
     );
 }
+
+/// A session whose back channel (AUTH_SYS, on `conn`) was created with CONN_BACK_CHAN.
+fn back_session(st: &mut State4, now: Instant, clientid: ClientId4, sequence: u32) -> SessionId4 {
+    use sluice_xdr::nfs4::ops::CallbackSecParms4;
+    let mut args = cs(clientid, sequence, CREATE_SESSION4_FLAG_CONN_BACK_CHAN);
+    args.sec_parms =
+        CallbackSecParmsList(vec![CallbackSecParms4::AuthSys(sluice_xdr::rpc::AuthSys {
+            stamp: 0,
+            machine_name: Bytes::from_static(b"c"),
+            uid: 0,
+            gid: 0,
+            gids: Vec::new(),
+        })]);
+    st.create_session(now, &args, &p(b"u"), 1)
+        .unwrap()
+        .sessionid
+}
+
+/// Runs every callback `poll_callbacks` asks for, the client answering each as it should.
+fn answer_all(st: &mut State4) -> usize {
+    use crate::nfs4::backchan::{CbCall, CbOutcome};
+    use sluice_xdr::nfs4::callback::{CbArgop4, CbCompound4Res, CbResop4, CbSequenceResOk};
+    use sluice_xdr::nfs4::ops::Res4;
+    let mut n = 0;
+    loop {
+        let sends = st.poll_callbacks();
+        if sends.is_empty() {
+            return n;
+        }
+        for (sid, send) in sends {
+            n += 1;
+            let outcome = match &send.call {
+                CbCall::Null => CbOutcome::NullOk,
+                CbCall::Compound(a) => {
+                    let Some(CbArgop4::Sequence(s)) = a.ops.first() else {
+                        panic!("{a:?}")
+                    };
+                    CbOutcome::Compound(CbCompound4Res {
+                        status: Nfsstat4::OK,
+                        tag: a.tag.clone(),
+                        results: vec![CbResop4::Sequence(Res4::Ok(CbSequenceResOk {
+                            sessionid: s.sessionid,
+                            sequenceid: s.sequenceid,
+                            slotid: s.slotid,
+                            highest_slotid: 0,
+                            target_highest_slotid: 0,
+                        }))],
+                    })
+                }
+            };
+            st.handle_callback(&sid, send.token, outcome);
+        }
+    }
+}
+
+#[test]
+fn a_back_channel_is_probed_and_its_loss_is_reported_per_session_and_per_client() {
+    use crate::nfs4::backchan::PathState;
+    use sluice_xdr::nfs4::ops::{CDFC4_BACK, SEQ4_STATUS_CB_PATH_DOWN_SESSION};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let now = Instant::now();
+    let mut st = state();
+    let wakes = Arc::new(AtomicUsize::new(0));
+    let w = wakes.clone();
+    st.set_callback_waker(Box::new(move || {
+        w.fetch_add(1, Ordering::Relaxed);
+    }));
+    let e = st.exchange_id(now, &exid(b"cb", 1), &p(b"u")).unwrap();
+    let a = back_session(&mut st, now, e.clientid, e.sequenceid);
+    assert_eq!(
+        wakes.load(Ordering::Relaxed),
+        1,
+        "a new back channel wakes the driver"
+    );
+    assert_eq!(answer_all(&mut st), 1, "CB_NULL");
+    assert_eq!(st.callback_path(&a), Some(PathState::Probing));
+    // CB_SEQUENCE waits for the client's first SEQUENCE, which wakes the driver.
+    let out = st.sequence(now, &a, &seq(0, 1)).unwrap();
+    assert_eq!(out.res.status_flags, 0, "a path being probed is not down");
+    st.complete(&a, 0, None);
+    assert_eq!(wakes.load(Ordering::Relaxed), 2);
+    assert_eq!(answer_all(&mut st), 1, "CB_SEQUENCE");
+    assert_eq!(st.callback_path(&a), Some(PathState::Up));
+    // A second session of the client, its back channel on connection 2.
+    let b = back_session(&mut st, now, e.clientid, e.sequenceid + 1);
+    st.bind_conn_to_session(&b, 2, CDFC4_BACK).unwrap();
+    st.sequence(now, &b, &seq(0, 1)).unwrap();
+    st.complete(&b, 0, None);
+    answer_all(&mut st);
+    assert_eq!(st.callback_path(&b), Some(PathState::Up));
+    // Connection 1 closes: session a has no back channel left, but b's works, so only
+    // CB_PATH_DOWN_SESSION is true for a.
+    st.conn_closed(1);
+    let out = st.sequence(now, &a, &seq(0, 2)).unwrap();
+    assert_eq!(out.res.status_flags, SEQ4_STATUS_CB_PATH_DOWN_SESSION);
+    st.complete(&a, 0, None);
+    // Connection 2 closes too: no session of the client can be called back.
+    st.conn_closed(2);
+    let out = st.sequence(now, &a, &seq(0, 3)).unwrap();
+    assert_eq!(
+        out.res.status_flags,
+        SEQ4_STATUS_CB_PATH_DOWN | SEQ4_STATUS_CB_PATH_DOWN_SESSION
+    );
+    st.complete(&a, 0, None);
+    assert!(st.poll_callbacks().is_empty(), "nothing to call back on");
+    // The client binds a new back connection to a: probed, and the flags clear.
+    st.bind_conn_to_session(&a, 3, CDFC4_BACK).unwrap();
+    let sends = st.poll_callbacks();
+    assert_eq!(sends.len(), 1);
+    assert_eq!((sends[0].0, sends[0].1.conn), (a, 3));
+    st.handle_callback(
+        &a,
+        sends[0].1.token,
+        crate::nfs4::backchan::CbOutcome::NullOk,
+    );
+    assert_eq!(
+        answer_all(&mut st),
+        1,
+        "the client is known to be ready: CB_SEQUENCE at once"
+    );
+    assert_eq!(st.callback_path(&a), Some(PathState::Up));
+    let out = st.sequence(now, &a, &seq(0, 4)).unwrap();
+    assert_eq!(out.res.status_flags, 0);
+}
+
+#[test]
+fn backchannel_ctl_changes_the_program_and_probes_again() {
+    use crate::nfs4::backchan::PathState;
+    use sluice_xdr::nfs4::ops::CallbackSecParms4;
+    let now = Instant::now();
+    let mut st = state();
+    let e = st.exchange_id(now, &exid(b"ctl", 1), &p(b"u")).unwrap();
+    let a = back_session(&mut st, now, e.clientid, e.sequenceid);
+    answer_all(&mut st);
+    st.backchannel_ctl(&a, 0x4000_0001, &[CallbackSecParms4::AuthNone])
+        .unwrap();
+    assert_eq!(st.callback_path(&a), Some(PathState::Unknown));
+    let sends = st.poll_callbacks();
+    assert_eq!(sends[0].1.program, 0x4000_0001);
+    assert_eq!(
+        st.backchannel_ctl(&[0; 16], 1, &[]),
+        Err(Nfsstat4::BADSESSION)
+    );
+}

@@ -1,0 +1,110 @@
+//! The NFSv4.1 callback driver: the thin task that makes the calls the sessions' back
+//! channels decide on (CB_NULL probes, CB_COMPOUNDs with CB_SEQUENCE) over the clients' own
+//! connections, and hands the outcomes back.
+//!
+//! ```text
+//!   State4 (pure, behind the Nfs4 lock)              this task
+//!   ───────────────────────────────────             ─────────────────────────────────────
+//!   CREATE_SESSION(back) / BIND / BACKCHANNEL_CTL ─waker─▶ wake ─▶ poll_callbacks()
+//!                                                        │ for each (session, CbSend):
+//!                                                        │   Connections::get(conn) ─▶
+//!                                                        │   BackChannel::call(.., CALL_TIMEOUT)
+//!   handle_callback(session, token, outcome) ◀── a task per call: encode, await, decode
+//!                                                        └─ then wake again (a next call)
+//! ```
+//! Which connection, which slot and sequence id, what a reply means: all in
+//! [`crate::nfs4::backchan`]. Calls in flight are bounded there (one CB_NULL and one
+//! CB_COMPOUND per session), so the tasks spawned here are too.
+
+use crate::backchannel::Connections;
+use crate::nfs4::backchan::{CbCall, CbCred, CbOutcome, CbSend, CALL_TIMEOUT};
+use crate::nfs4::compound::Nfs4;
+use sluice_rpc::client::ProcId;
+use sluice_xdr::nfs4::callback::{self as cb, CbCompound4Res};
+use sluice_xdr::nfs4::compound::CompoundLimits;
+use sluice_xdr::nfs4::SessionId4;
+use sluice_xdr::rpc::OpaqueAuth;
+use sluice_xdr::{Pack, Writer};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Makes `nfs4`'s callbacks over the connections in `connections`, for as long as the server
+/// runs.
+pub async fn drive(nfs4: Arc<Nfs4>, connections: Connections) -> std::io::Result<()> {
+    let wake = Arc::new(Notify::new());
+    {
+        let w = wake.clone();
+        lock(&nfs4).set_callback_waker(Box::new(move || w.notify_one()));
+    }
+    loop {
+        let sends = lock(&nfs4).poll_callbacks();
+        for (session, send) in sends {
+            let back = connections.get(send.conn);
+            let (nfs4, wake) = (nfs4.clone(), wake.clone());
+            tokio::spawn(async move {
+                let outcome = match back {
+                    Some(back) => call(&back, &send).await,
+                    None => CbOutcome::Failed,
+                };
+                report(&nfs4, &session, send.token, outcome);
+                wake.notify_one();
+            });
+        }
+        wake.notified().await;
+    }
+}
+
+fn lock(nfs4: &Nfs4) -> std::sync::MutexGuard<'_, crate::nfs4::State4> {
+    // As the lease driver: a panic under the lock is a bug elsewhere; the tables stay usable.
+    nfs4.state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Makes one call and says how it went.
+async fn call(back: &crate::backchannel::BackChannel, send: &CbSend) -> CbOutcome {
+    let cred = match &send.cred {
+        CbCred::None => OpaqueAuth::none(),
+        CbCred::Sys(a) => a.to_opaque_auth(),
+    };
+    let (proc_, args) = match &send.call {
+        CbCall::Null => (cb::proc_::CB_NULL, Vec::new()),
+        CbCall::Compound(c) => {
+            let mut w = Writer::new();
+            c.pack(&mut w);
+            (cb::proc_::CB_COMPOUND, w.into_segments())
+        }
+    };
+    let id = ProcId {
+        prog: send.program,
+        vers: cb::VERSION,
+        proc_,
+    };
+    let reply = match back.call(id, &cred, args, CALL_TIMEOUT).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(conn = send.conn, "callback failed: {e}");
+            return CbOutcome::Failed;
+        }
+    };
+    match &send.call {
+        CbCall::Null => CbOutcome::NullOk,
+        CbCall::Compound(_) => {
+            let mut r = reply.results();
+            match CbCompound4Res::decode(&mut r, &CompoundLimits::default()) {
+                Ok(res) => CbOutcome::Compound(res),
+                Err(e) => {
+                    tracing::debug!(conn = send.conn, "undecodable CB_COMPOUND reply: {e}");
+                    CbOutcome::Failed
+                }
+            }
+        }
+    }
+}
+
+/// Hands an outcome to the state. What a queued CB_COMPOUND's caller gets is part 2's (CB_RECALL);
+/// until then nothing queues one, and a finished one is only logged.
+fn report(nfs4: &Nfs4, session: &SessionId4, token: u64, outcome: CbOutcome) {
+    let done = lock(nfs4).handle_callback(session, token, outcome);
+    for d in done {
+        tracing::debug!(token = d.token, ok = d.result.is_ok(), "callback finished");
+    }
+}
