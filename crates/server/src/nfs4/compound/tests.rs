@@ -13,6 +13,7 @@ use sluice_xdr::nfs4::ops::{
     ACCESS4_LOOKUP, ACCESS4_MODIFY, ACCESS4_READ, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_NONE,
     OPEN4_SHARE_DENY_WRITE,
 };
+use sluice_xdr::nfs4::ops::{CommitArgs, ReadArgs, SequenceArgs, WriteArgs};
 use sluice_xdr::nfs4::ops::{CreateArgs, Createtype4, RenameArgs};
 use sluice_xdr::nfs4::Linktext4;
 use sluice_xdr::nfs4::{Bitmap4, Component4, Fattr4, Fsid4, Ftype4, Opaque4, StateOwner4, Utf8Str};
@@ -319,13 +320,13 @@ fn op_position_and_op_number_errors() {
     let res = c.send(vec![
         seq(sid, 4),
         NfsArgop4::Putrootfh(()),
-        // Not written yet: it must go through the data path.
+        // A data op's checks come before the data path: the pseudo root is a directory.
         NfsArgop4::Commit(sluice_xdr::nfs4::ops::CommitArgs {
             offset: 0,
             count: 0,
         }),
     ]);
-    assert_eq!(res.status, Nfsstat4::NOTSUPP);
+    assert_eq!(res.status, Nfsstat4::ISDIR);
     assert_eq!(res.results.len(), 3);
     // No current handle.
     let res = c.send(vec![seq(sid, 5), NfsArgop4::Getfh(())]);
@@ -1412,14 +1413,29 @@ fn write_under_a_read_only_open_is_openmode_and_changes_nothing() {
 
 #[test]
 fn data_ops_without_a_data_path_or_on_a_directory() {
-    // No data path: NOTSUPP, as before it existed.
+    // No data path: the op's checks still come first (the export root is a directory) ...
     let c = Client::new();
     let sid = mount(&c);
     let mut ops = vec![seq(sid, 1)];
     ops.extend(into_export());
     ops.push(read_op(Stateid4::ANONYMOUS, 0, 10));
+    assert_eq!(c.send(ops).status, Nfsstat4::ISDIR);
+    // ... then NOTSUPP for a file.
+    let fs = c.nfs.exports[0].fs.clone();
+    let root = fs.root_handle();
+    fs.create(
+        &Caller::with_cred(Cred::new(1000, 1000)),
+        &root,
+        b"f",
+        CreateHow::Unchecked(SetAttr::default()),
+    )
+    .unwrap();
+    let mut ops = vec![seq(sid, 2)];
+    ops.extend(into_export());
+    ops.push(NfsArgop4::Lookup(Component4(Bytes::from_static(b"f"))));
+    ops.push(read_op(Stateid4::ANONYMOUS, 0, 10));
     assert_eq!(c.send(ops).status, Nfsstat4::NOTSUPP);
-    // A directory is ISDIR.
+    // With one, a directory is ISDIR.
     let c = Client::with_data();
     let sid = mount(&c);
     let mut ops = vec![seq(sid, 1)];
