@@ -42,9 +42,11 @@
 //! exports take `sec=`.
 //!
 //! # The reply cache
-//! A request that passed SEQUENCE is encoded whole and handed to the slot
-//! ([`State4::complete`]), which keeps it when the client set `sa_cachethis` and it fits
-//! `ca_maxresponsesize_cached`; a retry gets those exact bytes back. The reply is checked
+//! A request that passed SEQUENCE completes its slot ([`State4::complete`]) when its reply is
+//! encoded; when the client set `sa_cachethis` the reply is handed over in one buffer and kept
+//! if it fits `ca_maxresponsesize_cached`, and a retry gets those exact bytes back. Without
+//! `sa_cachethis` nothing is kept (a retry gets NFS4ERR_RETRY_UNCACHED_REP), so the reply is
+//! never joined or copied for the slot. The reply is checked
 //! against the session's limits op by op as it is built: the op whose result crosses
 //! `ca_maxresponsesize` (or the cached limit, when caching was asked) is replaced by
 //! NFS4ERR_REP_TOO_BIG (_TO_CACHE) and ends the COMPOUND (§2.10.6.4). An op that changes
@@ -390,14 +392,16 @@ impl Eval {
             self.slot = Some((seq.sessionid, seq.slotid, seq.cachethis));
             self.ctx.session = Some((seq.sessionid, seq.slotid));
             self.ctx.clientid = Some(out.clientid);
-            self.limits = nfs.state().session(&seq.sessionid).map(|s| ReplyLimits {
+            // SEQUENCE's own result is recorded before the session's limits apply: it is
+            // always sent.
+            let limits = nfs.state().session(&seq.sessionid).map(|s| ReplyLimits {
                 bytes_max: s.reply_bytes_max(false),
                 cached_bytes_max: seq.cachethis.then(|| s.reply_bytes_max(true)),
             });
-            // SEQUENCE's own result fits any session's limits.
             let sequence = NfsResop4::Sequence(Res4::Ok(out.res));
             self.reply_bytes += encoded_len(&sequence);
-            self.res.results.push(sequence);
+            self.record(sequence);
+            self.limits = limits;
             self.next = 1;
             return None;
         }

@@ -9,7 +9,7 @@
 //! ```text
 //!   service (async)                       blocking pool                 data path (async)
 //!   ───────────────                       ─────────────                 ─────────────────
-//!   Eval::begin (decode, no copy) ──▶ step: SEQUENCE, PUTFH, …, WRITE's checks
+//!   Nfs4::begin (decode, no copy) ──▶ step: SEQUENCE, PUTFH, …, WRITE's checks
 //!                                    ◀── Step::Data(WRITE)
 //!   run(DataPath, req) ─────────────────────────────────────────────▶ write-behind / pwritev
 //!   Eval::resume(done) ◀──────────────────────────────────────────────────────────┘
