@@ -303,10 +303,12 @@ fn nfs3_version() -> Version<Handler> {
     Version::new(nfs3::VERSION, &nfs3::PROCS, handlers.0)
 }
 
-/// NFS v4 (minor versions 1 and 2): NULL, and COMPOUND run by the processor on the blocking
-/// pool (its ops call the file system, as v3's backend calls do). Statistics and request logs
-/// count the COMPOUND as one call under its overall status; each op inside is counted by the
-/// processor's [`compound4::OpObserver`] hook (`stats::OpStats4`).
+/// NFS v4 (minor versions 1 and 2): NULL, and COMPOUND driven here: the processor's steps
+/// that may call a file system run on the blocking pool (as v3's backend calls do), each
+/// running every op up to the next data op; READ, WRITE and COMMIT run on this task through
+/// the data path v3 uses, so a last READ may be spliced (see `nfs4::data`). Statistics and
+/// request logs count the COMPOUND as one call under its overall status; each op inside is
+/// counted by the processor's [`compound4::OpObserver`] hook (`stats::OpStats4`).
 ///
 /// Not over UDP: RFC 8881 §2.9.1 requires a transport with congestion control, and the session
 /// reply cache assumes a connection. Such a call gets PROG_MISMATCH with the program's range, as
@@ -331,68 +333,125 @@ fn nfs4_call<'a>(
                 payload_bytes_asked: 0,
             });
         }
-        let mut w = rpcs::success_header(call.xid);
+        let w = rpcs::success_header(call.xid);
         let header_bytes = w.len();
         if call.proc_() == nfs4::proc_::NULL {
             return Handled::Done(done_in_memory(w, header_bytes));
         }
-        let mut r = call.args(record);
-        let mut args = vec![0u8; r.remaining()];
-        if let Err(e) = r.copy_to(&mut args) {
-            return Handled::GarbageArgs(e);
-        }
-        let (nfs4, cred, addr, conn) = (
-            server.nfs4.clone(),
-            call.cred.clone(),
-            peer.addr,
-            peer.conn_id,
-        );
-        // READ, WRITE and COMMIT go through the data path v3 uses (see `nfs4::data`).
-        let data = crate::nfs4::data::PoolData {
-            handle: tokio::runtime::Handle::current(),
-            io: server.nfs.io.clone(),
-            stats: server.nfs.stats.clone(),
-            pipes: server.nfs.pipes.clone(),
+        // Decoded in place: a WRITE's payload stays slices of the received record.
+        let nfs4 = server.nfs4.clone();
+        let eval = nfs4.begin(record, call.args_offset, true);
+        let mut guard = Evaluating {
+            nfs4: nfs4.clone(),
+            eval: Some(eval),
         };
-        let outcome = crate::datapath::spawn(move || {
-            let call = compound4::Call {
-                addr,
-                conn,
-                cred: &cred,
-                now: Instant::now(),
-                data: Some(&data),
+        let (cred, addr, conn) = (call.cred.clone(), peer.addr, peer.conn_id);
+        let path = crate::datapath::DataPath {
+            io: &server.nfs.io,
+            stats: &server.nfs.stats,
+            pipes: &server.nfs.pipes,
+        };
+        let reply = loop {
+            let Some(mut eval) = guard.eval.take() else {
+                unreachable!("put back after every step")
             };
-            nfs4.compound(&call, &args)
-        })
-        .await;
-        let reply = match outcome {
-            Some(compound4::Outcome::Reply(reply)) => reply,
-            Some(compound4::Outcome::GarbageArgs) => {
-                return Handled::GarbageArgs(DecodeError::Invalid("COMPOUND4args"))
-            }
-            // The processor panicked (logged): the client gets SYSTEM_ERR, not silence.
-            None => {
-                return Handled::Done(Done {
-                    reply: Reply::from(rpcs::system_err(call.xid)),
-                    status: Some("SYSTEM_ERR"),
-                    ok: false,
-                    results_bytes: 0,
-                    payload_bytes_asked: 0,
+            let step = if eval.may_block() {
+                // Metadata ops call the file system: on the blocking pool, as many in a row as
+                // come before the next data op. The guard travels along, so a call whose
+                // connection went away still frees its slot.
+                let mut g = Evaluating {
+                    nfs4: nfs4.clone(),
+                    eval: Some(eval),
+                };
+                let cred = cred.clone();
+                let out = crate::datapath::spawn(move || {
+                    let call = compound4::Call {
+                        addr,
+                        conn,
+                        cred: &cred,
+                        now: Instant::now(),
+                        data: None,
+                    };
+                    let step = match g.eval.as_mut() {
+                        Some(e) => e.step(&g.nfs4, &call),
+                        None => compound4::Step::GarbageArgs,
+                    };
+                    (g, step)
                 })
+                .await;
+                match out {
+                    Some((mut g, step)) => {
+                        guard.eval = g.eval.take();
+                        step
+                    }
+                    // The processor panicked (logged): the client gets SYSTEM_ERR, not silence.
+                    None => {
+                        return Handled::Done(Done {
+                            reply: Reply::from(rpcs::system_err(call.xid)),
+                            status: Some("SYSTEM_ERR"),
+                            ok: false,
+                            results_bytes: 0,
+                            payload_bytes_asked: 0,
+                        })
+                    }
+                }
+            } else {
+                let c = compound4::Call {
+                    addr,
+                    conn,
+                    cred: &cred,
+                    now: Instant::now(),
+                    data: None,
+                };
+                let step = eval.step(&nfs4, &c);
+                guard.eval = Some(eval);
+                step
+            };
+            match step {
+                compound4::Step::Data(req) => {
+                    // On this task: splice, RWF_NOWAIT, io_uring, write-behind, as for v3.
+                    let done = crate::nfs4::data::run(path, req)
+                        .await
+                        .map_err(crate::nfs4::map::status);
+                    if let Some(e) = guard.eval.as_mut() {
+                        e.resume(done);
+                    }
+                }
+                compound4::Step::Reply(r) => break r,
+                compound4::Step::GarbageArgs => {
+                    return Handled::GarbageArgs(DecodeError::Invalid("COMPOUND4args"))
+                }
             }
         };
-        // COMPOUND4res starts with its status.
-        let status = nfs4::Nfsstat4(
-            reply
-                .get(..4)
-                .map_or(u32::MAX, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
-        );
-        w.put_raw(&reply);
-        let mut done = done_in_memory(w, header_bytes);
-        done.ok = status == nfs4::Nfsstat4::OK;
-        done.status = Some(status.name());
-        Handled::Done(done)
+        let mut segs = w.into_segments();
+        segs.extend(reply.segs);
+        let reply_out = Reply {
+            segs,
+            spliced: reply.spliced,
+        };
+        Handled::Done(Done {
+            results_bytes: (reply_out.len() - header_bytes) as u64,
+            reply: reply_out,
+            status: Some(reply.status.name()),
+            ok: reply.status == nfs4::Nfsstat4::OK,
+            payload_bytes_asked: 0,
+        })
     })
+}
+
+/// A COMPOUND's evaluation while its driver runs it: dropped before the reply (the
+/// connection closed while a data op ran), it frees the COMPOUND's slot.
+struct Evaluating {
+    nfs4: Arc<Nfs4>,
+    eval: Option<compound4::Eval>,
+}
+
+impl Drop for Evaluating {
+    fn drop(&mut self) {
+        if let Some(e) = self.eval.as_mut() {
+            e.abandon(&self.nfs4);
+        }
+    }
 }
 
 /// NFSv3 NULL: no arguments to decode (`void`), no results, no export.

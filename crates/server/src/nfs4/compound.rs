@@ -2,10 +2,16 @@
 //! reply out, over the state cores ([`State4`]), the pseudo tree and the exports' file systems.
 //!
 //! # Entry point
-//! [`Nfs4::compound`] is synchronous and does no socket I/O: the caller (the RPC service) hands
-//! it the call's record arguments, who sent them ([`Call`]: address, connection, credentials)
-//! and the time, and sends back the bytes it returns. File-system calls are made inline, so a
-//! driver runs it on the blocking pool, as the v3 handlers run their backend calls.
+//! [`Nfs4::begin`] decodes a COMPOUND in place (a WRITE's payload stays slices of the received
+//! record) into an [`Eval`], a resumable state machine that does no socket I/O: [`Eval::step`]
+//! runs ops in order, calling the file systems inline, until a data op (READ, WRITE, COMMIT),
+//! which it hands back to its driver ([`Step::Data`]) after the checks that are v4's; the
+//! driver runs it through the shared data path and hands the result back with
+//! [`Eval::resume`]; the last step returns the encoded reply ([`Step::Reply`]). Who sent the
+//! call ([`Call`]: address, connection, credentials) and the time are arguments. The service
+//! (`service::nfs4_call`) runs steps that may call a file system on the blocking pool, as v3
+//! runs its backend calls, and the data ops on its own task (see [`super::data`]);
+//! [`Nfs4::compound`] is the synchronous driver tests use.
 //!
 //! ```text
 //!  record ─▶ decode (bounded: ops_max, tag) ──▶ not a COMPOUND: GarbageArgs
@@ -36,9 +42,11 @@
 //! exports take `sec=`.
 //!
 //! # The reply cache
-//! A request that passed SEQUENCE is encoded whole and handed to the slot
-//! ([`State4::complete`]), which keeps it when the client set `sa_cachethis` and it fits
-//! `ca_maxresponsesize_cached`; a retry gets those exact bytes back. The reply is checked
+//! A request that passed SEQUENCE completes its slot ([`State4::complete`]) when its reply is
+//! encoded; when the client set `sa_cachethis` the reply is handed over in one buffer and kept
+//! if it fits `ca_maxresponsesize_cached`, and a retry gets those exact bytes back. Without
+//! `sa_cachethis` nothing is kept (a retry gets NFS4ERR_RETRY_UNCACHED_REP), so the reply is
+//! never joined or copied for the slot. The reply is checked
 //! against the session's limits op by op as it is built: the op whose result crosses
 //! `ca_maxresponsesize` (or the cached limit, when caching was asked) is replaced by
 //! NFS4ERR_REP_TOO_BIG (_TO_CACHE) and ends the COMPOUND (§2.10.6.4). An op that changes
@@ -46,19 +54,25 @@
 //! change is ever answered with an error.
 //!
 //! # Data ops
-//! READ, WRITE and COMMIT go through [`crate::datapath::DataPath`] (not a copy of it), which
-//! is async: the caller hands the processor a [`DataOps`] in [`Call::data`] that drives each
-//! op's future from the processor's thread ([`super::data`]). The stateid is checked by the
-//! open table first ([`State4::check_io`]: open stateids, the anonymous and READ-bypass
-//! stateids, OPENMODE and LOCKED). READ is never spliced yet (its data comes back as chunks);
-//! without a data path (`Call::data` is `None`) the three answer NFS4ERR_NOTSUPP.
+//! READ, WRITE and COMMIT go through [`crate::datapath::DataPath`] (not a copy of it), outside
+//! the processor: the current handle must be a regular file of an export the caller may use,
+//! and the stateid is checked by the open table first ([`State4::check_io`]: open stateids, the
+//! anonymous and READ-bypass stateids, OPENMODE and LOCKED); then [`Eval::step`] returns the
+//! [`DataReq`]. A READ that is the COMPOUND's last op may come back spliced (its data in a
+//! pipe, sent after the encoded reply, as v3's), unless the slot keeps the reply: with
+//! `sa_cachethis` the reply must be all in memory, and it is small
+//! (`ca_maxresponsesize_cached`). A READ with ops after it comes back as pooled chunks, sent
+//! as an iovec without joining. With `sa_cachethis` false, the slot keeps nothing and a retry
+//! gets NFS4ERR_RETRY_UNCACHED_REP, so nothing of the reply needs keeping; the Linux client
+//! sets it for every non-idempotent COMPOUND (WRITE, OPEN, CLOSE, …), whose replies the slot
+//! then keeps whole, so a retried WRITE is answered, never re-executed (§2.10.6.1.3).
 //!
 //! # Not yet
 //! The ops that drop or shorten a file's data (SETATTR of the size, OPEN that truncates,
 //! REMOVE) answer NFS4ERR_DELAY while write-behind holds writes for the file
 //! ([`Nfs4::settle`]), instead of waiting for them as v3 does.
 
-use super::data::DataOps;
+use super::data::{DataDone, DataOp, DataOps, DataReq};
 use super::map::{self, AttrCtx};
 use super::pseudo::{Lookup, NodeId, PseudoFs};
 use super::session::SequenceCall;
@@ -71,25 +85,28 @@ use crate::backend::{
 use crate::datapath::ReadData;
 use crate::exports::{caller_for, ExportEntry};
 use crate::io::writebehind::WriteBehindDriver;
+use crate::splice::{LentPipe, SplicedData};
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::nfs4::attrs::AttrValues;
-use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundError, CompoundLimits};
+use sluice_xdr::nfs4::compound::{
+    padding_after, Compound4Args, Compound4Res, CompoundError, CompoundLimits,
+};
 use sluice_xdr::nfs4::ops::{
     op_info, AccessResOk, BindConnToSessionResOk, CloseArgs, Createhow4, Entry4, NfsArgop4,
     NfsResop4, OpFlags, OpenArgs, OpenClaim4, OpenDelegation4, OpenDowngradeArgs, OpenResOk,
-    Openflag4, Opnum4, ReaddirArgs, ReaddirResOk, Res4, Secinfo4, SecinfoList, SequenceArgs,
-    SetattrArgs, SetattrRes, StatusList, ACCESS4_MODIFY, ACCESS4_READ, MAX_DIR_ENTRIES,
+    Openflag4, Opnum4, ReaddirArgs, ReaddirResOk, Res4, Secinfo4, SecinfoList, SetattrArgs,
+    SetattrRes, StatusList, ACCESS4_MODIFY, ACCESS4_READ, MAX_DIR_ENTRIES,
     OPEN4_RESULT_LOCKTYPE_POSIX, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
     OPEN4_SHARE_WANT_MASK,
 };
-use sluice_xdr::nfs4::ops::{CommitArgs, ReadArgs, ReadResOk, WriteArgs, WriteResOk};
 use sluice_xdr::nfs4::ops::{CreateArgs, CreateResOk, Createtype4, RenameArgs, RenameResOk};
+use sluice_xdr::nfs4::ops::{ReadResOk, WriteResOk};
 use sluice_xdr::nfs4::{
     Bitmap4, ChangeInfo4, Component4, Fattr4, Linktext4, NfsFh4, SessionId4, Stateid4,
     MINOR_VERSIONS,
 };
-use sluice_xdr::nfs4::{Specdata4, StableHow4, Verifier4};
+use sluice_xdr::nfs4::{Specdata4, StableHow4};
 use sluice_xdr::{Pack, Reader, Writer};
 // `core::net`: an address is plain data here; this module opens no sockets.
 use core::net::SocketAddr;
@@ -123,8 +140,9 @@ pub struct Nfs4 {
     pub op_observer: Option<Arc<dyn OpObserver>>,
 }
 
-/// Who sent a COMPOUND, and the data path its READ, WRITE and COMMIT go through (`None`:
-/// those ops answer NFS4ERR_NOTSUPP).
+/// Who sent a COMPOUND, and for [`Nfs4::compound`] the data path its READ, WRITE and COMMIT
+/// go through (`None`: those ops answer NFS4ERR_NOTSUPP). A driver of [`Eval`] runs data ops
+/// itself and leaves `data` empty.
 #[derive(Clone)]
 pub struct Call<'a> {
     pub addr: SocketAddr,
@@ -143,10 +161,379 @@ pub enum Outcome {
     GarbageArgs,
 }
 
-/// SEQUENCE's result and the session's reply limits, for the ops after it.
-struct Head {
-    sequence: NfsResop4,
+/// The encoded `COMPOUND4res`: segments to send as they are (a READ's pooled chunks are among
+/// them, not copied) and, for a spliced last READ, its data in a pipe and the padding after it
+/// (sent after `segs`).
+#[derive(Debug)]
+pub struct Reply4 {
+    /// The COMPOUND's status (the first four bytes of `segs`).
+    pub status: Nfsstat4,
+    pub segs: Vec<Bytes>,
+    pub spliced: Option<SplicedData>,
+}
+
+/// What [`Eval::step`] came to.
+pub enum Step {
+    /// A data op to run through the data path; then [`Eval::resume`] with its result.
+    Data(DataReq),
+    /// The COMPOUND is over: its reply.
+    Reply(Reply4),
+    /// Not a COMPOUND at all: the RPC layer answers GARBAGE_ARGS.
+    GarbageArgs,
+}
+
+/// One COMPOUND being evaluated (from [`Nfs4::begin`]): a state machine that runs ops until
+/// a data op or the end, so its driver can run the data op elsewhere and come back.
+///
+/// ```text
+///   begin ─▶ step ─┬─ Data(req) ─▶ (driver runs req) ─▶ resume(result) ─▶ step ─┬─ …
+///                  ├─ Reply(reply)     (slot completed: reply kept if cachethis)  │
+///                  └─ GarbageArgs                                                 ┘
+/// ```
+///
+/// Every op's result passes through one place ([`Eval::record`]), where the reply limits are
+/// applied and its status decides whether evaluation goes on. An `Eval` dropped before its
+/// reply must be [`Eval::abandon`]ed, or its slot stays busy.
+pub struct Eval {
+    args: Compound4Args,
+    phase: Phase,
+    /// Bytes of the COMPOUND's arguments, and the digest of those after SEQUENCE's sequence
+    /// id (the slot's false-retry check).
+    request_bytes: usize,
+    digest: u64,
+    /// The driver can send a spliced READ.
+    splice_ok: bool,
+    /// The next op to run.
+    next: usize,
+    ctx: Ctx,
+    res: Compound4Res,
+    /// Bytes of the reply so far (counted when the session sets limits).
+    reply_bytes: usize,
     limits: Option<ReplyLimits>,
+    /// The slot this COMPOUND holds until its reply: session, slot id, `sa_cachethis`.
+    slot: Option<(SessionId4, u32, bool)>,
+    /// The data op the evaluation waits on.
+    pending: Option<Pending>,
+    /// The last op's READ data, spliced: the pipe, the count and eof.
+    spliced: Option<(LentPipe, u32, bool)>,
+    /// Per-op statistics: the observer, and the start mark of the op now running (taken back
+    /// by [`Eval::record`], the one place its status is known).
+    observer: Option<Arc<dyn OpObserver>>,
+    op_started: Option<Instant>,
+}
+
+enum Phase {
+    /// Decoded; SEQUENCE (or the sessionless rules) next.
+    Start,
+    Run,
+    Done,
+    /// Answered without running anything (MINOR_VERS_MISMATCH, TOO_MANY_OPS, no ops).
+    Early(Compound4Res),
+    Garbage,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    op: Opnum4,
+    splice_ok: bool,
+}
+
+impl Eval {
+    /// Runs ops up to the next data op (returned for the driver to run) or the end (the reply;
+    /// the slot is completed). Call it again after [`Eval::resume`].
+    pub fn step(&mut self, nfs: &Nfs4, call: &Call<'_>) -> Step {
+        if self.pending.is_some() {
+            debug_assert!(false, "step() before resume()");
+            self.resume(Err(Nfsstat4::SERVERFAULT));
+        }
+        match std::mem::replace(&mut self.phase, Phase::Run) {
+            Phase::Garbage | Phase::Done => {
+                self.phase = Phase::Done;
+                return Step::GarbageArgs;
+            }
+            Phase::Early(res) => {
+                self.phase = Phase::Done;
+                self.res = res;
+                return self.finish(nfs);
+            }
+            Phase::Start => {
+                if let Some(reply) = self.start(nfs, call) {
+                    self.phase = Phase::Done;
+                    return reply;
+                }
+            }
+            Phase::Run => {}
+        }
+        while let Some(op) = self.args.ops.get(self.next) {
+            let last = self.next + 1 == self.args.ops.len();
+            self.next += 1;
+            self.op_started = self.observer.as_ref().map(|o| o.op_start());
+            let num = op.opnum();
+            let r = if matches!(op, NfsArgop4::Sequence(_)) {
+                NfsResop4::error(Opnum4::SEQUENCE, Nfsstat4::SEQUENCE_POS)
+            } else if let Some(refused) = refuse(op, self.args.minorversion) {
+                refused
+            } else if let Some(s) = self
+                .limits
+                .as_ref()
+                .and_then(|l| l.refuse_before(op, self.reply_bytes))
+            {
+                NfsResop4::error(num, s)
+            } else if matches!(
+                op,
+                NfsArgop4::Read(_) | NfsArgop4::Write(_) | NfsArgop4::Commit(_)
+            ) {
+                // Spliced data must be the reply's last bytes, and a reply the slot keeps
+                // must be all in memory.
+                let cached = self.slot.is_some_and(|(_, _, cachethis)| cachethis);
+                let splice_ok = self.splice_ok && last && !cached;
+                match nfs.data_req(call, &self.ctx, op, splice_ok) {
+                    Ok(req) => {
+                        self.pending = Some(Pending { op: num, splice_ok });
+                        return Step::Data(req);
+                    }
+                    Err(s) => NfsResop4::error(num, s),
+                }
+            } else {
+                nfs.run_op(call, op, &mut self.ctx)
+            };
+            self.record(r);
+        }
+        self.phase = Phase::Done;
+        self.finish(nfs)
+    }
+
+    /// The result of the data op [`Eval::step`] returned.
+    pub fn resume(&mut self, done: Result<DataDone, Nfsstat4>) {
+        let Some(p) = self.pending.take() else {
+            debug_assert!(false, "resume() without a data op");
+            return;
+        };
+        let r = match done {
+            Err(s) => NfsResop4::error(p.op, s),
+            Ok(DataDone::Read(d)) if p.op == Opnum4::READ => match d.data {
+                ReadData::Chunks(data) => NfsResop4::Read(Res4::Ok(ReadResOk { eof: d.eof, data })),
+                ReadData::Spliced(pipe) if p.splice_ok => {
+                    self.spliced = Some((pipe, d.count, d.eof));
+                    NfsResop4::Read(Res4::Ok(ReadResOk {
+                        eof: d.eof,
+                        data: Default::default(),
+                    }))
+                }
+                // Not asked for: it could not be sent.
+                ReadData::Spliced(_) => NfsResop4::error(p.op, Nfsstat4::SERVERFAULT),
+            },
+            Ok(DataDone::Write(w)) if p.op == Opnum4::WRITE => {
+                NfsResop4::Write(Res4::Ok(WriteResOk {
+                    count: w.count,
+                    committed: StableHow4(w.committed as u32),
+                    writeverf: w.verifier,
+                }))
+            }
+            Ok(DataDone::Commit(c)) if p.op == Opnum4::COMMIT => {
+                NfsResop4::Commit(Res4::Ok(c.verifier))
+            }
+            Ok(_) => {
+                debug_assert!(false, "a data result of another op than {:?}", p.op);
+                NfsResop4::error(p.op, Nfsstat4::SERVERFAULT)
+            }
+        };
+        self.record(r);
+    }
+
+    /// Whether the next [`Eval::step`] may call a file system (the driver then runs it on a
+    /// blocking thread): false when what is left only touches memory, as when the last data
+    /// op has been resumed and only the reply remains.
+    pub fn may_block(&self) -> bool {
+        match self.phase {
+            Phase::Start | Phase::Run => self.args.ops[self.next..].iter().any(|op| {
+                !matches!(
+                    op,
+                    NfsArgop4::Sequence(_)
+                        | NfsArgop4::Putfh(_)
+                        | NfsArgop4::Getfh(())
+                        | NfsArgop4::Savefh(())
+                        | NfsArgop4::Restorefh(())
+                )
+            }),
+            _ => false,
+        }
+    }
+
+    /// Ends an evaluation that will not reach its reply (its driver went away): the slot is
+    /// freed with nothing kept, so a retry gets NFS4ERR_RETRY_UNCACHED_REP, not DELAY forever.
+    pub fn abandon(&mut self, nfs: &Nfs4) {
+        if let Some((sid, slot, _)) = self.slot.take() {
+            nfs.state().complete(&sid, slot, None);
+        }
+        self.spliced = None;
+        self.phase = Phase::Done;
+    }
+
+    /// SEQUENCE (or the rules for a COMPOUND without one): `Some` answer when nothing else
+    /// runs, `None` to run the ops from `self.next`.
+    fn start(&mut self, nfs: &Nfs4, call: &Call<'_>) -> Option<Step> {
+        self.op_started = self.observer.as_ref().map(|o| o.op_start());
+        let first = &self.args.ops[0];
+        if let NfsArgop4::Sequence(seq) = first {
+            let sc = SequenceCall {
+                slotid: seq.slotid,
+                sequenceid: seq.sequenceid,
+                highest_slotid: seq.highest_slotid,
+                cachethis: seq.cachethis,
+                request_bytes: self.request_bytes,
+                op_count: self.args.ops.len(),
+                digest: self.digest,
+                conn: call.conn,
+            };
+            let outcome = nfs.state().sequence(call.now, &seq.sessionid, &sc);
+            let out = match outcome {
+                Err(s) => {
+                    self.record(NfsResop4::Sequence(Res4::Err(s)));
+                    return Some(self.finish(nfs));
+                }
+                Ok(o) => o,
+            };
+            if let SlotDecision::Replay(bytes) = out.decision {
+                if let (Some(o), Some(t)) = (&self.observer, self.op_started.take()) {
+                    o.op_done(Opnum4::SEQUENCE, Nfsstat4::OK, t);
+                }
+                // The reply as first sent, status and all.
+                let status = Nfsstat4(
+                    bytes
+                        .get(..4)
+                        .map_or(u32::MAX, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+                );
+                return Some(Step::Reply(Reply4 {
+                    status,
+                    segs: vec![bytes],
+                    spliced: None,
+                }));
+            }
+            self.slot = Some((seq.sessionid, seq.slotid, seq.cachethis));
+            self.ctx.session = Some((seq.sessionid, seq.slotid));
+            self.ctx.clientid = Some(out.clientid);
+            // SEQUENCE's own result is recorded before the session's limits apply: it is
+            // always sent.
+            let limits = nfs.state().session(&seq.sessionid).map(|s| ReplyLimits {
+                bytes_max: s.reply_bytes_max(false),
+                cached_bytes_max: seq.cachethis.then(|| s.reply_bytes_max(true)),
+            });
+            let sequence = NfsResop4::Sequence(Res4::Ok(out.res));
+            self.reply_bytes += encoded_len(&sequence);
+            self.record(sequence);
+            self.limits = limits;
+            self.next = 1;
+            return None;
+        }
+        let status_alone = if sessionless(first.opnum()) {
+            (self.args.ops.len() > 1).then_some(Nfsstat4::NOT_ONLY_OP)
+        } else if refuse(first, self.args.minorversion).is_some() {
+            None
+        } else {
+            Some(Nfsstat4::OP_NOT_IN_SESSION)
+        };
+        if let Some(s) = status_alone {
+            let num = first.opnum();
+            self.record(NfsResop4::error(num, s));
+            return Some(self.finish(nfs));
+        }
+        None
+    }
+
+    /// Adds one op's result: the one place where every op's status is known. The reply limits
+    /// apply here (the op whose result crosses one is replaced by its error, §2.10.6.4), and a
+    /// status other than OK ends the COMPOUND with that status.
+    fn record(&mut self, mut r: NfsResop4) {
+        let spliced_bytes = |s: &Option<(LentPipe, u32, bool)>| {
+            s.as_ref()
+                .map_or(0, |(_, n, _)| *n as usize + padding_after(*n as usize))
+        };
+        if let Some(l) = &self.limits {
+            let len = encoded_len(&r) + spliced_bytes(&self.spliced);
+            let over = if self.reply_bytes + len > l.bytes_max {
+                Some(Nfsstat4::REP_TOO_BIG)
+            } else if l
+                .cached_bytes_max
+                .is_some_and(|m| self.reply_bytes + len > m)
+            {
+                Some(Nfsstat4::REP_TOO_BIG_TO_CACHE)
+            } else {
+                None
+            };
+            if let Some(s) = over {
+                r = NfsResop4::error(r.opnum(), s);
+                self.spliced = None;
+            }
+            self.reply_bytes += encoded_len(&r) + spliced_bytes(&self.spliced);
+        }
+        let status = r.status();
+        if let (Some(o), Some(t)) = (&self.observer, self.op_started.take()) {
+            o.op_done(r.opnum(), status, t);
+        }
+        self.res.results.push(r);
+        if status != Nfsstat4::OK {
+            self.res.status = status;
+            self.next = self.args.ops.len();
+        }
+    }
+
+    /// Encodes the reply and completes the slot, which keeps the reply when the client asked
+    /// for caching (§2.10.6.1.3). Such a reply is within `ca_maxresponsesize_cached`, so
+    /// joining it into the one buffer the slot keeps copies little.
+    fn finish(&mut self, nfs: &Nfs4) -> Step {
+        let mut w = Writer::new();
+        let spliced = self.spliced.take();
+        match &spliced {
+            None => self.res.pack(&mut w),
+            Some((_, count, eof)) => {
+                // All but the last result's data, which follows in the pipe.
+                self.res.status.pack(&mut w);
+                self.res.tag.pack(&mut w);
+                w.put_u32(self.res.results.len() as u32);
+                let (_, head) = self.res.results.split_last().expect("a READ's result");
+                for r in head {
+                    r.pack(&mut w);
+                }
+                Opnum4::READ.pack(&mut w);
+                Nfsstat4::OK.pack(&mut w);
+                w.put_bool(*eof);
+                w.put_u32(*count);
+            }
+        }
+        let mut segs = w.into_segments();
+        if let Some((sid, slot, cachethis)) = self.slot.take() {
+            debug_assert!(!(cachethis && spliced.is_some()), "a kept reply is spliced");
+            let keep = (cachethis && spliced.is_none()).then(|| join(std::mem::take(&mut segs)));
+            if let Some(b) = &keep {
+                segs = vec![b.clone()];
+            }
+            nfs.state().complete(&sid, slot, keep);
+        }
+        Step::Reply(Reply4 {
+            status: self.res.status,
+            segs,
+            spliced: spliced.map(|(pipe, count, _)| SplicedData {
+                pipe,
+                tail: Bytes::from_static(&[0u8; 3][..padding_after(count as usize)]),
+            }),
+        })
+    }
+}
+
+/// One buffer of `segs` (copies when there are several).
+fn join(mut segs: Vec<Bytes>) -> Bytes {
+    match segs.len() {
+        0 => Bytes::new(),
+        1 => segs.pop().expect("one"),
+        _ => {
+            let mut v = Vec::with_capacity(segs.iter().map(|s| s.len()).sum());
+            for s in &segs {
+                v.extend_from_slice(s);
+            }
+            Bytes::from(v)
+        }
+    }
 }
 
 /// Bytes a reply may have (`ca_maxresponsesize`) and, when the client asked for caching,
@@ -181,7 +568,7 @@ impl ReplyLimits {
 }
 
 /// What a data op works on (see [`Nfs4::data_target`]).
-type DataTarget<'a> = (&'a dyn DataOps, Arc<dyn FileSystem>, Caller, FileHandle);
+type DataTarget = (Arc<dyn FileSystem>, Caller, FileHandle);
 
 /// A file handle of the current or saved slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,27 +618,32 @@ pub fn principal(cred: &Credentials) -> Principal {
 /// FNV-1a over the request after SEQUENCE's sequence id: tells a retry from a different
 /// request reusing the sequence id (§2.10.6.1.3). Not a defence against a malicious client,
 /// which can only confuse its own slot.
-fn digest(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+fn digest(bytes: &[u8], h: u64) -> u64 {
+    bytes.iter().fold(h, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
 
-/// Where the ops after SEQUENCE's sequence id start in the record: tag (length + padded
-/// bytes), minor version, op count, SEQUENCE's op number, session id (16), sequence id.
-fn after_sequenceid(record: &[u8]) -> &[u8] {
-    let tag_len = record
-        .get(..4)
-        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
-        .unwrap_or(0);
-    let at = 4 + tag_len.div_ceil(4) * 4 + 4 + 4 + 4 + 16 + 4;
-    record.get(at..).unwrap_or(&[])
-}
-
-fn encode(res: &Compound4Res) -> Bytes {
-    let mut w = Writer::new();
-    res.pack(&mut w);
-    w.into_bytes()
+/// [`digest`] of the arguments (starting `args_offset` bytes into `segs`) after SEQUENCE's
+/// sequence id: tag (length + padded bytes), minor version, op count, SEQUENCE's op number,
+/// session id (16), sequence id. Read in place from the record's segments.
+fn digest_after_sequenceid(segs: &[Bytes], args_offset: usize) -> u64 {
+    let mut r = Reader::new(segs);
+    let tag_len = match r.skip(args_offset).and_then(|()| r.get_u32()) {
+        Ok(n) => n as usize,
+        Err(_) => return 0,
+    };
+    let mut skip = args_offset + 4 + tag_len.div_ceil(4) * 4 + 4 + 4 + 4 + 16 + 4;
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for s in segs {
+        if skip >= s.len() {
+            skip -= s.len();
+            continue;
+        }
+        h = digest(&s[skip..], h);
+        skip = 0;
+    }
+    h
 }
 
 /// Bytes `v` encodes to, without joining the encoder's segments (a READ result's data chunks
@@ -326,190 +718,110 @@ impl Nfs4 {
         }
     }
 
-    /// The observer's start mark for an op about to run (none without an observer).
-    fn op_start(&self) -> Option<Instant> {
-        self.op_observer.as_ref().map(|o| o.op_start())
-    }
-
-    /// Tells the observer how an op begun at `started` ended.
-    fn observe(&self, op: Opnum4, status: Nfsstat4, started: Option<Instant>) {
-        if let (Some(o), Some(t)) = (&self.op_observer, started) {
-            o.op_done(op, status, t);
-        }
-    }
-
     fn state(&self) -> MutexGuard<'_, State4> {
         // A panic under the lock is a bug elsewhere; the tables stay usable.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Runs one COMPOUND (the record's procedure arguments) and returns the encoded reply.
+    /// Runs one COMPOUND (the record's procedure arguments) to its encoded reply on the
+    /// caller's thread: data ops go through `call.data` (NFS4ERR_NOTSUPP without one) and are
+    /// never spliced. The service drives an [`Eval`] itself instead; this is the synchronous
+    /// driver for tests and simulations.
     pub fn compound(&self, call: &Call<'_>, record: &[u8]) -> Outcome {
         let segs = [Bytes::copy_from_slice(record)];
-        let mut r = Reader::new(&segs);
-        let args = match Compound4Args::decode(&mut r, &self.limits) {
-            Ok(a) => a,
-            Err(CompoundError::Xdr(_)) => return Outcome::GarbageArgs,
-            Err(CompoundError::TooManyOps { tag, first, .. }) => {
-                // Only minor versions 1 and 2 get this far: their error is TOO_MANY_OPS.
-                let status = Nfsstat4::TOO_MANY_OPS;
-                let results = first
-                    .iter()
-                    .map(|op| NfsResop4::error(op.opnum(), status))
-                    .collect();
-                return Outcome::Reply(encode(&Compound4Res {
-                    status,
-                    tag,
-                    results,
-                }));
+        let mut eval = self.begin(&segs, 0, false);
+        loop {
+            match eval.step(self, call) {
+                Step::Data(req) => {
+                    let done = match call.data {
+                        Some(d) => d.run(req).map_err(map::status),
+                        None => Err(Nfsstat4::NOTSUPP),
+                    };
+                    eval.resume(done);
+                }
+                Step::Reply(r) => {
+                    debug_assert!(r.spliced.is_none(), "splicing was not allowed");
+                    return Outcome::Reply(join(r.segs));
+                }
+                Step::GarbageArgs => return Outcome::GarbageArgs,
             }
-        };
-        if !MINOR_VERSIONS.contains(&args.minorversion) {
-            return Outcome::Reply(encode(&Compound4Res {
-                status: Nfsstat4::MINOR_VERS_MISMATCH,
-                tag: args.tag,
-                results: Vec::new(),
-            }));
         }
-        let mut ctx = Ctx::default();
-        let Some(first) = args.ops.first() else {
-            return Outcome::Reply(encode(&Compound4Res {
+    }
+
+    /// Starts evaluating the COMPOUND whose arguments start `args_offset` bytes into the
+    /// record `segs`. Decoding copies nothing bulky: a WRITE's payload stays slices of `segs`.
+    /// `splice_ok`: a READ that is the last op may come back spliced (the driver sends a
+    /// [`Reply4::spliced`] part), when the slot does not keep the reply.
+    pub fn begin(&self, segs: &[Bytes], args_offset: usize, splice_ok: bool) -> Eval {
+        let mut r = Reader::new(segs);
+        let request_bytes = r.remaining().saturating_sub(args_offset);
+        let decoded = match r.skip(args_offset) {
+            Err(_) => Err(None),
+            Ok(()) => match Compound4Args::decode(&mut r, &self.limits) {
+                Ok(a) if !MINOR_VERSIONS.contains(&a.minorversion) => Err(Some(Compound4Res {
+                    status: Nfsstat4::MINOR_VERS_MISMATCH,
+                    tag: a.tag,
+                    results: Vec::new(),
+                })),
+                Ok(a) if a.ops.is_empty() => Err(Some(Compound4Res {
+                    status: Nfsstat4::OK,
+                    tag: a.tag,
+                    results: Vec::new(),
+                })),
+                Ok(a) => Ok(a),
+                Err(CompoundError::Xdr(_)) => Err(None),
+                Err(CompoundError::TooManyOps { tag, first, .. }) => {
+                    // Only minor versions 1 and 2 get this far: their error is TOO_MANY_OPS.
+                    let status = Nfsstat4::TOO_MANY_OPS;
+                    let results = first
+                        .iter()
+                        .map(|op| NfsResop4::error(op.opnum(), status))
+                        .collect();
+                    Err(Some(Compound4Res {
+                        status,
+                        tag,
+                        results,
+                    }))
+                }
+            },
+        };
+        let (args, phase) = match decoded {
+            Ok(a) => (a, Phase::Start),
+            Err(early) => (
+                Compound4Args {
+                    tag: Default::default(),
+                    minorversion: 0,
+                    ops: Vec::new(),
+                },
+                early.map_or(Phase::Garbage, Phase::Early),
+            ),
+        };
+        let digest = match args.ops.first() {
+            Some(NfsArgop4::Sequence(_)) => digest_after_sequenceid(segs, args_offset),
+            _ => 0,
+        };
+        Eval {
+            res: Compound4Res {
                 status: Nfsstat4::OK,
-                tag: args.tag,
-                results: Vec::new(),
-            }));
-        };
-        if let NfsArgop4::Sequence(seq) = first {
-            return self.in_session(call, record, &args, seq, &mut ctx);
+                tag: args.tag.clone(),
+                results: Vec::with_capacity(args.ops.len()),
+            },
+            // Status, tag and result count, then each result as it is added.
+            reply_bytes: 4 + encoded_len(&args.tag) + 4,
+            args,
+            phase,
+            request_bytes,
+            digest,
+            splice_ok,
+            next: 0,
+            ctx: Ctx::default(),
+            limits: None,
+            slot: None,
+            pending: None,
+            spliced: None,
+            observer: self.op_observer.clone(),
+            op_started: None,
         }
-        let status_alone = if sessionless(first.opnum()) {
-            (args.ops.len() > 1).then_some(Nfsstat4::NOT_ONLY_OP)
-        } else if refuse(first, args.minorversion).is_some() {
-            None
-        } else {
-            Some(Nfsstat4::OP_NOT_IN_SESSION)
-        };
-        let res = match status_alone {
-            Some(s) => {
-                self.observe(first.opnum(), s, self.op_start());
-                Compound4Res {
-                    status: s,
-                    tag: args.tag.clone(),
-                    results: vec![NfsResop4::error(first.opnum(), s)],
-                }
-            }
-            None => self.run_ops(call, &args, 0, &mut ctx, None),
-        };
-        Outcome::Reply(encode(&res))
-    }
-
-    /// A COMPOUND that starts with SEQUENCE.
-    fn in_session(
-        &self,
-        call: &Call<'_>,
-        record: &[u8],
-        args: &Compound4Args,
-        seq: &SequenceArgs,
-        ctx: &mut Ctx,
-    ) -> Outcome {
-        let sc = SequenceCall {
-            slotid: seq.slotid,
-            sequenceid: seq.sequenceid,
-            highest_slotid: seq.highest_slotid,
-            cachethis: seq.cachethis,
-            request_bytes: record.len(),
-            op_count: args.ops.len(),
-            digest: digest(after_sequenceid(record)),
-            conn: call.conn,
-        };
-        let started = self.op_start();
-        let outcome = self.state().sequence(call.now, &seq.sessionid, &sc);
-        let status = outcome.as_ref().err().copied().unwrap_or(Nfsstat4::OK);
-        self.observe(Opnum4::SEQUENCE, status, started);
-        let out = match outcome {
-            Err(s) => {
-                return Outcome::Reply(encode(&Compound4Res {
-                    status: s,
-                    tag: args.tag.clone(),
-                    results: vec![NfsResop4::Sequence(Res4::Err(s))],
-                }))
-            }
-            Ok(o) => o,
-        };
-        if let SlotDecision::Replay(bytes) = out.decision {
-            return Outcome::Reply(bytes);
-        }
-        ctx.session = Some((seq.sessionid, seq.slotid));
-        ctx.clientid = Some(out.clientid);
-        let limits = self.state().session(&seq.sessionid).map(|s| ReplyLimits {
-            bytes_max: s.reply_bytes_max(false),
-            cached_bytes_max: seq.cachethis.then(|| s.reply_bytes_max(true)),
-        });
-        let head = Head {
-            sequence: NfsResop4::Sequence(Res4::Ok(out.res)),
-            limits,
-        };
-        let res = self.run_ops(call, args, 1, ctx, Some(head));
-        let bytes = encode(&res);
-        self.state()
-            .complete(&seq.sessionid, seq.slotid, Some(bytes.clone()));
-        Outcome::Reply(bytes)
-    }
-
-    /// Runs `args.ops[from..]` in order, stopping at the first error, after SEQUENCE's `head`.
-    fn run_ops(
-        &self,
-        call: &Call<'_>,
-        args: &Compound4Args,
-        from: usize,
-        ctx: &mut Ctx,
-        head: Option<Head>,
-    ) -> Compound4Res {
-        let mut res = Compound4Res {
-            status: Nfsstat4::OK,
-            tag: args.tag.clone(),
-            results: Vec::with_capacity(args.ops.len()),
-        };
-        // Status, tag and result count, then each result as it is added.
-        let mut reply_bytes = 4 + encoded_len(&args.tag) + 4;
-        let mut limits = None;
-        if let Some(h) = head {
-            reply_bytes += encoded_len(&h.sequence);
-            res.results.push(h.sequence);
-            limits = h.limits;
-        }
-        for op in &args.ops[from..] {
-            let started = self.op_start();
-            let mut r = if matches!(op, NfsArgop4::Sequence(_)) {
-                NfsResop4::error(Opnum4::SEQUENCE, Nfsstat4::SEQUENCE_POS)
-            } else if let Some(refused) = refuse(op, args.minorversion) {
-                refused
-            } else if let Some(s) = limits
-                .as_ref()
-                .and_then(|l| l.refuse_before(op, reply_bytes))
-            {
-                NfsResop4::error(op.opnum(), s)
-            } else {
-                self.run_op(call, op, ctx)
-            };
-            if let Some(l) = &limits {
-                let len = encoded_len(&r);
-                if reply_bytes + len > l.bytes_max {
-                    r = NfsResop4::error(op.opnum(), Nfsstat4::REP_TOO_BIG);
-                } else if l.cached_bytes_max.is_some_and(|m| reply_bytes + len > m) {
-                    r = NfsResop4::error(op.opnum(), Nfsstat4::REP_TOO_BIG_TO_CACHE);
-                }
-                reply_bytes += encoded_len(&r);
-            }
-            let status = r.status();
-            self.observe(r.opnum(), status, started);
-            res.results.push(r);
-            if status != Nfsstat4::OK {
-                res.status = status;
-                break;
-            }
-        }
-        res
     }
 
     /// One op that passed the position checks.
@@ -631,9 +943,11 @@ impl Nfs4 {
             NfsArgop4::SecinfoNoName(style) => {
                 NfsResop4::SecinfoNoName(res(self.secinfo_no_name(call, ctx, *style)))
             }
-            NfsArgop4::Read(a) => NfsResop4::Read(res(self.read(call, ctx, a))),
-            NfsArgop4::Write(a) => NfsResop4::Write(res(self.write(call, ctx, a))),
-            NfsArgop4::Commit(a) => NfsResop4::Commit(res(self.commit(call, ctx, a))),
+            // The evaluation runs these through the data path ([`Eval::step`]).
+            NfsArgop4::Read(_) | NfsArgop4::Write(_) | NfsArgop4::Commit(_) => {
+                debug_assert!(false, "data op {num:?} in run_op");
+                NfsResop4::error(num, Nfsstat4::SERVERFAULT)
+            }
             other => NfsResop4::error(other.opnum(), Nfsstat4::NOTSUPP),
         }
     }
@@ -1076,11 +1390,10 @@ impl Nfs4 {
         Ok(out)
     }
 
-    /// What a data op works on: the data path, the export's file system, the caller after the
-    /// export's gate, and the current handle, which must be a regular file (a directory is
-    /// ISDIR, anything else INVAL, §18.22.3; a pseudo node is a directory).
-    fn data_target<'a_>(&self, call: &Call<'a_>, ctx: &Ctx) -> Result<DataTarget<'a_>, Nfsstat4> {
-        let data = call.data.ok_or(Nfsstat4::NOTSUPP)?;
+    /// What a data op works on: the export's file system, the caller after the export's
+    /// gate, and the current handle, which must be a regular file (a directory is ISDIR,
+    /// anything else INVAL, §18.22.3; a pseudo node is a directory).
+    fn data_target(&self, call: &Call<'_>, ctx: &Ctx) -> Result<DataTarget, Nfsstat4> {
         match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
             Fh::Pseudo(_) => Err(Nfsstat4::ISDIR),
             Fh::Export { idx, fh } => {
@@ -1091,7 +1404,7 @@ impl Nfs4 {
                     _ => return Err(Nfsstat4::INVAL),
                 }
                 let fs = self.exports[*idx].fs.clone();
-                Ok((data, fs, caller, fh.clone()))
+                Ok((fs, caller, fh.clone()))
             }
         }
     }
@@ -1106,54 +1419,51 @@ impl Nfs4 {
         Ok(())
     }
 
-    /// READ (§18.22) through the shared data path; the data comes back as pooled chunks.
-    fn read(&self, call: &Call<'_>, ctx: &Ctx, a: &ReadArgs) -> Result<ReadResOk, Nfsstat4> {
-        let (data, fs, caller, fh) = self.data_target(call, ctx)?;
-        self.check_io(ctx, &a.stateid, false)?;
-        let done = data
-            .read(fs, caller, fh, a.offset, a.count)
-            .map_err(map::status)?;
-        let data = match done.data {
-            ReadData::Chunks(p) => p,
-            // Not asked for (splice_ok is false); never sent as a reply's middle.
-            ReadData::Spliced(_) => return Err(Nfsstat4::SERVERFAULT),
+    /// READ (§18.22), WRITE (§18.32) and COMMIT (§18.3) up to the data path: the current
+    /// handle and the stateid checked (COMMIT takes none), the arguments as the data path
+    /// takes them (`stable_how4` as v3's `stable_how`). `splice_ok` is READ's.
+    fn data_req(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        op: &NfsArgop4,
+        splice_ok: bool,
+    ) -> Result<DataReq, Nfsstat4> {
+        let (fs, caller, fh) = self.data_target(call, ctx)?;
+        let op = match op {
+            NfsArgop4::Read(a) => {
+                self.check_io(ctx, &a.stateid, false)?;
+                DataOp::Read {
+                    offset: a.offset,
+                    count: a.count,
+                    splice_ok,
+                }
+            }
+            NfsArgop4::Write(a) => {
+                self.check_io(ctx, &a.stateid, true)?;
+                let stable = match a.stable {
+                    StableHow4::UNSTABLE => StableHow::Unstable,
+                    StableHow4::DATA_SYNC => StableHow::DataSync,
+                    StableHow4::FILE_SYNC => StableHow::FileSync,
+                    _ => return Err(Nfsstat4::INVAL),
+                };
+                DataOp::Write {
+                    offset: a.offset,
+                    data: a.data.chunks().to_vec(),
+                    stable,
+                }
+            }
+            NfsArgop4::Commit(a) => DataOp::Commit {
+                offset: a.offset,
+                count: a.count,
+            },
+            _ => {
+                debug_assert!(false, "data_req of {:?}", op.opnum());
+                return Err(Nfsstat4::SERVERFAULT);
+            }
         };
-        Ok(ReadResOk {
-            eof: done.eof,
-            data,
-        })
+        Ok(DataReq { fs, caller, fh, op })
     }
-
-    /// WRITE (§18.32) through the shared data path: stable_how4 as v3's stable_how, and v3's
-    /// write verifier.
-    fn write(&self, call: &Call<'_>, ctx: &Ctx, a: &WriteArgs) -> Result<WriteResOk, Nfsstat4> {
-        let (data, fs, caller, fh) = self.data_target(call, ctx)?;
-        self.check_io(ctx, &a.stateid, true)?;
-        let stable = match a.stable {
-            StableHow4::UNSTABLE => StableHow::Unstable,
-            StableHow4::DATA_SYNC => StableHow::DataSync,
-            StableHow4::FILE_SYNC => StableHow::FileSync,
-            _ => return Err(Nfsstat4::INVAL),
-        };
-        let done = data
-            .write(fs, caller, fh, a.offset, a.data.chunks().to_vec(), stable)
-            .map_err(map::status)?;
-        Ok(WriteResOk {
-            count: done.count,
-            committed: StableHow4(done.committed as u32),
-            writeverf: done.verifier,
-        })
-    }
-
-    /// COMMIT (§18.3) through the shared data path, by v3's rules; no stateid.
-    fn commit(&self, call: &Call<'_>, ctx: &Ctx, a: &CommitArgs) -> Result<Verifier4, Nfsstat4> {
-        let (data, fs, caller, fh) = self.data_target(call, ctx)?;
-        let done = data
-            .commit(fs, caller, fh, a.offset, a.count)
-            .map_err(map::status)?;
-        Ok(done.verifier)
-    }
-
     /// READLINK (§18.24).
     fn readlink(&self, call: &Call<'_>, ctx: &Ctx) -> Result<Linktext4, Nfsstat4> {
         match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {

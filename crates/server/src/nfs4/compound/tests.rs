@@ -13,6 +13,7 @@ use sluice_xdr::nfs4::ops::{
     ACCESS4_LOOKUP, ACCESS4_MODIFY, ACCESS4_READ, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_NONE,
     OPEN4_SHARE_DENY_WRITE,
 };
+use sluice_xdr::nfs4::ops::{CommitArgs, ReadArgs, SequenceArgs, WriteArgs};
 use sluice_xdr::nfs4::ops::{CreateArgs, Createtype4, RenameArgs};
 use sluice_xdr::nfs4::Linktext4;
 use sluice_xdr::nfs4::{Bitmap4, Component4, Fattr4, Fsid4, Ftype4, Opaque4, StateOwner4, Utf8Str};
@@ -319,13 +320,13 @@ fn op_position_and_op_number_errors() {
     let res = c.send(vec![
         seq(sid, 4),
         NfsArgop4::Putrootfh(()),
-        // Not written yet: it must go through the data path.
+        // A data op's checks come before the data path: the pseudo root is a directory.
         NfsArgop4::Commit(sluice_xdr::nfs4::ops::CommitArgs {
             offset: 0,
             count: 0,
         }),
     ]);
-    assert_eq!(res.status, Nfsstat4::NOTSUPP);
+    assert_eq!(res.status, Nfsstat4::ISDIR);
     assert_eq!(res.results.len(), 3);
     // No current handle.
     let res = c.send(vec![seq(sid, 5), NfsArgop4::Getfh(())]);
@@ -1412,14 +1413,29 @@ fn write_under_a_read_only_open_is_openmode_and_changes_nothing() {
 
 #[test]
 fn data_ops_without_a_data_path_or_on_a_directory() {
-    // No data path: NOTSUPP, as before it existed.
+    // No data path: the op's checks still come first (the export root is a directory) ...
     let c = Client::new();
     let sid = mount(&c);
     let mut ops = vec![seq(sid, 1)];
     ops.extend(into_export());
     ops.push(read_op(Stateid4::ANONYMOUS, 0, 10));
+    assert_eq!(c.send(ops).status, Nfsstat4::ISDIR);
+    // ... then NOTSUPP for a file.
+    let fs = c.nfs.exports[0].fs.clone();
+    let root = fs.root_handle();
+    fs.create(
+        &Caller::with_cred(Cred::new(1000, 1000)),
+        &root,
+        b"f",
+        CreateHow::Unchecked(SetAttr::default()),
+    )
+    .unwrap();
+    let mut ops = vec![seq(sid, 2)];
+    ops.extend(into_export());
+    ops.push(NfsArgop4::Lookup(Component4(Bytes::from_static(b"f"))));
+    ops.push(read_op(Stateid4::ANONYMOUS, 0, 10));
     assert_eq!(c.send(ops).status, Nfsstat4::NOTSUPP);
-    // A directory is ISDIR.
+    // With one, a directory is ISDIR.
     let c = Client::with_data();
     let sid = mount(&c);
     let mut ops = vec![seq(sid, 1)];
@@ -1531,4 +1547,367 @@ fn the_op_observer_sees_every_op_with_its_status() {
     assert_eq!(count(Opnum4::PUTROOTFH), (2, 1));
     assert_eq!(count(Opnum4::LOOKUP), (1, 1));
     assert_eq!(count(Opnum4::GETFH), (0, 0));
+}
+
+// ----- the evaluation as a state machine, without a runtime ------------------------------------
+
+/// READ, WRITE and COMMIT straight on the file system, on the caller's thread: no runtime and
+/// no write-behind. Counts the WRITEs that reach the file system.
+#[derive(Default)]
+struct DirectData {
+    writes: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl DataOps for DirectData {
+    fn run(&self, req: DataReq) -> Result<DataDone, crate::backend::FsError> {
+        use crate::datapath::{CommitDone, ReadDone, WriteDone};
+        let DataReq { fs, caller, fh, op } = req;
+        match op {
+            DataOp::Read { offset, count, .. } => {
+                let mut buf = vec![0u8; count as usize];
+                let ok = fs
+                    .read(&caller, &fh, offset, &mut [&mut buf[..]])
+                    .map_err(|(e, _)| e)?;
+                buf.truncate(ok.count);
+                Ok(DataDone::Read(ReadDone {
+                    count: ok.count as u32,
+                    eof: ok.eof,
+                    attr: Some(ok.attr),
+                    data: ReadData::Chunks(sluice_xdr::Payload::from(buf)),
+                }))
+            }
+            DataOp::Write {
+                offset,
+                data,
+                stable,
+            } => {
+                self.writes
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let ok = fs
+                    .write(&caller, &fh, offset, &data, stable)
+                    .map_err(|(e, _)| e)?;
+                Ok(DataDone::Write(WriteDone {
+                    count: ok.count as u32,
+                    committed: ok.committed,
+                    wcc: ok.wcc,
+                    verifier: fs.write_verifier(),
+                }))
+            }
+            DataOp::Commit { offset, count } => {
+                let wcc = fs.commit(&caller, &fh, offset, count).map_err(|(e, _)| e)?;
+                Ok(DataDone::Commit(CommitDone {
+                    wcc,
+                    verifier: fs.write_verifier(),
+                }))
+            }
+        }
+    }
+}
+
+/// A client whose data ops run on [`DirectData`]; the counter of its WRITEs.
+fn direct_client() -> (Client, Arc<std::sync::atomic::AtomicUsize>) {
+    let data = DirectData::default();
+    let writes = data.writes.clone();
+    let c = Client {
+        data: Some(Box::new(data)),
+        ..Client::new()
+    };
+    (c, writes)
+}
+
+fn seq_uncached(sessionid: SessionId4, sequenceid: u32) -> NfsArgop4 {
+    NfsArgop4::Sequence(SequenceArgs {
+        sessionid,
+        sequenceid,
+        slotid: 0,
+        highest_slotid: 0,
+        cachethis: false,
+    })
+}
+
+fn record_of(ops: Vec<NfsArgop4>) -> Bytes {
+    let mut w = Writer::new();
+    Compound4Args {
+        tag: Utf8Str(Bytes::from_static(b"t1")),
+        minorversion: 1,
+        ops,
+    }
+    .pack(&mut w);
+    w.into_bytes()
+}
+
+/// Drives an evaluation of `ops` step by step as the service does (a driver that can splice
+/// when `splice_ok`), data ops on [`DirectData`]: the reply and, for each READ the evaluation
+/// suspended on, whether it allowed splicing.
+fn drive(c: &Client, ops: Vec<NfsArgop4>, splice_ok: bool) -> (Compound4Res, Vec<bool>) {
+    let segs = [record_of(ops)];
+    let call = Call {
+        addr: c.addr,
+        conn: 1,
+        cred: &c.cred,
+        now: c.now,
+        data: None,
+    };
+    let data = DirectData::default();
+    let mut eval = c.nfs.begin(&segs, 0, splice_ok);
+    let mut reads = Vec::new();
+    loop {
+        match eval.step(&c.nfs, &call) {
+            Step::Data(req) => {
+                if let DataOp::Read { splice_ok, .. } = req.op {
+                    reads.push(splice_ok);
+                }
+                eval.resume(data.run(req).map_err(map::status));
+            }
+            Step::Reply(r) => {
+                assert!(r.spliced.is_none(), "DirectData never splices");
+                let res = decode(&join(r.segs));
+                assert_eq!(res.status, r.status, "the status told is the encoded one");
+                return (res, reads);
+            }
+            Step::GarbageArgs => panic!("GARBAGE_ARGS"),
+        }
+    }
+}
+
+fn write_result(r: &NfsResop4) -> &WriteResOk {
+    match r {
+        NfsResop4::Write(Res4::Ok(w)) => w,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn read_result(r: &NfsResop4) -> &ReadResOk {
+    match r {
+        NfsResop4::Read(Res4::Ok(ok)) => ok,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn unstable_and_file_sync_writes_commit_and_read_back_without_a_runtime() {
+    let (c, writes) = direct_client();
+    let sid = mount(&c);
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.extend([
+        open(
+            b"o",
+            b"f",
+            Some(Createhow4::Unchecked(mode_attrs(0o644))),
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        ),
+        write_op(Stateid4::CURRENT, 0, StableHow4::UNSTABLE, b"hello"),
+        write_op(Stateid4::CURRENT, 5, StableHow4::FILE_SYNC, b" v4"),
+        NfsArgop4::Commit(CommitArgs {
+            offset: 0,
+            count: 0,
+        }),
+        read_op(Stateid4::CURRENT, 0, 100),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(writes.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let fs = c.nfs.exports[0].fs.clone();
+    let (unstable, sync) = (write_result(&res.results[5]), write_result(&res.results[6]));
+    assert_eq!(
+        (unstable.count, unstable.committed),
+        (5, StableHow4::UNSTABLE)
+    );
+    assert_eq!((sync.count, sync.committed), (3, StableHow4::FILE_SYNC));
+    assert_eq!(unstable.writeverf, fs.write_verifier());
+    let NfsResop4::Commit(Res4::Ok(verf)) = &res.results[7] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(
+        *verf,
+        fs.write_verifier(),
+        "COMMIT's verifier is the WRITEs'"
+    );
+    let r = read_result(&res.results[8]);
+    assert_eq!((r.data.to_vec(), r.eof), (b"hello v4".to_vec(), true));
+}
+
+#[test]
+fn only_a_last_read_whose_reply_the_slot_does_not_keep_may_splice() {
+    let (c, _) = direct_client();
+    let sid = mount(&c);
+    let fs = c.nfs.exports[0].fs.clone();
+    let owner = Caller::with_cred(Cred::new(1000, 1000));
+    let f = fs
+        .create(
+            &owner,
+            &fs.root_handle(),
+            b"f",
+            CreateHow::Unchecked(SetAttr::default()),
+        )
+        .unwrap()
+        .fh;
+    fs.write(
+        &owner,
+        &f,
+        0,
+        &[Bytes::from_static(b"0123456789")],
+        StableHow::FileSync,
+    )
+    .unwrap();
+    let to_file = |s: NfsArgop4| {
+        let mut ops = vec![s];
+        ops.extend(into_export());
+        ops.push(lookup(b"f"));
+        ops
+    };
+    // Last, and the slot keeps nothing: the READ may be spliced.
+    let mut ops = to_file(seq_uncached(sid, 1));
+    ops.push(read_op(Stateid4::ANONYMOUS, 2, 3));
+    let (res, reads) = drive(&c, ops, true);
+    assert_eq!(reads, [true]);
+    assert_eq!(read_result(&res.results[5]).data.to_vec(), b"234");
+    // With an op after it: chunks.
+    let mut ops = to_file(seq_uncached(sid, 2));
+    ops.extend([read_op(Stateid4::ANONYMOUS, 0, 2), getattr(&[num::SIZE])]);
+    let (res, reads) = drive(&c, ops, true);
+    assert_eq!(reads, [false]);
+    assert_eq!(res.status, Nfsstat4::OK);
+    assert_eq!(read_result(&res.results[5]).data.to_vec(), b"01");
+    // Two READs: only the last may be spliced.
+    let mut ops = to_file(seq_uncached(sid, 3));
+    ops.extend([
+        read_op(Stateid4::ANONYMOUS, 0, 1),
+        read_op(Stateid4::ANONYMOUS, 9, 5),
+    ]);
+    let (res, reads) = drive(&c, ops, true);
+    assert_eq!(reads, [false, true]);
+    let last = read_result(&res.results[6]);
+    assert_eq!((last.data.to_vec(), last.eof), (b"9".to_vec(), true));
+    // The slot keeps the reply (sa_cachethis): it must be all in memory.
+    let mut ops = to_file(seq(sid, 4));
+    ops.push(read_op(Stateid4::ANONYMOUS, 0, 4));
+    assert_eq!(drive(&c, ops, true).1, [false]);
+    // A driver that cannot splice.
+    let mut ops = to_file(seq_uncached(sid, 5));
+    ops.push(read_op(Stateid4::ANONYMOUS, 0, 4));
+    assert_eq!(drive(&c, ops, false).1, [false]);
+}
+
+#[test]
+fn a_retried_write_is_answered_from_the_slot_and_not_run_again() {
+    let (c, writes) = direct_client();
+    let sid = mount(&c);
+    let fs = c.nfs.exports[0].fs.clone();
+    let owner = Caller::with_cred(Cred::new(1000, 1000));
+    let f = fs
+        .create(
+            &owner,
+            &fs.root_handle(),
+            b"f",
+            CreateHow::Unchecked(SetAttr::default()),
+        )
+        .unwrap()
+        .fh;
+    let write = |s: NfsArgop4, data: &'static [u8]| {
+        let mut ops = vec![s];
+        ops.extend(into_export());
+        ops.extend([
+            lookup(b"f"),
+            write_op(Stateid4::ANONYMOUS, 0, StableHow4::FILE_SYNC, data),
+        ]);
+        c.send_raw(1, ops)
+    };
+    let count = || writes.load(std::sync::atomic::Ordering::SeqCst);
+    let first = write(seq(sid, 1), b"first");
+    assert_eq!(decode(&first).status, Nfsstat4::OK);
+    assert_eq!(count(), 1);
+    // Someone else writes the file meanwhile.
+    fs.write(
+        &owner,
+        &f,
+        0,
+        &[Bytes::from_static(b"other")],
+        StableHow::FileSync,
+    )
+    .unwrap();
+    // The retry: the same bytes back, and the WRITE does not run again.
+    assert_eq!(write(seq(sid, 1), b"first"), first);
+    assert_eq!(count(), 1);
+    let mut buf = [0u8; 5];
+    fs.read(&owner, &f, 0, &mut [&mut buf[..]]).unwrap();
+    assert_eq!(&buf, b"other", "the retry did not write again");
+    // A different request on the same sequence id is a false retry, not run either.
+    let res = decode(&write(seq(sid, 1), b"third"));
+    assert_eq!(res.status, Nfsstat4::SEQ_FALSE_RETRY);
+    assert_eq!(count(), 1);
+    // A WRITE whose client did not ask for caching: its retry is refused, never re-run.
+    assert_eq!(
+        decode(&write(seq_uncached(sid, 2), b"fourth")).status,
+        Nfsstat4::OK
+    );
+    assert_eq!(count(), 2);
+    let res = decode(&write(seq_uncached(sid, 2), b"fourth"));
+    assert_eq!(res.status, Nfsstat4::RETRY_UNCACHED_REP);
+    assert_eq!(count(), 2);
+}
+
+#[test]
+fn a_write_payload_is_decoded_as_slices_of_the_received_record() {
+    let (c, _) = direct_client();
+    let sid = mount(&c);
+    let fs = c.nfs.exports[0].fs.clone();
+    let owner = Caller::with_cred(Cred::new(1000, 1000));
+    fs.create(
+        &owner,
+        &fs.root_handle(),
+        b"f",
+        CreateHow::Unchecked(SetAttr::default()),
+    )
+    .unwrap();
+    let payload: &'static [u8] = &[0x5a; 100_000];
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.extend([
+        lookup(b"f"),
+        write_op(Stateid4::ANONYMOUS, 0, StableHow4::UNSTABLE, payload),
+    ]);
+    // An RPC header's worth of bytes in front, and the record in 64 KiB segments as the
+    // receive path hands it over.
+    let header = [0xeeu8; 40];
+    let mut whole = header.to_vec();
+    whole.extend_from_slice(&record_of(ops));
+    let whole = Bytes::from(whole);
+    let segs: Vec<Bytes> = (0..whole.len())
+        .step_by(65_536)
+        .map(|at| whole.slice(at..(at + 65_536).min(whole.len())))
+        .collect();
+    let range = whole.as_ptr() as usize..whole.as_ptr() as usize + whole.len();
+    let call = Call {
+        addr: c.addr,
+        conn: 1,
+        cred: &c.cred,
+        now: c.now,
+        data: None,
+    };
+    let mut eval = c.nfs.begin(&segs, header.len(), true);
+    let Step::Data(req) = eval.step(&c.nfs, &call) else {
+        panic!("the WRITE")
+    };
+    let DataOp::Write { data, .. } = &req.op else {
+        panic!("{:?}", req.op)
+    };
+    assert!(data.len() >= 2, "the payload straddles a segment boundary");
+    assert_eq!(data.iter().map(|d| d.len()).sum::<usize>(), payload.len());
+    for d in data {
+        let at = d.as_ptr() as usize;
+        assert!(
+            range.contains(&at) && range.contains(&(at + d.len() - 1)),
+            "not a copy"
+        );
+    }
+    eval.resume(DirectData::default().run(req).map_err(map::status));
+    let Step::Reply(r) = eval.step(&c.nfs, &call) else {
+        panic!("the reply")
+    };
+    assert_eq!(r.status, Nfsstat4::OK);
+    let f = fs.lookup(&owner, &fs.root_handle(), b"f").unwrap().fh;
+    assert_eq!(fs.getattr(&f).unwrap().size, payload.len() as u64);
 }
