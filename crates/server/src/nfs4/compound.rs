@@ -60,6 +60,7 @@
 
 use super::data::DataOps;
 use super::map::{self, AttrCtx};
+use super::parked::{self, Parked, ParkedFiles};
 use super::pseudo::{Lookup, NodeId, PseudoFs};
 use super::session::SequenceCall;
 use super::slots::SlotDecision;
@@ -109,6 +110,8 @@ pub struct Nfs4 {
     /// The data path's write-behind, shared with v3 (see [`Nfs4::settle`]); `None` when the
     /// server runs none (tests).
     pub write_behind: Option<Arc<WriteBehindDriver>>,
+    /// Files removed while open, kept under a hidden name until their last CLOSE.
+    pub parked: ParkedFiles,
 }
 
 /// Who sent a COMPOUND, and the data path its READ, WRITE and COMMIT go through (`None`:
@@ -295,6 +298,7 @@ impl Nfs4 {
             state: Mutex::new(state),
             limits: CompoundLimits::default(),
             write_behind: None,
+            parked: ParkedFiles::default(),
         })
     }
 
@@ -1004,6 +1008,7 @@ impl Nfs4 {
         let sid = ctx.resolve_stateid(&a.open_stateid)?;
         let out = self.state().close(clientid, &sid, &file)?;
         ctx.stateid = Some(out);
+        self.unlink_closed();
         Ok(out)
     }
 
@@ -1298,13 +1303,48 @@ impl Nfs4 {
             .lookup(&caller, dir, name)
             .map_err(|(e, _)| map::status(e))?;
         self.settle(&target.fh)?;
+        let key = target.fh.to_bytes();
         let w = if target.attr.ftype == FileType::Directory {
             fs.rmdir(&caller, dir, name)
+        } else if self.state().opens().is_open(&key) && !self.parked.is_parked(&key) {
+            // Open: kept under a hidden name until its last CLOSE (see `parked.rs`).
+            let hidden = parked::hidden_name(target.attr.fileid);
+            let w = fs
+                .rename(&caller, dir, name, dir, &hidden)
+                .map_err(|(e, _)| map::status(e))?;
+            self.parked.park(
+                key,
+                Parked {
+                    idx,
+                    dir: dir.clone(),
+                    name: hidden,
+                    caller: caller.clone(),
+                },
+            );
+            Ok(w.from_dir)
         } else {
             fs.remove(&caller, dir, name)
         }
         .map_err(|(e, _)| map::status(e))?;
+        self.unlink_closed();
         Ok(change_info(&w))
+    }
+
+    /// Unlinks the hidden names of parked files nobody has open any more.
+    fn unlink_closed(&self) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let done = {
+            let state = self.state();
+            self.parked.take_closed(|f| state.opens().is_open(f))
+        };
+        for p in done {
+            if let Some(e) = self.exports.get(p.idx) {
+                // Already gone (removed behind the server's back) is as good as removed.
+                let _ = e.fs.remove(&p.caller, &p.dir, &p.name);
+            }
+        }
     }
 
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {
