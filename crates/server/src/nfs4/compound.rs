@@ -1294,7 +1294,8 @@ impl Nfs4 {
         }
     }
 
-    /// REMOVE (§18.25): a file or an empty directory of the current directory.
+    /// REMOVE (§18.25): a file or an empty directory of the current directory. A file someone
+    /// has open is kept under a hidden name until its last CLOSE ([`super::parked`]).
     fn remove(&self, call: &Call<'_>, ctx: &Ctx, name: &[u8]) -> Result<ChangeInfo4, Nfsstat4> {
         let (idx, dir) = Self::export_fh(&ctx.current)?;
         check_name(name)?;
