@@ -726,32 +726,8 @@ async fn an_expired_client_keeps_its_open_until_another_client_conflicts() {
     assert_eq!(got, Ok(()), "the courtesy client gave way");
     let res = a.send(vec![]).await;
     assert_eq!(res.status, Nfsstat4::BADSESSION, "A's session went with it");
-    // While a client holds its lease the same OPEN is refused.
-    let mut c = V4::mount(&s, "courtesy client c").await;
-    let got = c
-        .open(
-            &s.export,
-            "c",
-            "g",
-            true,
-            OPEN4_SHARE_ACCESS_READ,
-            OPEN4_SHARE_DENY_WRITE,
-        )
-        .await
-        .map(|_| ());
-    assert_eq!(got, Ok(()));
-    let got = b
-        .open(
-            &s.export,
-            "b-writer",
-            "g",
-            false,
-            OPEN4_SHARE_ACCESS_WRITE,
-            0,
-        )
-        .await
-        .map(|_| ());
-    assert_eq!(got, Err(Nfsstat4::SHARE_DENIED));
+    // (While a client holds its lease the same OPEN is SHARE_DENIED: the two-client test
+    // above, under the default 90 s lease, so that a slow machine cannot expire the holder.)
 }
 
 /// A file removed while open (REMOVE, §18.25): as with a local file, READ and WRITE under the
