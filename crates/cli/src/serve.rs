@@ -210,7 +210,7 @@ pub fn greeting(listen: SocketAddr, exports: &[PathBuf]) -> String {
     } else {
         format!("{ip}:{}", listen.port())
     };
-    let mut out = format!("sluice: serving NFSv3 on {listen}\n");
+    let mut out = format!("{GREETING_SERVING} {listen}\n");
     for path in exports {
         let path = path.display();
         out += &format!("  export {path}\n    sluice ls nfs://{authority}{path}\n");
@@ -218,6 +218,10 @@ pub fn greeting(listen: SocketAddr, exports: &[PathBuf]) -> String {
     out += &format!("  list the exports: sluice ls nfs://{authority}/");
     out
 }
+
+/// The greeting's first words, before the address: the protocols one port serves (MOUNT and
+/// PORTMAP ride along and are not named).
+const GREETING_SERVING: &str = "sluice: serving NFSv3, NFSv4.1, NFSv4.2 on";
 
 /// The NFS port of RFC 1813 (and the one clients fall back to without a portmapper).
 const NFS_PORT: u16 = 2049;
@@ -410,6 +414,10 @@ mod tests {
     fn greeting_prints_bare_urls_on_2049_and_the_port_otherwise() {
         let exports = [PathBuf::from("/tmp/w/sluice-export")];
         let g = greeting("127.0.0.1:2049".parse().unwrap(), &exports);
+        assert!(
+            g.starts_with("sluice: serving NFSv3, NFSv4.1, NFSv4.2 on 127.0.0.1:2049\n"),
+            "{g}"
+        );
         assert!(
             g.contains("sluice ls nfs://127.0.0.1/tmp/w/sluice-export\n"),
             "{g}"

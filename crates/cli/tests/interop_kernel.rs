@@ -1,7 +1,9 @@
 //! Issue #2, interop with the Linux kernel NFS client: `tests/peers/kernel-interop.sh` boots a
 //! stock Debian kernel in qemu, mounts the `sluice` binary's export over NFSv3/TCP and runs
 //! guest/kernel-interop.sh (cp -a of a tree, ls -lR, 64 MiB dd both ways with SHA-256 after
-//! drop_caches, renames, symlinks, hard links, rm -r). The host side then verifies the SHA-256
+//! drop_caches, renames, symlinks, hard links, rm -r, and a file renamed and removed while
+//! another process holds it open: the holder still reads its data and what it appended after
+//! the remove, the name is gone, no `.nfs` file is left). The host side then verifies the SHA-256
 //! of every file the guest kept and that the guest read the host's 64 MiB file intact.
 //!
 //! The same script runs three times: over NFSv3 (MOUNT, then NFS), and over NFSv4.1 and 4.2

@@ -4,9 +4,12 @@
 //! GETPORT for the programs it serves with that port, DUMP with the same table, and refuses SET
 //! and UNSET (nobody else may register here). Clients that ask a portmapper (libnfs without
 //! `nfsport`/`mountport`, the kernel's mount helper) then find everything in one round trip.
+//!
+//! NFS version 4 (minor versions 1 and 2 in its COMPOUND) is listed for TCP only: RFC 8881
+//! §2.9.1 requires a transport with congestion control, and the UDP listener refuses it.
 
 use sluice_xdr::portmap::{Mapping, PmapList, IPPROTO_TCP, IPPROTO_UDP};
-use sluice_xdr::{mount3, nfs3, portmap};
+use sluice_xdr::{mount3, nfs3, nfs4, portmap};
 
 /// What this server offers, for PORTMAP answers.
 #[derive(Debug, Clone)]
@@ -49,6 +52,12 @@ impl PortTable {
                 });
             }
         }
+        out.push(Mapping {
+            prog: nfs4::PROGRAM,
+            vers: nfs4::VERSION,
+            prot: IPPROTO_TCP,
+            port: self.port as u32,
+        });
         out
     }
 
@@ -81,7 +90,7 @@ mod tests {
         };
         assert_eq!(t.getport(&q(100003, 3, IPPROTO_TCP)), 2049);
         assert_eq!(t.getport(&q(100005, 3, IPPROTO_TCP)), 2049);
-        assert_eq!(t.getport(&q(100003, 4, IPPROTO_TCP)), 0);
+        assert_eq!(t.getport(&q(100003, 4, IPPROTO_TCP)), 2049);
         assert_eq!(t.getport(&q(100003, 3, IPPROTO_UDP)), 0);
         assert_eq!(t.getport(&q(100021, 4, IPPROTO_TCP)), 0);
         let t = PortTable {
@@ -89,5 +98,8 @@ mod tests {
             udp: true,
         };
         assert_eq!(t.getport(&q(100003, 3, IPPROTO_UDP)), 2049);
+        // Version 4 never over UDP (RFC 8881 §2.9.1).
+        assert_eq!(t.getport(&q(100003, 4, IPPROTO_UDP)), 0);
+        assert_eq!(t.getport(&q(100003, 4, IPPROTO_TCP)), 2049);
     }
 }

@@ -582,7 +582,7 @@ async fn portmap_getport_and_dump_name_the_one_port() {
     let s = TestServer::start(rw()).await;
     let mut c = s.connect().await;
     let port = u32::from(s.addr.port());
-    for (prog, vers) in [(NFS, 3), (mount3::PROGRAM, 3)] {
+    for (prog, vers) in [(NFS, 3), (NFS, 4), (mount3::PROGRAM, 3)] {
         let r = c
             .portmap(portmap::Args::Getport(Mapping {
                 prog,
@@ -593,8 +593,8 @@ async fn portmap_getport_and_dump_name_the_one_port() {
             .await;
         assert_eq!(r, portmap::Res::Getport(port), "GETPORT {prog} v{vers} tcp");
     }
-    // Not served: NFS v4, NLM.
-    for (prog, vers) in [(NFS, 4), (100_021, 4)] {
+    // Not served: NFS v2, NLM.
+    for (prog, vers) in [(NFS, 2), (100_021, 4)] {
         let r = c
             .portmap(portmap::Args::Getport(Mapping {
                 prog,
@@ -608,7 +608,7 @@ async fn portmap_getport_and_dump_name_the_one_port() {
     let portmap::Res::Dump(list) = c.portmap(portmap::Args::Dump).await else {
         panic!("DUMP reply")
     };
-    for (prog, vers) in [(NFS, 3), (mount3::PROGRAM, 3)] {
+    for (prog, vers) in [(NFS, 3), (NFS, 4), (mount3::PROGRAM, 3)] {
         assert!(
             list.0.contains(&Mapping {
                 prog,

@@ -3,7 +3,8 @@
 #   cp -a of a tree (nested dirs, symlinks, 0 B .. 1 MiB+1 files) both from the guest's tmpfs
 #   and from a tree the host placed in the export; ls -lR; dd of 64 MiB both ways with sha256;
 #   sha256 of a host-placed file; rename (file, dir, over an existing file); symlink + readlink;
-#   rm -r. Reads are done after dropping the page cache so the data comes from the server.
+#   a file renamed and removed while another process holds it open; rm -r. Reads are done
+#   after dropping the page cache so the data comes from the server.
 # Prints one PASS/FAIL line per check and exits non-zero if any failed.
 #
 # Guest environment (run.sh --env K=V):
@@ -150,6 +151,50 @@ kc_dropcaches
 check "readlink after drop_caches" sh -c "[ \"\$(readlink '$W/newlink')\" = tree-kept/sub/s5.txt ]"
 check "hard link" ln "$W/repl-dst" "$W/repl-hard"
 check "link count 2" sh -c "[ \$(stat -c %h '$W/repl-dst') = 2 ]"
+
+# ------------------------------------------------------------------ renamed and removed while open
+# A process holds the file open (one fd to read from the start, one to append); another
+# renames it and removes the new name. The holder must still read what it had and what it
+# appends after the removal (through the server: the page cache is dropped in between), and
+# the name must be gone. The Linux client turns the remove of a name still open into a
+# rename to .nfsXXXX (v3 and v4.x alike) and removes that when the holder closes; the server
+# must keep serving the file through the rename, and no .nfs file may be left behind.
+HOLD=/tmp/holder
+rm -rf "$HOLD"; mkdir -p "$HOLD"
+printf 'held open across rename and remove\n' > "$W/held.txt"
+(
+    exec 3< "$W/held.txt" 4>> "$W/held.txt" || exit 1
+    : > "$HOLD/ready"
+    i=0
+    while [ ! -e "$HOLD/go" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    printf 'appended by the holder after the remove\n' >&4
+    sync
+    : > "$HOLD/written"
+    i=0
+    while [ ! -e "$HOLD/read" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    cat <&3 > "$HOLD/seen"
+    : > "$HOLD/done"
+) &
+HOLDER=$!
+i=0
+while [ ! -e "$HOLD/ready" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+check "open held by another process" test -e "$HOLD/ready"
+check "rename while open" mv "$W/held.txt" "$W/held-moved.txt"
+check "remove while open" rm "$W/held-moved.txt"
+check "the removed name is gone" sh -c "[ ! -e '$W/held-moved.txt' ] && [ ! -e '$W/held.txt' ] \
+    && ! ls '$W' | grep -q '^held'"
+: > "$HOLD/go"
+i=0
+while [ ! -e "$HOLD/written" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+kc_dropcaches
+: > "$HOLD/read"
+wait "$HOLDER"
+printf 'held open across rename and remove\nappended by the holder after the remove\n' > /tmp/held.expect
+check "the holder reads its data and its append after the remove" cmp /tmp/held.expect "$HOLD/seen"
+# The client removes its .nfsXXXX name once the last holder closed (asynchronously).
+i=0
+while ls -a "$W" | grep -q '^\.nfs' && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+check "no .nfs file left once the holder closed" sh -c "! ls -a '$W' | grep '^\.nfs'"
 
 # ------------------------------------------------------------------ rm -r
 check "rm -r tree" rm -r "$W/tree"

@@ -191,7 +191,7 @@ impl Sluice {
     /// How many times the log says a server started listening on this port (the log is
     /// appended to across restarts).
     fn times_started(&self) -> usize {
-        let line = format!("sluice: serving NFSv3 on {}", self.addr());
+        let line = format!("sluice: serving NFSv3, NFSv4.1, NFSv4.2 on {}", self.addr());
         self.log_text().lines().filter(|l| *l == line).count()
     }
 

@@ -74,6 +74,7 @@
 
 use super::data::{DataDone, DataOp, DataOps, DataReq};
 use super::map::{self, AttrCtx};
+use super::parked::{self, Parked, ParkedFiles};
 use super::pseudo::{Lookup, NodeId, PseudoFs};
 use super::session::SequenceCall;
 use super::slots::SlotDecision;
@@ -138,6 +139,8 @@ pub struct Nfs4 {
     pub write_behind: Option<Arc<WriteBehindDriver>>,
     /// Told each op's outcome (per-op statistics); `None`: nobody counts.
     pub op_observer: Option<Arc<dyn OpObserver>>,
+    /// Files removed while open, kept under a hidden name until their last CLOSE.
+    pub parked: ParkedFiles,
 }
 
 /// Who sent a COMPOUND, and for [`Nfs4::compound`] the data path its READ, WRITE and COMMIT
@@ -700,6 +703,7 @@ impl Nfs4 {
             limits: CompoundLimits::default(),
             write_behind: None,
             op_observer: None,
+            parked: ParkedFiles::default(),
         })
     }
 
@@ -1374,6 +1378,7 @@ impl Nfs4 {
         let sid = ctx.resolve_stateid(&a.open_stateid)?;
         let out = self.state().close(clientid, &sid, &file)?;
         ctx.stateid = Some(out);
+        self.unlink_closed();
         Ok(out)
     }
 
@@ -1655,7 +1660,8 @@ impl Nfs4 {
         }
     }
 
-    /// REMOVE (§18.25): a file or an empty directory of the current directory.
+    /// REMOVE (§18.25): a file or an empty directory of the current directory. A file someone
+    /// has open is kept under a hidden name until its last CLOSE ([`super::parked`]).
     fn remove(&self, call: &Call<'_>, ctx: &Ctx, name: &[u8]) -> Result<ChangeInfo4, Nfsstat4> {
         let (idx, dir) = Self::export_fh(&ctx.current)?;
         check_name(name)?;
@@ -1664,13 +1670,48 @@ impl Nfs4 {
             .lookup(&caller, dir, name)
             .map_err(|(e, _)| map::status(e))?;
         self.settle(&target.fh)?;
+        let key = target.fh.to_bytes();
         let w = if target.attr.ftype == FileType::Directory {
             fs.rmdir(&caller, dir, name)
+        } else if self.state().opens().is_open(&key) && !self.parked.is_parked(&key) {
+            // Open: kept under a hidden name until its last CLOSE (see `parked.rs`).
+            let hidden = parked::hidden_name(target.attr.fileid);
+            let w = fs
+                .rename(&caller, dir, name, dir, &hidden)
+                .map_err(|(e, _)| map::status(e))?;
+            self.parked.park(
+                key,
+                Parked {
+                    idx,
+                    dir: dir.clone(),
+                    name: hidden,
+                    caller: caller.clone(),
+                },
+            );
+            Ok(w.from_dir)
         } else {
             fs.remove(&caller, dir, name)
         }
         .map_err(|(e, _)| map::status(e))?;
+        self.unlink_closed();
         Ok(change_info(&w))
+    }
+
+    /// Unlinks the hidden names of parked files nobody has open any more.
+    fn unlink_closed(&self) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let done = {
+            let state = self.state();
+            self.parked.take_closed(|f| state.opens().is_open(f))
+        };
+        for p in done {
+            if let Some(e) = self.exports.get(p.idx) {
+                // Already gone (removed behind the server's back) is as good as removed.
+                let _ = e.fs.remove(&p.caller, &p.dir, &p.name);
+            }
+        }
     }
 
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {

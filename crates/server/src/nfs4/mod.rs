@@ -75,6 +75,7 @@ pub mod compound;
 pub mod data;
 pub mod map;
 pub mod open;
+pub mod parked;
 pub mod pseudo;
 pub mod session;
 pub mod slots;

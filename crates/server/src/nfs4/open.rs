@@ -376,6 +376,11 @@ impl OpenTable {
         self.states.values()
     }
 
+    /// Whether anyone has `file` open.
+    pub fn is_open(&self, file: &[u8]) -> bool {
+        self.opens_of(file).next().is_some()
+    }
+
     fn opens_of<'a>(&'a self, file: &[u8]) -> impl Iterator<Item = &'a OpenState> + 'a {
         self.by_file
             .get(file)

@@ -5,11 +5,12 @@
 //! what the server sends is exactly what the test sees.
 //!
 //! Used as `#[macro_use] mod support;` (for [`op!`]); the engine tests' extras (data pattern,
-//! pipelined WRITEs) are in [`engine`].
+//! pipelined WRITEs) are in [`engine`], the NFSv4.1 COMPOUND helpers in [`nfs4`].
 
 #![allow(dead_code)] // each test binary uses a different part
 
 pub mod engine;
+pub mod nfs4;
 
 use bytes::{Bytes, BytesMut};
 use sluice_rpc::record::{self, RecordDecoder, RecordDecoderConfig};

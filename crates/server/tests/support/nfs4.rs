@@ -1,0 +1,292 @@
+//! NFSv4.1 over [`Rpc`]: COMPOUNDs built with `sluice_xdr::nfs4`'s encoders, the session
+//! set-up every v4 wire test starts with, and [`V4`], a client with one session that numbers
+//! its SEQUENCEs on slot 0 itself.
+
+use super::{Reply, Rpc, TestServer};
+use bytes::Bytes;
+use sluice_xdr::nfs4::attrs::AttrValues;
+use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
+use sluice_xdr::nfs4::ops::{
+    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloseArgs, CreateSessionArgs, Createhow4,
+    ExchangeIdArgs, ExchangeIdResOk, ImplIdList, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4,
+    OpenResOk, Openflag4, RdmaIrd, Res4, SequenceArgs, StateProtect4A,
+};
+use sluice_xdr::nfs4::{
+    self, Component4, Fattr4, NfsFh4, Nfsstat4, Opaque4, SessionId4, StateOwner4, Stateid4, Utf8Str,
+};
+use sluice_xdr::rpc::ReplyBody;
+use sluice_xdr::{Pack, Reader, Writer};
+use std::path::Path;
+
+/// The tag every test COMPOUND carries; replies must echo it.
+pub const TAG: &[u8] = b"v4wire";
+
+/// The encoded arguments of one COMPOUND.
+pub fn compound_args(minorversion: u32, ops: Vec<NfsArgop4>) -> Bytes {
+    let args = Compound4Args {
+        tag: Utf8Str(Bytes::from_static(TAG)),
+        minorversion,
+        ops,
+    };
+    let mut w = Writer::new();
+    args.pack(&mut w);
+    w.into_bytes()
+}
+
+/// Sends encoded COMPOUND arguments; the reply must be an accepted RPC reply.
+pub async fn compound_raw(c: &mut Rpc, args: &[u8]) -> Reply {
+    let r = c.call(nfs4::PROGRAM, 4, nfs4::proc_::COMPOUND, args).await;
+    assert_eq!(r.body, ReplyBody::success(), "COMPOUND accepted");
+    r
+}
+
+/// Decodes a COMPOUND4res (nothing may follow it; the tag must be echoed).
+pub fn decode_res(results: &Bytes) -> Compound4Res {
+    let segs = [results.clone()];
+    let mut rd = Reader::new(&segs);
+    let res = Compound4Res::decode(&mut rd, &CompoundLimits::default()).expect("COMPOUND4res");
+    assert_eq!(rd.remaining(), 0, "nothing after the COMPOUND4res");
+    assert_eq!(res.tag, Utf8Str(Bytes::from_static(TAG)), "tag echoed");
+    res
+}
+
+/// Sends one COMPOUND of `minorversion` and decodes its reply.
+pub async fn compound(c: &mut Rpc, minorversion: u32, ops: Vec<NfsArgop4>) -> Compound4Res {
+    let r = compound_raw(c, &compound_args(minorversion, ops)).await;
+    decode_res(&r.results)
+}
+
+/// Channel attributes a test session asks for: 1 MiB each way, 4 KiB cached replies, 16 ops,
+/// 4 slots.
+pub fn chan() -> ChannelAttrs4 {
+    ChannelAttrs4 {
+        headerpadsize: 0,
+        maxrequestsize: 1 << 20,
+        maxresponsesize: 1 << 20,
+        maxresponsesize_cached: 4096,
+        maxoperations: 16,
+        maxrequests: 4,
+        rdma_ird: RdmaIrd(Vec::new()),
+    }
+}
+
+pub fn exchange_id_op(owner: &[u8]) -> NfsArgop4 {
+    NfsArgop4::ExchangeId(ExchangeIdArgs {
+        clientowner: ClientOwner4 {
+            verifier: [7; 8],
+            ownerid: Opaque4(Bytes::copy_from_slice(owner)),
+        },
+        flags: 0,
+        state_protect: StateProtect4A::None,
+        client_impl_id: ImplIdList(Vec::new()),
+    })
+}
+
+/// EXCHANGE_ID for `owner`: its result (client id, the sequence id CREATE_SESSION must use,
+/// the flags granted).
+pub async fn exchange_id_res(c: &mut Rpc, owner: &[u8]) -> ExchangeIdResOk {
+    let res = compound(c, 1, vec![exchange_id_op(owner)]).await;
+    assert_eq!(res.status, Nfsstat4::OK, "EXCHANGE_ID: {res:?}");
+    let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    e.clone()
+}
+
+/// EXCHANGE_ID for `owner`: the client id and the sequence id CREATE_SESSION must use.
+pub async fn exchange_id(c: &mut Rpc, owner: &[u8]) -> (u64, u32) {
+    let e = exchange_id_res(c, owner).await;
+    (e.clientid, e.sequenceid)
+}
+
+pub fn create_session_op(clientid: u64, sequence: u32, fore: ChannelAttrs4) -> NfsArgop4 {
+    NfsArgop4::CreateSession(CreateSessionArgs {
+        clientid,
+        sequence,
+        flags: 0,
+        fore_chan_attrs: fore,
+        back_chan_attrs: chan(),
+        cb_program: 0x4000_0000,
+        sec_parms: CallbackSecParmsList(Vec::new()),
+    })
+}
+
+/// CREATE_SESSION with the fore channel `fore`.
+pub async fn create_session_with(
+    c: &mut Rpc,
+    clientid: u64,
+    sequence: u32,
+    fore: ChannelAttrs4,
+) -> Compound4Res {
+    compound(c, 1, vec![create_session_op(clientid, sequence, fore)]).await
+}
+
+pub async fn create_session(c: &mut Rpc, clientid: u64, sequence: u32) -> Compound4Res {
+    create_session_with(c, clientid, sequence, chan()).await
+}
+
+/// SEQUENCE on slot 0, not asking for the reply to be cached.
+pub fn sequence(sessionid: SessionId4, sequenceid: u32) -> NfsArgop4 {
+    sequence_on(sessionid, 0, sequenceid, false)
+}
+
+pub fn sequence_on(
+    sessionid: SessionId4,
+    slotid: u32,
+    sequenceid: u32,
+    cachethis: bool,
+) -> NfsArgop4 {
+    NfsArgop4::Sequence(SequenceArgs {
+        sessionid,
+        sequenceid,
+        slotid,
+        highest_slotid: slotid,
+        cachethis,
+    })
+}
+
+pub fn lookup(name: &str) -> NfsArgop4 {
+    NfsArgop4::Lookup(Component4(Bytes::copy_from_slice(name.as_bytes())))
+}
+
+pub fn component(name: &str) -> Component4 {
+    Component4(Bytes::copy_from_slice(name.as_bytes()))
+}
+
+/// PUTROOTFH and a LOOKUP per component of `path` (an export's absolute path): the way a
+/// client walks the pseudo tree into the export.
+pub fn walk_to(path: &Path) -> Vec<NfsArgop4> {
+    let mut ops = vec![NfsArgop4::Putrootfh(())];
+    for p in path.components() {
+        if let std::path::Component::Normal(n) = p {
+            ops.push(lookup(n.to_str().expect("utf-8 path")));
+        }
+    }
+    ops
+}
+
+/// The attribute values of a GETATTR result.
+pub fn attrs(r: &NfsResop4) -> AttrValues {
+    match r {
+        NfsResop4::Getattr(Res4::Ok(f)) => AttrValues::decode(f).expect("fattr4").values,
+        other => panic!("not a GETATTR result: {other:?}"),
+    }
+}
+
+pub fn statuses(res: &Compound4Res) -> Vec<Nfsstat4> {
+    res.results.iter().map(|r| r.status()).collect()
+}
+
+/// OPEN of `name` in the current directory by `owner`, creating it (UNCHECKED, mode 0644)
+/// when `create`.
+pub fn open_op(owner: &str, name: &str, create: bool, access: u32, deny: u32) -> NfsArgop4 {
+    let mode = AttrValues {
+        mode: Some(0o644),
+        ..AttrValues::default()
+    };
+    NfsArgop4::Open(OpenArgs {
+        seqid: 0,
+        share_access: access,
+        share_deny: deny,
+        owner: StateOwner4 {
+            clientid: 0,
+            owner: Opaque4(Bytes::copy_from_slice(owner.as_bytes())),
+        },
+        openhow: if create {
+            Openflag4::Create(Createhow4::Unchecked(mode.encode()))
+        } else {
+            Openflag4::NoCreate
+        },
+        claim: OpenClaim4::Null(component(name)),
+    })
+}
+
+pub fn close_op(stateid: Stateid4) -> NfsArgop4 {
+    NfsArgop4::Close(CloseArgs {
+        seqid: 0,
+        open_stateid: stateid,
+    })
+}
+
+pub fn mode_attrs(mode: u32) -> Fattr4 {
+    AttrValues {
+        mode: Some(mode),
+        ..AttrValues::default()
+    }
+    .encode()
+}
+
+/// A client with a confirmed client id and one session, numbering slot 0's sequence ids.
+pub struct V4 {
+    pub rpc: Rpc,
+    pub clientid: u64,
+    pub sessionid: SessionId4,
+    /// The sequence id the next [`V4::send`] uses on slot 0.
+    pub next_seq: u32,
+}
+
+impl V4 {
+    /// Connects to `s` and sets up a session for `owner` with the default channel.
+    pub async fn mount(s: &TestServer, owner: &str) -> V4 {
+        Self::mount_with(s, owner, chan()).await
+    }
+
+    pub async fn mount_with(s: &TestServer, owner: &str, fore: ChannelAttrs4) -> V4 {
+        let mut rpc = s.connect().await;
+        let (clientid, seq) = exchange_id(&mut rpc, owner.as_bytes()).await;
+        let res = create_session_with(&mut rpc, clientid, seq, fore).await;
+        assert_eq!(res.status, Nfsstat4::OK, "CREATE_SESSION: {res:?}");
+        let Some(NfsResop4::CreateSession(Res4::Ok(cs))) = res.results.first() else {
+            panic!("{res:?}")
+        };
+        V4 {
+            rpc,
+            clientid,
+            sessionid: cs.sessionid,
+            next_seq: 1,
+        }
+    }
+
+    /// SEQUENCE (slot 0, the next sequence id) and `ops`, in minor version 1.
+    pub async fn send(&mut self, ops: Vec<NfsArgop4>) -> Compound4Res {
+        let mut all = vec![sequence(self.sessionid, self.next_seq)];
+        all.extend(ops);
+        self.next_seq += 1;
+        compound(&mut self.rpc, 1, all).await
+    }
+
+    /// As [`V4::send`] in minor version `minor`.
+    pub async fn send_minor(&mut self, minor: u32, ops: Vec<NfsArgop4>) -> Compound4Res {
+        let mut all = vec![sequence(self.sessionid, self.next_seq)];
+        all.extend(ops);
+        self.next_seq += 1;
+        compound(&mut self.rpc, minor, all).await
+    }
+
+    /// Opens (and creates, when `create`) `name` in the export at `export`: the OPEN result
+    /// and the file's handle.
+    pub async fn open(
+        &mut self,
+        export: &Path,
+        owner: &str,
+        name: &str,
+        create: bool,
+        access: u32,
+        deny: u32,
+    ) -> Result<(OpenResOk, NfsFh4), Nfsstat4> {
+        let mut ops = walk_to(export);
+        ops.push(open_op(owner, name, create, access, deny));
+        ops.push(NfsArgop4::Getfh(()));
+        let res = self.send(ops).await;
+        if res.status != Nfsstat4::OK {
+            return Err(res.status);
+        }
+        let n = res.results.len();
+        let (NfsResop4::Open(Res4::Ok(o)), NfsResop4::Getfh(Res4::Ok(fh))) =
+            (&res.results[n - 2], &res.results[n - 1])
+        else {
+            panic!("{res:?}")
+        };
+        Ok((o.clone(), fh.clone()))
+    }
+}
