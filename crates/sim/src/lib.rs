@@ -77,6 +77,7 @@
 //! | [`cache`]    | range sets and the page cache                                    |
 //! | [`faults`]   | resets, stalls, restarts, EIO against a write+read model (own world) |
 //! | `host`       | the real NFSv3 server over MemFs, polled in virtual time         |
+//! | [`v4`]       | the NFSv4.1 COMPOUND processor's slots, leases and courtesy clients (own world) |
 
 pub mod cache;
 mod client;
@@ -87,6 +88,7 @@ mod host;
 mod pipe;
 pub mod scenario;
 mod server;
+pub mod v4;
 mod world;
 
 pub use scenario::{Pattern, Report, Scenario, WindowEvent, KIB, MIB, UDP_RSIZE_BYTES_MAX};
