@@ -59,6 +59,7 @@
 //! ([`Nfs4::settle`]), instead of waiting for them as v3 does.
 
 use super::data::DataOps;
+use super::idmap::IdMap;
 use super::map::{self, AttrCtx};
 use super::pseudo::{Lookup, NodeId, PseudoFs};
 use super::session::SequenceCall;
@@ -109,6 +110,8 @@ pub struct Nfs4 {
     /// The data path's write-behind, shared with v3 (see [`Nfs4::settle`]); `None` when the
     /// server runs none (tests).
     pub write_behind: Option<Arc<WriteBehindDriver>>,
+    /// Owners as numbers (the default) or `name@domain` ([`super::idmap`]).
+    pub idmap: IdMap,
 }
 
 /// Who sent a COMPOUND, and the data path its READ, WRITE and COMMIT go through (`None`:
@@ -295,6 +298,7 @@ impl Nfs4 {
             state: Mutex::new(state),
             limits: CompoundLimits::default(),
             write_behind: None,
+            idmap: IdMap::numeric(),
         })
     }
 
@@ -757,6 +761,7 @@ impl Nfs4 {
                                     lease_time,
                                     mounted_on_fileid: None,
                                     fsstat: None,
+                                    idmap: &self.idmap,
                                 };
                                 match map::fattr4(attr, &actx, &a.attr_request) {
                                     Ok(f) => f,
@@ -811,6 +816,7 @@ impl Nfs4 {
                 invarsec: 0,
                 attr: None,
             }),
+            idmap: &self.idmap,
         };
         map::fattr4(&map::pseudo_attr(n, subdirs), &actx, req)
     }
@@ -842,6 +848,7 @@ impl Nfs4 {
             lease_time,
             mounted_on_fileid,
             fsstat,
+            idmap: &self.idmap,
         };
         map::fattr4(&attr, &actx, req)
     }
@@ -888,18 +895,18 @@ impl Nfs4 {
                     Openflag4::Create(how) => {
                         let (how, exclusive_attrs) = match how {
                             Createhow4::Unchecked(f) => {
-                                let (s, m) = map::set_attr(f)?;
+                                let (s, m) = map::set_attr(f, &self.idmap)?;
                                 attrset = m;
                                 (CreateHow::Unchecked(s), None)
                             }
                             Createhow4::Guarded(f) => {
-                                let (s, m) = map::set_attr(f)?;
+                                let (s, m) = map::set_attr(f, &self.idmap)?;
                                 attrset = m;
                                 (CreateHow::Guarded(s), None)
                             }
                             Createhow4::Exclusive(verf) => (CreateHow::Exclusive(*verf), None),
                             Createhow4::Exclusive41(v) => {
-                                let (s, m) = map::set_attr(&v.attrs)?;
+                                let (s, m) = map::set_attr(&v.attrs, &self.idmap)?;
                                 (CreateHow::Exclusive(v.verf), Some((s, m)))
                             }
                         };
@@ -1157,7 +1164,7 @@ impl Nfs4 {
             Fh::Export { idx, fh } => (*idx, fh),
         };
         let (fs, caller) = self.gate(call, idx)?;
-        let (sattr, mask) = map::set_attr(&a.obj_attributes)?;
+        let (sattr, mask) = map::set_attr(&a.obj_attributes, &self.idmap)?;
         if sattr.size.is_some() {
             let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
             let sid = ctx.resolve_stateid(&a.stateid)?;
@@ -1188,7 +1195,7 @@ impl Nfs4 {
         let (idx, dir) = Self::export_fh(&ctx.current)?;
         let (fs, caller) = self.gate(call, idx)?;
         check_name(&a.objname.0)?;
-        let (sattr, attrset) = map::set_attr(&a.createattrs)?;
+        let (sattr, attrset) = map::set_attr(&a.createattrs, &self.idmap)?;
         let name = &a.objname.0;
         let dev = |d: &Specdata4| DeviceId {
             major: d.specdata1,

@@ -68,6 +68,7 @@
 pub mod client;
 pub mod compound;
 pub mod data;
+pub mod idmap;
 pub mod map;
 pub mod open;
 pub mod pseudo;
@@ -188,6 +189,7 @@ mod tests {
             ("mod.rs", include_str!("mod.rs")),
             ("client.rs", include_str!("client.rs")),
             ("compound.rs", include_str!("compound.rs")),
+            ("idmap.rs", include_str!("idmap.rs")),
             ("map.rs", include_str!("map.rs")),
             ("open.rs", include_str!("open.rs")),
             ("pseudo.rs", include_str!("pseudo.rs")),
