@@ -11,21 +11,24 @@
 //! ```text
 //!   seqid == last + 1 ─▶ executes: SEQUENCE OK; a CREATE must not find its name (EXIST would
 //!                        mean a second execution), a REMOVE must find its name (NOENT)
-//!   seqid == last     ─▶ cached: the very bytes the execution produced, byte for byte
+//!   seqid == last     ─▶ other bytes than the request that ran: NFS4ERR_SEQ_FALSE_RETRY
+//!                        cached: the very bytes the execution produced, byte for byte
 //!                        not cached (sa_cachethis false): NFS4ERR_RETRY_UNCACHED_REP
 //!   anything else     ─▶ NFS4ERR_SEQ_MISORDERED, nothing runs
 //!   session revoked   ─▶ NFS4ERR_BADSESSION
 //! ```
 //! The model also renews a lease wherever the server must (a SEQUENCE that executes or
 //! replays), so after every tick at `t` a client is a courtesy client exactly when its last
-//! renewal is a lease or more before `t`: never sooner, and never a tick later. At the end,
+//! renewal is a lease or more before `t`: never sooner, and never a tick later; and
+//! `next_wakeup` is the next lease to run out (a courtesy client's: its `courtesy_max`). At the end,
 //! the export's directory holds exactly the names the model says were created and not removed.
 //!
 //! # The run
 //! ```text
 //!  t=0   every client: EXCHANGE_ID, CREATE_SESSION, OPEN its own file (share BOTH/NONE)
 //!  busy  each client keeps `slots` slots busy with SEQUENCE'd CREATE / REMOVE / GETATTR,
-//!        a few deliberately misordered sequence ids, random delays, losses (the client
+//!        a few deliberately misordered sequence ids and false retries (a new request on the
+//!        last sequence id), random delays, losses (the client
 //!        retransmits the same bytes) and spurious duplicates (delivered any time later)
 //!  idle  client 0 (the keeper) renews every third of a lease; every other client goes quiet:
 //!        • some are left alone and come back (before or after their lease ran out): SEQUENCE
@@ -136,6 +139,8 @@ pub struct V4Report {
     pub uncached_retries: u64,
     /// NFS4ERR_SEQ_MISORDERED answers (stale duplicates and deliberate ones).
     pub misordered: u64,
+    /// NFS4ERR_SEQ_FALSE_RETRY answers (a different request on a used sequence id).
+    pub false_retries: u64,
     /// Requests answered NFS4ERR_BADSESSION (after a revocation).
     pub badsession: u64,
     /// Retransmissions after a timeout.
@@ -198,6 +203,9 @@ enum Kind {
     Renew,
     /// A sequence id two ahead: must be SEQ_MISORDERED.
     Misordered,
+    /// The slot's last sequence id again with a different request: SEQ_FALSE_RETRY, never
+    /// the other request's cached reply (§2.10.6.1.3).
+    FalseRetry,
     /// A quiet client's return: PUTFH its file, CLOSE its open stateid.
     Return,
     /// The keeper OPENs client `victim`'s file with DENY_BOTH.
@@ -231,6 +239,7 @@ struct Out {
     /// Unique over the run: a retransmission timer belongs to one request (a misordered
     /// request repeats a sequence id, so the id alone does not tell requests apart).
     nonce: u64,
+    cachethis: bool,
     seqid: u32,
     bytes: Bytes,
     kind: Kind,
@@ -266,6 +275,8 @@ struct Client {
 #[derive(Debug, Default, Clone)]
 struct ModelSlot {
     last: u32,
+    /// The request that executed as `last` (a retry must be these bytes).
+    request: Bytes,
     /// The bytes of the last execution and whether they were cached.
     reply: Option<(Bytes, bool)>,
 }
@@ -483,7 +494,11 @@ impl<'a> World<'a> {
             return;
         }
         let kind = if self.g.gen_bool(self.sc.misordered_ratio) {
-            Kind::Misordered
+            if self.g.gen_bool(0.5) {
+                Kind::Misordered
+            } else {
+                Kind::FalseRetry
+            }
         } else {
             match self.g.gen_range(0..4) {
                 0 | 1 => {
@@ -511,11 +526,13 @@ impl<'a> World<'a> {
         let cl = &mut self.clients[c];
         debug_assert!(cl.slots[slot as usize].out.is_none());
         let s = &mut cl.slots[slot as usize];
-        let seqid = if kind == Kind::Misordered {
-            s.seqid.wrapping_add(2)
-        } else {
-            s.seqid = s.seqid.wrapping_add(1);
-            s.seqid
+        let seqid = match kind {
+            Kind::Misordered => s.seqid.wrapping_add(2),
+            Kind::FalseRetry => s.seqid,
+            _ => {
+                s.seqid = s.seqid.wrapping_add(1);
+                s.seqid
+            }
         };
         let mut ops = vec![NfsArgop4::Sequence(SequenceArgs {
             sessionid: cl.sessionid,
@@ -531,6 +548,7 @@ impl<'a> World<'a> {
         let nonce = self.event_seq;
         self.clients[c].slots[slot as usize].out = Some(Out {
             nonce,
+            cachethis,
             seqid,
             bytes: bytes.clone(),
             kind: kind.clone(),
@@ -565,6 +583,8 @@ impl<'a> World<'a> {
             Kind::Getattr | Kind::Misordered => {
                 vec![putroot, NfsArgop4::Getattr(Bitmap4::from_bits(&[1]))]
             }
+            // No other request asks for the size: this one differs from the slot's last.
+            Kind::FalseRetry => vec![putroot, NfsArgop4::Getattr(Bitmap4::from_bits(&[1, 4]))],
             Kind::Renew => Vec::new(),
             Kind::Return => vec![
                 putroot,
@@ -599,7 +619,7 @@ impl<'a> World<'a> {
             slot,
             seqid,
             nonce,
-            cachethis: cachethis_of(&out.bytes),
+            cachethis: out.cachethis,
             kind: out.kind.clone(),
             bytes: out.bytes.clone(),
         });
@@ -632,6 +652,11 @@ impl<'a> World<'a> {
                 "client {c}: a misordered request got {:?}",
                 res.status
             ));
+        }
+        // A false retry on a slot never used is simply misordered.
+        let false_retry_answers = [Nfsstat4::SEQ_FALSE_RETRY, Nfsstat4::SEQ_MISORDERED];
+        if out.kind == Kind::FalseRetry && !false_retry_answers.contains(&res.status) {
+            self.violation(format!("client {c}: a false retry got {:?}", res.status));
         }
         match out.kind {
             Kind::Renew => {
@@ -840,7 +865,15 @@ impl<'a> World<'a> {
                 self.violation(format!("{who}: revoked session got {:?}", res.status));
             }
         } else if seqid == ms.last.wrapping_add(1) {
-            self.executed(c, slot, seqid, cachethis, kind, &reply, &res, &who);
+            self.executed(
+                &req.bytes, c, slot, seqid, cachethis, kind, &reply, &res, &who,
+            );
+        } else if seqid == ms.last && ms.last != 0 && req.bytes != ms.request {
+            // A SEQUENCE error: no renewal.
+            self.report.false_retries += 1;
+            if res.status != Nfsstat4::SEQ_FALSE_RETRY {
+                self.violation(format!("{who}: a false retry got {:?}", res.status));
+            }
         } else if seqid == ms.last && ms.last != 0 {
             match ms.reply {
                 Some((cached, true)) => {
@@ -876,6 +909,7 @@ impl<'a> World<'a> {
     #[allow(clippy::too_many_arguments)]
     fn executed(
         &mut self,
+        request: &Bytes,
         c: usize,
         slot: u32,
         seqid: u32,
@@ -899,6 +933,7 @@ impl<'a> World<'a> {
         m.renewed = self.now;
         m.slots[slot as usize] = ModelSlot {
             last: seqid,
+            request: request.clone(),
             reply: Some((reply.clone(), cachethis)),
         };
         let expect = |ok: bool, what: &str| (!ok).then(|| format!("{who}: {what}"));
@@ -921,6 +956,7 @@ impl<'a> World<'a> {
             }
             Kind::Getattr | Kind::Renew => expect(res.status == Nfsstat4::OK, "failed"),
             Kind::Misordered => Some(format!("{who}: a misordered seqid executed")),
+            Kind::FalseRetry => Some(format!("{who}: a false retry executed")),
             Kind::Return => {
                 // CLOSE of the open stateid: the client kept its state (it was not revoked).
                 self.model[c].closed = true;
@@ -976,11 +1012,33 @@ impl<'a> World<'a> {
     fn tick(&mut self) {
         self.report.ticks += 1;
         let now = self.instant();
-        let expired = self.nfs.state.lock().unwrap().tick(now);
+        let (expired, next) = {
+            let mut st = self.nfs.state.lock().unwrap();
+            (st.tick(now), st.next_wakeup())
+        };
         if !expired.is_empty() {
             self.violation(format!(
                 "clients {expired:x?} expired at a tick: with sessions they should be courtesy clients"
             ));
+        }
+        // The next wake-up is the next lease to run out, or a courtesy client's last day.
+        let courtesy_max = self.nfs.state.lock().unwrap().config().courtesy_max;
+        let want = self
+            .model
+            .iter()
+            .filter(|m| !m.revoked)
+            .map(|m| {
+                let end = m.renewed + self.sc.lease;
+                if self.now >= end {
+                    end + courtesy_max
+                } else {
+                    end
+                }
+            })
+            .min()
+            .map(|t| self.epoch + t);
+        if next != want {
+            self.violation(format!("next wake-up {next:?}, the model says {want:?}"));
         }
         for c in 0..self.model.len() {
             let m = &self.model[c];
@@ -1106,9 +1164,11 @@ impl<'a> World<'a> {
             cachethis: true,
         })];
         all.extend(ops);
-        let reply = self.compound(&encode_args(all));
+        let request = encode_args(all);
+        let reply = self.compound(&request);
         self.model[c].slots[0] = ModelSlot {
             last: seqid,
+            request,
             reply: Some((reply.clone(), true)),
         };
         self.model[c].renewed = self.now;
@@ -1187,15 +1247,4 @@ fn decode_res(b: &Bytes) -> Compound4Res {
     let segs = [b.clone()];
     let mut r = Reader::new(&segs);
     Compound4Res::decode(&mut r, &CompoundLimits::default()).expect("the server's reply decodes")
-}
-
-/// `sa_cachethis` of an encoded request (the simulator's own bytes: tag "sim", one SEQUENCE
-/// first), read back for a retransmission.
-fn cachethis_of(record: &Bytes) -> bool {
-    let segs = [record.clone()];
-    let mut r = Reader::new(&segs);
-    match Compound4Args::decode(&mut r, &CompoundLimits::default()) {
-        Ok(a) => matches!(a.ops.first(), Some(NfsArgop4::Sequence(s)) if s.cachethis),
-        Err(_) => false,
-    }
 }

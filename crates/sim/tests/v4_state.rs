@@ -36,6 +36,7 @@ struct Totals {
     replays: u64,
     uncached_retries: u64,
     misordered: u64,
+    false_retries: u64,
     badsession: u64,
     retransmissions: u64,
     courtesy: u64,
@@ -61,6 +62,7 @@ fn run_range(range: Range<u64>) -> Totals {
         t.replays += r.replays;
         t.uncached_retries += r.uncached_retries;
         t.misordered += r.misordered;
+        t.false_retries += r.false_retries;
         t.badsession += r.badsession;
         t.retransmissions += r.retransmissions;
         t.courtesy += r.courtesy;
@@ -85,7 +87,8 @@ fn slots_leases_and_courtesy_clients_hold_their_invariants() {
             t.executed > 0 && t.replays > 0 && t.uncached_retries > 0,
             "{t:?}"
         );
-        assert!(t.misordered > 0 && t.retransmissions > 0, "{t:?}");
+        assert!(t.misordered > 0 && t.false_retries > 0, "{t:?}");
+        assert!(t.retransmissions > 0, "{t:?}");
         assert!(t.courtesy > 0 && t.courtesy_kept > 0, "{t:?}");
         assert!(t.courtesy_returns > t.courtesy_kept, "{t:?}");
         assert!(t.share_denied > 0, "{t:?}");
