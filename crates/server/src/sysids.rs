@@ -3,8 +3,8 @@
 //! (`getpwuid_r`, `getpwnam_r`, `getgrgid_r`, `getgrnam_r`), so `/etc/passwd`, LDAP or SSSD
 //! answer as they do for `ls -l`.
 //!
-//! Every call gets its own buffer, starting at [`BUF_BYTES_START`] and doubled on `ERANGE` up
-//! to [`BUF_BYTES_MAX`]; an entry larger than that (a group with tens of thousands of members)
+//! Every call gets its own buffer, starting at `BUF_BYTES_START` and doubled on `ERANGE` up
+//! to `BUF_BYTES_MAX`; an entry larger than that (a group with tens of thousands of members)
 //! counts as not found, so its id goes out as a number and its name is refused with
 //! NFS4ERR_BADOWNER rather than the server allocating without bound. There is no cache: the
 //! C library's own (nscd, sssd) is the place for one.
