@@ -20,7 +20,9 @@
 //! The model also renews a lease wherever the server must (a SEQUENCE that executes or
 //! replays), so after every tick at `t` a client is a courtesy client exactly when its last
 //! renewal is a lease or more before `t`: never sooner, and never a tick later; and
-//! `next_wakeup` is the next lease to run out (a courtesy client's: its `courtesy_max`). At the end,
+//! `next_wakeup` is the next lease to run out (a courtesy client's: its `courtesy_max`), and a
+//! tick expires for real exactly the courtesy clients whose `courtesy_max` has passed (drawn as
+//! a fraction of the lease in half the seeds; their return then gets BADSESSION). At the end,
 //! the export's directory holds exactly the names the model says were created and not removed.
 //!
 //! # The run
@@ -79,6 +81,9 @@ pub struct V4Scenario {
     pub slots: u32,
     /// The server's lease time.
     pub lease: Duration,
+    /// How long a courtesy client is kept (`Config4::courtesy_max`): the default 24 h (never
+    /// reached here) or a fraction of the lease, so that some quiet clients expire for real.
+    pub courtesy_max: Duration,
     /// Longest one-way delay; each message draws its own, so messages overtake each other.
     pub delay_max: Duration,
     /// Probability that a message (request or reply) is lost.
@@ -102,8 +107,14 @@ impl V4Scenario {
         let lease = Duration::from_secs(g.gen_range(5..=90));
         // Delays well under the lease: a lost message costs a retransmission, not the lease.
         let delay_max = Duration::from_millis(g.gen_range(1..=500));
+        let courtesy_max = if g.gen_bool(0.5) {
+            Config4::default().courtesy_max
+        } else {
+            lease.mul_f64(g.gen_range(0.2..2.0))
+        };
         Self {
             seed,
+            courtesy_max,
             clients: g.gen_range(2..=5),
             slots: g.gen_range(1..=6),
             lease,
@@ -147,6 +158,8 @@ pub struct V4Report {
     pub retransmissions: u64,
     /// Clients seen to become courtesy clients at a tick.
     pub courtesy: u64,
+    /// Courtesy clients expired for real at a tick, `courtesy_max` after their lease ran out.
+    pub courtesy_expired: u64,
     /// Quiet clients that came back (before or after their lease ran out) and kept their open.
     pub courtesy_returns: u64,
     /// Of those, the ones whose lease had run out: courtesy kept their open for them.
@@ -373,6 +386,7 @@ impl<'a> World<'a> {
         let state = State4::new(
             Config4 {
                 lease: sc.lease,
+                courtesy_max: sc.courtesy_max,
                 boot_epoch: 7,
                 ..Config4::default()
             },
@@ -986,6 +1000,11 @@ impl<'a> World<'a> {
             .clients()
             .get(self.model[victim].clientid)
             .is_err();
+        if self.model[victim].revoked {
+            // Expired at a tick already: its open went with it.
+            return (status != Nfsstat4::OK || !gone)
+                .then(|| format!("{who}: OPEN of an expired client's file got {status:?}"));
+        }
         if self.model[victim].closed {
             // The victim's return closed the file first: nothing to conflict with.
             return (status != Nfsstat4::OK || gone)
@@ -1016,13 +1035,29 @@ impl<'a> World<'a> {
             let mut st = self.nfs.state.lock().unwrap();
             (st.tick(now), st.next_wakeup())
         };
-        if !expired.is_empty() {
+        // Expired for real: courtesy clients `courtesy_max` after their lease ran out (every
+        // client here has a session, so none is expired at the end of its lease).
+        let courtesy_max = self.sc.courtesy_max;
+        let mut want_expired: Vec<u64> = self
+            .model
+            .iter()
+            .filter(|m| !m.revoked && self.now >= m.renewed + self.sc.lease + courtesy_max)
+            .map(|m| m.clientid)
+            .collect();
+        want_expired.sort_unstable();
+        if expired != want_expired {
             self.violation(format!(
-                "clients {expired:x?} expired at a tick: with sessions they should be courtesy clients"
+                "a tick expired {expired:x?}, the model says {want_expired:x?}"
             ));
         }
+        for c in 0..self.model.len() {
+            if want_expired.contains(&self.model[c].clientid) {
+                self.report.courtesy_expired += 1;
+                self.model[c].revoked = true;
+                self.clients[c].revoked = true;
+            }
+        }
         // The next wake-up is the next lease to run out, or a courtesy client's last day.
-        let courtesy_max = self.nfs.state.lock().unwrap().config().courtesy_max;
         let want = self
             .model
             .iter()
