@@ -37,6 +37,9 @@ struct Totals {
     uncached_retries: u64,
     misordered: u64,
     false_retries: u64,
+    badslot: u64,
+    slot_shrinks: u64,
+    retired_slot_reruns: u64,
     badsession: u64,
     retransmissions: u64,
     courtesy: u64,
@@ -64,6 +67,9 @@ fn run_range(range: Range<u64>) -> Totals {
         t.uncached_retries += r.uncached_retries;
         t.misordered += r.misordered;
         t.false_retries += r.false_retries;
+        t.badslot += r.badslot;
+        t.slot_shrinks += r.slot_shrinks;
+        t.retired_slot_reruns += r.retired_slot_reruns;
         t.badsession += r.badsession;
         t.retransmissions += r.retransmissions;
         t.courtesy += r.courtesy;
@@ -90,7 +96,10 @@ fn slots_leases_and_courtesy_clients_hold_their_invariants() {
             "{t:?}"
         );
         assert!(t.misordered > 0 && t.false_retries > 0, "{t:?}");
-        assert!(t.retransmissions > 0, "{t:?}");
+        assert!(
+            t.retransmissions > 0 && t.slot_shrinks > 0 && t.badslot > 0,
+            "{t:?}"
+        );
         assert!(t.courtesy > 0 && t.courtesy_kept > 0, "{t:?}");
         assert!(t.courtesy_returns > t.courtesy_kept, "{t:?}");
         assert!(t.share_denied > 0, "{t:?}");
