@@ -113,6 +113,21 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 90,
           value_parser = clap::value_parser!(u32).range(10..=3600))]
     pub lease_secs: u32,
+    /// NFSv4 owners and groups as name@DOMAIN from this system's user and group databases
+    /// (as the clients' idmapd domain); unset: numeric strings ("1000"), which the Linux
+    /// client maps straight back. Ids with no name go out as numbers; names the server cannot
+    /// map are refused (NFS4ERR_BADOWNER), never turned into nobody.
+    #[arg(long, value_name = "DOMAIN", value_parser = parse_idmap_domain)]
+    pub idmap_domain: Option<String>,
+}
+
+/// A DNS-like domain: not empty, no '@', no white space or control characters.
+fn parse_idmap_domain(s: &str) -> Result<String, String> {
+    let bad = |c: char| c == '@' || c.is_whitespace() || c.is_control();
+    if s.is_empty() || s.len() > 253 || s.chars().any(bad) {
+        return Err(format!("{s:?} is not a domain name"));
+    }
+    Ok(s.to_owned())
 }
 
 /// The default for `--threads`: half of `cpus`, at least one.
@@ -262,6 +277,7 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         metrics: a.metrics,
         read_splice: !a.no_splice,
         lease: Duration::from_secs(u64::from(a.lease_secs)),
+        idmap_domain: a.idmap_domain.clone(),
         net,
         io: {
             let mut io = sluice_server::io::IoConfig {
@@ -470,6 +486,28 @@ mod tests {
             assert!(
                 <Cli as clap::Parser>::try_parse_from(argv).is_err(),
                 "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn idmap_domain_is_off_by_default_and_must_look_like_a_domain() {
+        let domain = |args: &[&str]| config_from(&parse(args)).unwrap().idmap_domain;
+        assert_eq!(domain(&["/srv"]), None, "numeric owners by default");
+        assert_eq!(
+            domain(&["/srv", "--idmap-domain", "example.org"]).as_deref(),
+            Some("example.org")
+        );
+        for bad in ["", "a@b", "two words"] {
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                serve: ServeArgs,
+            }
+            let argv = ["serve", "/srv", "--idmap-domain", bad];
+            assert!(
+                <Cli as clap::Parser>::try_parse_from(argv).is_err(),
+                "{bad:?}"
             );
         }
     }

@@ -34,6 +34,7 @@ pub mod portmap;
 pub mod service;
 pub mod splice;
 pub mod stats;
+pub mod sysids;
 
 /// Who sent a call and over what: the types every program's handlers take (outside the crate,
 /// name them from here; where they are defined is the crate's business).
@@ -74,6 +75,9 @@ pub struct ServerConfig {
     /// NFSv4.1 lease time (`--lease-secs`, the `lease_time` attribute). Default 90 s; see
     /// [`nfs4::Config4::lease`].
     pub lease: std::time::Duration,
+    /// NFSv4 owners as `name@domain` from the system's user and group databases
+    /// (`--idmap-domain`); `None` (the default): numeric strings. See [`nfs4::idmap`].
+    pub idmap_domain: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -92,6 +96,7 @@ impl Default for ServerConfig {
             io: io::IoConfig::default(),
             read_splice: true,
             lease: nfs4::Config4::default().lease,
+            idmap_domain: None,
         }
     }
 }
@@ -289,6 +294,9 @@ fn nfs4_service(
     let mut service = nfs4::compound::Nfs4::new(exports, state, 1)
         .map_err(|e| format!("NFSv4 pseudo file system: {e:?}"))?;
     service.write_behind = Some(engine.wb.clone());
+    if let Some(domain) = &config.idmap_domain {
+        service.idmap = nfs4::idmap::IdMap::with_domain(domain, Arc::new(sysids::SystemIds));
+    }
     Ok(service)
 }
 

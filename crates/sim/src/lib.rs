@@ -79,6 +79,7 @@
 //! | [`grid`]     | the RTT × rate acceptance grid and its markdown table            |
 //! | [`faults`]   | resets, stalls, restarts, EIO against a write+read model (own world) |
 //! | `host`       | the real NFSv3 server over MemFs, polled in virtual time         |
+//! | [`v4`]       | the NFSv4.1 COMPOUND processor's slots, leases and courtesy clients (own world) |
 
 mod client;
 pub mod content;
@@ -88,6 +89,7 @@ mod host;
 mod pipe;
 pub mod scenario;
 mod server;
+pub mod v4;
 mod world;
 
 pub use scenario::{Pattern, Report, Scenario, WindowEvent, KIB, MIB, UDP_RSIZE_BYTES_MAX};

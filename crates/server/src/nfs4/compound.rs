@@ -73,6 +73,7 @@
 //! ([`Nfs4::settle`]), instead of waiting for them as v3 does.
 
 use super::data::{DataDone, DataOp, DataOps, DataReq};
+use super::idmap::IdMap;
 use super::map::{self, AttrCtx};
 use super::parked::{self, Parked, ParkedFiles};
 use super::pseudo::{Lookup, NodeId, PseudoFs};
@@ -141,6 +142,8 @@ pub struct Nfs4 {
     pub op_observer: Option<Arc<dyn OpObserver>>,
     /// Files removed while open, kept under a hidden name until their last CLOSE.
     pub parked: ParkedFiles,
+    /// Owners as numbers (the default) or `name@domain` ([`super::idmap`]).
+    pub idmap: IdMap,
 }
 
 /// Who sent a COMPOUND, and for [`Nfs4::compound`] the data path its READ, WRITE and COMMIT
@@ -704,6 +707,7 @@ impl Nfs4 {
             write_behind: None,
             op_observer: None,
             parked: ParkedFiles::default(),
+            idmap: IdMap::numeric(),
         })
     }
 
@@ -1131,6 +1135,7 @@ impl Nfs4 {
                                     lease_time,
                                     mounted_on_fileid: None,
                                     fsstat: None,
+                                    idmap: &self.idmap,
                                 };
                                 match map::fattr4(attr, &actx, &a.attr_request) {
                                     Ok(f) => f,
@@ -1185,6 +1190,7 @@ impl Nfs4 {
                 invarsec: 0,
                 attr: None,
             }),
+            idmap: &self.idmap,
         };
         map::fattr4(&map::pseudo_attr(n, subdirs), &actx, req)
     }
@@ -1216,6 +1222,7 @@ impl Nfs4 {
             lease_time,
             mounted_on_fileid,
             fsstat,
+            idmap: &self.idmap,
         };
         map::fattr4(&attr, &actx, req)
     }
@@ -1262,18 +1269,18 @@ impl Nfs4 {
                     Openflag4::Create(how) => {
                         let (how, exclusive_attrs) = match how {
                             Createhow4::Unchecked(f) => {
-                                let (s, m) = map::set_attr(f)?;
+                                let (s, m) = map::set_attr(f, &self.idmap)?;
                                 attrset = m;
                                 (CreateHow::Unchecked(s), None)
                             }
                             Createhow4::Guarded(f) => {
-                                let (s, m) = map::set_attr(f)?;
+                                let (s, m) = map::set_attr(f, &self.idmap)?;
                                 attrset = m;
                                 (CreateHow::Guarded(s), None)
                             }
                             Createhow4::Exclusive(verf) => (CreateHow::Exclusive(*verf), None),
                             Createhow4::Exclusive41(v) => {
-                                let (s, m) = map::set_attr(&v.attrs)?;
+                                let (s, m) = map::set_attr(&v.attrs, &self.idmap)?;
                                 (CreateHow::Exclusive(v.verf), Some((s, m)))
                             }
                         };
@@ -1528,7 +1535,7 @@ impl Nfs4 {
             Fh::Export { idx, fh } => (*idx, fh),
         };
         let (fs, caller) = self.gate(call, idx)?;
-        let (sattr, mask) = map::set_attr(&a.obj_attributes)?;
+        let (sattr, mask) = map::set_attr(&a.obj_attributes, &self.idmap)?;
         if sattr.size.is_some() {
             let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
             let sid = ctx.resolve_stateid(&a.stateid)?;
@@ -1559,7 +1566,7 @@ impl Nfs4 {
         let (idx, dir) = Self::export_fh(&ctx.current)?;
         let (fs, caller) = self.gate(call, idx)?;
         check_name(&a.objname.0)?;
-        let (sattr, attrset) = map::set_attr(&a.createattrs)?;
+        let (sattr, attrset) = map::set_attr(&a.createattrs, &self.idmap)?;
         let name = &a.objname.0;
         let dev = |d: &Specdata4| DeviceId {
             major: d.specdata1,

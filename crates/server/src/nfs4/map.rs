@@ -10,20 +10,21 @@
 //! `time_modify_set` are advertised (SETATTR takes them) but are NFS4ERR_INVAL in GETATTR
 //! (RFC 8881 §18.7.3).
 //!
-//! Owners travel as numeric strings ("1000"), as knfsd does with no idmapping: the Linux client
-//! maps them back to ids without a domain. A name that is not a number is NFS4ERR_BADOWNER in
-//! SETATTR until name@domain mapping exists (never a silent "nobody").
+//! Owners travel as numeric strings ("1000") by default, as knfsd does with no idmapping: the
+//! Linux client maps them back to ids without a domain. With a domain configured they travel as
+//! `name@domain`; the mapping both ways, and NFS4ERR_BADOWNER for names it cannot map (never a
+//! silent "nobody"), is [`super::idmap`]'s, reached through [`AttrCtx::idmap`] and
+//! [`set_attr`]'s argument.
 //!
 //! Pseudo-tree directories get attributes too: read-only directories (mode 0555) owned by root
 //! on [`PSEUDO_FSID`], see [`pseudo_attr`].
 
+use super::idmap::IdMap;
 use super::pseudo::{NodeId, PSEUDO_FSID};
 use super::Nfsstat4;
 use crate::backend::{Attr, DeviceId, FileType, FsError, FsStat, SetAttr, SetTime, Time};
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
-use sluice_xdr::nfs4::{
-    Bitmap4, Fattr4, Fsid4, Ftype4, NfsFh4, Nfstime4, Settime4, Specdata4, Utf8Str,
-};
+use sluice_xdr::nfs4::{Bitmap4, Fattr4, Fsid4, Ftype4, NfsFh4, Nfstime4, Settime4, Specdata4};
 
 /// `maxread` / `maxwrite` advertised: 1 MiB, what the Linux client uses at most and what
 /// the data path's chunks are sized for.
@@ -192,7 +193,7 @@ pub fn export_fsid(export_id: u32) -> Fsid4 {
 
 /// What GETATTR needs besides the object's neutral attributes.
 #[derive(Debug, Clone)]
-pub struct AttrCtx {
+pub struct AttrCtx<'a> {
     pub fh: NfsFh4,
     pub fsid: Fsid4,
     /// Seconds.
@@ -202,6 +203,8 @@ pub struct AttrCtx {
     pub mounted_on_fileid: Option<u64>,
     /// The file system's statistics, when the request asked for space or file counts.
     pub fsstat: Option<FsStat>,
+    /// How `owner` and `owner_group` are written.
+    pub idmap: &'a IdMap,
 }
 
 /// The neutral attributes of pseudo directory `node`: read-only (0555), owned by root, one
@@ -258,8 +261,8 @@ pub fn values(a: &Attr, ctx: &AttrCtx) -> AttrValues {
         mode: Some(a.mode & 0o7777),
         no_trunc: Some(true),
         numlinks: Some(a.nlink),
-        owner: Some(Utf8Str(a.uid.to_string().into())),
-        owner_group: Some(Utf8Str(a.gid.to_string().into())),
+        owner: Some(ctx.idmap.owner(a.uid)),
+        owner_group: Some(ctx.idmap.owner_group(a.gid)),
         rawdev: Some(Specdata4 {
             specdata1: a.rdev.major,
             specdata2: a.rdev.minor,
@@ -297,16 +300,6 @@ pub fn fattr4(a: &Attr, ctx: &AttrCtx, request: &Bitmap4) -> Result<Fattr4, Nfss
     Ok(values(a, ctx).encode_masked(Some(request)))
 }
 
-/// A numeric owner string as an id (knfsd's no-idmapping form); anything else is
-/// NFS4ERR_BADOWNER.
-pub fn owner_id(s: &Utf8Str) -> Result<u32, Nfsstat4> {
-    let text = std::str::from_utf8(&s.0).map_err(|_| Nfsstat4::BADOWNER)?;
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(Nfsstat4::BADOWNER);
-    }
-    text.parse().map_err(|_| Nfsstat4::BADOWNER)
-}
-
 fn set_time(t: &Settime4) -> Result<SetTime, Nfsstat4> {
     Ok(match t {
         Settime4::ServerTime => SetTime::ServerTime,
@@ -317,8 +310,8 @@ fn set_time(t: &Settime4) -> Result<SetTime, Nfsstat4> {
 /// SETATTR's (and later CREATE's and OPEN's) `fattr4` as neutral set-attributes, with the mask
 /// of what will be set. An attribute sluice does not know is NFS4ERR_ATTRNOTSUPP; a known but
 /// read-only one is NFS4ERR_INVAL (RFC 8881 §18.30.4); values that do not decode are
-/// NFS4ERR_BADXDR.
-pub fn set_attr(f: &Fattr4) -> Result<(SetAttr, Bitmap4), Nfsstat4> {
+/// NFS4ERR_BADXDR; an owner or group `idmap` cannot map is NFS4ERR_BADOWNER.
+pub fn set_attr(f: &Fattr4, idmap: &IdMap) -> Result<(SetAttr, Bitmap4), Nfsstat4> {
     let d = AttrValues::decode(f).map_err(|_| Nfsstat4::BADXDR)?;
     if !d.undecoded.is_empty() {
         return Err(Nfsstat4::ATTRNOTSUPP);
@@ -336,8 +329,8 @@ pub fn set_attr(f: &Fattr4) -> Result<(SetAttr, Bitmap4), Nfsstat4> {
     }
     let s = SetAttr {
         mode: v.mode.map(|m| m & 0o7777),
-        uid: v.owner.as_ref().map(owner_id).transpose()?,
-        gid: v.owner_group.as_ref().map(owner_id).transpose()?,
+        uid: v.owner.as_ref().map(|o| idmap.uid(o)).transpose()?,
+        gid: v.owner_group.as_ref().map(|g| idmap.gid(g)).transpose()?,
         size: v.size,
         atime: v
             .time_access_set
@@ -359,6 +352,7 @@ pub fn set_attr(f: &Fattr4) -> Result<(SetAttr, Bitmap4), Nfsstat4> {
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use sluice_xdr::nfs4::Utf8Str;
     use sluice_xdr::Writer;
 
     fn attr() -> Attr {
@@ -389,8 +383,11 @@ mod tests {
         }
     }
 
-    fn ctx() -> AttrCtx {
+    static NUMERIC: std::sync::LazyLock<IdMap> = std::sync::LazyLock::new(IdMap::numeric);
+
+    fn ctx() -> AttrCtx<'static> {
         AttrCtx {
+            idmap: &NUMERIC,
             fh: NfsFh4(Bytes::from_static(b"\x01handle")),
             fsid: export_fsid(7),
             lease_time: 90,
@@ -519,7 +516,7 @@ mod tests {
             })),
             ..Default::default()
         };
-        let (s, mask) = set_attr(&v.encode()).unwrap();
+        let (s, mask) = set_attr(&v.encode(), &NUMERIC).unwrap();
         assert_eq!(s.size, Some(5));
         assert_eq!(s.mode, Some(0o640));
         assert_eq!(s.uid, Some(1001));
@@ -542,16 +539,19 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            set_attr(&owner(b"alice@example.org").encode()),
+            set_attr(&owner(b"alice@example.org").encode(), &NUMERIC),
             Err(Nfsstat4::BADOWNER)
         );
-        assert_eq!(set_attr(&owner(b"").encode()), Err(Nfsstat4::BADOWNER));
+        assert_eq!(
+            set_attr(&owner(b"").encode(), &NUMERIC),
+            Err(Nfsstat4::BADOWNER)
+        );
         // A read-only attribute is INVAL.
         let ro = AttrValues {
             fileid: Some(1),
             ..Default::default()
         };
-        assert_eq!(set_attr(&ro.encode()), Err(Nfsstat4::INVAL));
+        assert_eq!(set_attr(&ro.encode(), &NUMERIC), Err(Nfsstat4::INVAL));
         // An attribute without a codec (archive, 14) is ATTRNOTSUPP.
         let mut w = Writer::new();
         w.put_bool(true);
@@ -559,12 +559,12 @@ mod tests {
             mask: Bitmap4::from_bits(&[num::ARCHIVE]),
             vals: w.into_bytes(),
         };
-        assert_eq!(set_attr(&f), Err(Nfsstat4::ATTRNOTSUPP));
+        assert_eq!(set_attr(&f, &NUMERIC), Err(Nfsstat4::ATTRNOTSUPP));
         // Truncated values are BADXDR.
         let f = Fattr4 {
             mask: Bitmap4::from_bits(&[num::SIZE]),
             vals: Bytes::from_static(&[0, 0]),
         };
-        assert_eq!(set_attr(&f), Err(Nfsstat4::BADXDR));
+        assert_eq!(set_attr(&f, &NUMERIC), Err(Nfsstat4::BADXDR));
     }
 }

@@ -73,6 +73,7 @@ pub mod backchan;
 pub mod client;
 pub mod compound;
 pub mod data;
+pub mod idmap;
 pub mod map;
 pub mod open;
 pub mod parked;
@@ -195,6 +196,7 @@ mod tests {
             ("backchan.rs", include_str!("backchan.rs")),
             ("client.rs", include_str!("client.rs")),
             ("compound.rs", include_str!("compound.rs")),
+            ("idmap.rs", include_str!("idmap.rs")),
             ("map.rs", include_str!("map.rs")),
             ("open.rs", include_str!("open.rs")),
             ("pseudo.rs", include_str!("pseudo.rs")),
