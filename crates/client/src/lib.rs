@@ -43,6 +43,7 @@ pub mod read;
 pub mod stats;
 pub mod transport;
 pub mod url;
+pub mod v4;
 
 pub use client::{list_exports, Client, ClientOptions, DirEntry, ExportInfo, IntoNfsUrl, Pending};
 pub use error::NfsError;
