@@ -1,0 +1,204 @@
+//! The NFSv4.1 / 4.2 client (`?version=4.1`, `4.2`, `4`) against `sluice serve` and nfs-ganesha:
+//! `cp` both ways at the sizes that find off-by-ones (0 B, 1 B, 1 MiB + 1) and one that keeps
+//! many READs and WRITEs in flight on the session's slots (16 MiB), checked by SHA-256; `cat`;
+//! minor version negotiation; `--stats` naming the version; a session shared by many files.
+mod servers;
+
+use clap::Parser;
+use servers::*;
+use sluice_cli::cmd::{run_with_output, ClientCmd};
+use sluice_client::url::NfsUrl;
+use sluice_client::v4::{Client, CreateMode, Minor, V4Options};
+use sluice_client::{ClientOptions, File};
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: ClientCmd,
+}
+
+/// Runs `sluice ARGS...` in-process; returns (result, stdout).
+async fn sluice(args: &[&str]) -> (Result<(), String>, Vec<u8>) {
+    let mut argv = vec!["sluice"];
+    argv.extend_from_slice(args);
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("bad command {argv:?}: {e}"));
+    let mut out: Vec<u8> = Vec::new();
+    let r = run_with_output(cli.cmd, &mut out).await;
+    (r, out)
+}
+
+async fn ok(args: &[&str]) -> Vec<u8> {
+    let (r, out) = sluice(args).await;
+    if let Err(e) = r {
+        panic!("sluice {args:?} failed: {e}");
+    }
+    out
+}
+
+/// The v4 URL of `rel` on `s`: its v3 URL with `version=` replaced (ganesha's pseudo path is its
+/// export's path, and sluice lists exports by absolute path in its pseudo root, so the path is
+/// the same; the v4 client takes `nfsport`, else the authority's port).
+fn v4_url(s: &dyn Server, rel: &str, version: &str) -> String {
+    let u = s.url(rel);
+    if u.contains("version=3") {
+        u.replace("version=3", &format!("version={version}"))
+    } else {
+        format!("{u}?version={version}")
+    }
+}
+
+fn all(s: &dyn Server) {
+    runtime().block_on(async {
+        for version in ["4.1", "4.2"] {
+            copies_both_ways(s, version).await;
+        }
+        negotiation(s).await;
+        many_files_share_one_session(s).await;
+    });
+    stats_name_the_version(s);
+}
+
+async fn copies_both_ways(s: &dyn Server, version: &str) {
+    let local = TempDir::new("v4-local");
+    let v = version.replace('.', "_");
+    for (i, len) in [0u64, 1, (1 << 20) + 1, 16 << 20].into_iter().enumerate() {
+        let src = local.path().join(format!("src{len}"));
+        make_file(&src, len, 77 + i as u64);
+        let want = sha256_file(&src);
+        let name = format!("v4-{v}-{len}");
+        let url = v4_url(s, &format!("/{name}"), version);
+        ok(&["cp", "-q", src.to_str().unwrap(), &url]).await;
+        let on_server = s.export_dir().join(&name);
+        assert_eq!(
+            sha256_file(&on_server),
+            want,
+            "[{}] {version} upload of {len} bytes",
+            s.name()
+        );
+        let back = local.path().join(format!("back{len}"));
+        ok(&["cp", "-q", &url, back.to_str().unwrap()]).await;
+        assert_eq!(
+            sha256_file(&back),
+            want,
+            "[{}] {version} download of {len} bytes",
+            s.name()
+        );
+        if len <= 1 {
+            assert_eq!(
+                ok(&["cat", &url]).await,
+                std::fs::read(&src).unwrap(),
+                "[{}] cat",
+                s.name()
+            );
+        }
+    }
+    // Over an existing file: truncated, not merged.
+    let small = local.path().join("small");
+    std::fs::write(&small, b"short").unwrap();
+    let url = v4_url(s, &format!("/v4-{v}-{}", (1u64 << 20) + 1), version);
+    ok(&["cp", "-q", small.to_str().unwrap(), &url]).await;
+    assert_eq!(
+        std::fs::read(s.export_dir().join(format!("v4-{v}-{}", (1u64 << 20) + 1))).unwrap(),
+        b"short"
+    );
+    // Into an existing directory on either side: under the source's name.
+    let dir_url = v4_url(s, "", version);
+    ok(&["cp", "-q", small.to_str().unwrap(), &dir_url]).await;
+    assert_eq!(
+        std::fs::read(s.export_dir().join("small")).unwrap(),
+        b"short"
+    );
+    ok(&["cp", "-q", &url, local.path().to_str().unwrap()]).await;
+    assert_eq!(
+        std::fs::read(local.path().join(format!("v4-{v}-{}", (1u64 << 20) + 1))).unwrap(),
+        b"short"
+    );
+    // A missing file is the server's NOENT, named.
+    let (r, _) = sluice(&["cat", &v4_url(s, "/no-such-file", version)]).await;
+    let e = r.unwrap_err();
+    assert!(e.contains("NFS4ERR_NOENT"), "[{}] {e}", s.name());
+}
+
+async fn negotiation(s: &dyn Server) {
+    let url = NfsUrl::parse(&v4_url(s, "", "4")).unwrap();
+    let options = ClientOptions::default();
+    for (minor, want) in [(Minor::Highest, 2), (Minor::V1, 1), (Minor::V2, 2)] {
+        let c = Client::connect(&url, &options, minor, V4Options::default())
+            .await
+            .unwrap_or_else(|e| panic!("[{}] {minor:?}: {e}", s.name()));
+        assert_eq!(c.minor_version(), want, "[{}] {minor:?}", s.name());
+        c.shutdown().await;
+    }
+}
+
+/// 24 files written and read back at once through one client: more COMPOUNDs in flight than
+/// the table has slots, so slots are waited for and reused with the next sequence id.
+async fn many_files_share_one_session(s: &dyn Server) {
+    let url = NfsUrl::parse(&v4_url(s, "", "4.1")).unwrap();
+    let mut options = ClientOptions::default();
+    options.rpc.table.max_in_flight = 4;
+    let c = Client::connect(&url, &options, Minor::V1, V4Options::default())
+        .await
+        .unwrap();
+    let base = url.path.clone();
+    let mut tasks = Vec::new();
+    for i in 0..24u8 {
+        let c = c.clone();
+        let path = format!("{base}/many-{i}");
+        tasks.push(tokio::spawn(async move {
+            let data = vec![i; 100_000 + usize::from(i) * 1000];
+            let (fh, attr) = c.create(&path, 0o600, CreateMode::Exclusive).await.unwrap();
+            let f = File::new(c.clone(), fh.clone(), attr);
+            let mut w = f.writer();
+            w.write(&data).await.unwrap();
+            w.finish().await.unwrap();
+            c.close(&fh).await.unwrap();
+            let (fh, attr) = c.open(&path).await.unwrap();
+            let got = File::new(c.clone(), fh.clone(), attr)
+                .read_all()
+                .await
+                .unwrap();
+            c.close(&fh).await.unwrap();
+            assert_eq!(got, data, "file {i}");
+            let again = c.create(&path, 0o600, CreateMode::Exclusive).await;
+            assert_eq!(
+                again.unwrap_err().status(),
+                Some(sluice_xdr::nfs4::Nfsstat4::EXIST),
+                "EXCLUSIVE4_1 over an existing file"
+            );
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let writes = c.stats().get("NFS4", "WRITE").unwrap();
+    assert!(writes.calls >= 24 && writes.errors == 0, "{writes:?}");
+    c.shutdown().await;
+    let after = c.lookup(&base).await;
+    assert!(after.is_err(), "calls after shutdown fail");
+}
+
+/// `--stats` ends with the version the client chose (the binary, for its stderr).
+fn stats_name_the_version(s: &dyn Server) {
+    let out = std::process::Command::new(SluiceServer::binary())
+        .args(["cat", "--stats", &v4_url(s, "/small", "4")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, b"short");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("NFS version: 4.2"), "[{}] {err}", s.name());
+    assert!(err.contains("READ "), "[{}] {err}", s.name());
+}
+
+#[test]
+fn v4_client_against_sluice_server() {
+    let server = SluiceServer::start(&SluiceServer::binary());
+    all(&server);
+}
+
+#[test]
+fn v4_client_against_ganesha() {
+    let server = Ganesha::start();
+    all(&server);
+}
