@@ -202,3 +202,65 @@ fn v4_client_against_ganesha() {
     let server = Ganesha::start();
     all(&server);
 }
+
+/// `sluice serve` killed and started again on the same port and state: the client's next
+/// COMPOUND finds its session (and client id) gone, sets up new ones by itself, and goes on;
+/// handles survive, and a new open reads the file.
+#[test]
+fn v4_session_and_client_id_are_recovered_after_a_server_restart() {
+    let bin = SluiceServer::binary();
+    let export = TempDir::new("v4-restart");
+    let state = TempDir::new("v4-restart-state");
+    let port = free_port();
+    let start = || {
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.arg("serve")
+            .arg(export.path())
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--no-root-squash")
+            .arg("--state-dir")
+            .arg(state.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let child = cmd.spawn().expect("spawn sluice serve");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "no listen");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        child
+    };
+    std::fs::write(export.path().join("f"), b"hello").unwrap();
+    let mut child = start();
+    let dir = export.path().display().to_string();
+    let url = NfsUrl::parse(&format!("nfs://127.0.0.1:{port}{dir}?version=4.1")).unwrap();
+    let rt = runtime();
+    let c = rt.block_on(async {
+        Client::connect(
+            &url,
+            &ClientOptions::default(),
+            Minor::V1,
+            V4Options::default(),
+        )
+        .await
+        .unwrap()
+    });
+    let (fh, _) = rt.block_on(c.lookup(&format!("{dir}/f"))).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut child = start();
+    rt.block_on(async {
+        let a = c.getattr_fh(&fh).await.expect("GETATTR after the restart");
+        assert_eq!(a.size, 5);
+        let (ofh, attr) = c.open(&format!("{dir}/f")).await.unwrap();
+        let got = File::new(c.clone(), ofh.clone(), attr).read_all().await;
+        assert_eq!(got.unwrap(), b"hello");
+        c.close(&ofh).await.unwrap();
+        let sessions = c.stats().get("NFS4", "CREATE_SESSION").unwrap().calls;
+        assert!(sessions >= 2, "a new session was made: {sessions}");
+        c.shutdown().await;
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+}
