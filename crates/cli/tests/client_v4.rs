@@ -264,3 +264,26 @@ fn v4_session_and_client_id_are_recovered_after_a_server_restart() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A server that serves 4.1 only answers a 4.2 COMPOUND with NFS4ERR_MINOR_VERS_MISMATCH:
+/// `version=4` then settles on 4.1, and `version=4.2` fails saying why.
+#[test]
+fn v4_picks_4_1_from_a_server_without_4_2() {
+    let server = Ganesha::start_with_env(&[("GANESHA_MINOR_VERSIONS", "1")]);
+    std::fs::write(server.export_dir().join("f"), b"41").unwrap();
+    runtime().block_on(async {
+        let url = NfsUrl::parse(&v4_url(&server, "", "4")).unwrap();
+        let options = ClientOptions::default();
+        let c = Client::connect(&url, &options, Minor::Highest, V4Options::default())
+            .await
+            .unwrap();
+        assert_eq!(c.minor_version(), 1);
+        c.shutdown().await;
+        let e = Client::connect(&url, &options, Minor::V2, V4Options::default())
+            .await
+            .err()
+            .expect("4.2 refused");
+        assert!(e.to_string().contains("MINOR_VERS_MISMATCH"), "{e}");
+        assert_eq!(ok(&["cat", &v4_url(&server, "/f", "4")]).await, b"41");
+    });
+}
