@@ -1,7 +1,8 @@
 //! The NFSv4.1 / 4.2 client (`?version=4.1`, `4.2`, `4`) against `sluice serve` and nfs-ganesha:
 //! `cp` both ways at the sizes that find off-by-ones (0 B, 1 B, 1 MiB + 1) and one that keeps
 //! many READs and WRITEs in flight on the session's slots (16 MiB), checked by SHA-256; `cat`;
-//! minor version negotiation; `--stats` naming the version; a session shared by many files.
+//! minor version negotiation; `--stats` naming the version; a session shared by many files;
+//! `ls` / `ls -l` (READDIR in pages).
 mod servers;
 
 use clap::Parser;
@@ -54,6 +55,7 @@ fn all(s: &dyn Server) {
         }
         negotiation(s).await;
         many_files_share_one_session(s).await;
+        listing(s).await;
     });
     stats_name_the_version(s);
 }
@@ -117,6 +119,30 @@ async fn copies_both_ways(s: &dyn Server, version: &str) {
     let (r, _) = sluice(&["cat", &v4_url(s, "/no-such-file", version)]).await;
     let e = r.unwrap_err();
     assert!(e.contains("NFS4ERR_NOENT"), "[{}] {e}", s.name());
+}
+
+/// `ls` and `ls -l` of a directory of 3,000 entries (several READDIR pages) and of a file.
+async fn listing(s: &dyn Server) {
+    let dir = s.export_dir().join("listing");
+    std::fs::create_dir(&dir).unwrap();
+    let mut want: Vec<String> = (0..3000).map(|i| format!("entry-{i:05}")).collect();
+    for n in &want {
+        std::fs::write(dir.join(n), b"").unwrap();
+    }
+    std::fs::write(dir.join("entry-00007"), b"1234567").unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    want.push("sub".into());
+    let url = v4_url(s, "/listing", "4.1");
+    let names = String::from_utf8(ok(&["ls", &url]).await).unwrap();
+    assert_eq!(names.lines().collect::<Vec<_>>(), want, "[{}]", s.name());
+    let long = String::from_utf8(ok(&["ls", "-l", &url]).await).unwrap();
+    let line = long.lines().find(|l| l.ends_with(" entry-00007")).unwrap();
+    assert!(line.starts_with("-rw-"), "[{}] {line}", s.name());
+    assert!(line.contains(" 7 "), "[{}] size: {line}", s.name());
+    let sub = long.lines().find(|l| l.ends_with(" sub")).unwrap();
+    assert!(sub.starts_with('d'), "[{}] {sub}", s.name());
+    let one = ok(&["ls", "-l", &v4_url(s, "/listing/entry-00007", "4.1")]).await;
+    assert!(String::from_utf8(one).unwrap().ends_with(" entry-00007\n"));
 }
 
 async fn negotiation(s: &dyn Server) {

@@ -102,6 +102,9 @@ pub(crate) async fn cat(a: CatArgs, out: &mut Out) -> Result<(), String> {
 }
 
 pub(crate) async fn ls(a: LsArgs, out: &mut Out) -> Result<(), String> {
+    if super::v4::wants_v4(&a.url) {
+        return super::v4::ls(a, out).await;
+    }
     let mut s = Session::new(&a.common);
     let r = async {
         let url = parse_url(&a.url)?;

@@ -1,4 +1,4 @@
-//! `cat` and `cp` over NFSv4.1 / 4.2, for URLs with `version=4`, `4.1` or `4.2`.
+//! `cat`, `ls` and `cp` over NFSv4.1 / 4.2, for URLs with `version=4`, `4.1` or `4.2`.
 //!
 //! The commands dispatch here before touching their v3 code, which stays as it is. Files
 //! travel through the same [`sluice_client::File`] reader and writer as over v3 (readahead,
@@ -7,7 +7,7 @@
 //! commands over v4 come later.
 
 use super::cp::CpArgs;
-use super::ops::CatArgs;
+use super::ops::{format_time, mode_string, CatArgs, LsArgs};
 use super::{parse_url, CommonArgs, Out, Session};
 use crate::sink::LocalFile;
 use sluice_client::file::File;
@@ -15,6 +15,7 @@ use sluice_client::url::{NfsUrl, NfsVersion};
 use sluice_client::v4::{self, Client, CreateMode, Minor, V4Options};
 use sluice_client::ClientStats;
 use sluice_client::ReadStats;
+use sluice_xdr::nfs3::{Ftype3, Nfstime3};
 use sluice_xdr::nfs4::{Ftype4, Nfsstat4};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -50,6 +51,59 @@ pub(crate) async fn cat(a: CatArgs, out: &mut Out) -> Result<(), String> {
     }
     .await;
     s.finish(r).await
+}
+
+/// `sluice ls [-l] URL` with a v4 URL: the entries sorted by name, or the one line of a
+/// non-directory. `-R` over v4 comes later.
+pub(crate) async fn ls(a: LsArgs, out: &mut Out) -> Result<(), String> {
+    if a.recursive {
+        return Err("ls -R over NFSv4 is not supported yet (use version=3)".into());
+    }
+    let mut s = V4Session::new(&a.common);
+    let r = async {
+        let url = parse_url(&a.url)?;
+        let c = s.client(&url).await?;
+        let (fh, attr) = c.lookup(&url.path).await.map_err(|e| at(&url, e))?;
+        let text = if attr.ftype != Ftype4::DIR {
+            entry_line(a.long, url.file_name(), &attr)
+        } else {
+            let mut entries = c.readdir(&fh).await.map_err(|e| at(&url, e))?;
+            entries.sort_by(|x, y| x.0.cmp(&y.0));
+            entries
+                .iter()
+                .map(|(name, attr)| entry_line(a.long, name, attr))
+                .collect()
+        };
+        out.write_all(text.as_bytes())
+            .await
+            .map_err(|e| format!("stdout: {e}"))?;
+        out.flush().await.map_err(|e| format!("stdout: {e}"))
+    }
+    .await;
+    s.finish(r).await
+}
+
+/// One line of `ls`: the name, or with `-l` the v3 listing's columns with the owner and group
+/// as the server names them (NFSv4 sends strings, not numbers).
+fn entry_line(long: bool, name: &str, a: &v4::Attr) -> String {
+    if !long {
+        return format!("{name}\n");
+    }
+    // nfs_ftype4 numbers the common types as ftype3 does (RFC 8881 §3.3.13, RFC 1813 §2.5).
+    let kind = Ftype3(a.ftype.0);
+    let mtime = Nfstime3 {
+        seconds: a.mtime.seconds.clamp(0, i64::from(u32::MAX)) as u32,
+        nseconds: a.mtime.nseconds,
+    };
+    format!(
+        "{} {:>3} {:>5} {:>5} {:>12} {} {name}\n",
+        mode_string(kind, a.mode),
+        a.numlinks,
+        a.owner,
+        a.owner_group,
+        a.size,
+        format_time(mtime)
+    )
 }
 
 /// `sluice cp SRC DST` with a v4 URL on one side and a local path on the other.

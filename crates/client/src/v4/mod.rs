@@ -51,8 +51,8 @@ use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
     CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloseArgs, CommitArgs,
     CreatVerfAttr, CreateSessionArgs, CreateSessionResOk, Createhow4, ExchangeIdArgs, ImplIdList,
-    NfsArgop4, NfsResop4, OpenArgs, OpenClaim4, OpenDelegation4, Openflag4, Opnum4, ReadArgs, Res4,
-    SequenceArgs, StateProtect4A, WriteArgs,
+    NfsArgop4, NfsResop4, OpenArgs, OpenClaim4, OpenDelegation4, Openflag4, Opnum4, ReadArgs,
+    ReaddirArgs, Res4, SequenceArgs, StateProtect4A, WriteArgs,
 };
 use sluice_xdr::nfs4::{
     self as nfs4, Bitmap4, Component4, Fattr4, Ftype4, NfsFh4, Nfsstat4, Nfstime4, Opaque4,
@@ -882,6 +882,50 @@ impl Client {
             .record("NFS4", op.0, op.name(), sample);
     }
 
+    /// Every entry of the directory `dir` with its attributes (READDIR pages, at most
+    /// [`DIR_ENTRIES_MAX`] entries), in the server's order.
+    pub async fn readdir(&self, dir: &NfsFh4) -> Result<Vec<(String, Attr)>, Error> {
+        let mut out = Vec::new();
+        let (mut cookie, mut cookieverf) = (0u64, [0u8; 8]);
+        loop {
+            let res = self
+                .compound(vec![
+                    NfsArgop4::Putfh(dir.clone()),
+                    NfsArgop4::Readdir(ReaddirArgs {
+                        cookie,
+                        cookieverf,
+                        dircount: READDIR_DIRCOUNT_BYTES,
+                        maxcount: self.inner.rsize.min(READDIR_MAXCOUNT_BYTES),
+                        attr_request: attr_request(),
+                    }),
+                ])
+                .await?
+                .ok()?;
+            let Some(NfsResop4::Readdir(Res4::Ok(page))) = res.into_iter().last() else {
+                return Err(Error::Other("READDIR returned nothing".into()));
+            };
+            if page.entries.is_empty() && !page.eof {
+                return Err(Error::Other(
+                    "the server returned an empty READDIR page before the end".into(),
+                ));
+            }
+            for e in &page.entries {
+                let name = String::from_utf8_lossy(&e.name).into_owned();
+                out.push((name, Attr::from_fattr(&e.attrs)?));
+            }
+            if out.len() > DIR_ENTRIES_MAX {
+                return Err(Error::Other(format!(
+                    "more than {DIR_ENTRIES_MAX} directory entries"
+                )));
+            }
+            if page.eof {
+                return Ok(out);
+            }
+            cookie = page.entries.last().map_or(cookie, |e| e.cookie);
+            cookieverf = page.cookieverf;
+        }
+    }
+
     /// GETATTR of any handle.
     pub async fn getattr_fh(&self, fh: &NfsFh4) -> Result<Attr, Error> {
         let res = self
@@ -919,6 +963,15 @@ impl Drop for Inner {
         rt.spawn(async move { destroy(&rpc, &cred, minor, sessionid, clientid).await });
     }
 }
+
+/// READDIR's `dircount`: 64 KiB of names and cookies per page (about 2,000 entries), Linux's
+/// choice for READDIRPLUS-like listings.
+const READDIR_DIRCOUNT_BYTES: u32 = 64 * 1024;
+/// READDIR's `maxcount`: a page with attributes, 256 KiB (lowered to rsize).
+const READDIR_MAXCOUNT_BYTES: u32 = 256 * 1024;
+/// Most entries one listing collects: a million names with attributes is ~200 MiB, a bound
+/// on what a hostile or broken server can make us hold.
+pub const DIR_ENTRIES_MAX: usize = 1_000_000;
 
 /// OPEN share access (RFC 8881 §18.16.3).
 const OPEN4_SHARE_ACCESS_READ: u32 = 1;
