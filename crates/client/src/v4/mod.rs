@@ -246,6 +246,10 @@ const LEASE_DEFAULT: Duration = Duration::from_secs(90);
 /// Session recoveries (new session or client) one COMPOUND may go through before it fails:
 /// a server that drops every new session at once would otherwise keep the call looping.
 const RECOVERIES_MAX: u32 = 8;
+/// Wait before trying again to replace a session whose slots are all retired, when the last
+/// attempt failed (the server is unreachable, say): 1 s, so a dead server costs a CREATE_SESSION
+/// per second per waiting caller at most.
+const RECOVERY_RETRY: Duration = Duration::from_secs(1);
 /// Re-sends of one COMPOUND for BADSLOT / SEQ_MISORDERED / DELAY before it fails (at 100 ms a
 /// DELAY, about a minute of a busy server: the v3 client's major timeout).
 const RETRIES_MAX: u32 = 600;
@@ -776,23 +780,32 @@ impl Client {
         }
     }
 
-    /// A free slot of the current session (waits while all are busy).
+    /// A free slot of the current session (waits while all are busy). A session whose slots
+    /// are all retired (requests that got no reply) is replaced first.
     async fn acquire(&self) -> Slot {
         loop {
             let freed = self.inner.slot_freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            if let Some(slot) = self
-                .inner
-                .session
-                .lock()
-                .expect("session lock")
-                .table
-                .acquire()
-            {
-                return slot;
+            let exhausted = {
+                let mut s = self.inner.session.lock().expect("session lock");
+                if let Some(slot) = s.table.acquire() {
+                    return slot;
+                }
+                s.table.exhausted().then(|| s.table.generation())
+            };
+            match exhausted {
+                Some(generation) => {
+                    if let Err(e) = self.recover(generation, Next::NewSession).await {
+                        tracing::warn!(
+                            "{}: NFSv4 session recovery failed: {e}",
+                            self.inner.url.host
+                        );
+                        tokio::time::sleep(RECOVERY_RETRY).await;
+                    }
+                }
+                None => freed.await,
             }
-            freed.await;
         }
     }
 
