@@ -2,7 +2,7 @@
 //! `cp` both ways at the sizes that find off-by-ones (0 B, 1 B, 1 MiB + 1) and one that keeps
 //! many READs and WRITEs in flight on the session's slots (16 MiB), checked by SHA-256; `cat`;
 //! minor version negotiation; `--stats` naming the version; a session shared by many files;
-//! `ls` / `ls -l` (READDIR in pages).
+//! `ls` / `ls -l` (READDIR in pages); `cp -r` of a small tree both ways.
 mod servers;
 
 use clap::Parser;
@@ -11,6 +11,7 @@ use sluice_cli::cmd::{run_with_output, ClientCmd};
 use sluice_client::url::NfsUrl;
 use sluice_client::v4::{Client, CreateMode, Minor, V4Options};
 use sluice_client::{ClientOptions, File};
+use std::path::Path;
 
 #[derive(Parser)]
 struct Cli {
@@ -56,6 +57,7 @@ fn all(s: &dyn Server) {
         negotiation(s).await;
         many_files_share_one_session(s).await;
         listing(s).await;
+        tree_both_ways(s).await;
     });
     stats_name_the_version(s);
 }
@@ -143,6 +145,45 @@ async fn listing(s: &dyn Server) {
     assert!(sub.starts_with('d'), "[{}] {sub}", s.name());
     let one = ok(&["ls", "-l", &v4_url(s, "/listing/entry-00007", "4.1")]).await;
     assert!(String::from_utf8(one).unwrap().ends_with(" entry-00007\n"));
+}
+
+/// `cp -r` of a small tree (3 levels, 40 files of 0 B to 300 KiB) up and back down, by
+/// SHA-256 of every file.
+async fn tree_both_ways(s: &dyn Server) {
+    let local = TempDir::new("v4-tree");
+    let src = local.path().join("tree");
+    let mut files = Vec::new();
+    for d in ["", "a", "a/b", "c"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+        for i in 0..10u64 {
+            let rel = Path::new(d).join(format!("f{i}"));
+            make_file(&src.join(&rel), i * i * 3000, 5 + i);
+            files.push(rel);
+        }
+    }
+    std::fs::create_dir(src.join("empty")).unwrap();
+    let url = v4_url(s, "/tree", "4.1");
+    ok(&["cp", "-q", "-r", src.to_str().unwrap(), &url]).await;
+    let back = local.path().join("back");
+    ok(&["cp", "-q", "-r", &url, back.to_str().unwrap()]).await;
+    for rel in &files {
+        let want = sha256_file(&src.join(rel));
+        assert_eq!(
+            sha256_file(&s.export_dir().join("tree").join(rel)),
+            want,
+            "[{}] up {rel:?}",
+            s.name()
+        );
+        assert_eq!(
+            sha256_file(&back.join(rel)),
+            want,
+            "[{}] down {rel:?}",
+            s.name()
+        );
+    }
+    assert!(back.join("empty").is_dir());
+    let (r, _) = sluice(&["cp", "-q", &url, back.to_str().unwrap()]).await;
+    assert!(r.unwrap_err().contains("use -r"));
 }
 
 async fn negotiation(s: &dyn Server) {

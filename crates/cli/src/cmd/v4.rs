@@ -3,8 +3,8 @@
 //! The commands dispatch here before touching their v3 code, which stays as it is. Files
 //! travel through the same [`sluice_client::File`] reader and writer as over v3 (readahead,
 //! write-behind, COMMIT with verifier resend); only opening, creating and closing differ.
-//! `cp` copies one regular file, NFS → local or local → NFS; trees, NFS → NFS and the other
-//! commands over v4 come later.
+//! `cp` copies NFS → local or local → NFS, with `-r` trees of regular files and directories
+//! one file at a time; `-p`, links, NFS → NFS and the other commands over v4 come later.
 
 use super::cp::CpArgs;
 use super::ops::{format_time, mode_string, CatArgs, LsArgs};
@@ -16,9 +16,12 @@ use sluice_client::v4::{self, Client, CreateMode, Minor, V4Options};
 use sluice_client::ClientStats;
 use sluice_client::ReadStats;
 use sluice_xdr::nfs3::{Ftype3, Nfstime3};
+use sluice_xdr::nfs4::NfsFh4;
 use sluice_xdr::nfs4::{Ftype4, Nfsstat4};
-use std::os::unix::fs::OpenOptionsExt;
+use std::future::Future;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// True if `arg` is an NFS URL asking for a 4.x version.
@@ -106,16 +109,20 @@ fn entry_line(long: bool, name: &str, a: &v4::Attr) -> String {
     )
 }
 
-/// `sluice cp SRC DST` with a v4 URL on one side and a local path on the other.
+/// `sluice cp [-r] SRC DST` with a v4 URL on one side and a local path on the other.
 pub(crate) async fn cp(a: CpArgs) -> Result<(), String> {
-    if a.recursive {
-        return Err("cp -r over NFSv4 is not supported yet (use version=3)".into());
+    if a.preserve {
+        return Err("cp -p over NFSv4 is not supported yet (use version=3)".into());
     }
     let mut s = V4Session::new(&a.common);
     let r = async {
         match (NfsUrl::is_nfs_url(&a.src), NfsUrl::is_nfs_url(&a.dst)) {
-            (true, false) => download(&mut s, &parse_url(&a.src)?, Path::new(&a.dst)).await,
-            (false, true) => upload(&mut s, Path::new(&a.src), &parse_url(&a.dst)?).await,
+            (true, false) => {
+                download(&mut s, &parse_url(&a.src)?, Path::new(&a.dst), a.recursive).await
+            }
+            (false, true) => {
+                upload(&mut s, Path::new(&a.src), &parse_url(&a.dst)?, a.recursive).await
+            }
             _ => Err("cp over NFSv4 copies between an nfs:// URL and a local path".into()),
         }
     }
@@ -123,14 +130,63 @@ pub(crate) async fn cp(a: CpArgs) -> Result<(), String> {
     s.finish(r).await
 }
 
-async fn download(s: &mut V4Session, url: &NfsUrl, dst: &Path) -> Result<(), String> {
+async fn download(
+    s: &mut V4Session,
+    url: &NfsUrl,
+    dst: &Path,
+    recursive: bool,
+) -> Result<(), String> {
     let c = s.client(url).await?;
-    let (fh, attr) = c.open(&url.path).await.map_err(|e| at(url, e))?;
+    let (fh, attr) = c.lookup(&url.path).await.map_err(|e| at(url, e))?;
     let to: PathBuf = if dst.is_dir() {
         dst.join(url.file_name())
     } else {
         dst.to_path_buf()
     };
+    if attr.ftype == Ftype4::DIR {
+        if !recursive {
+            return Err(format!("{url}: is a directory (not copied; use -r)"));
+        }
+        return download_tree(&c, url, fh, to).await;
+    }
+    download_file(&c, url, &to).await
+}
+
+/// The directory `url` (handle `fh`) into the new local directory `to`, depth first; regular
+/// files and directories only (others are named on stderr and skipped).
+fn download_tree<'a>(
+    c: &'a Client,
+    url: &'a NfsUrl,
+    fh: NfsFh4,
+    to: PathBuf,
+) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+    Box::pin(async move {
+        match std::fs::create_dir(&to) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && to.is_dir() => {}
+            Err(e) => return Err(format!("{}: {e}", to.display())),
+        }
+        let mut entries = c.readdir(&fh).await.map_err(|e| at(url, e))?;
+        entries.sort_by(|x, y| x.0.cmp(&y.0));
+        for (name, attr) in entries {
+            let child = url.join(&name);
+            match attr.ftype {
+                Ftype4::DIR => {
+                    let (cfh, _) = c.lookup(&child.path).await.map_err(|e| at(&child, e))?;
+                    download_tree(c, &child, cfh, to.join(&name)).await?;
+                }
+                Ftype4::REG => download_file(c, &child, &to.join(&name)).await?,
+                _ => eprintln!(
+                    "{child}: not a regular file or directory (not copied over NFSv4 yet)"
+                ),
+            }
+        }
+        Ok(())
+    })
+}
+
+async fn download_file(c: &Client, url: &NfsUrl, to: &Path) -> Result<(), String> {
+    let (fh, attr) = c.open(&url.path).await.map_err(|e| at(url, e))?;
     let mode = if attr.mode == 0 { 0o644 } else { attr.mode } & 0o777;
     let copied = async {
         let file = std::fs::OpenOptions::new()
@@ -138,7 +194,7 @@ async fn download(s: &mut V4Session, url: &NfsUrl, dst: &Path) -> Result<(), Str
             .create(true)
             .truncate(true)
             .mode(mode)
-            .open(&to)
+            .open(to)
             .map_err(|e| format!("{}: {e}", to.display()))?;
         let mut out = LocalFile::new(file);
         File::new(c.clone(), fh.clone(), attr)
@@ -152,11 +208,13 @@ async fn download(s: &mut V4Session, url: &NfsUrl, dst: &Path) -> Result<(), Str
     closed
 }
 
-async fn upload(s: &mut V4Session, src: &Path, url: &NfsUrl) -> Result<(), String> {
+async fn upload(
+    s: &mut V4Session,
+    src: &Path,
+    url: &NfsUrl,
+    recursive: bool,
+) -> Result<(), String> {
     let c = s.client(url).await?;
-    let mut local = tokio::fs::File::open(src)
-        .await
-        .map_err(|e| format!("{}: {e}", src.display()))?;
     // Into an existing directory under the source's name, as cp(1) does.
     let path = match c.lookup(&url.path).await {
         Ok((_, a)) if a.ftype == Ftype4::DIR => {
@@ -173,15 +231,75 @@ async fn upload(s: &mut V4Session, src: &Path, url: &NfsUrl) -> Result<(), Strin
         Err(e) if e.status() == Some(Nfsstat4::NOENT) => url.path.clone(),
         Err(e) => return Err(at(url, e)),
     };
-    let shown = url.with_path(&path);
-    let (fh, attr) = c
-        .create(&path, 0o644, CreateMode::Truncate)
+    let to = url.with_path(&path);
+    if src.is_dir() {
+        if !recursive {
+            return Err(format!(
+                "{}: is a directory (not copied; use -r)",
+                src.display()
+            ));
+        }
+        return upload_tree(&c, src, &to).await;
+    }
+    upload_file(&c, src, &to).await
+}
+
+/// The local directory `src` as the new directory `to`, depth first; regular files and
+/// directories only (others are named on stderr and skipped).
+fn upload_tree<'a>(
+    c: &'a Client,
+    src: &'a Path,
+    to: &'a NfsUrl,
+) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+    Box::pin(async move {
+        let mode = std::fs::metadata(src)
+            .map_err(|e| format!("{}: {e}", src.display()))?
+            .permissions()
+            .mode();
+        match c.mkdir(&to.path, mode).await {
+            Ok(_) => {}
+            Err(e) if e.status() == Some(Nfsstat4::EXIST) => {}
+            Err(e) => return Err(at(to, e)),
+        }
+        let mut names = Vec::new();
+        for e in std::fs::read_dir(src).map_err(|e| format!("{}: {e}", src.display()))? {
+            let e = e.map_err(|e| format!("{}: {e}", src.display()))?;
+            names.push(e.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        for name in names {
+            let from = src.join(&name);
+            let child = to.join(&name);
+            let kind = std::fs::symlink_metadata(&from)
+                .map_err(|e| format!("{}: {e}", from.display()))?
+                .file_type();
+            if kind.is_dir() {
+                upload_tree(c, &from, &child).await?;
+            } else if kind.is_file() {
+                upload_file(c, &from, &child).await?;
+            } else {
+                eprintln!(
+                    "{}: not a regular file or directory (not copied over NFSv4 yet)",
+                    from.display()
+                );
+            }
+        }
+        Ok(())
+    })
+}
+
+async fn upload_file(c: &Client, src: &Path, to: &NfsUrl) -> Result<(), String> {
+    let mut local = tokio::fs::File::open(src)
         .await
-        .map_err(|e| at(&shown, e))?;
+        .map_err(|e| format!("{}: {e}", src.display()))?;
+    let (fh, attr) = c
+        .create(&to.path, 0o644, CreateMode::Truncate)
+        .await
+        .map_err(|e| at(to, e))?;
     let written = async {
         let f = File::new(c.clone(), fh.clone(), attr);
         let mut w = f.writer();
-        let mut buf = vec![0u8; sluice_client::FileProtocol::wsize(&c) as usize];
+        let mut buf = vec![0u8; sluice_client::FileProtocol::wsize(c) as usize];
         loop {
             let n = local
                 .read(&mut buf)
@@ -190,12 +308,12 @@ async fn upload(s: &mut V4Session, src: &Path, url: &NfsUrl) -> Result<(), Strin
             if n == 0 {
                 break;
             }
-            w.write(&buf[..n]).await.map_err(|e| at(&shown, e))?;
+            w.write(&buf[..n]).await.map_err(|e| at(to, e))?;
         }
-        w.finish().await.map(|_| ()).map_err(|e| at(&shown, e))
+        w.finish().await.map(|_| ()).map_err(|e| at(to, e))
     }
     .await;
-    let closed = c.close(&fh).await.map_err(|e| at(&shown, e));
+    let closed = c.close(&fh).await.map_err(|e| at(to, e));
     written?;
     closed
 }

@@ -50,9 +50,9 @@ use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
     CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloseArgs, CommitArgs,
-    CreatVerfAttr, CreateSessionArgs, CreateSessionResOk, Createhow4, ExchangeIdArgs, ImplIdList,
-    NfsArgop4, NfsResop4, OpenArgs, OpenClaim4, OpenDelegation4, Openflag4, Opnum4, ReadArgs,
-    ReaddirArgs, Res4, SequenceArgs, StateProtect4A, WriteArgs,
+    CreatVerfAttr, CreateArgs, CreateSessionArgs, CreateSessionResOk, Createhow4, Createtype4,
+    ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4, OpenDelegation4,
+    Openflag4, Opnum4, ReadArgs, ReaddirArgs, Res4, SequenceArgs, StateProtect4A, WriteArgs,
 };
 use sluice_xdr::nfs4::{
     self as nfs4, Bitmap4, Component4, Fattr4, Ftype4, NfsFh4, Nfsstat4, Nfstime4, Opaque4,
@@ -599,6 +599,29 @@ impl Client {
             delegation,
         };
         Ok((fh, find_attr(&res)?))
+    }
+
+    /// Makes the directory `path` with `mode` (CREATE NF4DIR in its parent).
+    pub async fn mkdir(&self, path: &str, mode: u32) -> Result<NfsFh4, Error> {
+        let (dir, name) = split_path(path)?;
+        let (dirfh, _) = self.lookup(dir).await?;
+        let attrs = AttrValues {
+            mode: Some(mode & 0o7777),
+            ..AttrValues::default()
+        };
+        let res = self
+            .compound(vec![
+                NfsArgop4::Putfh(dirfh),
+                NfsArgop4::Create(CreateArgs {
+                    objtype: Createtype4::Dir,
+                    objname: component(name)?,
+                    createattrs: attrs.encode(),
+                }),
+                NfsArgop4::Getfh(()),
+            ])
+            .await?
+            .ok()?;
+        find_fh(&res)
     }
 
     /// CLOSE (and DELEGRETURN of a delegation the open came with).
