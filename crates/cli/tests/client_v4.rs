@@ -354,3 +354,32 @@ fn v4_picks_4_1_from_a_server_without_4_2() {
         assert_eq!(ok(&["cat", &v4_url(&server, "/f", "4")]).await, b"41");
     });
 }
+
+/// With a 10 s lease (the server's shortest), an idle client sends a SEQUENCE of its own
+/// after a third of it (3.3 s), not before, and its session is still the first one afterwards.
+#[test]
+fn v4_idle_client_renews_its_lease_after_a_third_of_it() {
+    let server = SluiceServer::start_with(&SluiceServer::binary(), &["--lease-secs", "10"], true);
+    let rt = runtime();
+    rt.block_on(async {
+        let url = NfsUrl::parse(&v4_url(&server, "", "4.1")).unwrap();
+        let c = Client::connect(
+            &url,
+            &ClientOptions::default(),
+            Minor::V1,
+            V4Options::default(),
+        )
+        .await
+        .unwrap();
+        let t0 = tokio::time::Instant::now();
+        let renewals = || c.stats().get("NFS4", "SEQUENCE").map_or(0, |p| p.calls);
+        tokio::time::sleep_until(t0 + std::time::Duration::from_millis(3000)).await;
+        assert_eq!(renewals(), 0, "no renewal before a third of the lease");
+        tokio::time::sleep_until(t0 + std::time::Duration::from_millis(5000)).await;
+        assert_eq!(renewals(), 1, "one renewal after a third of the lease");
+        c.lookup(&url.path).await.unwrap();
+        let sessions = c.stats().get("NFS4", "CREATE_SESSION").unwrap().calls;
+        assert_eq!(sessions, 1, "the lease never lapsed");
+        c.shutdown().await;
+    });
+}
