@@ -34,6 +34,9 @@
 
 pub mod session;
 
+#[cfg(test)]
+mod fake;
+
 use crate::client::{credentials, resolve, ClientOptions};
 use crate::proto::{
     Call, CommitCall, FileContext, FileError, FileOptions, FileProtocol, ReadCall, ReadReply,
