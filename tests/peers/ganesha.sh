@@ -19,6 +19,7 @@
 # STATE_DIR gets: ganesha.conf, ganesha.log, ganesha.pid (pid inside the namespace),
 # unshare.pid (host pid of the namespace holder), inner.log, recovery/, args.
 # Environment: GANESHA_START_TIMEOUT (s, default 60), GANESHA_LEASE (s, default 10),
+# GANESHA_MINOR_VERSIONS (NFSv4 minor versions served, e.g. "1"; default ganesha's own),
 # GANESHA_CACHING=1 (benchmarks: keep ganesha's own attribute/dirent caching defaults instead of
 # the test default that turns them off so host-side changes are visible at once).
 set -euo pipefail
@@ -110,7 +111,10 @@ do_inner() {
 }
 
 write_conf() {
-    local dir="$1" port="$2" st="$3" mdcache attr
+    local dir="$1" port="$2" st="$3" mdcache attr minors=""
+    if [ -n "${GANESHA_MINOR_VERSIONS:-}" ]; then
+        minors="Minor_Versions = ${GANESHA_MINOR_VERSIONS};"
+    fi
     mkdir -p "$st/recovery"
     # no attribute caching by default: files the host changes behind ganesha's back (test
     # set-up, host-side mkdir/rename/rm) must be visible to the clients at once. That costs
@@ -136,6 +140,7 @@ NFS_CORE_PARAM {
 NFSV4 {
     Graceless = true;
     Lease_Lifetime = ${GANESHA_LEASE:-10};
+    $minors
     RecoveryBackend = fs;
     RecoveryRoot = "$st/recovery";
 }
@@ -177,7 +182,7 @@ do_start() {
 
     # idempotent: same export on the same port already up -> nothing to do
     pid="$(holder_pid "$st")"
-    if [ -n "$pid" ] && [ "$(cat "$st/args" 2>/dev/null)" = "$dir $port ${GANESHA_CACHING:-0}" ] && answers "$dir" "$port"; then
+    if [ -n "$pid" ] && [ "$(cat "$st/args" 2>/dev/null)" = "$dir $port ${GANESHA_CACHING:-0} ${GANESHA_MINOR_VERSIONS:-}" ] && answers "$dir" "$port"; then
         return 0
     fi
     do_stop "$st"   # leftovers of a crashed run with this STATE_DIR
@@ -192,7 +197,7 @@ do_start() {
     done
 
     write_conf "$dir" "$port" "$st"
-    echo "$dir $port ${GANESHA_CACHING:-0}" > "$st/args"
+    echo "$dir $port ${GANESHA_CACHING:-0} ${GANESHA_MINOR_VERSIONS:-}" > "$st/args"
     : > "$st/ganesha.log"; : > "$st/inner.log"; : > "$st/rpcbind.log"
 
     # setsid: not in the caller's process group / terminal, so ^C of a test does not half-kill it

@@ -254,6 +254,11 @@ impl Client {
         mut options: ClientOptions,
     ) -> Result<Client, NfsError> {
         let url = url.into_nfs_url()?;
+        if url.version.is_some_and(|v| v.is_v4()) {
+            return Err(NfsError::Other(format!(
+                "{url}: asks for NFSv4, which this NFSv3 client does not speak (see crate::v4)"
+            )));
+        }
         if let Some(p) = url.proto {
             options.udp = p == crate::url::Proto::Udp;
         }
@@ -1049,7 +1054,7 @@ impl RecordLimit {
         (sluice_rpc::record::RecordDecoderConfig::DEFAULT_MAX_RECORD_BYTES - 64 * 1024) as u32;
 }
 
-fn credentials(url: &NfsUrl, options: &ClientOptions) -> OpaqueAuth {
+pub(crate) fn credentials(url: &NfsUrl, options: &ClientOptions) -> OpaqueAuth {
     // SAFETY: geteuid/getegid have no preconditions and cannot fail.
     let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let uid = url.uid.or(options.uid).unwrap_or(euid);
@@ -1064,7 +1069,7 @@ fn credentials(url: &NfsUrl, options: &ClientOptions) -> OpaqueAuth {
     .to_opaque_auth()
 }
 
-fn hostname() -> Vec<u8> {
+pub(crate) fn hostname() -> Vec<u8> {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
     // truncates, and we stop at the first NUL or the end.
@@ -1076,7 +1081,7 @@ fn hostname() -> Vec<u8> {
     buf[..n.min(sluice_xdr::rpc::MAX_MACHINE_NAME)].to_vec()
 }
 
-async fn resolve(url: &NfsUrl) -> Result<std::net::IpAddr, NfsError> {
+pub(crate) async fn resolve(url: &NfsUrl) -> Result<std::net::IpAddr, NfsError> {
     let port = url.port.unwrap_or(portmap::PORT);
     let mut addrs = tokio::net::lookup_host((url.host.as_str(), port))
         .await

@@ -1,5 +1,5 @@
-//! The sluice NFSv3 client library (the `sluice` binary's client commands, in the cli crate,
-//! are built on it).
+//! The sluice NFS client library: NFSv3 ([`Client`]) and NFSv4.1/4.2 ([`v4::Client`]) under
+//! one file layer (the `sluice` binary's client commands, in the cli crate, are built on it).
 //!
 //! ```text
 //!   (cli crate: cp, cat, ls, stat, mkdir, rm, mv)   the `sluice` binary's commands
@@ -15,7 +15,8 @@
 //!     │
 //!   FileProtocol (proto.rs)   the only way File reaches the server: start_read/start_write
 //!     │                  (pipelined), commit, getattr, with neutral handle/attr/error types;
-//!     │                  implemented by Client here, by an NFSv4.1 client unchanged
+//!     │                  implemented by Client (v3) and by v4::Client (a SEQUENCE-led
+//!     │                  COMPOUND per call; v4/session.rs is its pure slot table and lease)
 //!   RpcClient (transport.rs)   tokio driver around sluice_rpc::client::CallTable: one TCP
 //!                              connection (or UDP socket), many calls by XID, reconnect and
 //!                              resend (TCP) or RTO retransmission (UDP, the table's)
@@ -44,6 +45,7 @@ pub mod read;
 pub mod stats;
 pub mod transport;
 pub mod url;
+pub mod v4;
 
 pub use client::{list_exports, Client, ClientOptions, DirEntry, ExportInfo, IntoNfsUrl, Pending};
 pub use dir::DirPages;

@@ -14,8 +14,11 @@
 //!   ones, so such a URL given to nfs-cat still works there, over TCP.
 //! - `nconnect=N` (1 to 16) opens N TCP connections to the NFS service and spreads calls over
 //!   them, like the Linux mount option of that name (an extension; libnfs ignores it).
-//! - `version` must be 3 if present. Other parameters libnfs knows (`readahead`, `auto-traverse-
-//!   mounts`...) are accepted and ignored, so URLs written for nfs-cp work here.
+//! - `version=3`, `4.1`, `4.2`, or `4` (the highest 4.x minor version the server offers). A v4
+//!   URL's path is on the server's pseudo file system and the port is `nfsport`, else the
+//!   authority's port, else 2049: no MOUNT and no portmapper. Without `version` the client
+//!   speaks v3. Other parameters libnfs knows (`readahead`, `auto-traverse-mounts`...) are
+//!   accepted and ignored, so URLs written for nfs-cp work here.
 
 use std::fmt;
 
@@ -36,8 +39,27 @@ pub struct NfsUrl {
     pub proto: Option<Proto>,
     /// `nconnect=N`; `None` when absent (the client's option decides). Checked at connect time.
     pub nconnect: Option<u32>,
+    /// `version=...`; `None` when absent.
+    pub version: Option<NfsVersion>,
     /// The query string as written (without '?'), kept to build URLs of other paths.
     query: String,
+}
+
+/// The NFS version a URL asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NfsVersion {
+    V3,
+    /// `version=4`: the highest 4.x minor version the server offers.
+    V4,
+    V4_1,
+    V4_2,
+}
+
+impl NfsVersion {
+    /// True for every 4.x choice.
+    pub fn is_v4(self) -> bool {
+        self != NfsVersion::V3
+    }
 }
 
 /// The transport a URL asks for.
@@ -94,6 +116,7 @@ impl NfsUrl {
             gid: None,
             proto: None,
             nconnect: None,
+            version: None,
             query: query.to_string(),
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -104,9 +127,13 @@ impl NfsUrl {
             };
             match k {
                 "version" => {
-                    if v != "3" {
-                        return Err(bad("only NFS version 3 is supported"));
-                    }
+                    url.version = Some(match v {
+                        "3" => NfsVersion::V3,
+                        "4" => NfsVersion::V4,
+                        "4.1" => NfsVersion::V4_1,
+                        "4.2" => NfsVersion::V4_2,
+                        _ => return Err(bad("bad version (3, 4, 4.1 or 4.2)")),
+                    })
                 }
                 "nfsport" => {
                     url.nfsport =
@@ -276,7 +303,8 @@ mod tests {
             "nfs:///x",
             "nfs://h:0/x",
             "nfs://h:99999/x",
-            "nfs://h/x?version=4",
+            "nfs://h/x?version=5",
+            "nfs://h/x?version=4.0",
             "nfs://h/x?nfsport=abc",
             "nfs://h/%zz",
         ] {
@@ -297,5 +325,16 @@ mod tests {
         assert!(NfsUrl::parse("nfs://h/x?nconnect=many").is_err());
         assert!(NfsUrl::is_nfs_url("NFS://h/x"));
         assert!(!NfsUrl::is_nfs_url("/tmp/nfs://x"));
+    }
+
+    #[test]
+    fn versions_3_4_4_1_and_4_2() {
+        let v = |q: &str| NfsUrl::parse(&format!("nfs://h/x{q}")).unwrap().version;
+        assert_eq!(v(""), None);
+        assert_eq!(v("?version=3"), Some(NfsVersion::V3));
+        assert_eq!(v("?version=4"), Some(NfsVersion::V4));
+        assert_eq!(v("?version=4.1"), Some(NfsVersion::V4_1));
+        assert_eq!(v("?version=4.2&nfsport=2049"), Some(NfsVersion::V4_2));
+        assert!(NfsVersion::V4_1.is_v4() && !NfsVersion::V3.is_v4());
     }
 }

@@ -80,6 +80,9 @@ pub struct CpArgs {
 }
 
 pub(crate) async fn run(a: CpArgs) -> Result<(), String> {
+    if super::v4::wants_v4(&a.src) || super::v4::wants_v4(&a.dst) {
+        return super::v4::cp(a).await;
+    }
     let mut s = Session::new(&a.common);
     let r = copy(&a, &mut s).await;
     s.finish(r)

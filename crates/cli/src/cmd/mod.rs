@@ -12,6 +12,7 @@
 
 mod cp;
 mod ops;
+mod v4;
 
 pub use cp::CpArgs;
 pub use ops::{CatArgs, LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};

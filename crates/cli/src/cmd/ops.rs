@@ -82,6 +82,9 @@ pub struct MvArgs {
 }
 
 pub(crate) async fn cat(a: CatArgs, out: &mut Out) -> Result<(), String> {
+    if a.urls.iter().any(|u| super::v4::wants_v4(u)) {
+        return super::v4::cat(a, out).await;
+    }
     let mut s = Session::new(&a.common);
     let r = async {
         for u in &a.urls {
@@ -99,6 +102,9 @@ pub(crate) async fn cat(a: CatArgs, out: &mut Out) -> Result<(), String> {
 }
 
 pub(crate) async fn ls(a: LsArgs, out: &mut Out) -> Result<(), String> {
+    if super::v4::wants_v4(&a.url) {
+        return super::v4::ls(a, out).await;
+    }
     let mut s = Session::new(&a.common);
     let r = async {
         let url = parse_url(&a.url)?;

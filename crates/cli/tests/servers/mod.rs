@@ -80,6 +80,12 @@ pub struct Ganesha {
 impl Ganesha {
     /// Starts ganesha; panics loudly when it is not installed.
     pub fn start() -> Ganesha {
+        Self::start_with_env(&[])
+    }
+
+    /// With settings of tests/peers/ganesha.sh in its environment (for example
+    /// `GANESHA_MINOR_VERSIONS`).
+    pub fn start_with_env(env: &[(&str, &str)]) -> Ganesha {
         let found = Command::new("sh")
             .args(["-c", "command -v ganesha.nfsd"])
             .output()
@@ -100,6 +106,7 @@ impl Ganesha {
             .arg(export.path())
             .arg(port.to_string())
             .arg(state.path())
+            .envs(env.iter().copied())
             .output()
             .expect("run ganesha.sh");
         assert!(

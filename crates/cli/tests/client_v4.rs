@@ -1,0 +1,385 @@
+//! The NFSv4.1 / 4.2 client (`?version=4.1`, `4.2`, `4`) against `sluice serve` and nfs-ganesha:
+//! `cp` both ways at the sizes that find off-by-ones (0 B, 1 B, 1 MiB + 1) and one that keeps
+//! many READs and WRITEs in flight on the session's slots (16 MiB), checked by SHA-256; `cat`;
+//! minor version negotiation; `--stats` naming the version; a session shared by many files;
+//! `ls` / `ls -l` (READDIR in pages); `cp -r` of a small tree both ways.
+mod servers;
+
+use clap::Parser;
+use servers::*;
+use sluice_cli::cmd::{run_with_output, ClientCmd};
+use sluice_client::url::NfsUrl;
+use sluice_client::v4::{Client, CreateMode, Minor, V4Options};
+use sluice_client::{ClientOptions, File};
+use std::path::Path;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: ClientCmd,
+}
+
+/// Runs `sluice ARGS...` in-process; returns (result, stdout).
+async fn sluice(args: &[&str]) -> (Result<(), String>, Vec<u8>) {
+    let mut argv = vec!["sluice"];
+    argv.extend_from_slice(args);
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("bad command {argv:?}: {e}"));
+    let mut out: Vec<u8> = Vec::new();
+    let r = run_with_output(cli.cmd, &mut out).await;
+    (r, out)
+}
+
+async fn ok(args: &[&str]) -> Vec<u8> {
+    let (r, out) = sluice(args).await;
+    if let Err(e) = r {
+        panic!("sluice {args:?} failed: {e}");
+    }
+    out
+}
+
+/// The v4 URL of `rel` on `s`: its v3 URL with `version=` replaced (ganesha's pseudo path is its
+/// export's path, and sluice lists exports by absolute path in its pseudo root, so the path is
+/// the same; the v4 client takes `nfsport`, else the authority's port).
+fn v4_url(s: &dyn Server, rel: &str, version: &str) -> String {
+    let u = s.url(rel);
+    if u.contains("version=3") {
+        u.replace("version=3", &format!("version={version}"))
+    } else {
+        format!("{u}?version={version}")
+    }
+}
+
+fn all(s: &dyn Server) {
+    runtime().block_on(async {
+        for version in ["4.1", "4.2"] {
+            copies_both_ways(s, version).await;
+        }
+        negotiation(s).await;
+        many_files_share_one_session(s).await;
+        listing(s).await;
+        tree_both_ways(s).await;
+    });
+    stats_name_the_version(s);
+}
+
+async fn copies_both_ways(s: &dyn Server, version: &str) {
+    let local = TempDir::new("v4-local");
+    let v = version.replace('.', "_");
+    for (i, len) in [0u64, 1, (1 << 20) + 1, 16 << 20].into_iter().enumerate() {
+        let src = local.path().join(format!("src{len}"));
+        make_file(&src, len, 77 + i as u64);
+        let want = sha256_file(&src);
+        let name = format!("v4-{v}-{len}");
+        let url = v4_url(s, &format!("/{name}"), version);
+        ok(&["cp", "-q", src.to_str().unwrap(), &url]).await;
+        let on_server = s.export_dir().join(&name);
+        assert_eq!(
+            sha256_file(&on_server),
+            want,
+            "[{}] {version} upload of {len} bytes",
+            s.name()
+        );
+        let back = local.path().join(format!("back{len}"));
+        ok(&["cp", "-q", &url, back.to_str().unwrap()]).await;
+        assert_eq!(
+            sha256_file(&back),
+            want,
+            "[{}] {version} download of {len} bytes",
+            s.name()
+        );
+        if len <= 1 {
+            assert_eq!(
+                ok(&["cat", &url]).await,
+                std::fs::read(&src).unwrap(),
+                "[{}] cat",
+                s.name()
+            );
+        }
+    }
+    // Over an existing file: truncated, not merged.
+    let small = local.path().join("small");
+    std::fs::write(&small, b"short").unwrap();
+    let url = v4_url(s, &format!("/v4-{v}-{}", (1u64 << 20) + 1), version);
+    ok(&["cp", "-q", small.to_str().unwrap(), &url]).await;
+    assert_eq!(
+        std::fs::read(s.export_dir().join(format!("v4-{v}-{}", (1u64 << 20) + 1))).unwrap(),
+        b"short"
+    );
+    // Into an existing directory on either side: under the source's name.
+    let dir_url = v4_url(s, "", version);
+    ok(&["cp", "-q", small.to_str().unwrap(), &dir_url]).await;
+    assert_eq!(
+        std::fs::read(s.export_dir().join("small")).unwrap(),
+        b"short"
+    );
+    ok(&["cp", "-q", &url, local.path().to_str().unwrap()]).await;
+    assert_eq!(
+        std::fs::read(local.path().join(format!("v4-{v}-{}", (1u64 << 20) + 1))).unwrap(),
+        b"short"
+    );
+    // A missing file is the server's NOENT, named.
+    let (r, _) = sluice(&["cat", &v4_url(s, "/no-such-file", version)]).await;
+    let e = r.unwrap_err();
+    assert!(e.contains("NFS4ERR_NOENT"), "[{}] {e}", s.name());
+}
+
+/// `ls` and `ls -l` of a directory of 3,000 entries (several READDIR pages) and of a file.
+async fn listing(s: &dyn Server) {
+    let dir = s.export_dir().join("listing");
+    std::fs::create_dir(&dir).unwrap();
+    let mut want: Vec<String> = (0..3000).map(|i| format!("entry-{i:05}")).collect();
+    for n in &want {
+        std::fs::write(dir.join(n), b"").unwrap();
+    }
+    std::fs::write(dir.join("entry-00007"), b"1234567").unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    want.push("sub".into());
+    let url = v4_url(s, "/listing", "4.1");
+    let names = String::from_utf8(ok(&["ls", &url]).await).unwrap();
+    assert_eq!(names.lines().collect::<Vec<_>>(), want, "[{}]", s.name());
+    let long = String::from_utf8(ok(&["ls", "-l", &url]).await).unwrap();
+    let line = long.lines().find(|l| l.ends_with(" entry-00007")).unwrap();
+    assert!(line.starts_with("-rw-"), "[{}] {line}", s.name());
+    assert!(line.contains(" 7 "), "[{}] size: {line}", s.name());
+    let sub = long.lines().find(|l| l.ends_with(" sub")).unwrap();
+    assert!(sub.starts_with('d'), "[{}] {sub}", s.name());
+    let one = ok(&["ls", "-l", &v4_url(s, "/listing/entry-00007", "4.1")]).await;
+    assert!(String::from_utf8(one).unwrap().ends_with(" entry-00007\n"));
+}
+
+/// `cp -r` of a small tree (3 levels, 40 files of 0 B to 300 KiB) up and back down, by
+/// SHA-256 of every file.
+async fn tree_both_ways(s: &dyn Server) {
+    let local = TempDir::new("v4-tree");
+    let src = local.path().join("tree");
+    let mut files = Vec::new();
+    for d in ["", "a", "a/b", "c"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+        for i in 0..10u64 {
+            let rel = Path::new(d).join(format!("f{i}"));
+            make_file(&src.join(&rel), i * i * 3000, 5 + i);
+            files.push(rel);
+        }
+    }
+    std::fs::create_dir(src.join("empty")).unwrap();
+    let url = v4_url(s, "/tree", "4.1");
+    ok(&["cp", "-q", "-r", src.to_str().unwrap(), &url]).await;
+    let back = local.path().join("back");
+    ok(&["cp", "-q", "-r", &url, back.to_str().unwrap()]).await;
+    for rel in &files {
+        let want = sha256_file(&src.join(rel));
+        assert_eq!(
+            sha256_file(&s.export_dir().join("tree").join(rel)),
+            want,
+            "[{}] up {rel:?}",
+            s.name()
+        );
+        assert_eq!(
+            sha256_file(&back.join(rel)),
+            want,
+            "[{}] down {rel:?}",
+            s.name()
+        );
+    }
+    assert!(back.join("empty").is_dir());
+    let (r, _) = sluice(&["cp", "-q", &url, back.to_str().unwrap()]).await;
+    assert!(r.unwrap_err().contains("use -r"));
+}
+
+async fn negotiation(s: &dyn Server) {
+    let url = NfsUrl::parse(&v4_url(s, "", "4")).unwrap();
+    let options = ClientOptions::default();
+    for (minor, want) in [(Minor::Highest, 2), (Minor::V1, 1), (Minor::V2, 2)] {
+        let c = Client::connect(&url, &options, minor, V4Options::default())
+            .await
+            .unwrap_or_else(|e| panic!("[{}] {minor:?}: {e}", s.name()));
+        assert_eq!(c.minor_version(), want, "[{}] {minor:?}", s.name());
+        c.shutdown().await;
+    }
+}
+
+/// 24 files written and read back at once through one client: more COMPOUNDs in flight than
+/// the table has slots, so slots are waited for and reused with the next sequence id.
+async fn many_files_share_one_session(s: &dyn Server) {
+    let url = NfsUrl::parse(&v4_url(s, "", "4.1")).unwrap();
+    let mut options = ClientOptions::default();
+    options.rpc.table.max_in_flight = 4;
+    let c = Client::connect(&url, &options, Minor::V1, V4Options::default())
+        .await
+        .unwrap();
+    let base = url.path.clone();
+    let mut tasks = Vec::new();
+    for i in 0..24u8 {
+        let c = c.clone();
+        let path = format!("{base}/many-{i}");
+        tasks.push(tokio::spawn(async move {
+            let data = vec![i; 100_000 + usize::from(i) * 1000];
+            let (fh, attr) = c.create(&path, 0o600, CreateMode::Exclusive).await.unwrap();
+            let f = File::new(c.clone(), fh.clone(), attr);
+            let mut w = f.writer();
+            w.write(&data).await.unwrap();
+            w.finish().await.unwrap();
+            c.close(&fh).await.unwrap();
+            let (fh, attr) = c.open(&path).await.unwrap();
+            let got = File::new(c.clone(), fh.clone(), attr)
+                .read_all()
+                .await
+                .unwrap();
+            c.close(&fh).await.unwrap();
+            assert_eq!(got, data, "file {i}");
+            let again = c.create(&path, 0o600, CreateMode::Exclusive).await;
+            assert_eq!(
+                again.unwrap_err().status(),
+                Some(sluice_xdr::nfs4::Nfsstat4::EXIST),
+                "EXCLUSIVE4_1 over an existing file"
+            );
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let writes = c.stats().get("NFS4", "WRITE").unwrap();
+    assert!(writes.calls >= 24 && writes.errors == 0, "{writes:?}");
+    c.shutdown().await;
+    let after = c.lookup(&base).await;
+    assert!(after.is_err(), "calls after shutdown fail");
+}
+
+/// `--stats` ends with the version the client chose (the binary, for its stderr).
+fn stats_name_the_version(s: &dyn Server) {
+    let out = std::process::Command::new(SluiceServer::binary())
+        .args(["cat", "--stats", &v4_url(s, "/small", "4")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, b"short");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("NFS version: 4.2"), "[{}] {err}", s.name());
+    assert!(err.contains("READ "), "[{}] {err}", s.name());
+}
+
+#[test]
+fn v4_client_against_sluice_server() {
+    let server = SluiceServer::start(&SluiceServer::binary());
+    all(&server);
+}
+
+#[test]
+fn v4_client_against_ganesha() {
+    let server = Ganesha::start();
+    all(&server);
+}
+
+/// `sluice serve` killed and started again on the same port and state: the client's next
+/// COMPOUND finds its session (and client id) gone, sets up new ones by itself, and goes on;
+/// handles survive, and a new open reads the file.
+#[test]
+fn v4_session_and_client_id_are_recovered_after_a_server_restart() {
+    let bin = SluiceServer::binary();
+    let export = TempDir::new("v4-restart");
+    let state = TempDir::new("v4-restart-state");
+    let port = free_port();
+    let start = || {
+        let mut cmd = std::process::Command::new(&bin);
+        cmd.arg("serve")
+            .arg(export.path())
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--no-root-squash")
+            .arg("--state-dir")
+            .arg(state.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let child = cmd.spawn().expect("spawn sluice serve");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "no listen");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        child
+    };
+    std::fs::write(export.path().join("f"), b"hello").unwrap();
+    let mut child = start();
+    let dir = export.path().display().to_string();
+    let url = NfsUrl::parse(&format!("nfs://127.0.0.1:{port}{dir}?version=4.1")).unwrap();
+    let rt = runtime();
+    let c = rt.block_on(async {
+        Client::connect(
+            &url,
+            &ClientOptions::default(),
+            Minor::V1,
+            V4Options::default(),
+        )
+        .await
+        .unwrap()
+    });
+    let (fh, _) = rt.block_on(c.lookup(&format!("{dir}/f"))).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut child = start();
+    rt.block_on(async {
+        let a = c.getattr_fh(&fh).await.expect("GETATTR after the restart");
+        assert_eq!(a.size, 5);
+        let (ofh, attr) = c.open(&format!("{dir}/f")).await.unwrap();
+        let got = File::new(c.clone(), ofh.clone(), attr).read_all().await;
+        assert_eq!(got.unwrap(), b"hello");
+        c.close(&ofh).await.unwrap();
+        let sessions = c.stats().get("NFS4", "CREATE_SESSION").unwrap().calls;
+        assert!(sessions >= 2, "a new session was made: {sessions}");
+        c.shutdown().await;
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// A server that serves 4.1 only answers a 4.2 COMPOUND with NFS4ERR_MINOR_VERS_MISMATCH:
+/// `version=4` then settles on 4.1, and `version=4.2` fails saying why.
+#[test]
+fn v4_picks_4_1_from_a_server_without_4_2() {
+    let server = Ganesha::start_with_env(&[("GANESHA_MINOR_VERSIONS", "1")]);
+    std::fs::write(server.export_dir().join("f"), b"41").unwrap();
+    runtime().block_on(async {
+        let url = NfsUrl::parse(&v4_url(&server, "", "4")).unwrap();
+        let options = ClientOptions::default();
+        let c = Client::connect(&url, &options, Minor::Highest, V4Options::default())
+            .await
+            .unwrap();
+        assert_eq!(c.minor_version(), 1);
+        c.shutdown().await;
+        let e = Client::connect(&url, &options, Minor::V2, V4Options::default())
+            .await
+            .err()
+            .expect("4.2 refused");
+        assert!(e.to_string().contains("MINOR_VERS_MISMATCH"), "{e}");
+        assert_eq!(ok(&["cat", &v4_url(&server, "/f", "4")]).await, b"41");
+    });
+}
+
+/// With a 10 s lease (the server's shortest), an idle client sends a SEQUENCE of its own
+/// after a third of it (3.3 s), not before, and its session is still the first one afterwards.
+#[test]
+fn v4_idle_client_renews_its_lease_after_a_third_of_it() {
+    let server = SluiceServer::start_with(&SluiceServer::binary(), &["--lease-secs", "10"], true);
+    let rt = runtime();
+    rt.block_on(async {
+        let url = NfsUrl::parse(&v4_url(&server, "", "4.1")).unwrap();
+        let c = Client::connect(
+            &url,
+            &ClientOptions::default(),
+            Minor::V1,
+            V4Options::default(),
+        )
+        .await
+        .unwrap();
+        let t0 = tokio::time::Instant::now();
+        let renewals = || c.stats().get("NFS4", "SEQUENCE").map_or(0, |p| p.calls);
+        tokio::time::sleep_until(t0 + std::time::Duration::from_millis(3000)).await;
+        assert_eq!(renewals(), 0, "no renewal before a third of the lease");
+        tokio::time::sleep_until(t0 + std::time::Duration::from_millis(5000)).await;
+        assert_eq!(renewals(), 1, "one renewal after a third of the lease");
+        c.lookup(&url.path).await.unwrap();
+        let sessions = c.stats().get("NFS4", "CREATE_SESSION").unwrap().calls;
+        assert_eq!(sessions, 1, "the lease never lapsed");
+        c.shutdown().await;
+    });
+}

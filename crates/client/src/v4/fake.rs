@@ -1,0 +1,187 @@
+//! The v4 driver against a scripted in-process server: what it sends after DELAY, BADSLOT,
+//! SEQ_MISORDERED and BADSESSION, seen on the wire.
+
+use super::*;
+use sluice_rpc::record::{RecordDecoder, RecordDecoderConfig};
+use sluice_rpc::server::{parse_call, success_header, CallParse};
+use sluice_xdr::nfs4::ops::{CreateSessionResOk, ExchangeIdResOk, SequenceResOk};
+use sluice_xdr::Unpack;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the fake server saw: every SEQUENCE (session byte 0, slot, seqid) and op name.
+#[derive(Default)]
+struct Seen {
+    log: Vec<String>,
+    sessions: u8,
+    /// Statuses to answer the next SEQUENCEs with, in order (then OK).
+    faults: Vec<Nfsstat4>,
+}
+
+async fn serve(listener: TcpListener, seen: Arc<Mutex<Seen>>) {
+    let (mut sock, _) = listener.accept().await.unwrap();
+    let mut dec = RecordDecoder::new(RecordDecoderConfig::default());
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match sock.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        dec.push(Bytes::copy_from_slice(&buf[..n]));
+        while let Some(rec) = dec.next_record().unwrap() {
+            let CallParse::Call(call) = parse_call(&rec) else {
+                panic!("not a call")
+            };
+            let mut w = success_header(call.xid);
+            if call.proc_() == nfs4::proc_::COMPOUND {
+                let args = Compound4Args::unpack(&mut call.args(&rec)).unwrap();
+                answer(&args, &mut seen.lock().unwrap()).pack(&mut w);
+            }
+            let out = sluice_rpc::record::frame(w.into_segments(), 1 << 20);
+            for b in out {
+                sock.write_all(&b).await.unwrap();
+            }
+        }
+    }
+}
+
+fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
+    let mut results = Vec::new();
+    let mut status = Nfsstat4::OK;
+    for op in &args.ops {
+        let r = match op {
+            NfsArgop4::ExchangeId(_) => {
+                seen.log.push("EXCHANGE_ID".into());
+                NfsResop4::ExchangeId(Res4::Ok(ExchangeIdResOk {
+                    clientid: 7,
+                    sequenceid: 1,
+                    ..Default::default()
+                }))
+            }
+            NfsArgop4::CreateSession(a) => {
+                seen.sessions += 1;
+                seen.log.push(format!("CREATE_SESSION {}", seen.sessions));
+                NfsResop4::CreateSession(Res4::Ok(CreateSessionResOk {
+                    sessionid: [seen.sessions; 16],
+                    sequence: a.sequence,
+                    flags: 0,
+                    fore_chan_attrs: ChannelAttrs4 {
+                        maxrequestsize: 1 << 21,
+                        maxresponsesize: 1 << 21,
+                        maxoperations: 16,
+                        maxrequests: 4,
+                        ..Default::default()
+                    },
+                    back_chan_attrs: ChannelAttrs4::default(),
+                }))
+            }
+            NfsArgop4::Sequence(a) => {
+                seen.log.push(format!(
+                    "SEQUENCE s{} slot {} seq {}",
+                    a.sessionid[0], a.slotid, a.sequenceid
+                ));
+                if !seen.faults.is_empty() {
+                    let s = seen.faults.remove(0);
+                    results.push(NfsResop4::Sequence(Res4::Err(s)));
+                    status = s;
+                    break;
+                }
+                NfsResop4::Sequence(Res4::Ok(SequenceResOk {
+                    sessionid: a.sessionid,
+                    sequenceid: a.sequenceid,
+                    slotid: a.slotid,
+                    highest_slotid: 3,
+                    target_highest_slotid: 3,
+                    status_flags: 0,
+                }))
+            }
+            NfsArgop4::ReclaimComplete(_) => NfsResop4::ReclaimComplete(Nfsstat4::OK),
+            NfsArgop4::Putrootfh(()) => NfsResop4::Putrootfh(Nfsstat4::OK),
+            NfsArgop4::Putfh(_) => NfsResop4::Putfh(Nfsstat4::OK),
+            NfsArgop4::Getattr(_) => {
+                seen.log.push("GETATTR".into());
+                let a = AttrValues {
+                    size: Some(42),
+                    ..AttrValues::default()
+                };
+                NfsResop4::Getattr(Res4::Ok(a.encode()))
+            }
+            NfsArgop4::DestroySession(_) => NfsResop4::DestroySession(Nfsstat4::OK),
+            NfsArgop4::DestroyClientid(_) => NfsResop4::DestroyClientid(Nfsstat4::OK),
+            other => panic!("unexpected op {:?}", other.opnum()),
+        };
+        results.push(r);
+    }
+    Compound4Res {
+        status,
+        tag: Utf8Str::default(),
+        results,
+    }
+}
+
+async fn client(seen: &Arc<Mutex<Seen>>) -> Client {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(serve(listener, seen.clone()));
+    let url = NfsUrl::parse(&format!("nfs://127.0.0.1/x?version=4.1&nfsport={port}")).unwrap();
+    let mut options = ClientOptions::default();
+    options.rpc.privileged_port = false;
+    Client::connect(&url, &options, Minor::V1, V4Options::default())
+        .await
+        .unwrap()
+}
+
+/// What the server saw from log line `from` on.
+fn after_connect(seen: &Arc<Mutex<Seen>>, from: usize) -> Vec<String> {
+    seen.lock().unwrap().log[from..].to_vec()
+}
+
+#[tokio::test]
+async fn delay_resends_on_the_same_slot_and_seqid_and_badsession_makes_a_new_session() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let c = client(&seen).await;
+    let from = {
+        let mut s = seen.lock().unwrap();
+        s.faults = vec![Nfsstat4::DELAY, Nfsstat4::BADSESSION];
+        s.log.len()
+    };
+    let a = c.getattr_fh(&NfsFh4::from(&b"fh"[..])).await.unwrap();
+    assert_eq!(a.size, 42);
+    assert_eq!(
+        after_connect(&seen, from),
+        [
+            "SEQUENCE s1 slot 0 seq 3",
+            "SEQUENCE s1 slot 0 seq 3",
+            "CREATE_SESSION 2",
+            "SEQUENCE s2 slot 0 seq 1",
+            "GETATTR",
+        ]
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn seq_misordered_moves_to_another_slot_and_stale_clientid_makes_a_new_client() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let c = client(&seen).await;
+    let from = {
+        let mut s = seen.lock().unwrap();
+        s.faults = vec![Nfsstat4::SEQ_MISORDERED, Nfsstat4::STALE_CLIENTID];
+        s.log.len()
+    };
+    c.getattr_fh(&NfsFh4::from(&b"fh"[..])).await.unwrap();
+    assert_eq!(
+        after_connect(&seen, from),
+        [
+            "SEQUENCE s1 slot 0 seq 3",
+            "SEQUENCE s1 slot 1 seq 1",
+            "EXCHANGE_ID",
+            "CREATE_SESSION 2",
+            // RECLAIM_COMPLETE of the new client, then the GETATTR again.
+            "SEQUENCE s2 slot 0 seq 1",
+            "SEQUENCE s2 slot 0 seq 2",
+            "GETATTR",
+        ]
+    );
+    c.shutdown().await;
+}

@@ -1,0 +1,1470 @@
+//! The NFSv4.1 / 4.2 client: a session over the existing transport, and [`FileProtocol`] for
+//! [`crate::File`], so readahead, write-behind and COMMIT/verifier resend work unchanged.
+//!
+//! ```text
+//!   Client::connect ── NULL ── EXCHANGE_ID ── CREATE_SESSION ── RECLAIM_COMPLETE ── GETATTR root
+//!        │                         (minor version 2, then 1 on MINOR_VERS_MISMATCH)
+//!        ▼
+//!   compound(ops) ── slot from session::SlotTable ── SEQUENCE + ops ── RpcClient ── reply
+//!        ▲                                                                           │
+//!        └──── session::Next: Done / Retry / RetryAfter / NewSession / NewClient ◄───┘
+//!   renewal task: a SEQUENCE alone when nothing succeeded for lease/3 (session::Lease)
+//!   shutdown: DESTROY_SESSION, DESTROY_CLIENTID
+//! ```
+//!
+//! Every decision about slots, sequence ids, recovery and renewal is in the sans-IO
+//! [`session`] module; this one sends, waits and decodes. A COMMIT or WRITE started here is
+//! one COMPOUND (SEQUENCE, PUTFH, op) whose future re-sends it itself after a session
+//! recovery, so the file layer above never sees a session fault.
+//!
+//! # Client owner
+//! EXCHANGE_ID's owner is `sluice/HOST/uid/PID/N` with a random verifier: unique per client
+//! instance. RFC 8881 §2.4 wants an owner that stays the same across a client's restarts, so
+//! that the server can drop a crashed client's state at once; but a `sluice` process is a
+//! client that lives as long as one command, and two commands of one user on one host must not
+//! look to the server like one client rebooting (a new verifier under the same owner makes the
+//! server discard the older one's state, §18.35.5). A long-lived client (a mount) can give its
+//! own stable owner in [`V4Options::owner`].
+//!
+//! # Not yet here
+//! Directory listing and namespace ops, locks, delegations (a delegation the server grants
+//! anyway is returned at close), session trunking for nconnect, and reclaiming opens after a
+//! server restart: a new client id recovers the session, but opens made before it must be
+//! opened again by the caller.
+
+pub mod session;
+
+#[cfg(test)]
+mod fake;
+
+use crate::client::{credentials, resolve, ClientOptions};
+use crate::proto::{
+    Call, CommitCall, FileContext, FileError, FileOptions, FileProtocol, ReadCall, ReadReply,
+    Stability, Version, WriteCall, WriteReply,
+};
+use crate::stats::{ClientStats, ReadStats, Sample};
+use crate::transport::{CallError, PendingCall, RpcClient, TransportStats};
+use crate::url::NfsUrl;
+use bytes::Bytes;
+use session::{Lease, Next, Outcome, Slot, SlotTable};
+use sluice_rpc::client::{ProcId, RpcError};
+use sluice_rpc::rtt::TimerClass;
+use sluice_xdr::nfs4::attrs::{num, AttrValues};
+use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
+use sluice_xdr::nfs4::ops::{
+    CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloseArgs, CommitArgs,
+    CreatVerfAttr, CreateArgs, CreateSessionArgs, CreateSessionResOk, Createhow4, Createtype4,
+    ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4, OpenDelegation4,
+    Openflag4, Opnum4, ReadArgs, ReaddirArgs, Res4, SequenceArgs, StateProtect4A, WriteArgs,
+};
+use sluice_xdr::nfs4::{
+    self as nfs4, Bitmap4, Component4, Fattr4, Ftype4, NfsFh4, Nfsstat4, Nfstime4, Opaque4,
+    SessionId4, StableHow4, StateOwner4, Stateid4, Utf8Str,
+};
+use sluice_xdr::rpc::OpaqueAuth;
+use sluice_xdr::{DecodeError, Pack, Payload, Writer};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// Which minor versions [`Client::connect`] may use, in the order it tries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Minor {
+    /// Exactly 4.1.
+    V1,
+    /// Exactly 4.2.
+    V2,
+    /// The highest the server offers: 4.2, then 4.1.
+    Highest,
+}
+
+impl Minor {
+    fn candidates(self) -> &'static [u32] {
+        match self {
+            Minor::V1 => &[1],
+            Minor::V2 => &[2],
+            Minor::Highest => &[2, 1],
+        }
+    }
+}
+
+/// Settings of the v4 session, beside the [`ClientOptions`] the v3 client also takes.
+#[derive(Debug, Clone, Default)]
+pub struct V4Options {
+    /// EXCHANGE_ID's client owner; `None`: unique per instance (see the module docs).
+    pub owner: Option<Vec<u8>>,
+}
+
+/// Why a v4 operation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The server answered an op with an error status.
+    Status { op: Opnum4, status: Nfsstat4 },
+    /// The call got no NFS answer.
+    Rpc(CallError),
+    /// The reply did not decode.
+    Decode(DecodeError),
+    /// No connection could be made.
+    Connect(String),
+    /// Anything else, in words.
+    Other(String),
+}
+
+impl Error {
+    pub fn status(&self) -> Option<Nfsstat4> {
+        match self {
+            Error::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Status { op, status } => write!(f, "{} failed: {}", op.name(), status.name()),
+            Error::Rpc(e) => write!(f, "{e}"),
+            Error::Decode(e) => write!(f, "bad reply from the server: {e}"),
+            Error::Connect(e) | Error::Other(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<FileError> for Error {
+    fn from(e: FileError) -> Self {
+        Error::Other(e.0)
+    }
+}
+
+impl From<DecodeError> for Error {
+    fn from(e: DecodeError) -> Self {
+        Error::Decode(e)
+    }
+}
+
+/// An open file: its handle and the open's stateid (what READ and WRITE present).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fh {
+    pub fh: NfsFh4,
+    /// The open stateid with seqid 0 ("the current one", RFC 8881 §8.2.2), or the anonymous
+    /// stateid for a handle that was only looked up.
+    pub stateid: Stateid4,
+    /// A delegation the server granted with the open (returned at close).
+    pub delegation: Option<Stateid4>,
+}
+
+impl Fh {
+    /// A looked-up handle with no open state.
+    pub fn unopened(fh: NfsFh4) -> Fh {
+        Fh {
+            fh,
+            stateid: Stateid4::ANONYMOUS,
+            delegation: None,
+        }
+    }
+}
+
+/// A file's attributes as this client asks for them (see [`ATTR_BITS`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attr {
+    pub ftype: Ftype4,
+    /// The change attribute: grows with every change of the file.
+    pub change: u64,
+    pub size: u64,
+    pub fileid: u64,
+    pub mode: u32,
+    pub numlinks: u32,
+    pub owner: String,
+    pub owner_group: String,
+    pub space_used: u64,
+    pub atime: Nfstime4,
+    pub mtime: Nfstime4,
+    pub ctime: Nfstime4,
+}
+
+/// The attributes GETATTR asks for: what `ls -l`, `stat` and the file layer's change
+/// detection need.
+pub const ATTR_BITS: &[u32] = &[
+    num::TYPE,
+    num::CHANGE,
+    num::SIZE,
+    num::FILEID,
+    num::MODE,
+    num::NUMLINKS,
+    num::OWNER,
+    num::OWNER_GROUP,
+    num::SPACE_USED,
+    num::TIME_ACCESS,
+    num::TIME_METADATA,
+    num::TIME_MODIFY,
+];
+
+impl Attr {
+    fn from_fattr(f: &Fattr4) -> Result<Attr, Error> {
+        let v = AttrValues::decode(f)?.values;
+        let s = |u: Option<Utf8Str>| u.map(|u| String::from_utf8_lossy(&u).into_owned());
+        Ok(Attr {
+            ftype: v.ftype.unwrap_or_default(),
+            change: v.change.unwrap_or(0),
+            size: v.size.unwrap_or(0),
+            fileid: v.fileid.unwrap_or(0),
+            mode: v.mode.unwrap_or(0),
+            numlinks: v.numlinks.unwrap_or(0),
+            owner: s(v.owner).unwrap_or_default(),
+            owner_group: s(v.owner_group).unwrap_or_default(),
+            space_used: v.space_used.unwrap_or(0),
+            atime: v.time_access.unwrap_or_default(),
+            mtime: v.time_modify.unwrap_or_default(),
+            ctime: v.time_metadata.unwrap_or_default(),
+        })
+    }
+}
+
+/// How [`Client::create`] makes a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateMode {
+    /// UNCHECKED4 with size 0: create, or truncate what is there (like `open(O_CREAT|O_TRUNC)`).
+    Truncate,
+    /// EXCLUSIVE4_1: fail with NFS4ERR_EXIST if the name exists (`O_EXCL`), safe to resend.
+    Exclusive,
+}
+
+/// Largest READ/WRITE asked for: 1 MiB, what Linux uses and what sluice's data path is tuned
+/// for.
+const TRANSFER_BYTES_MAX: u32 = 1 << 20;
+/// Room for the RPC and COMPOUND headers around a READ's or WRITE's data: a call header with
+/// AUTH_SYS (at most ~430 bytes), SEQUENCE (44), PUTFH (136), WRITE's fixed part (36), with
+/// margin; rounded to a page so the transfer size stays page aligned.
+const HEADER_BYTES_MAX: u32 = 4096;
+/// Ops asked for per COMPOUND (`ca_maxoperations`): a path walk of 28 components fits one
+/// COMPOUND; longer walks are split by what the server grants.
+const OPS_MAX: u32 = 32;
+/// The lease assumed until the server says (`lease_time`): 90 s, the Linux and knfsd default.
+const LEASE_DEFAULT: Duration = Duration::from_secs(90);
+/// Session recoveries (new session or client) one COMPOUND may go through before it fails:
+/// a server that drops every new session at once would otherwise keep the call looping.
+const RECOVERIES_MAX: u32 = 8;
+/// Wait before trying again to replace a session whose slots are all retired, when the last
+/// attempt failed (the server is unreachable, say): 1 s, so a dead server costs a CREATE_SESSION
+/// per second per waiting caller at most.
+const RECOVERY_RETRY: Duration = Duration::from_secs(1);
+/// Re-sends of one COMPOUND for BADSLOT / SEQ_MISORDERED / DELAY before it fails (at 100 ms a
+/// DELAY, about a minute of a busy server: the v3 client's major timeout).
+const RETRIES_MAX: u32 = 600;
+
+/// An NFSv4.1 / 4.2 client of one server. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    rpc: RpcClient,
+    cred: OpaqueAuth,
+    minor: u32,
+    url: NfsUrl,
+    owner: Vec<u8>,
+    verifier: [u8; 8],
+    session: Mutex<SessionState>,
+    /// Woken when a slot is freed or a new session installed.
+    slot_freed: Notify,
+    /// One recovery at a time (see [`Client::recover`]).
+    recovery: tokio::sync::Mutex<()>,
+    lease: Mutex<Lease>,
+    files: FileContext,
+    rsize: u32,
+    wsize: u32,
+    ops_max: u32,
+    stats: Mutex<ClientStats>,
+    closed: AtomicBool,
+    /// Numbers the open owners of this client's files.
+    opens: AtomicU64,
+}
+
+struct SessionState {
+    clientid: u64,
+    /// CREATE_SESSION's `csa_sequence` for the next session of this client id.
+    create_seq: u32,
+    sessionid: SessionId4,
+    table: SlotTable,
+}
+
+/// What a COMPOUND came back with (SEQUENCE's result removed).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: Nfsstat4,
+    pub results: Vec<NfsResop4>,
+}
+
+impl Reply {
+    /// The results if every op succeeded, else the failing op's status as an error.
+    pub fn ok(self) -> Result<Vec<NfsResop4>, Error> {
+        if self.status.is_ok() {
+            return Ok(self.results);
+        }
+        let op = self.results.last().map_or(Opnum4(0), |r| r.opnum());
+        Err(Error::Status {
+            op,
+            status: self.status,
+        })
+    }
+}
+
+impl Client {
+    /// Connects to the server of `url` (port: `nfsport`, else the URL's port, else 2049) and
+    /// sets up a session with the first minor version of `minor` the server takes.
+    pub async fn connect(
+        url: &NfsUrl,
+        options: &ClientOptions,
+        minor: Minor,
+        v4: V4Options,
+    ) -> Result<Client, Error> {
+        let ip = resolve(url)
+            .await
+            .map_err(|e| Error::Connect(e.to_string()))?;
+        let port = url.nfsport.or(url.port).unwrap_or(2049);
+        let addr = SocketAddr::new(ip, port);
+        let mut rpc_config = options.rpc.clone();
+        if rpc_config.server_name.is_empty() {
+            rpc_config.server_name = url.host.clone();
+        }
+        let rpc = RpcClient::connect(addr, rpc_config)
+            .await
+            .map_err(|e| Error::Connect(format!("cannot connect to {addr}: {e}")))?;
+        let cred = credentials(url, options);
+        let owner = v4.owner.unwrap_or_else(instance_owner);
+        let verifier: [u8; 8] = rand::random();
+        let stats = Mutex::new(ClientStats::default());
+        null(&rpc, &cred).await?;
+        let mut last = None;
+        for &m in minor.candidates() {
+            match exchange_id(&rpc, &cred, m, &owner, verifier, &stats).await {
+                Ok(x) => {
+                    let slots = (options.rpc.table.max_in_flight as u32).max(1);
+                    let (sess, create_seq) =
+                        create_session(&rpc, &cred, m, x.0, x.1, slots, &stats).await?;
+                    return Client::finish_connect(
+                        rpc, cred, m, url, owner, verifier, x.0, create_seq, sess, options, stats,
+                    )
+                    .await;
+                }
+                Err(e) if e.status() == Some(Nfsstat4::MINOR_VERS_MISMATCH) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Other("no minor version to try".into())))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn finish_connect(
+        rpc: RpcClient,
+        cred: OpaqueAuth,
+        minor: u32,
+        url: &NfsUrl,
+        owner: Vec<u8>,
+        verifier: [u8; 8],
+        clientid: u64,
+        create_seq: u32,
+        sess: CreateSessionResOk,
+        options: &ClientOptions,
+        stats: Mutex<ClientStats>,
+    ) -> Result<Client, Error> {
+        let fore = &sess.fore_chan_attrs;
+        let size = |server: u32, cap: u32| {
+            let s = server.saturating_sub(HEADER_BYTES_MAX).min(cap);
+            if s >= 4096 {
+                s & !4095
+            } else {
+                s.max(512)
+            }
+        };
+        let rsize = size(
+            fore.maxresponsesize,
+            options.rsize_max.min(TRANSFER_BYTES_MAX),
+        );
+        let wsize = size(
+            fore.maxrequestsize,
+            options.wsize_max.min(TRANSFER_BYTES_MAX),
+        );
+        let now = Instant::now();
+        let inner = Inner {
+            rpc,
+            cred,
+            minor,
+            url: url.clone(),
+            owner,
+            verifier,
+            session: Mutex::new(SessionState {
+                clientid,
+                create_seq,
+                sessionid: sess.sessionid,
+                table: SlotTable::new(1, fore.maxrequests),
+            }),
+            slot_freed: Notify::new(),
+            recovery: tokio::sync::Mutex::new(()),
+            lease: Mutex::new(Lease::new(LEASE_DEFAULT, now)),
+            files: FileContext::new(
+                FileOptions {
+                    readahead: options.readahead,
+                    trace_readahead: options.trace_readahead,
+                    attr_timeout: options.attr_timeout,
+                    write_depth: options.write_depth,
+                    write_depth_max: options.rpc.table.max_in_flight,
+                    commit_bytes_max: options.commit_bytes_max,
+                },
+                options.readahead_budget_bytes,
+            ),
+            rsize,
+            wsize,
+            // At least one LOOKUP per COMPOUND of a path walk (see `lookup`).
+            ops_max: fore.maxoperations.clamp(5, OPS_MAX),
+            stats,
+            closed: AtomicBool::new(false),
+            opens: AtomicU64::new(0),
+        };
+        let mut client = Client {
+            inner: Arc::new(inner),
+        };
+        client.reclaim_complete().await;
+        client.fit_to_filesystem().await?;
+        tokio::spawn(renew_loop(Arc::downgrade(&client.inner)));
+        Ok(client)
+    }
+
+    /// RECLAIM_COMPLETE: this client has nothing to reclaim, so the server need not hold its
+    /// grace period for it (RFC 8881 §18.51). An error (COMPLETE_ALREADY) changes nothing.
+    async fn reclaim_complete(&self) {
+        let _ = self.compound(vec![NfsArgop4::ReclaimComplete(false)]).await;
+    }
+
+    /// Reads the root's lease time and transfer limits, and lowers rsize/wsize to them.
+    async fn fit_to_filesystem(&mut self) -> Result<(), Error> {
+        let bits = Bitmap4::from_bits(&[num::LEASE_TIME, num::MAXREAD, num::MAXWRITE]);
+        let res = self
+            .compound(vec![NfsArgop4::Putrootfh(()), NfsArgop4::Getattr(bits)])
+            .await?
+            .ok()?;
+        let Some(NfsResop4::Getattr(Res4::Ok(f))) = res.last() else {
+            return Err(Error::Other("GETATTR of the root returned nothing".into()));
+        };
+        let v = AttrValues::decode(f)?.values;
+        if let Some(secs) = v.lease_time.filter(|s| *s > 0) {
+            *self.inner.lease.lock().expect("lease lock") =
+                Lease::new(Duration::from_secs(u64::from(secs)), Instant::now());
+        }
+        let cap = |server: Option<u64>, mine: u32| match server {
+            Some(s) if s >= 4096 => (s.min(u64::from(mine)) as u32) & !4095,
+            _ => mine,
+        };
+        let inner = Arc::get_mut(&mut self.inner).expect("no other handle yet");
+        inner.rsize = cap(v.maxread, inner.rsize);
+        inner.wsize = cap(v.maxwrite, inner.wsize);
+        Ok(())
+    }
+
+    /// The minor version in use (1 or 2).
+    pub fn minor_version(&self) -> u32 {
+        self.inner.minor
+    }
+
+    pub fn url(&self) -> &NfsUrl {
+        &self.inner.url
+    }
+
+    /// Per-op statistics (program "NFS4", one line per COMPOUND's main op).
+    pub fn stats(&self) -> ClientStats {
+        self.inner.stats.lock().expect("stats lock").clone()
+    }
+
+    pub fn transport_stats(&self) -> TransportStats {
+        self.inner.rpc.stats()
+    }
+
+    pub fn read_stats(&self) -> ReadStats {
+        self.inner.files.read_stats()
+    }
+
+    /// The handle and attributes of `path` (absolute on the server's pseudo file system:
+    /// PUTROOTFH, then one LOOKUP per component).
+    pub async fn lookup(&self, path: &str) -> Result<(NfsFh4, Attr), Error> {
+        let comps: Vec<&str> = crate::client::components(path).collect();
+        // Besides the LOOKUPs: SEQUENCE, PUTROOTFH or PUTFH, GETFH, GETATTR.
+        let per = (self.inner.ops_max - 4) as usize;
+        let mut fh: Option<NfsFh4> = None;
+        let mut chunks: Vec<&[&str]> = comps.chunks(per).collect();
+        if chunks.is_empty() {
+            chunks.push(&[]);
+        }
+        let n = chunks.len();
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let mut ops = vec![match &fh {
+                None => NfsArgop4::Putrootfh(()),
+                Some(f) => NfsArgop4::Putfh(f.clone()),
+            }];
+            for c in chunk {
+                ops.push(NfsArgop4::Lookup(component(c)?));
+            }
+            ops.push(NfsArgop4::Getfh(()));
+            if i + 1 == n {
+                ops.push(NfsArgop4::Getattr(attr_request()));
+            }
+            let res = self.compound(ops).await?.ok()?;
+            fh = Some(find_fh(&res)?);
+            if i + 1 == n {
+                return Ok((fh.expect("just set"), find_attr(&res)?));
+            }
+        }
+        unreachable!("the last chunk returns")
+    }
+
+    /// Opens the regular file at `path` for reading (OPEN CLAIM_NULL in its directory).
+    pub async fn open(&self, path: &str) -> Result<(Fh, Attr), Error> {
+        self.open_in(path, OPEN4_SHARE_ACCESS_READ, Openflag4::NoCreate)
+            .await
+    }
+
+    /// Creates (or with [`CreateMode::Truncate`] truncates) the file at `path` with `mode` and
+    /// opens it for writing.
+    pub async fn create(
+        &self,
+        path: &str,
+        mode: u32,
+        how: CreateMode,
+    ) -> Result<(Fh, Attr), Error> {
+        let mut a = AttrValues {
+            mode: Some(mode & 0o7777),
+            ..AttrValues::default()
+        };
+        let how = match how {
+            CreateMode::Truncate => {
+                a.size = Some(0);
+                Createhow4::Unchecked(a.encode())
+            }
+            CreateMode::Exclusive => Createhow4::Exclusive41(CreatVerfAttr {
+                verf: rand::random(),
+                attrs: a.encode(),
+            }),
+        };
+        self.open_in(path, OPEN4_SHARE_ACCESS_BOTH, Openflag4::Create(how))
+            .await
+    }
+
+    async fn open_in(
+        &self,
+        path: &str,
+        access: u32,
+        openhow: Openflag4,
+    ) -> Result<(Fh, Attr), Error> {
+        let (dir, name) = split_path(path)?;
+        let (dirfh, _) = self.lookup(dir).await?;
+        let clientid = self.inner.session.lock().expect("session lock").clientid;
+        let n = self.inner.opens.fetch_add(1, Ordering::Relaxed);
+        let ops = vec![
+            NfsArgop4::Putfh(dirfh),
+            NfsArgop4::Open(OpenArgs {
+                seqid: 0,
+                share_access: access,
+                share_deny: 0,
+                owner: StateOwner4 {
+                    clientid,
+                    owner: Opaque4(Bytes::from(format!("open-{n}").into_bytes())),
+                },
+                openhow,
+                claim: OpenClaim4::Null(component(name)?),
+            }),
+            NfsArgop4::Getfh(()),
+            NfsArgop4::Getattr(attr_request()),
+        ];
+        let res = self.compound(ops).await?.ok()?;
+        let open = res.iter().find_map(|r| match r {
+            NfsResop4::Open(Res4::Ok(o)) => Some(o),
+            _ => None,
+        });
+        let Some(open) = open else {
+            return Err(Error::Other("OPEN returned no result".into()));
+        };
+        let delegation = match &open.delegation {
+            OpenDelegation4::Read(d) => Some(d.stateid),
+            OpenDelegation4::Write(d) => Some(d.stateid),
+            _ => None,
+        };
+        let fh = Fh {
+            fh: find_fh(&res)?,
+            stateid: Stateid4 {
+                seqid: 0,
+                other: open.stateid.other,
+            },
+            delegation,
+        };
+        Ok((fh, find_attr(&res)?))
+    }
+
+    /// Makes the directory `path` with `mode` (CREATE NF4DIR in its parent).
+    pub async fn mkdir(&self, path: &str, mode: u32) -> Result<NfsFh4, Error> {
+        let (dir, name) = split_path(path)?;
+        let (dirfh, _) = self.lookup(dir).await?;
+        let attrs = AttrValues {
+            mode: Some(mode & 0o7777),
+            ..AttrValues::default()
+        };
+        let res = self
+            .compound(vec![
+                NfsArgop4::Putfh(dirfh),
+                NfsArgop4::Create(CreateArgs {
+                    objtype: Createtype4::Dir,
+                    objname: component(name)?,
+                    createattrs: attrs.encode(),
+                }),
+                NfsArgop4::Getfh(()),
+            ])
+            .await?
+            .ok()?;
+        find_fh(&res)
+    }
+
+    /// CLOSE (and DELEGRETURN of a delegation the open came with).
+    pub async fn close(&self, fh: &Fh) -> Result<(), Error> {
+        if fh.stateid == Stateid4::ANONYMOUS {
+            return Ok(());
+        }
+        let mut ops = vec![
+            NfsArgop4::Putfh(fh.fh.clone()),
+            NfsArgop4::Close(CloseArgs {
+                seqid: 0,
+                open_stateid: fh.stateid,
+            }),
+        ];
+        if let Some(d) = fh.delegation {
+            ops.push(NfsArgop4::Delegreturn(d));
+        }
+        self.compound(ops).await?.ok().map(|_| ())
+    }
+
+    /// Ends the session and the client id (DESTROY_SESSION, DESTROY_CLIENTID). Calls after it
+    /// fail; dropping the last handle without it does the same in the background.
+    pub async fn shutdown(&self) {
+        if self.inner.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (sessionid, clientid) = {
+            let s = self.inner.session.lock().expect("session lock");
+            (s.sessionid, s.clientid)
+        };
+        destroy(
+            &self.inner.rpc,
+            &self.inner.cred,
+            self.inner.minor,
+            sessionid,
+            clientid,
+        )
+        .await;
+    }
+
+    /// Sends `ops` after a SEQUENCE and waits for the reply (recovering the session as needed).
+    pub async fn compound(&self, ops: Vec<NfsArgop4>) -> Result<Reply, Error> {
+        self.start_compound(ops).await.await.0
+    }
+
+    /// Sends `ops` after a SEQUENCE; the [`Call`] resolves to the reply and the RTT sample of
+    /// its last transmission (`None` if the transport resent it).
+    pub async fn start_compound(
+        &self,
+        ops: Vec<NfsArgop4>,
+    ) -> Call<(Result<Reply, Error>, Option<Duration>)> {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return Box::pin(async { (Err(Error::Other("the client is shut down".into())), None) });
+        }
+        let first = self.send(&ops).await;
+        let c = self.clone();
+        Box::pin(async move { c.finish(ops, first).await })
+    }
+
+    /// Takes a slot and sends `ops` on it.
+    async fn send(&self, ops: &[NfsArgop4]) -> Sent {
+        let slot = self.acquire().await;
+        let sessionid = self.inner.session.lock().expect("session lock").sessionid;
+        let mut all = Vec::with_capacity(ops.len() + 1);
+        all.push(NfsArgop4::Sequence(SequenceArgs {
+            sessionid,
+            sequenceid: slot.seqid,
+            slotid: slot.slotid,
+            highest_slotid: slot.highest_slotid,
+            cachethis: false,
+        }));
+        all.extend(ops.iter().cloned());
+        let args = Compound4Args {
+            tag: Utf8Str::default(),
+            minorversion: self.inner.minor,
+            ops: all,
+        };
+        let mut w = Writer::new();
+        args.pack(&mut w);
+        let segments = w.into_segments();
+        let bytes_sent = segments.iter().map(|s| s.len()).sum();
+        let sent_at = Instant::now();
+        let call = self
+            .inner
+            .rpc
+            .start(compound_id(), &self.inner.cred, segments, TimerClass::Other)
+            .await;
+        Sent {
+            slot,
+            call,
+            bytes_sent,
+            sent_at,
+        }
+    }
+
+    /// Waits for `sent`, and re-sends `ops` as the slot table says until it is done.
+    async fn finish(
+        self,
+        ops: Vec<NfsArgop4>,
+        mut sent: Sent,
+    ) -> (Result<Reply, Error>, Option<Duration>) {
+        let (mut retries, mut recoveries) = (0u32, 0u32);
+        let main_op = main_op(&ops);
+        loop {
+            let outcome = sent.call.wait().await;
+            let rtt = outcome.as_ref().ok().and_then(|o| o.rtt_sample);
+            let mut sample = Sample {
+                bytes_sent: sent.bytes_sent,
+                ..Sample::default()
+            };
+            let (seq, result) = match outcome {
+                Ok(o) => {
+                    sample.transmissions = o.transmissions;
+                    sample.bytes_received = o.reply_bytes;
+                    sample.elapsed = o.elapsed;
+                    let limits = CompoundLimits {
+                        ops_max: self.inner.ops_max + 1,
+                        ..CompoundLimits::default()
+                    };
+                    match Compound4Res::decode(&mut o.reply.results(), &limits) {
+                        Ok(res) => split_sequence(res),
+                        Err(e) => (Outcome::NoReply, Err(Error::Decode(e))),
+                    }
+                }
+                Err(e) => (Outcome::NoReply, Err(Error::Rpc(e))),
+            };
+            let next = {
+                let mut s = self.inner.session.lock().expect("session lock");
+                s.table.complete(sent.slot, &seq)
+            };
+            self.inner.slot_freed.notify_waiters();
+            if let Outcome::Ok(_) = seq {
+                self.inner
+                    .lease
+                    .lock()
+                    .expect("lease lock")
+                    .renewed(sent.sent_at);
+            }
+            let failed = match &result {
+                Ok(r) => !r.status.is_ok(),
+                Err(_) => true,
+            };
+            sample.error = failed || next != Next::Done;
+            self.record(main_op, sample);
+            match next {
+                Next::Done => return (result, rtt),
+                Next::Failed => {
+                    return (
+                        result.and_then(|r| {
+                            // SEQUENCE itself failed: say so rather than "OK".
+                            Err(Error::Status {
+                                op: Opnum4::SEQUENCE,
+                                status: r.status,
+                            })
+                        }),
+                        rtt,
+                    );
+                }
+                Next::Retry | Next::RetryAfter(_) => {
+                    retries += 1;
+                    if retries > RETRIES_MAX {
+                        return (Err(sequence_error(&seq)), rtt);
+                    }
+                    if let Next::RetryAfter(d) = next {
+                        tokio::time::sleep(d).await;
+                    }
+                }
+                Next::NewSession | Next::NewClient => {
+                    recoveries += 1;
+                    if recoveries > RECOVERIES_MAX {
+                        return (Err(sequence_error(&seq)), rtt);
+                    }
+                    if let Err(e) = self.recover(sent.slot.generation, next).await {
+                        return (Err(e), rtt);
+                    }
+                }
+            }
+            sent = self.send(&ops).await;
+        }
+    }
+
+    /// A free slot of the current session (waits while all are busy). A session whose slots
+    /// are all retired (requests that got no reply) is replaced first.
+    async fn acquire(&self) -> Slot {
+        loop {
+            let freed = self.inner.slot_freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            let exhausted = {
+                let mut s = self.inner.session.lock().expect("session lock");
+                if let Some(slot) = s.table.acquire() {
+                    return slot;
+                }
+                s.table.exhausted().then(|| s.table.generation())
+            };
+            match exhausted {
+                Some(generation) => {
+                    if let Err(e) = self.recover(generation, Next::NewSession).await {
+                        tracing::warn!(
+                            "{}: NFSv4 session recovery failed: {e}",
+                            self.inner.url.host
+                        );
+                        tokio::time::sleep(RECOVERY_RETRY).await;
+                    }
+                }
+                None => freed.await,
+            }
+        }
+    }
+
+    /// Replaces the session (and with [`Next::NewClient`], or when CREATE_SESSION finds the
+    /// client id gone, the client id) that `generation` numbered. Recoveries are one at a
+    /// time, and a caller that finds the session already replaced returns at once.
+    ///
+    /// Boxed with its `Send` bound spelled out: recovery sends RECLAIM_COMPLETE through
+    /// [`Client::compound`], whose future contains this one, a cycle the compiler cannot see
+    /// `Send` through on its own.
+    fn recover(
+        &self,
+        generation: u64,
+        why: Next,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Error>> + Send + '_>> {
+        Box::pin(self.recover_now(generation, why))
+    }
+
+    async fn recover_now(&self, generation: u64, why: Next) -> Result<(), Error> {
+        let _one = self.inner.recovery.lock().await;
+        let (clientid, create_seq, current) = {
+            let s = self.inner.session.lock().expect("session lock");
+            (s.clientid, s.create_seq, s.table.generation())
+        };
+        if current != generation {
+            return Ok(());
+        }
+        let i = &self.inner;
+        let slots = i.files.options.write_depth_max.max(1) as u32;
+        tracing::info!(
+            "{}: NFSv4 {} lost, recovering",
+            i.url.host,
+            if why == Next::NewClient {
+                "client id"
+            } else {
+                "session"
+            }
+        );
+        let mut made = None;
+        if why == Next::NewSession {
+            match create_session(
+                &i.rpc, &i.cred, i.minor, clientid, create_seq, slots, &i.stats,
+            )
+            .await
+            {
+                Ok(x) => made = Some((clientid, x)),
+                Err(e)
+                    if matches!(
+                        e.status(),
+                        Some(Nfsstat4::STALE_CLIENTID) | Some(Nfsstat4::EXPIRED)
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let new_client = made.is_none();
+        let (clientid, (sess, create_seq)) = match made {
+            Some(m) => m,
+            None => {
+                let (id, seq) =
+                    exchange_id(&i.rpc, &i.cred, i.minor, &i.owner, i.verifier, &i.stats).await?;
+                (
+                    id,
+                    create_session(&i.rpc, &i.cred, i.minor, id, seq, slots, &i.stats).await?,
+                )
+            }
+        };
+        {
+            let mut s = i.session.lock().expect("session lock");
+            s.clientid = clientid;
+            s.create_seq = create_seq;
+            s.sessionid = sess.sessionid;
+            s.table = SlotTable::new(generation + 1, sess.fore_chan_attrs.maxrequests);
+        }
+        i.slot_freed.notify_waiters();
+        if new_client {
+            drop(_one);
+            self.reclaim_complete().await;
+        }
+        Ok(())
+    }
+
+    fn record(&self, op: Opnum4, sample: Sample) {
+        self.inner
+            .stats
+            .lock()
+            .expect("stats lock")
+            .record("NFS4", op.0, op.name(), sample);
+    }
+
+    /// Every entry of the directory `dir` with its attributes (READDIR pages, at most
+    /// [`DIR_ENTRIES_MAX`] entries), in the server's order.
+    pub async fn readdir(&self, dir: &NfsFh4) -> Result<Vec<(String, Attr)>, Error> {
+        let mut out = Vec::new();
+        let (mut cookie, mut cookieverf) = (0u64, [0u8; 8]);
+        loop {
+            let res = self
+                .compound(vec![
+                    NfsArgop4::Putfh(dir.clone()),
+                    NfsArgop4::Readdir(ReaddirArgs {
+                        cookie,
+                        cookieverf,
+                        dircount: READDIR_DIRCOUNT_BYTES,
+                        maxcount: self.inner.rsize.min(READDIR_MAXCOUNT_BYTES),
+                        attr_request: attr_request(),
+                    }),
+                ])
+                .await?
+                .ok()?;
+            let Some(NfsResop4::Readdir(Res4::Ok(page))) = res.into_iter().last() else {
+                return Err(Error::Other("READDIR returned nothing".into()));
+            };
+            if page.entries.is_empty() && !page.eof {
+                return Err(Error::Other(
+                    "the server returned an empty READDIR page before the end".into(),
+                ));
+            }
+            for e in &page.entries {
+                let name = String::from_utf8_lossy(&e.name).into_owned();
+                out.push((name, Attr::from_fattr(&e.attrs)?));
+            }
+            if out.len() > DIR_ENTRIES_MAX {
+                return Err(Error::Other(format!(
+                    "more than {DIR_ENTRIES_MAX} directory entries"
+                )));
+            }
+            if page.eof {
+                return Ok(out);
+            }
+            cookie = page.entries.last().map_or(cookie, |e| e.cookie);
+            cookieverf = page.cookieverf;
+        }
+    }
+
+    /// GETATTR of any handle.
+    pub async fn getattr_fh(&self, fh: &NfsFh4) -> Result<Attr, Error> {
+        let res = self
+            .compound(vec![
+                NfsArgop4::Putfh(fh.clone()),
+                NfsArgop4::Getattr(attr_request()),
+            ])
+            .await?
+            .ok()?;
+        find_attr(&res)
+    }
+}
+
+/// One transmission of a COMPOUND.
+struct Sent {
+    slot: Slot,
+    call: PendingCall,
+    bytes_sent: usize,
+    sent_at: Instant,
+}
+
+impl Drop for Inner {
+    /// The last handle is gone without [`Client::shutdown`]: end the session in the background
+    /// if a runtime is still there (the server's lease expiry is the fallback).
+    fn drop(&mut self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let s = self.session.lock().expect("session lock");
+        let (rpc, cred, minor) = (self.rpc.clone(), self.cred.clone(), self.minor);
+        let (sessionid, clientid) = (s.sessionid, s.clientid);
+        rt.spawn(async move { destroy(&rpc, &cred, minor, sessionid, clientid).await });
+    }
+}
+
+/// READDIR's `dircount`: 64 KiB of names and cookies per page (about 2,000 entries), Linux's
+/// choice for READDIRPLUS-like listings.
+const READDIR_DIRCOUNT_BYTES: u32 = 64 * 1024;
+/// READDIR's `maxcount`: a page with attributes, 256 KiB (lowered to rsize).
+const READDIR_MAXCOUNT_BYTES: u32 = 256 * 1024;
+/// Most entries one listing collects: a million names with attributes is ~200 MiB, a bound
+/// on what a hostile or broken server can make us hold.
+pub const DIR_ENTRIES_MAX: usize = 1_000_000;
+
+/// OPEN share access (RFC 8881 §18.16.3).
+const OPEN4_SHARE_ACCESS_READ: u32 = 1;
+const OPEN4_SHARE_ACCESS_BOTH: u32 = 3;
+
+fn compound_id() -> ProcId {
+    ProcId {
+        prog: nfs4::PROGRAM,
+        vers: nfs4::VERSION,
+        proc_: nfs4::proc_::COMPOUND,
+    }
+}
+
+fn attr_request() -> Bitmap4 {
+    Bitmap4::from_bits(ATTR_BITS)
+}
+
+fn component(name: &str) -> Result<Component4, Error> {
+    if name.is_empty() || name.len() > 255 || name.contains('/') || name.contains('\0') {
+        return Err(Error::Other(format!("bad file name {name:?}")));
+    }
+    Ok(Component4(Bytes::copy_from_slice(name.as_bytes())))
+}
+
+/// `/a/b/c` → (`/a/b`, `c`).
+fn split_path(path: &str) -> Result<(&str, &str), Error> {
+    let p = path.trim_end_matches('/');
+    match p.rsplit_once('/') {
+        Some((dir, name)) if !name.is_empty() => Ok((if dir.is_empty() { "/" } else { dir }, name)),
+        _ => Err(Error::Other(format!("{path}: not a file path"))),
+    }
+}
+
+/// The last GETFH result.
+fn find_fh(res: &[NfsResop4]) -> Result<NfsFh4, Error> {
+    res.iter()
+        .rev()
+        .find_map(|r| match r {
+            NfsResop4::Getfh(Res4::Ok(fh)) => Some(fh.clone()),
+            _ => None,
+        })
+        .ok_or_else(|| Error::Other("the reply has no file handle".into()))
+}
+
+/// The last GETATTR result.
+fn find_attr(res: &[NfsResop4]) -> Result<Attr, Error> {
+    res.iter()
+        .rev()
+        .find_map(|r| match r {
+            NfsResop4::Getattr(Res4::Ok(f)) => Some(Attr::from_fattr(f)),
+            _ => None,
+        })
+        .unwrap_or_else(|| Err(Error::Other("the reply has no attributes".into())))
+}
+
+/// Separates SEQUENCE's result from the others.
+fn split_sequence(res: Compound4Res) -> (Outcome, Result<Reply, Error>) {
+    let mut results = res.results.into_iter();
+    let seq = match results.next() {
+        Some(NfsResop4::Sequence(Res4::Ok(ok))) => Outcome::Ok(ok),
+        Some(NfsResop4::Sequence(Res4::Err(s))) => Outcome::Err(s),
+        // No SEQUENCE result: the COMPOUND failed as a whole (MINOR_VERS_MISMATCH, say).
+        _ => Outcome::Err(if res.status.is_ok() {
+            Nfsstat4::SERVERFAULT
+        } else {
+            res.status
+        }),
+    };
+    let reply = Reply {
+        status: res.status,
+        results: results.collect(),
+    };
+    (seq, Ok(reply))
+}
+
+/// The op a COMPOUND is counted under in the statistics: the first after the PUT*FH that sets
+/// its file handle (READ, WRITE, OPEN, LOOKUP, ...); SEQUENCE for a renewal.
+fn main_op(ops: &[NfsArgop4]) -> Opnum4 {
+    ops.iter()
+        .map(|o| o.opnum())
+        .find(|&o| o != Opnum4::PUTFH && o != Opnum4::PUTROOTFH)
+        .unwrap_or(Opnum4::SEQUENCE)
+}
+
+fn sequence_error(seq: &Outcome) -> Error {
+    match seq {
+        Outcome::Err(s) => Error::Status {
+            op: Opnum4::SEQUENCE,
+            status: *s,
+        },
+        _ => Error::Other("the session could not be recovered".into()),
+    }
+}
+
+/// `sluice/HOST/UID/PID/N`: see the module docs.
+fn instance_owner() -> Vec<u8> {
+    static INSTANCES: AtomicU64 = AtomicU64::new(0);
+    let n = INSTANCES.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let host = String::from_utf8_lossy(&crate::client::hostname()).into_owned();
+    format!("sluice/{host}/{uid}/{}/{n}", std::process::id()).into_bytes()
+}
+
+// --- calls outside a session -------------------------------------------------------------------
+
+/// NULL: is anyone serving NFSv4 there? (PROG_MISMATCH says which versions are.)
+async fn null(rpc: &RpcClient, cred: &OpaqueAuth) -> Result<(), Error> {
+    let id = ProcId {
+        proc_: nfs4::proc_::NULL,
+        ..compound_id()
+    };
+    match rpc.call(id, cred, Vec::new(), TimerClass::Other).await {
+        Ok(_) => Ok(()),
+        Err(CallError::Rpc(RpcError::ProgMismatch { low, high })) => Err(Error::Connect(format!(
+            "the server does not speak NFSv4 (versions {low} to {high} only)"
+        ))),
+        Err(CallError::Rpc(RpcError::ProgUnavail)) => {
+            Err(Error::Connect("the server does not serve NFS there".into()))
+        }
+        Err(e) => Err(Error::Rpc(e)),
+    }
+}
+
+/// A COMPOUND without SEQUENCE (EXCHANGE_ID, CREATE_SESSION, DESTROY_*: RFC 8881 §2.10.6.3 lets
+/// each stand alone).
+async fn lone_op(
+    rpc: &RpcClient,
+    cred: &OpaqueAuth,
+    minor: u32,
+    op: NfsArgop4,
+    stats: Option<&Mutex<ClientStats>>,
+) -> Result<NfsResop4, Error> {
+    let opnum = op.opnum();
+    let args = Compound4Args {
+        tag: Utf8Str::default(),
+        minorversion: minor,
+        ops: vec![op],
+    };
+    let mut w = Writer::new();
+    args.pack(&mut w);
+    let segments = w.into_segments();
+    let bytes_sent = segments.iter().map(|s| s.len()).sum();
+    let outcome = rpc
+        .call(compound_id(), cred, segments, TimerClass::Other)
+        .await;
+    let mut sample = Sample {
+        bytes_sent,
+        ..Sample::default()
+    };
+    let result = match outcome {
+        Ok(o) => {
+            sample.transmissions = o.transmissions;
+            sample.bytes_received = o.reply_bytes;
+            sample.elapsed = o.elapsed;
+            let res = Compound4Res::decode(&mut o.reply.results(), &CompoundLimits::default())?;
+            match res.results.into_iter().next() {
+                Some(r) if res.status.is_ok() => Ok(r),
+                _ => Err(Error::Status {
+                    op: opnum,
+                    status: if res.status.is_ok() {
+                        Nfsstat4::SERVERFAULT
+                    } else {
+                        res.status
+                    },
+                }),
+            }
+        }
+        Err(e) => Err(Error::Rpc(e)),
+    };
+    sample.error = result.is_err();
+    if let Some(stats) = stats {
+        stats
+            .lock()
+            .expect("stats lock")
+            .record("NFS4", opnum.0, opnum.name(), sample);
+    }
+    result
+}
+
+/// EXCHANGE_ID with SP4_NONE: the client id and the sequence id for CREATE_SESSION.
+async fn exchange_id(
+    rpc: &RpcClient,
+    cred: &OpaqueAuth,
+    minor: u32,
+    owner: &[u8],
+    verifier: [u8; 8],
+    stats: &Mutex<ClientStats>,
+) -> Result<(u64, u32), Error> {
+    let op = NfsArgop4::ExchangeId(ExchangeIdArgs {
+        clientowner: ClientOwner4 {
+            verifier,
+            ownerid: Opaque4(Bytes::copy_from_slice(owner)),
+        },
+        flags: 0,
+        state_protect: StateProtect4A::None,
+        client_impl_id: ImplIdList::default(),
+    });
+    match lone_op(rpc, cred, minor, op, Some(stats)).await? {
+        NfsResop4::ExchangeId(Res4::Ok(ok)) => Ok((ok.clientid, ok.sequenceid)),
+        other => Err(Error::Status {
+            op: Opnum4::EXCHANGE_ID,
+            status: other.status(),
+        }),
+    }
+}
+
+/// CREATE_SESSION asking for `slots` fore-channel slots sized for 1 MiB transfers; the session
+/// and the next `csa_sequence`.
+async fn create_session(
+    rpc: &RpcClient,
+    cred: &OpaqueAuth,
+    minor: u32,
+    clientid: u64,
+    sequence: u32,
+    slots: u32,
+    stats: &Mutex<ClientStats>,
+) -> Result<(CreateSessionResOk, u32), Error> {
+    let transfer = TRANSFER_BYTES_MAX + HEADER_BYTES_MAX;
+    let op = NfsArgop4::CreateSession(CreateSessionArgs {
+        clientid,
+        sequence,
+        flags: 0,
+        fore_chan_attrs: ChannelAttrs4 {
+            headerpadsize: 0,
+            maxrequestsize: transfer,
+            maxresponsesize: transfer,
+            // Replies are not cached (cachethis is never set): a small bound is enough.
+            maxresponsesize_cached: 4096,
+            maxoperations: OPS_MAX,
+            maxrequests: slots.min(session::SLOTS_MAX),
+            rdma_ird: Default::default(),
+        },
+        // No back channel is bound (no CONN_BACK_CHAN flag), but its attributes must be
+        // plausible: one slot, small calls (RFC 8881 §18.36.3).
+        back_chan_attrs: ChannelAttrs4 {
+            headerpadsize: 0,
+            maxrequestsize: 4096,
+            maxresponsesize: 4096,
+            maxresponsesize_cached: 0,
+            maxoperations: 2,
+            maxrequests: 1,
+            rdma_ird: Default::default(),
+        },
+        // The callback program number is ours to choose; nothing is called back here.
+        cb_program: 0x4000_0000,
+        sec_parms: CallbackSecParmsList(vec![CallbackSecParms4::AuthNone]),
+    });
+    match lone_op(rpc, cred, minor, op, Some(stats)).await? {
+        NfsResop4::CreateSession(Res4::Ok(ok)) => Ok((ok, sequence.wrapping_add(1))),
+        other => Err(Error::Status {
+            op: Opnum4::CREATE_SESSION,
+            status: other.status(),
+        }),
+    }
+}
+
+/// DESTROY_SESSION then DESTROY_CLIENTID; errors are ignored (the lease ends it all anyway).
+async fn destroy(
+    rpc: &RpcClient,
+    cred: &OpaqueAuth,
+    minor: u32,
+    sessionid: SessionId4,
+    clientid: u64,
+) {
+    let _ = lone_op(rpc, cred, minor, NfsArgop4::DestroySession(sessionid), None).await;
+    let _ = lone_op(rpc, cred, minor, NfsArgop4::DestroyClientid(clientid), None).await;
+}
+
+/// Renews the lease while the client is idle, until the client is gone or shut down.
+async fn renew_loop(inner: Weak<Inner>) {
+    loop {
+        let at = match inner.upgrade() {
+            Some(i) if !i.closed.load(Ordering::SeqCst) => {
+                i.lease.lock().expect("lease lock").renew_at()
+            }
+            _ => return,
+        };
+        tokio::time::sleep_until(at.into()).await;
+        let Some(i) = inner.upgrade() else { return };
+        if i.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let due = i.lease.lock().expect("lease lock").due(Instant::now());
+        if due {
+            let c = Client { inner: i };
+            // A SEQUENCE alone; its success renews the lease (in `finish`).
+            let _ = c.compound(Vec::new()).await;
+        }
+    }
+}
+
+// --- the file layer's protocol -----------------------------------------------------------------
+
+impl FileProtocol for Client {
+    type Handle = Fh;
+    type Attr = Attr;
+    type Error = Error;
+
+    async fn start_read(&self, fh: &Fh, offset: u64, count: u32) -> ReadCall<Attr, Error> {
+        let ops = vec![
+            NfsArgop4::Putfh(fh.fh.clone()),
+            NfsArgop4::Read(ReadArgs {
+                stateid: fh.stateid,
+                offset,
+                count,
+            }),
+        ];
+        let call = self.start_compound(ops).await;
+        Box::pin(async move {
+            let (res, rtt) = call.await;
+            let reply = res.and_then(Reply::ok).and_then(|r| match r.last() {
+                Some(NfsResop4::Read(Res4::Ok(ok))) => Ok(ReadReply {
+                    data: ok.data.clone().into_chunks(),
+                    eof: ok.eof,
+                    attr: None,
+                }),
+                _ => Err(Error::Other("READ returned no data".into())),
+            });
+            (reply, rtt)
+        })
+    }
+
+    async fn start_write(
+        &self,
+        fh: &Fh,
+        offset: u64,
+        data: Bytes,
+        stable: Stability,
+    ) -> WriteCall<Error> {
+        let stable = match stable {
+            Stability::Unstable => StableHow4::UNSTABLE,
+            Stability::DataSync => StableHow4::DATA_SYNC,
+            Stability::FileSync => StableHow4::FILE_SYNC,
+        };
+        let ops = vec![
+            NfsArgop4::Putfh(fh.fh.clone()),
+            NfsArgop4::Write(WriteArgs {
+                stateid: fh.stateid,
+                offset,
+                stable,
+                data: Payload::from(data),
+            }),
+        ];
+        let call = self.start_compound(ops).await;
+        Box::pin(async move {
+            let (res, rtt) = call.await;
+            let reply = res.and_then(Reply::ok).and_then(|r| match r.last() {
+                Some(NfsResop4::Write(Res4::Ok(ok))) => Ok(WriteReply {
+                    count: ok.count,
+                    // Outside the three levels counts as UNSTABLE: kept until a COMMIT.
+                    committed: match ok.committed {
+                        StableHow4::FILE_SYNC => Stability::FileSync,
+                        StableHow4::DATA_SYNC => Stability::DataSync,
+                        _ => Stability::Unstable,
+                    },
+                    verifier: ok.writeverf,
+                }),
+                _ => Err(Error::Other("WRITE returned no result".into())),
+            });
+            (reply, rtt)
+        })
+    }
+
+    async fn start_commit(&self, fh: &Fh, offset: u64, count: u32) -> CommitCall<Error> {
+        let ops = vec![
+            NfsArgop4::Putfh(fh.fh.clone()),
+            NfsArgop4::Commit(CommitArgs { offset, count }),
+        ];
+        let call = self.start_compound(ops).await;
+        Box::pin(async move {
+            let (res, _) = call.await;
+            res.and_then(Reply::ok).and_then(|r| match r.last() {
+                Some(NfsResop4::Commit(Res4::Ok(verf))) => Ok(*verf),
+                _ => Err(Error::Other("COMMIT returned no verifier".into())),
+            })
+        })
+    }
+
+    async fn getattr(&self, fh: &Fh) -> Result<Attr, Error> {
+        self.getattr_fh(&fh.fh).await
+    }
+
+    fn version(a: &Attr) -> Version {
+        Version {
+            size: a.size,
+            mtime_ns: (a.mtime.seconds.max(0) as u64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(u64::from(a.mtime.nseconds)),
+            change: a.change,
+        }
+    }
+
+    fn rsize(&self) -> u32 {
+        self.inner.rsize
+    }
+    fn wsize(&self) -> u32 {
+        self.inner.wsize
+    }
+    fn files(&self) -> &FileContext {
+        &self.inner.files
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_split_into_directory_and_name() {
+        assert_eq!(split_path("/a/b/c").unwrap(), ("/a/b", "c"));
+        assert_eq!(split_path("/c").unwrap(), ("/", "c"));
+        assert_eq!(split_path("/a/b/").unwrap(), ("/a", "b"));
+        assert!(split_path("/").is_err());
+    }
+
+    #[test]
+    fn names_with_a_slash_nul_or_over_255_bytes_are_refused_before_the_wire() {
+        assert!(component("ok").is_ok());
+        assert!(component("a/b").is_err());
+        assert!(component("a\0").is_err());
+        assert!(component("").is_err());
+        assert!(component(&"x".repeat(256)).is_err());
+    }
+
+    #[test]
+    fn a_compound_without_a_sequence_result_is_its_status() {
+        let res = Compound4Res {
+            status: Nfsstat4::MINOR_VERS_MISMATCH,
+            tag: Utf8Str::default(),
+            results: vec![],
+        };
+        let (seq, reply) = split_sequence(res);
+        assert_eq!(seq, Outcome::Err(Nfsstat4::MINOR_VERS_MISMATCH));
+        assert!(reply.unwrap().results.is_empty());
+    }
+
+    #[test]
+    fn the_version_of_a_file_is_its_change_attribute() {
+        let a = Attr {
+            size: 10,
+            change: 77,
+            mtime: Nfstime4 {
+                seconds: 2,
+                nseconds: 5,
+            },
+            ..Attr::default()
+        };
+        let v = <Client as FileProtocol>::version(&a);
+        assert_eq!((v.size, v.change, v.mtime_ns), (10, 77, 2_000_000_005));
+    }
+
+    #[test]
+    fn instance_owners_differ_within_a_process() {
+        assert_ne!(instance_owner(), instance_owner());
+    }
+}
