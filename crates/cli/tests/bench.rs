@@ -1,10 +1,13 @@
-//! `sluice bench` (the benchmarks' load generator) against `sluice serve`, over NFSv3 and over
-//! NFSv4.1 / 4.2: each workload moves the bytes it reports, in the calls it reports, on the
-//! version it names, and `write` leaves the file it claims to have written. Tiny sizes: this
-//! checks the tool, it measures nothing.
+//! `sluice bench` (the benchmarks' load generator) against `sluice serve` over NFSv3 and
+//! NFSv4.1 / 4.2, and against nfs-ganesha over NFSv4.1 (what `bench/*.sh --nfs-version 4.1`
+//! runs): each workload moves the bytes it reports, in the calls it reports, on the version it
+//! names, and `write` leaves the file it claims to have written. Tiny sizes: this checks the
+//! tool, it measures nothing.
 mod common;
+mod servers;
 
-use common::*;
+use common::{nfs_url, Sluice, SluiceProc, TempDir};
+use servers::{Ganesha, Server};
 use std::path::Path;
 use std::time::Duration;
 
@@ -54,6 +57,51 @@ fn url(port: u16, path: &Path, version: &str) -> String {
     }
 }
 
+/// Runs the three workloads on the file at `path` (on disk) through `u` and checks them.
+fn workloads_move_what_they_report(path: &Path, u: &str, version: &str) {
+    // A longer file first: `write` must truncate it, not write over its start.
+    std::fs::write(path, vec![0xEEu8; 5 << 20]).unwrap();
+    let size = SIZE_BYTES.to_string();
+
+    let w = ok(
+        &[
+            "--workload",
+            "write",
+            "--size",
+            &size,
+            "--depth",
+            "4",
+            "--shuffle",
+        ],
+        u,
+    );
+    assert_eq!(kv(&w, "nfs_version"), version, "{w}");
+    assert_eq!(kv(&w, "bytes"), size, "{w}");
+    assert_eq!(kv(&w, "calls"), "4", "{w}");
+    assert_eq!(kv(&w, "nconnect"), "1", "{w}");
+    let data = std::fs::read(path).unwrap();
+    assert_eq!(data.len() as u64, SIZE_BYTES, "[{u}] size after write");
+    let wrong = (0..SIZE_BYTES).find(|&o| data[o as usize] != written_byte(o));
+    assert_eq!(wrong, None, "[{u}] first wrong byte after write");
+
+    let r = ok(&["--workload", "read", "--depth", "4"], u);
+    assert_eq!(kv(&r, "nfs_version"), version, "{r}");
+    assert_eq!(
+        kv(&r, "bytes"),
+        size,
+        "read stops at the end of the file: {r}"
+    );
+    assert_eq!(kv(&r, "calls"), "4", "{r}");
+
+    let rr = ok(
+        &["--workload", "randread", "--block", "4k", "--count", "9"],
+        u,
+    );
+    assert_eq!(kv(&rr, "nfs_version"), version, "{rr}");
+    assert_eq!(kv(&rr, "calls"), "9", "{rr}");
+    assert_eq!(kv(&rr, "bytes"), (9 * 4096).to_string(), "{rr}");
+}
+
 #[test]
 fn each_workload_moves_what_it_reports_over_v3_and_v4() {
     let dirs = TempDir::new("bench");
@@ -62,53 +110,16 @@ fn each_workload_moves_what_it_reports_over_v3_and_v4() {
         let path = server
             .export
             .join(format!("f{}", version.replace('.', "_")));
-        // A longer file first: `write` must truncate it, not write over its start.
-        std::fs::write(&path, vec![0xEEu8; 5 << 20]).unwrap();
-        let u = url(server.port, &path, version);
-        let size = SIZE_BYTES.to_string();
-
-        let w = ok(
-            &[
-                "--workload",
-                "write",
-                "--size",
-                &size,
-                "--depth",
-                "4",
-                "--shuffle",
-            ],
-            &u,
-        );
-        assert_eq!(kv(&w, "nfs_version"), version, "{w}");
-        assert_eq!(kv(&w, "bytes"), size, "{w}");
-        assert_eq!(kv(&w, "calls"), "4", "{w}");
-        assert_eq!(kv(&w, "nconnect"), "1", "{w}");
-        let data = std::fs::read(&path).unwrap();
-        assert_eq!(
-            data.len() as u64,
-            SIZE_BYTES,
-            "[{version}] size after write"
-        );
-        let wrong = (0..SIZE_BYTES).find(|&o| data[o as usize] != written_byte(o));
-        assert_eq!(wrong, None, "[{version}] first wrong byte after write");
-
-        let r = ok(&["--workload", "read", "--depth", "4"], &u);
-        assert_eq!(kv(&r, "nfs_version"), version, "{r}");
-        assert_eq!(
-            kv(&r, "bytes"),
-            size,
-            "read stops at the end of the file: {r}"
-        );
-        assert_eq!(kv(&r, "calls"), "4", "{r}");
-
-        let rr = ok(
-            &["--workload", "randread", "--block", "4k", "--count", "9"],
-            &u,
-        );
-        assert_eq!(kv(&rr, "nfs_version"), version, "{rr}");
-        assert_eq!(kv(&rr, "calls"), "9", "{rr}");
-        assert_eq!(kv(&rr, "bytes"), (9 * 4096).to_string(), "{rr}");
+        workloads_move_what_they_report(&path, &url(server.port, &path, version), version);
     }
+}
+
+#[test]
+fn each_workload_moves_what_it_reports_from_ganesha_over_v4_1() {
+    let g = Ganesha::start();
+    // ganesha's pseudo path is the export's path: the v3 URL with another version.
+    let u = g.url("/f").replace("version=3", "version=4.1");
+    workloads_move_what_they_report(&g.export_dir().join("f"), &u, "4.1");
 }
 
 #[test]
