@@ -16,8 +16,10 @@
 # to buffered's. The client (`sluice bench`) is not in the cgroup. Server order is buffered,
 # dontcache, direct; --reps N repeats the whole sequence (medians reported).
 #
-#   bench/cache-modes.sh [--limit 256M] [--reps 1] [--modes buffered,dontcache,direct] [--out FILE]
-#   (ratios "/ buffered" need buffered among --modes)
+#   bench/cache-modes.sh [--limit 256M] [--reps 1] [--modes buffered,dontcache,direct]
+#                        [--nfs-version 3|4|4.1|4.2] [--out FILE]
+#   (ratios "/ buffered" need buffered among --modes; --nfs-version 4.1 sends the same load over
+#   an NFSv4 session, issue 15; default 3)
 #
 # If a server dies (OOM kill in the cgroup), its row says so, the file is written on the host for
 # the read phase, and the run goes on. Env: SLUICE_SERVE_ARGS adds options to `sluice serve`
@@ -25,14 +27,15 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-LIMIT=256M; REPS=1; OUT=""; MODES=(buffered dontcache direct)
+LIMIT=256M; REPS=1; OUT=""; MODES=(buffered dontcache direct); NFSV=3
 while [ $# -gt 0 ]; do
     case "$1" in
         --limit) LIMIT="$2"; shift ;;
         --reps) REPS="$2"; shift ;;
         --modes) IFS=, read -r -a MODES <<< "$2"; shift ;;
         --out) OUT="$2"; shift ;;
-        *) sed -n '2,23p' "$0" >&2; exit 2 ;;
+        --nfs-version) NFSV="$2"; shift ;;
+        *) sed -n '2,26p' "$0" >&2; exit 2 ;;
     esac
     shift
 done
@@ -43,6 +46,7 @@ LIMIT_B=$(python3 -c "import sys; v=sys.argv[1]; m={'K':1<<10,'M':1<<20,'G':1<<3
 FILE_B=$((3 * LIMIT_B))
 
 bench_init cache-modes
+bench_nfs_version "$NFSV"
 W="$BENCH_WORK"
 LOOP_BPS=$(iperf3_rate)
 
@@ -69,7 +73,7 @@ for rep in $(seq 1 "$REPS"); do
         drop_caches
         # shellcheck disable=SC2086
         start_sluice_in_cgroup "$cg" "$mode" "$W/$mode" --io "$mode" ${SLUICE_SERVE_ARGS:-}
-        url=$(nfs_url "$W/$mode/f" "$SL_PORT" "$SL_PORT")
+        url=$(nfs_url "$W/$mode/f" "$SL_PORT" "$SL_PORT" "$NFSV")
         for phase in write read; do
             if ! alive "$SL_PID"; then
                 # the write killed the server: write the file on the host (outside the cgroup)
@@ -78,7 +82,7 @@ for rep in $(seq 1 "$REPS"); do
                 RAW+="| $rep | $mode | read | file written on the host with dd after the server died; server restarted | | | | | | |"$'\n'
                 # shellcheck disable=SC2086
                 start_sluice_in_cgroup "$cg" "$mode" "$W/$mode" --io "$mode" ${SLUICE_SERVE_ARGS:-}
-                url=$(nfs_url "$W/$mode/f" "$SL_PORT" "$SL_PORT")
+                url=$(nfs_url "$W/$mode/f" "$SL_PORT" "$SL_PORT" "$NFSV")
             fi
             drop_caches
             echo 0 > "$cg/memory.max_usage_in_bytes"
@@ -122,7 +126,7 @@ echo
 echo "Date: $(date -u +%Y-%m-%d). Machine: $(machine_line)."
 echo
 echo "The server runs in a cgroup v1 memory cgroup limited to $(MiB "$LIMIT_B") MiB (memory.limit_in_bytes; its own"
-echo "memory and the page cache it brings in are charged there). File: $(MiB "$FILE_B") MiB. Client: \`sluice bench\` outside the"
+echo "memory and the page cache it brings in are charged there). File: $(MiB "$FILE_B") MiB. Client: \`sluice bench\` over NFS version $NFSV, outside the"
 echo "cgroup, 1 MiB calls, 16 in flight; write = new file + COMMIT (**cold**: page cache dropped first); read = sequential"
 echo "(**cold**: page cache dropped first). One fresh cgroup and server per mode, modes run one after another"
 echo "in this one run ($REPS rep(s); medians). cache/rss: memory.stat of the cgroup, sampled every 0.1 s (max) and right"

@@ -17,26 +17,39 @@
 #           with `--io-write direct`, alternating, with server CPU s per GiB (utime+stime of the
 #           server process from /proc/PID/stat). Target: default >= 0.8x direct.
 #
-#   bench/client-speed.sh [--size 512M] [--reps 5] [--out FILE]
+# --nfs-version 4.1 (or 4.2, 4: the highest 4.x) runs every sluice client above over NFSv4
+# (issue 15); default 3. The best client then has one connection (`--nconnect 1`: the v4
+# client has no session trunking yet). libnfs speaks NFSv3 and NFSv4.0 only, so nfs-cat and
+# nfs-cp read over `version=4` (4.0) from ganesha and stay on NFSv3 against `sluice serve`,
+# which serves 4.1 and 4.2 but not 4.0; the table says which. Issue 15's target is then
+# `sluice cp` over 4.x from ganesha >= 1.5x `nfs-cat version=4` from ganesha.
+#
+#   bench/client-speed.sh [--size 512M] [--reps 5] [--nfs-version V] [--out FILE]
 #
 # Env: SLUICE_SERVE_ARGS adds options to both default `sluice serve`s; BENCH_KEEP=1,
 # BENCH_SKIP_BUILD=1, BENCH_GANESHA_CACHING=0 (see lib.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-SIZE=512M; REPS=5; OUT=""
+SIZE=512M; REPS=5; OUT=""; NFSV=3
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) SIZE="$2"; shift ;;
         --reps) REPS="$2"; shift ;;
         --out) OUT="$2"; shift ;;
-        *) sed -n '2,27p' "$0" >&2; exit 2 ;;
+        --nfs-version) NFSV="$2"; shift ;;
+        *) sed -n '2,30p' "$0" >&2; exit 2 ;;
     esac
     shift
 done
 for t in nfs-cat nfs-cp dd; do command -v "$t" >/dev/null || { echo "$t not found" >&2; exit 1; }; done
 
 bench_init client-speed
+bench_nfs_version "$NFSV"
+# the best client's connections, and the version libnfs reads with from each server (see above)
+if [ "$NFSV" = 3 ]; then BEST_NCONNECT=2; LIBNFS_SL=3; LIBNFS_GAN=3
+else BEST_NCONNECT=1; LIBNFS_SL=3; LIBNFS_GAN=4; fi
+libnfs_name() { if [ "$1" = 3 ]; then echo "NFSv3"; else echo "NFSv4.0"; fi; }
 W="$BENCH_WORK"
 BYTES=$(numfmt --from=iec "$SIZE")
 MIB=$((BYTES / 1048576))
@@ -77,33 +90,37 @@ sl_cp() { "$BIN" cp -q "$1" "$SHM/f"; rm -f "$SHM/f"; }
 nfs_cp() { nfs-cp "$1" "$SHM/f" > /dev/null; rm -f "$SHM/f"; }
 best() {   # bench read: the reference rate (its own timing, the same bytes)
     local server="$1" url="$2" pid="$3"
-    bench_run r "$pid" "$url" --workload read --size "$SIZE" --block 1M --depth 16 --nconnect 2
+    bench_run r "$pid" "$url" --workload read --size "$SIZE" --block 1M --depth 16 --nconnect "$BEST_NCONNECT"
     RATE[$server.bench]+="$r_rate "
     RAW+="| $server.bench | $(kv secs "$r_line") | $(py "f'{$r_rate/1e6:.0f}'") |"$'\n'
 }
 
 # --- reads: warm (each server reads its file once first) ---
-SL_URL=$(nfs_url "$W/sl/f" "$SL_RD_PORT" "$SL_RD_PORT")
-GA_URL=$(nfs_url "$W/gan/f" "$GA_PORT" "$((GA_PORT + 1))")
+SL_URL=$(nfs_url "$W/sl/f" "$SL_RD_PORT" "$SL_RD_PORT" "$NFSV")
+GA_URL=$(nfs_url "$W/gan/f" "$GA_PORT" "$((GA_PORT + 1))" "$NFSV")
+# the same files for libnfs (nfs-cat, nfs-cp)
+SL_LURL=$(nfs_url "$W/sl/f" "$SL_RD_PORT" "$SL_RD_PORT" "$LIBNFS_SL")
+GA_LURL=$(nfs_url "$W/gan/f" "$GA_PORT" "$((GA_PORT + 1))" "$LIBNFS_GAN")
 sl_cat "$SL_URL"; sl_cat "$GA_URL"
 for rep in $(seq 1 "$REPS"); do
     echo "reads rep $rep" >&2
     for s in sl gan; do
-        if [ "$s" = sl ]; then url=$SL_URL; pid=$SL_RD_PID; else url=$GA_URL; pid=$GA_PID; fi
+        if [ "$s" = sl ]; then url=$SL_URL; lurl=$SL_LURL; pid=$SL_RD_PID
+        else url=$GA_URL; lurl=$GA_LURL; pid=$GA_PID; fi
         # the clients' order rotates per rep, so no client always runs right after another
         if [ $((rep % 2)) = 1 ]; then
-            timed "$s.sluice-cat" sl_cat "$url"; timed "$s.nfs-cat" nfs_cat "$url"
-            timed "$s.sluice-cp" sl_cp "$url"; timed "$s.nfs-cp" nfs_cp "$url"
+            timed "$s.sluice-cat" sl_cat "$url"; timed "$s.nfs-cat" nfs_cat "$lurl"
+            timed "$s.sluice-cp" sl_cp "$url"; timed "$s.nfs-cp" nfs_cp "$lurl"
         else
-            timed "$s.nfs-cat" nfs_cat "$url"; timed "$s.sluice-cat" sl_cat "$url"
-            timed "$s.nfs-cp" nfs_cp "$url"; timed "$s.sluice-cp" sl_cp "$url"
+            timed "$s.nfs-cat" nfs_cat "$lurl"; timed "$s.sluice-cat" sl_cat "$url"
+            timed "$s.nfs-cp" nfs_cp "$lurl"; timed "$s.sluice-cp" sl_cp "$url"
         fi
         best "$s" "$url" "$pid"
     done
 done
 
 # --- upload: sluice cp to `sluice serve` vs local dd, alternating ---
-UP_URL=$(nfs_url "$W/up/u" "$UP_PORT" "$UP_PORT")
+UP_URL=$(nfs_url "$W/up/u" "$UP_PORT" "$UP_PORT" "$NFSV")
 sl_up() { "$BIN" cp -q "$SHM/src" "$UP_URL"; }
 dd_up() { dd if="$SHM/src" of="$W/local/u" bs=1M conv=fdatasync status=none; }
 for rep in $(seq 1 "$REPS"); do
@@ -122,7 +139,7 @@ for rep in $(seq 1 "$REPS"); do
     for s in $order; do
         if [ "$s" = up ]; then port=$UP_PORT; pid=$UP_PID; d="$W/up"; else port=$WD_PORT; pid=$WD_PID; d="$W/wd"; fi
         rm -f "$d/w"
-        bench_run r "$pid" "$(nfs_url "$d/w" "$port" "$port")" --workload write --size "$SIZE" --block 1M --depth 16
+        bench_run r "$pid" "$(nfs_url "$d/w" "$port" "$port" "$NFSV")" --workload write --size "$SIZE" --block 1M --depth 16
         RATE[write.$s]+="$r_rate "
         WCPU[$s]+="$(py "$r_cpu / ($r_bytes / 2**30)") "
         RAW+="| write.$s | $(kv secs "$r_line") | $(py "f'{$r_rate/1e6:.0f}'") (server cpu $r_cpu s) |"$'\n'
@@ -141,13 +158,13 @@ ratio() {   # A B TARGET: median of per-rep ratios A/B (the two ran back to back
 }
 spread() { py "f'{min($(arr "${RATE[$1]}"))/1e6:.0f}-{max($(arr "${RATE[$1]}"))/1e6:.0f} MB/s'"; }
 {
-echo "# The client at link and disk speed (issue 17): reads, uploads, writes on loopback"
+echo "# The client at link and disk speed (issue 17$( [ "$NFSV" = 3 ] || echo ", over NFSv$NFSV: issue 15")): reads, uploads, writes on loopback"
 echo
 echo "Date: $(date -u +%Y-%m-%d). Machine: $(machine_line)."
 echo
 echo "File: $SIZE of random data. $REPS reps, clients' order alternating per rep; medians of per-rep ratios."
 echo "Reads are warm (the file in the server's page cache). sluice: \`sluice serve --no-root-squash ${SLUICE_SERVE_ARGS:-}\`;"
-echo "ganesha 4.3, VFS FSAL. \`nfs-cat\` / \`nfs-cp\`: libnfs, one 1 MiB READ in flight. Best client: \`sluice bench --workload read --depth 16 --nconnect 2\`."
+echo "ganesha 4.3, VFS FSAL. Every sluice client over NFS version $NFSV. \`nfs-cat\` / \`nfs-cp\`: libnfs, one 1 MiB READ in flight, over $(libnfs_name "$LIBNFS_SL") from sluice serve and $(libnfs_name "$LIBNFS_GAN") from ganesha. Best client: \`sluice bench --workload read --depth 16 --nconnect $BEST_NCONNECT\`."
 echo "Loopback single-stream limit (iperf3, before/after): $(py "f'{$LOOP_BPS/1e6:.0f}'") / $(py "f'{$LOOP_BPS2/1e6:.0f}'") MB/s."
 echo
 echo "| server | sluice cat / nfs-cat (>= 1.0) | | sluice cat / best client (>= 0.9) | | sluice cp / nfs-cp (>= 1.0) | | sluice cat / loopback | nfs-cat / loopback | sluice cp / loopback | nfs-cp / loopback | best / loopback |"
@@ -157,6 +174,10 @@ for s in sl gan; do
     echo "| $name | $(ratio "$s.sluice-cat" "$s.nfs-cat" 1.0) | $(ratio "$s.sluice-cat" "$s.bench" 0.9) | $(ratio "$s.sluice-cp" "$s.nfs-cp" 1.0) | $(py "f'{$(med "$s.sluice-cat")/$LOOP:.3f}'") | $(py "f'{$(med "$s.nfs-cat")/$LOOP:.3f}'") | $(py "f'{$(med "$s.sluice-cp")/$LOOP:.3f}'") | $(py "f'{$(med "$s.nfs-cp")/$LOOP:.3f}'") | $(py "f'{$(med "$s.bench")/$LOOP:.3f}'") |"
 done
 echo
+if [ "$NFSV" != 3 ]; then
+    echo "Issue 15: \`sluice cp\` over NFSv$NFSV from ganesha / \`nfs-cat\` over NFSv4.0 (\`version=4\`) from ganesha: $(ratio gan.sluice-cp gan.nfs-cat 1.5) (target >= 1.5)."
+    echo
+fi
 echo "Upload of $SIZE (source in /dev/shm): \`sluice cp\` to \`sluice serve\` (defaults) / local \`dd bs=1M conv=fdatasync\` into the same file system: $(ratio up.sluice-cp up.dd 0.6) (target >= 0.6). Spread: sluice cp $(spread up.sluice-cp), dd $(spread up.dd)."
 echo
 wu=$(arr "${WCPU[up]}"); wd=$(arr "${WCPU[wd]}")

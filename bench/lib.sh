@@ -217,8 +217,29 @@ disk_read_rate() {
     py "int($((mib / 4 * 4)) * 1048576 / ($t1 - $t0))"
 }
 
-# nfs URL for FILE (an absolute path inside an export) on a server at NFS port P, MOUNT port M
-nfs_url() { echo "nfs://127.0.0.1$1?version=3&nfsport=$2&mountport=$3"; }
+# nfs URL for FILE (an absolute path inside an export) on a server at NFS port P, MOUNT port M,
+# over NFS version V (default 3). Over 4.x the path is the same: sluice's pseudo root lists
+# exports by their absolute path, and tests/peers/ganesha.sh sets Pseudo = the export's path;
+# v4 needs no MOUNT port. `4` means the highest 4.x for the sluice client, 4.0 for libnfs.
+nfs_url() {
+    case "${4:-3}" in
+        3) echo "nfs://127.0.0.1$1?version=3&nfsport=$2&mountport=$3" ;;
+        *) echo "nfs://127.0.0.1$1?version=$4&nfsport=$2" ;;
+    esac
+}
+
+# bench_nfs_version V [NCONNECT]: dies unless V is an NFS version `sluice bench` speaks (3, 4,
+# 4.1, 4.2), or if NCONNECT > 1 is asked over 4.x (that would be session trunking, which the
+# v4 client does not do yet; `sluice bench` refuses it too).
+bench_nfs_version() {
+    case "$1" in
+        3|4|4.1|4.2) ;;
+        *) bench_die "--nfs-version must be 3, 4, 4.1 or 4.2 (got '$1')" ;;
+    esac
+    if [ "$1" != 3 ] && [ "${2:-1}" -gt 1 ]; then
+        bench_die "--nconnect $2 over NFSv$1: the v4 client has no session trunking yet"
+    fi
+}
 
 # bench_run OUTVAR PID URL ARGS...: runs `sluice bench` (bounded by BENCH_TIMEOUT, default 600 s)
 # and records the server PID's CPU ticks around it. If the server dies meanwhile: exit, or with

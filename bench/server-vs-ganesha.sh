@@ -26,16 +26,18 @@
 # sequential read is bound by the one client thread that copies replies out of the socket.
 # The disk's sequential read limit (4 parallel O_DIRECT readers of a file of --size, before and
 # after the reps) is printed next to the loopback limit: read-cold cannot go faster than it.
+# --nfs-version 4.1 (or 4.2, 4: the highest 4.x) puts the same load on both servers over an
+# NFSv4 session, one COMPOUND per call (issue 15); default 3. Over 4.x only --nconnect 1.
 #
 #   bench/server-vs-ganesha.sh [--size 1G] [--count 50000] [--reps 3] [--warmup 1] [--cc NAME]
-#                              [--nconnect N] [--out FILE]
+#                              [--nconnect N] [--nfs-version 3|4|4.1|4.2] [--out FILE]
 #
 # Env: BENCH_GANESHA_CACHING=0 runs ganesha with the test config (no attribute caching);
 # SLUICE_SERVE_ARGS adds options to `sluice serve`; BENCH_KEEP=1, BENCH_SKIP_BUILD=1.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-SIZE=1G; COUNT=50000; REPS=3; WARMUP=1; OUT=""; CC=""; NCONNECT=1
+SIZE=1G; COUNT=50000; REPS=3; WARMUP=1; OUT=""; CC=""; NCONNECT=1; NFSV=3
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) SIZE="$2"; shift ;;
@@ -45,12 +47,14 @@ while [ $# -gt 0 ]; do
         --out) OUT="$2"; shift ;;
         --cc) CC="$2"; shift ;;
         --nconnect) NCONNECT="$2"; shift ;;
-        *) sed -n '2,32p' "$0" >&2; exit 2 ;;
+        --nfs-version) NFSV="$2"; shift ;;
+        *) sed -n '2,36p' "$0" >&2; exit 2 ;;
     esac
     shift
 done
 
 bench_init server-vs-ganesha
+bench_nfs_version "$NFSV" "$NCONNECT"
 W="$BENCH_WORK"
 mkdir -p "$W/sl" "$W/gan"
 if [ -n "$CC" ]; then bench_tcp_cc "$CC"; fi
@@ -70,8 +74,8 @@ one_server() {   # sl|gan REP
     # a new file name per rep: the previous rep's file is removed on the host, and ganesha's
     # attribute cache would still hand out its (now stale) handle for the old name
     rm -f "$W/$s"/f.*
-    if [ "$s" = sl ]; then pid=$SL_PID; url=$(nfs_url "$W/sl/f.$rep" "$SL_PORT" "$SL_PORT")
-    else pid=$GA_PID; url=$(nfs_url "$W/gan/f.$rep" "$GA_PORT" "$((GA_PORT + 1))"); fi
+    if [ "$s" = sl ]; then pid=$SL_PID; url=$(nfs_url "$W/sl/f.$rep" "$SL_PORT" "$SL_PORT" "$NFSV")
+    else pid=$GA_PID; url=$(nfs_url "$W/gan/f.$rep" "$GA_PORT" "$((GA_PORT + 1))" "$NFSV"); fi
     for ph in "${PHASES[@]}"; do
         case $ph in
             write) drop_caches
@@ -94,8 +98,8 @@ for w in $(seq 1 "$WARMUP"); do
     echo "warm-up $w" >&2
     for s in sl gan; do
         rm -f "$W/$s"/f.*
-        if [ "$s" = sl ]; then pid=$SL_PID; url=$(nfs_url "$W/sl/f.warm" "$SL_PORT" "$SL_PORT")
-        else pid=$GA_PID; url=$(nfs_url "$W/gan/f.warm$w" "$GA_PORT" "$((GA_PORT + 1))"); fi
+        if [ "$s" = sl ]; then pid=$SL_PID; url=$(nfs_url "$W/sl/f.warm" "$SL_PORT" "$SL_PORT" "$NFSV")
+        else pid=$GA_PID; url=$(nfs_url "$W/gan/f.warm$w" "$GA_PORT" "$((GA_PORT + 1))" "$NFSV"); fi
         drop_caches
         bench_run r "$pid" "$url" --workload write --size "$SIZE" --block 1M --depth 16 --nconnect "$NCONNECT"
     done
@@ -112,11 +116,12 @@ DISK=$(py "($DISK_BPS + $DISK_BPS2) / 2")
 
 arr() { echo "[${1// /,}]"; }
 {
-echo "# sluice server vs nfs-ganesha: sequential 1 MiB write/read, 4 KiB random reads (issue 5)"
+echo "# sluice server vs nfs-ganesha: sequential 1 MiB write/read, 4 KiB random reads (issue 5$( [ "$NFSV" = 3 ] || echo ", over NFSv$NFSV: issue 15"))"
 echo
 echo "Date: $(date -u +%Y-%m-%d). Machine: $(machine_line)."
 echo
-echo "Client for both servers: \`sluice bench\` ($NCONNECT TCP connection(s), \`--nconnect $NCONNECT\`). Sequential: $SIZE, 1 MiB calls, 16 in flight"
+echo "Client for both servers: \`sluice bench\` over NFS version $NFSV ($( [ "$NFSV" = 3 ] && echo "one RPC per call" || echo "one SEQUENCE+PUTFH+READ/WRITE COMPOUND per call on one session")), $NCONNECT TCP connection(s) (\`--nconnect $NCONNECT\`)."
+echo "Sequential: $SIZE, 1 MiB calls, 16 in flight"
 echo "(write ends with one COMMIT, included in its time). Random: $COUNT x 4 KiB READs at random aligned offsets of the"
 echo "$SIZE file, 32 in flight. Phases per server: write (**cold**: new file, old one removed, page cache dropped) -> read-cold (page cache"
 echo "dropped) -> read-warm (file in the page cache) -> randread-warm -> randread-cold (page cache dropped)."

@@ -22,26 +22,31 @@
 # changes the count): a server's first run also pays for faulting in its own buffers, which no
 # later run does.
 #
-#   bench/write-cluster.sh [--size 1G] [--reps 3] [--warmup 1] [--out FILE]
+# --nfs-version 4.1 (or 4.2, 4: the highest 4.x) sends the same WRITEs and COMMIT over an NFSv4
+# session, each WRITE one COMPOUND (issue 15); default 3.
+#
+#   bench/write-cluster.sh [--size 1G] [--reps 3] [--warmup 1] [--nfs-version V] [--out FILE]
 #
 # Env: BENCH_GANESHA_CACHING=0 runs ganesha with the test config (no attribute caching);
 # BENCH_KEEP=1 keeps the work dir; BENCH_SKIP_BUILD=1 skips cargo build.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-SIZE=1G; REPS=3; WARMUP=1; OUT=""
+SIZE=1G; REPS=3; WARMUP=1; OUT=""; NFSV=3
 while [ $# -gt 0 ]; do
     case "$1" in
         --size) SIZE="$2"; shift ;;
         --reps) REPS="$2"; shift ;;
         --warmup) WARMUP="$2"; shift ;;
         --out) OUT="$2"; shift ;;
-        *) sed -n '2,24p' "$0" >&2; exit 2 ;;
+        --nfs-version) NFSV="$2"; shift ;;
+        *) sed -n '2,32p' "$0" >&2; exit 2 ;;
     esac
     shift
 done
 
 bench_init write-cluster
+bench_nfs_version "$NFSV"
 W="$BENCH_WORK"
 mkdir -p "$W/clu" "$W/noclu" "$W/gan"
 
@@ -62,9 +67,9 @@ for rep in $(seq $((1 - WARMUP)) "$REPS"); do
     echo "rep $rep: ${order[*]}" >&2
     for s in "${order[@]}"; do
         case $s in
-            clu)   pid=$CLU_PID; url=$(nfs_url "$W/clu/f.$rep" "$CLU_PORT" "$CLU_PORT") ;;
-            noclu) pid=$NOC_PID; url=$(nfs_url "$W/noclu/f.$rep" "$NOC_PORT" "$NOC_PORT") ;;
-            gan)   pid=$GA_PID;  url=$(nfs_url "$W/gan/f.$rep" "$GA_PORT" "$((GA_PORT + 1))") ;;
+            clu)   pid=$CLU_PID; url=$(nfs_url "$W/clu/f.$rep" "$CLU_PORT" "$CLU_PORT" "$NFSV") ;;
+            noclu) pid=$NOC_PID; url=$(nfs_url "$W/noclu/f.$rep" "$NOC_PORT" "$NOC_PORT" "$NFSV") ;;
+            gan)   pid=$GA_PID;  url=$(nfs_url "$W/gan/f.$rep" "$GA_PORT" "$((GA_PORT + 1))" "$NFSV") ;;
         esac
         # a new name per rep: ganesha's attribute cache would hand out the stale handle of a
         # file removed on the host under the same name
@@ -93,7 +98,7 @@ echo "# Write-behind clustering: 16 x 1 MiB UNSTABLE WRITEs in flight, shuffled 
 echo
 echo "Date: $(date -u +%Y-%m-%d). Machine: $(machine_line)."
 echo
-echo "Load (same client for every server): \`sluice bench --workload write --depth 16 --shuffle --size $SIZE --block 1M\`, then one COMMIT;"
+echo "Load (same client for every server): \`sluice bench --workload write --depth 16 --shuffle --size $SIZE --block 1M\` over NFS version $NFSV, then one COMMIT;"
 echo "throughput = bytes / (first WRITE to COMMIT reply). $REPS reps after $WARMUP untimed warm-up rep(s) per server; each rep removes the old file and drops the page cache"
 echo "first (**cold**: new file, empty cache), then runs the three servers one after another in a rotating order."
 echo "All servers ran side by side in this one run, exporting directories on the same file system."
