@@ -67,12 +67,17 @@
 //! sets it for every non-idempotent COMPOUND (WRITE, OPEN, CLOSE, …), whose replies the slot
 //! then keeps whole, so a retried WRITE is answered, never re-executed (§2.10.6.1.3).
 //!
-//! # Not yet
-//! The ops that drop or shorten a file's data (SETATTR of the size, OPEN that truncates,
-//! REMOVE) answer NFS4ERR_DELAY while write-behind holds writes for the file
-//! ([`Nfs4::settle`]), instead of waiting for them as v3 does.
+//! # Write-behind
+//! The ops that drop or shorten a file's data meet write-behind as v3's do (see
+//! [`super::data`]): before SETATTR of the size or an OPEN that truncates a file with held
+//! writes, the evaluation suspends with [`Step::Settle`] ([`Settle::Land`]) and the driver
+//! lands them; after a REMOVE of such a file it suspends with [`Settle::Removed`] so that the
+//! data of a file whose last link is gone is dropped. The driver answers with
+//! [`Eval::settled`]. Held writes that did not land within [`Nfs4::settle_wait_max`] (or that
+//! a driver cannot land) make the op answer NFS4ERR_DELAY, as does a write held again between
+//! the landing and the op ([`Nfs4::settle`]): an op never truncates under held data.
 
-use super::data::{DataDone, DataOp, DataOps, DataReq};
+use super::data::{DataDone, DataOp, DataOps, DataReq, Settle};
 use super::map::{self, AttrCtx};
 use super::parked::{self, Parked, ParkedFiles};
 use super::pseudo::{Lookup, NodeId, PseudoFs};
@@ -112,7 +117,7 @@ use sluice_xdr::{Pack, Reader, Writer};
 // `core::net`: an address is plain data here; this module opens no sockets.
 use core::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Sees every op's outcome (per-op statistics): `op_start` just before an op runs,
 /// `op_done` with the status its result carries. The processor reads no clock itself; the
@@ -141,6 +146,9 @@ pub struct Nfs4 {
     pub op_observer: Option<Arc<dyn OpObserver>>,
     /// Files removed while open, kept under a hidden name until their last CLOSE.
     pub parked: ParkedFiles,
+    /// Longest wait for held writes to land before an op that truncates their file
+    /// (default [`super::data::SETTLE_WAIT_MAX`]); past it the op answers NFS4ERR_DELAY.
+    pub settle_wait_max: Duration,
 }
 
 /// Who sent a COMPOUND, and for [`Nfs4::compound`] the data path its READ, WRITE and COMMIT
@@ -179,6 +187,9 @@ pub struct Reply4 {
 pub enum Step {
     /// A data op to run through the data path; then [`Eval::resume`] with its result.
     Data(DataReq),
+    /// Write-behind holds writes of a file the next op truncates, or of a file the last op
+    /// removed: land (or drop) them through the data path, then [`Eval::settled`].
+    Settle(Settle),
     /// The COMPOUND is over: its reply.
     Reply(Reply4),
     /// Not a COMPOUND at all: the RPC layer answers GARBAGE_ARGS.
@@ -217,6 +228,10 @@ pub struct Eval {
     slot: Option<(SessionId4, u32, bool)>,
     /// The data op the evaluation waits on.
     pending: Option<Pending>,
+    /// The [`Step::Settle`] the evaluation waits on.
+    settling: Option<Settling>,
+    /// The op whose file's held writes were landed: it runs without suspending again.
+    landed_for: Option<usize>,
     /// The last op's READ data, spliced: the pipe, the count and eof.
     spliced: Option<(LentPipe, u32, bool)>,
     /// Per-op statistics: the observer, and the start mark of the op now running (taken back
@@ -241,6 +256,14 @@ struct Pending {
     splice_ok: bool,
 }
 
+#[derive(Debug, Clone, Copy)]
+enum Settling {
+    /// Held writes landing before op `op` (at `next`) runs.
+    Before { op: Opnum4 },
+    /// Held data dropped after a REMOVE, whose result is recorded.
+    After,
+}
+
 impl Eval {
     /// Runs ops up to the next data op (returned for the driver to run) or the end (the reply;
     /// the slot is completed). Call it again after [`Eval::resume`].
@@ -248,6 +271,10 @@ impl Eval {
         if self.pending.is_some() {
             debug_assert!(false, "step() before resume()");
             self.resume(Err(Nfsstat4::SERVERFAULT));
+        }
+        if self.settling.is_some() {
+            debug_assert!(false, "step() before settled()");
+            self.settled(false);
         }
         match std::mem::replace(&mut self.phase, Phase::Run) {
             Phase::Garbage | Phase::Done => {
@@ -298,7 +325,23 @@ impl Eval {
                     Err(s) => NfsResop4::error(num, s),
                 }
             } else {
-                nfs.run_op(call, op, &mut self.ctx)
+                let index = self.next - 1;
+                if self.landed_for != Some(index) {
+                    if let Some(fh) = nfs.held_before(call, &self.ctx, op) {
+                        // Back to this op once the held writes landed.
+                        self.next = index;
+                        self.settling = Some(Settling::Before { op: num });
+                        return Step::Settle(Settle::Land(fh));
+                    }
+                }
+                let removed = nfs.held_removal(call, &self.ctx, op);
+                let r = nfs.run_op(call, op, &mut self.ctx);
+                if let Some((fs, fh)) = removed.filter(|_| r.status() == Nfsstat4::OK) {
+                    self.record(r);
+                    self.settling = Some(Settling::After);
+                    return Step::Settle(Settle::Removed { fs, fh });
+                }
+                r
             };
             self.record(r);
         }
@@ -344,6 +387,20 @@ impl Eval {
         self.record(r);
     }
 
+    /// The end of the [`Step::Settle`] that [`Eval::step`] returned: whether the held writes
+    /// landed (ignored after a REMOVE). Not landed: the op that waited answers NFS4ERR_DELAY.
+    pub fn settled(&mut self, landed: bool) {
+        match self.settling.take() {
+            Some(Settling::Before { .. }) if landed => self.landed_for = Some(self.next),
+            Some(Settling::Before { op }) => {
+                self.next += 1;
+                self.record(NfsResop4::error(op, Nfsstat4::DELAY));
+            }
+            Some(Settling::After) => {}
+            None => debug_assert!(false, "settled() without a Settle step"),
+        }
+    }
+
     /// Whether the next [`Eval::step`] may call a file system (the driver then runs it on a
     /// blocking thread): false when what is left only touches memory, as when the last data
     /// op has been resumed and only the reply remains.
@@ -370,6 +427,7 @@ impl Eval {
             nfs.state().complete(&sid, slot, None);
         }
         self.spliced = None;
+        self.settling = None;
         self.phase = Phase::Done;
     }
 
@@ -704,6 +762,7 @@ impl Nfs4 {
             write_behind: None,
             op_observer: None,
             parked: ParkedFiles::default(),
+            settle_wait_max: super::data::SETTLE_WAIT_MAX,
         })
     }
 
@@ -742,6 +801,10 @@ impl Nfs4 {
                         None => Err(Nfsstat4::NOTSUPP),
                     };
                     eval.resume(done);
+                }
+                Step::Settle(s) => {
+                    let landed = call.data.is_some_and(|d| d.settle(s, self.settle_wait_max));
+                    eval.settled(landed);
                 }
                 Step::Reply(r) => {
                     debug_assert!(r.spliced.is_none(), "splicing was not allowed");
@@ -822,6 +885,8 @@ impl Nfs4 {
             limits: None,
             slot: None,
             pending: None,
+            settling: None,
+            landed_for: None,
             spliced: None,
             observer: self.op_observer.clone(),
             op_started: None,
@@ -1648,11 +1713,55 @@ impl Nfs4 {
         st.destroy_session(id, ctx.session)
     }
 
-    /// Before a call that drops or shortens a file's data (SETATTR of the size, an OPEN that
-    /// truncates, REMOVE): if write-behind holds writes for it (from v3 today), NFS4ERR_DELAY
-    /// so the client retries once they landed, instead of letting them land past the new size
-    /// or on a removed file. This processor is synchronous and cannot wait for them as v3's
-    /// async handlers do through [`crate::datapath::DataPath::before_resize`].
+    /// The file whose held writes must land before `op` runs: the current file for SETATTR of
+    /// the size, the named one for an OPEN that truncates (CLAIM_NULL, UNCHECKED with a size),
+    /// when write-behind holds writes for it. `None` also when the op will fail anyway.
+    fn held_before(&self, call: &Call<'_>, ctx: &Ctx, op: &NfsArgop4) -> Option<FileHandle> {
+        let wb = self.write_behind.as_ref().filter(|wb| wb.holds_any())?;
+        let Some(Fh::Export { idx, fh }) = &ctx.current else {
+            return None;
+        };
+        let sets_size = |f: &Fattr4| map::set_attr(f).is_ok_and(|(s, _)| s.size.is_some());
+        let target = match op {
+            NfsArgop4::Setattr(a) if sets_size(&a.obj_attributes) => fh.clone(),
+            NfsArgop4::Open(OpenArgs {
+                openhow: Openflag4::Create(Createhow4::Unchecked(f)),
+                claim: OpenClaim4::Null(name),
+                ..
+            }) if sets_size(f) => {
+                let (fs, caller) = self.gate(call, *idx).ok()?;
+                fs.lookup(&caller, fh, &name.0).ok()?.fh
+            }
+            _ => return None,
+        };
+        wb.holds(target.as_bytes()).then_some(target)
+    }
+
+    /// For a REMOVE of a file write-behind holds writes for: the file, whose data is dropped
+    /// after the REMOVE if that was its last link (v3's REMOVE does the same).
+    fn held_removal(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        op: &NfsArgop4,
+    ) -> Option<(Arc<dyn FileSystem>, FileHandle)> {
+        let NfsArgop4::Remove(name) = op else {
+            return None;
+        };
+        let wb = self.write_behind.as_ref().filter(|wb| wb.holds_any())?;
+        let Some(Fh::Export { idx, fh: dir }) = &ctx.current else {
+            return None;
+        };
+        let (fs, caller) = self.gate(call, *idx).ok()?;
+        let target = fs.lookup(&caller, dir, &name.0).ok()?.fh;
+        wb.holds(target.as_bytes())
+            .then(|| (self.exports[*idx].fs.clone(), target))
+    }
+
+    /// The last check before a call that shortens a file's data (SETATTR of the size, an OPEN
+    /// that truncates): writes held for it that the evaluation did not land first (held again
+    /// since, or the driver could not wait) make it NFS4ERR_DELAY, so none lands past the new
+    /// size.
     fn settle(&self, fh: &FileHandle) -> Result<(), Nfsstat4> {
         match &self.write_behind {
             Some(wb) if wb.holds(fh.as_bytes()) => Err(Nfsstat4::DELAY),
@@ -1669,7 +1778,6 @@ impl Nfs4 {
         let target = fs
             .lookup(&caller, dir, name)
             .map_err(|(e, _)| map::status(e))?;
-        self.settle(&target.fh)?;
         let key = target.fh.to_bytes();
         let w = if target.attr.ftype == FileType::Directory {
             fs.rmdir(&caller, dir, name)
