@@ -78,6 +78,7 @@
 //! the landing and the op ([`Nfs4::settle`]): an op never truncates under held data.
 
 use super::data::{DataDone, DataOp, DataOps, DataReq, Settle};
+use super::digest::Digest;
 use super::map::{self, AttrCtx};
 use super::parked::{self, Parked, ParkedFiles};
 use super::pseudo::{Lookup, NodeId, PseudoFs};
@@ -214,7 +215,7 @@ pub struct Eval {
     /// Bytes of the COMPOUND's arguments, and the digest of those after SEQUENCE's sequence
     /// id (the slot's false-retry check).
     request_bytes: usize,
-    digest: u64,
+    digest: Digest,
     /// The driver can send a spliced READ.
     splice_ok: bool,
     /// The next op to run.
@@ -444,7 +445,7 @@ impl Eval {
                 cachethis: seq.cachethis,
                 request_bytes: self.request_bytes,
                 op_count: self.args.ops.len(),
-                digest: self.digest,
+                digest: self.digest.clone().principal(&principal(call.cred).0),
                 conn: call.conn,
             };
             let outcome = nfs.state().sequence(call.now, &seq.sessionid, &sc);
@@ -676,35 +677,27 @@ pub fn principal(cred: &Credentials) -> Principal {
     }
 }
 
-/// FNV-1a over the request after SEQUENCE's sequence id: tells a retry from a different
-/// request reusing the sequence id (§2.10.6.1.3). Not a defence against a malicious client,
-/// which can only confuse its own slot.
-fn digest(bytes: &[u8], h: u64) -> u64 {
-    bytes.iter().fold(h, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-/// [`digest`] of the arguments (starting `args_offset` bytes into `segs`) after SEQUENCE's
-/// sequence id: tag (length + padded bytes), minor version, op count, SEQUENCE's op number,
-/// session id (16), sequence id. Read in place from the record's segments.
-fn digest_after_sequenceid(segs: &[Bytes], args_offset: usize) -> u64 {
+/// The [`Digest`] of the arguments (starting `args_offset` bytes into `segs`) after SEQUENCE's
+/// sequence id, skipping what comes before it: tag (length + padded bytes), minor version, op
+/// count, SEQUENCE's op number, session id (16), sequence id. Read in place from the record's
+/// segments (§2.10.6.1.3; what it can and cannot tell apart: [`super::digest`]).
+fn digest_after_sequenceid(segs: &[Bytes], args_offset: usize) -> Digest {
+    let mut d = Digest::new();
     let mut r = Reader::new(segs);
     let tag_len = match r.skip(args_offset).and_then(|()| r.get_u32()) {
         Ok(n) => n as usize,
-        Err(_) => return 0,
+        Err(_) => return d,
     };
     let mut skip = args_offset + 4 + tag_len.div_ceil(4) * 4 + 4 + 4 + 4 + 16 + 4;
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
     for s in segs {
         if skip >= s.len() {
             skip -= s.len();
             continue;
         }
-        h = digest(&s[skip..], h);
+        d.update(&s[skip..]);
         skip = 0;
     }
-    h
+    d
 }
 
 /// Bytes `v` encodes to, without joining the encoder's segments (a READ result's data chunks
@@ -865,7 +858,7 @@ impl Nfs4 {
         };
         let digest = match args.ops.first() {
             Some(NfsArgop4::Sequence(_)) => digest_after_sequenceid(segs, args_offset),
-            _ => 0,
+            _ => Digest::new(),
         };
         Eval {
             res: Compound4Res {

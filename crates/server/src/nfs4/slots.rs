@@ -30,7 +30,8 @@
 //! back (the Linux client does), a retired slot accepts 1 as well as the next id, as knfsd
 //! does since it learned to shrink slot tables.
 //!
-//! False retries (§2.10.6.1.3): the caller passes a digest of the request's operations; a retry
+//! False retries (§2.10.6.1.3): the caller passes a digest of the request's operations and its
+//! principal ([`super::digest`]: what it catches and what it cannot); a retry
 //! whose digest differs from the original's is answered NFS4ERR_SEQ_FALSE_RETRY instead of
 //! someone else's cached reply.
 

@@ -1935,6 +1935,70 @@ fn only_a_last_read_whose_reply_the_slot_does_not_keep_may_splice() {
     assert_eq!(drive(&c, ops, false).1, [false]);
 }
 
+/// The slot's digest covers every payload byte and the caller (see `nfs4::digest`), and not
+/// how the record was cut into segments.
+#[test]
+fn a_retry_differing_in_one_payload_byte_or_its_user_is_a_false_retry() {
+    let (mut c, writes) = direct_client();
+    let sid = mount(&c);
+    let fs = c.nfs.exports[0].fs.clone();
+    let owner = Caller::with_cred(Cred::new(1000, 1000));
+    fs.create(
+        &owner,
+        &fs.root_handle(),
+        b"f",
+        CreateHow::Unchecked(SetAttr::default()),
+    )
+    .unwrap();
+    let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let mut flipped = payload.clone();
+    flipped[100_001] ^= 0x01;
+    let (payload, flipped): (&'static [u8], &'static [u8]) = (payload.leak(), flipped.leak());
+    let ops = |data: &'static [u8]| {
+        let mut ops = vec![seq(sid, 1)];
+        ops.extend(into_export());
+        ops.extend([
+            lookup(b"f"),
+            write_op(Stateid4::ANONYMOUS, 0, StableHow4::FILE_SYNC, data),
+        ]);
+        ops
+    };
+    let count = || writes.load(std::sync::atomic::Ordering::SeqCst);
+    let first = c.send_raw(1, ops(payload));
+    assert_eq!(decode(&first).status, Nfsstat4::OK);
+    // One byte in the middle of the payload differs: not the same request.
+    let res = decode(&c.send_raw(1, ops(flipped)));
+    assert_eq!(res.status, Nfsstat4::SEQ_FALSE_RETRY);
+    // The same bytes cut into other segments (as a retry arrives): the cached reply.
+    let record = record_of(ops(payload));
+    let segs: Vec<Bytes> = (0..record.len())
+        .step_by(997)
+        .map(|i| record.slice(i..(i + 997).min(record.len())))
+        .collect();
+    let call = Call {
+        addr: c.addr,
+        conn: 1,
+        cred: &c.cred,
+        now: c.now,
+        data: None,
+    };
+    let Step::Reply(r) = c.nfs.begin(&segs, 0, false).step(&c.nfs, &call) else {
+        panic!("a replay is answered at once")
+    };
+    assert_eq!(join(r.segs), first);
+    // The same bytes from another user: not the same request either.
+    c.cred = Credentials::Sys(AuthSys {
+        stamp: 1,
+        machine_name: Bytes::from_static(b"client"),
+        uid: 1001,
+        gid: 1000,
+        gids: Vec::new(),
+    });
+    let res = decode(&c.send_raw(1, ops(payload)));
+    assert_eq!(res.status, Nfsstat4::SEQ_FALSE_RETRY);
+    assert_eq!(count(), 1, "nothing ran again");
+}
+
 #[test]
 fn a_retried_write_is_answered_from_the_slot_and_not_run_again() {
     let (c, writes) = direct_client();
