@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | §2.10.6.1, §18.46.3 | a retry gets the cached reply byte for byte; nothing runs twice | `a_retried_request_gets_the_cached_reply_byte_for_byte` |
 //! | §2.10.6.1.3 | NFS4ERR_SEQ_FALSE_RETRY (same slot and sequence id, other ops) | same |
-//! | §2.10.6.1 | NFS4ERR_RETRY_UNCACHED_REP (retry of a reply not cached) | same |
+//! | §2.10.6.1.3 | NFS4ERR_RETRY_UNCACHED_REP on the op after a good SEQUENCE (retry of a reply not cached) | same |
 //! | §18.46.3 | NFS4ERR_SEQ_MISORDERED | `slot_and_position_errors`, `a_session_walks_the_pseudo_tree_into_the_export` |
 //! | §18.46.3 | NFS4ERR_BADSLOT (slot id past the negotiated `ca_maxrequests`) | `slot_and_position_errors` |
 //! | §18.46.3 | NFS4ERR_BADSESSION (unknown session id) | `slot_and_position_errors` |
@@ -324,8 +324,8 @@ async fn a_retried_request_gets_the_cached_reply_byte_for_byte() {
     assert_eq!(res.status, Nfsstat4::SEQ_FALSE_RETRY);
     assert_eq!(res.results.len(), 1);
 
-    // A request that did not ask to be cached cannot be replayed: RETRY_UNCACHED_REP, and
-    // its CREATE is not run again either.
+    // A request that did not ask to be cached cannot be replayed: SEQUENCE succeeds and the
+    // op after it is RETRY_UNCACHED_REP (§2.10.6.1.3); its CREATE is not run again either.
     let mut ops = vec![sequence_on(sid, 0, 2, false)];
     ops.extend(walk_to(&s.export));
     ops.push(mkdir_op("twice"));
@@ -336,8 +336,8 @@ async fn a_retried_request_gets_the_cached_reply_byte_for_byte() {
     assert_eq!(res.status, Nfsstat4::RETRY_UNCACHED_REP);
     assert_eq!(
         statuses(&res),
-        vec![Nfsstat4::RETRY_UNCACHED_REP],
-        "SEQUENCE's error alone"
+        vec![Nfsstat4::OK, Nfsstat4::RETRY_UNCACHED_REP],
+        "SEQUENCE OK, the op after it the error"
     );
     // The slot moves on.
     let res = compound(&mut v.rpc, 1, vec![sequence_on(sid, 0, 3, false)]).await;

@@ -18,6 +18,7 @@
 //!            │ minor version 0 or > 2 ─────────▶ MINOR_VERS_MISMATCH, no results
 //!            ▼
 //!  op 0:  SEQUENCE ─▶ State4::sequence ─┬─ Replay(bytes) ─▶ those bytes, nothing runs
+//!         │                             ├─ RetryUncached ─▶ SEQUENCE OK, op 1: RETRY_UNCACHED_REP
 //!         │                             ├─ Err(s) ────────▶ SEQUENCE's error alone
 //!         │                             └─ Execute ─▶ ops 1.. ─▶ encode ─▶ slot keeps bytes
 //!         EXCHANGE_ID, CREATE_SESSION, DESTROY_SESSION, DESTROY_CLIENTID,
@@ -45,7 +46,8 @@
 //! A request that passed SEQUENCE completes its slot ([`State4::complete`]) when its reply is
 //! encoded; when the client set `sa_cachethis` the reply is handed over in one buffer and kept
 //! if it fits `ca_maxresponsesize_cached`, and a retry gets those exact bytes back. Without
-//! `sa_cachethis` nothing is kept (a retry gets NFS4ERR_RETRY_UNCACHED_REP), so the reply is
+//! `sa_cachethis` nothing is kept (a retry gets a good SEQUENCE result and
+//! NFS4ERR_RETRY_UNCACHED_REP on the op after it, nothing runs), so the reply is
 //! never joined or copied for the slot. The reply is checked
 //! against the session's limits op by op as it is built: the op whose result crosses
 //! `ca_maxresponsesize` (or the cached limit, when caching was asked) is replaced by
@@ -456,6 +458,22 @@ impl Eval {
                 }
                 Ok(o) => o,
             };
+            if matches!(out.decision, SlotDecision::RetryUncached) {
+                // A retry of a reply the slot did not keep (§2.10.6.1.3, §15.1.10.6): SEQUENCE
+                // succeeds, as every reply's SEQUENCE must, and the op after it is
+                // NFS4ERR_RETRY_UNCACHED_REP, where the Linux client looks for it (it handles
+                // the error with the op's, and frees the slot to send the call again). Nothing
+                // runs and the slot stays as it was, so the next call on it is not held up. A
+                // lone SEQUENCE has no op after it: its SEQUENCE is answered again, which
+                // changes nothing (knfsd keeps every lone SEQUENCE's reply to the same end).
+                self.record(NfsResop4::Sequence(Res4::Ok(out.res)));
+                if let Some(op) = self.args.ops.get(1) {
+                    let num = op.opnum();
+                    self.op_started = self.observer.as_ref().map(|o| o.op_start());
+                    self.record(NfsResop4::error(num, Nfsstat4::RETRY_UNCACHED_REP));
+                }
+                return Some(self.finish(nfs));
+            }
             if let SlotDecision::Replay(bytes) = out.decision {
                 if let (Some(o), Some(t)) = (&self.observer, self.op_started.take()) {
                     o.op_done(Opnum4::SEQUENCE, Nfsstat4::OK, t);

@@ -2054,7 +2054,22 @@ fn a_retried_write_is_answered_from_the_slot_and_not_run_again() {
     assert_eq!(count(), 2);
     let res = decode(&write(seq_uncached(sid, 2), b"fourth"));
     assert_eq!(res.status, Nfsstat4::RETRY_UNCACHED_REP);
+    // SEQUENCE succeeds and the op after it carries the error (RFC 8881 §2.10.6.1.3).
+    let [NfsResop4::Sequence(Res4::Ok(s)), NfsResop4::Putrootfh(e)] = &res.results[..] else {
+        panic!("{res:?}")
+    };
+    assert_eq!((s.sequenceid, *e), (2, Nfsstat4::RETRY_UNCACHED_REP));
     assert_eq!(count(), 2);
+    // The slot was left as it was: the next sequence id runs.
+    assert_eq!(
+        decode(&write(seq_uncached(sid, 3), b"fifth")).status,
+        Nfsstat4::OK
+    );
+    assert_eq!(count(), 3);
+    // A lone SEQUENCE retried is answered again.
+    assert_eq!(c.send(vec![seq_uncached(sid, 4)]).status, Nfsstat4::OK);
+    let res = c.send(vec![seq_uncached(sid, 4)]);
+    assert_eq!(statuses(&res), [Nfsstat4::OK]);
 }
 
 #[test]
