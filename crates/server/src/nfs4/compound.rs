@@ -204,6 +204,7 @@ pub enum Step {
 ///
 /// ```text
 ///   begin ─▶ step ─┬─ Data(req) ─▶ (driver runs req) ─▶ resume(result) ─▶ step ─┬─ …
+///                  ├─ Settle(s) ─▶ (driver lands / drops held writes) ─▶ settled ─▶ step ─┤
 ///                  ├─ Reply(reply)     (slot completed: reply kept if cachethis)  │
 ///                  └─ GarbageArgs                                                 ┘
 /// ```
