@@ -460,7 +460,7 @@ impl Eval {
                 Ok(o) => o,
             };
             if matches!(out.decision, SlotDecision::RetryUncached) {
-                // A retry of a reply the slot did not keep (§2.10.6.1.3, §15.1.10.6): SEQUENCE
+                // A retry of a reply the slot did not keep (§2.10.6.1.3): SEQUENCE
                 // succeeds, as every reply's SEQUENCE must, and the op after it is
                 // NFS4ERR_RETRY_UNCACHED_REP, where the Linux client looks for it (it handles
                 // the error with the op's, and frees the slot to send the call again). Nothing
