@@ -417,6 +417,13 @@ fn nfs4_call<'a>(
                         e.resume(done);
                     }
                 }
+                compound4::Step::Settle(s) => {
+                    // Held writes land (or are dropped) as v3's SETATTR and REMOVE do.
+                    let landed = crate::nfs4::data::settle(path, s, nfs4.settle_wait_max).await;
+                    if let Some(e) = guard.eval.as_mut() {
+                        e.settled(landed);
+                    }
+                }
                 compound4::Step::Reply(r) => break r,
                 compound4::Step::GarbageArgs => {
                     return Handled::GarbageArgs(DecodeError::Invalid("COMPOUND4args"))

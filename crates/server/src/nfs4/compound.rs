@@ -18,6 +18,7 @@
 //!            │ minor version 0 or > 2 ─────────▶ MINOR_VERS_MISMATCH, no results
 //!            ▼
 //!  op 0:  SEQUENCE ─▶ State4::sequence ─┬─ Replay(bytes) ─▶ those bytes, nothing runs
+//!         │                             ├─ RetryUncached ─▶ SEQUENCE OK, op 1: RETRY_UNCACHED_REP
 //!         │                             ├─ Err(s) ────────▶ SEQUENCE's error alone
 //!         │                             └─ Execute ─▶ ops 1.. ─▶ encode ─▶ slot keeps bytes
 //!         EXCHANGE_ID, CREATE_SESSION, DESTROY_SESSION, DESTROY_CLIENTID,
@@ -45,7 +46,8 @@
 //! A request that passed SEQUENCE completes its slot ([`State4::complete`]) when its reply is
 //! encoded; when the client set `sa_cachethis` the reply is handed over in one buffer and kept
 //! if it fits `ca_maxresponsesize_cached`, and a retry gets those exact bytes back. Without
-//! `sa_cachethis` nothing is kept (a retry gets NFS4ERR_RETRY_UNCACHED_REP), so the reply is
+//! `sa_cachethis` nothing is kept (a retry gets a good SEQUENCE result and
+//! NFS4ERR_RETRY_UNCACHED_REP on the op after it, nothing runs), so the reply is
 //! never joined or copied for the slot. The reply is checked
 //! against the session's limits op by op as it is built: the op whose result crosses
 //! `ca_maxresponsesize` (or the cached limit, when caching was asked) is replaced by
@@ -67,12 +69,18 @@
 //! sets it for every non-idempotent COMPOUND (WRITE, OPEN, CLOSE, …), whose replies the slot
 //! then keeps whole, so a retried WRITE is answered, never re-executed (§2.10.6.1.3).
 //!
-//! # Not yet
-//! The ops that drop or shorten a file's data (SETATTR of the size, OPEN that truncates,
-//! REMOVE) answer NFS4ERR_DELAY while write-behind holds writes for the file
-//! ([`Nfs4::settle`]), instead of waiting for them as v3 does.
+//! # Write-behind
+//! The ops that drop or shorten a file's data meet write-behind as v3's do (see
+//! [`super::data`]): before SETATTR of the size or an OPEN that truncates a file with held
+//! writes, the evaluation suspends with [`Step::Settle`] ([`Settle::Land`]) and the driver
+//! lands them; after a REMOVE of such a file it suspends with [`Settle::Removed`] so that the
+//! data of a file whose last link is gone is dropped. The driver answers with
+//! [`Eval::settled`]. Held writes that did not land within [`Nfs4::settle_wait_max`] (or that
+//! a driver cannot land) make the op answer NFS4ERR_DELAY, as does a write held again between
+//! the landing and the op ([`Nfs4::settle`]): an op never truncates under held data.
 
-use super::data::{DataDone, DataOp, DataOps, DataReq};
+use super::data::{DataDone, DataOp, DataOps, DataReq, Settle};
+use super::digest::Digest;
 use super::idmap::IdMap;
 use super::map::{self, AttrCtx};
 use super::parked::{self, Parked, ParkedFiles};
@@ -113,7 +121,7 @@ use sluice_xdr::{Pack, Reader, Writer};
 // `core::net`: an address is plain data here; this module opens no sockets.
 use core::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Sees every op's outcome (per-op statistics): `op_start` just before an op runs,
 /// `op_done` with the status its result carries. The processor reads no clock itself; the
@@ -144,6 +152,9 @@ pub struct Nfs4 {
     pub parked: ParkedFiles,
     /// Owners as numbers (the default) or `name@domain` ([`super::idmap`]).
     pub idmap: IdMap,
+    /// Longest wait for held writes to land before an op that truncates their file
+    /// (default [`super::data::SETTLE_WAIT_MAX`]); past it the op answers NFS4ERR_DELAY.
+    pub settle_wait_max: Duration,
 }
 
 /// Who sent a COMPOUND, and for [`Nfs4::compound`] the data path its READ, WRITE and COMMIT
@@ -182,6 +193,9 @@ pub struct Reply4 {
 pub enum Step {
     /// A data op to run through the data path; then [`Eval::resume`] with its result.
     Data(DataReq),
+    /// Write-behind holds writes of a file the next op truncates, or of a file the last op
+    /// removed: land (or drop) them through the data path, then [`Eval::settled`].
+    Settle(Settle),
     /// The COMPOUND is over: its reply.
     Reply(Reply4),
     /// Not a COMPOUND at all: the RPC layer answers GARBAGE_ARGS.
@@ -193,6 +207,7 @@ pub enum Step {
 ///
 /// ```text
 ///   begin ─▶ step ─┬─ Data(req) ─▶ (driver runs req) ─▶ resume(result) ─▶ step ─┬─ …
+///                  ├─ Settle(s) ─▶ (driver lands / drops held writes) ─▶ settled ─▶ step ─┤
 ///                  ├─ Reply(reply)     (slot completed: reply kept if cachethis)  │
 ///                  └─ GarbageArgs                                                 ┘
 /// ```
@@ -206,7 +221,7 @@ pub struct Eval {
     /// Bytes of the COMPOUND's arguments, and the digest of those after SEQUENCE's sequence
     /// id (the slot's false-retry check).
     request_bytes: usize,
-    digest: u64,
+    digest: Digest,
     /// The driver can send a spliced READ.
     splice_ok: bool,
     /// The next op to run.
@@ -220,6 +235,10 @@ pub struct Eval {
     slot: Option<(SessionId4, u32, bool)>,
     /// The data op the evaluation waits on.
     pending: Option<Pending>,
+    /// The [`Step::Settle`] the evaluation waits on.
+    settling: Option<Settling>,
+    /// The op whose file's held writes were landed: it runs without suspending again.
+    landed_for: Option<usize>,
     /// The last op's READ data, spliced: the pipe, the count and eof.
     spliced: Option<(LentPipe, u32, bool)>,
     /// Per-op statistics: the observer, and the start mark of the op now running (taken back
@@ -244,6 +263,14 @@ struct Pending {
     splice_ok: bool,
 }
 
+#[derive(Debug, Clone, Copy)]
+enum Settling {
+    /// Held writes landing before op `op` (at `next`) runs.
+    Before { op: Opnum4 },
+    /// Held data dropped after a REMOVE, whose result is recorded.
+    After,
+}
+
 impl Eval {
     /// Runs ops up to the next data op (returned for the driver to run) or the end (the reply;
     /// the slot is completed). Call it again after [`Eval::resume`].
@@ -251,6 +278,10 @@ impl Eval {
         if self.pending.is_some() {
             debug_assert!(false, "step() before resume()");
             self.resume(Err(Nfsstat4::SERVERFAULT));
+        }
+        if self.settling.is_some() {
+            debug_assert!(false, "step() before settled()");
+            self.settled(false);
         }
         match std::mem::replace(&mut self.phase, Phase::Run) {
             Phase::Garbage | Phase::Done => {
@@ -301,7 +332,23 @@ impl Eval {
                     Err(s) => NfsResop4::error(num, s),
                 }
             } else {
-                nfs.run_op(call, op, &mut self.ctx)
+                let index = self.next - 1;
+                if self.landed_for != Some(index) {
+                    if let Some(fh) = nfs.held_before(call, &self.ctx, op) {
+                        // Back to this op once the held writes landed.
+                        self.next = index;
+                        self.settling = Some(Settling::Before { op: num });
+                        return Step::Settle(Settle::Land(fh));
+                    }
+                }
+                let removed = nfs.held_removal(call, &self.ctx, op);
+                let r = nfs.run_op(call, op, &mut self.ctx);
+                if let Some((fs, fh)) = removed.filter(|_| r.status() == Nfsstat4::OK) {
+                    self.record(r);
+                    self.settling = Some(Settling::After);
+                    return Step::Settle(Settle::Removed { fs, fh });
+                }
+                r
             };
             self.record(r);
         }
@@ -347,6 +394,20 @@ impl Eval {
         self.record(r);
     }
 
+    /// The end of the [`Step::Settle`] that [`Eval::step`] returned: whether the held writes
+    /// landed (ignored after a REMOVE). Not landed: the op that waited answers NFS4ERR_DELAY.
+    pub fn settled(&mut self, landed: bool) {
+        match self.settling.take() {
+            Some(Settling::Before { .. }) if landed => self.landed_for = Some(self.next),
+            Some(Settling::Before { op }) => {
+                self.next += 1;
+                self.record(NfsResop4::error(op, Nfsstat4::DELAY));
+            }
+            Some(Settling::After) => {}
+            None => debug_assert!(false, "settled() without a Settle step"),
+        }
+    }
+
     /// Whether the next [`Eval::step`] may call a file system (the driver then runs it on a
     /// blocking thread): false when what is left only touches memory, as when the last data
     /// op has been resumed and only the reply remains.
@@ -373,6 +434,7 @@ impl Eval {
             nfs.state().complete(&sid, slot, None);
         }
         self.spliced = None;
+        self.settling = None;
         self.phase = Phase::Done;
     }
 
@@ -389,7 +451,7 @@ impl Eval {
                 cachethis: seq.cachethis,
                 request_bytes: self.request_bytes,
                 op_count: self.args.ops.len(),
-                digest: self.digest,
+                digest: self.digest.clone().principal(&principal(call.cred).0),
                 conn: call.conn,
             };
             let outcome = nfs.state().sequence(call.now, &seq.sessionid, &sc);
@@ -400,6 +462,22 @@ impl Eval {
                 }
                 Ok(o) => o,
             };
+            if matches!(out.decision, SlotDecision::RetryUncached) {
+                // A retry of a reply the slot did not keep (§2.10.6.1.3): SEQUENCE
+                // succeeds, as every reply's SEQUENCE must, and the op after it is
+                // NFS4ERR_RETRY_UNCACHED_REP, where the Linux client looks for it (it handles
+                // the error with the op's, and frees the slot to send the call again). Nothing
+                // runs and the slot stays as it was, so the next call on it is not held up. A
+                // lone SEQUENCE has no op after it: its SEQUENCE is answered again, which
+                // changes nothing (knfsd keeps every lone SEQUENCE's reply to the same end).
+                self.record(NfsResop4::Sequence(Res4::Ok(out.res)));
+                if let Some(op) = self.args.ops.get(1) {
+                    let num = op.opnum();
+                    self.op_started = self.observer.as_ref().map(|o| o.op_start());
+                    self.record(NfsResop4::error(num, Nfsstat4::RETRY_UNCACHED_REP));
+                }
+                return Some(self.finish(nfs));
+            }
             if let SlotDecision::Replay(bytes) = out.decision {
                 if let (Some(o), Some(t)) = (&self.observer, self.op_started.take()) {
                     o.op_done(Opnum4::SEQUENCE, Nfsstat4::OK, t);
@@ -621,35 +699,27 @@ pub fn principal(cred: &Credentials) -> Principal {
     }
 }
 
-/// FNV-1a over the request after SEQUENCE's sequence id: tells a retry from a different
-/// request reusing the sequence id (§2.10.6.1.3). Not a defence against a malicious client,
-/// which can only confuse its own slot.
-fn digest(bytes: &[u8], h: u64) -> u64 {
-    bytes.iter().fold(h, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-/// [`digest`] of the arguments (starting `args_offset` bytes into `segs`) after SEQUENCE's
-/// sequence id: tag (length + padded bytes), minor version, op count, SEQUENCE's op number,
-/// session id (16), sequence id. Read in place from the record's segments.
-fn digest_after_sequenceid(segs: &[Bytes], args_offset: usize) -> u64 {
+/// The [`Digest`] of the arguments (starting `args_offset` bytes into `segs`) after SEQUENCE's
+/// sequence id, skipping what comes before it: tag (length + padded bytes), minor version, op
+/// count, SEQUENCE's op number, session id (16), sequence id. Read in place from the record's
+/// segments (§2.10.6.1.3; what it can and cannot tell apart: [`super::digest`]).
+fn digest_after_sequenceid(segs: &[Bytes], args_offset: usize) -> Digest {
+    let mut d = Digest::new();
     let mut r = Reader::new(segs);
     let tag_len = match r.skip(args_offset).and_then(|()| r.get_u32()) {
         Ok(n) => n as usize,
-        Err(_) => return 0,
+        Err(_) => return d,
     };
     let mut skip = args_offset + 4 + tag_len.div_ceil(4) * 4 + 4 + 4 + 4 + 16 + 4;
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
     for s in segs {
         if skip >= s.len() {
             skip -= s.len();
             continue;
         }
-        h = digest(&s[skip..], h);
+        d.update(&s[skip..]);
         skip = 0;
     }
-    h
+    d
 }
 
 /// Bytes `v` encodes to, without joining the encoder's segments (a READ result's data chunks
@@ -708,6 +778,7 @@ impl Nfs4 {
             op_observer: None,
             parked: ParkedFiles::default(),
             idmap: IdMap::numeric(),
+            settle_wait_max: super::data::SETTLE_WAIT_MAX,
         })
     }
 
@@ -746,6 +817,10 @@ impl Nfs4 {
                         None => Err(Nfsstat4::NOTSUPP),
                     };
                     eval.resume(done);
+                }
+                Step::Settle(s) => {
+                    let landed = call.data.is_some_and(|d| d.settle(s, self.settle_wait_max));
+                    eval.settled(landed);
                 }
                 Step::Reply(r) => {
                     debug_assert!(r.spliced.is_none(), "splicing was not allowed");
@@ -806,7 +881,7 @@ impl Nfs4 {
         };
         let digest = match args.ops.first() {
             Some(NfsArgop4::Sequence(_)) => digest_after_sequenceid(segs, args_offset),
-            _ => 0,
+            _ => Digest::new(),
         };
         Eval {
             res: Compound4Res {
@@ -826,6 +901,8 @@ impl Nfs4 {
             limits: None,
             slot: None,
             pending: None,
+            settling: None,
+            landed_for: None,
             spliced: None,
             observer: self.op_observer.clone(),
             op_started: None,
@@ -1655,11 +1732,56 @@ impl Nfs4 {
         st.destroy_session(id, ctx.session)
     }
 
-    /// Before a call that drops or shortens a file's data (SETATTR of the size, an OPEN that
-    /// truncates, REMOVE): if write-behind holds writes for it (from v3 today), NFS4ERR_DELAY
-    /// so the client retries once they landed, instead of letting them land past the new size
-    /// or on a removed file. This processor is synchronous and cannot wait for them as v3's
-    /// async handlers do through [`crate::datapath::DataPath::before_resize`].
+    /// The file whose held writes must land before `op` runs: the current file for SETATTR of
+    /// the size, the named one for an OPEN that truncates (CLAIM_NULL, UNCHECKED with a size),
+    /// when write-behind holds writes for it. `None` also when the op will fail anyway.
+    fn held_before(&self, call: &Call<'_>, ctx: &Ctx, op: &NfsArgop4) -> Option<FileHandle> {
+        let wb = self.write_behind.as_ref().filter(|wb| wb.holds_any())?;
+        let Some(Fh::Export { idx, fh }) = &ctx.current else {
+            return None;
+        };
+        let sets_size =
+            |f: &Fattr4| map::set_attr(f, &self.idmap).is_ok_and(|(s, _)| s.size.is_some());
+        let target = match op {
+            NfsArgop4::Setattr(a) if sets_size(&a.obj_attributes) => fh.clone(),
+            NfsArgop4::Open(OpenArgs {
+                openhow: Openflag4::Create(Createhow4::Unchecked(f)),
+                claim: OpenClaim4::Null(name),
+                ..
+            }) if sets_size(f) => {
+                let (fs, caller) = self.gate(call, *idx).ok()?;
+                fs.lookup(&caller, fh, &name.0).ok()?.fh
+            }
+            _ => return None,
+        };
+        wb.holds(target.as_bytes()).then_some(target)
+    }
+
+    /// For a REMOVE of a file write-behind holds writes for: the file, whose data is dropped
+    /// after the REMOVE if that was its last link (v3's REMOVE does the same).
+    fn held_removal(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        op: &NfsArgop4,
+    ) -> Option<(Arc<dyn FileSystem>, FileHandle)> {
+        let NfsArgop4::Remove(name) = op else {
+            return None;
+        };
+        let wb = self.write_behind.as_ref().filter(|wb| wb.holds_any())?;
+        let Some(Fh::Export { idx, fh: dir }) = &ctx.current else {
+            return None;
+        };
+        let (fs, caller) = self.gate(call, *idx).ok()?;
+        let target = fs.lookup(&caller, dir, &name.0).ok()?.fh;
+        wb.holds(target.as_bytes())
+            .then(|| (self.exports[*idx].fs.clone(), target))
+    }
+
+    /// The last check before a call that shortens a file's data (SETATTR of the size, an OPEN
+    /// that truncates): writes held for it that the evaluation did not land first (held again
+    /// since, or the driver could not wait) make it NFS4ERR_DELAY, so none lands past the new
+    /// size.
     fn settle(&self, fh: &FileHandle) -> Result<(), Nfsstat4> {
         match &self.write_behind {
             Some(wb) if wb.holds(fh.as_bytes()) => Err(Nfsstat4::DELAY),
@@ -1676,7 +1798,6 @@ impl Nfs4 {
         let target = fs
             .lookup(&caller, dir, name)
             .map_err(|(e, _)| map::status(e))?;
-        self.settle(&target.fh)?;
         let key = target.fh.to_bytes();
         let w = if target.attr.ftype == FileType::Directory {
             fs.rmdir(&caller, dir, name)

@@ -28,6 +28,17 @@
 //! A READ may come back spliced only when the processor asked for it ([`DataOp::Read`]'s
 //! `splice_ok`): the READ is the COMPOUND's last op and the slot will not keep the reply
 //! (see the reply cache notes in [`super::compound`]).
+//!
+//! # Settling write-behind
+//! The ops that drop or shorten a file's data meet write-behind as v3's SETATTR, CREATE and
+//! REMOVE do, through the same [`DataPath`] calls. Before SETATTR of the size or an OPEN that
+//! truncates, the processor suspends with [`Settle::Land`] when write-behind holds writes for
+//! the file: the driver lands them ([`DataPath::before_resize`]) and the op then runs, so no
+//! held byte is written back past the new size. After a REMOVE of a file with held writes it
+//! suspends with [`Settle::Removed`]: if that was the file's last link its held data is dropped
+//! ([`DataPath::after_remove`]) instead of written to a file nobody can reach. Only landing is
+//! waited for, and at most [`SETTLE_WAIT_MAX`]: a flush slower than that (a stalled disk)
+//! answers NFS4ERR_DELAY, handing the wait to the client instead of holding its slot.
 
 use crate::backend::{Caller, FileHandle, FileSystem, FsError, StableHow};
 use crate::datapath::{CommitDone, DataPath, ReadDone};
@@ -36,8 +47,27 @@ use crate::splice::PipePool;
 use crate::stats::Stats;
 use bytes::Bytes;
 use std::sync::Arc;
+use std::time::Duration;
 
 pub use crate::datapath::WriteDone;
+
+/// Longest wait for held writes to land before an op that truncates their file (see the
+/// module notes); past it the op answers NFS4ERR_DELAY. Landing is a `pwritev` into the page
+/// cache, not a disk write: the whole default dirty limit (256 MiB) lands in well under a
+/// second on an idle host, so 5 s covers a loaded one, and stays far below the RPC timeout
+/// of the Linux client (60 s over TCP), whose slot is held meanwhile.
+pub const SETTLE_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// What write-behind must do for an op of a COMPOUND to go on (see the module notes).
+pub enum Settle {
+    /// Land every held byte of the file; the op that truncates it runs after.
+    Land(FileHandle),
+    /// The file lost a name (REMOVE): drop its held data if that was its last link.
+    Removed {
+        fs: Arc<dyn FileSystem>,
+        fh: FileHandle,
+    },
+}
 
 /// A data op the processor suspended on: what to run, on which file, as whom.
 pub struct DataReq {
@@ -106,9 +136,31 @@ pub async fn run(path: DataPath<'_>, req: DataReq) -> Result<DataDone, FsError> 
     }
 }
 
+/// Runs a [`Settle`] through the shared data path: whether the held writes landed within
+/// `wait_max` (a [`Settle::Removed`] is always done).
+pub async fn settle(path: DataPath<'_>, s: Settle, wait_max: Duration) -> bool {
+    match s {
+        Settle::Land(fh) => tokio::time::timeout(wait_max, path.before_resize(&fh))
+            .await
+            .is_ok(),
+        Settle::Removed { fs, fh } => {
+            path.after_remove(fs, fh).await;
+            true
+        }
+    }
+}
+
 /// A synchronous runner of data ops, for [`super::compound::Nfs4::compound`].
 pub trait DataOps: Send + Sync {
     fn run(&self, req: DataReq) -> Result<DataDone, FsError>;
+
+    /// Runs a [`Settle`] as [`settle`] does. A runner without write-behind (whose files never
+    /// have held writes, unless a test holds some behind its back) cannot: false, and the op
+    /// answers NFS4ERR_DELAY as it would after a wait that timed out.
+    fn settle(&self, s: Settle, wait_max: Duration) -> bool {
+        let _ = (s, wait_max);
+        false
+    }
 }
 
 /// [`DataOps`] over the server's [`DataPath`], for a thread outside the runtime `handle`
@@ -129,5 +181,14 @@ impl DataOps for PoolData {
             pipes: &self.pipes,
         };
         self.handle.block_on(run(path, req))
+    }
+
+    fn settle(&self, s: Settle, wait_max: Duration) -> bool {
+        let path = DataPath {
+            io: &self.io,
+            stats: &self.stats,
+            pipes: &self.pipes,
+        };
+        self.handle.block_on(settle(path, s, wait_max))
     }
 }

@@ -73,6 +73,7 @@ pub mod backchan;
 pub mod client;
 pub mod compound;
 pub mod data;
+pub mod digest;
 pub mod idmap;
 pub mod map;
 pub mod open;

@@ -8,7 +8,7 @@
 //!   seqid == last + 1  ─▶ new request: Execute; the caller runs it and calls complete()
 //!   seqid == last      ─▶ retry: in progress ─▶ NFS4ERR_DELAY
 //!                                 cached      ─▶ Replay(the same bytes), nothing re-executes
-//!                                 not cached  ─▶ NFS4ERR_RETRY_UNCACHED_REP
+//!                                 not cached  ─▶ RetryUncached (NFS4ERR_RETRY_UNCACHED_REP)
 //!                                 other body  ─▶ NFS4ERR_SEQ_FALSE_RETRY (digest differs)
 //!   anything else      ─▶ NFS4ERR_SEQ_MISORDERED (slot unchanged)
 //!   slot > highest     ─▶ NFS4ERR_BADSLOT
@@ -30,7 +30,8 @@
 //! back (the Linux client does), a retired slot accepts 1 as well as the next id, as knfsd
 //! does since it learned to shrink slot tables.
 //!
-//! False retries (§2.10.6.1.3): the caller passes a digest of the request's operations; a retry
+//! False retries (§2.10.6.1.3): the caller passes a digest of the request's operations and its
+//! principal ([`super::digest`]: what it catches and what it cannot); a retry
 //! whose digest differs from the original's is answered NFS4ERR_SEQ_FALSE_RETRY instead of
 //! someone else's cached reply.
 
@@ -44,6 +45,10 @@ pub enum SlotDecision {
     Execute,
     /// A retry of a completed request whose reply was cached: send these bytes, run nothing.
     Replay(Bytes),
+    /// A retry of a completed request whose reply was not kept (not asked for, too large, or
+    /// abandoned): run nothing. SEQUENCE itself succeeds and the op after it carries
+    /// NFS4ERR_RETRY_UNCACHED_REP (see `compound`); the slot is unchanged.
+    RetryUncached,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -133,7 +138,7 @@ impl SlotTable {
             }
             return match &slot.state {
                 SlotState::Cached(b) => Ok(SlotDecision::Replay(b.clone())),
-                _ => Err(Nfsstat4::RETRY_UNCACHED_REP),
+                _ => Ok(SlotDecision::RetryUncached),
             };
         }
         Err(Nfsstat4::SEQ_MISORDERED)
@@ -269,8 +274,11 @@ mod tests {
         let mut t = SlotTable::new(4, 1024);
         assert_eq!(t.begin(0, 1, 9, false), Ok(SlotDecision::Execute));
         t.complete(0, Some(Bytes::from_static(b"x")));
-        assert_eq!(t.begin(0, 1, 9, false), Err(Nfsstat4::RETRY_UNCACHED_REP));
+        assert_eq!(t.begin(0, 1, 9, false), Ok(SlotDecision::RetryUncached));
         assert_eq!(t.cached_bytes(), 0);
+        // Nothing changed: the same again, and the next sequence id is new.
+        assert_eq!(t.begin(0, 1, 9, false), Ok(SlotDecision::RetryUncached));
+        assert_eq!(t.begin(0, 2, 9, false), Ok(SlotDecision::Execute));
     }
 
     #[test]
@@ -278,7 +286,7 @@ mod tests {
         let mut t = SlotTable::new(1, 4);
         assert_eq!(t.begin(0, 1, 0, true), Ok(SlotDecision::Execute));
         t.complete(0, Some(Bytes::from_static(b"too long")));
-        assert_eq!(t.begin(0, 1, 0, true), Err(Nfsstat4::RETRY_UNCACHED_REP));
+        assert_eq!(t.begin(0, 1, 0, true), Ok(SlotDecision::RetryUncached));
     }
 
     #[test]
@@ -347,7 +355,7 @@ mod tests {
             "restarted at 1"
         );
         t.complete(6, None);
-        assert_eq!(t.begin(6, 1, 7, true), Err(Nfsstat4::RETRY_UNCACHED_REP));
+        assert_eq!(t.begin(6, 1, 7, true), Ok(SlotDecision::RetryUncached));
         assert_eq!(t.begin(6, 1 + 1, 7, true), Ok(SlotDecision::Execute));
     }
 
@@ -392,7 +400,9 @@ mod tests {
                                 last[slot as usize] = seq;
                                 t.complete(slot, Some(Bytes::from(format!("{slot}:{seq}"))));
                             }
-                            Ok(SlotDecision::Replay(_)) => prop_assert!(false, "new seqid replayed"),
+                            Ok(SlotDecision::Replay(_) | SlotDecision::RetryUncached) => {
+                                prop_assert!(false, "new seqid taken for a retry")
+                            }
                             Err(e) => prop_assert_eq!(e, Nfsstat4::BADSLOT),
                         }
                     }
@@ -404,9 +414,10 @@ mod tests {
                                 prop_assert_eq!(b, Bytes::from(format!("{slot}:{seq}")));
                             }
                             Ok(SlotDecision::Execute) => prop_assert!(false, "a retry executed"),
+                            // Not asked for, or freed by a shrink.
+                            Ok(SlotDecision::RetryUncached) => {}
                             Err(e) => prop_assert!(
-                                [Nfsstat4::BADSLOT, Nfsstat4::RETRY_UNCACHED_REP,
-                                 Nfsstat4::SEQ_MISORDERED].contains(&e),
+                                [Nfsstat4::BADSLOT, Nfsstat4::SEQ_MISORDERED].contains(&e),
                                 "{:?}", e
                             ),
                         }

@@ -114,6 +114,8 @@ impl Client {
             let _in = rt.enter();
             Engine::new(IoConfig::default(), 1 << 20, stats.clone())
         };
+        let mut nfs = server();
+        nfs.write_behind = Some(io.wb.clone());
         let data = crate::nfs4::data::PoolData {
             handle: rt.handle().clone(),
             io,
@@ -121,6 +123,7 @@ impl Client {
             stats,
         };
         Client {
+            nfs,
             data: Some(Box::new(data)),
             _rt: Some(rt),
             ..Client::new()
@@ -1202,8 +1205,10 @@ fn destroy_session_alone_needs_a_bound_connection() {
     assert_eq!(c.send(vec![seq(sid, 1)]).status, Nfsstat4::OK);
 }
 
+/// Held writes a driver cannot land (here: no data path at all) make the op that would
+/// truncate their file NFS4ERR_DELAY; a REMOVE goes ahead, as v3's does.
 #[test]
-fn remove_and_truncation_wait_for_held_writes() {
+fn truncation_is_delay_when_held_writes_cannot_land() {
     use crate::io::writebehind::WriteBehindDriver;
     use crate::stats::Stats;
     let mut c = Client::new();
@@ -1257,7 +1262,7 @@ fn remove_and_truncation_wait_for_held_writes() {
     let mut ops = vec![seq(sid, 4)];
     ops.extend(into_export());
     ops.push(NfsArgop4::Remove(Component4(Bytes::from_static(b"f"))));
-    assert_eq!(c.send(ops).status, Nfsstat4::DELAY);
+    assert_eq!(c.send(ops).status, Nfsstat4::OK);
     // Without held writes REMOVE goes ahead.
     let mut c2 = Client::new();
     c2.nfs.write_behind = None;
@@ -1277,6 +1282,144 @@ fn remove_and_truncation_wait_for_held_writes() {
     let res = c2.send(ops);
     assert_eq!(res.status, Nfsstat4::NOENT, "{:?}", statuses(&res));
     assert_eq!(res.results[res.results.len() - 2].status(), Nfsstat4::OK);
+}
+
+/// The bytes of `name` in the first export, as the file system has them.
+fn contents(c: &Client, name: &[u8]) -> Vec<u8> {
+    let fs = c.nfs.exports[0].fs.clone();
+    let caller = Caller::with_cred(Cred::new(1000, 1000));
+    let fh = fs.lookup(&caller, &fs.root_handle(), name).unwrap().fh;
+    let mut buf = vec![0u8; 64];
+    let ok = fs.read(&caller, &fh, 0, &mut [&mut buf[..]]).unwrap();
+    buf.truncate(ok.count);
+    buf
+}
+
+/// Whether write-behind holds writes for the file behind GETFH result `r`.
+fn held(c: &Client, r: &NfsResop4) -> bool {
+    let wb = c.nfs.write_behind.as_ref().expect("write-behind");
+    wb.holds(&fh_of(r).0)
+}
+
+#[test]
+fn held_writes_land_before_a_truncating_setattr_or_open_instead_of_delay() {
+    let c = Client::with_data();
+    let sid = mount(&c);
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.extend([
+        open(
+            b"o",
+            b"f",
+            Some(Createhow4::Unchecked(mode_attrs(0o644))),
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        ),
+        write_op(Stateid4::CURRENT, 0, StableHow4::UNSTABLE, b"hello world"),
+        NfsArgop4::Getfh(()),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert!(held(&c, &res.results[6]), "the UNSTABLE write is held");
+    let getfh = res.results[6].clone();
+    // SETATTR of the size in the next COMPOUND: the held bytes land first, then the file is
+    // cut; no DELAY.
+    let size = |n| {
+        AttrValues {
+            size: Some(n),
+            ..AttrValues::default()
+        }
+        .encode()
+    };
+    let mut ops = vec![seq(sid, 2)];
+    ops.extend(into_export());
+    ops.extend([
+        lookup(b"f"),
+        NfsArgop4::Setattr(SetattrArgs {
+            stateid: Stateid4::ANONYMOUS,
+            obj_attributes: size(5),
+        }),
+        getattr(&[num::SIZE]),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(attrs(&res.results[6]).size, Some(5));
+    assert!(!held(&c, &getfh));
+    assert_eq!(contents(&c, b"f"), b"hello", "landed, then cut");
+    // Held again, then an OPEN that truncates: the same.
+    let mut ops = vec![seq(sid, 3)];
+    ops.extend(into_export());
+    ops.extend([
+        lookup(b"f"),
+        write_op(
+            Stateid4::ANONYMOUS,
+            0,
+            StableHow4::UNSTABLE,
+            b"HELLO WORLD!",
+        ),
+    ]);
+    assert_eq!(c.send(ops).status, Nfsstat4::OK);
+    assert!(held(&c, &getfh));
+    let mut ops = vec![seq(sid, 4)];
+    ops.extend(into_export());
+    ops.extend([
+        open(
+            b"o2",
+            b"f",
+            Some(Createhow4::Unchecked(size(0))),
+            OPEN4_SHARE_ACCESS_READ,
+            OPEN4_SHARE_DENY_NONE,
+        ),
+        getattr(&[num::SIZE]),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(attrs(&res.results[5]).size, Some(0));
+    assert!(!held(&c, &getfh), "nothing left to land past the new size");
+    assert_eq!(contents(&c, b"f"), b"");
+}
+
+#[test]
+fn a_remove_of_a_file_with_held_writes_drops_them_instead_of_delay() {
+    let c = Client::with_data();
+    let sid = mount(&c);
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.extend([
+        open(
+            b"o",
+            b"f",
+            Some(Createhow4::Unchecked(mode_attrs(0o644))),
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        ),
+        write_op(Stateid4::CURRENT, 0, StableHow4::UNSTABLE, b"doomed"),
+        NfsArgop4::Close(CloseArgs {
+            seqid: 0,
+            open_stateid: Stateid4::CURRENT,
+        }),
+        NfsArgop4::Getfh(()),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let getfh = res.results[7].clone();
+    assert!(held(&c, &getfh));
+    let mut ops = vec![seq(sid, 2)];
+    ops.extend(into_export());
+    ops.extend([
+        NfsArgop4::Remove(Component4(Bytes::from_static(b"f"))),
+        lookup(b"f"),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(
+        statuses(&res)[4..],
+        [Nfsstat4::OK, Nfsstat4::NOENT],
+        "removed at once, and gone"
+    );
+    assert!(
+        !held(&c, &getfh),
+        "the last link is gone: its held data is dropped"
+    );
 }
 
 fn write_op(stateid: Stateid4, offset: u64, stable: StableHow4, data: &'static [u8]) -> NfsArgop4 {
@@ -1659,6 +1802,7 @@ fn drive(c: &Client, ops: Vec<NfsArgop4>, splice_ok: bool) -> (Compound4Res, Vec
                 }
                 eval.resume(data.run(req).map_err(map::status));
             }
+            Step::Settle(s) => eval.settled(data.settle(s, Duration::ZERO)),
             Step::Reply(r) => {
                 assert!(r.spliced.is_none(), "DirectData never splices");
                 let res = decode(&join(r.segs));
@@ -1791,6 +1935,70 @@ fn only_a_last_read_whose_reply_the_slot_does_not_keep_may_splice() {
     assert_eq!(drive(&c, ops, false).1, [false]);
 }
 
+/// The slot's digest covers every payload byte and the caller (see `nfs4::digest`), and not
+/// how the record was cut into segments.
+#[test]
+fn a_retry_differing_in_one_payload_byte_or_its_user_is_a_false_retry() {
+    let (mut c, writes) = direct_client();
+    let sid = mount(&c);
+    let fs = c.nfs.exports[0].fs.clone();
+    let owner = Caller::with_cred(Cred::new(1000, 1000));
+    fs.create(
+        &owner,
+        &fs.root_handle(),
+        b"f",
+        CreateHow::Unchecked(SetAttr::default()),
+    )
+    .unwrap();
+    let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let mut flipped = payload.clone();
+    flipped[100_001] ^= 0x01;
+    let (payload, flipped): (&'static [u8], &'static [u8]) = (payload.leak(), flipped.leak());
+    let ops = |data: &'static [u8]| {
+        let mut ops = vec![seq(sid, 1)];
+        ops.extend(into_export());
+        ops.extend([
+            lookup(b"f"),
+            write_op(Stateid4::ANONYMOUS, 0, StableHow4::FILE_SYNC, data),
+        ]);
+        ops
+    };
+    let count = || writes.load(std::sync::atomic::Ordering::SeqCst);
+    let first = c.send_raw(1, ops(payload));
+    assert_eq!(decode(&first).status, Nfsstat4::OK);
+    // One byte in the middle of the payload differs: not the same request.
+    let res = decode(&c.send_raw(1, ops(flipped)));
+    assert_eq!(res.status, Nfsstat4::SEQ_FALSE_RETRY);
+    // The same bytes cut into other segments (as a retry arrives): the cached reply.
+    let record = record_of(ops(payload));
+    let segs: Vec<Bytes> = (0..record.len())
+        .step_by(997)
+        .map(|i| record.slice(i..(i + 997).min(record.len())))
+        .collect();
+    let call = Call {
+        addr: c.addr,
+        conn: 1,
+        cred: &c.cred,
+        now: c.now,
+        data: None,
+    };
+    let Step::Reply(r) = c.nfs.begin(&segs, 0, false).step(&c.nfs, &call) else {
+        panic!("a replay is answered at once")
+    };
+    assert_eq!(join(r.segs), first);
+    // The same bytes from another user: not the same request either.
+    c.cred = Credentials::Sys(AuthSys {
+        stamp: 1,
+        machine_name: Bytes::from_static(b"client"),
+        uid: 1001,
+        gid: 1000,
+        gids: Vec::new(),
+    });
+    let res = decode(&c.send_raw(1, ops(payload)));
+    assert_eq!(res.status, Nfsstat4::SEQ_FALSE_RETRY);
+    assert_eq!(count(), 1, "nothing ran again");
+}
+
 #[test]
 fn a_retried_write_is_answered_from_the_slot_and_not_run_again() {
     let (c, writes) = direct_client();
@@ -1846,7 +2054,22 @@ fn a_retried_write_is_answered_from_the_slot_and_not_run_again() {
     assert_eq!(count(), 2);
     let res = decode(&write(seq_uncached(sid, 2), b"fourth"));
     assert_eq!(res.status, Nfsstat4::RETRY_UNCACHED_REP);
+    // SEQUENCE succeeds and the op after it carries the error (RFC 8881 §2.10.6.1.3).
+    let [NfsResop4::Sequence(Res4::Ok(s)), NfsResop4::Putrootfh(e)] = &res.results[..] else {
+        panic!("{res:?}")
+    };
+    assert_eq!((s.sequenceid, *e), (2, Nfsstat4::RETRY_UNCACHED_REP));
     assert_eq!(count(), 2);
+    // The slot was left as it was: the next sequence id runs.
+    assert_eq!(
+        decode(&write(seq_uncached(sid, 3), b"fifth")).status,
+        Nfsstat4::OK
+    );
+    assert_eq!(count(), 3);
+    // A lone SEQUENCE retried is answered again.
+    assert_eq!(c.send(vec![seq_uncached(sid, 4)]).status, Nfsstat4::OK);
+    let res = c.send(vec![seq_uncached(sid, 4)]);
+    assert_eq!(statuses(&res), [Nfsstat4::OK]);
 }
 
 #[test]

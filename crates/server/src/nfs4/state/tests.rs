@@ -440,11 +440,12 @@ proptest! {
                                     prop_assert!(retry);
                                     prop_assert_eq!(b, Bytes::from(format!("{slot}/{sq}")));
                                 }
+                                SlotDecision::RetryUncached => prop_assert!(retry),
                             }
                         }
                         Err(e) => prop_assert!(
-                            [Nfsstat4::BADSESSION, Nfsstat4::BADSLOT, Nfsstat4::SEQ_MISORDERED,
-                             Nfsstat4::RETRY_UNCACHED_REP].contains(&e), "{:?}", e),
+                            [Nfsstat4::BADSESSION, Nfsstat4::BADSLOT, Nfsstat4::SEQ_MISORDERED]
+                                .contains(&e), "{:?}", e),
                     }
                 }
                 Op::Open { who, owner, file, access, deny } => {
