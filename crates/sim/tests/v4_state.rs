@@ -39,7 +39,6 @@ struct Totals {
     false_retries: u64,
     badslot: u64,
     slot_shrinks: u64,
-    retired_slot_reruns: u64,
     badsession: u64,
     retransmissions: u64,
     courtesy: u64,
@@ -69,7 +68,6 @@ fn run_range(range: Range<u64>) -> Totals {
         t.false_retries += r.false_retries;
         t.badslot += r.badslot;
         t.slot_shrinks += r.slot_shrinks;
-        t.retired_slot_reruns += r.retired_slot_reruns;
         t.badsession += r.badsession;
         t.retransmissions += r.retransmissions;
         t.courtesy += r.courtesy;

@@ -28,7 +28,9 @@
 //! each), so a retry that straddles a shrink is still recognised; and since a client may drop
 //! the slots it was told to stop using and start them again at sequence id 1 when they come
 //! back (the Linux client does), a retired slot accepts 1 as well as the next id, as knfsd
-//! does since it learned to shrink slot tables.
+//! does since it learned to shrink slot tables; but not the request that last ran as 1 there
+//! (same digest): that is its retransmission, overtaken by the shrink, and gets the retry
+//! answer instead of running twice (found by the simulator, `sluice_sim::v4`).
 //!
 //! False retries (§2.10.6.1.3): the caller passes a digest of the request's operations and its
 //! principal ([`super::digest`]: what it catches and what it cannot); a retry
@@ -123,7 +125,14 @@ impl SlotTable {
                 Nfsstat4::SEQ_MISORDERED
             });
         }
-        if seqid == next_seqid(slot.seqid) || (slot.retired && seqid == 1) {
+        // A retired slot restarts at 1, except for the very request that last ran as 1 there:
+        // that is a retransmission which a shrink overtook (a stale `sa_highest_slotid`
+        // arriving after it), and running it again would break exactly-once. It falls through
+        // to the retry rules below (its reply was dropped: RETRY_UNCACHED_REP). The price: a
+        // client that restarts the slot with a byte-identical request (same ops, same
+        // principal) is told to retry instead of having it run.
+        let rerun = slot.seqid == 1 && slot.digest == digest;
+        if seqid == next_seqid(slot.seqid) || (slot.retired && seqid == 1 && !rerun) {
             let freed = cached_len(&slot.state);
             slot.seqid = seqid;
             slot.digest = digest;
@@ -348,15 +357,33 @@ mod tests {
             7,
             "growth is capped by the negotiated size"
         );
-        assert_eq!(t.begin(6, 5, 7, true), Err(Nfsstat4::SEQ_MISORDERED));
+        assert_eq!(t.begin(6, 5, 8, true), Err(Nfsstat4::SEQ_MISORDERED));
         assert_eq!(
-            t.begin(6, 1, 7, true),
+            t.begin(6, 1, 8, true),
             Ok(SlotDecision::Execute),
-            "restarted at 1"
+            "restarted at 1 by a new request"
         );
         t.complete(6, None);
-        assert_eq!(t.begin(6, 1, 7, true), Ok(SlotDecision::RetryUncached));
-        assert_eq!(t.begin(6, 1 + 1, 7, true), Ok(SlotDecision::Execute));
+        assert_eq!(t.begin(6, 1, 8, true), Ok(SlotDecision::RetryUncached));
+        assert_eq!(t.begin(6, 1 + 1, 8, true), Ok(SlotDecision::Execute));
+    }
+
+    /// Found by the simulator: request B, the first on slot 3, runs and its reply is lost; a
+    /// request sent before B with a lower `sa_highest_slotid` arrives after it and retires the
+    /// slot; B's retransmission must not run again.
+    #[test]
+    fn a_retired_slots_first_request_retransmitted_does_not_run_twice() {
+        let mut t = SlotTable::new(8, 1024);
+        assert_eq!(run(&mut t, 3, 1, b"B"), SlotDecision::Execute);
+        t.set_target(1);
+        t.client_highest(1);
+        t.set_target(7);
+        assert_eq!(t.begin(3, 1, 7, true), Ok(SlotDecision::RetryUncached));
+        assert_eq!(
+            t.begin(3, 1, 9, true),
+            Ok(SlotDecision::Execute),
+            "a different request restarts the slot"
+        );
     }
 
     /// A client that retransmits at random: every (slot, seqid) executes at most once, and a
