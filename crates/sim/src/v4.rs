@@ -1020,7 +1020,10 @@ impl<'a> World<'a> {
                         self.violation(format!("{who}: the replay is not the cached reply"));
                     }
                 }
-                Some((_, false)) => self.uncached_retry(c, req.sa_highest, &res, &who),
+                Some((_, false)) => {
+                    let alone = matches!(kind, Kind::Renew);
+                    self.uncached_retry(c, req.sa_highest, alone, &res, &who)
+                }
                 None => self.violation(format!("{who}: model has no reply for the last seqid")),
             }
         } else {
@@ -1109,12 +1112,21 @@ impl<'a> World<'a> {
     /// A retry of a request whose reply was not kept (not asked for, or dropped when its slot
     /// was retired): SEQUENCE passes (renewing the lease, applying `sa_highest_slotid`) and
     /// the op after it gets NFS4ERR_RETRY_UNCACHED_REP; nothing runs again.
-    fn uncached_retry(&mut self, c: usize, sa_highest: u32, res: &Compound4Res, who: &str) {
+    fn uncached_retry(
+        &mut self,
+        c: usize,
+        sa_highest: u32,
+        sequence_only: bool,
+        res: &Compound4Res,
+        who: &str,
+    ) {
         self.report.uncached_retries += 1;
         self.model[c].renewed = self.now;
         self.client_highest(c, sa_highest);
         let seq_ok = matches!(res.results.first(), Some(NfsResop4::Sequence(Res4::Ok(_))));
-        if !seq_ok || res.status != Nfsstat4::RETRY_UNCACHED_REP {
+        // A SEQUENCE sent alone has nothing after it to carry the error: it is answered again.
+        let alone = res.results.len() == 1 && res.status == Nfsstat4::OK && sequence_only;
+        if !seq_ok || !(alone || res.status == Nfsstat4::RETRY_UNCACHED_REP) {
             self.violation(format!("{who}: uncached retry got {:?}", res.results));
         }
     }

@@ -407,6 +407,12 @@ mod tests {
         ]
     }
 
+    /// A request's digest: requests differ (a slot restarted at 1 carries a new request, not
+    /// the one that ran as 1 before), retries are identical.
+    fn digest(epoch: u32, seq: u32) -> u64 {
+        (u64::from(epoch) << 32) | u64::from(seq)
+    }
+
     proptest! {
         #[test]
         fn exactly_once(steps in proptest::collection::vec(step(), 1..200), cache in any::<bool>()) {
@@ -421,7 +427,7 @@ mod tests {
                 match s {
                     Step::New { slot } => {
                         let seq = last[slot as usize] + 1;
-                        match t.begin(slot, seq, seq as u64, cache) {
+                        match t.begin(slot, seq, digest(epoch[slot as usize], seq), cache) {
                             Ok(SlotDecision::Execute) => {
                                 *executions.entry((slot, epoch[slot as usize], seq)).or_default() += 1;
                                 last[slot as usize] = seq;
@@ -435,7 +441,7 @@ mod tests {
                     }
                     Step::Retry { slot } => {
                         let seq = last[slot as usize];
-                        match t.begin(slot, seq, seq as u64, cache) {
+                        match t.begin(slot, seq, digest(epoch[slot as usize], seq), cache) {
                             Ok(SlotDecision::Replay(b)) => {
                                 prop_assert!(cache);
                                 prop_assert_eq!(b, Bytes::from(format!("{slot}:{seq}")));
@@ -451,7 +457,7 @@ mod tests {
                     }
                     Step::Stale { slot, back } => {
                         let seq = last[slot as usize].wrapping_sub(back);
-                        let r = t.begin(slot, seq, seq as u64, cache);
+                        let r = t.begin(slot, seq, digest(epoch[slot as usize], seq), cache);
                         prop_assert!(r.is_err(), "an old seqid was accepted: {:?}", r);
                     }
                     Step::Shrink { target } => t.set_target(target),
