@@ -674,6 +674,15 @@ impl Driver {
         self.generation += 1;
         let generation = self.generation;
         let _ = stream.set_nodelay(true);
+        if let Ok(peer) = stream.peer_addr() {
+            match sluice_tcp::tune(&stream, peer.ip()) {
+                Ok(Some(cc)) => {
+                    tracing::debug!(%peer, cc, "loopback server: congestion control switched")
+                }
+                Ok(None) => {}
+                Err(e) => tracing::debug!(%peer, error = %e, "congestion control left as is"),
+            }
+        }
         let (rd, wr) = stream.into_split();
         let (wtx, wrx) = mpsc::unbounded_channel();
         let decoder = RecordDecoder::new(RecordDecoderConfig {

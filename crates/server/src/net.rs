@@ -144,6 +144,11 @@ pub async fn serve_tcp_with<S: Service>(
             }
         };
         let _ = stream.set_nodelay(true);
+        match sluice_tcp::tune(&stream, addr.ip()) {
+            Ok(Some(cc)) => debug!(%addr, cc, "loopback client: congestion control switched"),
+            Ok(None) => {}
+            Err(e) => debug!(%addr, error = %e, "congestion control left as is"),
+        }
         let conn_id = registry.next_id();
         let svc = svc.clone();
         let cfg = cfg.clone();
