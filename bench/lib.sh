@@ -182,14 +182,18 @@ cpu_ticks() {   # PID: utime+stime of the whole process (all threads), in clock 
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
 # iperf3_rate: bytes/s of one TCP stream over loopback (3 s), the limit every rate is compared to.
+# Its congestion control is the one sluice's own loopback connections run (crates/tcp: a host
+# default of BBR becomes cubic within the host), so the limit is measured on the same path.
 iperf3_rate() {
-    local port pid out
+    local port pid out cc
+    cc=$(sysctl -n net.ipv4.tcp_congestion_control)
+    case "$cc" in bbr*) cc=cubic ;; esac
     port=$(free_port)
     iperf3 -s -1 -B 127.0.0.1 -p "$port" >/dev/null 2>&1 &
     pid=$!
     BENCH_PIDS+=("$pid")
     wait_listen "$port"   # not wait_port: a probe connection would be the one client `-1` serves
-    out=$(timeout 30 iperf3 -c 127.0.0.1 -p "$port" -t 3 -J) || bench_die "iperf3 failed: $out"
+    out=$(timeout 30 iperf3 -c 127.0.0.1 -p "$port" -t 3 -C "$cc" -J) || bench_die "iperf3 failed: $out"
     echo "$out" | python3 -c 'import json,sys; print(int(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/8))' \
         || bench_die "iperf3 output without a rate"
     wait "$pid" 2>/dev/null || true
