@@ -75,6 +75,7 @@ pub mod compound;
 pub mod data;
 pub mod digest;
 pub mod idmap;
+pub mod lock;
 pub mod map;
 pub mod open;
 pub mod parked;
@@ -198,6 +199,7 @@ mod tests {
             ("client.rs", include_str!("client.rs")),
             ("compound.rs", include_str!("compound.rs")),
             ("idmap.rs", include_str!("idmap.rs")),
+            ("lock.rs", include_str!("lock.rs")),
             ("map.rs", include_str!("map.rs")),
             ("open.rs", include_str!("open.rs")),
             ("pseudo.rs", include_str!("pseudo.rs")),
