@@ -230,3 +230,182 @@ fn denied(l: &Lock) -> Lock4Denied {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::{Config4, Principal, SplitMix};
+    use super::*;
+    use bytes::Bytes;
+    use sluice_xdr::nfs4::ops::{
+        CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs, ExchangeIdArgs,
+        ExistLockOwner4, ImplIdList, OpenToLockOwner4, RdmaIrd, StateProtect4A, READ_LT, WRITE_LT,
+    };
+    use std::time::Duration;
+
+    fn state() -> State4 {
+        let cfg = Config4 {
+            boot_epoch: 5,
+            lease: Duration::from_secs(10),
+            ..Config4::default()
+        };
+        State4::new(cfg, Box::new(SplitMix(9)))
+    }
+
+    fn chan() -> ChannelAttrs4 {
+        ChannelAttrs4 {
+            headerpadsize: 0,
+            maxrequestsize: 1 << 20,
+            maxresponsesize: 1 << 20,
+            maxresponsesize_cached: 4096,
+            maxoperations: 16,
+            maxrequests: 4,
+            rdma_ird: RdmaIrd(Vec::new()),
+        }
+    }
+
+    /// A confirmed client with one session.
+    fn mount(st: &mut State4, now: Instant, owner: &'static [u8]) -> ClientId4 {
+        let p = Principal(Bytes::from_static(b"u"));
+        let e = st
+            .exchange_id(
+                now,
+                &ExchangeIdArgs {
+                    clientowner: ClientOwner4 {
+                        verifier: [1; 8],
+                        ownerid: Opaque4(Bytes::from_static(owner)),
+                    },
+                    flags: 0,
+                    state_protect: StateProtect4A::None,
+                    client_impl_id: ImplIdList(Vec::new()),
+                },
+                &p,
+            )
+            .unwrap();
+        let args = CreateSessionArgs {
+            clientid: e.clientid,
+            sequence: e.sequenceid,
+            flags: 0,
+            fore_chan_attrs: chan(),
+            back_chan_attrs: chan(),
+            cb_program: 0x4000_0000,
+            sec_parms: CallbackSecParmsList(Vec::new()),
+        };
+        st.create_session(now, &args, &p, 1).unwrap();
+        e.clientid
+    }
+
+    fn new_owner(open: Stateid4, owner: &'static [u8], kind: u32, off: u64, len: u64) -> LockArgs {
+        LockArgs {
+            locktype: kind,
+            reclaim: false,
+            offset: off,
+            length: len,
+            locker: Locker4::New(OpenToLockOwner4 {
+                open_seqid: 0,
+                open_stateid: open,
+                lock_seqid: 0,
+                lock_owner: LockOwner4 {
+                    clientid: 0,
+                    owner: Opaque4(Bytes::from_static(owner)),
+                },
+            }),
+        }
+    }
+
+    fn exist(sid: Stateid4, kind: u32, off: u64, len: u64) -> LockArgs {
+        LockArgs {
+            locktype: kind,
+            reclaim: false,
+            offset: off,
+            length: len,
+            locker: Locker4::Exist(ExistLockOwner4 {
+                lock_stateid: sid,
+                lock_seqid: 0,
+            }),
+        }
+    }
+
+    fn lockt(owner: &'static [u8], kind: u32, off: u64, len: u64) -> LocktArgs {
+        LocktArgs {
+            locktype: kind,
+            offset: off,
+            length: len,
+            owner: LockOwner4 {
+                clientid: 0,
+                owner: Opaque4(Bytes::from_static(owner)),
+            },
+        }
+    }
+
+    #[test]
+    fn lockt_and_a_denied_new_owner_create_no_state() {
+        let mut st = state();
+        let t0 = Instant::now();
+        let a = mount(&mut st, t0, b"a");
+        let b = mount(&mut st, t0, b"b");
+        let oa = st.open(t0, a, b"o", b"f", 3, 0).unwrap();
+        let ob = st.open(t0, b, b"o", b"f", 3, 0).unwrap();
+        let la = st.lock(t0, a, b"f", &new_owner(oa, b"la", WRITE_LT, 0, 10));
+        assert_eq!(la.map(|s| s.seqid), Ok(1));
+        let denied = st.lock(t0, b, b"f", &new_owner(ob, b"lb", READ_LT, 5, 1));
+        assert!(matches!(denied, Err(LockRefused::Denied(d)) if d.owner.clientid == a));
+        assert!(st.lockt(t0, b, b"f", &lockt(b"lb", READ_LT, 5, 1)).is_err());
+        assert!(st.lockt(t0, a, b"f", &lockt(b"la", WRITE_LT, 5, 1)).is_ok());
+        assert_eq!(st.locks().len(), 1, "only a's lock stateid exists");
+        assert_eq!(st.locks().count_for(b), 0);
+        assert_eq!(st.locks().ranges.len(), 1);
+    }
+
+    #[test]
+    fn close_destroy_and_courtesy_expiry_free_locks() {
+        let mut st = state();
+        let t0 = Instant::now();
+        let a = mount(&mut st, t0, b"a");
+        let b = mount(&mut st, t0, b"b");
+        let oa = st.open(t0, a, b"o", b"f", 3, 0).unwrap();
+        let ob = st.open(t0, b, b"o", b"f", 3, 0).unwrap();
+        let la = st
+            .lock(t0, a, b"f", &new_owner(oa, b"la", WRITE_LT, 0, u64::MAX))
+            .unwrap();
+        // CLOSE of the open the lock came from: the lock stateid and its lock go too.
+        st.close(a, &oa, b"f").unwrap();
+        assert_eq!(st.test_stateids(a, &[la]), vec![Nfsstat4::BAD_STATEID]);
+        assert!(st.locks().is_empty() && st.locks().ranges.is_empty());
+        let lb = st
+            .lock(t0, b, b"f", &new_owner(ob, b"lb", WRITE_LT, 0, 1))
+            .unwrap();
+        // b's lease runs out: a courtesy client whose lock is broken by a's LOCK.
+        let oa = st.open(t0, a, b"o", b"f", 3, 0).unwrap();
+        let t1 = t0 + Duration::from_secs(11);
+        st.clients.renew(a, t1);
+        let la = st.lock(t1, a, b"f", &new_owner(oa, b"la", WRITE_LT, 0, 1));
+        assert_eq!(la.map(|s| s.seqid), Ok(1), "b's lock gave way");
+        assert!(st.clients().get(b).is_err(), "b expired whole");
+        assert_eq!(st.test_stateids(b, &[lb]), vec![Nfsstat4::BAD_STATEID]);
+        assert_eq!(st.locks().count_for(b), 0);
+        // An existing lock owner's stateid moves on; DESTROY_CLIENTID is busy while a holds
+        // state, and expiry takes the locks along.
+        let la = st
+            .locks()
+            .find(a, &Bytes::from_static(b"la"), b"f")
+            .unwrap();
+        let s2 = st.lock(
+            t1,
+            a,
+            b"f",
+            &exist(
+                Stateid4 {
+                    seqid: 1,
+                    other: la,
+                },
+                READ_LT,
+                0,
+                1,
+            ),
+        );
+        assert_eq!(s2.map(|s| s.seqid), Ok(2));
+        assert_eq!(st.destroy_clientid(a), Err(Nfsstat4::CLIENTID_BUSY));
+        st.expire(a);
+        assert!(st.locks().is_empty() && st.locks().ranges.is_empty());
+    }
+}
