@@ -261,6 +261,10 @@ impl LockStates {
         self.states.get(other)
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = (&Other, &LockState)> {
+        self.states.iter()
+    }
+
     /// Unlocks `range` for a lock stateid's owner (LOCKU's table part).
     pub fn unlock(&mut self, other: &Other, range: Range) -> Result<(), LockError> {
         let s = self.states.get(other).expect("a live lock stateid");

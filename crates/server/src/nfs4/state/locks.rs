@@ -408,4 +408,190 @@ mod tests {
         st.expire(a);
         assert!(st.locks().is_empty() && st.locks().ranges.is_empty());
     }
+
+    // ----- random op sequences -------------------------------------------------------------
+
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Open {
+            c: usize,
+            f: usize,
+            o: usize,
+        },
+        Close {
+            pick: usize,
+        },
+        /// From a picked open, on its file unless `wrong_file`.
+        LockNew {
+            wrong_file: bool,
+            pick: usize,
+            lo: usize,
+            kind: u32,
+            off: u64,
+            len: u64,
+        },
+        LockExist {
+            pick: usize,
+            kind: u32,
+            off: u64,
+            len: u64,
+            seq: u32,
+        },
+        Locku {
+            pick: usize,
+            off: u64,
+            len: u64,
+        },
+        Lockt {
+            c: usize,
+            f: usize,
+            lo: usize,
+            kind: u32,
+            off: u64,
+            len: u64,
+        },
+        Free {
+            pick: usize,
+        },
+        Expire {
+            c: usize,
+        },
+    }
+
+    /// Mostly valid ranges near 0, some to the end, some at the top, a few of length 0.
+    fn range() -> impl Strategy<Value = (u64, u64)> {
+        prop_oneof![
+            8 => (0..64u64, 1..16u64),
+            1 => (0..64u64, Just(0u64)),
+            2 => (0..64u64, Just(u64::MAX)),
+            1 => (Just(u64::MAX - 2), 0..5u64),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Mostly the four lock types, now and then an invalid one.
+        let kind = || prop_oneof![8 => 1..5u32, 1 => Just(0u32), 1 => Just(5u32)];
+        prop_oneof![
+            4 => (0..2usize, 0..2usize, 0..2usize).prop_map(|(c, f, o)| Op::Open { c, f, o }),
+            1 => any::<usize>().prop_map(|pick| Op::Close { pick }),
+            6 => (proptest::bool::weighted(0.1), any::<usize>(), 0..2usize, kind(), range())
+                .prop_map(|(wrong_file, pick, lo, kind, (off, len))| Op::LockNew {
+                    wrong_file, pick, lo, kind, off, len
+                }),
+            6 => (any::<usize>(), kind(), range(), 0..4u32).prop_map(
+                |(pick, kind, (off, len), seq)| Op::LockExist { pick, kind, off, len, seq }
+            ),
+            3 => (any::<usize>(), range()).prop_map(|(pick, (off, len))| Op::Locku { pick, off, len }),
+            2 => (0..2usize, 0..2usize, 0..2usize, kind(), range()).prop_map(
+                |(c, f, lo, kind, (off, len))| Op::Lockt { c, f, lo, kind, off, len }
+            ),
+            1 => any::<usize>().prop_map(|pick| Op::Free { pick }),
+            // Rare: it ends a client's part of the run.
+            1 => (0..2usize).prop_map(|c| Op::Expire { c }),
+        ]
+    }
+
+    const FILES: [&[u8]; 2] = [b"f", b"g"];
+    const OWNERS: [&[u8]; 2] = [b"l0", b"l1"];
+
+    /// Every lock stateid hangs off a live open of its client and file; every range belongs
+    /// to a lock stateid's owner; the counts agree.
+    fn invariants(st: &State4) {
+        for (_, s) in st.locks.iter() {
+            let o = st
+                .opens
+                .get(&s.open)
+                .expect("a lock stateid's open is alive");
+            assert_eq!((o.clientid, &o.file), (s.clientid, &s.file));
+        }
+        let mut ranges = 0;
+        for f in FILES {
+            for l in st.locks.ranges.locks_of(f) {
+                ranges += 1;
+                assert!(
+                    st.locks.find(l.owner.clientid, &l.owner.owner, f).is_some(),
+                    "a range without a lock stateid: {l:?}"
+                );
+            }
+        }
+        assert_eq!(ranges, st.locks.ranges.len());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn random_lock_traffic_keeps_the_tables_consistent(
+            ops in proptest::collection::vec(op(), 1..60)
+        ) {
+            let mut st = state();
+            let t0 = Instant::now();
+            let clients = [mount(&mut st, t0, b"a"), mount(&mut st, t0, b"b")];
+            // Stateids seen, good and bad alike, for later ops to pick from.
+            let mut opens: Vec<(ClientId4, usize, Stateid4)> = Vec::new();
+            let mut locks: Vec<(ClientId4, usize, Stateid4)> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Open { c, f, o } => {
+                        let owner: &[u8] = if o == 0 { b"o0" } else { b"o1" };
+                        if let Ok(s) = st.open(t0, clients[c], owner, FILES[f], 3, 0) {
+                            opens.push((clients[c], f, s));
+                        }
+                    }
+                    Op::Close { pick } if !opens.is_empty() => {
+                        let (c, f, s) = opens[pick % opens.len()];
+                        let _ = st.close(c, &s, FILES[f]);
+                    }
+                    Op::LockNew { wrong_file, pick, lo, kind, off, len } if !opens.is_empty() => {
+                        let (c, f, s) = opens[pick % opens.len()];
+                        let f = if wrong_file { 1 - f } else { f };
+                        let a = new_owner(s, OWNERS[lo], kind, off, len);
+                        match st.lock(t0, c, FILES[f], &a) {
+                            Ok(l) => locks.push((c, f, l)),
+                            Err(LockRefused::Denied(d)) => {
+                                let mine = d.owner.clientid == c && d.owner.owner.0 == OWNERS[lo];
+                                prop_assert!(!mine, "an owner never conflicts with itself");
+                            }
+                            Err(_) => {}
+                        }
+                    }
+                    Op::LockExist { pick, kind, off, len, seq } if !locks.is_empty() => {
+                        let (c, f, s) = locks[pick % locks.len()];
+                        let sid = Stateid4 { seqid: seq, ..s };
+                        if let Ok(l) = st.lock(t0, c, FILES[f], &exist(sid, kind, off, len)) {
+                            prop_assert_eq!(l.other, s.other);
+                            locks.push((c, f, l));
+                        }
+                    }
+                    Op::Locku { pick, off, len } if !locks.is_empty() => {
+                        let (c, f, s) = locks[pick % locks.len()];
+                        let a = LockuArgs {
+                            locktype: READ_LT,
+                            seqid: 0,
+                            lock_stateid: s,
+                            offset: off,
+                            length: len,
+                        };
+                        if let Ok(l) = st.locku(c, FILES[f], &a) {
+                            locks.push((c, f, l));
+                        }
+                    }
+                    Op::Lockt { c, f, lo, kind, off, len } => {
+                        let owner: &'static [u8] = OWNERS[lo];
+                        let before = (st.locks.len(), st.locks.ranges.len());
+                        let _ = st.lockt(t0, clients[c], FILES[f], &lockt(owner, kind, off, len));
+                        prop_assert_eq!(before, (st.locks.len(), st.locks.ranges.len()));
+                    }
+                    Op::Free { pick } if !locks.is_empty() => {
+                        let (c, _, s) = locks[pick % locks.len()];
+                        let _ = st.free_stateid(c, &s);
+                    }
+                    Op::Expire { c } => st.expire(clients[c]),
+                    _ => {}
+                }
+                invariants(&st);
+            }
+        }
+    }
 }
