@@ -8,9 +8,10 @@
 //!   lease expired ─┬─ unconfirmed, or no sessions and no opens ──▶ expired: record removed
 //!                  └─ has sessions or opens ──▶ courtesy client: everything kept, until
 //!                        • it sends SEQUENCE again      ──▶ an ordinary client again
-//!                        • someone's OPEN conflicts     ──▶ expired at once, OPEN proceeds
+//!                        • someone's OPEN or LOCK conflicts ─▶ expired at once, it proceeds
 //!                        • a table needs its room       ──▶ expired (oldest courtesy first):
-//!                          client records, open stateids, the reply-cache budget
+//!                          client records, open and lock stateids, locked ranges,
+//!                          the reply-cache budget
 //!                        • courtesy_max (24 h) passes   ──▶ expired
 //! ```
 //! knfsd answers the conflicting OPEN with NFS4ERR_DELAY while its laundromat thread expires
