@@ -4,7 +4,7 @@
 //! NFSv4 is counted twice over: once per RPC procedure (a COMPOUND is one call, an error when
 //! its overall status is), and once per operation inside the COMPOUNDs ([`OpStats4`], fed by
 //! the processor's [`crate::nfs4::compound::OpObserver`] hook), which is where the time goes
-//! and where the errors are. The state gauges (clients, sessions, open stateids) are read from
+//! and where the errors are. The state gauges (clients, sessions, open and lock stateids, locks) are read from
 //! the state core when rendered, through [`Stats::set_nfs4_gauges`].
 
 use sluice_xdr::nfs4::ops::{op_info, Opnum4, OP_INFO};
@@ -106,6 +106,9 @@ pub struct Gauges4 {
     pub clients: u64,
     pub sessions: u64,
     pub open_stateids: u64,
+    pub lock_stateids: u64,
+    /// Byte ranges locked (after merging an owner's touching ranges).
+    pub locks: u64,
 }
 
 /// Reads the gauges from wherever the NFSv4 state lives.
@@ -320,6 +323,16 @@ impl Stats {
                     "NFSv4 open stateids.",
                     g.open_stateids,
                 ),
+                (
+                    "sluice_nfs4_lock_stateids",
+                    "NFSv4 lock stateids.",
+                    g.lock_stateids,
+                ),
+                (
+                    "sluice_nfs4_locks",
+                    "NFSv4 byte-range locks (an owner's touching ranges of one type count once).",
+                    g.locks,
+                ),
             ] {
                 let _ = writeln!(s, "# HELP {metric} {help}");
                 let _ = writeln!(s, "# TYPE {metric} gauge");
@@ -506,8 +519,8 @@ impl Stats {
         if let Some(g) = self.nfs4_gauges() {
             let _ = writeln!(
                 s,
-                "nfs v4 state: {} clients, {} sessions, {} open stateids",
-                g.clients, g.sessions, g.open_stateids
+                "nfs v4 state: {} clients, {} sessions, {} open stateids, {} lock stateids, {} locks",
+                g.clients, g.sessions, g.open_stateids, g.lock_stateids, g.locks
             );
         }
         let e = &self.engine;
@@ -638,11 +651,15 @@ mod tests {
             clients: 3,
             sessions: 2,
             open_stateids: 5,
+            lock_stateids: 4,
+            locks: 7,
         }));
         let prom = st.render_prometheus();
         assert!(prom.contains("sluice_nfs4_clients 3\n"), "{prom}");
         assert!(prom.contains("sluice_nfs4_sessions 2\n"), "{prom}");
         assert!(prom.contains("sluice_nfs4_open_stateids 5\n"), "{prom}");
+        assert!(prom.contains("sluice_nfs4_lock_stateids 4\n"), "{prom}");
+        assert!(prom.contains("sluice_nfs4_locks 7\n"), "{prom}");
         let text = st.render();
         assert!(text.contains("putfh"), "{text}");
         assert!(

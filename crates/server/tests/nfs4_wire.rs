@@ -29,8 +29,9 @@
 //! | §18.25 | a removed open file stays readable and writable until its last CLOSE | `an_open_file_stays_usable_after_remove` |
 //! | §18.30, §18.25 | SETATTR of the size and REMOVE right after held UNSTABLE writes: OK, not NFS4ERR_DELAY | `truncate_and_remove_right_after_unstable_writes_are_not_delayed` |
 //!
-//! The ops REQUIRED by §17 that part 1 of the v4 work does not implement yet (LOCK, LOCKT,
-//! LOCKU, BACKCHANNEL_CTL, SET_SSV) answer NFS4ERR_NOTSUPP and are not listed.
+//! The ops REQUIRED by §17 that part 1 of the v4 work does not implement yet (BACKCHANNEL_CTL,
+//! SET_SSV) answer NFS4ERR_NOTSUPP and are not listed. LOCK, LOCKT and LOCKU have their own
+//! wire tests in `nfs4_locks.rs`.
 //!
 //! `tshark_dissects_a_v41_session` captures one whole session on loopback and has Wireshark's
 //! dissector judge it (`tests/peers/tshark-check.sh`): no malformed packet, every call

@@ -794,6 +794,8 @@ impl Nfs4 {
             clients: st.clients().len() as u64,
             sessions: st.sessions_len() as u64,
             open_stateids: st.opens().len() as u64,
+            lock_stateids: st.locks().len() as u64,
+            locks: st.locks().ranges.len() as u64,
         }
     }
 
@@ -998,6 +1000,9 @@ impl Nfs4 {
                 Some(c) => self.state().free_stateid(c, sid),
                 None => Nfsstat4::OP_NOT_IN_SESSION,
             }),
+            NfsArgop4::Lock(a) => NfsResop4::Lock(self.lock(call, ctx, a)),
+            NfsArgop4::Lockt(a) => NfsResop4::Lockt(self.lockt(call, ctx, a)),
+            NfsArgop4::Locku(a) => NfsResop4::Locku(res(self.locku(ctx, a))),
             NfsArgop4::Readlink(()) => NfsResop4::Readlink(res(self.readlink(call, ctx))),
             NfsArgop4::Secinfo(name) => NfsResop4::Secinfo(res(self.secinfo(call, ctx, &name.0))),
             NfsArgop4::Verify(f) => NfsResop4::Verify(match self.same_attrs(call, ctx, f) {
@@ -1990,5 +1995,6 @@ fn status_of(r: Result<(), Nfsstat4>) -> Nfsstat4 {
     }
 }
 
+mod locks;
 #[cfg(test)]
 mod tests;

@@ -30,6 +30,8 @@
 //!   │
 //!   ├─ OPEN / OPEN_DOWNGRADE / CLOSE ──▶ open.rs: stateids, share reservations (a conflict
 //!   ├─ READ / WRITE: check_io(stateid)                     with a courtesy client expires it)
+//!   ├─ LOCK / LOCKT / LOCKU ───────────▶ state/locks.rs over lockstate.rs (lock stateids)
+//!   │                                      and lock.rs (the byte ranges)
 //!   ├─ TEST_STATEID / FREE_STATEID
 //!   │
 //!   └─ PUTROOTFH / LOOKUP / LOOKUPP / READDIR in the pseudo tree ──▶ pseudo.rs (read-only,
@@ -62,6 +64,8 @@
 //! | callbacks per session | one CB_NULL and one CB_COMPOUND in flight, [`backchan::QUEUED_MAX`] (16) queued | NFS4ERR_DELAY to the queuer |
 //! | open stateids per client | [`Config4::opens_per_client_max`] (4096) | OPEN gets NFS4ERR_DELAY |
 //! | open stateids overall | [`Config4::opens_max`] (65536) | OPEN gets NFS4ERR_DELAY |
+//! | lock stateids, locked ranges per client | [`Config4::locks_per_client_max`] (4096 each) | LOCK (and a splitting LOCKU) gets NFS4ERR_DELAY |
+//! | lock stateids, locked ranges overall | [`Config4::locks_max`] (65536 each) | LOCK (and a splitting LOCKU) gets NFS4ERR_DELAY |
 //! | pseudo tree | [`pseudo::PSEUDO_NODES_MAX`] nodes | building from the export list fails |
 //!
 //! NFS4ERR_RESOURCE is not used: in minor version 1 a COMPOUND's own limits are the session's
@@ -75,6 +79,8 @@ pub mod compound;
 pub mod data;
 pub mod digest;
 pub mod idmap;
+pub mod lock;
+pub mod lockstate;
 pub mod map;
 pub mod open;
 pub mod parked;
@@ -110,6 +116,13 @@ pub struct Config4 {
     pub opens_per_client_max: usize,
     /// Open stateids overall. Default 65536 (about 10 MiB of records).
     pub opens_max: usize,
+    /// Lock stateids per client, and byte ranges locked per client (each bound apart).
+    /// Default 4096, as for opens: a lock owner per process and file, and ranges enough for
+    /// a database's row locks on one client.
+    pub locks_per_client_max: usize,
+    /// Lock stateids overall, and byte ranges locked overall. Default 65536: a range costs
+    /// ~100 bytes and a stateid ~150, so ~16 MiB at the bound.
+    pub locks_max: usize,
     /// The server instance: stamped into client ids, session ids and stateids so that ids from
     /// an earlier instance are recognised as stale. The driver passes e.g. boot seconds.
     pub boot_epoch: u32,
@@ -138,6 +151,8 @@ impl Default for Config4 {
             sessions_per_client_max: 8,
             opens_per_client_max: 4096,
             opens_max: 65536,
+            locks_per_client_max: 4096,
+            locks_max: 65536,
             boot_epoch: 1,
             channel: session::ChannelLimits::default(),
             reply_cache_bytes_max: 64 << 20,
@@ -198,6 +213,9 @@ mod tests {
             ("client.rs", include_str!("client.rs")),
             ("compound.rs", include_str!("compound.rs")),
             ("idmap.rs", include_str!("idmap.rs")),
+            ("lock.rs", include_str!("lock.rs")),
+            ("lockstate.rs", include_str!("lockstate.rs")),
+            ("state/locks.rs", include_str!("state/locks.rs")),
             ("map.rs", include_str!("map.rs")),
             ("open.rs", include_str!("open.rs")),
             ("pseudo.rs", include_str!("pseudo.rs")),

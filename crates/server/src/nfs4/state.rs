@@ -8,9 +8,10 @@
 //!   lease expired ─┬─ unconfirmed, or no sessions and no opens ──▶ expired: record removed
 //!                  └─ has sessions or opens ──▶ courtesy client: everything kept, until
 //!                        • it sends SEQUENCE again      ──▶ an ordinary client again
-//!                        • someone's OPEN conflicts     ──▶ expired at once, OPEN proceeds
+//!                        • someone's OPEN or LOCK conflicts ─▶ expired at once, it proceeds
 //!                        • a table needs its room       ──▶ expired (oldest courtesy first):
-//!                          client records, open stateids, the reply-cache budget
+//!                          client records, open and lock stateids, locked ranges,
+//!                          the reply-cache budget
 //!                        • courtesy_max (24 h) passes   ──▶ expired
 //! ```
 //! knfsd answers the conflicting OPEN with NFS4ERR_DELAY while its laundromat thread expires
@@ -19,6 +20,7 @@
 
 use super::backchan::{CbDone, CbOutcome, CbSend, PathState};
 use super::client::{ClientTable, CreateSessionStep, ExchangeOutcome};
+use super::lockstate::LockStates;
 use super::open::{IoState, OpenTable, Share};
 use super::session::{negotiate_back, negotiate_fore, SequenceCall, Session};
 use super::slots::SlotDecision;
@@ -58,6 +60,8 @@ pub struct State4 {
     clients: ClientTable,
     sessions: HashMap<SessionId4, Session>,
     opens: OpenTable,
+    /// Lock stateids and byte-range locks (`state/locks.rs`).
+    locks: LockStates,
     entropy: Box<dyn Entropy + Send>,
     next_session: u32,
     /// Told when a back channel may have calls to make (see [`State4::set_callback_waker`]).
@@ -69,6 +73,7 @@ impl State4 {
         Self {
             clients: ClientTable::new(cfg.boot_epoch, cfg.clients_max),
             opens: OpenTable::new(cfg.boot_epoch, cfg.opens_per_client_max, cfg.opens_max),
+            locks: LockStates::new(cfg.boot_epoch, cfg.locks_per_client_max, cfg.locks_max),
             sessions: HashMap::new(),
             entropy,
             next_session: 1,
@@ -155,6 +160,7 @@ impl State4 {
     pub fn destroy_clientid(&mut self, clientid: ClientId4) -> Result<(), Nfsstat4> {
         self.clients.get(clientid)?;
         let busy = self.opens.count_for(clientid) > 0
+            || self.locks.count_for(clientid) > 0
             || self.sessions.values().any(|s| s.clientid == clientid);
         if busy {
             return Err(Nfsstat4::CLIENTID_BUSY);
@@ -441,14 +447,16 @@ impl State4 {
         self.opens.downgrade(clientid, stateid, file, share)
     }
 
-    /// CLOSE (§18.2).
+    /// CLOSE (§18.2): the open's lock stateids and locks go with it (see `lockstate.rs`).
     pub fn close(
         &mut self,
         clientid: ClientId4,
         stateid: &Stateid4,
         file: &[u8],
     ) -> Result<Stateid4, Nfsstat4> {
-        self.opens.close(clientid, stateid, file)
+        let out = self.opens.close(clientid, stateid, file)?;
+        self.locks.remove_open(&stateid.other);
+        Ok(out)
     }
 
     /// The stateid check of READ / WRITE / SETATTR(size) (see [`OpenTable::check_io`]).
@@ -459,6 +467,9 @@ impl State4 {
         file: &[u8],
         write: bool,
     ) -> Result<IoState, Nfsstat4> {
+        if self.locks.knows(&stateid.other) {
+            return self.check_lock_io(clientid, stateid, file, write);
+        }
         self.opens.check_io(clientid, stateid, file, write)
     }
 
@@ -466,12 +477,18 @@ impl State4 {
     pub fn test_stateids(&self, clientid: ClientId4, stateids: &[Stateid4]) -> Vec<Nfsstat4> {
         stateids
             .iter()
-            .map(|s| self.opens.test(clientid, s))
+            .map(|s| match self.locks.knows(&s.other) {
+                true => self.locks.test(clientid, s),
+                false => self.opens.test(clientid, s),
+            })
             .collect()
     }
 
     /// FREE_STATEID (§18.38).
-    pub fn free_stateid(&self, clientid: ClientId4, stateid: &Stateid4) -> Nfsstat4 {
+    pub fn free_stateid(&mut self, clientid: ClientId4, stateid: &Stateid4) -> Nfsstat4 {
+        if self.locks.knows(&stateid.other) {
+            return self.locks.free(clientid, stateid);
+        }
         self.opens.free(clientid, stateid)
     }
 
@@ -620,6 +637,7 @@ impl State4 {
     fn forget_client_state(&mut self, clientid: ClientId4) {
         self.sessions.retain(|_, s| s.clientid != clientid);
         self.opens.remove_client(clientid);
+        self.locks.remove_client(clientid);
     }
 }
 
@@ -633,9 +651,13 @@ impl std::fmt::Debug for State4 {
             .field("clients", &self.clients.len())
             .field("sessions", &self.sessions.len())
             .field("opens", &self.opens.len())
+            .field("lock_stateids", &self.locks.len())
             .finish()
     }
 }
+
+mod locks;
+pub use locks::LockRefused;
 
 #[cfg(test)]
 mod tests;
