@@ -27,6 +27,7 @@
 //! | §12, §17 | pNFS ops: NFS4ERR_NOTSUPP (no layouts: EXCHANGE_ID says USE_NON_PNFS) | `pnfs_ops_are_not_supported` |
 //! | §18 | every op of part 1 at least once | `every_implemented_op_over_tcp` (plus the tests above) |
 //! | §18.25 | a removed open file stays readable and writable until its last CLOSE | `an_open_file_stays_usable_after_remove` |
+//! | §18.26 | a file renamed over while open keeps its data until its last CLOSE | `a_file_renamed_over_while_open_stays_usable_until_close` |
 //! | §18.30, §18.25 | SETATTR of the size and REMOVE right after held UNSTABLE writes: OK, not NFS4ERR_DELAY | `truncate_and_remove_right_after_unstable_writes_are_not_delayed` |
 //!
 //! The ops REQUIRED by §17 that part 1 of the v4 work does not implement yet (LOCK, LOCKT,
@@ -867,6 +868,88 @@ async fn an_open_file_stays_usable_after_remove() {
     ops.push(NfsArgop4::Remove(component("plain")));
     assert_eq!(v.send(ops).await.status, Nfsstat4::OK);
     assert_eq!(names(), Vec::<String>::new());
+}
+
+/// RENAME over a file another client has open (§18.26): the open file's data is not destroyed
+/// while it is open. Its opener reads the old contents under its stateid after the rename,
+/// the name shows the new file, and the old one goes with its last CLOSE (kept meanwhile
+/// under a hidden name, `src/nfs4/parked.rs`). A rename over a file nobody has open leaves
+/// nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_renamed_over_while_open_stays_usable_until_close() {
+    let s = TestServer::start(rw()).await;
+    let mut a = V4::mount(&s, "rename holder").await;
+    let mut b = V4::mount(&s, "rename writer").await;
+    std::fs::write(s.export.join("target"), b"old contents\n").unwrap();
+    std::fs::write(s.export.join("new"), b"new contents\n").unwrap();
+    let (o, fh) = a
+        .open(
+            &s.export,
+            "holder",
+            "target",
+            false,
+            OPEN4_SHARE_ACCESS_READ,
+            0,
+        )
+        .await
+        .unwrap();
+    let rename = |from: &str, to: &str| {
+        let mut ops = walk_to(&s.export);
+        ops.push(NfsArgop4::Savefh(()));
+        ops.push(NfsArgop4::Rename(RenameArgs {
+            oldname: component(from),
+            newname: component(to),
+        }));
+        ops
+    };
+    let res = b.send(rename("new", "target")).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(
+        std::fs::read(s.export.join("target")).unwrap(),
+        b"new contents\n",
+        "the name is the new file's"
+    );
+    let res = a
+        .send(vec![NfsArgop4::Putfh(fh.clone()), read_op(o.stateid)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let NfsResop4::Read(Res4::Ok(r)) = &res.results[2] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(
+        r.data.to_vec(),
+        b"old contents\n",
+        "the opener's data survived"
+    );
+    let names = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&s.export)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let kept = names();
+    assert!(
+        kept.len() == 2 && kept[0].starts_with(".sluice-open-") && kept[1] == "target",
+        "the replaced file is kept under a hidden name while open: {kept:?}"
+    );
+    let res = a
+        .send(vec![NfsArgop4::Putfh(fh.clone()), close_op(o.stateid)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    assert_eq!(
+        names(),
+        ["target"],
+        "the replaced file went with its last CLOSE"
+    );
+
+    // Nobody has `target` open now: replaced at once, as in v3.
+    std::fs::write(s.export.join("newer"), b"newer\n").unwrap();
+    let res = b.send(rename("newer", "target")).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(names(), ["target"]);
+    assert_eq!(std::fs::read(s.export.join("target")).unwrap(), b"newer\n");
 }
 
 // =============================================================================================

@@ -25,9 +25,18 @@
 //! the next CLOSE or REMOVE anyone sends. The Linux client does the same dance on its side
 //! (`.nfsXXXX`), so in practice it never sends a REMOVE for an open file; other clients do.
 //!
+//! RENAME over a regular file someone has open parks the replaced file the same way, before
+//! the rename: a hard link under the hidden name, so that the rename itself stays one atomic
+//! replacement (where the file system refuses the link, the file is renamed away first and
+//! the name is absent for a moment). If the rename then fails, the park is undone.
+//! ```text
+//!   RENAME a over b ─┬─ b absent, a directory, nobody's open, parked, or a link of a ──▶ rename
+//!                    └─ b open ──▶ link b as .sluice-open-<fileid>, park ──▶ rename
+//! ```
+//!
 //! Bound: one entry per open file, so never more than the open table's `opens_max`.
-//! Not covered: RENAME over an open file (the replaced file goes as it does in v3), and a
-//! server restart (there is no restart recovery yet; a hidden name is then left behind).
+//! Not covered: a server restart (there is no restart recovery yet; a hidden name is then
+//! left behind).
 
 use crate::backend::{Caller, FileHandle};
 use bytes::Bytes;
@@ -64,6 +73,11 @@ impl ParkedFiles {
 
     pub fn park(&self, file: Bytes, p: Parked) {
         self.lock().insert(file, p);
+    }
+
+    /// Forgets `file` (a park that its rename then undid); its entry, if it was parked.
+    pub fn unpark(&self, file: &[u8]) -> Option<Parked> {
+        self.lock().remove(file)
     }
 
     /// Takes out the parked files that `is_open` says nobody has open any more; the caller
