@@ -294,6 +294,12 @@ fn nfs4_service(
     let mut service = nfs4::compound::Nfs4::new(exports, state, 1)
         .map_err(|e| format!("NFSv4 pseudo file system: {e:?}"))?;
     service.write_behind = Some(engine.wb.clone());
+    service.parked =
+        nfs4::parked::ParkedFiles::with_journal(config.state_dir.join(nfs4::parked::JOURNAL_NAME));
+    let swept = service.sweep_parked();
+    if swept > 0 {
+        info!("unlinked {swept} file(s) an earlier run kept open after their REMOVE or RENAME");
+    }
     if let Some(domain) = &config.idmap_domain {
         service.idmap = nfs4::idmap::IdMap::with_domain(domain, Arc::new(sysids::SystemIds));
     }

@@ -28,6 +28,7 @@
 //! | §18 | every op of part 1 at least once | `every_implemented_op_over_tcp` (plus the tests above) |
 //! | §18.25 | a removed open file stays readable and writable until its last CLOSE | `an_open_file_stays_usable_after_remove` |
 //! | §18.26 | a file renamed over while open keeps its data until its last CLOSE | `a_file_renamed_over_while_open_stays_usable_until_close` |
+//! | §18.25 | parked files are not listed (v4 and v3) and are unlinked at the next start | `parked_files_are_not_listed_and_a_restart_unlinks_them` |
 //! | §18.30, §18.25 | SETATTR of the size and REMOVE right after held UNSTABLE writes: OK, not NFS4ERR_DELAY | `truncate_and_remove_right_after_unstable_writes_are_not_delayed` |
 //!
 //! The ops REQUIRED by §17 that part 1 of the v4 work does not implement yet (LOCK, LOCKT,
@@ -950,6 +951,94 @@ async fn a_file_renamed_over_while_open_stays_usable_until_close() {
     assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
     assert_eq!(names(), ["target"]);
     assert_eq!(std::fs::read(s.export.join("target")).unwrap(), b"newer\n");
+}
+
+/// Parked files are the server's, not the clients': READDIR leaves their hidden names out in
+/// v4 and in v3 (READDIR and READDIRPLUS), and a server stopped while one was open unlinks it
+/// when it starts again (from its journal in the state directory, `src/nfs4/parked.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_files_are_not_listed_and_a_restart_unlinks_them() {
+    use sluice_xdr::nfs3::{Args3, Res3};
+    let mut s = TestServer::start(rw()).await;
+    let mut v = V4::mount(&s, "parked client").await;
+    std::fs::write(s.export.join("kept"), b"k").unwrap();
+    let (_open, _fh) = v
+        .open(
+            &s.export,
+            "owner",
+            "doomed",
+            true,
+            OPEN4_SHARE_ACCESS_BOTH,
+            0,
+        )
+        .await
+        .unwrap();
+    let mut ops = walk_to(&s.export);
+    ops.push(NfsArgop4::Remove(component("doomed")));
+    assert_eq!(v.send(ops).await.status, Nfsstat4::OK);
+    let export = s.export.clone();
+    let on_disk = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&export)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let disk = on_disk();
+    assert!(
+        disk.len() == 2 && disk[0].starts_with(".sluice-open-"),
+        "{disk:?}"
+    );
+
+    let mut ops = walk_to(&s.export);
+    ops.push(NfsArgop4::Readdir(ReaddirArgs {
+        cookie: 0,
+        cookieverf: [0; 8],
+        dircount: 4096,
+        maxcount: 8192,
+        attr_request: Bitmap4::from_bits(&[num::TYPE]),
+    }));
+    let res = v.send(ops).await;
+    let Some(NfsResop4::Readdir(Res4::Ok(dir))) = res.results.last() else {
+        panic!("{res:?}")
+    };
+    let names: Vec<&[u8]> = dir.entries.iter().map(|e| &e.name.0[..]).collect();
+    assert_eq!(names, [b"kept"], "v4 READDIR");
+
+    let mut c = s.connect().await;
+    let root = c.mnt_root(&s).await;
+    let plain = support::ok(op!(
+        c,
+        Readdir,
+        sluice_xdr::nfs3::ReaddirArgs {
+            dir: root.clone(),
+            cookie: 0,
+            cookieverf: [0; 8],
+            count: 4096,
+        }
+    ));
+    let names: Vec<&[u8]> = plain.entries.iter().map(|e| &e.name[..]).collect();
+    assert!(plain.eof);
+    assert_eq!(names, [&b"."[..], b"..", b"kept"], "v3 READDIR");
+    let plus = support::ok(op!(
+        c,
+        Readdirplus,
+        sluice_xdr::nfs3::ReaddirplusArgs {
+            dir: root,
+            cookie: 0,
+            cookieverf: [0; 8],
+            dircount: 4096,
+            maxcount: 8192,
+        }
+    ));
+    let names: Vec<&[u8]> = plus.entries.iter().map(|e| &e.name[..]).collect();
+    assert_eq!(names, [&b"."[..], b"..", b"kept"], "v3 READDIRPLUS");
+
+    // Stopped with the file still open (no CLOSE): the next start unlinks it.
+    drop(v);
+    s.restart().await;
+    assert_eq!(on_disk(), ["kept"], "the leftover went at start-up");
 }
 
 // =============================================================================================

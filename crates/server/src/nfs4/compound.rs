@@ -1201,7 +1201,8 @@ impl Nfs4 {
                 let mut failed = None;
                 let ok = fs
                     .readdir(&caller, fh, a.cookie, a.cookieverf, true, &mut |d| {
-                        if d.name == b"." || d.name == b".." {
+                        // Parked files are the server's, not the client's (`parked.rs`).
+                        if d.name == b"." || d.name == b".." || parked::is_hidden_name(d.name) {
                             return true;
                         }
                         let attrs = match (&d.attr, &d.fh) {
@@ -1761,24 +1762,29 @@ impl Nfs4 {
             return Ok(None);
         }
         let hidden = parked::hidden_name(target.attr.fileid);
+        // Parked (journalled) first, so that a crash never leaves a hidden name unrecorded.
+        self.parked
+            .park(
+                key.clone(),
+                Parked {
+                    idx,
+                    export: fs.export_id(),
+                    dir: to.0.clone(),
+                    name: hidden.clone(),
+                    caller: caller.clone(),
+                },
+            )
+            .map_err(|_| Nfsstat4::SERVERFAULT)?;
         let (dir_before, moved) = match fs.link(caller, &target.fh, to.0, &hidden) {
             Ok(l) => (l.dir_wcc.before.map(|b| b.change), false),
-            Err(_) => {
-                let w = fs
-                    .rename(caller, to.0, to.1, to.0, &hidden)
-                    .map_err(|(e, _)| map::status(e))?;
-                (w.to_dir.before.map(|b| b.change), true)
-            }
-        };
-        self.parked.park(
-            key.clone(),
-            Parked {
-                idx,
-                dir: to.0.clone(),
-                name: hidden,
-                caller: caller.clone(),
+            Err(_) => match fs.rename(caller, to.0, to.1, to.0, &hidden) {
+                Ok(w) => (w.to_dir.before.map(|b| b.change), true),
+                Err((e, _)) => {
+                    self.parked.unpark(&key);
+                    return Err(map::status(e));
+                }
             },
-        );
+        };
         Ok(Some(Kept {
             key,
             dir_before,
@@ -1899,21 +1905,28 @@ impl Nfs4 {
         let w = if target.attr.ftype == FileType::Directory {
             fs.rmdir(&caller, dir, name)
         } else if self.state().opens().is_open(&key) && !self.parked.is_parked(&key) {
-            // Open: kept under a hidden name until its last CLOSE (see `parked.rs`).
+            // Open: kept under a hidden name until its last CLOSE (see `parked.rs`), parked
+            // (journalled) before it is renamed.
             let hidden = parked::hidden_name(target.attr.fileid);
-            let w = fs
-                .rename(&caller, dir, name, dir, &hidden)
-                .map_err(|(e, _)| map::status(e))?;
-            self.parked.park(
-                key,
-                Parked {
-                    idx,
-                    dir: dir.clone(),
-                    name: hidden,
-                    caller: caller.clone(),
-                },
-            );
-            Ok(w.from_dir)
+            self.parked
+                .park(
+                    key.clone(),
+                    Parked {
+                        idx,
+                        export: fs.export_id(),
+                        dir: dir.clone(),
+                        name: hidden.clone(),
+                        caller: caller.clone(),
+                    },
+                )
+                .map_err(|_| Nfsstat4::SERVERFAULT)?;
+            match fs.rename(&caller, dir, name, dir, &hidden) {
+                Ok(w) => Ok(w.from_dir),
+                Err((e, w)) => {
+                    self.parked.unpark(&key);
+                    Err((e, w.from_dir))
+                }
+            }
         } else {
             fs.remove(&caller, dir, name)
         }
@@ -1937,6 +1950,31 @@ impl Nfs4 {
                 let _ = e.fs.remove(&p.caller, &p.dir, &p.name);
             }
         }
+    }
+
+    /// At start-up: unlinks the hidden names an earlier run left parked (it crashed or was
+    /// stopped with files open; see `parked.rs`), each only if it still names the file it
+    /// was made for. Returns how many were unlinked.
+    pub fn sweep_parked(&self) -> usize {
+        let root = Caller::with_cred(crate::backend::Cred::root());
+        let mut unlinked = 0;
+        for left in self.parked.leftovers() {
+            let Some(e) = self
+                .exports
+                .iter()
+                .find(|e| e.fs.export_id() == left.export)
+            else {
+                continue;
+            };
+            let same = e
+                .fs
+                .lookup(&root, &left.dir, &left.name)
+                .is_ok_and(|f| f.attr.fileid == left.fileid && f.attr.ftype == FileType::Regular);
+            if same && e.fs.remove(&root, &left.dir, &left.name).is_ok() {
+                unlinked += 1;
+            }
+        }
+        unlinked
     }
 
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {
