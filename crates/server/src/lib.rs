@@ -78,6 +78,11 @@ pub struct ServerConfig {
     /// NFSv4 owners as `name@domain` from the system's user and group databases
     /// (`--idmap-domain`); `None` (the default): numeric strings. See [`nfs4::idmap`].
     pub idmap_domain: Option<String>,
+    /// NFSv4.1 state limits: client records, sessions per client, open stateids per client
+    /// and overall. Defaults and why: [`nfs4::Config4`]; what hitting each answers: the
+    /// module notes of [`nfs4::state`]. Not command-line flags: the defaults serve any
+    /// ordinary site; tests and embedders set them.
+    pub nfs4_limits: nfs4::StateLimits,
 }
 
 impl Default for ServerConfig {
@@ -97,6 +102,7 @@ impl Default for ServerConfig {
             read_splice: true,
             lease: nfs4::Config4::default().lease,
             idmap_domain: None,
+            nfs4_limits: nfs4::StateLimits::default(),
         }
     }
 }
@@ -286,6 +292,10 @@ fn nfs4_service(
     let cfg = nfs4::Config4 {
         lease: config.lease,
         boot_epoch,
+        clients_max: config.nfs4_limits.clients_max,
+        sessions_per_client_max: config.nfs4_limits.sessions_per_client_max,
+        opens_per_client_max: config.nfs4_limits.opens_per_client_max,
+        opens_max: config.nfs4_limits.opens_max,
         ..nfs4::Config4::default()
     };
     let state = nfs4::State4::new(cfg, Box::new(nfs4::SplitMix(os_seed())));

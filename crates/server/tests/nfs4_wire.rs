@@ -28,6 +28,7 @@
 //! | §18 | every op of part 1 at least once | `every_implemented_op_over_tcp` (plus the tests above) |
 //! | §18.25 | a removed open file stays readable and writable until its last CLOSE | `an_open_file_stays_usable_after_remove` |
 //! | §18.26 | a file renamed over while open keeps its data until its last CLOSE | `a_file_renamed_over_while_open_stays_usable_until_close` |
+//! | §18.35, §18.36, §18.16 | state limits: EXCHANGE_ID / OPEN get NFS4ERR_DELAY, CREATE_SESSION over a client's quota NFS4ERR_NOSPC; room after DESTROY_CLIENTID, DESTROY_SESSION, CLOSE | `state_limits_answer_their_errors_and_recover` |
 //! | §18.25 | parked files are not listed (v4 and v3) and are unlinked at the next start | `parked_files_are_not_listed_and_a_restart_unlinks_them` |
 //! | §18.30, §18.25 | SETATTR of the size and REMOVE right after held UNSTABLE writes: OK, not NFS4ERR_DELAY | `truncate_and_remove_right_after_unstable_writes_are_not_delayed` |
 //!
@@ -1039,6 +1040,85 @@ async fn parked_files_are_not_listed_and_a_restart_unlinks_them() {
     drop(v);
     s.restart().await;
     assert_eq!(on_disk(), ["kept"], "the leftover went at start-up");
+}
+
+/// The state limits over TCP (module notes of `src/nfs4/state.rs`): a full client table
+/// answers EXCHANGE_ID with NFS4ERR_DELAY while its clients are live and confirmed, and makes
+/// room after DESTROY_CLIENTID; an unconfirmed record gives way to a newcomer; a client over
+/// its session quota gets NFS4ERR_NOSPC until it destroys one; opens over the per-client and
+/// the overall bound get NFS4ERR_DELAY until a CLOSE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_limits_answer_their_errors_and_recover() {
+    let mut cfg = rw();
+    cfg.nfs4_limits = sluice_server::nfs4::StateLimits {
+        clients_max: 2,
+        sessions_per_client_max: 2,
+        opens_per_client_max: 2,
+        opens_max: 3,
+    };
+    let s = TestServer::start(cfg).await;
+    let mut a = V4::mount(&s, "limits a").await;
+    let mut b = V4::mount(&s, "limits b").await;
+
+    // Clients: both records are live and confirmed.
+    let mut c = s.connect().await;
+    let res = compound(&mut c, 1, vec![exchange_id_op(b"limits c")]).await;
+    assert_eq!(res.status, Nfsstat4::DELAY, "{res:?}");
+    let res = compound(&mut b.rpc, 1, vec![NfsArgop4::DestroySession(b.sessionid)]).await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    let res = compound(&mut b.rpc, 1, vec![NfsArgop4::DestroyClientid(b.clientid)]).await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    // An unconfirmed record (EXCHANGE_ID, no CREATE_SESSION) takes the free place; the next
+    // newcomer's EXCHANGE_ID takes it over, and the first's CREATE_SESSION starts over.
+    let (idle, idle_seq) = exchange_id(&mut c, b"limits idle").await;
+    let mut b = V4::mount(&s, "limits b again").await;
+    let res = create_session(&mut c, idle, idle_seq).await;
+    assert_eq!(res.status, Nfsstat4::STALE_CLIENTID, "{res:?}");
+
+    // Sessions of one client: a has one; a second is fine, a third is over the quota.
+    let new_session = |seq: u32| create_session_op(a.clientid, seq, chan());
+    let (_, seq) = exchange_id(&mut a.rpc, b"limits a").await;
+    let res = compound(&mut a.rpc, 1, vec![new_session(seq)]).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let Some(NfsResop4::CreateSession(Res4::Ok(second))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    let second = second.sessionid;
+    let res = compound(&mut a.rpc, 1, vec![new_session(seq + 1)]).await;
+    assert_eq!(res.status, Nfsstat4::NOSPC, "{res:?}");
+    let res = compound(&mut a.rpc, 1, vec![NfsArgop4::DestroySession(second)]).await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    let res = compound(&mut a.rpc, 1, vec![new_session(seq + 2)]).await;
+    assert_eq!(
+        res.status,
+        Nfsstat4::OK,
+        "room again after DESTROY_SESSION: {res:?}"
+    );
+
+    // Opens: two per client, three overall.
+    let both = OPEN4_SHARE_ACCESS_BOTH;
+    let (f1, f1_fh) = a.open(&s.export, "o", "f1", true, both, 0).await.unwrap();
+    a.open(&s.export, "o", "f2", true, both, 0).await.unwrap();
+    let got = a
+        .open(&s.export, "o", "f3", true, both, 0)
+        .await
+        .map(|_| ());
+    assert_eq!(got, Err(Nfsstat4::DELAY), "a's own bound");
+    b.open(&s.export, "o", "g1", true, both, 0).await.unwrap();
+    let got = b
+        .open(&s.export, "o", "g2", true, both, 0)
+        .await
+        .map(|_| ());
+    assert_eq!(got, Err(Nfsstat4::DELAY), "the overall bound");
+    let res = a
+        .send(vec![NfsArgop4::Putfh(f1_fh), close_op(f1.stateid)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    let got = b
+        .open(&s.export, "o", "g2", true, both, 0)
+        .await
+        .map(|_| ());
+    assert_eq!(got, Ok(()), "room again after CLOSE");
 }
 
 // =============================================================================================
