@@ -29,6 +29,7 @@
 //! | §18.25 | a removed open file stays readable and writable until its last CLOSE | `an_open_file_stays_usable_after_remove` |
 //! | §18.26 | a file renamed over while open keeps its data until its last CLOSE | `a_file_renamed_over_while_open_stays_usable_until_close` |
 //! | §18.35, §18.36, §18.16 | state limits: EXCHANGE_ID / OPEN get NFS4ERR_DELAY, CREATE_SESSION over a client's quota NFS4ERR_NOSPC; room after DESTROY_CLIENTID, DESTROY_SESSION, CLOSE | `state_limits_answer_their_errors_and_recover` |
+//! | §18.16.3 | EXCLUSIVE4_1: attributes with the creation; same verifier OK, another EXIST, across a restart | `exclusive4_1_creates_once_and_knows_its_retransmission_after_a_restart` |
 //! | §18.25 | parked files are not listed (v4 and v3) and are unlinked at the next start | `parked_files_are_not_listed_and_a_restart_unlinks_them` |
 //! | §18.30, §18.25 | SETATTR of the size and REMOVE right after held UNSTABLE writes: OK, not NFS4ERR_DELAY | `truncate_and_remove_right_after_unstable_writes_are_not_delayed` |
 //!
@@ -1119,6 +1120,105 @@ async fn state_limits_answer_their_errors_and_recover() {
         .await
         .map(|_| ());
     assert_eq!(got, Ok(()), "room again after CLOSE");
+}
+
+/// OPEN with EXCLUSIVE4_1 (§18.16.3): the file is made with its createattrs in one step (the
+/// mode is the file's from the start, and `attrset` says so); a retransmission with the same
+/// verifier opens the file it made, one with another verifier is NFS4ERR_EXIST, and both still
+/// hold after a restart, which loses the reply cache: the verifier is stored on the file
+/// itself (in its times, as knfsd does). Attributes outside `suppattr_exclcreat` (the times
+/// and the size) are NFS4ERR_INVAL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusive4_1_creates_once_and_knows_its_retransmission_after_a_restart() {
+    use sluice_xdr::nfs4::ops::{CreatVerfAttr, Createhow4, OpenArgs, OpenClaim4, Openflag4};
+    use std::os::unix::fs::PermissionsExt;
+    let mut s = TestServer::start(rw()).await;
+    let export = s.export.clone();
+    let excl = |verf: u8, attrs: sluice_xdr::nfs4::Fattr4| {
+        let mut ops = walk_to(&export);
+        ops.push(NfsArgop4::Open(OpenArgs {
+            seqid: 0,
+            share_access: OPEN4_SHARE_ACCESS_BOTH,
+            share_deny: 0,
+            owner: nfs4::StateOwner4 {
+                clientid: 0,
+                owner: nfs4::Opaque4(Bytes::from_static(b"excl")),
+            },
+            openhow: Openflag4::Create(Createhow4::Exclusive41(CreatVerfAttr {
+                verf: [verf; 8],
+                attrs,
+            })),
+            claim: OpenClaim4::Null(component("x")),
+        }));
+        ops.push(NfsArgop4::Getfh(()));
+        ops
+    };
+    let opened = |res: &nfs4::compound::Compound4Res| {
+        let n = res.results.len();
+        let (NfsResop4::Open(Res4::Ok(o)), NfsResop4::Getfh(Res4::Ok(fh))) =
+            (&res.results[n - 2], &res.results[n - 1])
+        else {
+            panic!("{res:?}")
+        };
+        (o.clone(), fh.clone())
+    };
+    let mut v = V4::mount(&s, "excl client").await;
+    let res = v.send(excl(1, mode_attrs(0o640))).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let (o, fh) = opened(&res);
+    assert!(o.attrset.contains(num::MODE), "attrset: {:?}", o.attrset);
+    let path = s.export.join("x");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&path), 0o640, "made with its mode");
+    let res = v
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Getattr(Bitmap4::from_bits(&[num::SUPPATTR_EXCLCREAT])),
+            close_op(o.stateid),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(
+        attrs(&res.results[2]).suppattr_exclcreat,
+        Some(Bitmap4::from_bits(&[
+            num::MODE,
+            num::OWNER,
+            num::OWNER_GROUP
+        ]))
+    );
+
+    // The same verifier again (a retransmission the reply cache no longer has): its file.
+    let res = v.send(excl(1, mode_attrs(0o600))).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let (o2, fh2) = opened(&res);
+    assert_eq!(fh2, fh);
+    assert_eq!(mode(&path), 0o640, "a retransmission sets nothing again");
+    let res = v
+        .send(vec![NfsArgop4::Putfh(fh.clone()), close_op(o2.stateid)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    let res = v.send(excl(2, mode_attrs(0o640))).await;
+    assert_eq!(res.status, Nfsstat4::EXIST, "another verifier");
+    let size = sluice_xdr::nfs4::attrs::AttrValues {
+        size: Some(0),
+        ..Default::default()
+    };
+    let res = v.send(excl(3, size.encode())).await;
+    assert_eq!(
+        res.status,
+        Nfsstat4::INVAL,
+        "size is not in suppattr_exclcreat"
+    );
+
+    // After a restart: the verifier is on the file.
+    drop(v);
+    s.restart().await;
+    let mut v = V4::mount(&s, "excl client").await;
+    let res = v.send(excl(1, mode_attrs(0o640))).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(opened(&res).1, fh, "the same file");
+    let res = v.send(excl(2, mode_attrs(0o640))).await;
+    assert_eq!(res.status, Nfsstat4::EXIST);
 }
 
 // =============================================================================================

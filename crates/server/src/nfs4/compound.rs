@@ -1345,21 +1345,28 @@ impl Nfs4 {
                 check_name(&name.0)?;
                 match &a.openhow {
                     Openflag4::Create(how) => {
-                        let (how, exclusive_attrs) = match how {
+                        let how = match how {
                             Createhow4::Unchecked(f) => {
                                 let (s, m) = map::set_attr(f, &self.idmap)?;
                                 attrset = m;
-                                (CreateHow::Unchecked(s), None)
+                                CreateHow::Unchecked(s)
                             }
                             Createhow4::Guarded(f) => {
                                 let (s, m) = map::set_attr(f, &self.idmap)?;
                                 attrset = m;
-                                (CreateHow::Guarded(s), None)
+                                CreateHow::Guarded(s)
                             }
-                            Createhow4::Exclusive(verf) => (CreateHow::Exclusive(*verf), None),
+                            Createhow4::Exclusive(verf) => CreateHow::Exclusive(*verf),
+                            // The attributes go with the creation, one step (see
+                            // `CreateHow::Exclusive41`): nobody sees the file without them,
+                            // and a retransmission that finds its file sets nothing again.
                             Createhow4::Exclusive41(v) => {
+                                if v.attrs.mask.iter().any(|b| !map::EXCLCREAT.contains(&b)) {
+                                    return Err(Nfsstat4::INVAL);
+                                }
                                 let (s, m) = map::set_attr(&v.attrs, &self.idmap)?;
-                                (CreateHow::Exclusive(v.verf), Some((s, m)))
+                                attrset = m;
+                                CreateHow::Exclusive41(v.verf, s)
                             }
                         };
                         let truncates = matches!(&how, CreateHow::Unchecked(s) if s.size.is_some());
@@ -1371,13 +1378,6 @@ impl Nfs4 {
                         let ok = fs
                             .create(&caller, &cur, &name.0, how)
                             .map_err(|(e, _)| map::status(e))?;
-                        if let Some((s, m)) = exclusive_attrs {
-                            if !m.is_empty() {
-                                fs.setattr(&caller, &ok.fh, &s, None)
-                                    .map_err(|(e, _)| map::status(e))?;
-                                attrset = m;
-                            }
-                        }
                         created = true;
                         let cinfo = change_info(&ok.dir_wcc);
                         let attr = fs.getattr(&ok.fh).map_err(map::status)?;

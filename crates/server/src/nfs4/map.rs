@@ -92,6 +92,12 @@ pub const SETTABLE: &[u32] = &[
     num::TIME_MODIFY_SET,
 ];
 
+/// Attributes an EXCLUSIVE4_1 OPEN may set with the creation (`suppattr_exclcreat`,
+/// RFC 8881 §5.8.1.14): the settable ones but the times, which hold the verifier (as knfsd
+/// leaves them out), and the size, which must stay 0 for a retransmission to know its file.
+/// Others in `createattrs` are NFS4ERR_INVAL (§18.16.3); the client sets them with a SETATTR.
+pub const EXCLCREAT: &[u32] = &[num::MODE, num::OWNER, num::OWNER_GROUP];
+
 /// Write-only attributes: in a GETATTR request they are NFS4ERR_INVAL.
 pub const WRITE_ONLY: &[u32] = &[num::TIME_ACCESS_SET, num::TIME_MODIFY_SET];
 
@@ -232,7 +238,6 @@ pub fn pseudo_attr(node: NodeId, subdirs: usize) -> Attr {
 
 /// Every supported attribute of an object (the fsstat ones only when `ctx.fsstat` is given).
 pub fn values(a: &Attr, ctx: &AttrCtx) -> AttrValues {
-    let settable = Bitmap4::from_bits(SETTABLE);
     let mut v = AttrValues {
         supported_attrs: Some(supported_mask()),
         ftype: Some(ftype4(a.ftype)),
@@ -277,7 +282,7 @@ pub fn values(a: &Attr, ctx: &AttrCtx) -> AttrValues {
         time_metadata: Some(time4(a.ctime)),
         time_modify: Some(time4(a.mtime)),
         mounted_on_fileid: Some(ctx.mounted_on_fileid.unwrap_or(a.fileid)),
-        suppattr_exclcreat: Some(settable),
+        suppattr_exclcreat: Some(Bitmap4::from_bits(EXCLCREAT)),
         ..Default::default()
     };
     if let Some(s) = &ctx.fsstat {
