@@ -299,9 +299,14 @@ fn nfs4_service(
         ..nfs4::Config4::default()
     };
     let state = nfs4::State4::new(cfg, Box::new(nfs4::SplitMix(os_seed())));
-    // The pseudo tree's generation: 1 while the export list is fixed for the process's life
-    // (a tree rebuilt on an export reload would take the next one).
-    let mut service = nfs4::compound::Nfs4::new(exports, state, 1)
+    // The pseudo tree's generation follows the export list, so that pseudo handles survive a
+    // restart with the same exports and go STALE with other ones (see `nfs4::pseudo`).
+    let paths: Vec<String> = exports
+        .iter()
+        .map(|e| e.export.path.to_string_lossy().into_owned())
+        .collect();
+    let generation = nfs4::pseudo::PseudoFs::generation_of(&paths);
+    let mut service = nfs4::compound::Nfs4::new(exports, state, generation)
         .map_err(|e| format!("NFSv4 pseudo file system: {e:?}"))?;
     service.write_behind = Some(engine.wb.clone());
     service.parked =

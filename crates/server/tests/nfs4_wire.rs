@@ -30,6 +30,7 @@
 //! | §18.26 | a file renamed over while open keeps its data until its last CLOSE | `a_file_renamed_over_while_open_stays_usable_until_close` |
 //! | §18.35, §18.36, §18.16 | state limits: EXCHANGE_ID / OPEN get NFS4ERR_DELAY, CREATE_SESSION over a client's quota NFS4ERR_NOSPC; room after DESTROY_CLIENTID, DESTROY_SESSION, CLOSE | `state_limits_answer_their_errors_and_recover` |
 //! | §18.16.3 | EXCLUSIVE4_1: attributes with the creation; same verifier OK, another EXIST, across a restart | `exclusive4_1_creates_once_and_knows_its_retransmission_after_a_restart` |
+//! | §7.3, §4.2.3 | pseudo handles persist across a restart with the same exports, STALE with others | `pseudo_handles_survive_a_restart_and_go_stale_when_the_exports_change` |
 //! | §18.25 | parked files are not listed (v4 and v3) and are unlinked at the next start | `parked_files_are_not_listed_and_a_restart_unlinks_them` |
 //! | §18.30, §18.25 | SETATTR of the size and REMOVE right after held UNSTABLE writes: OK, not NFS4ERR_DELAY | `truncate_and_remove_right_after_unstable_writes_are_not_delayed` |
 //!
@@ -1219,6 +1220,61 @@ async fn exclusive4_1_creates_once_and_knows_its_retransmission_after_a_restart(
     assert_eq!(opened(&res).1, fh, "the same file");
     let res = v.send(excl(2, mode_attrs(0o640))).await;
     assert_eq!(res.status, Nfsstat4::EXIST);
+}
+
+/// The pseudo tree across restarts (`src/nfs4/pseudo.rs`): with the same exports a client's
+/// pseudo handle still works and the root's change attribute is the same; with another export
+/// list the old handle is NFS4ERR_STALE and the change attribute differs, so a client looks
+/// the path up and lists `/` again instead of trusting what it cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pseudo_handles_survive_a_restart_and_go_stale_when_the_exports_change() {
+    let mut s = TestServer::start(rw()).await;
+    let root_of = |res: &nfs4::compound::Compound4Res| {
+        let NfsResop4::Getfh(Res4::Ok(fh)) = &res.results[2] else {
+            panic!("{res:?}")
+        };
+        (fh.clone(), attrs(&res.results[3]).change)
+    };
+    let ask = || {
+        vec![
+            NfsArgop4::Putrootfh(()),
+            NfsArgop4::Getfh(()),
+            NfsArgop4::Getattr(Bitmap4::from_bits(&[num::CHANGE])),
+        ]
+    };
+    let mut v = V4::mount(&s, "pseudo client").await;
+    let (root, change) = root_of(&v.send(ask()).await);
+
+    drop(v);
+    s.restart().await;
+    let mut v = V4::mount(&s, "pseudo client").await;
+    let res = v
+        .send(vec![
+            NfsArgop4::Putfh(root.clone()),
+            NfsArgop4::Getfh(()),
+            NfsArgop4::Getattr(Bitmap4::from_bits(&[num::CHANGE])),
+        ])
+        .await;
+    assert_eq!(
+        res.status,
+        Nfsstat4::OK,
+        "same exports: {:?}",
+        statuses(&res)
+    );
+    assert_eq!(root_of(&res), (root.clone(), change));
+
+    let other = s.dirs.base.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    s.config
+        .exports
+        .push(support::export_to_all(other, support::rw_options()));
+    drop(v);
+    s.restart().await;
+    let mut v = V4::mount(&s, "pseudo client").await;
+    let res = v.send(vec![NfsArgop4::Putfh(root.clone())]).await;
+    assert_eq!(res.status, Nfsstat4::STALE, "another export list");
+    let (_, new_change) = root_of(&v.send(ask()).await);
+    assert_ne!(new_change, change, "the listing of / changed");
 }
 
 // =============================================================================================

@@ -1270,7 +1270,11 @@ impl Nfs4 {
             }),
             idmap: &self.idmap,
         };
-        map::fattr4(&map::pseudo_attr(n, subdirs), &actx, req)
+        map::fattr4(
+            &map::pseudo_attr(n, subdirs, self.pseudo.generation()),
+            &actx,
+            req,
+        )
     }
 
     fn export_fattr(
@@ -1285,7 +1289,7 @@ impl Nfs4 {
         let mounted_on_fileid = if *fh == fs.root_handle() {
             self.pseudo
                 .node_of_export(idx)
-                .map(|n| map::pseudo_attr(n, 0).fileid)
+                .map(|n| map::pseudo_attr(n, 0, 0).fileid)
         } else {
             None
         };

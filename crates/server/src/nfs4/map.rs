@@ -217,7 +217,7 @@ pub struct AttrCtx<'a> {
 /// link per child plus two, fileid `node + 1` (fileid 0 is avoided: some clients treat it as
 /// "no inode"), change 1 (the tree never changes while it lives: a rebuilt tree has new
 /// handles).
-pub fn pseudo_attr(node: NodeId, subdirs: usize) -> Attr {
+pub fn pseudo_attr(node: NodeId, subdirs: usize, generation: u32) -> Attr {
     Attr {
         ftype: FileType::Directory,
         mode: 0o555,
@@ -232,7 +232,8 @@ pub fn pseudo_attr(node: NodeId, subdirs: usize) -> Attr {
         atime: Time::default(),
         mtime: Time::default(),
         ctime: Time::default(),
-        change: 1,
+        // Changes with the export list (see `pseudo.rs`): cached listings of `/` go with it.
+        change: u64::from(generation),
     }
 }
 
@@ -494,7 +495,7 @@ mod tests {
 
     #[test]
     fn pseudo_directories_are_read_only_on_the_pseudo_fsid() {
-        let a = pseudo_attr(0, 2);
+        let a = pseudo_attr(0, 2, 1);
         let mut c = ctx();
         c.fsid = PSEUDO_FSID;
         let req = Bitmap4::from_bits(&[num::TYPE, num::FSID, num::MODE, num::FILEID]);
