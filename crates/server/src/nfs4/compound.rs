@@ -1726,6 +1726,7 @@ impl Nfs4 {
                 source_cinfo = span(source_cinfo);
             }
         }
+        self.unlink_closed();
         Ok(RenameResOk {
             source_cinfo,
             target_cinfo,

@@ -22,7 +22,7 @@
 //!   CLOSE ──▶ every parked file whose opens are all gone ──▶ unlink its hidden name
 //! ```
 //! Opens that end without CLOSE (a client expired, DESTROY_CLIENTID) are swept the same way at
-//! the next CLOSE or REMOVE anyone sends. The Linux client does the same dance on its side
+//! the next CLOSE, REMOVE or RENAME anyone sends. The Linux client does the same dance on its side
 //! (`.nfsXXXX`), so in practice it never sends a REMOVE for an open file; other clients do.
 //!
 //! RENAME over a regular file someone has open parks the replaced file the same way, before
