@@ -278,6 +278,8 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         read_splice: !a.no_splice,
         lease: Duration::from_secs(u64::from(a.lease_secs)),
         idmap_domain: a.idmap_domain.clone(),
+        // Not flags: the defaults' reasons are in `nfs4::Config4`.
+        nfs4_limits: Default::default(),
         net,
         io: {
             let mut io = sluice_server::io::IoConfig {

@@ -78,6 +78,11 @@ pub struct ServerConfig {
     /// NFSv4 owners as `name@domain` from the system's user and group databases
     /// (`--idmap-domain`); `None` (the default): numeric strings. See [`nfs4::idmap`].
     pub idmap_domain: Option<String>,
+    /// NFSv4.1 state limits: client records, sessions per client, open stateids per client
+    /// and overall. Defaults and why: [`nfs4::Config4`]; what hitting each answers: the
+    /// module notes of [`nfs4::state`]. Not command-line flags: the defaults serve any
+    /// ordinary site; tests and embedders set them.
+    pub nfs4_limits: nfs4::StateLimits,
 }
 
 impl Default for ServerConfig {
@@ -97,6 +102,7 @@ impl Default for ServerConfig {
             read_splice: true,
             lease: nfs4::Config4::default().lease,
             idmap_domain: None,
+            nfs4_limits: nfs4::StateLimits::default(),
         }
     }
 }
@@ -286,14 +292,29 @@ fn nfs4_service(
     let cfg = nfs4::Config4 {
         lease: config.lease,
         boot_epoch,
+        clients_max: config.nfs4_limits.clients_max,
+        sessions_per_client_max: config.nfs4_limits.sessions_per_client_max,
+        opens_per_client_max: config.nfs4_limits.opens_per_client_max,
+        opens_max: config.nfs4_limits.opens_max,
         ..nfs4::Config4::default()
     };
     let state = nfs4::State4::new(cfg, Box::new(nfs4::SplitMix(os_seed())));
-    // The pseudo tree's generation: 1 while the export list is fixed for the process's life
-    // (a tree rebuilt on an export reload would take the next one).
-    let mut service = nfs4::compound::Nfs4::new(exports, state, 1)
+    // The pseudo tree's generation follows the export list, so that pseudo handles survive a
+    // restart with the same exports and go STALE with other ones (see `nfs4::pseudo`).
+    let paths: Vec<String> = exports
+        .iter()
+        .map(|e| e.export.path.to_string_lossy().into_owned())
+        .collect();
+    let generation = nfs4::pseudo::PseudoFs::generation_of(&paths);
+    let mut service = nfs4::compound::Nfs4::new(exports, state, generation)
         .map_err(|e| format!("NFSv4 pseudo file system: {e:?}"))?;
     service.write_behind = Some(engine.wb.clone());
+    service.parked =
+        nfs4::parked::ParkedFiles::with_journal(config.state_dir.join(nfs4::parked::JOURNAL_NAME));
+    let swept = service.sweep_parked();
+    if swept > 0 {
+        info!("unlinked {swept} file(s) an earlier run kept open after their REMOVE or RENAME");
+    }
     if let Some(domain) = &config.idmap_domain {
         service.idmap = nfs4::idmap::IdMap::with_domain(domain, Arc::new(sysids::SystemIds));
     }

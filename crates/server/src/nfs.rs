@@ -894,6 +894,10 @@ fn readdir(fs: &dyn FileSystem, caller: &Caller, a: ReaddirArgs) -> ReaddirRes {
     let mut used = READDIR_OVERHEAD_BYTES;
     let mut entries: Vec<Entry3> = Vec::new();
     let mut visit = |e: DirEntry<'_>| {
+        // Files v4 keeps open after their REMOVE are the server's (`nfs4/parked.rs`).
+        if crate::nfs4::parked::is_hidden_name(e.name) {
+            return true;
+        }
         let entry = Entry3 {
             fileid: e.fileid,
             name: Bytes::copy_from_slice(e.name),
@@ -953,6 +957,9 @@ fn readdirplus(fs: &dyn FileSystem, caller: &Caller, a: ReaddirplusArgs) -> Read
     let mut dir_used = 0usize;
     let mut entries: Vec<Entryplus3> = Vec::new();
     let mut visit = |e: DirEntry<'_>| {
+        if crate::nfs4::parked::is_hidden_name(e.name) {
+            return true;
+        }
         let entry = Entryplus3 {
             fileid: e.fileid,
             name: Bytes::copy_from_slice(e.name),

@@ -27,6 +27,11 @@
 //! | §12, §17 | pNFS ops: NFS4ERR_NOTSUPP (no layouts: EXCHANGE_ID says USE_NON_PNFS) | `pnfs_ops_are_not_supported` |
 //! | §18 | every op of part 1 at least once | `every_implemented_op_over_tcp` (plus the tests above) |
 //! | §18.25 | a removed open file stays readable and writable until its last CLOSE | `an_open_file_stays_usable_after_remove` |
+//! | §18.26 | a file renamed over while open keeps its data until its last CLOSE | `a_file_renamed_over_while_open_stays_usable_until_close` |
+//! | §18.35, §18.36, §18.16 | state limits: EXCHANGE_ID / OPEN get NFS4ERR_DELAY, CREATE_SESSION over a client's quota NFS4ERR_NOSPC; room after DESTROY_CLIENTID, DESTROY_SESSION, CLOSE | `state_limits_answer_their_errors_and_recover` |
+//! | §18.16.3 | EXCLUSIVE4_1: attributes with the creation; same verifier OK, another EXIST, across a restart | `exclusive4_1_creates_once_and_knows_its_retransmission_after_a_restart` |
+//! | §7.3, §4.2.3 | pseudo handles persist across a restart with the same exports, STALE with others | `pseudo_handles_survive_a_restart_and_go_stale_when_the_exports_change` |
+//! | §18.25 | parked files are not listed (v4 and v3) and are unlinked at the next start | `parked_files_are_not_listed_and_a_restart_unlinks_them` |
 //! | §18.30, §18.25 | SETATTR of the size and REMOVE right after held UNSTABLE writes: OK, not NFS4ERR_DELAY | `truncate_and_remove_right_after_unstable_writes_are_not_delayed` |
 //!
 //! The ops REQUIRED by §17 that part 1 of the v4 work does not implement yet (BACKCHANNEL_CTL,
@@ -868,6 +873,409 @@ async fn an_open_file_stays_usable_after_remove() {
     ops.push(NfsArgop4::Remove(component("plain")));
     assert_eq!(v.send(ops).await.status, Nfsstat4::OK);
     assert_eq!(names(), Vec::<String>::new());
+}
+
+/// RENAME over a file another client has open (§18.26): the open file's data is not destroyed
+/// while it is open. Its opener reads the old contents under its stateid after the rename,
+/// the name shows the new file, and the old one goes with its last CLOSE (kept meanwhile
+/// under a hidden name, `src/nfs4/parked.rs`). A rename over a file nobody has open leaves
+/// nothing behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_renamed_over_while_open_stays_usable_until_close() {
+    let s = TestServer::start(rw()).await;
+    let mut a = V4::mount(&s, "rename holder").await;
+    let mut b = V4::mount(&s, "rename writer").await;
+    std::fs::write(s.export.join("target"), b"old contents\n").unwrap();
+    std::fs::write(s.export.join("new"), b"new contents\n").unwrap();
+    let (o, fh) = a
+        .open(
+            &s.export,
+            "holder",
+            "target",
+            false,
+            OPEN4_SHARE_ACCESS_READ,
+            0,
+        )
+        .await
+        .unwrap();
+    let rename = |from: &str, to: &str| {
+        let mut ops = walk_to(&s.export);
+        ops.push(NfsArgop4::Savefh(()));
+        ops.push(NfsArgop4::Rename(RenameArgs {
+            oldname: component(from),
+            newname: component(to),
+        }));
+        ops
+    };
+    let res = b.send(rename("new", "target")).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(
+        std::fs::read(s.export.join("target")).unwrap(),
+        b"new contents\n",
+        "the name is the new file's"
+    );
+    let res = a
+        .send(vec![NfsArgop4::Putfh(fh.clone()), read_op(o.stateid)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let NfsResop4::Read(Res4::Ok(r)) = &res.results[2] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(
+        r.data.to_vec(),
+        b"old contents\n",
+        "the opener's data survived"
+    );
+    let names = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&s.export)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let kept = names();
+    assert!(
+        kept.len() == 2 && kept[0].starts_with(".sluice-open-") && kept[1] == "target",
+        "the replaced file is kept under a hidden name while open: {kept:?}"
+    );
+    let res = a
+        .send(vec![NfsArgop4::Putfh(fh.clone()), close_op(o.stateid)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    assert_eq!(
+        names(),
+        ["target"],
+        "the replaced file went with its last CLOSE"
+    );
+
+    // Nobody has `target` open now: replaced at once, as in v3.
+    std::fs::write(s.export.join("newer"), b"newer\n").unwrap();
+    let res = b.send(rename("newer", "target")).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(names(), ["target"]);
+    assert_eq!(std::fs::read(s.export.join("target")).unwrap(), b"newer\n");
+}
+
+/// Parked files are the server's, not the clients': READDIR leaves their hidden names out in
+/// v4 and in v3 (READDIR and READDIRPLUS), and a server stopped while one was open unlinks it
+/// when it starts again (from its journal in the state directory, `src/nfs4/parked.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_files_are_not_listed_and_a_restart_unlinks_them() {
+    use sluice_xdr::nfs3::{Args3, Res3};
+    let mut s = TestServer::start(rw()).await;
+    let mut v = V4::mount(&s, "parked client").await;
+    std::fs::write(s.export.join("kept"), b"k").unwrap();
+    let (_open, _fh) = v
+        .open(
+            &s.export,
+            "owner",
+            "doomed",
+            true,
+            OPEN4_SHARE_ACCESS_BOTH,
+            0,
+        )
+        .await
+        .unwrap();
+    let mut ops = walk_to(&s.export);
+    ops.push(NfsArgop4::Remove(component("doomed")));
+    assert_eq!(v.send(ops).await.status, Nfsstat4::OK);
+    let export = s.export.clone();
+    let on_disk = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&export)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let disk = on_disk();
+    assert!(
+        disk.len() == 2 && disk[0].starts_with(".sluice-open-"),
+        "{disk:?}"
+    );
+
+    let mut ops = walk_to(&s.export);
+    ops.push(NfsArgop4::Readdir(ReaddirArgs {
+        cookie: 0,
+        cookieverf: [0; 8],
+        dircount: 4096,
+        maxcount: 8192,
+        attr_request: Bitmap4::from_bits(&[num::TYPE]),
+    }));
+    let res = v.send(ops).await;
+    let Some(NfsResop4::Readdir(Res4::Ok(dir))) = res.results.last() else {
+        panic!("{res:?}")
+    };
+    let names: Vec<&[u8]> = dir.entries.iter().map(|e| &e.name.0[..]).collect();
+    assert_eq!(names, [b"kept"], "v4 READDIR");
+
+    let mut c = s.connect().await;
+    let root = c.mnt_root(&s).await;
+    let plain = support::ok(op!(
+        c,
+        Readdir,
+        sluice_xdr::nfs3::ReaddirArgs {
+            dir: root.clone(),
+            cookie: 0,
+            cookieverf: [0; 8],
+            count: 4096,
+        }
+    ));
+    let names: Vec<&[u8]> = plain.entries.iter().map(|e| &e.name[..]).collect();
+    assert!(plain.eof);
+    assert_eq!(names, [&b"."[..], b"..", b"kept"], "v3 READDIR");
+    let plus = support::ok(op!(
+        c,
+        Readdirplus,
+        sluice_xdr::nfs3::ReaddirplusArgs {
+            dir: root,
+            cookie: 0,
+            cookieverf: [0; 8],
+            dircount: 4096,
+            maxcount: 8192,
+        }
+    ));
+    let names: Vec<&[u8]> = plus.entries.iter().map(|e| &e.name[..]).collect();
+    assert_eq!(names, [&b"."[..], b"..", b"kept"], "v3 READDIRPLUS");
+
+    // Stopped with the file still open (no CLOSE): the next start unlinks it.
+    drop(v);
+    s.restart().await;
+    assert_eq!(on_disk(), ["kept"], "the leftover went at start-up");
+}
+
+/// The state limits over TCP (module notes of `src/nfs4/state.rs`): a full client table
+/// answers EXCHANGE_ID with NFS4ERR_DELAY while its clients are live and confirmed, and makes
+/// room after DESTROY_CLIENTID; an unconfirmed record gives way to a newcomer; a client over
+/// its session quota gets NFS4ERR_NOSPC until it destroys one; opens over the per-client and
+/// the overall bound get NFS4ERR_DELAY until a CLOSE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_limits_answer_their_errors_and_recover() {
+    let mut cfg = rw();
+    cfg.nfs4_limits = sluice_server::nfs4::StateLimits {
+        clients_max: 2,
+        sessions_per_client_max: 2,
+        opens_per_client_max: 2,
+        opens_max: 3,
+    };
+    let s = TestServer::start(cfg).await;
+    let mut a = V4::mount(&s, "limits a").await;
+    let mut b = V4::mount(&s, "limits b").await;
+
+    // Clients: both records are live and confirmed.
+    let mut c = s.connect().await;
+    let res = compound(&mut c, 1, vec![exchange_id_op(b"limits c")]).await;
+    assert_eq!(res.status, Nfsstat4::DELAY, "{res:?}");
+    let res = compound(&mut b.rpc, 1, vec![NfsArgop4::DestroySession(b.sessionid)]).await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    let res = compound(&mut b.rpc, 1, vec![NfsArgop4::DestroyClientid(b.clientid)]).await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    // An unconfirmed record (EXCHANGE_ID, no CREATE_SESSION) takes the free place; the next
+    // newcomer's EXCHANGE_ID takes it over, and the first's CREATE_SESSION starts over.
+    let (idle, idle_seq) = exchange_id(&mut c, b"limits idle").await;
+    let mut b = V4::mount(&s, "limits b again").await;
+    let res = create_session(&mut c, idle, idle_seq).await;
+    assert_eq!(res.status, Nfsstat4::STALE_CLIENTID, "{res:?}");
+
+    // Sessions of one client: a has one; a second is fine, a third is over the quota.
+    let new_session = |seq: u32| create_session_op(a.clientid, seq, chan());
+    let (_, seq) = exchange_id(&mut a.rpc, b"limits a").await;
+    let res = compound(&mut a.rpc, 1, vec![new_session(seq)]).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let Some(NfsResop4::CreateSession(Res4::Ok(second))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    let second = second.sessionid;
+    let res = compound(&mut a.rpc, 1, vec![new_session(seq + 1)]).await;
+    assert_eq!(res.status, Nfsstat4::NOSPC, "{res:?}");
+    let res = compound(&mut a.rpc, 1, vec![NfsArgop4::DestroySession(second)]).await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    let res = compound(&mut a.rpc, 1, vec![new_session(seq + 2)]).await;
+    assert_eq!(
+        res.status,
+        Nfsstat4::OK,
+        "room again after DESTROY_SESSION: {res:?}"
+    );
+
+    // Opens: two per client, three overall.
+    let both = OPEN4_SHARE_ACCESS_BOTH;
+    let (f1, f1_fh) = a.open(&s.export, "o", "f1", true, both, 0).await.unwrap();
+    a.open(&s.export, "o", "f2", true, both, 0).await.unwrap();
+    let got = a
+        .open(&s.export, "o", "f3", true, both, 0)
+        .await
+        .map(|_| ());
+    assert_eq!(got, Err(Nfsstat4::DELAY), "a's own bound");
+    b.open(&s.export, "o", "g1", true, both, 0).await.unwrap();
+    let got = b
+        .open(&s.export, "o", "g2", true, both, 0)
+        .await
+        .map(|_| ());
+    assert_eq!(got, Err(Nfsstat4::DELAY), "the overall bound");
+    let res = a
+        .send(vec![NfsArgop4::Putfh(f1_fh), close_op(f1.stateid)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    let got = b
+        .open(&s.export, "o", "g2", true, both, 0)
+        .await
+        .map(|_| ());
+    assert_eq!(got, Ok(()), "room again after CLOSE");
+}
+
+/// OPEN with EXCLUSIVE4_1 (§18.16.3): the file is made with its createattrs in one step (the
+/// mode is the file's from the start, and `attrset` says so); a retransmission with the same
+/// verifier opens the file it made, one with another verifier is NFS4ERR_EXIST, and both still
+/// hold after a restart, which loses the reply cache: the verifier is stored on the file
+/// itself (in its times, as knfsd does). Attributes outside `suppattr_exclcreat` (the times
+/// and the size) are NFS4ERR_INVAL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusive4_1_creates_once_and_knows_its_retransmission_after_a_restart() {
+    use sluice_xdr::nfs4::ops::{CreatVerfAttr, Createhow4, OpenArgs, OpenClaim4, Openflag4};
+    use std::os::unix::fs::PermissionsExt;
+    let mut s = TestServer::start(rw()).await;
+    let export = s.export.clone();
+    let excl = |verf: u8, attrs: sluice_xdr::nfs4::Fattr4| {
+        let mut ops = walk_to(&export);
+        ops.push(NfsArgop4::Open(OpenArgs {
+            seqid: 0,
+            share_access: OPEN4_SHARE_ACCESS_BOTH,
+            share_deny: 0,
+            owner: nfs4::StateOwner4 {
+                clientid: 0,
+                owner: nfs4::Opaque4(Bytes::from_static(b"excl")),
+            },
+            openhow: Openflag4::Create(Createhow4::Exclusive41(CreatVerfAttr {
+                verf: [verf; 8],
+                attrs,
+            })),
+            claim: OpenClaim4::Null(component("x")),
+        }));
+        ops.push(NfsArgop4::Getfh(()));
+        ops
+    };
+    let opened = |res: &nfs4::compound::Compound4Res| {
+        let n = res.results.len();
+        let (NfsResop4::Open(Res4::Ok(o)), NfsResop4::Getfh(Res4::Ok(fh))) =
+            (&res.results[n - 2], &res.results[n - 1])
+        else {
+            panic!("{res:?}")
+        };
+        (o.clone(), fh.clone())
+    };
+    let mut v = V4::mount(&s, "excl client").await;
+    let res = v.send(excl(1, mode_attrs(0o640))).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let (o, fh) = opened(&res);
+    assert!(o.attrset.contains(num::MODE), "attrset: {:?}", o.attrset);
+    let path = s.export.join("x");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&path), 0o640, "made with its mode");
+    let res = v
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Getattr(Bitmap4::from_bits(&[num::SUPPATTR_EXCLCREAT])),
+            close_op(o.stateid),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(
+        attrs(&res.results[2]).suppattr_exclcreat,
+        Some(Bitmap4::from_bits(&[
+            num::MODE,
+            num::OWNER,
+            num::OWNER_GROUP
+        ]))
+    );
+
+    // The same verifier again (a retransmission the reply cache no longer has): its file.
+    let res = v.send(excl(1, mode_attrs(0o600))).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let (o2, fh2) = opened(&res);
+    assert_eq!(fh2, fh);
+    assert_eq!(mode(&path), 0o640, "a retransmission sets nothing again");
+    let res = v
+        .send(vec![NfsArgop4::Putfh(fh.clone()), close_op(o2.stateid)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    let res = v.send(excl(2, mode_attrs(0o640))).await;
+    assert_eq!(res.status, Nfsstat4::EXIST, "another verifier");
+    let size = sluice_xdr::nfs4::attrs::AttrValues {
+        size: Some(0),
+        ..Default::default()
+    };
+    let res = v.send(excl(3, size.encode())).await;
+    assert_eq!(
+        res.status,
+        Nfsstat4::INVAL,
+        "size is not in suppattr_exclcreat"
+    );
+
+    // After a restart: the verifier is on the file.
+    drop(v);
+    s.restart().await;
+    let mut v = V4::mount(&s, "excl client").await;
+    let res = v.send(excl(1, mode_attrs(0o640))).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(opened(&res).1, fh, "the same file");
+    let res = v.send(excl(2, mode_attrs(0o640))).await;
+    assert_eq!(res.status, Nfsstat4::EXIST);
+}
+
+/// The pseudo tree across restarts (`src/nfs4/pseudo.rs`): with the same exports a client's
+/// pseudo handle still works and the root's change attribute is the same; with another export
+/// list the old handle is NFS4ERR_STALE and the change attribute differs, so a client looks
+/// the path up and lists `/` again instead of trusting what it cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pseudo_handles_survive_a_restart_and_go_stale_when_the_exports_change() {
+    let mut s = TestServer::start(rw()).await;
+    let root_of = |res: &nfs4::compound::Compound4Res| {
+        let NfsResop4::Getfh(Res4::Ok(fh)) = &res.results[2] else {
+            panic!("{res:?}")
+        };
+        (fh.clone(), attrs(&res.results[3]).change)
+    };
+    let ask = || {
+        vec![
+            NfsArgop4::Putrootfh(()),
+            NfsArgop4::Getfh(()),
+            NfsArgop4::Getattr(Bitmap4::from_bits(&[num::CHANGE])),
+        ]
+    };
+    let mut v = V4::mount(&s, "pseudo client").await;
+    let (root, change) = root_of(&v.send(ask()).await);
+
+    drop(v);
+    s.restart().await;
+    let mut v = V4::mount(&s, "pseudo client").await;
+    let res = v
+        .send(vec![
+            NfsArgop4::Putfh(root.clone()),
+            NfsArgop4::Getfh(()),
+            NfsArgop4::Getattr(Bitmap4::from_bits(&[num::CHANGE])),
+        ])
+        .await;
+    assert_eq!(
+        res.status,
+        Nfsstat4::OK,
+        "same exports: {:?}",
+        statuses(&res)
+    );
+    assert_eq!(root_of(&res), (root.clone(), change));
+
+    let other = s.dirs.base.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    s.config
+        .exports
+        .push(support::export_to_all(other, support::rw_options()));
+    drop(v);
+    s.restart().await;
+    let mut v = V4::mount(&s, "pseudo client").await;
+    let res = v.send(vec![NfsArgop4::Putfh(root.clone())]).await;
+    assert_eq!(res.status, Nfsstat4::STALE, "another export list");
+    let (_, new_change) = root_of(&v.send(ask()).await);
+    assert_ne!(new_change, change, "the listing of / changed");
 }
 
 // =============================================================================================

@@ -213,12 +213,27 @@ pub enum StableHow {
     FileSync = 2,
 }
 
-/// `createhow3` (RFC 1813 §3.3.8).
+/// `createhow3` (RFC 1813 §3.3.8), and NFSv4.1's EXCLUSIVE4_1 (RFC 8881 §18.16.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CreateHow {
     Unchecked(SetAttr),
     Guarded(SetAttr),
     Exclusive([u8; 8]),
+    /// EXCLUSIVE with attributes set in the same step as the creation: the mode at the
+    /// `mknod`, the rest before the file is handed back; a retransmission that finds its
+    /// own file sets nothing again. The times are the verifier's, so `atime`/`mtime` and
+    /// `size` must not be set (the v4 layer refuses them: `suppattr_exclcreat`).
+    Exclusive41([u8; 8], SetAttr),
+}
+
+impl CreateHow {
+    /// The verifier of an exclusive create.
+    pub fn verifier(&self) -> Option<[u8; 8]> {
+        match self {
+            CreateHow::Exclusive(v) | CreateHow::Exclusive41(v, _) => Some(*v),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -919,7 +934,9 @@ impl LocalFs {
             return Err(fail(FsError::Exist));
         }
         let (mode, sattr) = match how {
-            CreateHow::Unchecked(s) | CreateHow::Guarded(s) => (s.mode.unwrap_or(0), Some(s)),
+            CreateHow::Unchecked(s) | CreateHow::Guarded(s) | CreateHow::Exclusive41(_, s) => {
+                (s.mode.unwrap_or(0), Some(s))
+            }
             CreateHow::Exclusive(_) => (0, None),
         };
         let (obj, exists) = {
@@ -932,13 +949,13 @@ impl LocalFs {
                 }
             }
             let obj = self.child(&d, &name).map_err(fail)?;
-            match (how, exists) {
-                (CreateHow::Exclusive(verf), false) => {
+            match (how.verifier(), exists) {
+                (Some(verf), false) => {
                     let (m, a) = exclusive_times(verf);
                     sys::set_times(obj.fd.as_fd(), Some(Some((a, 0))), Some(Some((m, 0))))
                         .map_err(|e| fail(errno(&e)))?;
                 }
-                (CreateHow::Exclusive(verf), true) => {
+                (Some(verf), true) => {
                     let (m, a) = exclusive_times(verf);
                     let same = is_reg(&obj.st)
                         && obj.st.stx_size == 0
@@ -959,7 +976,10 @@ impl LocalFs {
             .map_err(fail)?;
         if let Some(mut s) = sattr {
             s.mode = None;
-            if exists {
+            if exists && how.verifier().is_some() {
+                // A retransmitted EXCLUSIVE4_1: its original set the attributes.
+                s = SetAttr::default();
+            } else if exists {
                 // UNCHECKED over an existing file: only the size applies (as knfsd).
                 s = SetAttr {
                     size: s.size,

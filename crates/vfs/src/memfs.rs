@@ -857,6 +857,7 @@ impl FileSystem for MemFs {
         let (sattr, exclusive) = match how {
             CreateHow::Unchecked(s) | CreateHow::Guarded(s) => (s, None),
             CreateHow::Exclusive(v) => (SetAttr::default(), Some(v)),
+            CreateHow::Exclusive41(v, s) => (s, Some(v)),
         };
         if let CreateHow::Unchecked(_) = how {
             // UNCHECKED over an existing regular file: only the size applies.
@@ -897,6 +898,11 @@ impl FileSystem for MemFs {
             }
         }
         let r = self.make(caller, dir, name, FileType::Regular, &sattr, |n| {
+            // EXCLUSIVE4_1's owner and group, in the same step as the creation.
+            if exclusive.is_some() {
+                n.uid = sattr.uid.unwrap_or(n.uid);
+                n.gid = sattr.gid.unwrap_or(n.gid);
+            }
             if let Some(v) = exclusive {
                 // The verifier in the times, as LocalFs (and knfsd) store it.
                 n.mtime.seconds = i64::from(u32::from_be_bytes(v[..4].try_into().expect("4")));

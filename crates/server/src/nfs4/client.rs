@@ -172,7 +172,16 @@ impl ClientTable {
         removed.extend(unconf); // (5)
         let room = self.records.len() - removed.len() < self.clients_max;
         if !room {
-            let victim = self.oldest_courtesy(&removed).ok_or(Nfsstat4::DELAY)?;
+            // Full: a courtesy client gives way first, then the oldest unconfirmed record
+            // (an EXCHANGE_ID never followed by CREATE_SESSION, or one mid-handshake, whose
+            // CREATE_SESSION then gets STALE_CLIENTID and starts over with a new
+            // EXCHANGE_ID), so that a flood of EXCHANGE_IDs cannot lock new clients out for a
+            // lease. Only a table of live confirmed clients refuses: NFS4ERR_DELAY, as knfsd
+            // answers when its client count is at its limit (NFS4ERR_RESOURCE is 4.0's).
+            let victim = self
+                .oldest_courtesy(&removed)
+                .or_else(|| self.oldest_unconfirmed(&removed))
+                .ok_or(Nfsstat4::DELAY)?;
             removed.push(victim);
         }
         for c in &removed {
@@ -321,6 +330,16 @@ impl ClientTable {
             .values()
             .find(|r| r.confirmed == confirmed && r.owner == owner)
             .map(|r| r.id)
+    }
+
+    /// The unconfirmed record made longest ago, other than those in `except`.
+    fn oldest_unconfirmed(&self, except: &[ClientId4]) -> Option<ClientId4> {
+        self.records
+            .values()
+            .filter(|r| !r.confirmed && !except.contains(&r.id))
+            .map(|r| (r.renewed_at, r.id))
+            .min()
+            .map(|(_, id)| id)
     }
 
     /// The courtesy client expired longest ago, other than those in `except`.
@@ -575,9 +594,13 @@ mod tests {
         let b = t
             .exchange_id(now, &args(b"b", 1, 0), &p(b"u"), |_| false)
             .unwrap();
+        for c in [a.clientid, b.clientid] {
+            t.get_mut(c).unwrap().confirmed = true;
+        }
         assert_eq!(
             t.exchange_id(now, &args(b"c", 1, 0), &p(b"u"), |_| false),
-            Err(Nfsstat4::DELAY)
+            Err(Nfsstat4::DELAY),
+            "only live confirmed clients: nothing to give way"
         );
         t.get_mut(b.clientid).unwrap().courtesy_since = Some(now);
         t.get_mut(a.clientid).unwrap().courtesy_since = Some(now + Duration::from_secs(1));
@@ -586,5 +609,30 @@ mod tests {
             .unwrap();
         assert_eq!(c.removed, vec![b.clientid]);
         assert_eq!(t.len(), 2);
+    }
+
+    /// EXCHANGE_IDs never followed by CREATE_SESSION cannot fill the table for a lease: the
+    /// oldest unconfirmed record gives way to a new client.
+    #[test]
+    fn a_full_table_evicts_the_oldest_unconfirmed_record() {
+        let now = Instant::now();
+        let mut t = ClientTable::new(7, 2);
+        let a = t
+            .exchange_id(now, &args(b"a", 1, 0), &p(b"u"), |_| false)
+            .unwrap();
+        let later = now + Duration::from_secs(1);
+        let b = t
+            .exchange_id(later, &args(b"b", 1, 0), &p(b"u"), |_| false)
+            .unwrap();
+        let c = t
+            .exchange_id(later, &args(b"c", 1, 0), &p(b"u"), |_| false)
+            .unwrap();
+        assert_eq!(c.removed, vec![a.clientid], "the oldest went");
+        assert_eq!(
+            t.create_session_begin(a.clientid, 1, &p(b"u")),
+            Err(Nfsstat4::STALE_CLIENTID),
+            "its CREATE_SESSION then starts over"
+        );
+        assert!(t.get(b.clientid).is_ok() && t.get(c.clientid).is_ok());
     }
 }

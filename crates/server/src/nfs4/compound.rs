@@ -1206,7 +1206,8 @@ impl Nfs4 {
                 let mut failed = None;
                 let ok = fs
                     .readdir(&caller, fh, a.cookie, a.cookieverf, true, &mut |d| {
-                        if d.name == b"." || d.name == b".." {
+                        // Parked files are the server's, not the client's (`parked.rs`).
+                        if d.name == b"." || d.name == b".." || parked::is_hidden_name(d.name) {
                             return true;
                         }
                         let attrs = match (&d.attr, &d.fh) {
@@ -1274,7 +1275,11 @@ impl Nfs4 {
             }),
             idmap: &self.idmap,
         };
-        map::fattr4(&map::pseudo_attr(n, subdirs), &actx, req)
+        map::fattr4(
+            &map::pseudo_attr(n, subdirs, self.pseudo.generation()),
+            &actx,
+            req,
+        )
     }
 
     fn export_fattr(
@@ -1289,7 +1294,7 @@ impl Nfs4 {
         let mounted_on_fileid = if *fh == fs.root_handle() {
             self.pseudo
                 .node_of_export(idx)
-                .map(|n| map::pseudo_attr(n, 0).fileid)
+                .map(|n| map::pseudo_attr(n, 0, 0).fileid)
         } else {
             None
         };
@@ -1349,21 +1354,28 @@ impl Nfs4 {
                 check_name(&name.0)?;
                 match &a.openhow {
                     Openflag4::Create(how) => {
-                        let (how, exclusive_attrs) = match how {
+                        let how = match how {
                             Createhow4::Unchecked(f) => {
                                 let (s, m) = map::set_attr(f, &self.idmap)?;
                                 attrset = m;
-                                (CreateHow::Unchecked(s), None)
+                                CreateHow::Unchecked(s)
                             }
                             Createhow4::Guarded(f) => {
                                 let (s, m) = map::set_attr(f, &self.idmap)?;
                                 attrset = m;
-                                (CreateHow::Guarded(s), None)
+                                CreateHow::Guarded(s)
                             }
-                            Createhow4::Exclusive(verf) => (CreateHow::Exclusive(*verf), None),
+                            Createhow4::Exclusive(verf) => CreateHow::Exclusive(*verf),
+                            // The attributes go with the creation, one step (see
+                            // `CreateHow::Exclusive41`): nobody sees the file without them,
+                            // and a retransmission that finds its file sets nothing again.
                             Createhow4::Exclusive41(v) => {
+                                if v.attrs.mask.iter().any(|b| !map::EXCLCREAT.contains(&b)) {
+                                    return Err(Nfsstat4::INVAL);
+                                }
                                 let (s, m) = map::set_attr(&v.attrs, &self.idmap)?;
-                                (CreateHow::Exclusive(v.verf), Some((s, m)))
+                                attrset = m;
+                                CreateHow::Exclusive41(v.verf, s)
                             }
                         };
                         let truncates = matches!(&how, CreateHow::Unchecked(s) if s.size.is_some());
@@ -1375,13 +1387,6 @@ impl Nfs4 {
                         let ok = fs
                             .create(&caller, &cur, &name.0, how)
                             .map_err(|(e, _)| map::status(e))?;
-                        if let Some((s, m)) = exclusive_attrs {
-                            if !m.is_empty() {
-                                fs.setattr(&caller, &ok.fh, &s, None)
-                                    .map_err(|(e, _)| map::status(e))?;
-                                attrset = m;
-                            }
-                        }
                         created = true;
                         let cinfo = change_info(&ok.dir_wcc);
                         let attr = fs.getattr(&ok.fh).map_err(map::status)?;
@@ -1689,23 +1694,126 @@ impl Nfs4 {
     }
 
     /// RENAME (§18.26): `oldname` in the saved directory to `newname` in the current one, in
-    /// the same export (else XDEV).
+    /// the same export (else XDEV). A file someone has open that the rename replaces is kept
+    /// under a hidden name until its last CLOSE, as REMOVE keeps one ([`super::parked`]).
     fn rename(&self, call: &Call<'_>, ctx: &Ctx, a: &RenameArgs) -> Result<RenameResOk, Nfsstat4> {
         let (from_idx, from_dir) = Self::export_fh(&ctx.saved)?;
         let (to_idx, to_dir) = Self::export_fh(&ctx.current)?;
         if from_idx != to_idx {
             return Err(Nfsstat4::XDEV);
         }
-        check_name(&a.oldname.0)?;
-        check_name(&a.newname.0)?;
+        let (old, new) = (&a.oldname.0[..], &a.newname.0[..]);
+        check_name(old)?;
+        check_name(new)?;
         let (fs, caller) = self.gate(call, to_idx)?;
-        let w = fs
-            .rename(&caller, from_dir, &a.oldname.0, to_dir, &a.newname.0)
-            .map_err(|(e, _)| map::status(e))?;
+        let kept = self.keep_replaced(fs, &caller, to_idx, (from_dir, old), (to_dir, new))?;
+        let w = match fs.rename(&caller, from_dir, old, to_dir, new) {
+            Ok(w) => w,
+            Err((e, _)) => {
+                if let Some(k) = kept {
+                    self.unkeep(fs, &caller, to_dir, new, k);
+                }
+                return Err(map::status(e));
+            }
+        };
+        let (mut source_cinfo, mut target_cinfo) =
+            (change_info(&w.from_dir), change_info(&w.to_dir));
+        if let Some(Kept { dir_before, .. }) = kept {
+            // Two changes to the target directory (the hidden name, then the rename): report
+            // the span of both, not atomic (§3.3.6: the client then revalidates the directory).
+            let span = |c: ChangeInfo4| ChangeInfo4 {
+                atomic: false,
+                before: dir_before.unwrap_or(c.before),
+                after: c.after,
+            };
+            target_cinfo = span(target_cinfo);
+            if from_dir == to_dir {
+                source_cinfo = span(source_cinfo);
+            }
+        }
+        self.unlink_closed();
         Ok(RenameResOk {
-            source_cinfo: change_info(&w.from_dir),
-            target_cinfo: change_info(&w.to_dir),
+            source_cinfo,
+            target_cinfo,
         })
+    }
+
+    /// Before RENAME replaces `to.1` in `to.0`: when that is a regular file someone has open
+    /// (and not already parked, nor the file being renamed), keep it under its hidden name
+    /// and park it, so its opens outlive the rename. The hidden name is a hard link made
+    /// before the rename, so the rename itself stays one atomic replacement that no other
+    /// client sees half done. Where the file system refuses the link (no hard links, or
+    /// Linux's `protected_hardlinks` for a file the caller does not own), the file is renamed
+    /// away instead, and for a moment `to.1` is absent.
+    fn keep_replaced(
+        &self,
+        fs: &dyn FileSystem,
+        caller: &Caller,
+        idx: usize,
+        from: (&FileHandle, &[u8]),
+        to: (&FileHandle, &[u8]),
+    ) -> Result<Option<Kept>, Nfsstat4> {
+        let Ok(target) = fs.lookup(caller, to.0, to.1) else {
+            // Nothing there (or nothing the caller may see): the rename decides.
+            return Ok(None);
+        };
+        let key = target.fh.to_bytes();
+        if target.attr.ftype != FileType::Regular
+            || !self.state().opens().is_open(&key)
+            || self.parked.is_parked(&key)
+        {
+            return Ok(None);
+        }
+        if fs
+            .lookup(caller, from.0, from.1)
+            .is_ok_and(|src| src.fh == target.fh)
+        {
+            // Two links of one file: the rename changes nothing (POSIX), nothing to keep.
+            return Ok(None);
+        }
+        let hidden = parked::hidden_name(target.attr.fileid);
+        // Parked (journalled) first, so that a crash never leaves a hidden name unrecorded.
+        self.parked
+            .park(
+                key.clone(),
+                Parked {
+                    idx,
+                    export: fs.export_id(),
+                    dir: to.0.clone(),
+                    name: hidden.clone(),
+                    caller: caller.clone(),
+                },
+            )
+            .map_err(|_| Nfsstat4::SERVERFAULT)?;
+        let (dir_before, moved) = match fs.link(caller, &target.fh, to.0, &hidden) {
+            Ok(l) => (l.dir_wcc.before.map(|b| b.change), false),
+            Err(_) => match fs.rename(caller, to.0, to.1, to.0, &hidden) {
+                Ok(w) => (w.to_dir.before.map(|b| b.change), true),
+                Err((e, _)) => {
+                    self.parked.unpark(&key);
+                    return Err(map::status(e));
+                }
+            },
+        };
+        Ok(Some(Kept {
+            key,
+            dir_before,
+            moved,
+        }))
+    }
+
+    /// The rename after [`Nfs4::keep_replaced`] failed: the replaced file goes back to how it
+    /// was (its hidden name gone, or renamed back to `name`), and is no longer parked.
+    fn unkeep(&self, fs: &dyn FileSystem, caller: &Caller, dir: &FileHandle, name: &[u8], k: Kept) {
+        if let Some(p) = self.parked.unpark(&k.key) {
+            // Best effort: a failure here leaves a hidden name behind, which the next start
+            // sweeps (see `parked.rs`); the client gets the rename's own error either way.
+            if k.moved {
+                let _ = fs.rename(caller, dir, &p.name, dir, name);
+            } else {
+                let _ = fs.remove(caller, dir, &p.name);
+            }
+        }
     }
 
     /// LINK (§18.9): the saved file gets the name `name` in the current directory.
@@ -1807,21 +1915,28 @@ impl Nfs4 {
         let w = if target.attr.ftype == FileType::Directory {
             fs.rmdir(&caller, dir, name)
         } else if self.state().opens().is_open(&key) && !self.parked.is_parked(&key) {
-            // Open: kept under a hidden name until its last CLOSE (see `parked.rs`).
+            // Open: kept under a hidden name until its last CLOSE (see `parked.rs`), parked
+            // (journalled) before it is renamed.
             let hidden = parked::hidden_name(target.attr.fileid);
-            let w = fs
-                .rename(&caller, dir, name, dir, &hidden)
-                .map_err(|(e, _)| map::status(e))?;
-            self.parked.park(
-                key,
-                Parked {
-                    idx,
-                    dir: dir.clone(),
-                    name: hidden,
-                    caller: caller.clone(),
-                },
-            );
-            Ok(w.from_dir)
+            self.parked
+                .park(
+                    key.clone(),
+                    Parked {
+                        idx,
+                        export: fs.export_id(),
+                        dir: dir.clone(),
+                        name: hidden.clone(),
+                        caller: caller.clone(),
+                    },
+                )
+                .map_err(|_| Nfsstat4::SERVERFAULT)?;
+            match fs.rename(&caller, dir, name, dir, &hidden) {
+                Ok(w) => Ok(w.from_dir),
+                Err((e, w)) => {
+                    self.parked.unpark(&key);
+                    Err((e, w.from_dir))
+                }
+            }
         } else {
             fs.remove(&caller, dir, name)
         }
@@ -1845,6 +1960,31 @@ impl Nfs4 {
                 let _ = e.fs.remove(&p.caller, &p.dir, &p.name);
             }
         }
+    }
+
+    /// At start-up: unlinks the hidden names an earlier run left parked (it crashed or was
+    /// stopped with files open; see `parked.rs`), each only if it still names the file it
+    /// was made for. Returns how many were unlinked.
+    pub fn sweep_parked(&self) -> usize {
+        let root = Caller::with_cred(crate::backend::Cred::root());
+        let mut unlinked = 0;
+        for left in self.parked.leftovers() {
+            let Some(e) = self
+                .exports
+                .iter()
+                .find(|e| e.fs.export_id() == left.export)
+            else {
+                continue;
+            };
+            let same = e
+                .fs
+                .lookup(&root, &left.dir, &left.name)
+                .is_ok_and(|f| f.attr.fileid == left.fileid && f.attr.ftype == FileType::Regular);
+            if same && e.fs.remove(&root, &left.dir, &left.name).is_ok() {
+                unlinked += 1;
+            }
+        }
+        unlinked
     }
 
     fn access(&self, call: &Call<'_>, ctx: &Ctx, asked: u32) -> Result<AccessResOk, Nfsstat4> {
@@ -1897,6 +2037,17 @@ impl Nfs4 {
             FLAVORS.iter().map(|&f| Secinfo4::Flavor(f)).collect(),
         ))
     }
+}
+
+/// A file RENAME replaced while it was open, kept under its hidden name
+/// ([`Nfs4::keep_replaced`]).
+struct Kept {
+    /// Its key in the open table and the parked files.
+    key: Bytes,
+    /// The target directory's change attribute before the hidden name was made.
+    dir_before: Option<u64>,
+    /// Renamed away rather than linked: undoing renames it back.
+    moved: bool,
 }
 
 /// Cookies 1 and 2 are never handed out (RFC 8881 §18.23.3 reserves them: some clients use

@@ -92,6 +92,12 @@ pub const SETTABLE: &[u32] = &[
     num::TIME_MODIFY_SET,
 ];
 
+/// Attributes an EXCLUSIVE4_1 OPEN may set with the creation (`suppattr_exclcreat`,
+/// RFC 8881 §5.8.1.14): the settable ones but the times, which hold the verifier (as knfsd
+/// leaves them out), and the size, which must stay 0 for a retransmission to know its file.
+/// Others in `createattrs` are NFS4ERR_INVAL (§18.16.3); the client sets them with a SETATTR.
+pub const EXCLCREAT: &[u32] = &[num::MODE, num::OWNER, num::OWNER_GROUP];
+
 /// Write-only attributes: in a GETATTR request they are NFS4ERR_INVAL.
 pub const WRITE_ONLY: &[u32] = &[num::TIME_ACCESS_SET, num::TIME_MODIFY_SET];
 
@@ -211,7 +217,7 @@ pub struct AttrCtx<'a> {
 /// link per child plus two, fileid `node + 1` (fileid 0 is avoided: some clients treat it as
 /// "no inode"), change 1 (the tree never changes while it lives: a rebuilt tree has new
 /// handles).
-pub fn pseudo_attr(node: NodeId, subdirs: usize) -> Attr {
+pub fn pseudo_attr(node: NodeId, subdirs: usize, generation: u32) -> Attr {
     Attr {
         ftype: FileType::Directory,
         mode: 0o555,
@@ -226,13 +232,13 @@ pub fn pseudo_attr(node: NodeId, subdirs: usize) -> Attr {
         atime: Time::default(),
         mtime: Time::default(),
         ctime: Time::default(),
-        change: 1,
+        // Changes with the export list (see `pseudo.rs`): cached listings of `/` go with it.
+        change: u64::from(generation),
     }
 }
 
 /// Every supported attribute of an object (the fsstat ones only when `ctx.fsstat` is given).
 pub fn values(a: &Attr, ctx: &AttrCtx) -> AttrValues {
-    let settable = Bitmap4::from_bits(SETTABLE);
     let mut v = AttrValues {
         supported_attrs: Some(supported_mask()),
         ftype: Some(ftype4(a.ftype)),
@@ -277,7 +283,7 @@ pub fn values(a: &Attr, ctx: &AttrCtx) -> AttrValues {
         time_metadata: Some(time4(a.ctime)),
         time_modify: Some(time4(a.mtime)),
         mounted_on_fileid: Some(ctx.mounted_on_fileid.unwrap_or(a.fileid)),
-        suppattr_exclcreat: Some(settable),
+        suppattr_exclcreat: Some(Bitmap4::from_bits(EXCLCREAT)),
         ..Default::default()
     };
     if let Some(s) = &ctx.fsstat {
@@ -489,7 +495,7 @@ mod tests {
 
     #[test]
     fn pseudo_directories_are_read_only_on_the_pseudo_fsid() {
-        let a = pseudo_attr(0, 2);
+        let a = pseudo_attr(0, 2, 1);
         let mut c = ctx();
         c.fsid = PSEUDO_FSID;
         let req = Bitmap4::from_bits(&[num::TYPE, num::FSID, num::MODE, num::FILEID]);

@@ -162,6 +162,28 @@ impl Default for Config4 {
     }
 }
 
+/// The table limits of [`Config4`] that a server's configuration sets
+/// (`ServerConfig::nfs4_limits`); defaults are [`Config4`]'s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateLimits {
+    pub clients_max: usize,
+    pub sessions_per_client_max: usize,
+    pub opens_per_client_max: usize,
+    pub opens_max: usize,
+}
+
+impl Default for StateLimits {
+    fn default() -> Self {
+        let c = Config4::default();
+        StateLimits {
+            clients_max: c.clients_max,
+            sessions_per_client_max: c.sessions_per_client_max,
+            opens_per_client_max: c.opens_per_client_max,
+            opens_max: c.opens_max,
+        }
+    }
+}
+
 /// Where unguessable bytes come from. Production passes an OS-seeded generator; tests a
 /// seeded one, so that a run is a function of its seed.
 pub trait Entropy {

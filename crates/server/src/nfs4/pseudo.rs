@@ -20,6 +20,17 @@
 //! (theirs start with the handle layout version, 1), then the tree's generation and the node
 //! index. A rebuilt tree (new export list) gets a new generation, so handles into the old tree
 //! are NFS4ERR_STALE rather than pointing at a different directory.
+//!
+//! # The generation across restarts
+//! Node indices follow the export list, so the server derives the generation from that list
+//! ([`PseudoFs::generation_of`], a hash of the paths in order) rather than counting: a
+//! restart with the same exports keeps every pseudo handle a client holds valid (the
+//! handles are as persistent as `fh_expire_type` says), and a restart with other exports
+//! makes them NFS4ERR_STALE, so that the client looks the path up again, instead of letting
+//! an old index name another directory. The generation is also every pseudo directory's
+//! change attribute: a client that cached a listing of `/` sees it change with the exports
+//! and reads it again. (Two export lists hashing alike, 1 in 2^32, would keep stale handles
+//! and listings until the next change; indices past the new tree's end are still STALE.)
 
 use super::Nfsstat4;
 use bytes::Bytes;
@@ -194,6 +205,27 @@ impl PseudoFs {
         self.nodes.get(node as usize).map(|n| n.name.as_ref())
     }
 
+    /// The generation of the tree built from `export_paths` (module notes): FNV-1a (32 bits)
+    /// over the paths in order, each followed by a 0 byte, which no path contains. FNV-1a
+    /// because it is fixed by its definition, where std's hasher may change between Rust
+    /// releases and so between builds of the server.
+    pub fn generation_of<S: AsRef<str>>(export_paths: &[S]) -> u32 {
+        const FNV_OFFSET: u32 = 0x811c_9dc5;
+        const FNV_PRIME: u32 = 0x0100_0193;
+        let mut h = FNV_OFFSET;
+        for p in export_paths {
+            for &b in p.as_ref().as_bytes().iter().chain(&[0u8]) {
+                h = (h ^ u32::from(b)).wrapping_mul(FNV_PRIME);
+            }
+        }
+        h
+    }
+
+    /// This tree's generation, which is also its directories' change attribute.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
     /// The handle of a pseudo node.
     pub fn handle(&self, node: NodeId) -> [u8; PSEUDO_HANDLE_BYTES] {
         let mut h = [0u8; PSEUDO_HANDLE_BYTES];
@@ -278,6 +310,36 @@ mod tests {
         assert_eq!(t.lookup(srv, b"c"), Err(Nfsstat4::NOENT));
         assert_eq!(t.lookup(t.root(), b"sr"), Err(Nfsstat4::NOENT));
         assert_eq!(t.name(srv), Some(&b"srv"[..]));
+    }
+
+    /// The same export list makes the same generation on every start, so a client's pseudo
+    /// handles survive a restart; another list makes handles of the old tree STALE.
+    #[test]
+    fn the_generation_follows_the_export_list() {
+        let a = ["/srv/a", "/srv/b"];
+        assert_eq!(PseudoFs::generation_of(&a), PseudoFs::generation_of(&a));
+        for other in [
+            &["/srv/b", "/srv/a"][..],
+            &["/srv/a"],
+            &["/srv/a", "/srv/b", "/x"],
+        ] {
+            assert_ne!(PseudoFs::generation_of(&a), PseudoFs::generation_of(other));
+        }
+        // No path can be confused with two: the separator is in the hash.
+        assert_ne!(
+            PseudoFs::generation_of(&["/ab"]),
+            PseudoFs::generation_of(&["/a", "b"])
+        );
+        let old = PseudoFs::new(&a, PseudoFs::generation_of(&a)).unwrap();
+        let again = PseudoFs::new(&a, PseudoFs::generation_of(&a)).unwrap();
+        let srv = match old.lookup(old.root(), b"srv").unwrap() {
+            Lookup::Pseudo(n) => n,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(again.from_handle(&old.handle(srv)), Ok(srv));
+        let b = ["/srv/b", "/home"];
+        let changed = PseudoFs::new(&b, PseudoFs::generation_of(&b)).unwrap();
+        assert_eq!(changed.from_handle(&old.handle(srv)), Err(Nfsstat4::STALE));
     }
 
     #[test]

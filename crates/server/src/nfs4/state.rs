@@ -17,6 +17,24 @@
 //! knfsd answers the conflicting OPEN with NFS4ERR_DELAY while its laundromat thread expires
 //! the courtesy client in the background; with the state in one pure core the expiry is
 //! synchronous and the OPEN just succeeds.
+//!
+//! # Limits (a bound on every table the wire grows)
+//! NFS4ERR_RESOURCE is a 4.0 error that a 4.1 server does not return (RFC 8881's op-error
+//! table, §15.2, lists it for no 4.1 op); knfsd answers NFS4ERR_DELAY (its `nfserr_jukebox`)
+//! when a state allocation fails, and so do we where waiting can help. Before refusing, a full table takes back what nobody is using:
+//!
+//! | table | bound (default, why: [`Config4`]) | reclaimed first | then |
+//! |---|---|---|---|
+//! | client records (EXCHANGE_ID) | `clients_max` (1024) | oldest courtesy client, then the oldest unconfirmed record | DELAY |
+//! | sessions of one client | `sessions_per_client_max` (8) | nothing (they are the client's own) | NOSPC: waiting frees nothing, DESTROY_SESSION does |
+//! | reply cache over all sessions | `reply_cache_bytes_max` (64 MiB) | courtesy clients' sessions | fewer slots, then DELAY |
+//! | open stateids of one client / overall | `opens_per_client_max` (4096) / `opens_max` (65536) | courtesy clients' opens | DELAY |
+//!
+//! Open owners have no table of their own (an open stateid is per client, owner and file)
+//! and CLOSE frees its stateid at once, so both are inside the open bounds; so are parked
+//! files (`parked.rs`, one per open file). A back channel queues at most
+//! `backchan::QUEUED_MAX` calls. Unconfirmed and state-less records also expire with their
+//! lease ([`State4::tick`]).
 
 use super::backchan::{CbDone, CbOutcome, CbSend, PathState};
 use super::client::{ClientTable, CreateSessionStep, ExchangeOutcome};
@@ -559,7 +577,10 @@ impl State4 {
             .filter(|s| s.clientid == args.clientid)
             .count();
         if n >= self.cfg.sessions_per_client_max {
-            return Err(Nfsstat4::DELAY);
+            // The client's own quota: waiting frees nothing (DELAY would have it retry for
+            // ever), only its DESTROY_SESSION does. NFS4ERR_NOSPC is among CREATE_SESSION's
+            // errors (RFC 8881 §15.2) for a server out of room for another session.
+            return Err(Nfsstat4::NOSPC);
         }
         if args.flags & !CREATE_SESSION_FLAGS_ARGS != 0 {
             return Err(Nfsstat4::INVAL);
