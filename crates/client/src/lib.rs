@@ -40,6 +40,7 @@ pub mod client;
 pub mod dir;
 pub mod error;
 pub mod file;
+pub mod namespace;
 pub mod proto;
 pub mod read;
 pub mod stats;
@@ -51,6 +52,7 @@ pub use client::{list_exports, Client, ClientOptions, DirEntry, ExportInfo, Into
 pub use dir::DirPages;
 pub use error::NfsError;
 pub use file::{File, FileReader, FileWriter};
+pub use namespace::{connect, Handle, Namespace, OpenFile, ProtoVersion};
 pub use proto::{FileProtocol, Stability, Version};
 pub use read::parse_readahead;
 pub use sluice_engine::readahead::ReadaheadMode;
