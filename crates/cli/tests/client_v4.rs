@@ -13,7 +13,7 @@ use servers::*;
 use sluice_cli::cmd::{run_with_output, ClientCmd};
 use sluice_client::url::NfsUrl;
 use sluice_client::v4::{Client, CreateMode, Minor, V4Options};
-use sluice_client::{ClientOptions, File};
+use sluice_client::{ClientOptions, File, ProtoVersion};
 use std::path::Path;
 
 #[derive(Parser)]
@@ -63,6 +63,7 @@ fn all(s: &dyn Server) {
         tree_both_ways(s).await;
         commands(s, Some("4.1"), "4.1").await;
         commands(s, None, "4.2").await;
+        namespace_api(s).await;
     });
     stats_name_the_version(s);
 }
@@ -404,6 +405,91 @@ fn stats_name_the_version(s: &dyn Server) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("NFS version: 4.2"), "[{}] {err}", s.name());
     assert!(err.contains("READ "), "[{}] {err}", s.name());
+}
+
+/// The parts of [`Namespace`] the commands do not use but a mount will, the same over v3 and
+/// v4.1: exclusive and guarded creates (a second one is EXIST), open for writing and a
+/// positional write, a size change on the open file, a hard link, rename, and a listing resumed
+/// from an entry's cookie.
+async fn namespace_api(s: &dyn Server) {
+    use sluice_client::namespace::{self, CreateMode, Cursor};
+    use sluice_xdr::nfs3::{Ftype3, Nfsstat3, Sattr3};
+    for (version, want) in [("3", ProtoVersion::V3), ("4.1", ProtoVersion::V4_1)] {
+        let dir_name = format!("ns-api-{}", version.replace('.', "_"));
+        std::fs::create_dir(s.export_dir().join(&dir_name)).unwrap();
+        let url = NfsUrl::parse(&url_of(s, "", Some(version))).unwrap();
+        let ns = namespace::connect(&url, &ClientOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(ns.version(), want);
+        let rel = sluice_client::client::strip_export(&url.path, ns.export());
+        let (dir, _) = ns.lookup_path(&format!("{rel}/{dir_name}")).await.unwrap();
+        let tag = format!("[{}] v{version}", s.name());
+        for how in [CreateMode::Exclusive, CreateMode::Guarded] {
+            let name = format!("{how:?}");
+            let f = ns.create(&dir, &name, 0o600, how).await.unwrap();
+            f.close().await.unwrap();
+            let again = ns.create(&dir, &name, 0o600, how).await.err().unwrap();
+            assert_eq!(again.status(), Some(Nfsstat3::EXIST), "{tag} {how:?}");
+            let (_, a) = ns.lookup(&dir, &name).await.unwrap();
+            assert_eq!(a.mode & 0o777, 0o600, "{tag} {how:?} mode");
+        }
+        let (fh, attr) = ns.lookup(&dir, "Guarded").await.unwrap();
+        let f = ns.open(&fh, attr, true).await.unwrap();
+        let mut w = f.writer();
+        w.write_at(0, b"hello, world").await.unwrap();
+        w.finish().await.unwrap();
+        f.set_attr(&Sattr3 {
+            size: Some(5),
+            ..Sattr3::default()
+        })
+        .await
+        .unwrap();
+        f.close().await.unwrap();
+        let attr = ns.getattr(&fh).await.unwrap();
+        assert_eq!(attr.size, 5, "{tag} truncated");
+        let f = ns.open(&fh, attr, false).await.unwrap();
+        assert_eq!(f.read_all().await.unwrap(), b"hello", "{tag}");
+        f.close().await.unwrap();
+        ns.link(&fh, &dir, "hard").await.unwrap();
+        assert_eq!(ns.getattr(&fh).await.unwrap().nlink, 2, "{tag} link");
+        ns.rename(&dir, "hard", &dir, "renamed").await.unwrap();
+        let (dfh, da) = ns.mkdir(&dir, "sub", 0o755).await.unwrap();
+        assert_eq!(da.ftype, Ftype3::DIR, "{tag}");
+        ns.symlink(&dfh, "lnk", "../renamed").await.unwrap();
+        let (lfh, la) = ns.lookup(&dfh, "lnk").await.unwrap();
+        assert_eq!(la.ftype, Ftype3::LNK, "{tag}");
+        assert_eq!(ns.readlink(&lfh).await.unwrap(), "../renamed", "{tag}");
+        // A listing read whole, then again from the first entry's cookie (as a mount resumes
+        // at an offset): the rest, each name once.
+        let mut first = Cursor::default();
+        let mut all = Vec::new();
+        while !first.eof {
+            all.extend(ns.read_dir_page(&dir, &mut first).await.unwrap());
+        }
+        let mut names: Vec<&str> = all.iter().map(|e| e.name.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["Exclusive", "Guarded", "renamed", "sub"], "{tag}");
+        let mut cursor = Cursor {
+            cookie: all[0].cookie,
+            verf: first.verf,
+            ..Cursor::default()
+        };
+        let mut rest = Vec::new();
+        while !cursor.eof {
+            rest.extend(ns.read_dir_page(&dir, &mut cursor).await.unwrap());
+        }
+        let rest: Vec<&str> = rest.iter().map(|e| e.name.as_str()).collect();
+        let want_rest: Vec<&str> = all[1..].iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(rest, want_rest, "{tag} resumed listing");
+        ns.remove(&dfh, "lnk").await.unwrap();
+        ns.rmdir(&dir, "sub").await.unwrap();
+        for name in ["Exclusive", "Guarded", "renamed"] {
+            ns.remove(&dir, name).await.unwrap();
+        }
+        assert!(ns.read_dir(&dir).await.unwrap().is_empty(), "{tag}");
+        ns.shutdown().await.unwrap();
+    }
 }
 
 #[test]
