@@ -874,6 +874,149 @@ mod tests {
         assert!(!falls_back(&v4::Error::Other("bad".into())));
     }
 
+    /// A directory served as scripted pages: (entries, cookie after, eof). Only the listing
+    /// is implemented.
+    struct Pages(
+        std::sync::Mutex<Vec<(Vec<&'static str>, u64, bool)>>,
+        NfsUrl,
+    );
+
+    impl Namespace for Pages {
+        fn read_dir_page<'a>(&'a self, _: &'a Handle, c: &'a mut Cursor) -> Fut<'a, Vec<Entry>> {
+            let (names, cookie, eof) = self.0.lock().unwrap().remove(0);
+            c.cookie = cookie;
+            c.eof = eof;
+            let entries = names
+                .into_iter()
+                .map(|n| Entry {
+                    name: n.into(),
+                    cookie,
+                    fileid: 0,
+                    node: None,
+                })
+                .collect();
+            Box::pin(async move { Ok(entries) })
+        }
+        fn version(&self) -> ProtoVersion {
+            ProtoVersion::V4_1
+        }
+        fn url(&self) -> &NfsUrl {
+            &self.1
+        }
+        fn export(&self) -> &str {
+            "/"
+        }
+        fn root(&self) -> Handle {
+            Handle::V4(NfsFh4(Bytes::new()))
+        }
+        fn rsize(&self) -> u32 {
+            4096
+        }
+        fn wsize(&self) -> u32 {
+            4096
+        }
+        fn slots(&self) -> usize {
+            1
+        }
+        fn getattr<'a>(&'a self, _: &'a Handle) -> Fut<'a, Fattr3> {
+            unimplemented!()
+        }
+        fn lookup<'a>(&'a self, _: &'a Handle, _: &'a str) -> Fut<'a, (Handle, Fattr3)> {
+            unimplemented!()
+        }
+        fn create<'a>(
+            &'a self,
+            _: &'a Handle,
+            _: &'a str,
+            _: u32,
+            _: CreateMode,
+        ) -> Fut<'a, OpenFile> {
+            unimplemented!()
+        }
+        fn open<'a>(&'a self, _: &'a Handle, _: Fattr3, _: bool) -> Fut<'a, OpenFile> {
+            unimplemented!()
+        }
+        fn mkdir<'a>(&'a self, _: &'a Handle, _: &'a str, _: u32) -> Fut<'a, (Handle, Fattr3)> {
+            unimplemented!()
+        }
+        fn symlink<'a>(&'a self, _: &'a Handle, _: &'a str, _: &'a str) -> Fut<'a, ()> {
+            unimplemented!()
+        }
+        fn readlink<'a>(&'a self, _: &'a Handle) -> Fut<'a, String> {
+            unimplemented!()
+        }
+        fn link<'a>(&'a self, _: &'a Handle, _: &'a Handle, _: &'a str) -> Fut<'a, ()> {
+            unimplemented!()
+        }
+        fn remove<'a>(&'a self, _: &'a Handle, _: &'a str) -> Fut<'a, ()> {
+            unimplemented!()
+        }
+        fn rmdir<'a>(&'a self, _: &'a Handle, _: &'a str) -> Fut<'a, ()> {
+            unimplemented!()
+        }
+        fn rename<'a>(
+            &'a self,
+            _: &'a Handle,
+            _: &'a str,
+            _: &'a Handle,
+            _: &'a str,
+        ) -> Fut<'a, ()> {
+            unimplemented!()
+        }
+        fn setattr<'a>(&'a self, _: &'a Handle, _: &'a Sattr3) -> Fut<'a, ()> {
+            unimplemented!()
+        }
+        fn stats(&self) -> ClientStats {
+            ClientStats::default()
+        }
+        fn read_stats(&self) -> ReadStats {
+            ReadStats::default()
+        }
+        fn transport_stats(&self) -> TransportStats {
+            unimplemented!()
+        }
+        fn is_udp(&self) -> bool {
+            false
+        }
+        fn shutdown(&self) -> Fut<'_, ()> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    fn listing(pages: Vec<(Vec<&'static str>, u64, bool)>) -> Result<Vec<String>, Error> {
+        let ns: Arc<dyn Namespace> = Arc::new(Pages(pages.into(), url("nfs://h/")));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let dir = ns.root();
+        rt.block_on(ns.read_dir(&dir))
+            .map(|v| v.into_iter().map(|e| e.name).collect())
+    }
+
+    #[test]
+    fn a_listing_goes_on_past_a_page_of_only_dots_and_stops_at_eof() {
+        // v3: a first reply of only "." and ".." is empty once they are left out, but moves on.
+        let got = listing(vec![
+            (vec![], 2, false),
+            (vec!["a", "b"], 4, false),
+            (vec!["c"], 5, true),
+        ]);
+        assert_eq!(got.unwrap(), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn an_empty_page_that_does_not_move_on_is_an_error_not_a_loop() {
+        let got = listing(vec![
+            (vec!["a"], 1, false),
+            (vec![], 1, false),
+            (vec!["never"], 2, true),
+        ]);
+        assert!(got
+            .unwrap_err()
+            .to_string()
+            .contains("empty directory reply"));
+    }
+
     #[test]
     fn v4_statuses_read_as_the_same_v3_status() {
         use sluice_xdr::nfs4::ops::Opnum4;
