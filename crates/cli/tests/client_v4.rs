@@ -4,7 +4,7 @@
 //! minor version negotiation; `--stats` naming the version; a session shared by many files;
 //! `ls` / `ls -l` (READDIR in pages); `cp -r` of a small tree both ways; and every client
 //! command (`cat`, `ls -l -R`, `stat`, `cp -r -p` with links, NFS → NFS `cp`, `mkdir [-p]`, `mv`,
-//! `rm [-r]`) over 4.1 and over a URL with no version (4.2 chosen; 3 from a server that offers
+//! `ln [-s]`, `rm [-r]`) over 4.1 and over a URL with no version (4.2 chosen; 3 from a server that offers
 //! neither 4.1 nor 4.2), by the same code as over v3.
 mod servers;
 
@@ -198,6 +198,30 @@ async fn commands(s: &dyn Server, version: Option<&str>, want_version: &str) {
     // NFS -> NFS on the same server.
     ok(&["cp", "-q", &u("/a/renamed"), &u("/copy")]).await;
     assert_eq!(sha256_file(&on_disk("copy")), want, "[{name}] NFS -> NFS");
+
+    // ln: hard (by name, and into a directory under the target's name), and symbolic.
+    ok(&["ln", &u("/copy"), &u("/hard")]).await;
+    ok(&["ln", &u("/copy"), &u("/a")]).await;
+    use std::os::unix::fs::MetadataExt;
+    let copy = std::fs::metadata(on_disk("copy")).unwrap();
+    assert_eq!(copy.nlink(), 3, "[{name}] two hard links");
+    assert_eq!(
+        std::fs::metadata(on_disk("hard")).unwrap().ino(),
+        copy.ino()
+    );
+    assert_eq!(
+        std::fs::metadata(on_disk("a/copy")).unwrap().ino(),
+        copy.ino()
+    );
+    ok(&["ln", "-s", "../copy", &u("/a/soft")]).await;
+    assert_eq!(
+        std::fs::read_link(on_disk("a/soft")).unwrap(),
+        Path::new("../copy"),
+        "[{name}] ln -s"
+    );
+    let (r, _) = sluice(&["ln", &u("/copy"), &u("/hard")]).await;
+    assert!(r.unwrap_err().contains("EXIST"), "[{name}] ln over a name");
+    ok(&["rm", &u("/hard")]).await;
 
     let (r, _) = sluice(&["rm", &u("/a")]).await;
     assert!(r.unwrap_err().contains("use -r"), "[{name}]");

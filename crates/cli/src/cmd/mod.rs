@@ -1,4 +1,5 @@
-//! The client commands of the `sluice` binary: `cp`, `cat`, `ls`, `stat`, `mkdir`, `rm`, `mv`.
+//! The client commands of the `sluice` binary: `cp`, `cat`, `ls`, `stat`, `mkdir`, `rm`, `mv`,
+//! `ln`.
 //!
 //! Each is a clap-derive struct and an async function. The binary embeds [`ClientCmd`] in its
 //! own subcommands and calls [`run`]; an `Err` is the message to print (already naming the path
@@ -18,7 +19,7 @@ mod cp;
 mod ops;
 
 pub use cp::CpArgs;
-pub use ops::{CatArgs, LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
+pub use ops::{CatArgs, LnArgs, LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
 
 use clap::{Args, Subcommand};
 use sluice_client::client::{is_path_prefix, strip_export, ClientOptions};
@@ -45,6 +46,8 @@ pub enum ClientCmd {
     Rm(RmArgs),
     /// Rename within one export.
     Mv(MvArgs),
+    /// Make a hard link (within one export) or, with -s, a symbolic link.
+    Ln(LnArgs),
 }
 
 /// Options every client command takes.
@@ -107,6 +110,7 @@ pub async fn run_with_output(cmd: ClientCmd, out: &mut Out) -> Result<(), String
         ClientCmd::Mkdir(a) => ops::mkdir(a).await,
         ClientCmd::Rm(a) => ops::rm(a).await,
         ClientCmd::Mv(a) => ops::mv(a).await,
+        ClientCmd::Ln(a) => ops::ln(a).await,
     }
 }
 

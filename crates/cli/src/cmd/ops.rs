@@ -1,4 +1,4 @@
-//! `cat`, `ls`, `stat`, `mkdir`, `rm`, `mv`: written once over [`Namespace`], so each works
+//! `cat`, `ls`, `stat`, `mkdir`, `rm`, `mv`, `ln`: written once over [`Namespace`], so each works
 //! over NFSv3 and NFSv4.1 / 4.2 alike.
 
 use super::{at, parse_url, CommonArgs, Out, Session};
@@ -78,6 +78,22 @@ pub struct MvArgs {
     /// nfs:// URL of the new name (or of an existing directory to move into), on the same
     /// server and export.
     pub dst: String,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LnArgs {
+    /// Make a symbolic link whose target is TARGET as written (any text, resolved by whoever
+    /// follows the link), not a hard link.
+    #[arg(short = 's')]
+    pub symbolic: bool,
+    /// What the link points to: with -s any path; without, the nfs:// URL of an existing file
+    /// on the same server and export as LINK.
+    pub target: String,
+    /// nfs:// URL of the link to make (or of an existing directory to make it in, under the
+    /// target's name, like ln(1)).
+    pub link: String,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -407,6 +423,48 @@ pub(crate) async fn mv(a: MvArgs) -> Result<(), String> {
             .await
             .map_err(|e| format!("{src} -> {shown}: {e}"))?;
         Ok(())
+    }
+    .await;
+    s.finish(r).await
+}
+
+pub(crate) async fn ln(a: LnArgs) -> Result<(), String> {
+    let mut s = Session::new(&a.common);
+    let r = async {
+        let link = parse_url(&a.link)?;
+        let (c, link_rel) = s.resolve(&link).await?;
+        let target_name = if a.symbolic {
+            a.target.trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_string()
+        } else {
+            parse_url(&a.target)?.file_name().to_string()
+        };
+        // Onto an existing directory: the link goes in it under the target's name, like ln(1).
+        let (dir, name, shown) = match c.lookup_path(&link_rel).await {
+            Ok((fh, attr)) if attr.ftype == Ftype3::DIR && !target_name.is_empty() => {
+                (fh, target_name.clone(), link.join(&target_name))
+            }
+            _ => {
+                let (d, n) = c.lookup_parent(&link_rel).await.map_err(|e| at(&link, e))?;
+                (d, n, link.clone())
+            }
+        };
+        if a.symbolic {
+            return c
+                .symlink(&dir, &name, &a.target)
+                .await
+                .map_err(|e| at(&shown, e));
+        }
+        let target = parse_url(&a.target)?;
+        let (c2, target_rel) = s.resolve(&target).await?;
+        if c.export() != c2.export() || c.url().host != c2.url().host {
+            return Err(format!(
+                "{target}: not on the same server and export as {link} (a hard link cannot cross exports; use -s)"
+            ));
+        }
+        let (fh, _) = c.lookup_path(&target_rel).await.map_err(|e| at(&target, e))?;
+        c.link(&fh, &dir, &name)
+            .await
+            .map_err(|e| format!("{target} -> {shown}: {e}"))
     }
     .await;
     s.finish(r).await
