@@ -373,20 +373,9 @@ impl OpenFile {
         sink: &mut W,
         progress: impl FnMut(u64),
     ) -> Result<u64, ReadToError<Error>> {
-        let nfs = |e: ReadToError<_>, f: fn(_) -> Error| match e {
-            ReadToError::Nfs(e) => ReadToError::Nfs(f(e)),
-            ReadToError::Io(e) => ReadToError::Io(e),
-        };
         match self {
-            OpenFile::V3(f) => f
-                .read_to(sink, progress)
-                .await
-                .map_err(|e| nfs(e, Error::V3)),
-            OpenFile::V4(f) => match f.read_to(sink, progress).await {
-                Ok(n) => Ok(n),
-                Err(ReadToError::Nfs(e)) => Err(ReadToError::Nfs(Error::V4(e))),
-                Err(ReadToError::Io(e)) => Err(ReadToError::Io(e)),
-            },
+            OpenFile::V3(f) => f.read_to(sink, progress).await.map_err(neutral),
+            OpenFile::V4(f) => f.read_to(sink, progress).await.map_err(neutral),
         }
     }
 
@@ -427,6 +416,14 @@ impl OpenFile {
             OpenFile::V3(_) => Ok(()),
             OpenFile::V4(f) => Ok(f.client().close(f.fh()).await?),
         }
+    }
+}
+
+/// A read-to failure with the version's error made neutral.
+fn neutral<E: Into<Error>>(e: ReadToError<E>) -> ReadToError<Error> {
+    match e {
+        ReadToError::Nfs(e) => ReadToError::Nfs(e.into()),
+        ReadToError::Io(e) => ReadToError::Io(e),
     }
 }
 
