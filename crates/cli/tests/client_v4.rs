@@ -2,7 +2,10 @@
 //! `cp` both ways at the sizes that find off-by-ones (0 B, 1 B, 1 MiB + 1) and one that keeps
 //! many READs and WRITEs in flight on the session's slots (16 MiB), checked by SHA-256; `cat`;
 //! minor version negotiation; `--stats` naming the version; a session shared by many files;
-//! `ls` / `ls -l` (READDIR in pages); `cp -r` of a small tree both ways.
+//! `ls` / `ls -l` (READDIR in pages); `cp -r` of a small tree both ways; and every client
+//! command (`cat`, `ls -l -R`, `stat`, `cp -r -p` with links, NFS → NFS `cp`, `mkdir [-p]`, `mv`,
+//! `ln [-s]`, `rm [-r]`) over 4.1 and over a URL with no version (4.2 chosen; 3 from a server that offers
+//! neither 4.1 nor 4.2), by the same code as over v3.
 mod servers;
 
 use clap::Parser;
@@ -10,7 +13,7 @@ use servers::*;
 use sluice_cli::cmd::{run_with_output, ClientCmd};
 use sluice_client::url::NfsUrl;
 use sluice_client::v4::{Client, CreateMode, Minor, V4Options};
-use sluice_client::{ClientOptions, File};
+use sluice_client::{ClientOptions, File, ProtoVersion};
 use std::path::Path;
 
 #[derive(Parser)]
@@ -58,8 +61,178 @@ fn all(s: &dyn Server) {
         many_files_share_one_session(s).await;
         listing(s).await;
         tree_both_ways(s).await;
+        commands(s, Some("4.1"), "4.1").await;
+        commands(s, None, "4.2").await;
+        namespace_api(s).await;
     });
     stats_name_the_version(s);
+}
+
+/// `s`'s URL of `rel` with `version` (none: the no-version fallback; `nfsport` and `mountport`
+/// stay, as a v3 URL has them).
+fn url_of(s: &dyn Server, rel: &str, version: Option<&str>) -> String {
+    match version {
+        Some(v) => v4_url(s, rel, v),
+        None => s
+            .url(rel)
+            .replace("?version=3&", "?")
+            .replace("&version=3", "")
+            .replace("?version=3", ""),
+    }
+}
+
+/// The NFS version `sluice stat --stats` says it used for `url` (the binary, for its stderr).
+fn version_chosen(url: &str) -> String {
+    let out = std::process::Command::new(SluiceServer::binary())
+        .args(["stat", "--stats", url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    err.lines()
+        .find_map(|l| l.strip_prefix("NFS version: "))
+        .unwrap_or_else(|| panic!("no version in --stats: {err}"))
+        .to_string()
+}
+
+/// Every client command over one version: `mkdir [-p]`, `cp` up, `cat`, `mv` (rename and into a
+/// directory), `ls -R`, `ls -l` of a link, `stat`, `cp -r -p` of a tree with a link both ways
+/// (modes, times, link target and SHA-256 of every file), NFS → NFS `cp`, `rm`, `rm -r`.
+async fn commands(s: &dyn Server, version: Option<&str>, want_version: &str) {
+    let tag = format!("cmds-{}", version.unwrap_or("any").replace('.', "_"));
+    let u = |rel: &str| url_of(s, &format!("/{tag}{rel}"), version);
+    let on_disk = |rel: &str| s.export_dir().join(&tag).join(rel.trim_start_matches('/'));
+    let name = s.name().to_string();
+    assert_eq!(
+        version_chosen(&url_of(s, "", version)),
+        want_version,
+        "[{name}]"
+    );
+
+    ok(&["mkdir", &u("")]).await;
+    ok(&["mkdir", "-p", &u("/a/b/c")]).await;
+    ok(&["mkdir", "-p", &u("/a/b/c")]).await; // exists: fine with -p
+    ok(&["mkdir", &u("/a/x")]).await;
+    assert!(
+        on_disk("a/b/c").is_dir() && on_disk("a/x").is_dir(),
+        "[{name}]"
+    );
+    let (r, _) = sluice(&["mkdir", &u("/a/x")]).await;
+    assert!(
+        r.unwrap_err().contains("EXIST"),
+        "[{name}] mkdir over a directory"
+    );
+
+    let local = TempDir::new("v4-cmds");
+    let f = local.path().join("file");
+    make_file(&f, 300_001, 9);
+    let want = sha256_file(&f);
+    ok(&["cp", "-q", f.to_str().unwrap(), &u("/a/b/c/file")]).await;
+    let got = ok(&["cat", &u("/a/b/c/file")]).await;
+    assert_eq!(got, std::fs::read(&f).unwrap(), "[{name}] cat");
+    ok(&["mv", &u("/a/b/c/file"), &u("/a/x")]).await; // into a directory
+    ok(&["mv", &u("/a/x/file"), &u("/a/renamed")]).await;
+    assert_eq!(sha256_file(&on_disk("a/renamed")), want, "[{name}] mv");
+    assert!(!on_disk("a/x/file").exists() && !on_disk("a/b/c/file").exists());
+
+    let listing = String::from_utf8(ok(&["ls", "-R", &u("/a")]).await).unwrap();
+    for want in [
+        "renamed",
+        &format!("/{tag}/a/b:"),
+        &format!("/{tag}/a/b/c:"),
+    ] {
+        assert!(
+            listing.contains(want),
+            "[{name}] ls -R lacks {want}: {listing}"
+        );
+    }
+    let stat = String::from_utf8(ok(&["stat", &u("/a/renamed")]).await).unwrap();
+    assert!(stat.contains("Size: 300001 "), "[{name}] {stat}");
+    assert!(stat.contains("Type: regular file"), "[{name}] {stat}");
+
+    // A tree with modes, times and a link, up and back down with -p.
+    let src = local.path().join("tree");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    make_file(&src.join("d/f1"), 70_000, 1);
+    make_file(&src.join("f2"), 0, 2);
+    std::os::unix::fs::symlink("d/f1", src.join("lnk")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(src.join("d/f1"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+    std::fs::File::options()
+        .write(true)
+        .open(src.join("d/f1"))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    ok(&["cp", "-q", "-r", "-p", src.to_str().unwrap(), &u("/tree")]).await;
+    let back = local.path().join("back");
+    ok(&["cp", "-q", "-r", "-p", &u("/tree"), back.to_str().unwrap()]).await;
+    for rel in ["d/f1", "f2"] {
+        let want = sha256_file(&src.join(rel));
+        assert_eq!(
+            sha256_file(&on_disk(&format!("tree/{rel}"))),
+            want,
+            "[{name}] up {rel}"
+        );
+        assert_eq!(sha256_file(&back.join(rel)), want, "[{name}] down {rel}");
+    }
+    for side in [on_disk("tree"), back.clone()] {
+        let m = std::fs::metadata(side.join("d/f1")).unwrap();
+        assert_eq!(
+            m.permissions().mode() & 0o777,
+            0o640,
+            "[{name}] -p mode {side:?}"
+        );
+        assert_eq!(m.modified().unwrap(), old, "[{name}] -p mtime {side:?}");
+        let target = std::fs::read_link(side.join("lnk")).unwrap();
+        assert_eq!(target, Path::new("d/f1"), "[{name}] link {side:?}");
+    }
+    let l = String::from_utf8(ok(&["ls", "-l", &u("/tree")]).await).unwrap();
+    assert!(
+        l.lines()
+            .any(|l| l.starts_with('l') && l.ends_with(" lnk -> d/f1")),
+        "[{name}] {l}"
+    );
+
+    // NFS -> NFS on the same server.
+    ok(&["cp", "-q", &u("/a/renamed"), &u("/copy")]).await;
+    assert_eq!(sha256_file(&on_disk("copy")), want, "[{name}] NFS -> NFS");
+
+    // ln: hard (by name, and into a directory under the target's name), and symbolic.
+    ok(&["ln", &u("/copy"), &u("/hard")]).await;
+    ok(&["ln", &u("/copy"), &u("/a")]).await;
+    use std::os::unix::fs::MetadataExt;
+    let copy = std::fs::metadata(on_disk("copy")).unwrap();
+    assert_eq!(copy.nlink(), 3, "[{name}] two hard links");
+    assert_eq!(
+        std::fs::metadata(on_disk("hard")).unwrap().ino(),
+        copy.ino()
+    );
+    assert_eq!(
+        std::fs::metadata(on_disk("a/copy")).unwrap().ino(),
+        copy.ino()
+    );
+    ok(&["ln", "-s", "../copy", &u("/a/soft")]).await;
+    assert_eq!(
+        std::fs::read_link(on_disk("a/soft")).unwrap(),
+        Path::new("../copy"),
+        "[{name}] ln -s"
+    );
+    let (r, _) = sluice(&["ln", &u("/copy"), &u("/hard")]).await;
+    assert!(r.unwrap_err().contains("EXIST"), "[{name}] ln over a name");
+    ok(&["rm", &u("/hard")]).await;
+
+    let (r, _) = sluice(&["rm", &u("/a")]).await;
+    assert!(r.unwrap_err().contains("use -r"), "[{name}]");
+    ok(&["rm", &u("/copy")]).await;
+    ok(&["rm", "-r", &u("/a"), &u("/tree")]).await;
+    assert!(!on_disk("copy").exists() && !on_disk("a").exists() && !on_disk("tree").exists());
+    let (r, _) = sluice(&["rm", &u("/a")]).await;
+    assert!(
+        r.unwrap_err().contains("NOENT"),
+        "[{name}] rm of a missing name"
+    );
 }
 
 async fn copies_both_ways(s: &dyn Server, version: &str) {
@@ -258,6 +431,91 @@ fn stats_name_the_version(s: &dyn Server) {
     assert!(err.contains("READ "), "[{}] {err}", s.name());
 }
 
+/// The parts of [`Namespace`] the commands do not use but a mount will, the same over v3 and
+/// v4.1: exclusive and guarded creates (a second one is EXIST), open for writing and a
+/// positional write, a size change on the open file, a hard link, rename, and a listing resumed
+/// from an entry's cookie.
+async fn namespace_api(s: &dyn Server) {
+    use sluice_client::namespace::{self, CreateMode, Cursor};
+    use sluice_xdr::nfs3::{Ftype3, Nfsstat3, Sattr3};
+    for (version, want) in [("3", ProtoVersion::V3), ("4.1", ProtoVersion::V4_1)] {
+        let dir_name = format!("ns-api-{}", version.replace('.', "_"));
+        std::fs::create_dir(s.export_dir().join(&dir_name)).unwrap();
+        let url = NfsUrl::parse(&url_of(s, "", Some(version))).unwrap();
+        let ns = namespace::connect(&url, &ClientOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(ns.version(), want);
+        let rel = sluice_client::client::strip_export(&url.path, ns.export());
+        let (dir, _) = ns.lookup_path(&format!("{rel}/{dir_name}")).await.unwrap();
+        let tag = format!("[{}] v{version}", s.name());
+        for how in [CreateMode::Exclusive, CreateMode::Guarded] {
+            let name = format!("{how:?}");
+            let f = ns.create(&dir, &name, 0o600, how).await.unwrap();
+            f.close().await.unwrap();
+            let again = ns.create(&dir, &name, 0o600, how).await.err().unwrap();
+            assert_eq!(again.status(), Some(Nfsstat3::EXIST), "{tag} {how:?}");
+            let (_, a) = ns.lookup(&dir, &name).await.unwrap();
+            assert_eq!(a.mode & 0o777, 0o600, "{tag} {how:?} mode");
+        }
+        let (fh, attr) = ns.lookup(&dir, "Guarded").await.unwrap();
+        let f = ns.open(&fh, attr, true).await.unwrap();
+        let mut w = f.writer();
+        w.write_at(0, b"hello, world").await.unwrap();
+        w.finish().await.unwrap();
+        f.set_attr(&Sattr3 {
+            size: Some(5),
+            ..Sattr3::default()
+        })
+        .await
+        .unwrap();
+        f.close().await.unwrap();
+        let attr = ns.getattr(&fh).await.unwrap();
+        assert_eq!(attr.size, 5, "{tag} truncated");
+        let f = ns.open(&fh, attr, false).await.unwrap();
+        assert_eq!(f.read_all().await.unwrap(), b"hello", "{tag}");
+        f.close().await.unwrap();
+        ns.link(&fh, &dir, "hard").await.unwrap();
+        assert_eq!(ns.getattr(&fh).await.unwrap().nlink, 2, "{tag} link");
+        ns.rename(&dir, "hard", &dir, "renamed").await.unwrap();
+        let (dfh, da) = ns.mkdir(&dir, "sub", 0o755).await.unwrap();
+        assert_eq!(da.ftype, Ftype3::DIR, "{tag}");
+        ns.symlink(&dfh, "lnk", "../renamed").await.unwrap();
+        let (lfh, la) = ns.lookup(&dfh, "lnk").await.unwrap();
+        assert_eq!(la.ftype, Ftype3::LNK, "{tag}");
+        assert_eq!(ns.readlink(&lfh).await.unwrap(), "../renamed", "{tag}");
+        // A listing read whole, then again from the first entry's cookie (as a mount resumes
+        // at an offset): the rest, each name once.
+        let mut first = Cursor::default();
+        let mut all = Vec::new();
+        while !first.eof {
+            all.extend(ns.read_dir_page(&dir, &mut first).await.unwrap());
+        }
+        let mut names: Vec<&str> = all.iter().map(|e| e.name.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["Exclusive", "Guarded", "renamed", "sub"], "{tag}");
+        let mut cursor = Cursor {
+            cookie: all[0].cookie,
+            verf: first.verf,
+            ..Cursor::default()
+        };
+        let mut rest = Vec::new();
+        while !cursor.eof {
+            rest.extend(ns.read_dir_page(&dir, &mut cursor).await.unwrap());
+        }
+        let rest: Vec<&str> = rest.iter().map(|e| e.name.as_str()).collect();
+        let want_rest: Vec<&str> = all[1..].iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(rest, want_rest, "{tag} resumed listing");
+        ns.remove(&dfh, "lnk").await.unwrap();
+        ns.rmdir(&dir, "sub").await.unwrap();
+        for name in ["Exclusive", "Guarded", "renamed"] {
+            ns.remove(&dir, name).await.unwrap();
+        }
+        assert!(ns.read_dir(&dir).await.unwrap().is_empty(), "{tag}");
+        ns.shutdown().await.unwrap();
+    }
+}
+
 #[test]
 fn v4_client_against_sluice_server() {
     let server = SluiceServer::start(&SluiceServer::binary());
@@ -352,6 +610,21 @@ fn v4_picks_4_1_from_a_server_without_4_2() {
             .expect("4.2 refused");
         assert!(e.to_string().contains("MINOR_VERS_MISMATCH"), "{e}");
         assert_eq!(ok(&["cat", &v4_url(&server, "/f", "4")]).await, b"41");
+        // No version: 4.2 is refused, 4.1 taken.
+        commands(&server, None, "4.1").await;
+    });
+}
+
+/// A server whose NFSv4 offers neither 4.2 nor 4.1 (ganesha serving 4.0 only) answers both
+/// EXCHANGE_IDs with NFS4ERR_MINOR_VERS_MISMATCH: a URL with no version falls back to NFSv3
+/// (over the URL's MOUNT port) and every command works there; `version=4.1` fails saying why.
+#[test]
+fn no_version_falls_back_to_v3_from_a_server_without_4_1() {
+    let server = Ganesha::start_with_env(&[("GANESHA_MINOR_VERSIONS", "0")]);
+    runtime().block_on(async {
+        let (r, _) = sluice(&["ls", &v4_url(&server, "", "4.1")]).await;
+        assert!(r.unwrap_err().contains("MINOR_VERS_MISMATCH"));
+        commands(&server, None, "3").await;
     });
 }
 

@@ -4,8 +4,11 @@
 //! ```text
 //!   (cli crate: cp, cat, ls, stat, mkdir, rm, mv)   the `sluice` binary's commands
 //!     │
+//!   Namespace (namespace.rs)   the version-neutral file system the commands are written
+//!     │                  over: lookup, readdir pages, create, open, rename, setattr...;
+//!     │                  connect() picks 3, 4.1 or 4.2 (none asked: 4.2, 4.1, then 3)
 //!   Client (client.rs)   mount, FSINFO, typed calls for all 22 procedures, path helpers,
-//!     │                  per-procedure statistics
+//!     │                  per-procedure statistics (v4::Client beside it, over a session)
 //!   File (file.rs)       read_at / sequential reader, UNSTABLE write-behind + COMMIT
 //!     │   ├─ read.rs     tokio driver of sluice_engine::readcore (cache, READs in flight,
 //!     │   │              waiting readers, change detection: pure) and its readahead engine
@@ -40,6 +43,7 @@ pub mod client;
 pub mod dir;
 pub mod error;
 pub mod file;
+pub mod namespace;
 pub mod proto;
 pub mod read;
 pub mod stats;
@@ -51,6 +55,7 @@ pub use client::{list_exports, Client, ClientOptions, DirEntry, ExportInfo, Into
 pub use dir::DirPages;
 pub use error::NfsError;
 pub use file::{File, FileReader, FileWriter};
+pub use namespace::{connect, Handle, Namespace, OpenFile, ProtoVersion};
 pub use proto::{FileProtocol, Stability, Version};
 pub use read::parse_readahead;
 pub use sluice_engine::readahead::ReadaheadMode;

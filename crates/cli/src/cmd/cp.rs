@@ -40,12 +40,9 @@ use super::{at, CommonArgs, Session};
 use crate::sink::LocalFile;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice_client::client::Client;
-use sluice_client::dir::DirPages;
-use sluice_client::error::NfsError;
-use sluice_client::file::File;
+use sluice_client::namespace::{CreateMode, DirStream, Error, Handle, Namespace, OpenFile};
 use sluice_client::url::NfsUrl;
-use sluice_xdr::nfs3::{Fattr3, Ftype3, NfsFh3, Nfsstat3, Nfstime3, Sattr3, SetTime};
+use sluice_xdr::nfs3::{Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, SetTime};
 use std::future::Future;
 use std::io::IsTerminal;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -80,12 +77,9 @@ pub struct CpArgs {
 }
 
 pub(crate) async fn run(a: CpArgs) -> Result<(), String> {
-    if super::v4::wants_v4(&a.src) || super::v4::wants_v4(&a.dst) {
-        return super::v4::cp(a).await;
-    }
     let mut s = Session::new(&a.common);
     let r = copy(&a, &mut s).await;
-    s.finish(r)
+    s.finish(r).await
 }
 
 /// What the copy reads: a file, directory or link on either side.
@@ -94,8 +88,8 @@ pub(crate) async fn run(a: CpArgs) -> Result<(), String> {
 enum Node {
     Local(PathBuf),
     Nfs {
-        client: Client,
-        fh: NfsFh3,
+        ns: Arc<dyn Namespace>,
+        fh: Handle,
         attr: Fattr3,
         url: NfsUrl,
     },
@@ -106,8 +100,8 @@ enum Node {
 enum Dir {
     Local(PathBuf),
     Nfs {
-        client: Client,
-        fh: NfsFh3,
+        ns: Arc<dyn Namespace>,
+        fh: Handle,
         url: NfsUrl,
     },
 }
@@ -167,12 +161,12 @@ async fn copy(a: &CpArgs, s: &mut Session) -> Result<(), String> {
         bar,
     });
     let r = if src_meta.kind == Kind::Dir {
-        // The connection the files go over (the URL may set nconnect), else the command's.
-        let options = match (&src, &dir) {
-            (_, Dir::Nfs { client, .. }) | (Node::Nfs { client, .. }, _) => client.options(),
-            _ => s.options(),
+        // The connections the files go over (the URL may set nconnect), else the command's.
+        let jobs_by_slots = match (&src, &dir) {
+            (_, Dir::Nfs { ns, .. }) | (Node::Nfs { ns, .. }, _) => ns.slots().clamp(1, JOBS_MAX),
+            _ => jobs_default(s.options()),
         };
-        let jobs = a.jobs.map_or_else(|| jobs_default(options), |n| n as usize);
+        let jobs = a.jobs.map_or(jobs_by_slots, |n| n as usize);
         copy_tree(&ctx, src, src_meta, &dir, &name, jobs).await
     } else {
         copy_node(&ctx, &src, src_meta, &dir, &name).await
@@ -381,14 +375,9 @@ fn progress_bar(quiet: bool, total: Option<u64>) -> ProgressBar {
 async fn open_node(s: &mut Session, arg: &str) -> Result<Node, String> {
     if NfsUrl::is_nfs_url(arg) {
         let url = super::parse_url(arg)?;
-        let (client, rel) = s.resolve(&url).await?;
-        let (fh, attr) = client.lookup_path(&rel).await.map_err(|e| at(&url, e))?;
-        Ok(Node::Nfs {
-            client,
-            fh,
-            attr,
-            url,
-        })
+        let (ns, rel) = s.resolve(&url).await?;
+        let (fh, attr) = ns.lookup_path(&rel).await.map_err(|e| at(&url, e))?;
+        Ok(Node::Nfs { ns, fh, attr, url })
     } else {
         let p = PathBuf::from(arg);
         std::fs::symlink_metadata(&p).map_err(|e| format!("{arg}: {e}"))?;
@@ -401,20 +390,20 @@ async fn destination(s: &mut Session, arg: &str, src: &Node) -> Result<(Dir, Str
     let src_name = src.name();
     if NfsUrl::is_nfs_url(arg) {
         let url = super::parse_url(arg)?;
-        let (client, rel) = s.resolve(&url).await?;
-        match client.lookup_path(&rel).await {
+        let (ns, rel) = s.resolve(&url).await?;
+        match ns.lookup_path(&rel).await {
             Ok((fh, attr)) if attr.ftype == Ftype3::DIR => {
-                return Ok((Dir::Nfs { client, fh, url }, src_name));
+                return Ok((Dir::Nfs { ns, fh, url }, src_name));
             }
             Ok(_) => {}
             Err(e) if e.status() == Some(Nfsstat3::NOENT) => {}
             Err(e) => return Err(at(&url, e)),
         }
-        let (fh, name) = client.lookup_parent(&rel).await.map_err(|e| at(&url, e))?;
+        let (fh, name) = ns.lookup_parent(&rel).await.map_err(|e| at(&url, e))?;
         let parent = url.with_path(url.path.rsplit_once('/').map_or("/", |(p, _)| p));
         Ok((
             Dir::Nfs {
-                client,
+                ns,
                 fh,
                 url: parent,
             },
@@ -475,98 +464,114 @@ async fn copy_file(ctx: &Ctx, src: &Node, meta: Meta, dir: &Dir, name: &str) -> 
                 .map_err(|e| format!("{} -> {}: {e}", p.display(), to.display()))?;
             ctx.bar.inc(meta.size);
         }
-        (Node::Local(p), Dir::Nfs { client, fh, url }) => {
-            let f = client
-                .create_in(fh, name, create_mode)
+        (Node::Local(p), Dir::Nfs { ns, fh, url }) => {
+            let f = ns
+                .create(fh, name, create_mode, CreateMode::Truncate)
                 .await
                 .map_err(|e| at(&url.join(name), e))?;
-            let mut local = tokio::fs::File::open(p)
-                .await
-                .map_err(|e| format!("{}: {e}", p.display()))?;
-            let mut w = f.writer();
-            // No more than the file needs (a tree of small files has many in flight); a file
-            // that grew since its stat is still read to its end, in more reads.
-            let buf_len = meta.size.clamp(4096, u64::from(client.wsize()));
-            let mut buf = vec![0u8; buf_len as usize];
-            loop {
-                let n = local
-                    .read(&mut buf)
+            let written = async {
+                let mut local = tokio::fs::File::open(p)
                     .await
                     .map_err(|e| format!("{}: {e}", p.display()))?;
-                if n == 0 {
-                    break;
+                let mut w = f.writer();
+                // No more than the file needs (a tree of small files has many in flight); a
+                // file that grew since its stat is still read to its end, in more reads.
+                let buf_len = meta.size.clamp(4096, u64::from(ns.wsize()));
+                let mut buf = vec![0u8; buf_len as usize];
+                loop {
+                    let n = local
+                        .read(&mut buf)
+                        .await
+                        .map_err(|e| format!("{}: {e}", p.display()))?;
+                    if n == 0 {
+                        break;
+                    }
+                    w.write(&buf[..n])
+                        .await
+                        .map_err(|e| format!("{dst_show}: {e}"))?;
+                    ctx.bar.inc(n as u64);
                 }
-                w.write(&buf[..n])
-                    .await
-                    .map_err(|e| format!("{dst_show}: {e}"))?;
-                ctx.bar.inc(n as u64);
+                w.finish().await.map_err(|e| format!("{dst_show}: {e}"))?;
+                if ctx.preserve {
+                    dir.set_file_attrs(&f, meta).await?;
+                }
+                Ok(())
             }
-            w.finish().await.map_err(|e| format!("{dst_show}: {e}"))?;
-            if ctx.preserve {
-                dir.set_file_attrs(&f, meta).await?;
-            }
+            .await;
+            closed(written, f.close().await, &dst_show)?;
         }
-        (
-            Node::Nfs {
-                client,
-                fh,
-                attr,
-                url,
-            },
-            Dir::Local(d),
-        ) => {
+        (Node::Nfs { ns, fh, attr, url }, Dir::Local(d)) => {
             let to = d.join(name);
-            let f = File::new(client.clone(), fh.clone(), *attr);
-            // A vectored sink on the runtime's thread, not tokio::fs (see `crate::sink`).
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(create_mode)
-                .open(&to)
-                .map_err(|e| format!("{}: {e}", to.display()))?;
-            let mut out = LocalFile::new(file);
-            f.read_to(&mut out, |n| ctx.bar.inc(n))
-                .await
-                .map_err(|e| format!("{url} -> {}: {e}", to.display()))?;
-            drop(out);
-            if ctx.preserve {
-                set_local_attrs(&to, meta)?;
+            let f = ns.open(fh, *attr, false).await.map_err(|e| at(url, e))?;
+            let copied = async {
+                // A vectored sink on the runtime's thread, not tokio::fs (see `crate::sink`).
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(create_mode)
+                    .open(&to)
+                    .map_err(|e| format!("{}: {e}", to.display()))?;
+                let mut out = LocalFile::new(file);
+                f.read_to(&mut out, |n| ctx.bar.inc(n))
+                    .await
+                    .map_err(|e| format!("{url} -> {}: {e}", to.display()))?;
+                drop(out);
+                if ctx.preserve {
+                    set_local_attrs(&to, meta)?;
+                }
+                Ok(())
             }
+            .await;
+            closed(copied, f.close().await, &url.to_string())?;
         }
         (
-            Node::Nfs {
-                client,
-                fh,
-                attr,
-                url,
-            },
+            Node::Nfs { ns, fh, attr, url },
             Dir::Nfs {
-                client: dc,
+                ns: dns,
                 fh: dfh,
                 url: durl,
             },
         ) => {
-            let from = File::new(client.clone(), fh.clone(), *attr);
-            let to = dc
-                .create_in(dfh, name, create_mode)
+            let from = ns.open(fh, *attr, false).await.map_err(|e| at(url, e))?;
+            let to = match dns
+                .create(dfh, name, create_mode, CreateMode::Truncate)
                 .await
-                .map_err(|e| at(&durl.join(name), e))?;
-            let mut r = from.reader();
-            let mut w = to.writer();
-            while let Some(chunks) = r.next_chunk().await.map_err(|e| at(url, e))? {
-                for c in chunks {
-                    w.write(&c).await.map_err(|e| format!("{dst_show}: {e}"))?;
-                    ctx.bar.inc(c.len() as u64);
+            {
+                Ok(to) => to,
+                Err(e) => {
+                    let _ = from.close().await;
+                    return Err(at(&durl.join(name), e));
                 }
+            };
+            let copied = async {
+                let mut r = from.reader();
+                let mut w = to.writer();
+                while let Some(chunks) = r.next_chunk().await.map_err(|e| at(url, e))? {
+                    for c in chunks {
+                        w.write(&c).await.map_err(|e| format!("{dst_show}: {e}"))?;
+                        ctx.bar.inc(c.len() as u64);
+                    }
+                }
+                w.finish().await.map_err(|e| format!("{dst_show}: {e}"))?;
+                if ctx.preserve {
+                    dir.set_file_attrs(&to, meta).await?;
+                }
+                Ok(())
             }
-            w.finish().await.map_err(|e| format!("{dst_show}: {e}"))?;
-            if ctx.preserve {
-                dir.set_file_attrs(&to, meta).await?;
-            }
+            .await;
+            let from_closed = from.close().await;
+            closed(copied, to.close().await, &dst_show)?;
+            from_closed.map_err(|e| at(url, e))?;
         }
     }
     Ok(())
+}
+
+/// The copy's result, then the CLOSE's: a copy that worked can still fail at its CLOSE.
+fn closed(copied: Result<(), String>, close: Result<(), Error>, show: &str) -> Result<(), String> {
+    copied?;
+    close.map_err(|e| format!("{show}: {e}"))
 }
 
 impl Node {
@@ -637,13 +642,11 @@ impl Node {
                     entries: rd,
                 })
                 .map_err(|e| format!("{}: {e}", p.display())),
-            Node::Nfs {
-                client, fh, url, ..
-            } => Ok(Listing::Nfs {
-                client: client.clone(),
+            Node::Nfs { ns, fh, url, .. } => Ok(Listing::Nfs {
+                ns: ns.clone(),
                 dir: fh.clone(),
                 url: url.clone(),
-                pages: DirPages::new(client.clone(), fh.clone()),
+                pages: DirStream::new(fh.clone()),
             }),
         }
     }
@@ -653,18 +656,12 @@ impl Node {
             Node::Local(p) => std::fs::read_link(p)
                 .map(|t| t.to_string_lossy().into_owned())
                 .map_err(|e| format!("{}: {e}", p.display())),
-            Node::Nfs {
-                client, fh, url, ..
-            } => client
-                .readlink(fh)
-                .await
-                .map(|r| String::from_utf8_lossy(&r.data).into_owned())
-                .map_err(|e| at(url, e)),
+            Node::Nfs { ns, fh, url, .. } => ns.readlink(fh).await.map_err(|e| at(url, e)),
         }
     }
 }
 
-/// A directory being listed: one READDIRPLUS reply, or up to [`LOCAL_PAGE_ENTRIES`] local
+/// A directory being listed: one READDIRPLUS (v4: READDIR) reply, or up to [`LOCAL_PAGE_ENTRIES`] local
 /// entries, per page, in the order the file system returns them.
 #[allow(clippy::large_enum_variant)] // one lives at a time
 enum Listing {
@@ -673,10 +670,10 @@ enum Listing {
         entries: std::fs::ReadDir,
     },
     Nfs {
-        client: Client,
-        dir: NfsFh3,
+        ns: Arc<dyn Namespace>,
+        dir: Handle,
         url: NfsUrl,
-        pages: DirPages,
+        pages: DirStream,
     },
 }
 
@@ -703,28 +700,26 @@ impl Listing {
                 Ok((!out.is_empty()).then_some(out))
             }
             Listing::Nfs {
-                client,
+                ns,
                 dir,
                 url,
                 pages,
             } => {
-                let Some(entries) = pages.next_page().await.map_err(|e| at(url, e))? else {
+                let Some(entries) = pages.next_page(&**ns).await.map_err(|e| at(url, e))? else {
                     return Ok(None);
                 };
                 let mut out = Vec::with_capacity(entries.len());
                 for e in entries {
                     let child_url = url.join(&e.name);
-                    let (cfh, cattr) = match (e.fh, e.attr) {
-                        (Some(h), Some(a)) => (h, a),
-                        // READDIR, or a server that left them out: one LOOKUP (and GETATTR).
-                        _ => resolve(client, dir, &e.name)
-                            .await
-                            .map_err(|err| at(&child_url, err))?,
-                    };
+                    // READDIR, or a server that left them out: one LOOKUP.
+                    let (cfh, cattr) = ns
+                        .resolve_entry(dir, &e)
+                        .await
+                        .map_err(|err| at(&child_url, err))?;
                     out.push((
                         e.name,
                         Node::Nfs {
-                            client: client.clone(),
+                            ns: ns.clone(),
                             fh: cfh,
                             attr: cattr,
                             url: child_url,
@@ -735,15 +730,6 @@ impl Listing {
             }
         }
     }
-}
-
-async fn resolve(client: &Client, dir: &NfsFh3, name: &str) -> Result<(NfsFh3, Fattr3), NfsError> {
-    let r = client.lookup(dir, name).await?;
-    let a = match r.obj_attributes {
-        Some(a) => a,
-        None => client.getattr(&r.object).await?.obj_attributes,
-    };
-    Ok((r.object, a))
 }
 
 impl Dir {
@@ -766,38 +752,21 @@ impl Dir {
                 }
                 Ok(Dir::Local(d))
             }
-            Dir::Nfs { client, fh, url } => {
+            Dir::Nfs { ns, fh, url } => {
                 let sub_url = url.join(name);
-                let attrs = Sattr3 {
-                    mode: Some(0o755),
-                    ..Sattr3::default()
-                };
-                let sub = match client.mkdir(fh, name, attrs).await {
-                    Ok(r) => match r.obj {
-                        Some(h) => h,
-                        None => {
-                            client
-                                .lookup(fh, name)
-                                .await
-                                .map_err(|e| at(&sub_url, e))?
-                                .object
-                        }
-                    },
+                let sub = match ns.mkdir(fh, name, 0o755).await {
+                    Ok((h, _)) => h,
                     Err(e) if e.status() == Some(Nfsstat3::EXIST) => {
-                        let r = client.lookup(fh, name).await.map_err(|e| at(&sub_url, e))?;
-                        let is_dir = match r.obj_attributes {
-                            Some(a) => a.ftype == Ftype3::DIR,
-                            None => true,
-                        };
-                        if !is_dir {
-                            return Err(at(&sub_url, NfsError::local(Nfsstat3::NOTDIR)));
+                        let (h, a) = ns.lookup(fh, name).await.map_err(|e| at(&sub_url, e))?;
+                        if a.ftype != Ftype3::DIR {
+                            return Err(at(&sub_url, Error::local(Nfsstat3::NOTDIR)));
                         }
-                        r.object
+                        h
                     }
                     Err(e) => return Err(at(&sub_url, e)),
                 };
                 Ok(Dir::Nfs {
-                    client: client.clone(),
+                    ns: ns.clone(),
                     fh: sub,
                     url: sub_url,
                 })
@@ -811,10 +780,9 @@ impl Dir {
                 let l = p.join(name);
                 std::os::unix::fs::symlink(target, &l).map_err(|e| format!("{}: {e}", l.display()))
             }
-            Dir::Nfs { client, fh, url } => client
-                .symlink(fh, name, target, Sattr3::default())
+            Dir::Nfs { ns, fh, url } => ns
+                .symlink(fh, name, target)
                 .await
-                .map(|_| ())
                 .map_err(|e| at(&url.join(name), e)),
         }
     }
@@ -823,17 +791,16 @@ impl Dir {
     async fn set_attrs(&self, meta: Meta) -> Result<(), String> {
         match self {
             Dir::Local(p) => set_local_attrs(p, meta),
-            Dir::Nfs { client, fh, url } => client
-                .setattr(fh, preserve_attrs(meta), None)
+            Dir::Nfs { ns, fh, url } => ns
+                .setattr(fh, &preserve_attrs(meta))
                 .await
-                .map(|_| ())
                 .map_err(|e| at(url, e)),
         }
     }
 
     /// `-p` on a file copied to NFS.
-    async fn set_file_attrs(&self, f: &File, meta: Meta) -> Result<(), String> {
-        f.set_attr(preserve_attrs(meta))
+    async fn set_file_attrs(&self, f: &OpenFile, meta: Meta) -> Result<(), String> {
+        f.set_attr(&preserve_attrs(meta))
             .await
             .map_err(|e| format!("{}: {e}", self.show("")))
     }

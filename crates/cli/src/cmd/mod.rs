@@ -1,27 +1,32 @@
-//! The client commands of the `sluice` binary: `cp`, `cat`, `ls`, `stat`, `mkdir`, `rm`, `mv`.
+//! The client commands of the `sluice` binary: `cp`, `cat`, `ls`, `stat`, `mkdir`, `rm`, `mv`,
+//! `ln`.
 //!
 //! Each is a clap-derive struct and an async function. The binary embeds [`ClientCmd`] in its
 //! own subcommands and calls [`run`]; an `Err` is the message to print (already naming the path
 //! and the NFS status in words, e.g. `nfs://h/x/y: permission denied (NFS3ERR_ACCES)`), to be
 //! followed by a non-zero exit.
 //!
+//! Each is written once over [`sluice_client::namespace::Namespace`], so it works over NFSv3 and
+//! NFSv4.1 / 4.2 alike; a command's `Session` connects with the version each URL asks for
+//! (none: 4.2, 4.1, then 3, see [`sluice_client::namespace::connect`]).
+//!
 //! Every command takes `--stats` (per-procedure RPC statistics, READ sizes and depth,
-//! readahead windows and waste, retransmissions, on stderr at the end), `--soft N`,
-//! `--timeo SECONDS`, `--readahead auto|off|fixed:SIZE`, `--readahead-budget SIZE`,
-//! `--trace-readahead`, `--udp` and `--nconnect N`.
+//! readahead windows and waste, retransmissions and the NFS version chosen, on stderr at the
+//! end), `--soft N`, `--timeo SECONDS`, `--readahead auto|off|fixed:SIZE`,
+//! `--readahead-budget SIZE`, `--trace-readahead`, `--udp` and `--nconnect N`.
 
 mod cp;
 mod ops;
-mod v4;
 
 pub use cp::CpArgs;
-pub use ops::{CatArgs, LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
+pub use ops::{CatArgs, LnArgs, LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
 
 use clap::{Args, Subcommand};
-use sluice_client::client::{is_path_prefix, strip_export, Client, ClientOptions};
-use sluice_client::error::NfsError;
+use sluice_client::client::{is_path_prefix, strip_export, ClientOptions};
+use sluice_client::namespace::{self, Namespace};
 use sluice_client::stats::{ClientStats, ReadStats};
 use sluice_client::url::NfsUrl;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The client commands.
@@ -41,6 +46,8 @@ pub enum ClientCmd {
     Rm(RmArgs),
     /// Rename within one export.
     Mv(MvArgs),
+    /// Make a hard link (within one export) or, with -s, a symbolic link.
+    Ln(LnArgs),
 }
 
 /// Options every client command takes.
@@ -103,13 +110,15 @@ pub async fn run_with_output(cmd: ClientCmd, out: &mut Out) -> Result<(), String
         ClientCmd::Mkdir(a) => ops::mkdir(a).await,
         ClientCmd::Rm(a) => ops::rm(a).await,
         ClientCmd::Mv(a) => ops::mv(a).await,
+        ClientCmd::Ln(a) => ops::ln(a).await,
     }
 }
 
-/// The connections of one command: URLs on the same server and export share a client.
+/// The connections of one command: URLs on the same server and export share a client, of
+/// whichever NFS version [`namespace::connect`] settled on.
 pub(crate) struct Session {
     options: ClientOptions,
-    clients: Vec<Client>,
+    clients: Vec<Arc<dyn Namespace>>,
     show_stats: bool,
 }
 
@@ -146,7 +155,10 @@ impl Session {
     }
 
     /// A client whose export holds `url`, and the path of `url` inside that export.
-    pub(crate) async fn resolve(&mut self, url: &NfsUrl) -> Result<(Client, String), String> {
+    pub(crate) async fn resolve(
+        &mut self,
+        url: &NfsUrl,
+    ) -> Result<(Arc<dyn Namespace>, String), String> {
         for c in &self.clients {
             let u = c.url();
             if u.host == url.host
@@ -156,15 +168,16 @@ impl Session {
                 && u.uid == url.uid
                 && u.gid == url.gid
                 && u.proto == url.proto
+                && u.version == url.version
                 && is_path_prefix(c.export(), &url.path)
             {
                 return Ok((c.clone(), strip_export(&url.path, c.export())));
             }
         }
-        let c = Client::connect(url, self.options.clone())
+        let c = namespace::connect(url, &self.options)
             .await
             .map_err(|e| format!("{url}: {e}"))?;
-        let rel = c.target_path().to_string();
+        let rel = strip_export(&url.path, c.export());
         self.clients.push(c.clone());
         Ok((c, rel))
     }
@@ -177,17 +190,23 @@ impl Session {
         all
     }
 
-    /// The RPC table, then file read statistics and transport counters.
+    /// The RPC table, then file read statistics, transport counters and the NFS version(s)
+    /// chosen.
     pub(crate) fn report(&self) -> String {
         let mut out = self.stats().to_string();
         let mut reads = ReadStats::default();
         let (mut retrans, mut reconnects, mut udp) = (0, 0, false);
+        let mut versions: Vec<String> = Vec::new();
         for c in &self.clients {
             reads.merge(&c.read_stats());
             let t = c.transport_stats();
             retrans += t.table.retransmissions;
             reconnects += t.reconnects;
             udp |= c.is_udp();
+            let v = c.version().to_string();
+            if !versions.contains(&v) {
+                versions.push(v);
+            }
         }
         if reads.app_reads > 0 {
             out.push('\n');
@@ -197,11 +216,19 @@ impl Session {
             "\ntransport: {}, {retrans} retransmissions, {reconnects} reconnects",
             if udp { "udp" } else { "tcp" }
         ));
+        if !versions.is_empty() {
+            out.push_str(&format!("\nNFS version: {}", versions.join(", ")));
+        }
         out
     }
 
-    /// Prints the statistics if asked to; passes `result` through.
-    pub(crate) fn finish(&self, result: Result<(), String>) -> Result<(), String> {
+    /// Ends what the servers hold for this command (NFSv4 sessions), prints the statistics if
+    /// asked to, and passes `result` through.
+    pub(crate) async fn finish(&self, result: Result<(), String>) -> Result<(), String> {
+        for c in &self.clients {
+            // The lease ends whatever a failed shutdown leaves.
+            let _ = c.shutdown().await;
+        }
         if self.show_stats {
             eprintln!("{}", self.report());
         }
@@ -215,6 +242,6 @@ pub(crate) fn parse_url(s: &str) -> Result<NfsUrl, String> {
 }
 
 /// "URL: message".
-pub(crate) fn at(url: &NfsUrl, e: NfsError) -> String {
+pub(crate) fn at(url: &NfsUrl, e: impl std::fmt::Display) -> String {
     format!("{url}: {e}")
 }

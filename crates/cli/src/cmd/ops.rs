@@ -1,11 +1,12 @@
-//! `cat`, `ls`, `stat`, `mkdir`, `rm`, `mv`.
+//! `cat`, `ls`, `stat`, `mkdir`, `rm`, `mv`, `ln`: written once over [`Namespace`], so each works
+//! over NFSv3 and NFSv4.1 / 4.2 alike.
 
 use super::{at, parse_url, CommonArgs, Out, Session};
 use clap::Args;
-use sluice_client::client::{components, Client};
-use sluice_client::error::NfsError;
+use sluice_client::client::components;
+use sluice_client::namespace::{Error, Handle, Namespace};
 use sluice_client::url::NfsUrl;
-use sluice_xdr::nfs3::{Fattr3, Ftype3, NfsFh3, Nfsstat3, Nfstime3, Sattr3};
+use sluice_xdr::nfs3::{Fattr3, Ftype3, Nfsstat3, Nfstime3};
 use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::Pin;
@@ -81,40 +82,60 @@ pub struct MvArgs {
     pub common: CommonArgs,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct LnArgs {
+    /// Make a symbolic link whose target is TARGET as written (any text, resolved by whoever
+    /// follows the link), not a hard link.
+    #[arg(short = 's')]
+    pub symbolic: bool,
+    /// What the link points to: with -s any path; without, the nfs:// URL of an existing file
+    /// on the same server and export as LINK.
+    pub target: String,
+    /// nfs:// URL of the link to make (or of an existing directory to make it in, under the
+    /// target's name, like ln(1)).
+    pub link: String,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
 pub(crate) async fn cat(a: CatArgs, out: &mut Out) -> Result<(), String> {
-    if a.urls.iter().any(|u| super::v4::wants_v4(u)) {
-        return super::v4::cat(a, out).await;
-    }
     let mut s = Session::new(&a.common);
     let r = async {
         for u in &a.urls {
             let url = parse_url(u)?;
             let (c, rel) = s.resolve(&url).await?;
-            let f = c.open(&rel).await.map_err(|e| at(&url, e))?;
-            f.read_to(out, |_| {})
+            let (fh, attr) = c.lookup_path(&rel).await.map_err(|e| at(&url, e))?;
+            let f = c.open(&fh, attr, false).await.map_err(|e| at(&url, e))?;
+            let read = f
+                .read_to(out, |_| {})
                 .await
-                .map_err(|e| format!("{url}: {e}"))?;
+                .map_err(|e| format!("{url}: {e}"));
+            let closed = f.close().await.map_err(|e| at(&url, e));
+            read?;
+            closed?;
         }
         out.flush().await.map_err(|e| format!("stdout: {e}"))
     }
     .await;
-    s.finish(r)
+    s.finish(r).await
 }
 
 pub(crate) async fn ls(a: LsArgs, out: &mut Out) -> Result<(), String> {
-    if super::v4::wants_v4(&a.url) {
-        return super::v4::ls(a, out).await;
-    }
     let mut s = Session::new(&a.common);
     let r = async {
         let url = parse_url(&a.url)?;
-        if url.path == "/" {
-            let exports = sluice_client::client::list_exports(&url, s.options().clone())
-                .await
-                .map_err(|e| format!("{url}: {e}"))?;
-            // A server that exports "/" itself gets its root listed, as before.
-            if !exports.iter().any(|e| e.dir == "/") {
-                return write_out(out, &exports_table(&exports)).await;
+        let explicit_v4 = url.version.is_some_and(|v| v.is_v4());
+        if url.path == "/" && !explicit_v4 {
+            match sluice_client::client::list_exports(&url, s.options().clone()).await {
+                // A server that exports "/" itself gets its root listed, as before.
+                Ok(exports) if !exports.iter().any(|e| e.dir == "/") => {
+                    return write_out(out, &exports_table(&exports)).await;
+                }
+                Ok(_) => {}
+                // No version asked for: a server without MOUNT may still have an NFSv4
+                // pseudo root to list.
+                Err(_) if url.version.is_none() => {}
+                Err(e) => return Err(format!("{url}: {e}")),
             }
         }
         let (c, rel) = s.resolve(&url).await?;
@@ -123,10 +144,10 @@ pub(crate) async fn ls(a: LsArgs, out: &mut Out) -> Result<(), String> {
             let line = entry_line(a.long, url.file_name(), &attr, None);
             return write_out(out, &line).await;
         }
-        list_dir(&c, &url, fh, a.long, a.recursive, false, out).await
+        list_dir(&*c, &url, fh, a.long, a.recursive, false, out).await
     }
     .await;
-    s.finish(r)
+    s.finish(r).await
 }
 
 /// The export list as `showmount -e` prints it: the path, then the allowed clients separated by
@@ -146,9 +167,9 @@ fn exports_table(exports: &[sluice_client::client::ExportInfo]) -> String {
 }
 
 fn list_dir<'a>(
-    c: &'a Client,
+    c: &'a dyn Namespace,
     url: &'a NfsUrl,
-    fh: NfsFh3,
+    fh: Handle,
     long: bool,
     recursive: bool,
     header: bool,
@@ -165,65 +186,36 @@ fn list_dir<'a>(
         }
         let mut subdirs = Vec::new();
         for e in &mut entries {
-            let attr = match e.attr {
-                Some(a) => Some(a),
-                None if long || recursive => {
-                    let r = c
-                        .lookup(&fh, &e.name)
-                        .await
-                        .map_err(|err| at(&url.join(&e.name), err))?;
-                    e.fh = Some(r.object.clone());
-                    match r.obj_attributes {
-                        Some(a) => Some(a),
-                        None => Some(
-                            c.getattr(&r.object)
-                                .await
-                                .map_err(|err| at(url, err))?
-                                .obj_attributes,
-                        ),
-                    }
-                }
-                None => None,
-            };
-            let target = match attr {
-                Some(a) if long && a.ftype == Ftype3::LNK => {
-                    let fh = link_fh(c, &fh, e).await.map_err(|err| at(url, err))?;
-                    c.readlink(&fh)
-                        .await
-                        .ok()
-                        .map(|r| String::from_utf8_lossy(&r.data).into_owned())
-                }
+            if e.node.is_none() && (long || recursive) {
+                let n = c
+                    .lookup(&fh, &e.name)
+                    .await
+                    .map_err(|err| at(&url.join(&e.name), err))?;
+                e.node = Some(n);
+            }
+            let target = match &e.node {
+                Some((h, a)) if long && a.ftype == Ftype3::LNK => c.readlink(h).await.ok(),
                 _ => None,
             };
-            match attr {
-                Some(a) => text.push_str(&entry_line(long, &e.name, &a, target.as_deref())),
+            match &e.node {
+                Some((_, a)) => text.push_str(&entry_line(long, &e.name, a, target.as_deref())),
                 None => {
                     text.push_str(&e.name);
                     text.push('\n');
                 }
             }
-            if recursive && attr.is_some_and(|a| a.ftype == Ftype3::DIR) {
-                subdirs.push(e.clone());
+            if let Some((h, a)) = &e.node {
+                if recursive && a.ftype == Ftype3::DIR {
+                    subdirs.push((e.name.clone(), h.clone()));
+                }
             }
         }
         write_out(out, &text).await?;
-        for e in subdirs {
-            let sub_fh = link_fh(c, &fh, &e).await.map_err(|err| at(url, err))?;
-            list_dir(c, &url.join(&e.name), sub_fh, long, recursive, true, out).await?;
+        for (name, sub_fh) in subdirs {
+            list_dir(c, &url.join(&name), sub_fh, long, recursive, true, out).await?;
         }
         Ok(())
     })
-}
-
-async fn link_fh(
-    c: &Client,
-    dir: &NfsFh3,
-    e: &sluice_client::DirEntry,
-) -> Result<NfsFh3, NfsError> {
-    match &e.fh {
-        Some(fh) => Ok(fh.clone()),
-        None => Ok(c.lookup(dir, &e.name).await?.object),
-    }
 }
 
 async fn write_out(out: &mut Out, s: &str) -> Result<(), String> {
@@ -280,7 +272,7 @@ pub(crate) async fn stat(a: StatArgs, out: &mut Out) -> Result<(), String> {
             attr.fsid,
             attr.rdev.major,
             attr.rdev.minor,
-            hex(&fh.0)
+            hex(fh.as_bytes())
         );
         let _ = writeln!(text, "Access: {}", format_time_full(attr.atime));
         let _ = writeln!(text, "Modify: {}", format_time_full(attr.mtime));
@@ -298,7 +290,7 @@ pub(crate) async fn stat(a: StatArgs, out: &mut Out) -> Result<(), String> {
         write_out(out, &text).await
     }
     .await;
-    s.finish(r)
+    s.finish(r).await
 }
 
 pub(crate) async fn mkdir(a: MkdirArgs) -> Result<(), String> {
@@ -308,52 +300,34 @@ pub(crate) async fn mkdir(a: MkdirArgs) -> Result<(), String> {
             let url = parse_url(u)?;
             let (c, rel) = s.resolve(&url).await?;
             if a.parents {
-                mkdir_parents(&c, &rel).await.map_err(|e| at(&url, e))?;
+                mkdir_parents(&*c, &rel).await.map_err(|e| at(&url, e))?;
             } else {
                 let (dir, name) = c.lookup_parent(&rel).await.map_err(|e| at(&url, e))?;
-                c.mkdir(&dir, &name, dir_attrs(0o755))
-                    .await
-                    .map_err(|e| at(&url, e))?;
+                c.mkdir(&dir, &name, 0o755).await.map_err(|e| at(&url, e))?;
             }
         }
         Ok(())
     }
     .await;
-    s.finish(r)
-}
-
-fn dir_attrs(mode: u32) -> Sattr3 {
-    Sattr3 {
-        mode: Some(mode),
-        ..Sattr3::default()
-    }
+    s.finish(r).await
 }
 
 /// `mkdir -p`: creates every missing component; existing directories are fine.
-pub(crate) async fn mkdir_parents(c: &Client, rel: &str) -> Result<NfsFh3, NfsError> {
-    let mut fh = c.root().clone();
+pub(crate) async fn mkdir_parents(c: &dyn Namespace, rel: &str) -> Result<Handle, Error> {
+    let mut fh = c.root();
     for name in components(rel) {
         fh = match c.lookup(&fh, name).await {
-            Ok(r) => {
-                let attr = match r.obj_attributes {
-                    Some(a) => a,
-                    None => c.getattr(&r.object).await?.obj_attributes,
-                };
+            Ok((h, attr)) => {
                 if attr.ftype != Ftype3::DIR {
-                    return Err(NfsError::local(Nfsstat3::NOTDIR));
+                    return Err(Error::local(Nfsstat3::NOTDIR));
                 }
-                r.object
+                h
             }
             Err(e) if e.status() == Some(Nfsstat3::NOENT) => {
-                match c.mkdir(&fh, name, dir_attrs(0o755)).await {
-                    Ok(r) => match r.obj {
-                        Some(h) => h,
-                        None => c.lookup(&fh, name).await?.object,
-                    },
+                match c.mkdir(&fh, name, 0o755).await {
+                    Ok((h, _)) => h,
                     // Created by someone else meanwhile.
-                    Err(e) if e.status() == Some(Nfsstat3::EXIST) => {
-                        c.lookup(&fh, name).await?.object
-                    }
+                    Err(e) if e.status() == Some(Nfsstat3::EXIST) => c.lookup(&fh, name).await?.0,
                     Err(e) => return Err(e),
                 }
             }
@@ -370,21 +344,12 @@ pub(crate) async fn rm(a: RmArgs) -> Result<(), String> {
             let url = parse_url(u)?;
             let (c, rel) = s.resolve(&url).await?;
             let (dir, name) = c.lookup_parent(&rel).await.map_err(|e| at(&url, e))?;
-            let r = c.lookup(&dir, &name).await.map_err(|e| at(&url, e))?;
-            let attr = match r.obj_attributes {
-                Some(a) => a,
-                None => {
-                    c.getattr(&r.object)
-                        .await
-                        .map_err(|e| at(&url, e))?
-                        .obj_attributes
-                }
-            };
+            let (fh, attr) = c.lookup(&dir, &name).await.map_err(|e| at(&url, e))?;
             if attr.ftype == Ftype3::DIR {
                 if !a.recursive {
                     return Err(format!("{url}: is a directory (use -r)"));
                 }
-                remove_tree(&c, &url, &dir, &name, &r.object).await?;
+                remove_tree(&*c, &url, &dir, &name, &fh).await?;
             } else {
                 c.remove(&dir, &name).await.map_err(|e| at(&url, e))?;
             }
@@ -392,16 +357,16 @@ pub(crate) async fn rm(a: RmArgs) -> Result<(), String> {
         Ok(())
     }
     .await;
-    s.finish(r)
+    s.finish(r).await
 }
 
 /// Removes the directory `name` in `parent` (handle `fh`) and everything below it.
 pub(crate) fn remove_tree<'a>(
-    c: &'a Client,
+    c: &'a dyn Namespace,
     url: &'a NfsUrl,
-    parent: &'a NfsFh3,
+    parent: &'a Handle,
     name: &'a str,
-    fh: &'a NfsFh3,
+    fh: &'a Handle,
 ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
     Box::pin(async move {
         // READDIR cookies may not survive removals on every server: list, remove, and list
@@ -413,25 +378,11 @@ pub(crate) fn remove_tree<'a>(
             }
             for e in entries {
                 let child = url.join(&e.name);
-                let is_dir = match e.attr {
-                    Some(a) => a.ftype == Ftype3::DIR,
-                    None => {
-                        let r = c.lookup(fh, &e.name).await.map_err(|err| at(&child, err))?;
-                        match r.obj_attributes {
-                            Some(a) => a.ftype == Ftype3::DIR,
-                            None => {
-                                c.getattr(&r.object)
-                                    .await
-                                    .map_err(|err| at(&child, err))?
-                                    .obj_attributes
-                                    .ftype
-                                    == Ftype3::DIR
-                            }
-                        }
-                    }
-                };
-                if is_dir {
-                    let sub = link_fh(c, fh, &e).await.map_err(|err| at(&child, err))?;
+                let (sub, attr) = c
+                    .resolve_entry(fh, &e)
+                    .await
+                    .map_err(|err| at(&child, err))?;
+                if attr.ftype == Ftype3::DIR {
                     remove_tree(c, &child, fh, &e.name, &sub).await?;
                 } else {
                     match c.remove(fh, &e.name).await {
@@ -474,7 +425,49 @@ pub(crate) async fn mv(a: MvArgs) -> Result<(), String> {
         Ok(())
     }
     .await;
-    s.finish(r)
+    s.finish(r).await
+}
+
+pub(crate) async fn ln(a: LnArgs) -> Result<(), String> {
+    let mut s = Session::new(&a.common);
+    let r = async {
+        let link = parse_url(&a.link)?;
+        let (c, link_rel) = s.resolve(&link).await?;
+        let target_name = if a.symbolic {
+            a.target.trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_string()
+        } else {
+            parse_url(&a.target)?.file_name().to_string()
+        };
+        // Onto an existing directory: the link goes in it under the target's name, like ln(1).
+        let (dir, name, shown) = match c.lookup_path(&link_rel).await {
+            Ok((fh, attr)) if attr.ftype == Ftype3::DIR && !target_name.is_empty() => {
+                (fh, target_name.clone(), link.join(&target_name))
+            }
+            _ => {
+                let (d, n) = c.lookup_parent(&link_rel).await.map_err(|e| at(&link, e))?;
+                (d, n, link.clone())
+            }
+        };
+        if a.symbolic {
+            return c
+                .symlink(&dir, &name, &a.target)
+                .await
+                .map_err(|e| at(&shown, e));
+        }
+        let target = parse_url(&a.target)?;
+        let (c2, target_rel) = s.resolve(&target).await?;
+        if c.export() != c2.export() || c.url().host != c2.url().host {
+            return Err(format!(
+                "{target}: not on the same server and export as {link} (a hard link cannot cross exports; use -s)"
+            ));
+        }
+        let (fh, _) = c.lookup_path(&target_rel).await.map_err(|e| at(&target, e))?;
+        c.link(&fh, &dir, &name)
+            .await
+            .map_err(|e| format!("{target} -> {shown}: {e}"))
+    }
+    .await;
+    s.finish(r).await
 }
 
 // --- formatting ------------------------------------------------------------------------------

@@ -26,12 +26,15 @@
 //! server discard the older one's state, §18.35.5). A long-lived client (a mount) can give its
 //! own stable owner in [`V4Options::owner`].
 //!
+//! The version-neutral [`crate::namespace::Namespace`] over this client is in `namespace.rs`.
+//!
 //! # Not yet here
-//! Directory listing and namespace ops, locks, delegations (a delegation the server grants
+//! Locks, delegations (a delegation the server grants
 //! anyway is returned at close), session trunking for nconnect, and reclaiming opens after a
 //! server restart: a new client id recovers the session, but opens made before it must be
 //! opened again by the caller.
 
+mod namespace;
 pub mod session;
 
 #[cfg(test)]
