@@ -4,7 +4,9 @@
 use super::*;
 use sluice_rpc::record::{RecordDecoder, RecordDecoderConfig};
 use sluice_rpc::server::{parse_call, success_header, CallParse};
-use sluice_xdr::nfs4::ops::{CreateSessionResOk, ExchangeIdResOk, SequenceResOk};
+use sluice_xdr::nfs4::ops::{
+    BindConnToSessionResOk, CreateSessionResOk, ExchangeIdResOk, SequenceResOk,
+};
 use sluice_xdr::Unpack;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -106,6 +108,17 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                 };
                 NfsResop4::Getattr(Res4::Ok(a.encode()))
             }
+            NfsArgop4::BindConnToSession(a) => {
+                seen.log.push(format!(
+                    "BIND_CONN_TO_SESSION s{} dir {}",
+                    a.sessid[0], a.dir
+                ));
+                NfsResop4::BindConnToSession(Res4::Ok(BindConnToSessionResOk {
+                    sessid: a.sessid,
+                    dir: CDFS4_FORE,
+                    use_conn_in_rdma_mode: false,
+                }))
+            }
             NfsArgop4::DestroySession(_) => NfsResop4::DestroySession(Nfsstat4::OK),
             NfsArgop4::DestroyClientid(_) => NfsResop4::DestroyClientid(Nfsstat4::OK),
             other => panic!("unexpected op {:?}", other.opnum()),
@@ -180,6 +193,29 @@ async fn seq_misordered_moves_to_another_slot_and_stale_clientid_makes_a_new_cli
             // RECLAIM_COMPLETE of the new client, then the GETATTR again.
             "SEQUENCE s2 slot 0 seq 1",
             "SEQUENCE s2 slot 0 seq 2",
+            "GETATTR",
+        ]
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn conn_not_bound_rebinds_the_connection_and_resends_on_the_same_slot_and_seqid() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let c = client(&seen).await;
+    let from = {
+        let mut s = seen.lock().unwrap();
+        s.faults = vec![Nfsstat4::CONN_NOT_BOUND_TO_SESSION];
+        s.log.len()
+    };
+    c.getattr_fh(&NfsFh4::from(&b"fh"[..])).await.unwrap();
+    assert_eq!(
+        after_connect(&seen, from),
+        [
+            "SEQUENCE s1 slot 0 seq 3",
+            // The fore channel only (CDFC4_FORE = 1); the session is kept, no CREATE_SESSION.
+            "BIND_CONN_TO_SESSION s1 dir 1",
+            "SEQUENCE s1 slot 0 seq 3",
             "GETATTR",
         ]
     );

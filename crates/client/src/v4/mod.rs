@@ -9,6 +9,7 @@
 //!        ▲                                                                           │
 //!        └──── session::Next: Done / Retry / RetryAfter / NewSession / NewClient ◄───┘
 //!   renewal task: a SEQUENCE alone when nothing succeeded for lease/3 (session::Lease)
+//!   nconnect: more connections, each bound to the session (see "Session trunking")
 //!   shutdown: DESTROY_SESSION, DESTROY_CLIENTID
 //! ```
 //!
@@ -26,24 +27,53 @@
 //! server discard the older one's state, §18.35.5). A long-lived client (a mount) can give its
 //! own stable owner in [`V4Options::owner`].
 //!
+//! # Session trunking (`nconnect`)
+//! With `nconnect=N` (the URL's, else [`ClientOptions::nconnect`]) the session runs over N TCP
+//! connections to the same address, used in turn as NFSv3's are ([`Connections`]). The first
+//! carries NULL, EXCHANGE_ID and CREATE_SESSION, which binds it; each other one is bound with
+//! BIND_CONN_TO_SESSION before its first COMPOUND (RFC 8881 §2.10.3.1, §18.34). One session,
+//! one slot table: the connections share the slots, so N connections do not multiply what
+//! is in flight, they spread the replies' receive path over N reader tasks.
+//!
+//! ```text
+//!   conn 1: NULL, EXCHANGE_ID, CREATE_SESSION ─┐
+//!   conn 2: BIND_CONN_TO_SESSION ──────────────┼─ one session: SEQUENCE + ops, round robin
+//!   conn N: BIND_CONN_TO_SESSION ──────────────┘
+//! ```
+//!
+//! A connection is bound for a (session, connection) pair: each keeps the session generation
+//! and its transport's reconnect count of its last bind, and one whose pair is stale is bound
+//! again before it carries a COMPOUND. So a new session (BADSESSION, STALE_CLIENTID) re-binds
+//! every connection, right after the recovery, and a connection the transport re-established
+//! is re-bound on its next use. The transport resends what was in flight on a reset before
+//! that bind can go out; a server that binds the fore channel on SEQUENCE (RFC 8881 says it
+//! does with SP4_NONE; sluice and Linux do) takes them, and one that answers
+//! CONN_NOT_BOUND_TO_SESSION gets the bind and the same slot and sequence id again
+//! ([`session::Next::Rebind`]), never a new session. All the connections go to one address,
+//! so they reach one server instance; no server-owner check is needed.
+//!
+//! A server that refuses the bind at connect time leaves the client on its first connection,
+//! with a warning and [`Client::trunking_note`] saying why: fewer connections are slower, not
+//! wrong.
+//!
 //! # Not yet here
-//! Directory listing and namespace ops, locks, delegations (a delegation the server grants
-//! anyway is returned at close), session trunking for nconnect, and reclaiming opens after a
-//! server restart: a new client id recovers the session, but opens made before it must be
-//! opened again by the caller.
+//! Namespace ops beyond MKDIR and READDIR, locks, delegations (a delegation the server grants
+//! anyway is returned at close), and
+//! reclaiming opens after a server restart: a new client id recovers the session, but opens
+//! made before it must be opened again by the caller.
 
 pub mod session;
 
 #[cfg(test)]
 mod fake;
 
-use crate::client::{credentials, resolve, ClientOptions};
+use crate::client::{checked_nconnect, credentials, resolve, ClientOptions};
 use crate::proto::{
     Call, CommitCall, FileContext, FileError, FileOptions, FileProtocol, ReadCall, ReadReply,
     Stability, Version, WriteCall, WriteReply,
 };
 use crate::stats::{ClientStats, ReadStats, Sample};
-use crate::transport::{CallError, PendingCall, RpcClient, TransportStats};
+use crate::transport::{CallError, Connections, PendingCall, RpcClient, RpcConfig, TransportStats};
 use crate::url::NfsUrl;
 use bytes::Bytes;
 use session::{Lease, Next, Outcome, Slot, SlotTable};
@@ -52,10 +82,11 @@ use sluice_rpc::rtt::TimerClass;
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloseArgs, CommitArgs,
-    CreatVerfAttr, CreateArgs, CreateSessionArgs, CreateSessionResOk, Createhow4, Createtype4,
-    ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4, OpenDelegation4,
-    Openflag4, Opnum4, ReadArgs, ReaddirArgs, Res4, SequenceArgs, StateProtect4A, WriteArgs,
+    BindConnToSessionArgs, CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4,
+    CloseArgs, CommitArgs, CreatVerfAttr, CreateArgs, CreateSessionArgs, CreateSessionResOk,
+    Createhow4, Createtype4, ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs,
+    OpenClaim4, OpenDelegation4, Openflag4, Opnum4, ReadArgs, ReaddirArgs, Res4, SequenceArgs,
+    StateProtect4A, WriteArgs, CDFC4_FORE, CDFS4_FORE,
 };
 use sluice_xdr::nfs4::{
     self as nfs4, Bitmap4, Component4, Fattr4, Ftype4, NfsFh4, Nfsstat4, Nfstime4, Opaque4,
@@ -264,7 +295,15 @@ pub struct Client {
 }
 
 struct Inner {
-    rpc: RpcClient,
+    /// The session's connections: the first carries session setup and recovery; with
+    /// `nconnect`, the others are bound to the session and COMPOUNDs go to all in turn.
+    conns: Connections,
+    /// Per connection, the (session generation, connection's reconnect count) it was last
+    /// bound for: a connection whose pair differs from the current one is bound again before it
+    /// carries a COMPOUND (see "Session trunking" in the module docs).
+    bound: Mutex<Vec<Option<(u64, u64)>>>,
+    /// Why the client runs on fewer connections than `nconnect` asked for, if it does.
+    trunking_note: Option<String>,
     cred: OpaqueAuth,
     minor: u32,
     url: NfsUrl,
@@ -333,7 +372,8 @@ impl Client {
         if rpc_config.server_name.is_empty() {
             rpc_config.server_name = url.host.clone();
         }
-        let rpc = RpcClient::connect(addr, rpc_config)
+        let nconnect = checked_nconnect(url, options).map_err(Error::Connect)?;
+        let rpc = RpcClient::connect(addr, rpc_config.clone())
             .await
             .map_err(|e| Error::Connect(format!("cannot connect to {addr}: {e}")))?;
         let cred = credentials(url, options);
@@ -348,8 +388,19 @@ impl Client {
                     let slots = (options.rpc.table.max_in_flight as u32).max(1);
                     let (sess, create_seq) =
                         create_session(&rpc, &cred, m, x.0, x.1, slots, &stats).await?;
+                    let mut conns = Connections::new(rpc);
+                    let trunk = Trunk {
+                        n: nconnect,
+                        config: &rpc_config,
+                        cred: &cred,
+                        minor: m,
+                        sessionid: sess.sessionid,
+                        stats: &stats,
+                    };
+                    let note = trunk.open(&mut conns).await?;
                     return Client::finish_connect(
-                        rpc, cred, m, url, owner, verifier, x.0, create_seq, sess, options, stats,
+                        conns, note, cred, m, url, owner, verifier, x.0, create_seq, sess, options,
+                        stats,
                     )
                     .await;
                 }
@@ -362,7 +413,8 @@ impl Client {
 
     #[allow(clippy::too_many_arguments)]
     async fn finish_connect(
-        rpc: RpcClient,
+        conns: Connections,
+        trunking_note: Option<String>,
         cred: OpaqueAuth,
         minor: u32,
         url: &NfsUrl,
@@ -392,8 +444,14 @@ impl Client {
             options.wsize_max.min(TRANSFER_BYTES_MAX),
         );
         let now = Instant::now();
+        // CREATE_SESSION bound the first connection, `Trunk::open` the others.
+        let bound = (0..conns.len())
+            .map(|i| Some((1, conns.get(i).stats().reconnects)))
+            .collect();
         let inner = Inner {
-            rpc,
+            conns,
+            bound: Mutex::new(bound),
+            trunking_note,
             cred,
             minor,
             url: url.clone(),
@@ -481,8 +539,21 @@ impl Client {
         self.inner.stats.lock().expect("stats lock").clone()
     }
 
+    /// Transport counters, summed over the session's connections.
     pub fn transport_stats(&self) -> TransportStats {
-        self.inner.rpc.stats()
+        self.inner.conns.stats()
+    }
+
+    /// Transport counters of each connection of the session, in order (one per connection
+    /// in use: fewer than `nconnect` when the server refused trunking).
+    pub fn connection_stats(&self) -> Vec<TransportStats> {
+        self.inner.conns.stats_each()
+    }
+
+    /// Why the session has fewer connections than `nconnect` asked for (the server refused
+    /// BIND_CONN_TO_SESSION), or `None`.
+    pub fn trunking_note(&self) -> Option<&str> {
+        self.inner.trunking_note.as_deref()
     }
 
     pub fn read_stats(&self) -> ReadStats {
@@ -651,12 +722,14 @@ impl Client {
         if self.inner.closed.swap(true, Ordering::SeqCst) {
             return;
         }
+        // DESTROY_SESSION outside a SEQUENCE must come on a connection bound to the session.
+        self.ensure_bound(0).await;
         let (sessionid, clientid) = {
             let s = self.inner.session.lock().expect("session lock");
             (s.sessionid, s.clientid)
         };
         destroy(
-            &self.inner.rpc,
+            self.inner.conns.first(),
             &self.inner.cred,
             self.inner.minor,
             sessionid,
@@ -684,8 +757,11 @@ impl Client {
         Box::pin(async move { c.finish(ops, first).await })
     }
 
-    /// Takes a slot and sends `ops` on it.
+    /// Takes a slot and sends `ops` on it, on the next connection in turn (bound first if it
+    /// is new to the session).
     async fn send(&self, ops: &[NfsArgop4]) -> Sent {
+        let (conn, rpc) = self.inner.conns.next();
+        self.ensure_bound(conn).await;
         let slot = self.acquire().await;
         let sessionid = self.inner.session.lock().expect("session lock").sessionid;
         let mut all = Vec::with_capacity(ops.len() + 1);
@@ -707,13 +783,12 @@ impl Client {
         let segments = w.into_segments();
         let bytes_sent = segments.iter().map(|s| s.len()).sum();
         let sent_at = Instant::now();
-        let call = self
-            .inner
-            .rpc
+        let call = rpc
             .start(compound_id(), &self.inner.cred, segments, TimerClass::Other)
             .await;
         Sent {
             slot,
+            conn,
             call,
             bytes_sent,
             sent_at,
@@ -783,13 +858,17 @@ impl Client {
                         rtt,
                     );
                 }
-                Next::Retry | Next::RetryAfter(_) => {
+                Next::Retry | Next::RetryAfter(_) | Next::Rebind => {
                     retries += 1;
                     if retries > RETRIES_MAX {
                         return (Err(sequence_error(&seq)), rtt);
                     }
                     if let Next::RetryAfter(d) = next {
                         tokio::time::sleep(d).await;
+                    }
+                    if next == Next::Rebind {
+                        self.inner.bound.lock().expect("bound lock")[sent.conn] = None;
+                        self.ensure_bound(sent.conn).await;
                     }
                 }
                 Next::NewSession | Next::NewClient => {
@@ -835,6 +914,35 @@ impl Client {
         }
     }
 
+    /// Binds connection `conn` to the current session unless it already is, for this session
+    /// and since its last reconnect. A failure is only logged: the COMPOUND that follows finds
+    /// out (a server that binds on SEQUENCE takes it anyway; one that does not answers
+    /// CONN_NOT_BOUND_TO_SESSION, which comes back here through [`Next::Rebind`]).
+    async fn ensure_bound(&self, conn: usize) {
+        let i = &self.inner;
+        let rpc = i.conns.get(conn);
+        let (sessionid, generation) = {
+            let s = i.session.lock().expect("session lock");
+            (s.sessionid, s.table.generation())
+        };
+        let want = Some((generation, rpc.stats().reconnects));
+        {
+            let mut bound = i.bound.lock().expect("bound lock");
+            if bound[conn] == want {
+                return;
+            }
+            // Claimed before the call, so that callers racing on this connection bind it once.
+            bound[conn] = want;
+        }
+        if let Err(e) = bind_conn(rpc, &i.cred, i.minor, sessionid, &i.stats).await {
+            tracing::debug!(
+                "{}: BIND_CONN_TO_SESSION of connection {} failed: {e}",
+                i.url.host,
+                conn + 1
+            );
+        }
+    }
+
     /// Replaces the session (and with [`Next::NewClient`], or when CREATE_SESSION finds the
     /// client id gone, the client id) that `generation` numbered. Recoveries are one at a
     /// time, and a caller that finds the session already replaced returns at once.
@@ -873,7 +981,13 @@ impl Client {
         let mut made = None;
         if why == Next::NewSession {
             match create_session(
-                &i.rpc, &i.cred, i.minor, clientid, create_seq, slots, &i.stats,
+                i.conns.first(),
+                &i.cred,
+                i.minor,
+                clientid,
+                create_seq,
+                slots,
+                &i.stats,
             )
             .await
             {
@@ -890,11 +1004,12 @@ impl Client {
         let (clientid, (sess, create_seq)) = match made {
             Some(m) => m,
             None => {
+                let rpc = i.conns.first();
                 let (id, seq) =
-                    exchange_id(&i.rpc, &i.cred, i.minor, &i.owner, i.verifier, &i.stats).await?;
+                    exchange_id(rpc, &i.cred, i.minor, &i.owner, i.verifier, &i.stats).await?;
                 (
                     id,
-                    create_session(&i.rpc, &i.cred, i.minor, id, seq, slots, &i.stats).await?,
+                    create_session(rpc, &i.cred, i.minor, id, seq, slots, &i.stats).await?,
                 )
             }
         };
@@ -904,6 +1019,13 @@ impl Client {
             s.create_seq = create_seq;
             s.sessionid = sess.sessionid;
             s.table = SlotTable::new(generation + 1, sess.fore_chan_attrs.maxrequests);
+            // CREATE_SESSION bound the first connection to the new session.
+            i.bound.lock().expect("bound lock")[0] =
+                Some((generation + 1, i.conns.first().stats().reconnects));
+        }
+        // The others were bound to the old one: bind them to the new one before anyone sends.
+        for conn in 1..i.conns.len() {
+            self.ensure_bound(conn).await;
         }
         i.slot_freed.notify_waiters();
         if new_client {
@@ -981,6 +1103,8 @@ impl Client {
 /// One transmission of a COMPOUND.
 struct Sent {
     slot: Slot,
+    /// The connection it went on.
+    conn: usize,
     call: PendingCall,
     bytes_sent: usize,
     sent_at: Instant,
@@ -997,7 +1121,7 @@ impl Drop for Inner {
             return;
         };
         let s = self.session.lock().expect("session lock");
-        let (rpc, cred, minor) = (self.rpc.clone(), self.cred.clone(), self.minor);
+        let (rpc, cred, minor) = (self.conns.first().clone(), self.cred.clone(), self.minor);
         let (sessionid, clientid) = (s.sessionid, s.clientid);
         rt.spawn(async move { destroy(&rpc, &cred, minor, sessionid, clientid).await });
     }
@@ -1265,6 +1389,76 @@ async fn create_session(
             op: Opnum4::CREATE_SESSION,
             status: other.status(),
         }),
+    }
+}
+
+/// BIND_CONN_TO_SESSION of `rpc`'s connection to the session's fore channel.
+///
+/// The fore channel only (CDFC4_FORE), not CDFC4_FORE_OR_BOTH: this client serves no back
+/// channel (CREATE_SESSION does not ask for one), and a server given "both" may send its
+/// callbacks down a connection where nobody answers them.
+async fn bind_conn(
+    rpc: &RpcClient,
+    cred: &OpaqueAuth,
+    minor: u32,
+    sessionid: SessionId4,
+    stats: &Mutex<ClientStats>,
+) -> Result<(), Error> {
+    let op = NfsArgop4::BindConnToSession(BindConnToSessionArgs {
+        sessid: sessionid,
+        dir: CDFC4_FORE,
+        use_conn_in_rdma_mode: false,
+    });
+    match lone_op(rpc, cred, minor, op, Some(stats)).await? {
+        NfsResop4::BindConnToSession(Res4::Ok(ok)) if ok.dir & CDFS4_FORE != 0 => Ok(()),
+        NfsResop4::BindConnToSession(Res4::Ok(ok)) => Err(Error::Other(format!(
+            "BIND_CONN_TO_SESSION bound direction {:#x}, not the fore channel",
+            ok.dir
+        ))),
+        other => Err(Error::Status {
+            op: Opnum4::BIND_CONN_TO_SESSION,
+            status: other.status(),
+        }),
+    }
+}
+
+/// What session trunking at connect time needs (see "Session trunking" in the module docs).
+struct Trunk<'a> {
+    /// Connections wanted in all (`nconnect`).
+    n: usize,
+    config: &'a RpcConfig,
+    cred: &'a OpaqueAuth,
+    minor: u32,
+    sessionid: SessionId4,
+    stats: &'a Mutex<ClientStats>,
+}
+
+impl Trunk<'_> {
+    /// Opens connections until there are `n` and binds each new one to the session. When the
+    /// server refuses a bind, the client goes on with the first connection alone and says why
+    /// (the returned note, also logged): trunking is an optimisation, not a reason to fail.
+    /// Failing to open a connection at all is an error, as for NFSv3.
+    async fn open(&self, conns: &mut Connections) -> Result<Option<String>, Error> {
+        conns
+            .open(self.n, self.config)
+            .await
+            .map_err(Error::Connect)?;
+        for i in 1..conns.len() {
+            let rpc = conns.get(i);
+            if let Err(e) = bind_conn(rpc, self.cred, self.minor, self.sessionid, self.stats).await
+            {
+                let note = format!(
+                    "nconnect={}: the server did not bind connection {} to the NFSv4.1 session \
+                     ({e}), so the session uses one connection",
+                    self.n,
+                    i + 1
+                );
+                tracing::warn!("{}: {note}", rpc.peer_addr());
+                conns.truncate(1);
+                return Ok(Some(note));
+            }
+        }
+        Ok(None)
     }
 }
 

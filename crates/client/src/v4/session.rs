@@ -26,7 +26,8 @@
 //! | BADSLOT                     | beyond the server's table: usable shrinks below it | `Retry` (another slot) |
 //! | SEQ_MISORDERED              | our seqid is not the server's: the slot is retired for this session | `Retry`, or `NewSession` once no slot is left |
 //! | DELAY                       | unchanged (the server is still busy with this slot's last request) | `RetryAfter` the same slot |
-//! | BADSESSION, DEADSESSION, CONN_NOT_BOUND_TO_SESSION | table dropped | `NewSession` |
+//! | BADSESSION, DEADSESSION     | table dropped                | `NewSession` |
+//! | CONN_NOT_BOUND_TO_SESSION   | free, seqid unchanged (the server refused the COMPOUND before the slot) | `Rebind` that connection, then `Retry` |
 //! | STALE_CLIENTID, EXPIRED     | table dropped                | `NewClient` |
 //! | no reply at all             | retired: whether the server executed the request is unknown, so the slot's seqid is too | `Failed` |
 //! | anything else               | free, seqid unchanged (the server did not take the seqid) | `Failed` |
@@ -88,6 +89,10 @@ pub enum Next {
     NewSession,
     /// The client id is gone: EXCHANGE_ID and CREATE_SESSION again, then retry.
     NewClient,
+    /// The connection the COMPOUND went on is not bound to the session (it was re-established,
+    /// and the server does not bind on SEQUENCE): BIND_CONN_TO_SESSION on it, then retry. The
+    /// session itself is fine, so replacing it (and losing every slot's cache) would be wrong.
+    Rebind,
     /// Give the error to the caller.
     Failed,
 }
@@ -235,9 +240,13 @@ impl SlotTable {
                     self.set_free(slot.slotid);
                     Next::RetryAfter(DELAY_RETRY)
                 }
-                Nfsstat4::BADSESSION
-                | Nfsstat4::DEADSESSION
-                | Nfsstat4::CONN_NOT_BOUND_TO_SESSION => Next::NewSession,
+                Nfsstat4::BADSESSION | Nfsstat4::DEADSESSION => Next::NewSession,
+                Nfsstat4::CONN_NOT_BOUND_TO_SESSION => {
+                    // The SEQUENCE was refused as a whole, for the connection it came on, not
+                    // for the slot: the slot's seqid was not taken.
+                    self.set_free(slot.slotid);
+                    Next::Rebind
+                }
                 Nfsstat4::STALE_CLIENTID | Nfsstat4::EXPIRED => Next::NewClient,
                 _ => {
                     self.set_free(slot.slotid);
@@ -427,7 +436,6 @@ mod tests {
         for (s, want) in [
             (Nfsstat4::BADSESSION, Next::NewSession),
             (Nfsstat4::DEADSESSION, Next::NewSession),
-            (Nfsstat4::CONN_NOT_BOUND_TO_SESSION, Next::NewSession),
             (Nfsstat4::STALE_CLIENTID, Next::NewClient),
             (Nfsstat4::EXPIRED, Next::NewClient),
         ] {
@@ -435,6 +443,23 @@ mod tests {
             let a = t.acquire().unwrap();
             assert_eq!(t.complete(a, &Outcome::Err(s)), want, "{}", s.name());
         }
+    }
+
+    #[test]
+    fn an_unbound_connection_is_rebound_and_keeps_the_session_and_the_seqid() {
+        let mut t = SlotTable::new(1, 2);
+        let a = t.acquire().unwrap();
+        assert_eq!(
+            t.complete(a, &Outcome::Err(Nfsstat4::CONN_NOT_BOUND_TO_SESSION)),
+            Next::Rebind
+        );
+        assert_eq!(t.busy(), 0);
+        let b = t.acquire().unwrap();
+        assert_eq!(
+            (b.generation, b.slotid, b.seqid),
+            (1, 0, 1),
+            "same session, same slot, seqid not consumed"
+        );
     }
 
     #[test]
