@@ -58,6 +58,7 @@ fn all(s: &dyn Server) {
         many_files_share_one_session(s).await;
         listing(s).await;
         tree_both_ways(s).await;
+        trunking(s).await;
     });
     stats_name_the_version(s);
 }
@@ -186,6 +187,91 @@ async fn tree_both_ways(s: &dyn Server) {
     assert!(r.unwrap_err().contains("use -r"));
 }
 
+/// `nconnect=4` is session trunking: one session, its COMPOUNDs over four connections, the
+/// three extra ones bound with BIND_CONN_TO_SESSION. `sluice serve` must take the binds; a
+/// server that refuses them (if ganesha does) leaves the client on one connection with a note
+/// saying so, and the data still arrives. Then `cp --nconnect 4` both ways, by SHA-256.
+async fn trunking(s: &dyn Server) {
+    let url = NfsUrl::parse(&format!("{}&nconnect=4", v4_url(s, "", "4.1"))).unwrap();
+    let c = Client::connect(
+        &url,
+        &ClientOptions::default(),
+        Minor::V1,
+        V4Options::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("[{}] nconnect=4: {e}", s.name()));
+    let path = format!("{}/trunked", url.path);
+    let data: Vec<u8> = (0..(8u32 << 20) + 5).map(|i| (i % 251) as u8).collect();
+    let (fh, attr) = c.create(&path, 0o644, CreateMode::Truncate).await.unwrap();
+    let mut w = File::new(c.clone(), fh.clone(), attr).writer();
+    w.write(&data).await.unwrap();
+    w.finish().await.unwrap();
+    c.close(&fh).await.unwrap();
+    let (fh, attr) = c.open(&path).await.unwrap();
+    let got = File::new(c.clone(), fh.clone(), attr).read_all().await;
+    c.close(&fh).await.unwrap();
+    assert!(
+        got.unwrap() == data,
+        "[{}] read back over nconnect=4",
+        s.name()
+    );
+    let conns = c.connection_stats();
+    let binds = c.stats().get("NFS4", "BIND_CONN_TO_SESSION");
+    match c.trunking_note() {
+        None => {
+            assert_eq!(conns.len(), 4, "[{}]", s.name());
+            // About 30 COMPOUNDs (9 WRITEs, COMMIT, 9 READs, OPENs, CLOSEs...) in turns of
+            // four, and the bind: every connection carries some.
+            for (i, t) in conns.iter().enumerate() {
+                assert!(
+                    t.table.calls_completed >= 4,
+                    "[{}] connection {} carried {} calls",
+                    s.name(),
+                    i + 1,
+                    t.table.calls_completed
+                );
+            }
+            let binds = binds.expect("binds were counted");
+            assert_eq!((binds.calls, binds.errors), (3, 0), "[{}]", s.name());
+        }
+        Some(note) => {
+            assert_ne!(s.name(), "sluice", "sluice serve refused trunking: {note}");
+            assert_eq!(conns.len(), 1, "[{}] {note}", s.name());
+            assert!(note.contains("one connection"), "{note}");
+            eprintln!("[{}] no trunking: {note}", s.name());
+        }
+    }
+    c.shutdown().await;
+    // The command line: `--nconnect 4` on a v4 URL, up and down.
+    let local = TempDir::new("v4-nconnect");
+    let src = local.path().join("src");
+    make_file(&src, (3 << 20) + 7, 99);
+    let want = sha256_file(&src);
+    let file_url = v4_url(s, "/nconnect-cp", "4.1");
+    ok(&[
+        "cp",
+        "-q",
+        "--nconnect",
+        "4",
+        src.to_str().unwrap(),
+        &file_url,
+    ])
+    .await;
+    assert_eq!(sha256_file(&s.export_dir().join("nconnect-cp")), want);
+    let back = local.path().join("back");
+    ok(&[
+        "cp",
+        "-q",
+        "--nconnect",
+        "4",
+        &file_url,
+        back.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(sha256_file(&back), want, "[{}]", s.name());
+}
+
 async fn negotiation(s: &dyn Server) {
     let url = NfsUrl::parse(&v4_url(s, "", "4")).unwrap();
     let options = ClientOptions::default();
@@ -275,6 +361,18 @@ fn v4_client_against_ganesha() {
 /// handles survive, and a new open reads the file.
 #[test]
 fn v4_session_and_client_id_are_recovered_after_a_server_restart() {
+    recovered_after_a_restart(1);
+}
+
+/// The same over three trunked connections: the new session has every connection bound to
+/// it again (two more BIND_CONN_TO_SESSION the server accepts), and all three carry calls
+/// after the restart.
+#[test]
+fn v4_trunked_connections_are_rebound_after_a_server_restart() {
+    recovered_after_a_restart(3);
+}
+
+fn recovered_after_a_restart(nconnect: usize) {
     let bin = SluiceServer::binary();
     let export = TempDir::new("v4-restart");
     let state = TempDir::new("v4-restart-state");
@@ -301,7 +399,10 @@ fn v4_session_and_client_id_are_recovered_after_a_server_restart() {
     std::fs::write(export.path().join("f"), b"hello").unwrap();
     let mut child = start();
     let dir = export.path().display().to_string();
-    let url = NfsUrl::parse(&format!("nfs://127.0.0.1:{port}{dir}?version=4.1")).unwrap();
+    let url = NfsUrl::parse(&format!(
+        "nfs://127.0.0.1:{port}{dir}?version=4.1&nconnect={nconnect}"
+    ))
+    .unwrap();
     let rt = runtime();
     let c = rt.block_on(async {
         Client::connect(
@@ -314,6 +415,18 @@ fn v4_session_and_client_id_are_recovered_after_a_server_restart() {
         .unwrap()
     });
     let (fh, _) = rt.block_on(c.lookup(&format!("{dir}/f"))).unwrap();
+    let accepted_binds = |c: &Client| {
+        c.stats()
+            .get("NFS4", "BIND_CONN_TO_SESSION")
+            .map_or(0, |b| b.calls - b.errors)
+    };
+    let binds_before = accepted_binds(&c);
+    assert_eq!(binds_before as usize, nconnect - 1);
+    let calls_before: Vec<u64> = c
+        .connection_stats()
+        .iter()
+        .map(|t| t.table.calls_completed)
+        .collect();
     child.kill().unwrap();
     child.wait().unwrap();
     let mut child = start();
@@ -326,6 +439,22 @@ fn v4_session_and_client_id_are_recovered_after_a_server_restart() {
         c.close(&ofh).await.unwrap();
         let sessions = c.stats().get("NFS4", "CREATE_SESSION").unwrap().calls;
         assert!(sessions >= 2, "a new session was made: {sessions}");
+        let conns = c.connection_stats();
+        assert_eq!(conns.len(), nconnect);
+        assert!(
+            accepted_binds(&c) >= binds_before + nconnect as u64 - 1,
+            "every extra connection bound to the new session: {} then {}",
+            binds_before,
+            accepted_binds(&c)
+        );
+        for (i, t) in conns.iter().enumerate() {
+            assert!(t.reconnects >= 1, "connection {} reconnected", i + 1);
+            assert!(
+                t.table.calls_completed > calls_before[i],
+                "connection {} carried calls after the restart",
+                i + 1
+            );
+        }
         c.shutdown().await;
     });
     let _ = child.kill();

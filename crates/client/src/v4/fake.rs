@@ -18,10 +18,21 @@ struct Seen {
     sessions: u8,
     /// Statuses to answer the next SEQUENCEs with, in order (then OK).
     faults: Vec<Nfsstat4>,
+    /// Answer BIND_CONN_TO_SESSION with NFS4ERR_NOTSUPP (a server without trunking).
+    refuse_binds: bool,
 }
 
+/// Serves every connection made to `listener`, each on its own task.
 async fn serve(listener: TcpListener, seen: Arc<Mutex<Seen>>) {
-    let (mut sock, _) = listener.accept().await.unwrap();
+    loop {
+        let Ok((sock, _)) = listener.accept().await else {
+            return;
+        };
+        tokio::spawn(serve_conn(sock, seen.clone()));
+    }
+}
+
+async fn serve_conn(mut sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
     let mut dec = RecordDecoder::new(RecordDecoderConfig::default());
     let mut buf = vec![0u8; 1 << 16];
     loop {
@@ -113,6 +124,11 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                     "BIND_CONN_TO_SESSION s{} dir {}",
                     a.sessid[0], a.dir
                 ));
+                if seen.refuse_binds {
+                    status = Nfsstat4::NOTSUPP;
+                    results.push(NfsResop4::error(op.opnum(), status));
+                    break;
+                }
                 NfsResop4::BindConnToSession(Res4::Ok(BindConnToSessionResOk {
                     sessid: a.sessid,
                     dir: CDFS4_FORE,
@@ -133,10 +149,17 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
 }
 
 async fn client(seen: &Arc<Mutex<Seen>>) -> Client {
+    client_with(seen, 1).await
+}
+
+async fn client_with(seen: &Arc<Mutex<Seen>>, nconnect: usize) -> Client {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(serve(listener, seen.clone()));
-    let url = NfsUrl::parse(&format!("nfs://127.0.0.1/x?version=4.1&nfsport={port}")).unwrap();
+    let url = NfsUrl::parse(&format!(
+        "nfs://127.0.0.1/x?version=4.1&nfsport={port}&nconnect={nconnect}"
+    ))
+    .unwrap();
     let mut options = ClientOptions::default();
     options.rpc.privileged_port = false;
     Client::connect(&url, &options, Minor::V1, V4Options::default())
@@ -219,5 +242,47 @@ async fn conn_not_bound_rebinds_the_connection_and_resends_on_the_same_slot_and_
             "GETATTR",
         ]
     );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn extra_connections_are_bound_and_used_in_turn() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let c = client_with(&seen, 3).await;
+    assert_eq!(c.trunking_note(), None);
+    assert_eq!(c.connection_stats().len(), 3);
+    for _ in 0..6 {
+        c.getattr_fh(&NfsFh4::from(&b"fh"[..])).await.unwrap();
+    }
+    let log = seen.lock().unwrap().log.clone();
+    let binds = log.iter().filter(|l| l.starts_with("BIND_CONN")).count();
+    assert_eq!(binds, 2, "one per extra connection: {log:?}");
+    for (i, t) in c.connection_stats().iter().enumerate() {
+        assert!(
+            t.table.calls_completed >= 2,
+            "connection {i}: {}",
+            t.table.calls_completed
+        );
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_refusing_trunking_leaves_one_connection_and_says_why() {
+    let seen = Arc::new(Mutex::new(Seen {
+        refuse_binds: true,
+        ..Seen::default()
+    }));
+    let c = client_with(&seen, 4).await;
+    assert_eq!(c.connection_stats().len(), 1);
+    let note = c.trunking_note().expect("a note");
+    assert!(
+        note.contains("nconnect=4")
+            && note.contains("NFS4ERR_NOTSUPP")
+            && note.contains("one connection"),
+        "{note}"
+    );
+    let a = c.getattr_fh(&NfsFh4::from(&b"fh"[..])).await.unwrap();
+    assert_eq!(a.size, 42, "the session works on the first connection");
     c.shutdown().await;
 }
