@@ -358,7 +358,8 @@ fn v4_client_against_ganesha() {
 
 /// `sluice serve` killed and started again on the same port and state: the client's next
 /// COMPOUND finds its session (and client id) gone, sets up new ones by itself, and goes on;
-/// handles survive, and a new open reads the file.
+/// handles survive, opens made before the restart read and write through the same handles
+/// (the client opened them again), and a new open reads the file.
 #[test]
 fn v4_session_and_client_id_are_recovered_after_a_server_restart() {
     recovered_after_a_restart(1);
@@ -415,6 +416,12 @@ fn recovered_after_a_restart(nconnect: usize) {
         .unwrap()
     });
     let (fh, _) = rt.block_on(c.lookup(&format!("{dir}/f"))).unwrap();
+    // Opens made before the restart, used after it through the same handles: the client
+    // opens them again under its new client id (CLAIM_FH: sluice serve has no grace period).
+    let (rfh, rattr) = rt.block_on(c.open(&format!("{dir}/f"))).unwrap();
+    let (wfh, wattr) = rt
+        .block_on(c.create(&format!("{dir}/w"), 0o644, CreateMode::Truncate))
+        .unwrap();
     let accepted_binds = |c: &Client| {
         c.stats()
             .get("NFS4", "BIND_CONN_TO_SESSION")
@@ -433,6 +440,23 @@ fn recovered_after_a_restart(nconnect: usize) {
     rt.block_on(async {
         let a = c.getattr_fh(&fh).await.expect("GETATTR after the restart");
         assert_eq!(a.size, 5);
+        let got = File::new(c.clone(), rfh.clone(), rattr).read_all().await;
+        assert_eq!(
+            got.unwrap(),
+            b"hello",
+            "READ on an open from before the restart"
+        );
+        let mut w = File::new(c.clone(), wfh.clone(), wattr).writer();
+        w.write(b"written after the restart").await.unwrap();
+        w.finish()
+            .await
+            .expect("WRITE on an open from before the restart");
+        c.close(&wfh).await.expect("CLOSE of the reopened file");
+        c.close(&rfh).await.expect("CLOSE of the reopened file");
+        assert_eq!(
+            std::fs::read(export.path().join("w")).unwrap(),
+            b"written after the restart"
+        );
         let (ofh, attr) = c.open(&format!("{dir}/f")).await.unwrap();
         let got = File::new(c.clone(), ofh.clone(), attr).read_all().await;
         assert_eq!(got.unwrap(), b"hello");

@@ -10,6 +10,7 @@
 //!        └──── session::Next: Done / Retry / RetryAfter / NewSession / NewClient ◄───┘
 //!   renewal task: a SEQUENCE alone when nothing succeeded for lease/3 (session::Lease)
 //!   nconnect: more connections, each bound to the session (see "Session trunking")
+//!   new client id: every open made again (reopen::OpenTable), then RECLAIM_COMPLETE
 //!   shutdown: DESTROY_SESSION, DESTROY_CLIENTID
 //! ```
 //!
@@ -56,12 +57,19 @@
 //! with a warning and [`Client::trunking_note`] saying why: fewer connections are slower, not
 //! wrong.
 //!
+//! # After a server restart
+//! The session comes back by itself (BADSESSION, then STALE_CLIENTID: a new client id and
+//! session); the files opened before are opened again by the driver, reclaimed with
+//! CLAIM_PREVIOUS when the server is in its grace period, else with CLAIM_FH, and the caller's
+//! handles keep working: their stateids are rewritten to the new ones as calls go out
+//! ([`reopen`]). Unstable data the server lost shows as a changed write verifier, which the
+//! file layer resends as over NFSv3.
+//!
 //! # Not yet here
 //! Namespace ops beyond MKDIR and READDIR, locks, delegations (a delegation the server grants
-//! anyway is returned at close), and
-//! reclaiming opens after a server restart: a new client id recovers the session, but opens
-//! made before it must be opened again by the caller.
+//! anyway is returned at close).
 
+pub mod reopen;
 pub mod session;
 
 #[cfg(test)]
@@ -76,6 +84,7 @@ use crate::stats::{ClientStats, ReadStats, Sample};
 use crate::transport::{CallError, Connections, PendingCall, RpcClient, RpcConfig, TransportStats};
 use crate::url::NfsUrl;
 use bytes::Bytes;
+use reopen::{OpenRecord, OpenTable};
 use session::{Lease, Next, Outcome, Slot, SlotTable};
 use sluice_rpc::client::{ProcId, RpcError};
 use sluice_rpc::rtt::TimerClass;
@@ -323,6 +332,10 @@ struct Inner {
     closed: AtomicBool,
     /// Numbers the open owners of this client's files.
     opens: AtomicU64,
+    /// The open files, for reopening after a new client id (see [`reopen`]).
+    open_files: Mutex<OpenTable>,
+    /// Woken when a reopen pass ends.
+    reopen_done: Notify,
 }
 
 struct SessionState {
@@ -484,6 +497,8 @@ impl Client {
             stats,
             closed: AtomicBool::new(false),
             opens: AtomicU64::new(0),
+            open_files: Mutex::new(OpenTable::default()),
+            reopen_done: Notify::new(),
         };
         let mut client = Client {
             inner: Arc::new(inner),
@@ -635,6 +650,7 @@ impl Client {
         let (dirfh, _) = self.lookup(dir).await?;
         let clientid = self.inner.session.lock().expect("session lock").clientid;
         let n = self.inner.opens.fetch_add(1, Ordering::Relaxed);
+        let owner = format!("open-{n}").into_bytes();
         let ops = vec![
             NfsArgop4::Putfh(dirfh),
             NfsArgop4::Open(OpenArgs {
@@ -643,7 +659,7 @@ impl Client {
                 share_deny: 0,
                 owner: StateOwner4 {
                     clientid,
-                    owner: Opaque4(Bytes::from(format!("open-{n}").into_bytes())),
+                    owner: Opaque4(Bytes::from(owner.clone())),
                 },
                 openhow,
                 claim: OpenClaim4::Null(component(name)?),
@@ -672,6 +688,15 @@ impl Client {
             },
             delegation,
         };
+        let tracked = self.inner.open_files.lock().expect("opens lock").insert(
+            fh.stateid,
+            fh.fh.clone(),
+            access,
+            owner,
+        );
+        if !tracked {
+            tracing::debug!("{path}: too many opens to track; not reopened after a restart");
+        }
         Ok((fh, find_attr(&res)?))
     }
 
@@ -703,11 +728,18 @@ impl Client {
         if fh.stateid == Stateid4::ANONYMOUS {
             return Ok(());
         }
+        // Forgotten first, so that a reopen pass from now on leaves it closed.
+        let current = self
+            .inner
+            .open_files
+            .lock()
+            .expect("opens lock")
+            .remove(fh.stateid);
         let mut ops = vec![
             NfsArgop4::Putfh(fh.fh.clone()),
             NfsArgop4::Close(CloseArgs {
                 seqid: 0,
-                open_stateid: fh.stateid,
+                open_stateid: current,
             }),
         ];
         if let Some(d) = fh.delegation {
@@ -773,6 +805,10 @@ impl Client {
             cachethis: false,
         }));
         all.extend(ops.iter().cloned());
+        let (tracked, reopen_epoch) = {
+            let t = self.inner.open_files.lock().expect("opens lock");
+            (t.translate(&mut all[1..]), t.epoch())
+        };
         let args = Compound4Args {
             tag: Utf8Str::default(),
             minorversion: self.inner.minor,
@@ -789,6 +825,8 @@ impl Client {
         Sent {
             slot,
             conn,
+            tracked,
+            reopen_epoch,
             call,
             bytes_sent,
             sent_at,
@@ -844,6 +882,19 @@ impl Client {
             };
             sample.error = failed || next != Next::Done;
             self.record(main_op, sample);
+            let stale = matches!(&result, Ok(r) if matches!(
+                r.status,
+                Nfsstat4::STALE_STATEID | Nfsstat4::BAD_STATEID
+            ));
+            if next == Next::Done && stale && sent.tracked {
+                // Sent with a stateid of the old client id, racing the reopen pass: again with
+                // the new one, if a pass has run since (see `reopen`).
+                if self.reopen_finished().await > sent.reopen_epoch && retries < RETRIES_MAX {
+                    retries += 1;
+                    sent = self.send(&ops).await;
+                    continue;
+                }
+            }
             match next {
                 Next::Done => return (result, rtt),
                 Next::Failed => {
@@ -1013,6 +1064,9 @@ impl Client {
                 )
             }
         };
+        // Before the new session is usable: a call failing on an old stateid from now on
+        // waits for the pass (see `reopen`).
+        let run_pass = new_client && i.open_files.lock().expect("opens lock").start_pass();
         {
             let mut s = i.session.lock().expect("session lock");
             s.clientid = clientid;
@@ -1028,11 +1082,143 @@ impl Client {
             self.ensure_bound(conn).await;
         }
         i.slot_freed.notify_waiters();
-        if new_client {
-            drop(_one);
-            self.reclaim_complete().await;
+        // The pass runs after the recovery lock is released: its calls may need a recovery of
+        // their own.
+        drop(_one);
+        if run_pass {
+            self.reopen_pass().await;
         }
         Ok(())
+    }
+
+    /// Opens every tracked file again under the new client id, reclaiming in the server's
+    /// grace period when it has one, and sends RECLAIM_COMPLETE in between (see [`reopen`]).
+    async fn reopen_pass(&self) {
+        let mut rounds = 0;
+        loop {
+            self.reopen_round().await;
+            let again = self.inner.open_files.lock().expect("opens lock").end_pass();
+            if !again {
+                break;
+            }
+            rounds += 1;
+            if rounds > RECOVERIES_MAX {
+                while self.inner.open_files.lock().expect("opens lock").end_pass() {}
+                break;
+            }
+        }
+        self.inner.reopen_done.notify_waiters();
+    }
+
+    async fn reopen_round(&self) {
+        let todo = self
+            .inner
+            .open_files
+            .lock()
+            .expect("opens lock")
+            .to_reopen();
+        let host = &self.inner.url.host;
+        let (mut reclaimed, mut reopened) = (0, 0);
+        let mut rest = Vec::new();
+        let mut grace = true;
+        for (key, rec) in todo {
+            if grace {
+                match self
+                    .reopen_one(&rec, OpenClaim4::Previous(OPEN_DELEGATE_NONE))
+                    .await
+                {
+                    Ok(s) => {
+                        self.inner
+                            .open_files
+                            .lock()
+                            .expect("opens lock")
+                            .reopened(key, s);
+                        reclaimed += 1;
+                        continue;
+                    }
+                    Err(e) if e.status() == Some(Nfsstat4::NO_GRACE) => grace = false,
+                    Err(e) => tracing::debug!("{host}: reclaiming an open failed: {e}"),
+                }
+            }
+            rest.push((key, rec));
+        }
+        self.reclaim_complete().await;
+        for (key, rec) in rest {
+            match self.reopen_one(&rec, OpenClaim4::Fh).await {
+                Ok(s) => {
+                    self.inner
+                        .open_files
+                        .lock()
+                        .expect("opens lock")
+                        .reopened(key, s);
+                    reopened += 1;
+                }
+                Err(e) => tracing::warn!("{host}: reopening a file after the restart failed: {e}"),
+            }
+        }
+        if reclaimed + reopened > 0 {
+            tracing::info!(
+                "{host}: NFSv4 opens after the new client id: {reclaimed} reclaimed, {reopened} \
+                 opened again"
+            );
+        }
+    }
+
+    /// OPEN of `rec`'s file by handle with `claim` (CLAIM_PREVIOUS or CLAIM_FH); the new
+    /// stateid. A delegation that comes with it is returned at once: the caller's handle does
+    /// not know it.
+    async fn reopen_one(&self, rec: &OpenRecord, claim: OpenClaim4) -> Result<Stateid4, Error> {
+        let clientid = self.inner.session.lock().expect("session lock").clientid;
+        let res = self
+            .compound(vec![
+                NfsArgop4::Putfh(rec.fh.clone()),
+                NfsArgop4::Open(OpenArgs {
+                    seqid: 0,
+                    share_access: rec.access,
+                    share_deny: 0,
+                    owner: StateOwner4 {
+                        clientid,
+                        owner: Opaque4(Bytes::from(rec.owner.clone())),
+                    },
+                    openhow: Openflag4::NoCreate,
+                    claim,
+                }),
+            ])
+            .await?
+            .ok()?;
+        let Some(NfsResop4::Open(Res4::Ok(open))) = res.last() else {
+            return Err(Error::Other("OPEN returned no result".into()));
+        };
+        let delegation = match &open.delegation {
+            OpenDelegation4::Read(d) => Some(d.stateid),
+            OpenDelegation4::Write(d) => Some(d.stateid),
+            _ => None,
+        };
+        if let Some(d) = delegation {
+            let _ = self
+                .compound(vec![
+                    NfsArgop4::Putfh(rec.fh.clone()),
+                    NfsArgop4::Delegreturn(d),
+                ])
+                .await;
+        }
+        Ok(open.stateid)
+    }
+
+    /// Waits until no reopen pass runs; the passes finished by then.
+    async fn reopen_finished(&self) -> u64 {
+        loop {
+            let done = self.inner.reopen_done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            {
+                let t = self.inner.open_files.lock().expect("opens lock");
+                if !t.pass_running() {
+                    return t.epoch();
+                }
+            }
+            done.await;
+        }
     }
 
     fn record(&self, op: Opnum4, sample: Sample) {
@@ -1105,6 +1291,10 @@ struct Sent {
     slot: Slot,
     /// The connection it went on.
     conn: usize,
+    /// Whether it carried a stateid of [`Inner::open_files`], and the reopen passes done when
+    /// it was sent.
+    tracked: bool,
+    reopen_epoch: u64,
     call: PendingCall,
     bytes_sent: usize,
     sent_at: Instant,
@@ -1136,6 +1326,8 @@ const READDIR_MAXCOUNT_BYTES: u32 = 256 * 1024;
 /// on what a hostile or broken server can make us hold.
 pub const DIR_ENTRIES_MAX: usize = 1_000_000;
 
+/// OPEN CLAIM_PREVIOUS's delegation type: none (RFC 8881 §18.16.1, `open_delegation_type4`).
+const OPEN_DELEGATE_NONE: u32 = 0;
 /// OPEN share access (RFC 8881 §18.16.3).
 const OPEN4_SHARE_ACCESS_READ: u32 = 1;
 const OPEN4_SHARE_ACCESS_BOTH: u32 = 3;
