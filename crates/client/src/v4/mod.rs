@@ -281,6 +281,10 @@ const TRANSFER_BYTES_MAX: u32 = 1 << 20;
 /// AUTH_SYS (at most ~430 bytes), SEQUENCE (44), PUTFH (136), WRITE's fixed part (36), with
 /// margin; rounded to a page so the transfer size stays page aligned.
 const HEADER_BYTES_MAX: u32 = 4096;
+/// Reply bytes a slot may cache (`ca_maxresponsesize_cached` asked for): the largest reply of
+/// a COMPOUND that changes state, OPEN + GETFH + GETATTR with a delegation and long owner
+/// names, stays under 2 KiB; twice that for margin.
+const CACHED_REPLY_BYTES: u32 = 4096;
 /// Ops asked for per COMPOUND (`ca_maxoperations`): a path walk of 28 components fits one
 /// COMPOUND; longer walks are split by what the server grants.
 const OPS_MAX: u32 = 32;
@@ -344,6 +348,8 @@ struct SessionState {
     create_seq: u32,
     sessionid: SessionId4,
     table: SlotTable,
+    /// The session's `ca_maxresponsesize_cached`: replies up to it may be cached.
+    cached_bytes: u32,
 }
 
 /// What a COMPOUND came back with (SEQUENCE's result removed).
@@ -475,6 +481,7 @@ impl Client {
                 create_seq,
                 sessionid: sess.sessionid,
                 table: SlotTable::new(1, fore.maxrequests),
+                cached_bytes: fore.maxresponsesize_cached,
             }),
             slot_freed: Notify::new(),
             recovery: tokio::sync::Mutex::new(()),
@@ -795,14 +802,21 @@ impl Client {
         let (conn, rpc) = self.inner.conns.next();
         self.ensure_bound(conn).await;
         let slot = self.acquire().await;
-        let sessionid = self.inner.session.lock().expect("session lock").sessionid;
+        let (sessionid, cached_bytes) = {
+            let s = self.inner.session.lock().expect("session lock");
+            (s.sessionid, s.cached_bytes)
+        };
+        // A server that keeps less than we asked for might refuse to cache an OPEN's reply
+        // (REP_TOO_BIG_TO_CACHE): then nothing is cached, as before the reply cache was used.
+        let cachethis = cached_bytes >= CACHED_REPLY_BYTES
+            && session::cache_this(ops.iter().map(|o| o.opnum()));
         let mut all = Vec::with_capacity(ops.len() + 1);
         all.push(NfsArgop4::Sequence(SequenceArgs {
             sessionid,
             sequenceid: slot.seqid,
             slotid: slot.slotid,
             highest_slotid: slot.highest_slotid,
-            cachethis: false,
+            cachethis,
         }));
         all.extend(ops.iter().cloned());
         let (tracked, reopen_epoch) = {
@@ -882,6 +896,18 @@ impl Client {
             };
             sample.error = failed || next != Next::Done;
             self.record(main_op, sample);
+            let uncached = matches!(&result, Ok(r) if r.status == Nfsstat4::RETRY_UNCACHED_REP);
+            if next == Next::Done
+                && uncached
+                && session::resend_uncached(ops.iter().map(|o| o.opnum()))
+                && retries < RETRIES_MAX
+            {
+                // It ran, its reply was lost on a broken connection, and it changes nothing:
+                // send it again as new work (see `session`).
+                retries += 1;
+                sent = self.send(&ops).await;
+                continue;
+            }
             let stale = matches!(&result, Ok(r) if matches!(
                 r.status,
                 Nfsstat4::STALE_STATEID | Nfsstat4::BAD_STATEID
@@ -1073,6 +1099,7 @@ impl Client {
             s.create_seq = create_seq;
             s.sessionid = sess.sessionid;
             s.table = SlotTable::new(generation + 1, sess.fore_chan_attrs.maxrequests);
+            s.cached_bytes = sess.fore_chan_attrs.maxresponsesize_cached;
             // CREATE_SESSION bound the first connection to the new session.
             i.bound.lock().expect("bound lock")[0] =
                 Some((generation + 1, i.conns.first().stats().reconnects));
@@ -1554,8 +1581,9 @@ async fn create_session(
             headerpadsize: 0,
             maxrequestsize: transfer,
             maxresponsesize: transfer,
-            // Replies are not cached (cachethis is never set): a small bound is enough.
-            maxresponsesize_cached: 4096,
+            // Only the replies of COMPOUNDs that change state are cached (WRITE, OPEN...),
+            // which are small (see `session::cache_this`).
+            maxresponsesize_cached: CACHED_REPLY_BYTES,
             maxoperations: OPS_MAX,
             maxrequests: slots.min(session::SLOTS_MAX),
             rdma_ird: Default::default(),
