@@ -2,7 +2,8 @@
 //! `cp` both ways at the sizes that find off-by-ones (0 B, 1 B, 1 MiB + 1) and one that keeps
 //! many READs and WRITEs in flight on the session's slots (16 MiB), checked by SHA-256; `cat`;
 //! minor version negotiation; `--stats` naming the version; a session shared by many files;
-//! `ls` / `ls -l` (READDIR in pages); `cp -r` of a small tree both ways.
+//! `ls` / `ls -l` (READDIR in pages); `cp -r` of a small tree both ways; session trunking
+//! (`nconnect`); recovery after a server restart; and 256 MiB both ways, one test per server.
 mod servers;
 
 use clap::Parser;
@@ -342,6 +343,48 @@ fn stats_name_the_version(s: &dyn Server) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("NFS version: 4.2"), "[{}] {err}", s.name());
     assert!(err.contains("READ "), "[{}] {err}", s.name());
+}
+
+/// 256 MiB up and back down over 4.1 by SHA-256: long enough for the readahead window and
+/// write-behind to reach their limits and for slots to be reused many times over. One size and
+/// one version per server, to keep the suite short (the small sizes run in `all`).
+fn large_file_both_ways(s: &dyn Server) {
+    const LARGE_BYTES: u64 = 256 << 20;
+    let local = TempDir::new("v4-large");
+    let src = local.path().join("src");
+    make_file(&src, LARGE_BYTES, 256);
+    let want = sha256_file(&src);
+    let url = v4_url(s, "/v4-large", "4.1");
+    let back = local.path().join("back");
+    runtime().block_on(async {
+        ok(&["cp", "-q", src.to_str().unwrap(), &url]).await;
+        ok(&["cp", "-q", &url, back.to_str().unwrap()]).await;
+    });
+    std::fs::remove_file(&src).unwrap();
+    assert_eq!(
+        sha256_file(&s.export_dir().join("v4-large")),
+        want,
+        "[{}] upload of 256 MiB",
+        s.name()
+    );
+    assert_eq!(
+        sha256_file(&back),
+        want,
+        "[{}] download of 256 MiB",
+        s.name()
+    );
+}
+
+#[test]
+fn v4_256mib_both_ways_against_sluice_server() {
+    let server = SluiceServer::start(&SluiceServer::binary());
+    large_file_both_ways(&server);
+}
+
+#[test]
+fn v4_256mib_both_ways_against_ganesha() {
+    let server = Ganesha::start();
+    large_file_both_ways(&server);
 }
 
 #[test]
