@@ -181,6 +181,7 @@ fn reset_during_read(version: &'static str) {
     eprintln!("reset during read: {elapsed:.1?}, {r:?}\n{err}");
     assert!(r.reconnects >= 3, "expected >= 3 reconnects: {r:?}\n{err}");
     assert!(r.proc_retrans > 0, "no READ was resent: {r:?}\n{err}");
+    assert_rebound(version, &err);
 }
 
 /// The same for a write: WRITEs cut off mid-record are resent on the next connection.
@@ -200,6 +201,29 @@ fn reset_during_write(version: &'static str) {
     eprintln!("reset during write: {elapsed:.1?}, {r:?}\n{err}");
     assert!(r.reconnects >= 3, "expected >= 3 reconnects: {r:?}\n{err}");
     assert!(r.proc_retrans > 0, "no WRITE was resent: {r:?}\n{err}");
+    assert_rebound(version, &err);
+}
+
+/// Over NFSv4.1, a connection the client re-established was bound to the session again
+/// (BIND_CONN_TO_SESSION, accepted) before it carried new work.
+fn assert_rebound(version: &str, err: &str) {
+    if version == "3" {
+        return;
+    }
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("NFS4 ") && l.contains(" BIND_CONN_TO_SESSION "))
+        .unwrap_or_else(|| panic!("no BIND_CONN_TO_SESSION after the resets:\n{err}"));
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(2)
+        .take(2)
+        .map(|n| n.parse().expect("number"))
+        .collect();
+    assert!(
+        f[0] >= 1 && f[1] == 0,
+        "binds (calls, errors) {f:?}:\n{err}"
+    );
 }
 
 // --- stalls ------------------------------------------------------------------------------------
