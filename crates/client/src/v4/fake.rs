@@ -1,5 +1,7 @@
 //! The v4 driver against a scripted in-process server: what it sends after DELAY, BADSLOT,
-//! SEQ_MISORDERED and BADSESSION, seen on the wire.
+//! SEQ_MISORDERED, BADSESSION, CONN_NOT_BOUND_TO_SESSION and STALE_CLIENTID (reopening its
+//! files, with and without a grace period), and with `nconnect` (binds, or a refusal), seen on
+//! the wire.
 
 use super::*;
 use sluice_rpc::record::{RecordDecoder, RecordDecoderConfig};
@@ -20,6 +22,10 @@ struct Seen {
     faults: Vec<Nfsstat4>,
     /// Answer BIND_CONN_TO_SESSION with NFS4ERR_NOTSUPP (a server without trunking).
     refuse_binds: bool,
+    /// In a grace period: OPEN CLAIM_PREVIOUS succeeds (else NFS4ERR_NO_GRACE).
+    grace: bool,
+    /// Open stateids handed out (the next one's `other` is all this byte + 1).
+    stateids: u8,
 }
 
 /// Serves every connection made to `listener`, each on its own task.
@@ -108,7 +114,45 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                     status_flags: 0,
                 }))
             }
-            NfsArgop4::ReclaimComplete(_) => NfsResop4::ReclaimComplete(Nfsstat4::OK),
+            NfsArgop4::ReclaimComplete(_) => {
+                seen.log.push("RECLAIM_COMPLETE".into());
+                NfsResop4::ReclaimComplete(Nfsstat4::OK)
+            }
+            NfsArgop4::Lookup(_) => NfsResop4::Lookup(Nfsstat4::OK),
+            NfsArgop4::Getfh(()) => NfsResop4::Getfh(Res4::Ok(NfsFh4::from(&b"fh"[..]))),
+            NfsArgop4::Open(a) => {
+                let claim = match a.claim {
+                    OpenClaim4::Null(_) => "null",
+                    OpenClaim4::Previous(_) => "previous",
+                    OpenClaim4::Fh => "fh",
+                    _ => "other",
+                };
+                seen.log.push(format!("OPEN {claim}"));
+                if claim == "previous" && !seen.grace {
+                    status = Nfsstat4::NO_GRACE;
+                    results.push(NfsResop4::error(op.opnum(), status));
+                    break;
+                }
+                seen.stateids += 1;
+                NfsResop4::Open(Res4::Ok(sluice_xdr::nfs4::ops::OpenResOk {
+                    stateid: Stateid4 {
+                        seqid: 1,
+                        other: [seen.stateids; 12],
+                    },
+                    ..Default::default()
+                }))
+            }
+            NfsArgop4::Read(a) => {
+                seen.log.push(format!("READ {}", a.stateid.other[0]));
+                NfsResop4::Read(Res4::Ok(sluice_xdr::nfs4::ops::ReadResOk {
+                    eof: true,
+                    data: Payload::default(),
+                }))
+            }
+            NfsArgop4::Close(a) => {
+                seen.log.push(format!("CLOSE {}", a.open_stateid.other[0]));
+                NfsResop4::Close(Res4::Ok(a.open_stateid))
+            }
             NfsArgop4::Putrootfh(()) => NfsResop4::Putrootfh(Nfsstat4::OK),
             NfsArgop4::Putfh(_) => NfsResop4::Putfh(Nfsstat4::OK),
             NfsArgop4::Getattr(_) => {
@@ -213,8 +257,9 @@ async fn seq_misordered_moves_to_another_slot_and_stale_clientid_makes_a_new_cli
             "SEQUENCE s1 slot 1 seq 1",
             "EXCHANGE_ID",
             "CREATE_SESSION 2",
-            // RECLAIM_COMPLETE of the new client, then the GETATTR again.
+            // RECLAIM_COMPLETE of the new client (no opens to reclaim), then the GETATTR again.
             "SEQUENCE s2 slot 0 seq 1",
+            "RECLAIM_COMPLETE",
             "SEQUENCE s2 slot 0 seq 2",
             "GETATTR",
         ]
@@ -285,4 +330,68 @@ async fn a_server_refusing_trunking_leaves_one_connection_and_says_why() {
     let a = c.getattr_fh(&NfsFh4::from(&b"fh"[..])).await.unwrap();
     assert_eq!(a.size, 42, "the session works on the first connection");
     c.shutdown().await;
+}
+
+/// An open made before a new client id (STALE_CLIENTID): the driver opens it again before the
+/// caller's READ is resent, reclaiming (CLAIM_PREVIOUS) before RECLAIM_COMPLETE when the server
+/// is in grace, else opening it by handle (CLAIM_FH) after RECLAIM_COMPLETE; the READ and the
+/// CLOSE carry the new stateid although the caller still holds the old one.
+async fn reopen_after_new_client(grace: bool) -> Vec<String> {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let c = client(&seen).await;
+    let (fh, _) = c.open("/x/f").await.unwrap();
+    assert_eq!(fh.stateid.other, [1; 12]);
+    let from = {
+        let mut s = seen.lock().unwrap();
+        s.faults = vec![Nfsstat4::STALE_CLIENTID];
+        s.grace = grace;
+        s.log.len()
+    };
+    let read = NfsArgop4::Read(ReadArgs {
+        stateid: fh.stateid,
+        offset: 0,
+        count: 10,
+    });
+    c.compound(vec![NfsArgop4::Putfh(fh.fh.clone()), read])
+        .await
+        .unwrap()
+        .ok()
+        .unwrap();
+    c.close(&fh).await.unwrap();
+    c.shutdown().await;
+    after_connect(&seen, from)
+        .into_iter()
+        .filter(|l| !l.starts_with("SEQUENCE"))
+        .collect()
+}
+
+#[tokio::test]
+async fn opens_are_reclaimed_in_grace_before_reclaim_complete() {
+    assert_eq!(
+        reopen_after_new_client(true).await,
+        [
+            "EXCHANGE_ID",
+            "CREATE_SESSION 2",
+            "OPEN previous",
+            "RECLAIM_COMPLETE",
+            "READ 2",
+            "CLOSE 2",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn opens_are_made_again_by_handle_after_reclaim_complete_when_there_is_no_grace() {
+    assert_eq!(
+        reopen_after_new_client(false).await,
+        [
+            "EXCHANGE_ID",
+            "CREATE_SESSION 2",
+            "OPEN previous",
+            "RECLAIM_COMPLETE",
+            "OPEN fh",
+            "READ 2",
+            "CLOSE 2",
+        ]
+    );
 }
