@@ -204,6 +204,23 @@ fn reset_during_write(version: &'static str) {
     assert_rebound(version, &err);
 }
 
+/// Session trunking under resets: `--nconnect 2` over NFSv4.1, both connections cut every
+/// 16 MiB; each is re-established and bound to the one session again, and the session is never
+/// replaced for it (a reset is not a lost session).
+#[test]
+fn reset_every_16mib_during_write_over_two_trunked_connections_v4_1() {
+    let setup = Setup::new("link-reset-trunk", "4.1", &["--reset-after", "16MiB"]);
+    let (err, r, elapsed) = cp_through(&setup, 64 << 20, 17, &["--nconnect", "2"]);
+    eprintln!("reset during write, nconnect 2: {elapsed:.1?}, {r:?}\n{err}");
+    assert!(r.reconnects >= 2, "expected >= 2 reconnects: {r:?}\n{err}");
+    assert_rebound("4.1", &err);
+    let sessions = err
+        .lines()
+        .find(|l| l.starts_with("NFS4 ") && l.contains(" CREATE_SESSION "))
+        .and_then(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok());
+    assert_eq!(sessions, Some(1), "a reset replaced the session:\n{err}");
+}
+
 /// Over NFSv4.1, a connection the client re-established was bound to the session again
 /// (BIND_CONN_TO_SESSION, accepted) before it carried new work.
 fn assert_rebound(version: &str, err: &str) {
