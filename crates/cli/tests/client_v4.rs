@@ -5,7 +5,8 @@
 //! `ls` / `ls -l` (READDIR in pages); `cp -r` of a small tree both ways; and every client
 //! command (`cat`, `ls -l -R`, `stat`, `cp -r -p` with links, NFS → NFS `cp`, `mkdir [-p]`, `mv`,
 //! `ln [-s]`, `rm [-r]`) over 4.1 and over a URL with no version (4.2 chosen; 3 from a server that offers
-//! neither 4.1 nor 4.2), by the same code as over v3.
+//! neither 4.1 nor 4.2), by the same code as over v3; session trunking
+//! (`nconnect`); recovery after a server restart; and 256 MiB both ways, one test per server.
 mod servers;
 
 use clap::Parser;
@@ -64,6 +65,7 @@ fn all(s: &dyn Server) {
         commands(s, Some("4.1"), "4.1").await;
         commands(s, None, "4.2").await;
         namespace_api(s).await;
+        trunking(s).await;
     });
     stats_name_the_version(s);
 }
@@ -359,6 +361,91 @@ async fn tree_both_ways(s: &dyn Server) {
     assert!(r.unwrap_err().contains("use -r"));
 }
 
+/// `nconnect=4` is session trunking: one session, its COMPOUNDs over four connections, the
+/// three extra ones bound with BIND_CONN_TO_SESSION. `sluice serve` must take the binds; a
+/// server that refuses them (if ganesha does) leaves the client on one connection with a note
+/// saying so, and the data still arrives. Then `cp --nconnect 4` both ways, by SHA-256.
+async fn trunking(s: &dyn Server) {
+    let url = NfsUrl::parse(&format!("{}&nconnect=4", v4_url(s, "", "4.1"))).unwrap();
+    let c = Client::connect(
+        &url,
+        &ClientOptions::default(),
+        Minor::V1,
+        V4Options::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("[{}] nconnect=4: {e}", s.name()));
+    let path = format!("{}/trunked", url.path);
+    let data: Vec<u8> = (0..(8u32 << 20) + 5).map(|i| (i % 251) as u8).collect();
+    let (fh, attr) = c.create(&path, 0o644, CreateMode::Truncate).await.unwrap();
+    let mut w = File::new(c.clone(), fh.clone(), attr).writer();
+    w.write(&data).await.unwrap();
+    w.finish().await.unwrap();
+    c.close(&fh).await.unwrap();
+    let (fh, attr) = c.open(&path).await.unwrap();
+    let got = File::new(c.clone(), fh.clone(), attr).read_all().await;
+    c.close(&fh).await.unwrap();
+    assert!(
+        got.unwrap() == data,
+        "[{}] read back over nconnect=4",
+        s.name()
+    );
+    let conns = c.connection_stats();
+    let binds = c.stats().get("NFS4", "BIND_CONN_TO_SESSION");
+    match c.trunking_note() {
+        None => {
+            assert_eq!(conns.len(), 4, "[{}]", s.name());
+            // About 30 COMPOUNDs (9 WRITEs, COMMIT, 9 READs, OPENs, CLOSEs...) in turns of
+            // four, and the bind: every connection carries some.
+            for (i, t) in conns.iter().enumerate() {
+                assert!(
+                    t.table.calls_completed >= 4,
+                    "[{}] connection {} carried {} calls",
+                    s.name(),
+                    i + 1,
+                    t.table.calls_completed
+                );
+            }
+            let binds = binds.expect("binds were counted");
+            assert_eq!((binds.calls, binds.errors), (3, 0), "[{}]", s.name());
+        }
+        Some(note) => {
+            assert_ne!(s.name(), "sluice", "sluice serve refused trunking: {note}");
+            assert_eq!(conns.len(), 1, "[{}] {note}", s.name());
+            assert!(note.contains("one connection"), "{note}");
+            eprintln!("[{}] no trunking: {note}", s.name());
+        }
+    }
+    c.shutdown().await;
+    // The command line: `--nconnect 4` on a v4 URL, up and down.
+    let local = TempDir::new("v4-nconnect");
+    let src = local.path().join("src");
+    make_file(&src, (3 << 20) + 7, 99);
+    let want = sha256_file(&src);
+    let file_url = v4_url(s, "/nconnect-cp", "4.1");
+    ok(&[
+        "cp",
+        "-q",
+        "--nconnect",
+        "4",
+        src.to_str().unwrap(),
+        &file_url,
+    ])
+    .await;
+    assert_eq!(sha256_file(&s.export_dir().join("nconnect-cp")), want);
+    let back = local.path().join("back");
+    ok(&[
+        "cp",
+        "-q",
+        "--nconnect",
+        "4",
+        &file_url,
+        back.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(sha256_file(&back), want, "[{}]", s.name());
+}
+
 async fn negotiation(s: &dyn Server) {
     let url = NfsUrl::parse(&v4_url(s, "", "4")).unwrap();
     let options = ClientOptions::default();
@@ -516,6 +603,48 @@ async fn namespace_api(s: &dyn Server) {
     }
 }
 
+/// 256 MiB up and back down over 4.1 by SHA-256: long enough for the readahead window and
+/// write-behind to reach their limits and for slots to be reused many times over. One size and
+/// one version per server, to keep the suite short (the small sizes run in `all`).
+fn large_file_both_ways(s: &dyn Server) {
+    const LARGE_BYTES: u64 = 256 << 20;
+    let local = TempDir::new("v4-large");
+    let src = local.path().join("src");
+    make_file(&src, LARGE_BYTES, 256);
+    let want = sha256_file(&src);
+    let url = v4_url(s, "/v4-large", "4.1");
+    let back = local.path().join("back");
+    runtime().block_on(async {
+        ok(&["cp", "-q", src.to_str().unwrap(), &url]).await;
+        ok(&["cp", "-q", &url, back.to_str().unwrap()]).await;
+    });
+    std::fs::remove_file(&src).unwrap();
+    assert_eq!(
+        sha256_file(&s.export_dir().join("v4-large")),
+        want,
+        "[{}] upload of 256 MiB",
+        s.name()
+    );
+    assert_eq!(
+        sha256_file(&back),
+        want,
+        "[{}] download of 256 MiB",
+        s.name()
+    );
+}
+
+#[test]
+fn v4_256mib_both_ways_against_sluice_server() {
+    let server = SluiceServer::start(&SluiceServer::binary());
+    large_file_both_ways(&server);
+}
+
+#[test]
+fn v4_256mib_both_ways_against_ganesha() {
+    let server = Ganesha::start();
+    large_file_both_ways(&server);
+}
+
 #[test]
 fn v4_client_against_sluice_server() {
     let server = SluiceServer::start(&SluiceServer::binary());
@@ -530,9 +659,22 @@ fn v4_client_against_ganesha() {
 
 /// `sluice serve` killed and started again on the same port and state: the client's next
 /// COMPOUND finds its session (and client id) gone, sets up new ones by itself, and goes on;
-/// handles survive, and a new open reads the file.
+/// handles survive, opens made before the restart read and write through the same handles
+/// (the client opened them again), and a new open reads the file.
 #[test]
 fn v4_session_and_client_id_are_recovered_after_a_server_restart() {
+    recovered_after_a_restart(1);
+}
+
+/// The same over three trunked connections: the new session has every connection bound to
+/// it again (two more BIND_CONN_TO_SESSION the server accepts), and all three carry calls
+/// after the restart.
+#[test]
+fn v4_trunked_connections_are_rebound_after_a_server_restart() {
+    recovered_after_a_restart(3);
+}
+
+fn recovered_after_a_restart(nconnect: usize) {
     let bin = SluiceServer::binary();
     let export = TempDir::new("v4-restart");
     let state = TempDir::new("v4-restart-state");
@@ -559,7 +701,10 @@ fn v4_session_and_client_id_are_recovered_after_a_server_restart() {
     std::fs::write(export.path().join("f"), b"hello").unwrap();
     let mut child = start();
     let dir = export.path().display().to_string();
-    let url = NfsUrl::parse(&format!("nfs://127.0.0.1:{port}{dir}?version=4.1")).unwrap();
+    let url = NfsUrl::parse(&format!(
+        "nfs://127.0.0.1:{port}{dir}?version=4.1&nconnect={nconnect}"
+    ))
+    .unwrap();
     let rt = runtime();
     let c = rt.block_on(async {
         Client::connect(
@@ -572,18 +717,69 @@ fn v4_session_and_client_id_are_recovered_after_a_server_restart() {
         .unwrap()
     });
     let (fh, _) = rt.block_on(c.lookup(&format!("{dir}/f"))).unwrap();
+    // Opens made before the restart, used after it through the same handles: the client
+    // opens them again under its new client id (CLAIM_FH: sluice serve has no grace period).
+    let (rfh, rattr) = rt.block_on(c.open(&format!("{dir}/f"))).unwrap();
+    let (wfh, wattr) = rt
+        .block_on(c.create(&format!("{dir}/w"), 0o644, CreateMode::Truncate))
+        .unwrap();
+    let accepted_binds = |c: &Client| {
+        c.stats()
+            .get("NFS4", "BIND_CONN_TO_SESSION")
+            .map_or(0, |b| b.calls - b.errors)
+    };
+    let binds_before = accepted_binds(&c);
+    assert_eq!(binds_before as usize, nconnect - 1);
+    let calls_before: Vec<u64> = c
+        .connection_stats()
+        .iter()
+        .map(|t| t.table.calls_completed)
+        .collect();
     child.kill().unwrap();
     child.wait().unwrap();
     let mut child = start();
     rt.block_on(async {
         let a = c.getattr_fh(&fh).await.expect("GETATTR after the restart");
         assert_eq!(a.size, 5);
+        let got = File::new(c.clone(), rfh.clone(), rattr).read_all().await;
+        assert_eq!(
+            got.unwrap(),
+            b"hello",
+            "READ on an open from before the restart"
+        );
+        let mut w = File::new(c.clone(), wfh.clone(), wattr).writer();
+        w.write(b"written after the restart").await.unwrap();
+        w.finish()
+            .await
+            .expect("WRITE on an open from before the restart");
+        c.close(&wfh).await.expect("CLOSE of the reopened file");
+        c.close(&rfh).await.expect("CLOSE of the reopened file");
+        assert_eq!(
+            std::fs::read(export.path().join("w")).unwrap(),
+            b"written after the restart"
+        );
         let (ofh, attr) = c.open(&format!("{dir}/f")).await.unwrap();
         let got = File::new(c.clone(), ofh.clone(), attr).read_all().await;
         assert_eq!(got.unwrap(), b"hello");
         c.close(&ofh).await.unwrap();
         let sessions = c.stats().get("NFS4", "CREATE_SESSION").unwrap().calls;
         assert!(sessions >= 2, "a new session was made: {sessions}");
+        let conns = c.connection_stats();
+        assert_eq!(conns.len(), nconnect);
+        assert!(
+            accepted_binds(&c) >= binds_before + nconnect as u64 - 1,
+            "every extra connection bound to the new session: {} then {}",
+            binds_before,
+            accepted_binds(&c)
+        );
+        for (i, t) in conns.iter().enumerate() {
+            assert!(t.reconnects >= 1, "connection {} reconnected", i + 1);
+            assert!(
+                t.table.calls_completed > calls_before[i],
+                "connection {} carried calls after the restart",
+                i + 1
+            );
+        }
         c.shutdown().await;
     });
     let _ = child.kill();

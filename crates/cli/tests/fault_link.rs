@@ -14,7 +14,10 @@
 //!   "OK" are logged exactly once for the episode. The transfer (48 MiB) is sized so that the
 //!   second connection finishes it before reaching its own stall point (32 MiB).
 //!
-//! Every transfer's SHA-256 is checked against its source.
+//! Every transfer's SHA-256 is checked against its source. Each scenario runs over NFSv3 and
+//! over NFSv4.1 (`..._v4_1`), where the resent calls are COMPOUNDs on the same session slot
+//! and sequence id (the server's slot cache makes them exactly-once) and a re-established
+//! connection is bound to the session again before it carries new work.
 
 mod common;
 
@@ -28,26 +31,32 @@ const TRANSFER_TIMEOUT: Duration = Duration::from_secs(120);
 /// The link the faults are added to.
 const LINK: [&str; 4] = ["--rtt", "1ms", "--rate", "300MB/s"];
 
-/// A server on fresh directories and a link in front of it.
+/// A server on fresh directories and a link in front of it, spoken to over `version`.
 struct Setup {
     server: Sluice,
     link: Link,
     dirs: TempDir,
+    version: &'static str,
 }
 
 impl Setup {
-    fn new(tag: &str, faults: &[&str]) -> Setup {
-        let dirs = TempDir::new(tag);
+    fn new(tag: &str, version: &'static str, faults: &[&str]) -> Setup {
+        let dirs = TempDir::new(&format!("{tag}-v{}", version.replace('.', "_")));
         let server = Sluice::start_in(&dirs);
         let mut flags = LINK.to_vec();
         flags.extend_from_slice(faults);
         let link = Link::start(server.port, &flags);
-        Setup { server, link, dirs }
+        Setup {
+            server,
+            link,
+            dirs,
+            version,
+        }
     }
 
     /// The URL of `name` in the export, through the link.
     fn url(&self, name: &str) -> String {
-        nfs_url(self.link.port, &self.server.export.join(name))
+        nfs_url_version(self.link.port, &self.server.export.join(name), self.version)
     }
 }
 
@@ -59,7 +68,7 @@ struct Report {
     proc_retrans: u64,
 }
 
-fn report(stderr: &str, proc_: &str) -> Report {
+fn report(stderr: &str, prog: &str, proc_: &str) -> Report {
     // "transport: tcp, 3 retransmissions, 2 reconnects"
     let t = stderr
         .lines()
@@ -77,9 +86,9 @@ fn report(stderr: &str, proc_: &str) -> Report {
         .lines()
         .find_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 5 && f[0] == "NFS3" && f[1] == proc_).then(|| f[4].parse().ok())?
+            (f.len() >= 5 && f[0] == prog && f[1] == proc_).then(|| f[4].parse().ok())?
         })
-        .unwrap_or_else(|| panic!("no NFS3 {proc_} line in --stats output:\n{stderr}"));
+        .unwrap_or_else(|| panic!("no {prog} {proc_} line in --stats output:\n{stderr}"));
     Report {
         retransmissions: num_before("retransmissions"),
         reconnects: num_before("reconnects"),
@@ -115,7 +124,7 @@ fn cat_through(
     );
     assert_eq!(file_len(&cat.stdout), len as u64, "short output\n{err}");
     assert_eq!(sha256_file(&cat.stdout), want, "cat output differs\n{err}");
-    let r = report(&err, "READ");
+    let r = report(&err, stats_prog(setup.version), "READ");
     (err, r, elapsed)
 }
 
@@ -148,7 +157,7 @@ fn cp_through(
     );
     let dest = setup.server.export.join("w.bin");
     assert_eq!(sha256_file(&dest), want, "copied file differs\n{err}");
-    let r = report(&err, "WRITE");
+    let r = report(&err, stats_prog(setup.version), "WRITE");
     (err, r, elapsed)
 }
 
@@ -158,21 +167,80 @@ fn cp_through(
 /// reconnects, READs resent, contents intact.
 #[test]
 fn reset_every_16mib_during_read_loses_nothing() {
-    let setup = Setup::new("link-reset-read", &["--reset-after", "16MiB"]);
+    reset_during_read("3");
+}
+
+#[test]
+fn reset_every_16mib_during_read_loses_nothing_v4_1() {
+    reset_during_read("4.1");
+}
+
+fn reset_during_read(version: &'static str) {
+    let setup = Setup::new("link-reset-read", version, &["--reset-after", "16MiB"]);
     let (err, r, elapsed) = cat_through(&setup, 64 << 20, 11, &[]);
     eprintln!("reset during read: {elapsed:.1?}, {r:?}\n{err}");
     assert!(r.reconnects >= 3, "expected >= 3 reconnects: {r:?}\n{err}");
     assert!(r.proc_retrans > 0, "no READ was resent: {r:?}\n{err}");
+    assert_rebound(version, &err);
 }
 
 /// The same for a write: WRITEs cut off mid-record are resent on the next connection.
 #[test]
 fn reset_every_16mib_during_write_loses_nothing() {
-    let setup = Setup::new("link-reset-write", &["--reset-after", "16MiB"]);
+    reset_during_write("3");
+}
+
+#[test]
+fn reset_every_16mib_during_write_loses_nothing_v4_1() {
+    reset_during_write("4.1");
+}
+
+fn reset_during_write(version: &'static str) {
+    let setup = Setup::new("link-reset-write", version, &["--reset-after", "16MiB"]);
     let (err, r, elapsed) = cp_through(&setup, 64 << 20, 12, &[]);
     eprintln!("reset during write: {elapsed:.1?}, {r:?}\n{err}");
     assert!(r.reconnects >= 3, "expected >= 3 reconnects: {r:?}\n{err}");
     assert!(r.proc_retrans > 0, "no WRITE was resent: {r:?}\n{err}");
+    assert_rebound(version, &err);
+}
+
+/// Session trunking under resets: `--nconnect 2` over NFSv4.1, both connections cut every
+/// 16 MiB; each is re-established and bound to the one session again, and the session is never
+/// replaced for it (a reset is not a lost session).
+#[test]
+fn reset_every_16mib_during_write_over_two_trunked_connections_v4_1() {
+    let setup = Setup::new("link-reset-trunk", "4.1", &["--reset-after", "16MiB"]);
+    let (err, r, elapsed) = cp_through(&setup, 64 << 20, 17, &["--nconnect", "2"]);
+    eprintln!("reset during write, nconnect 2: {elapsed:.1?}, {r:?}\n{err}");
+    assert!(r.reconnects >= 2, "expected >= 2 reconnects: {r:?}\n{err}");
+    assert_rebound("4.1", &err);
+    let sessions = err
+        .lines()
+        .find(|l| l.starts_with("NFS4 ") && l.contains(" CREATE_SESSION "))
+        .and_then(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok());
+    assert_eq!(sessions, Some(1), "a reset replaced the session:\n{err}");
+}
+
+/// Over NFSv4.1, a connection the client re-established was bound to the session again
+/// (BIND_CONN_TO_SESSION, accepted) before it carried new work.
+fn assert_rebound(version: &str, err: &str) {
+    if version == "3" {
+        return;
+    }
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("NFS4 ") && l.contains(" BIND_CONN_TO_SESSION "))
+        .unwrap_or_else(|| panic!("no BIND_CONN_TO_SESSION after the resets:\n{err}"));
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(2)
+        .take(2)
+        .map(|n| n.parse().expect("number"))
+        .collect();
+    assert!(
+        f[0] >= 1 && f[1] == 0,
+        "binds (calls, errors) {f:?}:\n{err}"
+    );
 }
 
 // --- stalls ------------------------------------------------------------------------------------
@@ -187,8 +255,18 @@ const STALL_FILE_BYTES: usize = 48 << 20;
 /// machine a call on the healthy second connection must not reach the timeout by itself.)
 #[test]
 fn stall_longer_than_timeo_during_read_reconnects_once() {
+    long_stall_during_read("3");
+}
+
+#[test]
+fn stall_longer_than_timeo_during_read_reconnects_once_v4_1() {
+    long_stall_during_read("4.1");
+}
+
+fn long_stall_during_read(version: &'static str) {
     let setup = Setup::new(
         "link-stall-read",
+        version,
         &["--stall-after", STALL_AFTER, "--stall-for", "4s"],
     );
     let (err, r, elapsed) = cat_through(&setup, STALL_FILE_BYTES, 13, &["--timeo", "2"]);
@@ -198,8 +276,18 @@ fn stall_longer_than_timeo_during_read_reconnects_once() {
 
 #[test]
 fn stall_longer_than_timeo_during_write_reconnects_once() {
+    long_stall_during_write("3");
+}
+
+#[test]
+fn stall_longer_than_timeo_during_write_reconnects_once_v4_1() {
+    long_stall_during_write("4.1");
+}
+
+fn long_stall_during_write(version: &'static str) {
     let setup = Setup::new(
         "link-stall-write",
+        version,
         &["--stall-after", STALL_AFTER, "--stall-for", "4s"],
     );
     let (err, r, elapsed) = cp_through(&setup, STALL_FILE_BYTES, 14, &["--timeo", "2"]);
@@ -239,8 +327,18 @@ fn assert_long_stall_episode(err: &str, r: &Report, elapsed: Duration) {
 /// retransmitted on a live connection, and the server is not declared not responding.
 #[test]
 fn stall_shorter_than_timeo_causes_no_retransmission() {
+    short_stall("3");
+}
+
+#[test]
+fn stall_shorter_than_timeo_causes_no_retransmission_v4_1() {
+    short_stall("4.1");
+}
+
+fn short_stall(version: &'static str) {
     let setup = Setup::new(
         "link-stall-short",
+        version,
         &["--stall-after", "16MiB", "--stall-for", "2s"],
     );
     let (err, r, elapsed) = cat_through(&setup, 32 << 20, 15, &["--timeo", "5"]);

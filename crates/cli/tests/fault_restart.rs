@@ -19,6 +19,11 @@
 //! | `cp_local_to_nfs_...` | `sluice cp --timeo 1` child | at 96 MiB on the server's disk |
 //! | `fuse_dd_...` | `dd` into a `sluice mount --timeo 1` | at 96 MiB on the server's disk |
 //! | `cat_...` | `sluice cat --timeo 1` child | at 96 MiB on its stdout |
+//!
+//! `cp` and `cat` also run over NFSv4.1 (`..._v4_1`): there the restarted server knows neither
+//! the session nor the client id (BADSESSION, then STALE_CLIENTID), so the client makes new
+//! ones, opens its file again (CLAIM_FH: sluice serve has no grace period yet) and carries on
+//! with the same handle; the checks are the same, plus a second CREATE_SESSION and OPEN.
 
 mod common;
 
@@ -42,24 +47,34 @@ const TRANSFER_TIMEOUT: Duration = Duration::from_secs(120);
 const NOT_RESPONDING: &str = "server 127.0.0.1 not responding, still trying";
 const OK: &str = "server 127.0.0.1 OK";
 
-/// A server on fresh directories, and the log path.
+/// A server on fresh directories, spoken to over NFS `version`.
 struct Setup {
     server: Sluice,
     _dirs: TempDir,
+    version: &'static str,
 }
 
 impl Setup {
     fn new(tag: &str) -> Setup {
-        let dirs = TempDir::new(tag);
+        Setup::over(tag, "3")
+    }
+
+    fn over(tag: &str, version: &'static str) -> Setup {
+        let dirs = TempDir::new(&format!("{tag}-v{}", version.replace('.', "_")));
         let server = Sluice::start_in(&dirs);
         Setup {
             server,
             _dirs: dirs,
+            version,
         }
     }
 
     fn url(&self, name: &str) -> String {
-        nfs_url(self.server.port, &self.server.export.join(name))
+        nfs_url_version(
+            self.server.port,
+            &self.server.export.join(name),
+            self.version,
+        )
     }
 
     /// A local file (outside the export) holding `data`.
@@ -87,10 +102,27 @@ fn count(haystack: &str, needle: &str) -> usize {
 
 /// The "retrans" column of one procedure in a `--stats` table.
 fn retrans_of(stats: &str, prog: &str, proc_: &str) -> Option<u64> {
+    column_of(stats, prog, proc_, 4)
+}
+
+/// Column `i` of one procedure's line in a `--stats` table (2: calls, 4: retrans).
+fn column_of(stats: &str, prog: &str, proc_: &str, i: usize) -> Option<u64> {
     stats.lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
-        (f.len() >= 5 && f[0] == prog && f[1] == proc_).then(|| f[4].parse().ok())?
+        (f.len() >= 5 && f[0] == prog && f[1] == proc_).then(|| f[i].parse().ok())?
     })
+}
+
+/// Over NFSv4.1: the `--stats` of a client that went through a restart show a second session
+/// and its file opened again.
+fn assert_v4_recovered(version: &str, err: &str) {
+    if version == "3" {
+        return;
+    }
+    let sessions = column_of(err, "NFS4", "CREATE_SESSION", 2).expect("CREATE_SESSION line");
+    assert!(sessions >= 2, "no new session after the restart:\n{err}");
+    let opens = column_of(err, "NFS4", "OPEN", 2).expect("OPEN line");
+    assert!(opens >= 2, "the file was not opened again:\n{err}");
 }
 
 // --- (a) the library ---------------------------------------------------------------------------
@@ -242,7 +274,16 @@ fn missing_bytes(path: &Path, want: &[u8]) -> u64 {
 
 #[test]
 fn cp_local_to_nfs_survives_kill9_restart() {
-    let setup = Setup::new("restart-cp");
+    cp_survives_kill9_restart("3");
+}
+
+#[test]
+fn cp_local_to_nfs_survives_kill9_restart_v4_1() {
+    cp_survives_kill9_restart("4.1");
+}
+
+fn cp_survives_kill9_restart(version: &'static str) {
+    let setup = Setup::over("restart-cp", version);
     let data = pattern(2, FILE_BYTES);
     let want = sha256_hex(&data);
     let src = setup.local_file("src.bin", &data);
@@ -269,7 +310,7 @@ fn cp_local_to_nfs_survives_kill9_restart() {
     let err = cp.stderr_text();
     assert!(st.success(), "cp failed across the restart: {st}\n{err}");
     assert_eq!(sha256_file(&dest), want, "copied file differs\n{err}");
-    let resent = retrans_of(&err, "NFS3", "WRITE").expect("WRITE line in --stats");
+    let resent = retrans_of(&err, stats_prog(version), "WRITE").expect("WRITE line in --stats");
     eprintln!("cp: {elapsed:.1?}; WRITE retransmits {resent}\n{err}");
     assert!(
         resent > 0 || err.contains("write verifier changed"),
@@ -280,6 +321,7 @@ fn cp_local_to_nfs_survives_kill9_restart() {
         "no 'not responding':\n{err}"
     );
     assert!(count(&err, OK) >= 1, "no 'OK':\n{err}");
+    assert_v4_recovered(version, &err);
     // The restarted server serves the file under the same path (and the old handle, which
     // the next test checks through the FUSE mount).
     drop(server);
@@ -380,7 +422,16 @@ fn fuse_dd_survives_kill9_restart_without_remount() {
 
 #[test]
 fn cat_survives_kill9_restart() {
-    let setup = Setup::new("restart-cat");
+    cat_survives("3");
+}
+
+#[test]
+fn cat_survives_kill9_restart_v4_1() {
+    cat_survives("4.1");
+}
+
+fn cat_survives(version: &'static str) {
+    let setup = Setup::over("restart-cat", version);
     let data = pattern(4, FILE_BYTES);
     let want = sha256_hex(&data);
     std::fs::write(setup.server.export.join("big.bin"), &data).unwrap();
@@ -411,4 +462,5 @@ fn cat_survives_kill9_restart() {
         "no 'not responding':\n{err}"
     );
     assert!(count(&err, OK) >= 1, "no 'OK':\n{err}");
+    assert_v4_recovered(version, &err);
 }

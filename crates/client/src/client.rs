@@ -34,7 +34,7 @@ use crate::proto::{
     WriteCall, WriteReply,
 };
 use crate::stats::{ClientStats, ReadStats, Sample};
-use crate::transport::{CallError, PendingCall, RpcClient, RpcConfig};
+use crate::transport::{CallError, Connections, PendingCall, RpcClient, RpcConfig};
 use crate::url::NfsUrl;
 use bytes::Bytes;
 use sluice_engine::readahead::ReadaheadMode;
@@ -105,6 +105,21 @@ pub struct ClientOptions {
 /// Most TCP connections one client opens to the NFS service (Linux's cap for `nconnect`).
 pub const NCONNECT_MAX: usize = 16;
 
+/// The connections `url` (its `nconnect`, else the option's) asks for: 1..=[`NCONNECT_MAX`],
+/// and only 1 over UDP.
+pub(crate) fn checked_nconnect(url: &NfsUrl, options: &ClientOptions) -> Result<usize, String> {
+    let n = url.nconnect.map_or(options.nconnect, |n| n as usize);
+    if !(1..=NCONNECT_MAX).contains(&n) {
+        return Err(format!("nconnect must be 1 to {NCONNECT_MAX}, not {n}"));
+    }
+    if options.udp && n > 1 {
+        return Err(
+            "nconnect above 1 needs TCP: UDP has no connections to spread calls over".to_string(),
+        );
+    }
+    Ok(n)
+}
+
 impl Default for ClientOptions {
     fn default() -> Self {
         ClientOptions {
@@ -163,9 +178,7 @@ struct Inner {
     /// The URL's path inside the export ("/" for the export's root).
     target: String,
     /// The connections to the NFS service (at least one; more with `nconnect`).
-    conns: Vec<RpcClient>,
-    /// Which connection the next call goes to (round robin).
-    next_conn: std::sync::atomic::AtomicUsize,
+    conns: Connections,
     cred: OpaqueAuth,
     root: NfsFh3,
     fsinfo: FsinfoResOk,
@@ -267,21 +280,7 @@ impl Client {
             options.rsize_max = options.rsize_max.min(UDP_TRANSFER_BYTES_MAX);
             options.wsize_max = options.wsize_max.min(UDP_TRANSFER_BYTES_MAX);
         }
-        if let Some(n) = url.nconnect {
-            options.nconnect = n as usize;
-        }
-        if !(1..=NCONNECT_MAX).contains(&options.nconnect) {
-            return Err(NfsError::Other(format!(
-                "nconnect must be 1 to {NCONNECT_MAX}, not {}",
-                options.nconnect
-            )));
-        }
-        if options.udp && options.nconnect > 1 {
-            return Err(NfsError::Other(
-                "nconnect above 1 needs TCP: UDP has no connections to spread calls over"
-                    .to_string(),
-            ));
-        }
+        options.nconnect = checked_nconnect(&url, &options).map_err(NfsError::Other)?;
         let stats = Mutex::new(ClientStats::default());
         let cred = credentials(&url, &options);
         let ip = resolve(&url).await?;
@@ -310,26 +309,17 @@ impl Client {
         };
         let (export, root) = mount(&mount_rpc, &cred, &url.path, &stats).await?;
         drop(mount_rpc);
-        let mut conns = vec![nfs];
-        while conns.len() < options.nconnect {
-            let more = RpcClient::connect(nfs_addr, rpc_config.clone())
-                .await
-                .map_err(|e| {
-                    NfsError::Connect(format!(
-                        "cannot open connection {} of {} (nconnect) to {nfs_addr}: {e}",
-                        conns.len() + 1,
-                        options.nconnect
-                    ))
-                })?;
-            conns.push(more);
-        }
+        let mut conns = Connections::new(nfs);
+        conns
+            .open(options.nconnect, &rpc_config)
+            .await
+            .map_err(NfsError::Connect)?;
         let target = strip_export(&url.path, &export);
         let inner = Inner {
             url,
             export,
             target,
             conns,
-            next_conn: std::sync::atomic::AtomicUsize::new(0),
             cred,
             root: root.clone(),
             fsinfo: FsinfoResOk::default(),
@@ -418,13 +408,11 @@ impl Client {
     }
     /// Transport counters (reconnects, bytes on the wire), summed over the connections.
     pub fn transport_stats(&self) -> crate::transport::TransportStats {
-        self.connection_stats()
-            .iter()
-            .fold(Default::default(), |sum, c| sum.plus(c))
+        self.inner.conns.stats()
     }
     /// Transport counters of each connection to the NFS service, in order.
     pub fn connection_stats(&self) -> Vec<crate::transport::TransportStats> {
-        self.inner.conns.iter().map(|c| c.stats()).collect()
+        self.inner.conns.stats_each()
     }
     /// File read statistics: READ sizes, depth in flight, readahead windows and waste.
     pub fn read_stats(&self) -> ReadStats {
@@ -432,7 +420,7 @@ impl Client {
     }
     /// True when the NFS traffic goes over UDP.
     pub fn is_udp(&self) -> bool {
-        self.inner.conns[0].is_udp()
+        self.inner.conns.first().is_udp()
     }
 
     // --- the NFSv3 procedures (RFC 1813 §3.3) --------------------------------------------
@@ -930,12 +918,8 @@ impl Client {
             vers: nfs3::VERSION,
             proc_,
         };
-        let conns = &self.inner.conns;
-        let i = self
-            .inner
-            .next_conn
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let call = conns[i % conns.len()]
+        let (_, conn) = self.inner.conns.next();
+        let call = conn
             .start(id, &self.inner.cred, segments, timer_class(proc_))
             .await;
         Pending {

@@ -65,6 +65,7 @@ use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -349,6 +350,92 @@ impl RpcClient {
     /// A snapshot of the transport counters.
     pub fn stats(&self) -> TransportStats {
         *self.stats.lock().expect("stats lock")
+    }
+}
+
+/// A client's connections to one NFS service (`nconnect`), used in turn.
+///
+/// Each [`RpcClient`] has its own call table, reader and writer task, so N connections spread
+/// the receive path (the copy of every reply out of its socket) over up to N threads. Calls go
+/// round robin rather than to the least busy connection: every call of a stream costs about the
+/// same, so turns balance as well, and a fixed rotation keeps one file's READs on all
+/// connections at once, which is the point of having them. NFSv3 uses them as they are; the
+/// NFSv4.1 client first binds each to its session (BIND_CONN_TO_SESSION, session trunking).
+#[derive(Debug)]
+pub struct Connections {
+    /// At least one; at most what [`Connections::open`] was asked for.
+    conns: Vec<RpcClient>,
+    /// Which connection the next call goes to (modulo their number).
+    next: AtomicUsize,
+}
+
+impl Connections {
+    /// The connections of a client that so far has only `first`.
+    pub fn new(first: RpcClient) -> Connections {
+        Connections {
+            conns: vec![first],
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Opens connections to the first one's server until there are `n` (the message of the
+    /// error says which one failed, for the user).
+    pub async fn open(&mut self, n: usize, config: &RpcConfig) -> Result<(), String> {
+        let addr = self.conns[0].peer_addr();
+        while self.conns.len() < n {
+            let more = RpcClient::connect(addr, config.clone())
+                .await
+                .map_err(|e| {
+                    format!(
+                        "cannot open connection {} of {n} (nconnect) to {addr}: {e}",
+                        self.conns.len() + 1
+                    )
+                })?;
+            self.conns.push(more);
+        }
+        Ok(())
+    }
+
+    /// Keeps the first `n` connections (at least one) and closes the others.
+    pub fn truncate(&mut self, n: usize) {
+        self.conns.truncate(n.max(1));
+    }
+
+    /// The connection the next call goes to, and its index.
+    pub fn next(&self) -> (usize, &RpcClient) {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
+        (i, &self.conns[i])
+    }
+
+    /// The first connection: the one a client sets up its session or mount on.
+    pub fn first(&self) -> &RpcClient {
+        &self.conns[0]
+    }
+
+    /// Connection `i` (`0..len()`).
+    pub fn get(&self, i: usize) -> &RpcClient {
+        &self.conns[i]
+    }
+
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Never true: there is always the first connection.
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+
+    /// The counters of each connection, in order.
+    pub fn stats_each(&self) -> Vec<TransportStats> {
+        self.conns.iter().map(|c| c.stats()).collect()
+    }
+
+    /// The counters of all connections added up.
+    pub fn stats(&self) -> TransportStats {
+        self.conns
+            .iter()
+            .fold(TransportStats::default(), |sum, c| sum.plus(&c.stats()))
     }
 }
 

@@ -273,6 +273,28 @@ pub fn nfs_url(port: u16, path: &Path) -> String {
     )
 }
 
+/// The URL of `path` on a sluice on `port` over NFS `version` ("3", "4.1", "4.2"): for 3 as
+/// [`nfs_url`]; for 4.x a session on `port` (no MOUNT).
+pub fn nfs_url_version(port: u16, path: &Path, version: &str) -> String {
+    if version == "3" {
+        nfs_url(port, path)
+    } else {
+        format!(
+            "nfs://127.0.0.1{}?version={version}&nfsport={port}",
+            path.display()
+        )
+    }
+}
+
+/// The program name of NFS `version` in `--stats` tables ("NFS3", "NFS4").
+pub fn stats_prog(version: &str) -> &'static str {
+    if version == "3" {
+        "NFS3"
+    } else {
+        "NFS4"
+    }
+}
+
 /// Hex SHA-256 of a byte slice.
 pub fn sha256_hex(data: &[u8]) -> String {
     use sha2::{Digest, Sha256};

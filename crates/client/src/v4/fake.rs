@@ -1,10 +1,14 @@
 //! The v4 driver against a scripted in-process server: what it sends after DELAY, BADSLOT,
-//! SEQ_MISORDERED and BADSESSION, seen on the wire.
+//! SEQ_MISORDERED, BADSESSION, CONN_NOT_BOUND_TO_SESSION and STALE_CLIENTID (reopening its
+//! files, with and without a grace period), and with `nconnect` (binds, or a refusal), seen on
+//! the wire.
 
 use super::*;
 use sluice_rpc::record::{RecordDecoder, RecordDecoderConfig};
 use sluice_rpc::server::{parse_call, success_header, CallParse};
-use sluice_xdr::nfs4::ops::{CreateSessionResOk, ExchangeIdResOk, SequenceResOk};
+use sluice_xdr::nfs4::ops::{
+    BindConnToSessionResOk, CreateSessionResOk, ExchangeIdResOk, SequenceResOk,
+};
 use sluice_xdr::Unpack;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -16,10 +20,25 @@ struct Seen {
     sessions: u8,
     /// Statuses to answer the next SEQUENCEs with, in order (then OK).
     faults: Vec<Nfsstat4>,
+    /// Answer BIND_CONN_TO_SESSION with NFS4ERR_NOTSUPP (a server without trunking).
+    refuse_binds: bool,
+    /// In a grace period: OPEN CLAIM_PREVIOUS succeeds (else NFS4ERR_NO_GRACE).
+    grace: bool,
+    /// Open stateids handed out (the next one's `other` is all this byte + 1).
+    stateids: u8,
 }
 
+/// Serves every connection made to `listener`, each on its own task.
 async fn serve(listener: TcpListener, seen: Arc<Mutex<Seen>>) {
-    let (mut sock, _) = listener.accept().await.unwrap();
+    loop {
+        let Ok((sock, _)) = listener.accept().await else {
+            return;
+        };
+        tokio::spawn(serve_conn(sock, seen.clone()));
+    }
+}
+
+async fn serve_conn(mut sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
     let mut dec = RecordDecoder::new(RecordDecoderConfig::default());
     let mut buf = vec![0u8; 1 << 16];
     loop {
@@ -95,7 +114,45 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                     status_flags: 0,
                 }))
             }
-            NfsArgop4::ReclaimComplete(_) => NfsResop4::ReclaimComplete(Nfsstat4::OK),
+            NfsArgop4::ReclaimComplete(_) => {
+                seen.log.push("RECLAIM_COMPLETE".into());
+                NfsResop4::ReclaimComplete(Nfsstat4::OK)
+            }
+            NfsArgop4::Lookup(_) => NfsResop4::Lookup(Nfsstat4::OK),
+            NfsArgop4::Getfh(()) => NfsResop4::Getfh(Res4::Ok(NfsFh4::from(&b"fh"[..]))),
+            NfsArgop4::Open(a) => {
+                let claim = match a.claim {
+                    OpenClaim4::Null(_) => "null",
+                    OpenClaim4::Previous(_) => "previous",
+                    OpenClaim4::Fh => "fh",
+                    _ => "other",
+                };
+                seen.log.push(format!("OPEN {claim}"));
+                if claim == "previous" && !seen.grace {
+                    status = Nfsstat4::NO_GRACE;
+                    results.push(NfsResop4::error(op.opnum(), status));
+                    break;
+                }
+                seen.stateids += 1;
+                NfsResop4::Open(Res4::Ok(sluice_xdr::nfs4::ops::OpenResOk {
+                    stateid: Stateid4 {
+                        seqid: 1,
+                        other: [seen.stateids; 12],
+                    },
+                    ..Default::default()
+                }))
+            }
+            NfsArgop4::Read(a) => {
+                seen.log.push(format!("READ {}", a.stateid.other[0]));
+                NfsResop4::Read(Res4::Ok(sluice_xdr::nfs4::ops::ReadResOk {
+                    eof: true,
+                    data: Payload::default(),
+                }))
+            }
+            NfsArgop4::Close(a) => {
+                seen.log.push(format!("CLOSE {}", a.open_stateid.other[0]));
+                NfsResop4::Close(Res4::Ok(a.open_stateid))
+            }
             NfsArgop4::Putrootfh(()) => NfsResop4::Putrootfh(Nfsstat4::OK),
             NfsArgop4::Putfh(_) => NfsResop4::Putfh(Nfsstat4::OK),
             NfsArgop4::Getattr(_) => {
@@ -105,6 +162,22 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                     ..AttrValues::default()
                 };
                 NfsResop4::Getattr(Res4::Ok(a.encode()))
+            }
+            NfsArgop4::BindConnToSession(a) => {
+                seen.log.push(format!(
+                    "BIND_CONN_TO_SESSION s{} dir {}",
+                    a.sessid[0], a.dir
+                ));
+                if seen.refuse_binds {
+                    status = Nfsstat4::NOTSUPP;
+                    results.push(NfsResop4::error(op.opnum(), status));
+                    break;
+                }
+                NfsResop4::BindConnToSession(Res4::Ok(BindConnToSessionResOk {
+                    sessid: a.sessid,
+                    dir: CDFS4_FORE,
+                    use_conn_in_rdma_mode: false,
+                }))
             }
             NfsArgop4::DestroySession(_) => NfsResop4::DestroySession(Nfsstat4::OK),
             NfsArgop4::DestroyClientid(_) => NfsResop4::DestroyClientid(Nfsstat4::OK),
@@ -120,10 +193,17 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
 }
 
 async fn client(seen: &Arc<Mutex<Seen>>) -> Client {
+    client_with(seen, 1).await
+}
+
+async fn client_with(seen: &Arc<Mutex<Seen>>, nconnect: usize) -> Client {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(serve(listener, seen.clone()));
-    let url = NfsUrl::parse(&format!("nfs://127.0.0.1/x?version=4.1&nfsport={port}")).unwrap();
+    let url = NfsUrl::parse(&format!(
+        "nfs://127.0.0.1/x?version=4.1&nfsport={port}&nconnect={nconnect}"
+    ))
+    .unwrap();
     let mut options = ClientOptions::default();
     options.rpc.privileged_port = false;
     Client::connect(&url, &options, Minor::V1, V4Options::default())
@@ -177,11 +257,141 @@ async fn seq_misordered_moves_to_another_slot_and_stale_clientid_makes_a_new_cli
             "SEQUENCE s1 slot 1 seq 1",
             "EXCHANGE_ID",
             "CREATE_SESSION 2",
-            // RECLAIM_COMPLETE of the new client, then the GETATTR again.
+            // RECLAIM_COMPLETE of the new client (no opens to reclaim), then the GETATTR again.
             "SEQUENCE s2 slot 0 seq 1",
+            "RECLAIM_COMPLETE",
             "SEQUENCE s2 slot 0 seq 2",
             "GETATTR",
         ]
     );
     c.shutdown().await;
+}
+
+#[tokio::test]
+async fn conn_not_bound_rebinds_the_connection_and_resends_on_the_same_slot_and_seqid() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let c = client(&seen).await;
+    let from = {
+        let mut s = seen.lock().unwrap();
+        s.faults = vec![Nfsstat4::CONN_NOT_BOUND_TO_SESSION];
+        s.log.len()
+    };
+    c.getattr_fh(&NfsFh4::from(&b"fh"[..])).await.unwrap();
+    assert_eq!(
+        after_connect(&seen, from),
+        [
+            "SEQUENCE s1 slot 0 seq 3",
+            // The fore channel only (CDFC4_FORE = 1); the session is kept, no CREATE_SESSION.
+            "BIND_CONN_TO_SESSION s1 dir 1",
+            "SEQUENCE s1 slot 0 seq 3",
+            "GETATTR",
+        ]
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn extra_connections_are_bound_and_used_in_turn() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let c = client_with(&seen, 3).await;
+    assert_eq!(c.trunking_note(), None);
+    assert_eq!(c.connection_stats().len(), 3);
+    for _ in 0..6 {
+        c.getattr_fh(&NfsFh4::from(&b"fh"[..])).await.unwrap();
+    }
+    let log = seen.lock().unwrap().log.clone();
+    let binds = log.iter().filter(|l| l.starts_with("BIND_CONN")).count();
+    assert_eq!(binds, 2, "one per extra connection: {log:?}");
+    for (i, t) in c.connection_stats().iter().enumerate() {
+        assert!(
+            t.table.calls_completed >= 2,
+            "connection {i}: {}",
+            t.table.calls_completed
+        );
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_refusing_trunking_leaves_one_connection_and_says_why() {
+    let seen = Arc::new(Mutex::new(Seen {
+        refuse_binds: true,
+        ..Seen::default()
+    }));
+    let c = client_with(&seen, 4).await;
+    assert_eq!(c.connection_stats().len(), 1);
+    let note = c.trunking_note().expect("a note");
+    assert!(
+        note.contains("nconnect=4")
+            && note.contains("NFS4ERR_NOTSUPP")
+            && note.contains("one connection"),
+        "{note}"
+    );
+    let a = c.getattr_fh(&NfsFh4::from(&b"fh"[..])).await.unwrap();
+    assert_eq!(a.size, 42, "the session works on the first connection");
+    c.shutdown().await;
+}
+
+/// An open made before a new client id (STALE_CLIENTID): the driver opens it again before the
+/// caller's READ is resent, reclaiming (CLAIM_PREVIOUS) before RECLAIM_COMPLETE when the server
+/// is in grace, else opening it by handle (CLAIM_FH) after RECLAIM_COMPLETE; the READ and the
+/// CLOSE carry the new stateid although the caller still holds the old one.
+async fn reopen_after_new_client(grace: bool) -> Vec<String> {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let c = client(&seen).await;
+    let (fh, _) = c.open("/x/f").await.unwrap();
+    assert_eq!(fh.stateid.other, [1; 12]);
+    let from = {
+        let mut s = seen.lock().unwrap();
+        s.faults = vec![Nfsstat4::STALE_CLIENTID];
+        s.grace = grace;
+        s.log.len()
+    };
+    let read = NfsArgop4::Read(ReadArgs {
+        stateid: fh.stateid,
+        offset: 0,
+        count: 10,
+    });
+    c.compound(vec![NfsArgop4::Putfh(fh.fh.clone()), read])
+        .await
+        .unwrap()
+        .ok()
+        .unwrap();
+    c.close(&fh).await.unwrap();
+    c.shutdown().await;
+    after_connect(&seen, from)
+        .into_iter()
+        .filter(|l| !l.starts_with("SEQUENCE"))
+        .collect()
+}
+
+#[tokio::test]
+async fn opens_are_reclaimed_in_grace_before_reclaim_complete() {
+    assert_eq!(
+        reopen_after_new_client(true).await,
+        [
+            "EXCHANGE_ID",
+            "CREATE_SESSION 2",
+            "OPEN previous",
+            "RECLAIM_COMPLETE",
+            "READ 2",
+            "CLOSE 2",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn opens_are_made_again_by_handle_after_reclaim_complete_when_there_is_no_grace() {
+    assert_eq!(
+        reopen_after_new_client(false).await,
+        [
+            "EXCHANGE_ID",
+            "CREATE_SESSION 2",
+            "OPEN previous",
+            "RECLAIM_COMPLETE",
+            "OPEN fh",
+            "READ 2",
+            "CLOSE 2",
+        ]
+    );
 }

@@ -9,6 +9,8 @@
 //!        ▲                                                                           │
 //!        └──── session::Next: Done / Retry / RetryAfter / NewSession / NewClient ◄───┘
 //!   renewal task: a SEQUENCE alone when nothing succeeded for lease/3 (session::Lease)
+//!   nconnect: more connections, each bound to the session (see "Session trunking")
+//!   new client id: every open made again (reopen::OpenTable), then RECLAIM_COMPLETE
 //!   shutdown: DESTROY_SESSION, DESTROY_CLIENTID
 //! ```
 //!
@@ -26,39 +28,76 @@
 //! server discard the older one's state, §18.35.5). A long-lived client (a mount) can give its
 //! own stable owner in [`V4Options::owner`].
 //!
+//! # Session trunking (`nconnect`)
+//! With `nconnect=N` (the URL's, else [`ClientOptions::nconnect`]) the session runs over N TCP
+//! connections to the same address, used in turn as NFSv3's are ([`Connections`]). The first
+//! carries NULL, EXCHANGE_ID and CREATE_SESSION, which binds it; each other one is bound with
+//! BIND_CONN_TO_SESSION before its first COMPOUND (RFC 8881 §2.10.3.1, §18.34). One session,
+//! one slot table: the connections share the slots, so N connections do not multiply what
+//! is in flight, they spread the replies' receive path over N reader tasks.
+//!
+//! ```text
+//!   conn 1: NULL, EXCHANGE_ID, CREATE_SESSION ─┐
+//!   conn 2: BIND_CONN_TO_SESSION ──────────────┼─ one session: SEQUENCE + ops, round robin
+//!   conn N: BIND_CONN_TO_SESSION ──────────────┘
+//! ```
+//!
+//! A connection is bound for a (session, connection) pair: each keeps the session generation
+//! and its transport's reconnect count of its last bind, and one whose pair is stale is bound
+//! again before it carries a COMPOUND. So a new session (BADSESSION, STALE_CLIENTID) re-binds
+//! every connection, right after the recovery, and a connection the transport re-established
+//! is re-bound on its next use. The transport resends what was in flight on a reset before
+//! that bind can go out; a server that binds the fore channel on SEQUENCE (RFC 8881 says it
+//! does with SP4_NONE; sluice and Linux do) takes them, and one that answers
+//! CONN_NOT_BOUND_TO_SESSION gets the bind and the same slot and sequence id again
+//! ([`session::Next::Rebind`]), never a new session. All the connections go to one address,
+//! so they reach one server instance; no server-owner check is needed.
+//!
+//! A server that refuses the bind at connect time leaves the client on its first connection,
+//! with a warning and [`Client::trunking_note`] saying why: fewer connections are slower, not
+//! wrong.
+//!
+//! # After a server restart
+//! The session comes back by itself (BADSESSION, then STALE_CLIENTID: a new client id and
+//! session); the files opened before are opened again by the driver, reclaimed with
+//! CLAIM_PREVIOUS when the server is in its grace period, else with CLAIM_FH, and the caller's
+//! handles keep working: their stateids are rewritten to the new ones as calls go out
+//! ([`reopen`]). Unstable data the server lost shows as a changed write verifier, which the
+//! file layer resends as over NFSv3.
+//!
 //! The version-neutral [`crate::namespace::Namespace`] over this client is in `namespace.rs`.
 //!
 //! # Not yet here
-//! Locks, delegations (a delegation the server grants
-//! anyway is returned at close), session trunking for nconnect, and reclaiming opens after a
-//! server restart: a new client id recovers the session, but opens made before it must be
-//! opened again by the caller.
+//! Locks, delegations (a delegation the server grants anyway is returned at close).
 
 mod namespace;
+pub mod reopen;
 pub mod session;
 
 #[cfg(test)]
 mod fake;
 
-use crate::client::{credentials, resolve, ClientOptions};
+use crate::client::{checked_nconnect, credentials, resolve, ClientOptions};
 use crate::proto::{
     Call, CommitCall, FileContext, FileError, FileOptions, FileProtocol, ReadCall, ReadReply,
     Stability, Version, WriteCall, WriteReply,
 };
 use crate::stats::{ClientStats, ReadStats, Sample};
-use crate::transport::{CallError, PendingCall, RpcClient, TransportStats};
+use crate::transport::{CallError, Connections, PendingCall, RpcClient, RpcConfig, TransportStats};
 use crate::url::NfsUrl;
 use bytes::Bytes;
+use reopen::{OpenRecord, OpenTable};
 use session::{Lease, Next, Outcome, Slot, SlotTable};
 use sluice_rpc::client::{ProcId, RpcError};
 use sluice_rpc::rtt::TimerClass;
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloseArgs, CommitArgs,
-    CreatVerfAttr, CreateArgs, CreateSessionArgs, CreateSessionResOk, Createhow4, Createtype4,
-    ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4, OpenDelegation4,
-    Openflag4, Opnum4, ReadArgs, ReaddirArgs, Res4, SequenceArgs, StateProtect4A, WriteArgs,
+    BindConnToSessionArgs, CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4,
+    CloseArgs, CommitArgs, CreatVerfAttr, CreateArgs, CreateSessionArgs, CreateSessionResOk,
+    Createhow4, Createtype4, ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs,
+    OpenClaim4, OpenDelegation4, Openflag4, Opnum4, ReadArgs, ReaddirArgs, Res4, SequenceArgs,
+    StateProtect4A, WriteArgs, CDFC4_FORE, CDFS4_FORE,
 };
 use sluice_xdr::nfs4::{
     self as nfs4, Bitmap4, Component4, Fattr4, Ftype4, NfsFh4, Nfsstat4, Nfstime4, Opaque4,
@@ -244,6 +283,10 @@ const TRANSFER_BYTES_MAX: u32 = 1 << 20;
 /// AUTH_SYS (at most ~430 bytes), SEQUENCE (44), PUTFH (136), WRITE's fixed part (36), with
 /// margin; rounded to a page so the transfer size stays page aligned.
 const HEADER_BYTES_MAX: u32 = 4096;
+/// Reply bytes a slot may cache (`ca_maxresponsesize_cached` asked for): the largest reply of
+/// a COMPOUND that changes state, OPEN + GETFH + GETATTR with a delegation and long owner
+/// names, stays under 2 KiB; twice that for margin.
+const CACHED_REPLY_BYTES: u32 = 4096;
 /// Ops asked for per COMPOUND (`ca_maxoperations`): a path walk of 28 components fits one
 /// COMPOUND; longer walks are split by what the server grants.
 const OPS_MAX: u32 = 32;
@@ -267,7 +310,15 @@ pub struct Client {
 }
 
 struct Inner {
-    rpc: RpcClient,
+    /// The session's connections: the first carries session setup and recovery; with
+    /// `nconnect`, the others are bound to the session and COMPOUNDs go to all in turn.
+    conns: Connections,
+    /// Per connection, the (session generation, connection's reconnect count) it was last
+    /// bound for: a connection whose pair differs from the current one is bound again before it
+    /// carries a COMPOUND (see "Session trunking" in the module docs).
+    bound: Mutex<Vec<Option<(u64, u64)>>>,
+    /// Why the client runs on fewer connections than `nconnect` asked for, if it does.
+    trunking_note: Option<String>,
     cred: OpaqueAuth,
     minor: u32,
     url: NfsUrl,
@@ -287,6 +338,10 @@ struct Inner {
     closed: AtomicBool,
     /// Numbers the open owners of this client's files.
     opens: AtomicU64,
+    /// The open files, for reopening after a new client id (see [`reopen`]).
+    open_files: Mutex<OpenTable>,
+    /// Woken when a reopen pass ends.
+    reopen_done: Notify,
 }
 
 struct SessionState {
@@ -295,6 +350,8 @@ struct SessionState {
     create_seq: u32,
     sessionid: SessionId4,
     table: SlotTable,
+    /// The session's `ca_maxresponsesize_cached`: replies up to it may be cached.
+    cached_bytes: u32,
 }
 
 /// What a COMPOUND came back with (SEQUENCE's result removed).
@@ -336,7 +393,8 @@ impl Client {
         if rpc_config.server_name.is_empty() {
             rpc_config.server_name = url.host.clone();
         }
-        let rpc = RpcClient::connect(addr, rpc_config)
+        let nconnect = checked_nconnect(url, options).map_err(Error::Connect)?;
+        let rpc = RpcClient::connect(addr, rpc_config.clone())
             .await
             .map_err(|e| Error::Connect(format!("cannot connect to {addr}: {e}")))?;
         let cred = credentials(url, options);
@@ -351,8 +409,19 @@ impl Client {
                     let slots = (options.rpc.table.max_in_flight as u32).max(1);
                     let (sess, create_seq) =
                         create_session(&rpc, &cred, m, x.0, x.1, slots, &stats).await?;
+                    let mut conns = Connections::new(rpc);
+                    let trunk = Trunk {
+                        n: nconnect,
+                        config: &rpc_config,
+                        cred: &cred,
+                        minor: m,
+                        sessionid: sess.sessionid,
+                        stats: &stats,
+                    };
+                    let note = trunk.open(&mut conns).await?;
                     return Client::finish_connect(
-                        rpc, cred, m, url, owner, verifier, x.0, create_seq, sess, options, stats,
+                        conns, note, cred, m, url, owner, verifier, x.0, create_seq, sess, options,
+                        stats,
                     )
                     .await;
                 }
@@ -365,7 +434,8 @@ impl Client {
 
     #[allow(clippy::too_many_arguments)]
     async fn finish_connect(
-        rpc: RpcClient,
+        conns: Connections,
+        trunking_note: Option<String>,
         cred: OpaqueAuth,
         minor: u32,
         url: &NfsUrl,
@@ -395,8 +465,14 @@ impl Client {
             options.wsize_max.min(TRANSFER_BYTES_MAX),
         );
         let now = Instant::now();
+        // CREATE_SESSION bound the first connection, `Trunk::open` the others.
+        let bound = (0..conns.len())
+            .map(|i| Some((1, conns.get(i).stats().reconnects)))
+            .collect();
         let inner = Inner {
-            rpc,
+            conns,
+            bound: Mutex::new(bound),
+            trunking_note,
             cred,
             minor,
             url: url.clone(),
@@ -407,6 +483,7 @@ impl Client {
                 create_seq,
                 sessionid: sess.sessionid,
                 table: SlotTable::new(1, fore.maxrequests),
+                cached_bytes: fore.maxresponsesize_cached,
             }),
             slot_freed: Notify::new(),
             recovery: tokio::sync::Mutex::new(()),
@@ -429,6 +506,8 @@ impl Client {
             stats,
             closed: AtomicBool::new(false),
             opens: AtomicU64::new(0),
+            open_files: Mutex::new(OpenTable::default()),
+            reopen_done: Notify::new(),
         };
         let mut client = Client {
             inner: Arc::new(inner),
@@ -484,8 +563,21 @@ impl Client {
         self.inner.stats.lock().expect("stats lock").clone()
     }
 
+    /// Transport counters, summed over the session's connections.
     pub fn transport_stats(&self) -> TransportStats {
-        self.inner.rpc.stats()
+        self.inner.conns.stats()
+    }
+
+    /// Transport counters of each connection of the session, in order (one per connection
+    /// in use: fewer than `nconnect` when the server refused trunking).
+    pub fn connection_stats(&self) -> Vec<TransportStats> {
+        self.inner.conns.stats_each()
+    }
+
+    /// Why the session has fewer connections than `nconnect` asked for (the server refused
+    /// BIND_CONN_TO_SESSION), or `None`.
+    pub fn trunking_note(&self) -> Option<&str> {
+        self.inner.trunking_note.as_deref()
     }
 
     pub fn read_stats(&self) -> ReadStats {
@@ -567,6 +659,7 @@ impl Client {
         let (dirfh, _) = self.lookup(dir).await?;
         let clientid = self.inner.session.lock().expect("session lock").clientid;
         let n = self.inner.opens.fetch_add(1, Ordering::Relaxed);
+        let owner = format!("open-{n}").into_bytes();
         let ops = vec![
             NfsArgop4::Putfh(dirfh),
             NfsArgop4::Open(OpenArgs {
@@ -575,7 +668,7 @@ impl Client {
                 share_deny: 0,
                 owner: StateOwner4 {
                     clientid,
-                    owner: Opaque4(Bytes::from(format!("open-{n}").into_bytes())),
+                    owner: Opaque4(Bytes::from(owner.clone())),
                 },
                 openhow,
                 claim: OpenClaim4::Null(component(name)?),
@@ -604,6 +697,15 @@ impl Client {
             },
             delegation,
         };
+        let tracked = self.inner.open_files.lock().expect("opens lock").insert(
+            fh.stateid,
+            fh.fh.clone(),
+            access,
+            owner,
+        );
+        if !tracked {
+            tracing::debug!("{path}: too many opens to track; not reopened after a restart");
+        }
         Ok((fh, find_attr(&res)?))
     }
 
@@ -635,11 +737,18 @@ impl Client {
         if fh.stateid == Stateid4::ANONYMOUS {
             return Ok(());
         }
+        // Forgotten first, so that a reopen pass from now on leaves it closed.
+        let current = self
+            .inner
+            .open_files
+            .lock()
+            .expect("opens lock")
+            .remove(fh.stateid);
         let mut ops = vec![
             NfsArgop4::Putfh(fh.fh.clone()),
             NfsArgop4::Close(CloseArgs {
                 seqid: 0,
-                open_stateid: fh.stateid,
+                open_stateid: current,
             }),
         ];
         if let Some(d) = fh.delegation {
@@ -654,12 +763,14 @@ impl Client {
         if self.inner.closed.swap(true, Ordering::SeqCst) {
             return;
         }
+        // DESTROY_SESSION outside a SEQUENCE must come on a connection bound to the session.
+        self.ensure_bound(0).await;
         let (sessionid, clientid) = {
             let s = self.inner.session.lock().expect("session lock");
             (s.sessionid, s.clientid)
         };
         destroy(
-            &self.inner.rpc,
+            self.inner.conns.first(),
             &self.inner.cred,
             self.inner.minor,
             sessionid,
@@ -687,19 +798,33 @@ impl Client {
         Box::pin(async move { c.finish(ops, first).await })
     }
 
-    /// Takes a slot and sends `ops` on it.
+    /// Takes a slot and sends `ops` on it, on the next connection in turn (bound first if it
+    /// is new to the session).
     async fn send(&self, ops: &[NfsArgop4]) -> Sent {
+        let (conn, rpc) = self.inner.conns.next();
+        self.ensure_bound(conn).await;
         let slot = self.acquire().await;
-        let sessionid = self.inner.session.lock().expect("session lock").sessionid;
+        let (sessionid, cached_bytes) = {
+            let s = self.inner.session.lock().expect("session lock");
+            (s.sessionid, s.cached_bytes)
+        };
+        // A server that keeps less than we asked for might refuse to cache an OPEN's reply
+        // (REP_TOO_BIG_TO_CACHE): then nothing is cached, as before the reply cache was used.
+        let cachethis = cached_bytes >= CACHED_REPLY_BYTES
+            && session::cache_this(ops.iter().map(|o| o.opnum()));
         let mut all = Vec::with_capacity(ops.len() + 1);
         all.push(NfsArgop4::Sequence(SequenceArgs {
             sessionid,
             sequenceid: slot.seqid,
             slotid: slot.slotid,
             highest_slotid: slot.highest_slotid,
-            cachethis: false,
+            cachethis,
         }));
         all.extend(ops.iter().cloned());
+        let (tracked, reopen_epoch) = {
+            let t = self.inner.open_files.lock().expect("opens lock");
+            (t.translate(&mut all[1..]), t.epoch())
+        };
         let args = Compound4Args {
             tag: Utf8Str::default(),
             minorversion: self.inner.minor,
@@ -710,13 +835,14 @@ impl Client {
         let segments = w.into_segments();
         let bytes_sent = segments.iter().map(|s| s.len()).sum();
         let sent_at = Instant::now();
-        let call = self
-            .inner
-            .rpc
+        let call = rpc
             .start(compound_id(), &self.inner.cred, segments, TimerClass::Other)
             .await;
         Sent {
             slot,
+            conn,
+            tracked,
+            reopen_epoch,
             call,
             bytes_sent,
             sent_at,
@@ -772,6 +898,31 @@ impl Client {
             };
             sample.error = failed || next != Next::Done;
             self.record(main_op, sample);
+            let uncached = matches!(&result, Ok(r) if r.status == Nfsstat4::RETRY_UNCACHED_REP);
+            if next == Next::Done
+                && uncached
+                && session::resend_uncached(ops.iter().map(|o| o.opnum()))
+                && retries < RETRIES_MAX
+            {
+                // It ran, its reply was lost on a broken connection, and it changes nothing:
+                // send it again as new work (see `session`).
+                retries += 1;
+                sent = self.send(&ops).await;
+                continue;
+            }
+            let stale = matches!(&result, Ok(r) if matches!(
+                r.status,
+                Nfsstat4::STALE_STATEID | Nfsstat4::BAD_STATEID
+            ));
+            if next == Next::Done && stale && sent.tracked {
+                // Sent with a stateid of the old client id, racing the reopen pass: again with
+                // the new one, if a pass has run since (see `reopen`).
+                if self.reopen_finished().await > sent.reopen_epoch && retries < RETRIES_MAX {
+                    retries += 1;
+                    sent = self.send(&ops).await;
+                    continue;
+                }
+            }
             match next {
                 Next::Done => return (result, rtt),
                 Next::Failed => {
@@ -786,13 +937,17 @@ impl Client {
                         rtt,
                     );
                 }
-                Next::Retry | Next::RetryAfter(_) => {
+                Next::Retry | Next::RetryAfter(_) | Next::Rebind => {
                     retries += 1;
                     if retries > RETRIES_MAX {
                         return (Err(sequence_error(&seq)), rtt);
                     }
                     if let Next::RetryAfter(d) = next {
                         tokio::time::sleep(d).await;
+                    }
+                    if next == Next::Rebind {
+                        self.inner.bound.lock().expect("bound lock")[sent.conn] = None;
+                        self.ensure_bound(sent.conn).await;
                     }
                 }
                 Next::NewSession | Next::NewClient => {
@@ -838,6 +993,35 @@ impl Client {
         }
     }
 
+    /// Binds connection `conn` to the current session unless it already is, for this session
+    /// and since its last reconnect. A failure is only logged: the COMPOUND that follows finds
+    /// out (a server that binds on SEQUENCE takes it anyway; one that does not answers
+    /// CONN_NOT_BOUND_TO_SESSION, which comes back here through [`Next::Rebind`]).
+    async fn ensure_bound(&self, conn: usize) {
+        let i = &self.inner;
+        let rpc = i.conns.get(conn);
+        let (sessionid, generation) = {
+            let s = i.session.lock().expect("session lock");
+            (s.sessionid, s.table.generation())
+        };
+        let want = Some((generation, rpc.stats().reconnects));
+        {
+            let mut bound = i.bound.lock().expect("bound lock");
+            if bound[conn] == want {
+                return;
+            }
+            // Claimed before the call, so that callers racing on this connection bind it once.
+            bound[conn] = want;
+        }
+        if let Err(e) = bind_conn(rpc, &i.cred, i.minor, sessionid, &i.stats).await {
+            tracing::debug!(
+                "{}: BIND_CONN_TO_SESSION of connection {} failed: {e}",
+                i.url.host,
+                conn + 1
+            );
+        }
+    }
+
     /// Replaces the session (and with [`Next::NewClient`], or when CREATE_SESSION finds the
     /// client id gone, the client id) that `generation` numbered. Recoveries are one at a
     /// time, and a caller that finds the session already replaced returns at once.
@@ -876,7 +1060,13 @@ impl Client {
         let mut made = None;
         if why == Next::NewSession {
             match create_session(
-                &i.rpc, &i.cred, i.minor, clientid, create_seq, slots, &i.stats,
+                i.conns.first(),
+                &i.cred,
+                i.minor,
+                clientid,
+                create_seq,
+                slots,
+                &i.stats,
             )
             .await
             {
@@ -893,27 +1083,171 @@ impl Client {
         let (clientid, (sess, create_seq)) = match made {
             Some(m) => m,
             None => {
+                let rpc = i.conns.first();
                 let (id, seq) =
-                    exchange_id(&i.rpc, &i.cred, i.minor, &i.owner, i.verifier, &i.stats).await?;
+                    exchange_id(rpc, &i.cred, i.minor, &i.owner, i.verifier, &i.stats).await?;
                 (
                     id,
-                    create_session(&i.rpc, &i.cred, i.minor, id, seq, slots, &i.stats).await?,
+                    create_session(rpc, &i.cred, i.minor, id, seq, slots, &i.stats).await?,
                 )
             }
         };
+        // Before the new session is usable: a call failing on an old stateid from now on
+        // waits for the pass (see `reopen`).
+        let run_pass = new_client && i.open_files.lock().expect("opens lock").start_pass();
         {
             let mut s = i.session.lock().expect("session lock");
             s.clientid = clientid;
             s.create_seq = create_seq;
             s.sessionid = sess.sessionid;
             s.table = SlotTable::new(generation + 1, sess.fore_chan_attrs.maxrequests);
+            s.cached_bytes = sess.fore_chan_attrs.maxresponsesize_cached;
+            // CREATE_SESSION bound the first connection to the new session.
+            i.bound.lock().expect("bound lock")[0] =
+                Some((generation + 1, i.conns.first().stats().reconnects));
+        }
+        // The others were bound to the old one: bind them to the new one before anyone sends.
+        for conn in 1..i.conns.len() {
+            self.ensure_bound(conn).await;
         }
         i.slot_freed.notify_waiters();
-        if new_client {
-            drop(_one);
-            self.reclaim_complete().await;
+        // The pass runs after the recovery lock is released: its calls may need a recovery of
+        // their own.
+        drop(_one);
+        if run_pass {
+            self.reopen_pass().await;
         }
         Ok(())
+    }
+
+    /// Opens every tracked file again under the new client id, reclaiming in the server's
+    /// grace period when it has one, and sends RECLAIM_COMPLETE in between (see [`reopen`]).
+    async fn reopen_pass(&self) {
+        let mut rounds = 0;
+        loop {
+            self.reopen_round().await;
+            let again = self.inner.open_files.lock().expect("opens lock").end_pass();
+            if !again {
+                break;
+            }
+            rounds += 1;
+            if rounds > RECOVERIES_MAX {
+                while self.inner.open_files.lock().expect("opens lock").end_pass() {}
+                break;
+            }
+        }
+        self.inner.reopen_done.notify_waiters();
+    }
+
+    async fn reopen_round(&self) {
+        let todo = self
+            .inner
+            .open_files
+            .lock()
+            .expect("opens lock")
+            .to_reopen();
+        let host = &self.inner.url.host;
+        let (mut reclaimed, mut reopened) = (0, 0);
+        let mut rest = Vec::new();
+        let mut grace = true;
+        for (key, rec) in todo {
+            if grace {
+                match self
+                    .reopen_one(&rec, OpenClaim4::Previous(OPEN_DELEGATE_NONE))
+                    .await
+                {
+                    Ok(s) => {
+                        self.inner
+                            .open_files
+                            .lock()
+                            .expect("opens lock")
+                            .reopened(key, s);
+                        reclaimed += 1;
+                        continue;
+                    }
+                    Err(e) if e.status() == Some(Nfsstat4::NO_GRACE) => grace = false,
+                    Err(e) => tracing::debug!("{host}: reclaiming an open failed: {e}"),
+                }
+            }
+            rest.push((key, rec));
+        }
+        self.reclaim_complete().await;
+        for (key, rec) in rest {
+            match self.reopen_one(&rec, OpenClaim4::Fh).await {
+                Ok(s) => {
+                    self.inner
+                        .open_files
+                        .lock()
+                        .expect("opens lock")
+                        .reopened(key, s);
+                    reopened += 1;
+                }
+                Err(e) => tracing::warn!("{host}: reopening a file after the restart failed: {e}"),
+            }
+        }
+        if reclaimed + reopened > 0 {
+            tracing::info!(
+                "{host}: NFSv4 opens after the new client id: {reclaimed} reclaimed, {reopened} \
+                 opened again"
+            );
+        }
+    }
+
+    /// OPEN of `rec`'s file by handle with `claim` (CLAIM_PREVIOUS or CLAIM_FH); the new
+    /// stateid. A delegation that comes with it is returned at once: the caller's handle does
+    /// not know it.
+    async fn reopen_one(&self, rec: &OpenRecord, claim: OpenClaim4) -> Result<Stateid4, Error> {
+        let clientid = self.inner.session.lock().expect("session lock").clientid;
+        let res = self
+            .compound(vec![
+                NfsArgop4::Putfh(rec.fh.clone()),
+                NfsArgop4::Open(OpenArgs {
+                    seqid: 0,
+                    share_access: rec.access,
+                    share_deny: 0,
+                    owner: StateOwner4 {
+                        clientid,
+                        owner: Opaque4(Bytes::from(rec.owner.clone())),
+                    },
+                    openhow: Openflag4::NoCreate,
+                    claim,
+                }),
+            ])
+            .await?
+            .ok()?;
+        let Some(NfsResop4::Open(Res4::Ok(open))) = res.last() else {
+            return Err(Error::Other("OPEN returned no result".into()));
+        };
+        let delegation = match &open.delegation {
+            OpenDelegation4::Read(d) => Some(d.stateid),
+            OpenDelegation4::Write(d) => Some(d.stateid),
+            _ => None,
+        };
+        if let Some(d) = delegation {
+            let _ = self
+                .compound(vec![
+                    NfsArgop4::Putfh(rec.fh.clone()),
+                    NfsArgop4::Delegreturn(d),
+                ])
+                .await;
+        }
+        Ok(open.stateid)
+    }
+
+    /// Waits until no reopen pass runs; the passes finished by then.
+    async fn reopen_finished(&self) -> u64 {
+        loop {
+            let done = self.inner.reopen_done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            {
+                let t = self.inner.open_files.lock().expect("opens lock");
+                if !t.pass_running() {
+                    return t.epoch();
+                }
+            }
+            done.await;
+        }
     }
 
     fn record(&self, op: Opnum4, sample: Sample) {
@@ -984,6 +1318,12 @@ impl Client {
 /// One transmission of a COMPOUND.
 struct Sent {
     slot: Slot,
+    /// The connection it went on.
+    conn: usize,
+    /// Whether it carried a stateid of [`Inner::open_files`], and the reopen passes done when
+    /// it was sent.
+    tracked: bool,
+    reopen_epoch: u64,
     call: PendingCall,
     bytes_sent: usize,
     sent_at: Instant,
@@ -1000,7 +1340,7 @@ impl Drop for Inner {
             return;
         };
         let s = self.session.lock().expect("session lock");
-        let (rpc, cred, minor) = (self.rpc.clone(), self.cred.clone(), self.minor);
+        let (rpc, cred, minor) = (self.conns.first().clone(), self.cred.clone(), self.minor);
         let (sessionid, clientid) = (s.sessionid, s.clientid);
         rt.spawn(async move { destroy(&rpc, &cred, minor, sessionid, clientid).await });
     }
@@ -1015,6 +1355,8 @@ const READDIR_MAXCOUNT_BYTES: u32 = 256 * 1024;
 /// on what a hostile or broken server can make us hold.
 pub const DIR_ENTRIES_MAX: usize = 1_000_000;
 
+/// OPEN CLAIM_PREVIOUS's delegation type: none (RFC 8881 §18.16.1, `open_delegation_type4`).
+const OPEN_DELEGATE_NONE: u32 = 0;
 /// OPEN share access (RFC 8881 §18.16.3).
 const OPEN4_SHARE_ACCESS_READ: u32 = 1;
 const OPEN4_SHARE_ACCESS_BOTH: u32 = 3;
@@ -1241,8 +1583,9 @@ async fn create_session(
             headerpadsize: 0,
             maxrequestsize: transfer,
             maxresponsesize: transfer,
-            // Replies are not cached (cachethis is never set): a small bound is enough.
-            maxresponsesize_cached: 4096,
+            // Only the replies of COMPOUNDs that change state are cached (WRITE, OPEN...),
+            // which are small (see `session::cache_this`).
+            maxresponsesize_cached: CACHED_REPLY_BYTES,
             maxoperations: OPS_MAX,
             maxrequests: slots.min(session::SLOTS_MAX),
             rdma_ird: Default::default(),
@@ -1268,6 +1611,76 @@ async fn create_session(
             op: Opnum4::CREATE_SESSION,
             status: other.status(),
         }),
+    }
+}
+
+/// BIND_CONN_TO_SESSION of `rpc`'s connection to the session's fore channel.
+///
+/// The fore channel only (CDFC4_FORE), not CDFC4_FORE_OR_BOTH: this client serves no back
+/// channel (CREATE_SESSION does not ask for one), and a server given "both" may send its
+/// callbacks down a connection where nobody answers them.
+async fn bind_conn(
+    rpc: &RpcClient,
+    cred: &OpaqueAuth,
+    minor: u32,
+    sessionid: SessionId4,
+    stats: &Mutex<ClientStats>,
+) -> Result<(), Error> {
+    let op = NfsArgop4::BindConnToSession(BindConnToSessionArgs {
+        sessid: sessionid,
+        dir: CDFC4_FORE,
+        use_conn_in_rdma_mode: false,
+    });
+    match lone_op(rpc, cred, minor, op, Some(stats)).await? {
+        NfsResop4::BindConnToSession(Res4::Ok(ok)) if ok.dir & CDFS4_FORE != 0 => Ok(()),
+        NfsResop4::BindConnToSession(Res4::Ok(ok)) => Err(Error::Other(format!(
+            "BIND_CONN_TO_SESSION bound direction {:#x}, not the fore channel",
+            ok.dir
+        ))),
+        other => Err(Error::Status {
+            op: Opnum4::BIND_CONN_TO_SESSION,
+            status: other.status(),
+        }),
+    }
+}
+
+/// What session trunking at connect time needs (see "Session trunking" in the module docs).
+struct Trunk<'a> {
+    /// Connections wanted in all (`nconnect`).
+    n: usize,
+    config: &'a RpcConfig,
+    cred: &'a OpaqueAuth,
+    minor: u32,
+    sessionid: SessionId4,
+    stats: &'a Mutex<ClientStats>,
+}
+
+impl Trunk<'_> {
+    /// Opens connections until there are `n` and binds each new one to the session. When the
+    /// server refuses a bind, the client goes on with the first connection alone and says why
+    /// (the returned note, also logged): trunking is an optimisation, not a reason to fail.
+    /// Failing to open a connection at all is an error, as for NFSv3.
+    async fn open(&self, conns: &mut Connections) -> Result<Option<String>, Error> {
+        conns
+            .open(self.n, self.config)
+            .await
+            .map_err(Error::Connect)?;
+        for i in 1..conns.len() {
+            let rpc = conns.get(i);
+            if let Err(e) = bind_conn(rpc, self.cred, self.minor, self.sessionid, self.stats).await
+            {
+                let note = format!(
+                    "nconnect={}: the server did not bind connection {} to the NFSv4.1 session \
+                     ({e}), so the session uses one connection",
+                    self.n,
+                    i + 1
+                );
+                tracing::warn!("{}: {note}", rpc.peer_addr());
+                conns.truncate(1);
+                return Ok(Some(note));
+            }
+        }
+        Ok(None)
     }
 }
 

@@ -26,7 +26,8 @@
 //! | BADSLOT                     | beyond the server's table: usable shrinks below it | `Retry` (another slot) |
 //! | SEQ_MISORDERED              | our seqid is not the server's: the slot is retired for this session | `Retry`, or `NewSession` once no slot is left |
 //! | DELAY                       | unchanged (the server is still busy with this slot's last request) | `RetryAfter` the same slot |
-//! | BADSESSION, DEADSESSION, CONN_NOT_BOUND_TO_SESSION | table dropped | `NewSession` |
+//! | BADSESSION, DEADSESSION     | table dropped                | `NewSession` |
+//! | CONN_NOT_BOUND_TO_SESSION   | free, seqid unchanged (the server refused the COMPOUND before the slot) | `Rebind` that connection, then `Retry` |
 //! | STALE_CLIENTID, EXPIRED     | table dropped                | `NewClient` |
 //! | no reply at all             | retired: whether the server executed the request is unknown, so the slot's seqid is too | `Failed` |
 //! | anything else               | free, seqid unchanged (the server did not take the seqid) | `Failed` |
@@ -38,6 +39,17 @@
 //! Each outcome carries the table's generation: results of a session already replaced are
 //! ignored, so a late reply can never free a slot of the new session.
 //!
+//! # Replies lost on a broken connection (`sa_cachethis`)
+//! When a connection breaks, the transport sends what was outstanding again on the next one,
+//! with the same slot and sequence id: to the server a retry (RFC 8881 §2.10.6.1.3). It
+//! answers a retry from the slot's reply cache, but keeps only the replies the client asked
+//! it to keep (`sa_cachethis`), else NFS4ERR_RETRY_UNCACHED_REP. So [`cache_this`] asks for
+//! every COMPOUND that changes something (an op flagged MODIFIES in the op table: WRITE,
+//! COMMIT, OPEN, CLOSE, CREATE...): their replies are small, and running one twice could do
+//! harm. A COMPOUND that only reads is not cached (a READ reply is up to a megabyte): its
+//! lost reply comes back RETRY_UNCACHED_REP, and [`resend_uncached`] says it may simply be
+//! sent again as new work, which is harmless for an op that changes nothing.
+//!
 //! # Lease renewal (RFC 8881 §8.3)
 //! Any successful SEQUENCE renews the client's lease. [`Lease`] only asks for a SEQUENCE of its
 //! own when nothing succeeded for a third of the lease: at one third, a renewal that is lost or
@@ -45,7 +57,7 @@
 //! server may expire the client. Linux renews at two thirds, which leaves no room for a second
 //! attempt; renewal costs one tiny COMPOUND per lease/3 of idle time, nothing when busy.
 
-use sluice_xdr::nfs4::ops::SequenceResOk;
+use sluice_xdr::nfs4::ops::{op_info, OpFlags, Opnum4, SequenceResOk};
 use sluice_xdr::nfs4::Nfsstat4;
 use std::time::{Duration, Instant};
 
@@ -88,6 +100,10 @@ pub enum Next {
     NewSession,
     /// The client id is gone: EXCHANGE_ID and CREATE_SESSION again, then retry.
     NewClient,
+    /// The connection the COMPOUND went on is not bound to the session (it was re-established,
+    /// and the server does not bind on SEQUENCE): BIND_CONN_TO_SESSION on it, then retry. The
+    /// session itself is fine, so replacing it (and losing every slot's cache) would be wrong.
+    Rebind,
     /// Give the error to the caller.
     Failed,
 }
@@ -235,9 +251,13 @@ impl SlotTable {
                     self.set_free(slot.slotid);
                     Next::RetryAfter(DELAY_RETRY)
                 }
-                Nfsstat4::BADSESSION
-                | Nfsstat4::DEADSESSION
-                | Nfsstat4::CONN_NOT_BOUND_TO_SESSION => Next::NewSession,
+                Nfsstat4::BADSESSION | Nfsstat4::DEADSESSION => Next::NewSession,
+                Nfsstat4::CONN_NOT_BOUND_TO_SESSION => {
+                    // The SEQUENCE was refused as a whole, for the connection it came on, not
+                    // for the slot: the slot's seqid was not taken.
+                    self.set_free(slot.slotid);
+                    Next::Rebind
+                }
                 Nfsstat4::STALE_CLIENTID | Nfsstat4::EXPIRED => Next::NewClient,
                 _ => {
                     self.set_free(slot.slotid);
@@ -265,6 +285,19 @@ impl SlotTable {
             *s = SlotState::Free;
         }
     }
+}
+
+/// Whether a COMPOUND of `ops` asks the server to cache its reply (see the module docs). An op
+/// the table does not know counts as modifying.
+pub fn cache_this(ops: impl IntoIterator<Item = Opnum4>) -> bool {
+    ops.into_iter()
+        .any(|op| op_info(op).is_none_or(|i| i.flags.contains(OpFlags::MODIFIES)))
+}
+
+/// Whether a COMPOUND of `ops` answered NFS4ERR_RETRY_UNCACHED_REP (it ran, its reply was
+/// lost and not cached) may be sent again as new work: only if nothing in it changes state.
+pub fn resend_uncached(ops: impl IntoIterator<Item = Opnum4>) -> bool {
+    !cache_this(ops)
 }
 
 /// When to renew the lease while idle. See the module docs.
@@ -427,7 +460,6 @@ mod tests {
         for (s, want) in [
             (Nfsstat4::BADSESSION, Next::NewSession),
             (Nfsstat4::DEADSESSION, Next::NewSession),
-            (Nfsstat4::CONN_NOT_BOUND_TO_SESSION, Next::NewSession),
             (Nfsstat4::STALE_CLIENTID, Next::NewClient),
             (Nfsstat4::EXPIRED, Next::NewClient),
         ] {
@@ -435,6 +467,40 @@ mod tests {
             let a = t.acquire().unwrap();
             assert_eq!(t.complete(a, &Outcome::Err(s)), want, "{}", s.name());
         }
+    }
+
+    #[test]
+    fn an_unbound_connection_is_rebound_and_keeps_the_session_and_the_seqid() {
+        let mut t = SlotTable::new(1, 2);
+        let a = t.acquire().unwrap();
+        assert_eq!(
+            t.complete(a, &Outcome::Err(Nfsstat4::CONN_NOT_BOUND_TO_SESSION)),
+            Next::Rebind
+        );
+        assert_eq!(t.busy(), 0);
+        let b = t.acquire().unwrap();
+        assert_eq!(
+            (b.generation, b.slotid, b.seqid),
+            (1, 0, 1),
+            "same session, same slot, seqid not consumed"
+        );
+    }
+
+    #[test]
+    fn compounds_that_change_state_are_cached_and_only_reads_are_sent_again_uncached() {
+        let write = [Opnum4::PUTFH, Opnum4::WRITE];
+        let read = [Opnum4::PUTFH, Opnum4::READ];
+        let open = [Opnum4::PUTFH, Opnum4::OPEN, Opnum4::GETFH, Opnum4::GETATTR];
+        assert!(cache_this(write) && !resend_uncached(write));
+        assert!(cache_this(open) && !resend_uncached(open));
+        assert!(cache_this([Opnum4::PUTFH, Opnum4::COMMIT]));
+        assert!(!cache_this(read) && resend_uncached(read));
+        assert!(resend_uncached([
+            Opnum4::PUTROOTFH,
+            Opnum4::LOOKUP,
+            Opnum4::GETFH
+        ]));
+        assert!(cache_this([Opnum4(9999)]), "unknown ops count as modifying");
     }
 
     #[test]
