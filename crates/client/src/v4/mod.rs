@@ -657,56 +657,8 @@ impl Client {
     ) -> Result<(Fh, Attr), Error> {
         let (dir, name) = split_path(path)?;
         let (dirfh, _) = self.lookup(dir).await?;
-        let clientid = self.inner.session.lock().expect("session lock").clientid;
-        let n = self.inner.opens.fetch_add(1, Ordering::Relaxed);
-        let owner = format!("open-{n}").into_bytes();
-        let ops = vec![
-            NfsArgop4::Putfh(dirfh),
-            NfsArgop4::Open(OpenArgs {
-                seqid: 0,
-                share_access: access,
-                share_deny: 0,
-                owner: StateOwner4 {
-                    clientid,
-                    owner: Opaque4(Bytes::from(owner.clone())),
-                },
-                openhow,
-                claim: OpenClaim4::Null(component(name)?),
-            }),
-            NfsArgop4::Getfh(()),
-            NfsArgop4::Getattr(attr_request()),
-        ];
-        let res = self.compound(ops).await?.ok()?;
-        let open = res.iter().find_map(|r| match r {
-            NfsResop4::Open(Res4::Ok(o)) => Some(o),
-            _ => None,
-        });
-        let Some(open) = open else {
-            return Err(Error::Other("OPEN returned no result".into()));
-        };
-        let delegation = match &open.delegation {
-            OpenDelegation4::Read(d) => Some(d.stateid),
-            OpenDelegation4::Write(d) => Some(d.stateid),
-            _ => None,
-        };
-        let fh = Fh {
-            fh: find_fh(&res)?,
-            stateid: Stateid4 {
-                seqid: 0,
-                other: open.stateid.other,
-            },
-            delegation,
-        };
-        let tracked = self.inner.open_files.lock().expect("opens lock").insert(
-            fh.stateid,
-            fh.fh.clone(),
-            access,
-            owner,
-        );
-        if !tracked {
-            tracing::debug!("{path}: too many opens to track; not reopened after a restart");
-        }
-        Ok((fh, find_attr(&res)?))
+        self.open_at(&dirfh, access, openhow, OpenClaim4::Null(component(name)?))
+            .await
     }
 
     /// Makes the directory `path` with `mode` (CREATE NF4DIR in its parent).

@@ -195,8 +195,9 @@ impl Client {
     }
 
     /// OPEN after PUTFH `fh` (the file for CLAIM_FH, the directory for CLAIM_NULL): the open
-    /// file's handle with its stateid, and its attributes.
-    async fn open_at(
+    /// file's handle with its stateid, and its attributes. The one place the client opens a
+    /// file: the open is recorded for reopening after a server restart ([`super::reopen`]).
+    pub(super) async fn open_at(
         &self,
         fh: &NfsFh4,
         access: u32,
@@ -205,6 +206,7 @@ impl Client {
     ) -> Result<(Fh, Attr), Error> {
         let clientid = self.inner.session.lock().expect("session lock").clientid;
         let n = self.inner.opens.fetch_add(1, Ordering::Relaxed);
+        let owner = format!("open-{n}").into_bytes();
         let ops = vec![
             NfsArgop4::Putfh(fh.clone()),
             NfsArgop4::Open(OpenArgs {
@@ -213,7 +215,7 @@ impl Client {
                 share_deny: 0,
                 owner: StateOwner4 {
                     clientid,
-                    owner: Opaque4(Bytes::from(format!("open-{n}").into_bytes())),
+                    owner: Opaque4(Bytes::from(owner.clone())),
                 },
                 openhow,
                 claim,
@@ -241,6 +243,15 @@ impl Client {
             },
             delegation,
         };
+        let tracked = self.inner.open_files.lock().expect("opens lock").insert(
+            fh.stateid,
+            fh.fh.clone(),
+            access,
+            owner,
+        );
+        if !tracked {
+            tracing::debug!("too many opens to track; this one is not reopened after a restart");
+        }
         Ok((fh, super::find_attr(&res)?))
     }
 
