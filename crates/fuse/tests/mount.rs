@@ -354,6 +354,22 @@ fn exercise(peer: &dyn Peer) {
         peer.export_dir().display(),
     );
 
+    // The kernel's readahead in front of the mount is raised from the 128 KiB every FUSE file
+    // system starts with (as root, which these tests run as): with 128 KiB a sequential reader
+    // waits on one small batch of FUSE READs after another.
+    let dev = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(&mnt).unwrap());
+    let ra = std::fs::read_to_string(format!(
+        "/sys/class/bdi/{}:{}/read_ahead_kb",
+        libc::major(dev),
+        libc::minor(dev)
+    ))
+    .unwrap();
+    assert_eq!(
+        ra.trim().parse::<u64>().unwrap(),
+        sluice_fuse::mount::KERNEL_READAHEAD_BYTES >> 10,
+        "the mount's kernel readahead"
+    );
+
     // statfs and an empty listing
     sh(&format!("df '{mp}' >/dev/null && ls -la '{mp}' >/dev/null"));
 
