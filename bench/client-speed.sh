@@ -18,8 +18,8 @@
 #           server process from /proc/PID/stat). Target: default >= 0.8x direct.
 #
 # --nfs-version 4.1 (or 4.2, 4: the highest 4.x) runs every sluice client above over NFSv4
-# (issue 15); default 3. The best client then has one connection (`--nconnect 1`: the v4
-# client has no session trunking yet). libnfs speaks NFSv3 and NFSv4.0 only, so nfs-cat and
+# (issue 15); default 3. The best client has two connections either way (over 4.x: one
+# session trunked over both). libnfs speaks NFSv3 and NFSv4.0 only, so nfs-cat and
 # nfs-cp read over `version=4` (4.0) from ganesha and stay on NFSv3 against `sluice serve`,
 # which serves 4.1 and 4.2 but not 4.0; the table says which. Issue 15's target is then
 # `sluice cp` over 4.x from ganesha >= 1.5x `nfs-cat version=4` from ganesha.
@@ -47,8 +47,9 @@ for t in nfs-cat nfs-cp dd; do command -v "$t" >/dev/null || { echo "$t not foun
 bench_init client-speed
 bench_nfs_version "$NFSV"
 # the best client's connections, and the version libnfs reads with from each server (see above)
-if [ "$NFSV" = 3 ]; then BEST_NCONNECT=2; LIBNFS_SL=3; LIBNFS_GAN=3
-else BEST_NCONNECT=1; LIBNFS_SL=3; LIBNFS_GAN=4; fi
+BEST_NCONNECT=2
+if [ "$NFSV" = 3 ]; then LIBNFS_SL=3; LIBNFS_GAN=3
+else LIBNFS_SL=3; LIBNFS_GAN=4; fi
 libnfs_name() { if [ "$1" = 3 ]; then echo "NFSv3"; else echo "NFSv4.0"; fi; }
 W="$BENCH_WORK"
 BYTES=$(numfmt --from=iec "$SIZE")

@@ -232,17 +232,13 @@ nfs_url() {
     esac
 }
 
-# bench_nfs_version V [NCONNECT]: dies unless V is an NFS version `sluice bench` speaks (3, 4,
-# 4.1, 4.2), or if NCONNECT > 1 is asked over 4.x (that would be session trunking, which the
-# v4 client does not do yet; `sluice bench` refuses it too).
+# bench_nfs_version V: dies unless V is an NFS version `sluice bench` speaks (3, 4, 4.1, 4.2).
+# Over 4.x, --nconnect N is session trunking (N connections bound to one session).
 bench_nfs_version() {
     case "$1" in
         3|4|4.1|4.2) ;;
         *) bench_die "--nfs-version must be 3, 4, 4.1 or 4.2 (got '$1')" ;;
     esac
-    if [ "$1" != 3 ] && [ "${2:-1}" -gt 1 ]; then
-        bench_die "--nconnect $2 over NFSv$1: the v4 client has no session trunking yet"
-    fi
 }
 
 # bench_run OUTVAR PID URL ARGS...: runs `sluice bench` (bounded by BENCH_TIMEOUT, default 600 s)

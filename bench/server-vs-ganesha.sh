@@ -27,7 +27,8 @@
 # The disk's sequential read limit (4 parallel O_DIRECT readers of a file of --size, before and
 # after the reps) is printed next to the loopback limit: read-cold cannot go faster than it.
 # --nfs-version 4.1 (or 4.2, 4: the highest 4.x) puts the same load on both servers over an
-# NFSv4 session, one COMPOUND per call (issue 15); default 3. Over 4.x only --nconnect 1.
+# NFSv4 session, one COMPOUND per call (issue 15); default 3. Over 4.x --nconnect N trunks the
+# one session over N connections.
 #
 #   bench/server-vs-ganesha.sh [--size 1G] [--count 50000] [--reps 3] [--warmup 1] [--cc NAME]
 #                              [--nconnect N] [--nfs-version 3|4|4.1|4.2] [--out FILE]
