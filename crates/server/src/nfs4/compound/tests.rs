@@ -1999,6 +1999,51 @@ fn a_retry_differing_in_one_payload_byte_or_its_user_is_a_false_retry() {
     assert_eq!(count(), 1, "nothing ran again");
 }
 
+/// An uncached request's digest samples its first bytes and its length
+/// (`UNCACHED_DIGEST_BYTES`): a retry that differs only deep in a WRITE's data is answered as
+/// an uncached retry (nothing replayed, nothing run again), one that differs early or in length
+/// is still a false retry.
+#[test]
+fn an_uncached_retry_is_told_apart_by_its_first_bytes_and_length() {
+    let (c, writes) = direct_client();
+    let sid = mount(&c);
+    let fs = c.nfs.exports[0].fs.clone();
+    let owner = Caller::with_cred(Cred::new(1000, 1000));
+    fs.create(
+        &owner,
+        &fs.root_handle(),
+        b"f",
+        CreateHow::Unchecked(SetAttr::default()),
+    )
+    .unwrap();
+    let payload: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let mut deep = payload.clone();
+    deep[100_001] ^= 0x01;
+    let mut early = payload.clone();
+    early[10] ^= 0x01;
+    let shorter = payload[..199_996].to_vec();
+    let leak = |v: Vec<u8>| -> &'static [u8] { v.leak() };
+    let (payload, deep, early, shorter) = (leak(payload), leak(deep), leak(early), leak(shorter));
+    let ops = |data: &'static [u8]| {
+        let mut ops = vec![seq_uncached(sid, 1)];
+        ops.extend(into_export());
+        ops.extend([
+            lookup(b"f"),
+            write_op(Stateid4::ANONYMOUS, 0, StableHow4::FILE_SYNC, data),
+        ]);
+        ops
+    };
+    let count = || writes.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(decode(&c.send_raw(1, ops(payload))).status, Nfsstat4::OK);
+    let res = decode(&c.send_raw(1, ops(deep)));
+    assert_eq!(res.status, Nfsstat4::RETRY_UNCACHED_REP);
+    let res = decode(&c.send_raw(1, ops(early)));
+    assert_eq!(res.status, Nfsstat4::SEQ_FALSE_RETRY);
+    let res = decode(&c.send_raw(1, ops(shorter)));
+    assert_eq!(res.status, Nfsstat4::SEQ_FALSE_RETRY);
+    assert_eq!(count(), 1, "nothing ran again");
+}
+
 #[test]
 fn a_retried_write_is_answered_from_the_slot_and_not_run_again() {
     let (c, writes) = direct_client();
