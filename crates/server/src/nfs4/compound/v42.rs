@@ -216,3 +216,282 @@ struct CopyTarget {
     caller: Caller,
     fh: FileHandle,
 }
+
+/// The 4.2 ops in process over MemFs exports, for what LocalFs on the test machine cannot show:
+/// a CLONE that succeeds (MemFs clones by copying; ext4 has no reflinks), and ROFS from an
+/// export's `ro` rather than the file system.
+#[cfg(test)]
+mod tests {
+    use super::super::{Call, Nfs4, Outcome};
+    use crate::backend::exports::{ClientMatch, ClientRule, Squash};
+    use crate::backend::memfs::MemFsConfig;
+    use crate::backend::{Caller, CreateHow, Cred, Export, ExportOptions, FileSystem, MemFs};
+    use crate::backend::{SetAttr, StableHow};
+    use crate::exports::ExportEntry;
+    use crate::nfs4::state::State4;
+    use crate::nfs4::{Config4, Nfsstat4, SplitMix};
+    use bytes::Bytes;
+    use sluice_rpc::server::Credentials;
+    use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
+    use sluice_xdr::nfs4::ops::{
+        AllocateArgs, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloneArgs, CopyArgs,
+        CopyRes, CreateSessionArgs, ExchangeIdArgs, ImplIdList, NetlocList, NfsArgop4, NfsResop4,
+        RdmaIrd, Res4, SequenceArgs, StateProtect4A,
+    };
+    use sluice_xdr::nfs4::{Component4, NfsFh4, Opaque4, SessionId4, Stateid4, Utf8Str};
+    use sluice_xdr::rpc::AuthSys;
+    use sluice_xdr::{Pack, Reader, Writer};
+    use std::path::PathBuf;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    struct Fixture {
+        nfs: Nfs4,
+        /// `/rw` (writable) and `/ro` (read-only), in that order.
+        fs: [Arc<MemFs>; 2],
+        cred: Credentials,
+        now: Instant,
+        session: SessionId4,
+        next_seq: u32,
+    }
+
+    fn export(path: &str, fs: &Arc<MemFs>, read_only: bool) -> ExportEntry {
+        ExportEntry {
+            fs: fs.clone(),
+            export: Export {
+                path: PathBuf::from(path),
+                clients: vec![ClientRule {
+                    client: ClientMatch::Any,
+                    options: ExportOptions {
+                        read_only,
+                        squash: Squash::None,
+                        secure: false,
+                        ..ExportOptions::default()
+                    },
+                }],
+            },
+        }
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let fs = [1, 2].map(|fsid| {
+                Arc::new(MemFs::new(MemFsConfig {
+                    fsid,
+                    ..MemFsConfig::default()
+                }))
+            });
+            let exports = vec![export("/rw", &fs[0], false), export("/ro", &fs[1], true)];
+            let state = State4::new(Config4::default(), Box::new(SplitMix(5)));
+            let mut f = Fixture {
+                nfs: Nfs4::new(Arc::new(exports), state, 1).unwrap(),
+                fs,
+                cred: Credentials::Sys(AuthSys {
+                    stamp: 1,
+                    machine_name: Bytes::from_static(b"client"),
+                    uid: 0,
+                    gid: 0,
+                    gids: Vec::new(),
+                }),
+                now: Instant::now(),
+                session: [0; 16],
+                next_seq: 1,
+            };
+            f.session = f.mount();
+            f
+        }
+
+        fn send_minor(&self, minorversion: u32, ops: Vec<NfsArgop4>) -> Compound4Res {
+            let args = Compound4Args {
+                tag: Utf8Str(Bytes::new()),
+                minorversion,
+                ops,
+            };
+            let mut w = Writer::new();
+            args.pack(&mut w);
+            let call = Call {
+                addr: "127.0.0.1:700".parse().unwrap(),
+                conn: 1,
+                cred: &self.cred,
+                now: self.now,
+                data: None,
+            };
+            let Outcome::Reply(b) = self.nfs.compound(&call, &w.into_bytes()) else {
+                panic!("GARBAGE_ARGS")
+            };
+            let segs = [b];
+            Compound4Res::decode(&mut Reader::new(&segs), &CompoundLimits::default()).unwrap()
+        }
+
+        fn mount(&self) -> SessionId4 {
+            let res = self.send_minor(
+                2,
+                vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
+                    clientowner: ClientOwner4 {
+                        verifier: [1; 8],
+                        ownerid: Opaque4(Bytes::from_static(b"v42 client")),
+                    },
+                    flags: 0,
+                    state_protect: StateProtect4A::None,
+                    client_impl_id: ImplIdList(Vec::new()),
+                })],
+            );
+            let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
+                panic!("{res:?}")
+            };
+            let chan = ChannelAttrs4 {
+                headerpadsize: 0,
+                maxrequestsize: 1 << 20,
+                maxresponsesize: 1 << 20,
+                maxresponsesize_cached: 4096,
+                maxoperations: 16,
+                maxrequests: 4,
+                rdma_ird: RdmaIrd(Vec::new()),
+            };
+            let res = self.send_minor(
+                2,
+                vec![NfsArgop4::CreateSession(CreateSessionArgs {
+                    clientid: e.clientid,
+                    sequence: e.sequenceid,
+                    flags: 0,
+                    fore_chan_attrs: chan.clone(),
+                    back_chan_attrs: chan,
+                    cb_program: 0x4000_0000,
+                    sec_parms: CallbackSecParmsList(Vec::new()),
+                })],
+            );
+            let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
+                panic!("{res:?}")
+            };
+            s.sessionid
+        }
+
+        /// SEQUENCE and `ops` in minor version 2.
+        fn send(&mut self, ops: Vec<NfsArgop4>) -> Compound4Res {
+            let mut all = vec![NfsArgop4::Sequence(SequenceArgs {
+                sessionid: self.session,
+                sequenceid: self.next_seq,
+                slotid: 0,
+                highest_slotid: 0,
+                cachethis: false,
+            })];
+            all.extend(ops);
+            self.next_seq += 1;
+            self.send_minor(2, all)
+        }
+
+        /// A file named `name` holding `data` in export `i`: its wire handle.
+        fn file(&self, i: usize, name: &str, data: &[u8]) -> NfsFh4 {
+            let fs = &self.fs[i];
+            let root = Caller::with_cred(Cred::root());
+            let fh = fs
+                .create(
+                    &root,
+                    &fs.root_handle(),
+                    name.as_bytes(),
+                    CreateHow::Guarded(SetAttr::default()),
+                )
+                .unwrap()
+                .fh;
+            let chunk = [Bytes::copy_from_slice(data)];
+            fs.write(&root, &fh, 0, &chunk, StableHow::FileSync)
+                .unwrap();
+            NfsFh4(fh.to_bytes())
+        }
+
+        fn contents(&self, i: usize, fh: &NfsFh4) -> Vec<u8> {
+            let fs = &self.fs[i];
+            let fh = crate::backend::FileHandle::new(fh.0.clone()).unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            let root = Caller::with_cred(Cred::root());
+            let n = fs.read(&root, &fh, 0, &mut [&mut buf[..]]).unwrap().count;
+            buf.truncate(n);
+            buf
+        }
+    }
+
+    fn two_files(src: &NfsFh4, dst: &NfsFh4, op: NfsArgop4) -> Vec<NfsArgop4> {
+        vec![
+            NfsArgop4::Putfh(src.clone()),
+            NfsArgop4::Savefh(()),
+            NfsArgop4::Putfh(dst.clone()),
+            op,
+        ]
+    }
+
+    fn clone_args(src_offset: u64, dst_offset: u64, count: u64) -> CloneArgs {
+        CloneArgs {
+            src_stateid: Stateid4::ANONYMOUS,
+            dst_stateid: Stateid4::ANONYMOUS,
+            src_offset,
+            dst_offset,
+            count,
+        }
+    }
+
+    #[test]
+    fn clone_shares_a_range_where_the_file_system_can() {
+        let mut f = Fixture::new();
+        let src = f.file(0, "src", b"0123456789");
+        let dst = f.file(0, "dst", b"abcdefghij");
+        let res = f.send(two_files(&src, &dst, NfsArgop4::Clone(clone_args(2, 4, 3))));
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        assert_eq!(f.contents(0, &dst), b"abcd234hij");
+        // Count 0: to the source's end.
+        let res = f.send(two_files(&src, &dst, NfsArgop4::Clone(clone_args(8, 0, 0))));
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        assert_eq!(f.contents(0, &dst), b"89cd234hij");
+        // A directory as the destination.
+        let res = f.send(vec![
+            NfsArgop4::Putfh(src.clone()),
+            NfsArgop4::Savefh(()),
+            NfsArgop4::Putrootfh(()),
+            NfsArgop4::Lookup(Component4(Bytes::from_static(b"rw"))),
+            NfsArgop4::Clone(clone_args(0, 0, 0)),
+        ]);
+        assert_eq!(res.status, Nfsstat4::WRONG_TYPE, "{res:?}");
+    }
+
+    #[test]
+    fn copy_and_allocate_on_a_read_only_export_are_rofs() {
+        let mut f = Fixture::new();
+        let src = f.file(1, "src", b"data");
+        let dst = f.file(1, "dst", b"");
+        let copy = CopyArgs {
+            src_stateid: Stateid4::ANONYMOUS,
+            dst_stateid: Stateid4::ANONYMOUS,
+            src_offset: 0,
+            dst_offset: 0,
+            count: 0,
+            consecutive: false,
+            synchronous: true,
+            source_server: NetlocList(Vec::new()),
+        };
+        let res = f.send(two_files(&src, &dst, NfsArgop4::Copy(copy.clone())));
+        assert_eq!(res.status, Nfsstat4::ROFS, "{res:?}");
+        let res = f.send(two_files(&src, &dst, NfsArgop4::Clone(clone_args(0, 0, 0))));
+        assert_eq!(res.status, Nfsstat4::ROFS, "{res:?}");
+        let res = f.send(vec![
+            NfsArgop4::Putfh(dst.clone()),
+            NfsArgop4::Allocate(AllocateArgs {
+                stateid: Stateid4::ANONYMOUS,
+                offset: 0,
+                length: 10,
+            }),
+        ]);
+        assert_eq!(res.status, Nfsstat4::ROFS, "{res:?}");
+        assert_eq!(f.contents(1, &dst), b"");
+        // The same COPY on the writable export: done, synchronously.
+        let src = f.file(0, "src", b"data");
+        let dst = f.file(0, "dst", b"");
+        let res = f.send(two_files(&src, &dst, NfsArgop4::Copy(copy)));
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        let Some(NfsResop4::Copy(CopyRes::Ok(c))) = res.results.last() else {
+            panic!("{res:?}")
+        };
+        assert_eq!(c.response.count, 4);
+        assert!(c.requirements.synchronous);
+        assert_eq!(c.response.writeverf, f.fs[0].write_verifier());
+        assert_eq!(f.contents(0, &dst), b"data");
+    }
+}
