@@ -14,7 +14,8 @@
 //! | §15.2 | COPY between two exports: XDEV | `copy_between_exports_is_xdev` |
 //! | §15.13 | CLONE: NOTSUPP without reflinks (or the range shared where there are) | `clone_shares_or_is_not_supported` |
 //! | §15.11, §15.2 | SEEK and COPY right after UNSTABLE WRITEs see the written data (held writes land first) | `seek_and_copy_right_after_unstable_writes_see_the_data` |
-//! | §15.3, §15.8, §15.9, §15.10 | COPY_NOTIFY, OFFLOAD_STATUS, OFFLOAD_CANCEL, READ_PLUS: NOTSUPP | `offload_and_read_plus_are_not_supported` |
+//! | §15.3, §15.10 | COPY_NOTIFY, READ_PLUS: NOTSUPP | `copy_notify_and_read_plus_are_not_supported` |
+//! | §15.8, §15.9 | OFFLOAD_CANCEL, OFFLOAD_STATUS: BAD_STATEID (every COPY is synchronous, no copy stateid exists) | `offload_ops_know_no_copy` |
 
 #[macro_use]
 mod support;
@@ -537,7 +538,7 @@ async fn clone_shares_or_is_not_supported() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn offload_and_read_plus_are_not_supported() {
+async fn copy_notify_and_read_plus_are_not_supported() {
     let s = TestServer::start(rw()).await;
     std::fs::write(s.export.join("f"), b"data").unwrap();
     let mut v = V4::mount(&s, "offload client").await;
@@ -546,8 +547,6 @@ async fn offload_and_read_plus_are_not_supported() {
         .await
         .unwrap();
     for op in [
-        NfsArgop4::OffloadStatus(o.stateid),
-        NfsArgop4::OffloadCancel(o.stateid),
         NfsArgop4::CopyNotify(CopyNotifyArgs {
             src_stateid: o.stateid,
             destination_server: Netloc4::Name(Utf8Str(Bytes::from_static(b"elsewhere"))),
@@ -617,4 +616,24 @@ async fn seek_and_copy_right_after_unstable_writes_see_the_data() {
     };
     assert_eq!(c.response.count, data.len() as u64);
     assert_eq!(std::fs::read(s.export.join("dst")).unwrap(), data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offload_ops_know_no_copy() {
+    let s = TestServer::start(rw()).await;
+    std::fs::write(s.export.join("f"), b"data").unwrap();
+    let mut v = V4::mount(&s, "offload client").await;
+    let (o, fh) = v
+        .open(&s.export, "o", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    // Even the file's own open stateid is no copy's.
+    for op in [
+        NfsArgop4::OffloadStatus(o.stateid),
+        NfsArgop4::OffloadCancel(o.stateid),
+    ] {
+        let num = op.opnum();
+        let res = send42(&mut v, vec![NfsArgop4::Putfh(fh.clone()), op]).await;
+        assert_eq!(res.status, Nfsstat4::BAD_STATEID, "{num:?}: {res:?}");
+    }
 }

@@ -1046,6 +1046,11 @@ impl Nfs4 {
                 Err(s) => CopyRes::Err(s),
             }),
             NfsArgop4::Clone(a) => NfsResop4::Clone(status_of(self.clone_op(call, ctx, a))),
+            // Every COPY is synchronous (see `v42`): no copy stateid exists to ask about.
+            NfsArgop4::OffloadStatus(_) => {
+                NfsResop4::OffloadStatus(Res4::Err(Nfsstat4::BAD_STATEID))
+            }
+            NfsArgop4::OffloadCancel(_) => NfsResop4::OffloadCancel(Nfsstat4::BAD_STATEID),
             NfsArgop4::Read(_) | NfsArgop4::Write(_) | NfsArgop4::Commit(_) => {
                 debug_assert!(false, "data op {num:?} in run_op");
                 NfsResop4::error(num, Nfsstat4::SERVERFAULT)

@@ -18,8 +18,8 @@
 //! # COPY is synchronous
 //! Every COPY is done before its reply (`wr_callback_id` empty, `cr_synchronous` true), even
 //! when the client allowed an asynchronous one: RFC 7862 §15.2.3 lets the server choose, and a
-//! bounded copy needs no OFFLOAD_STATUS, OFFLOAD_CANCEL or CB_OFFLOAD (those answer
-//! NFS4ERR_NOTSUPP). One COPY moves at most [`sluice_vfs::COPY_BYTES_MAX`]; a larger request is
+//! bounded copy needs no CB_OFFLOAD. No copy stateid is ever issued, so OFFLOAD_STATUS and
+//! OFFLOAD_CANCEL answer NFS4ERR_BAD_STATEID, as knfsd does for a copy it does not know. One COPY moves at most [`sluice_vfs::COPY_BYTES_MAX`]; a larger request is
 //! answered short (`wr_count` below `ca_count`) and the client asks for the rest, as it does
 //! after a short WRITE. The data lands as an UNSTABLE WRITE's would: `wr_committed` UNSTABLE
 //! with the export's write verifier, and the client COMMITs it. A COPY naming source servers
