@@ -14,6 +14,7 @@
 //! | §15.2 | COPY between two exports: XDEV | `copy_between_exports_is_xdev` |
 //! | §15.13 | CLONE: NOTSUPP without reflinks (or the range shared where there are) | `clone_shares_or_is_not_supported` |
 //! | §15.11, §15.2 | SEEK and COPY right after UNSTABLE WRITEs see the written data (held writes land first) | `seek_and_copy_right_after_unstable_writes_see_the_data` |
+//! | | each op counted by name in the per-op statistics, errors apart | `the_v42_ops_are_counted_in_the_per_op_stats` |
 //! | §15.3, §15.10 | COPY_NOTIFY, READ_PLUS: NOTSUPP | `copy_notify_and_read_plus_are_not_supported` |
 //! | §15.8, §15.9 | OFFLOAD_CANCEL, OFFLOAD_STATUS: BAD_STATEID (every COPY is synchronous, no copy stateid exists) | `offload_ops_know_no_copy` |
 
@@ -636,4 +637,59 @@ async fn offload_ops_know_no_copy() {
         let res = send42(&mut v, vec![NfsArgop4::Putfh(fh.clone()), op]).await;
         assert_eq!(res.status, Nfsstat4::BAD_STATEID, "{num:?}: {res:?}");
     }
+}
+
+/// The per-op statistics (`sluice stats`, the metrics endpoint) count the 4.2 ops by name,
+/// failures apart: what the issue checks after `fallocate` and `copy_file_range` in a guest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_v42_ops_are_counted_in_the_per_op_stats() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dirs = support::TestDirs::new("nfs42-stats");
+    let config = dirs.config();
+    let bound = sluice_server::bind(config.clone())
+        .await
+        .expect("server binds");
+    let stats = bound.server.stats.clone();
+    let s = TestServer {
+        addr: bound.local_addr().unwrap(),
+        export: dirs.export(),
+        config,
+        task: tokio::spawn(sluice_server::run(bound)),
+        dirs,
+    };
+    std::fs::write(s.export.join("f"), vec![1u8; BLOCK as usize]).unwrap();
+    let mut v = V4::mount(&s, "stats client").await;
+    let (o, fh) = v
+        .open(&s.export, "o", "f", false, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(fh.clone()),
+            seek_op(o.stateid, 0, DATA),
+            NfsArgop4::Allocate(alloc(o.stateid, 0, 2 * BLOCK)),
+            NfsArgop4::Deallocate(alloc(o.stateid, 0, BLOCK)),
+            NfsArgop4::Savefh(()),
+            NfsArgop4::Copy(copy_op(o.stateid, o.stateid, 0, 4 * BLOCK, BLOCK)),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    // One failure: SEEK past the end.
+    let res = send42(
+        &mut v,
+        vec![NfsArgop4::Putfh(fh), seek_op(o.stateid, 1 << 30, DATA)],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::NXIO, "{res:?}");
+    let counted: std::collections::HashMap<&str, (u64, u64)> = stats
+        .nfs4_ops
+        .used()
+        .map(|(name, p)| (name, (p.calls.load(Relaxed), p.errors.load(Relaxed))))
+        .collect();
+    assert_eq!(counted.get("SEEK"), Some(&(2, 1)), "{counted:?}");
+    assert_eq!(counted.get("ALLOCATE"), Some(&(1, 0)), "{counted:?}");
+    assert_eq!(counted.get("DEALLOCATE"), Some(&(1, 0)), "{counted:?}");
+    assert_eq!(counted.get("COPY"), Some(&(1, 0)), "{counted:?}");
 }
