@@ -8,7 +8,7 @@
 //! | §15.11 | SEEK_DATA / SEEK_HOLE; NXIO at or past the end; `sr_eof`; UNION_NOTSUPP | `seek_finds_data_and_holes` |
 //! | §15.11 | SEEK on a directory: ISDIR; a bad stateid: BAD_STATEID | `seek_finds_data_and_holes` |
 //! | §15.1, §15.4 | ALLOCATE extends, DEALLOCATE punches and keeps the size | `allocate_and_deallocate_change_space_not_contents` |
-//! | §15.1 | a read-only open: OPENMODE; a read-only export: ROFS; a directory: ISDIR | `allocate_and_deallocate_change_space_not_contents`, `allocate_on_a_read_only_export_is_rofs` |
+//! | §15.1, §15.4 | a read-only open: OPENMODE; a read-only export: ROFS; a directory: WRONG_TYPE | `allocate_and_deallocate_change_space_not_contents`, `allocate_on_a_read_only_export_is_rofs` |
 //! | §15.2 | synchronous COPY, UNSTABLE with the write verifier, COMMIT after | `copy_copies_within_the_export` |
 //! | §15.2 | COPY: source past its end INVAL, a directory WRONG_TYPE, no saved handle NOFILEHANDLE, bad stateid, inter-server NOTSUPP | `copy_error_paths` |
 //! | §15.2 | COPY between two exports: XDEV | `copy_between_exports_is_xdev` |
@@ -272,11 +272,16 @@ async fn allocate_and_deallocate_change_space_not_contents() {
         let res = send42(&mut v, vec![NfsArgop4::Putfh(fh.clone()), op]).await;
         assert_eq!(res.status, Nfsstat4::OPENMODE, "{res:?}");
     }
-    // A directory.
-    let mut ops = walk_to(&s.export);
-    ops.push(NfsArgop4::Allocate(alloc(Stateid4::ANONYMOUS, 0, 1)));
-    let res = send42(&mut v, ops).await;
-    assert_eq!(res.status, Nfsstat4::ISDIR, "{res:?}");
+    // A directory: not a regular file (§15.1.3, §15.4.3).
+    for op in [
+        NfsArgop4::Allocate(alloc(Stateid4::ANONYMOUS, 0, 1)),
+        NfsArgop4::Deallocate(alloc(Stateid4::ANONYMOUS, 0, 1)),
+    ] {
+        let mut ops = walk_to(&s.export);
+        ops.push(op);
+        let res = send42(&mut v, ops).await;
+        assert_eq!(res.status, Nfsstat4::WRONG_TYPE, "{res:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

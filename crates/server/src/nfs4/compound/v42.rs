@@ -6,7 +6,8 @@
 //!
 //! # Checks, in order (as READ and WRITE)
 //! ```text
-//!  current handle ─▶ regular file of an export the caller may use (data_target: ISDIR, INVAL)
+//!  current handle ─▶ regular file of an export the caller may use (SEEK as READ: ISDIR,
+//!                    INVAL; ALLOCATE and DEALLOCATE: WRONG_TYPE, RFC 7862 §15.1.3, §15.4.3)
 //!  stateid        ─▶ open (or lock, or special) stateid of this file, OPENMODE for writes
 //!  file system    ─▶ ROFS on a read-only export, ACCESS, NXIO, NOTSUPP, ...
 //! ```
@@ -87,7 +88,12 @@ impl Nfs4 {
         a: &AllocateArgs,
         punch: bool,
     ) -> Result<(), Nfsstat4> {
-        let (fs, caller, fh) = self.data_target(call, ctx)?;
+        // §15.1.3, §15.4.3: anything but a regular file is WRONG_TYPE (READ's ISDIR and INVAL
+        // are the only type answers `data_target` gives).
+        let (fs, caller, fh) = self.data_target(call, ctx).map_err(|s| match s {
+            Nfsstat4::ISDIR | Nfsstat4::INVAL => Nfsstat4::WRONG_TYPE,
+            s => s,
+        })?;
         self.check_io(ctx, &a.stateid, true)?;
         let r = if punch {
             self.settle(&fh)?;
