@@ -15,8 +15,9 @@
 
 use crate::handle::ExportId;
 use crate::localfs::{
-    Caller, CreateHow, CreateOk, DirEntry, FsInfo, FsStat, LinkRes, LocalFs, LookupOk, PathConf,
-    ReadOk, ReaddirOk, RenameWcc, StableHow, WriteOk, IO_BYTES_MAX_DEFAULT,
+    Caller, CopyOk, CreateHow, CreateOk, DirEntry, FsInfo, FsStat, LinkRes, LocalFs, LookupOk,
+    PathConf, ReadOk, ReaddirOk, RenameWcc, SeekOk, SeekWhat, StableHow, WriteOk,
+    IO_BYTES_MAX_DEFAULT,
 };
 use crate::types::{Attr, DeviceId, FileHandle, FileType, FsError, Res, SetAttr, Time, Wcc};
 use bytes::Bytes;
@@ -161,6 +162,66 @@ pub trait FileSystem: Send + Sync {
     fn fsstat(&self, fh: &FileHandle) -> Res<FsStat, Option<Attr>>;
     fn fsinfo(&self, fh: &FileHandle) -> Res<FsInfo, Option<Attr>>;
     fn pathconf(&self, fh: &FileHandle) -> Res<PathConf, Option<Attr>>;
+
+    // The space and range operations of NFSv4.2 (RFC 7862). A backend that cannot do one
+    // answers [`FsError::NotSupp`], the default, which the protocol passes on (NFS4ERR_NOTSUPP)
+    // and the client falls back from (to READ and WRITE for a copy).
+
+    /// The first offset at or after `offset` where data (or a hole) starts. An offset at or
+    /// past the end is [`FsError::Nxio`]; SEEK_DATA with only a hole left answers the size with
+    /// `eof` set.
+    fn seek(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        what: SeekWhat,
+    ) -> Res<SeekOk, Option<Attr>> {
+        let _ = (caller, offset, what);
+        Err((FsError::NotSupp, self.getattr(fh).ok()))
+    }
+    /// Reserves space for `len` bytes from `offset`, extending the size if the range ends past
+    /// it; the range reads as before (zeros where nothing was written).
+    fn allocate(&self, caller: &Caller, fh: &FileHandle, offset: u64, len: u64) -> Res<Wcc, Wcc> {
+        let _ = (caller, offset, len);
+        Err((FsError::NotSupp, Wcc::after(self.getattr(fh).ok())))
+    }
+    /// Frees `len` bytes from `offset` (a hole: reads as zeros); the size never changes.
+    fn deallocate(&self, caller: &Caller, fh: &FileHandle, offset: u64, len: u64) -> Res<Wcc, Wcc> {
+        let _ = (caller, offset, len);
+        Err((FsError::NotSupp, Wcc::after(self.getattr(fh).ok())))
+    }
+    /// Copies up to `count` bytes (0: to the source's end) of `src` from `src_offset` into `dst`
+    /// at `dst_offset`, at most [`COPY_BYTES_MAX`](crate::COPY_BYTES_MAX) and never past the
+    /// source's end (a source offset past it is [`FsError::Inval`]). As stable as an UNSTABLE
+    /// WRITE. Failures carry the destination's attributes.
+    fn copy_range(
+        &self,
+        caller: &Caller,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        count: u64,
+    ) -> Res<CopyOk, Wcc> {
+        let _ = (caller, src, src_offset, dst_offset, count);
+        Err((FsError::NotSupp, Wcc::after(self.getattr(dst).ok())))
+    }
+    /// Makes `count` bytes (0: to the source's end) of `dst` from `dst_offset` share `src`'s
+    /// from `src_offset` (a reflink), as a copy would read. Failures carry the destination's
+    /// attributes.
+    fn clone_range(
+        &self,
+        caller: &Caller,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        count: u64,
+    ) -> Res<Wcc, Wcc> {
+        let _ = (caller, src, src_offset, dst_offset, count);
+        Err((FsError::NotSupp, Wcc::after(self.getattr(dst).ok())))
+    }
 }
 
 impl FileSystem for LocalFs {
@@ -331,5 +392,42 @@ impl FileSystem for LocalFs {
     }
     fn pathconf(&self, fh: &FileHandle) -> Res<PathConf, Option<Attr>> {
         LocalFs::pathconf(self, fh)
+    }
+    fn seek(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        what: SeekWhat,
+    ) -> Res<SeekOk, Option<Attr>> {
+        LocalFs::seek(self, caller, fh, offset, what)
+    }
+    fn allocate(&self, caller: &Caller, fh: &FileHandle, offset: u64, len: u64) -> Res<Wcc, Wcc> {
+        LocalFs::allocate(self, caller, fh, offset, len, false)
+    }
+    fn deallocate(&self, caller: &Caller, fh: &FileHandle, offset: u64, len: u64) -> Res<Wcc, Wcc> {
+        LocalFs::allocate(self, caller, fh, offset, len, true)
+    }
+    fn copy_range(
+        &self,
+        caller: &Caller,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        count: u64,
+    ) -> Res<CopyOk, Wcc> {
+        LocalFs::copy_range(self, caller, src, src_offset, dst, dst_offset, count)
+    }
+    fn clone_range(
+        &self,
+        caller: &Caller,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        count: u64,
+    ) -> Res<Wcc, Wcc> {
+        LocalFs::clone_range(self, caller, src, src_offset, dst, dst_offset, count)
     }
 }

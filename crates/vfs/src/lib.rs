@@ -32,7 +32,9 @@
 //! * [`creds`]: per-thread fsuid/fsgid/groups switching.
 //! * [`openfiles`]: the bounded cache of open descriptors.
 //! * `iomode`: the cache modes per export (buffered, dontcache, direct) behind READ and WRITE.
-//! * `localfs`: [`LocalFs`], the 21 procedures (NULL needs no backend).
+//! * `localfs`: [`LocalFs`], the 21 procedures (NULL needs no backend), and NFSv4.2's range
+//!   operations: SEEK (`lseek` SEEK_DATA/SEEK_HOLE), ALLOCATE and DEALLOCATE (`fallocate`),
+//!   COPY (`copy_file_range`, at most [`COPY_BYTES_MAX`] a call) and CLONE (`FICLONERANGE`).
 //! * `sys`: one wrapper per system call, where nearly all of the crate's `unsafe` lives (the
 //!   other block is `sync_file_range` in `openfiles`).
 

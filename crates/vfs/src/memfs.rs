@@ -35,8 +35,9 @@
 use crate::fs::FileSystem;
 use crate::handle::{export_id_of, ExportId, HANDLE_VERSION};
 use crate::localfs::{
-    access, Caller, CreateHow, CreateOk, DirEntry, FsInfo, FsStat, LinkRes, LookupOk, PathConf,
-    ReadOk, ReaddirOk, RenameWcc, StableHow, WriteOk, NAME_MAX,
+    access, Caller, CopyOk, CreateHow, CreateOk, DirEntry, FsInfo, FsStat, LinkRes, LookupOk,
+    PathConf, ReadOk, ReaddirOk, RenameWcc, SeekOk, SeekWhat, StableHow, WriteOk, COPY_BYTES_MAX,
+    NAME_MAX,
 };
 use crate::types::{
     Attr, DeviceId, FileHandle, FileType, FsError, Res, SetAttr, SetTime, Time, Wcc, WccAttr,
@@ -331,6 +332,133 @@ impl MemFs {
         Wcc::after(self.post(st, fh))
     }
 
+    /// ALLOCATE (`punch` false) and DEALLOCATE (`punch` true) of `len` bytes from `offset`.
+    fn space(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        len: u64,
+        punch: bool,
+    ) -> Res<Wcc, Wcc> {
+        let mut st = self.lock();
+        let id = self.id_of(&st, fh).map_err(|e| (e, Wcc::default()))?;
+        let before = self.wcc_attr(&st, id);
+        let fail = |st: &State, e| (e, self.wcc(st, before, id));
+        if let Some(FaultEffect::Fail(e)) = st.take_fault(Op::Write, fh, offset, len, false) {
+            return Err(fail(&st, e));
+        }
+        self.may_write_file(&st, caller, id)
+            .map_err(|e| fail(&st, e))?;
+        if len == 0 {
+            // As fallocate(2).
+            return Err(fail(&st, FsError::Inval));
+        }
+        let Some(end) = offset.checked_add(len).filter(|&e| e <= i64::MAX as u64) else {
+            return Err(fail(&st, FsError::FBig));
+        };
+        let size = st.nodes[&id].data.len() as u64;
+        let grow = if punch { 0 } else { end.saturating_sub(size) };
+        if st.bytes_used + grow > self.config.bytes_max {
+            return Err(fail(&st, FsError::NoSpc));
+        }
+        let now = st.now;
+        let node = st.nodes.get_mut(&id).expect("resolved");
+        if punch {
+            let range = offset.min(size) as usize..end.min(size) as usize;
+            if !range.is_empty() {
+                node.data[range].fill(0);
+                node.touch(now);
+            }
+        } else if grow > 0 {
+            node.data.resize(end as usize, 0);
+            node.touch(now);
+        }
+        st.bytes_used += grow;
+        Ok(self.wcc(&st, before, id))
+    }
+
+    /// COPY and CLONE: up to `count` bytes (0: to the source's end; at most `bytes_max`, never
+    /// past the source's end) from `src` to `dst`; the bytes copied and the destination's
+    /// attributes.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_bytes(
+        &self,
+        caller: &Caller,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        count: u64,
+        bytes_max: u64,
+    ) -> Res<(u64, Wcc), Wcc> {
+        let mut st = self.lock();
+        let did = self.id_of(&st, dst).map_err(|e| (e, Wcc::default()))?;
+        let before = self.wcc_attr(&st, did);
+        let fail = |st: &State, e| (e, self.wcc(st, before, did));
+        let sid = self.id_of(&st, src).map_err(|e| fail(&st, e))?;
+        if let Some(FaultEffect::Fail(e)) = st.take_fault(Op::Write, dst, dst_offset, count, false)
+        {
+            return Err(fail(&st, e));
+        }
+        self.may_write_file(&st, caller, did)
+            .map_err(|e| fail(&st, e))?;
+        let s = &st.nodes[&sid];
+        regular(s).map_err(|e| fail(&st, e))?;
+        if caller.cred.uid != s.uid && !may(s, caller, 0o4) && !may(s, caller, 0o1) {
+            return Err(fail(&st, FsError::Acces));
+        }
+        let Some(left) = (s.data.len() as u64).checked_sub(src_offset) else {
+            return Err(fail(&st, FsError::Inval));
+        };
+        let want = match count {
+            0 => left,
+            n => n.min(left),
+        }
+        .min(bytes_max);
+        if sid == did && src_offset < dst_offset + want && dst_offset < src_offset + want {
+            // Overlapping ranges of one file, refused as copy_file_range(2) refuses them.
+            return Err(fail(&st, FsError::Inval));
+        }
+        let Some(end) = dst_offset
+            .checked_add(want)
+            .filter(|&e| e <= i64::MAX as u64)
+        else {
+            return Err(fail(&st, FsError::FBig));
+        };
+        let grow = end.saturating_sub(st.nodes[&did].data.len() as u64);
+        if st.bytes_used + grow > self.config.bytes_max {
+            return Err(fail(&st, FsError::NoSpc));
+        }
+        let from = src_offset as usize..(src_offset + want) as usize;
+        let bytes = st.nodes[&sid].data[from].to_vec();
+        let now = st.now;
+        let node = st.nodes.get_mut(&did).expect("resolved");
+        if end as usize > node.data.len() {
+            node.data.resize(end as usize, 0);
+        }
+        node.data[dst_offset as usize..end as usize].copy_from_slice(&bytes);
+        if want > 0 {
+            node.touch(now);
+        }
+        st.bytes_used += grow;
+        Ok((want, self.wcc(&st, before, did)))
+    }
+
+    /// The checks of a change to a regular file's data: a writable export, a regular file,
+    /// write permission (or ownership).
+    fn may_write_file(&self, st: &State, caller: &Caller, id: u64) -> Result<(), FsError> {
+        if caller.read_only {
+            return Err(FsError::RoFs);
+        }
+        let n = &st.nodes[&id];
+        regular(n)?;
+        if caller.cred.uid != n.uid && !may(n, caller, 0o2) {
+            return Err(FsError::Acces);
+        }
+        Ok(())
+    }
+
     /// Resolves a directory about to change: its id and before attributes.
     fn modify_dir(
         &self,
@@ -509,6 +637,15 @@ impl Node {
 }
 
 /// Whether `caller` has all of `want` (bits of r=4, w=2, x=1) on `node`.
+/// A regular file, or the error an operation on file data answers for anything else.
+fn regular(node: &Node) -> Result<(), FsError> {
+    match node.ftype {
+        FileType::Regular => Ok(()),
+        FileType::Directory => Err(FsError::IsDir),
+        _ => Err(FsError::Inval),
+    }
+}
+
 fn may(node: &Node, caller: &Caller, want: u32) -> bool {
     let c = &caller.cred;
     if c.uid == 0 {
@@ -1223,5 +1360,86 @@ impl FileSystem for MemFs {
             case_preserving: true,
             attr: Some(self.attr(&st, id)),
         })
+    }
+
+    /// Every byte below the size is data here (no holes but the implicit one at the end), as
+    /// `lseek` answers on a file system without sparse files.
+    fn seek(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        what: SeekWhat,
+    ) -> Res<SeekOk, Option<Attr>> {
+        let mut st = self.lock();
+        let id = self.id_of(&st, fh).map_err(|e| (e, None))?;
+        let attr = self.attr(&st, id);
+        if let Some(FaultEffect::Fail(e)) = st.take_fault(Op::Read, fh, offset, 1, false) {
+            return Err((e, Some(attr)));
+        }
+        let n = &st.nodes[&id];
+        regular(n).map_err(|e| (e, Some(attr)))?;
+        if caller.cred.uid != n.uid && !may(n, caller, 0o4) && !may(n, caller, 0o1) {
+            return Err((FsError::Acces, Some(attr)));
+        }
+        let size = n.data.len() as u64;
+        if offset >= size {
+            return Err((FsError::Nxio, Some(attr)));
+        }
+        Ok(match what {
+            SeekWhat::Data => SeekOk { offset, eof: false },
+            SeekWhat::Hole => SeekOk {
+                offset: size,
+                eof: true,
+            },
+        })
+    }
+
+    /// Extends the size with zeros when the range ends past it (there is no space to reserve
+    /// otherwise: every byte below the size is stored).
+    fn allocate(&self, caller: &Caller, fh: &FileHandle, offset: u64, len: u64) -> Res<Wcc, Wcc> {
+        self.space(caller, fh, offset, len, false)
+    }
+
+    /// Zeroes the range below the size (what a punched hole reads as); the size never changes.
+    fn deallocate(&self, caller: &Caller, fh: &FileHandle, offset: u64, len: u64) -> Res<Wcc, Wcc> {
+        self.space(caller, fh, offset, len, true)
+    }
+
+    fn copy_range(
+        &self,
+        caller: &Caller,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        count: u64,
+    ) -> Res<CopyOk, Wcc> {
+        let (count, wcc) = self.copy_bytes(
+            caller,
+            src,
+            src_offset,
+            dst,
+            dst_offset,
+            count,
+            COPY_BYTES_MAX,
+        )?;
+        Ok(CopyOk { count, wcc })
+    }
+
+    /// A clone is a copy here (the contents read the same; nothing is shared to save), with no
+    /// alignment to respect, and no bound: it must clone all or nothing.
+    fn clone_range(
+        &self,
+        caller: &Caller,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        count: u64,
+    ) -> Res<Wcc, Wcc> {
+        let (_, wcc) =
+            self.copy_bytes(caller, src, src_offset, dst, dst_offset, count, u64::MAX)?;
+        Ok(wcc)
     }
 }

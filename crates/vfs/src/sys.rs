@@ -668,6 +668,122 @@ pub(crate) fn makedev(major: u32, minor: u32) -> u64 {
         | (minor & 0x0000_00ff)
 }
 
+/// `lseek(2)` with `SEEK_DATA` (`data`) or `SEEK_HOLE`: the first offset at or after `offset`
+/// where data (or a hole) starts. ENXIO when `offset` is at or past the end, or (`SEEK_DATA`)
+/// only a hole follows it.
+pub(crate) fn lseek_data_or_hole(fd: BorrowedFd<'_>, offset: u64, data: bool) -> io::Result<u64> {
+    let whence = if data {
+        libc::SEEK_DATA
+    } else {
+        libc::SEEK_HOLE
+    };
+    let offset = i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::ENXIO))?;
+    // SAFETY: integer arguments.
+    let ret = unsafe { libc::lseek(fd.as_raw_fd(), offset, whence) };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as u64)
+    }
+}
+
+/// `fallocate(2)`: `punch` deallocates (`FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`, the size
+/// never changes), otherwise allocates (mode 0, which extends the size past the end).
+pub(crate) fn fallocate(fd: BorrowedFd<'_>, punch: bool, offset: u64, len: u64) -> io::Result<()> {
+    let mode = if punch {
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE
+    } else {
+        0
+    };
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    retry(|| {
+        // SAFETY: integer arguments.
+        let ret = unsafe { libc::fallocate(fd.as_raw_fd(), mode, offset, len) };
+        if ret < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    })
+}
+
+/// One `copy_file_range(2)` of up to `len` bytes; returns the bytes copied (0 at the source's
+/// end). The kernel may copy less than asked: callers loop.
+pub(crate) fn copy_file_range(
+    src: BorrowedFd<'_>,
+    src_offset: u64,
+    dst: BorrowedFd<'_>,
+    dst_offset: u64,
+    len: usize,
+) -> io::Result<usize> {
+    let (Ok(mut off_in), Ok(mut off_out)) = (i64::try_from(src_offset), i64::try_from(dst_offset))
+    else {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    retry(|| {
+        // SAFETY: the offsets are live locals for the duration of the call; the descriptors are
+        // borrowed from live owners.
+        let ret = unsafe {
+            libc::copy_file_range(
+                src.as_raw_fd(),
+                &mut off_in,
+                dst.as_raw_fd(),
+                &mut off_out,
+                len,
+                0,
+            )
+        };
+        if ret < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(ret as usize)
+        }
+    })
+}
+
+/// `struct file_clone_range` of `<linux/fs.h>`.
+#[repr(C)]
+struct FileCloneRange {
+    src_fd: i64,
+    src_offset: u64,
+    src_length: u64,
+    dest_offset: u64,
+}
+
+/// `FICLONERANGE` = `_IOW(0x94, 13, struct file_clone_range)`: direction write (1 << 30), the
+/// 32-byte argument size (<< 16), type 0x94 (<< 8), number 13.
+const FICLONERANGE: libc::c_ulong = (1 << 30) | (32 << 16) | (0x94 << 8) | 13;
+
+/// `ioctl(dst, FICLONERANGE)`: shares `len` bytes of `src` from `src_offset` into `dst` at
+/// `dst_offset` (`len == 0`: to the source's end). EOPNOTSUPP (or ENOTTY, EXDEV) where the file
+/// system has no reflinks; EINVAL for ranges not aligned to its block size.
+pub(crate) fn clone_range(
+    src: BorrowedFd<'_>,
+    src_offset: u64,
+    dst: BorrowedFd<'_>,
+    dst_offset: u64,
+    len: u64,
+) -> io::Result<()> {
+    let arg = FileCloneRange {
+        src_fd: i64::from(src.as_raw_fd()),
+        src_offset,
+        src_length: len,
+        dest_offset: dst_offset,
+    };
+    retry(|| {
+        // SAFETY: `arg` is a live, correctly laid out `file_clone_range` the kernel only reads.
+        let ret = unsafe { libc::ioctl(dst.as_raw_fd(), FICLONERANGE as _, &arg) };
+        if ret < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    })
+}
+const _: () = assert!(std::mem::size_of::<FileCloneRange>() == 32);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -168,7 +168,28 @@ fn run(fs: &dyn FileSystem, op: u64, name: &[u8], other: &[u8], offset: u64, len
             .rename(&r, &dir, name, &dir, other)
             .map(|_| ())
             .map_err(|e| e.0)),
-        _ => with_fh(&|fh| res(fs.commit(&r, fh, 0, 0).map(|_| ()).map_err(|e| e.0))),
+        9 => with_fh(&|fh| res(fs.commit(&r, fh, 0, 0).map(|_| ()).map_err(|e| e.0))),
+        10 => with_fh(&|fh| {
+            res(fs
+                .allocate(&r, fh, offset, len)
+                .map(|_| ())
+                .map_err(|e| e.0))
+        }),
+        11 => with_fh(&|fh| {
+            res(fs
+                .deallocate(&r, fh, offset, len)
+                .map(|_| ())
+                .map_err(|e| e.0))
+        }),
+        // COPY from `name` at `offset` to `other` at `len`, `len` bytes: the count is compared
+        // (both backends copy to the source's end at most, with no other bound in reach).
+        _ => with_fh(&|src| match find(fs, other) {
+            Some(dst) => match fs.copy_range(&r, src, offset, &dst, len, len) {
+                Ok(c) => Outcome::Bytes(c.count.to_be_bytes().to_vec(), false),
+                Err((e, _)) => Outcome::Err(e),
+            },
+            None => Outcome::Missing,
+        }),
     }
 }
 
@@ -222,7 +243,7 @@ fn random_operations_have_the_same_outcomes_on_memfs_and_localfs() {
         let pair = Pair::new(seed);
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         for step in 0..STEPS {
-            let op = rng.below(10);
+            let op = rng.below(13);
             let (name, other) = (rng.name(), rng.name());
             let (offset, len) = (rng.below(SPAN_BYTES), 1 + rng.below(SPAN_BYTES));
             let [l, m] = pair.both().map(|fs| run(fs, op, name, other, offset, len));

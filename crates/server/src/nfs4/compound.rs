@@ -103,10 +103,10 @@ use sluice_xdr::nfs4::compound::{
     padding_after, Compound4Args, Compound4Res, CompoundError, CompoundLimits,
 };
 use sluice_xdr::nfs4::ops::{
-    op_info, AccessResOk, BindConnToSessionResOk, CloseArgs, Createhow4, Entry4, NfsArgop4,
-    NfsResop4, OpFlags, OpenArgs, OpenClaim4, OpenDelegation4, OpenDowngradeArgs, OpenResOk,
-    Openflag4, Opnum4, ReaddirArgs, ReaddirResOk, Res4, Secinfo4, SecinfoList, SetattrArgs,
-    SetattrRes, StatusList, ACCESS4_MODIFY, ACCESS4_READ, MAX_DIR_ENTRIES,
+    op_info, AccessResOk, BindConnToSessionResOk, CloseArgs, CopyRes, Createhow4, Entry4,
+    NfsArgop4, NfsResop4, OpFlags, OpenArgs, OpenClaim4, OpenDelegation4, OpenDowngradeArgs,
+    OpenResOk, Openflag4, Opnum4, ReaddirArgs, ReaddirResOk, Res4, Secinfo4, SecinfoList,
+    SetattrArgs, SetattrRes, StatusList, ACCESS4_MODIFY, ACCESS4_READ, MAX_DIR_ENTRIES,
     OPEN4_RESULT_LOCKTYPE_POSIX, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
     OPEN4_SHARE_WANT_MASK,
 };
@@ -1061,6 +1061,23 @@ impl Nfs4 {
                 NfsResop4::SecinfoNoName(res(self.secinfo_no_name(call, ctx, *style)))
             }
             // The evaluation runs these through the data path ([`Eval::step`]).
+            NfsArgop4::Seek(a) => NfsResop4::Seek(res(self.seek(call, ctx, a))),
+            NfsArgop4::Allocate(a) => {
+                NfsResop4::Allocate(status_of(self.allocate(call, ctx, a, false)))
+            }
+            NfsArgop4::Deallocate(a) => {
+                NfsResop4::Deallocate(status_of(self.allocate(call, ctx, a, true)))
+            }
+            NfsArgop4::Copy(a) => NfsResop4::Copy(match self.copy(call, ctx, a) {
+                Ok(r) => CopyRes::Ok(r),
+                Err(s) => CopyRes::Err(s),
+            }),
+            NfsArgop4::Clone(a) => NfsResop4::Clone(status_of(self.clone_op(call, ctx, a))),
+            // Every COPY is synchronous (see `v42`): no copy stateid exists to ask about.
+            NfsArgop4::OffloadStatus(_) => {
+                NfsResop4::OffloadStatus(Res4::Err(Nfsstat4::BAD_STATEID))
+            }
+            NfsArgop4::OffloadCancel(_) => NfsResop4::OffloadCancel(Nfsstat4::BAD_STATEID),
             NfsArgop4::Read(_) | NfsArgop4::Write(_) | NfsArgop4::Commit(_) => {
                 debug_assert!(false, "data op {num:?} in run_op");
                 NfsResop4::error(num, Nfsstat4::SERVERFAULT)
@@ -1874,6 +1891,7 @@ impl Nfs4 {
 
     /// The file whose held writes must land before `op` runs: the current file for SETATTR of
     /// the size, the named one for an OPEN that truncates (CLAIM_NULL, UNCHECKED with a size),
+    /// the file of SEEK and DEALLOCATE, the source (else the destination) of COPY and CLONE,
     /// when write-behind holds writes for it. `None` also when the op will fail anyway.
     fn held_before(&self, call: &Call<'_>, ctx: &Ctx, op: &NfsArgop4) -> Option<FileHandle> {
         let wb = self.write_behind.as_ref().filter(|wb| wb.holds_any())?;
@@ -1892,6 +1910,12 @@ impl Nfs4 {
                 let (fs, caller) = self.gate(call, *idx).ok()?;
                 fs.lookup(&caller, fh, &name.0).ok()?.fh
             }
+            // 4.2 ops that read or drop data (see `v42`): the source of a copy first.
+            NfsArgop4::Seek(_) | NfsArgop4::Deallocate(_) => fh.clone(),
+            NfsArgop4::Copy(_) | NfsArgop4::Clone(_) => match &ctx.saved {
+                Some(Fh::Export { fh: src, .. }) if wb.holds(src.as_bytes()) => src.clone(),
+                _ => fh.clone(),
+            },
             _ => return None,
         };
         wb.holds(target.as_bytes()).then_some(target)
@@ -2176,3 +2200,4 @@ fn status_of(r: Result<(), Nfsstat4>) -> Nfsstat4 {
 mod locks;
 #[cfg(test)]
 mod tests;
+mod v42;

@@ -1,0 +1,503 @@
+//! The NFSv4.2 operations the Linux client uses (RFC 7862): SEEK (§15.11), ALLOCATE (§15.1),
+//! DEALLOCATE (§15.4), COPY (§15.2, within one export) and CLONE (§15.13), over the file
+//! system's range operations ([`FileSystem::seek`] and the rest). Only minor version 2 reaches
+//! them: the op table flags them `V42`, so a 4.1 COMPOUND gets NFS4ERR_OP_ILLEGAL (RFC 8881
+//! §16.2.3 leaves op numbers past RECLAIM_COMPLETE undefined in 4.1).
+//!
+//! # Checks, in order (as READ and WRITE)
+//! ```text
+//!  current handle ─▶ regular file of an export the caller may use (SEEK as READ: ISDIR,
+//!                    INVAL; ALLOCATE and DEALLOCATE: WRONG_TYPE, RFC 7862 §15.1.3, §15.4.3)
+//!  stateid        ─▶ open (or lock, or special) stateid of this file, OPENMODE for writes
+//!  file system    ─▶ ROFS on a read-only export, ACCESS, NXIO, NOTSUPP, ...
+//! ```
+//! COPY and CLONE take the source from the saved handle and the destination from the current
+//! one. Both must be regular files (NFS4ERR_WRONG_TYPE otherwise, as knfsd answers) of the same
+//! export (NFS4ERR_XDEV: a server-side copy never crosses file systems here). COPY checks the
+//! source stateid for reading and the destination's for writing.
+//!
+//! # COPY is synchronous
+//! Every COPY is done before its reply (`wr_callback_id` empty, `cr_synchronous` true), even
+//! when the client allowed an asynchronous one: RFC 7862 §15.2.3 lets the server choose, and a
+//! bounded copy needs no CB_OFFLOAD. No copy stateid is ever issued, so OFFLOAD_STATUS and
+//! OFFLOAD_CANCEL answer NFS4ERR_BAD_STATEID, as knfsd does for a copy it does not know. One COPY moves at most [`sluice_vfs::COPY_BYTES_MAX`]; a larger request is
+//! answered short (`wr_count` below `ca_count`) and the client asks for the rest, as it does
+//! after a short WRITE. The data lands as an UNSTABLE WRITE's would: `wr_committed` UNSTABLE
+//! with the export's write verifier, and the client COMMITs it. A COPY naming source servers
+//! (an inter-server copy) and COPY_NOTIFY answer NFS4ERR_NOTSUPP.
+//!
+//! # Write-behind
+//! SEEK, DEALLOCATE, COPY and CLONE read or drop file data the server may still be holding as
+//! UNSTABLE writes (see `super::data`). Before them, the COMPOUND lands the held writes of the
+//! file (for COPY and CLONE the source first) as it does before a truncating SETATTR; a file
+//! still held when the op runs makes it NFS4ERR_DELAY, and the retry lands the other file.
+//! ALLOCATE needs no landing: it changes no byte a held write could land on.
+//!
+//! # Not here
+//! READ_PLUS stays NFS4ERR_NOTSUPP: its gain is sending holes as ranges instead of zeros, which
+//! needs SEEK-per-READ on the server and pays only for very sparse files, while READ keeps its
+//! zero-copy splice path. The Linux client falls back to READ on NOTSUPP for good. The extended
+//! attribute ops (RFC 8276) and WRITE_SAME, IO_ADVISE, LAYOUTERROR, LAYOUTSTATS answer
+//! NFS4ERR_NOTSUPP.
+
+use super::{Call, Ctx, Fh, Nfs4};
+use crate::backend::{Caller, FileHandle, FileSystem, FileType, SeekWhat};
+use crate::nfs4::map;
+use crate::nfs4::Nfsstat4;
+use sluice_xdr::nfs4::ops::{
+    AllocateArgs, CloneArgs, CopyArgs, CopyRequirements4, CopyResOk, SeekArgs, SeekResOk,
+    StateidOpt, WriteResponse4, NFS4_CONTENT_DATA, NFS4_CONTENT_HOLE,
+};
+use sluice_xdr::nfs4::{StableHow4, Stateid4};
+use std::sync::Arc;
+
+impl Nfs4 {
+    /// SEEK (RFC 7862 §15.11): an offset at or past the end is NFS4ERR_NXIO; SEEK_DATA with only
+    /// a hole left answers the size with `sr_eof` set; an unknown `sa_what` is
+    /// NFS4ERR_UNION_NOTSUPP.
+    pub(super) fn seek(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        a: &SeekArgs,
+    ) -> Result<SeekResOk, Nfsstat4> {
+        let what = match a.what {
+            NFS4_CONTENT_DATA => SeekWhat::Data,
+            NFS4_CONTENT_HOLE => SeekWhat::Hole,
+            _ => return Err(Nfsstat4::UNION_NOTSUPP),
+        };
+        let (fs, caller, fh) = self.data_target(call, ctx)?;
+        self.check_io(ctx, &a.stateid, false)?;
+        self.settle(&fh)?;
+        let r = fs
+            .seek(&caller, &fh, a.offset, what)
+            .map_err(|(e, _)| map::status(e))?;
+        Ok(SeekResOk {
+            eof: r.eof,
+            offset: r.offset,
+        })
+    }
+
+    /// ALLOCATE (RFC 7862 §15.1, `punch` false) and DEALLOCATE (§15.4, `punch` true): the
+    /// stateid must allow writing, as WRITE's. The change attribute moves with the file's
+    /// ctime; the client reads the new attributes with a GETATTR in the same COMPOUND.
+    pub(super) fn allocate(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        a: &AllocateArgs,
+        punch: bool,
+    ) -> Result<(), Nfsstat4> {
+        // §15.1.3, §15.4.3: anything but a regular file is WRONG_TYPE (READ's ISDIR and INVAL
+        // are the only type answers `data_target` gives).
+        let (fs, caller, fh) = self.data_target(call, ctx).map_err(|s| match s {
+            Nfsstat4::ISDIR | Nfsstat4::INVAL => Nfsstat4::WRONG_TYPE,
+            s => s,
+        })?;
+        self.check_io(ctx, &a.stateid, true)?;
+        let r = if punch {
+            self.settle(&fh)?;
+            fs.deallocate(&caller, &fh, a.offset, a.length)
+        } else {
+            fs.allocate(&caller, &fh, a.offset, a.length)
+        };
+        r.map(|_| ()).map_err(|(e, _)| map::status(e))
+    }
+
+    /// COPY (RFC 7862 §15.2) within one export, synchronously (see the module notes).
+    pub(super) fn copy(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        a: &CopyArgs,
+    ) -> Result<CopyResOk, Nfsstat4> {
+        if !a.source_server.0.is_empty() {
+            // An inter-server copy: this server neither pulls from nor pushes to others.
+            return Err(Nfsstat4::NOTSUPP);
+        }
+        let (src, dst) = self.copy_files(call, ctx, &a.src_stateid, &a.dst_stateid)?;
+        let r = dst
+            .fs
+            .copy_range(
+                &dst.caller,
+                &src,
+                a.src_offset,
+                &dst.fh,
+                a.dst_offset,
+                a.count,
+            )
+            .map_err(|(e, _)| map::status(e))?;
+        Ok(CopyResOk {
+            response: WriteResponse4 {
+                callback_id: StateidOpt(Vec::new()),
+                count: r.count,
+                committed: StableHow4::UNSTABLE,
+                writeverf: dst.fs.write_verifier(),
+            },
+            requirements: CopyRequirements4 {
+                consecutive: true,
+                synchronous: true,
+            },
+        })
+    }
+
+    /// CLONE (RFC 7862 §15.13): NFS4ERR_NOTSUPP where the file system has no reflinks, and
+    /// NFS4ERR_INVAL for ranges off its block alignment.
+    pub(super) fn clone_op(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        a: &CloneArgs,
+    ) -> Result<(), Nfsstat4> {
+        let (src, dst) = self.copy_files(call, ctx, &a.src_stateid, &a.dst_stateid)?;
+        dst.fs
+            .clone_range(
+                &dst.caller,
+                &src,
+                a.src_offset,
+                &dst.fh,
+                a.dst_offset,
+                a.count,
+            )
+            .map(|_| ())
+            .map_err(|(e, _)| map::status(e))
+    }
+
+    /// The source (saved handle) and destination (current handle) of a COPY or CLONE, checked
+    /// as the module notes say; the destination with its file system and caller.
+    fn copy_files(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        src_stateid: &Stateid4,
+        dst_stateid: &Stateid4,
+    ) -> Result<(FileHandle, CopyTarget), Nfsstat4> {
+        let saved = ctx.saved.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)?;
+        let current = ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)?;
+        let (
+            Fh::Export { idx: si, fh: src },
+            Fh::Export {
+                idx: di,
+                fh: dst_fh,
+            },
+        ) = (saved, current)
+        else {
+            // A pseudo node is a directory.
+            return Err(Nfsstat4::WRONG_TYPE);
+        };
+        let (fs, caller) = self.gate(call, *di)?;
+        if si != di {
+            self.gate(call, *si)?;
+            return Err(Nfsstat4::XDEV);
+        }
+        for fh in [src, dst_fh] {
+            if fs.getattr(fh).map_err(map::status)?.ftype != FileType::Regular {
+                return Err(Nfsstat4::WRONG_TYPE);
+            }
+        }
+        let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        let src_sid = ctx.resolve_stateid(src_stateid)?;
+        let dst_sid = ctx.resolve_stateid(dst_stateid)?;
+        {
+            let st = self.state();
+            st.check_io(clientid, &src_sid, src.as_bytes(), false)?;
+            st.check_io(clientid, &dst_sid, dst_fh.as_bytes(), true)?;
+        }
+        self.settle(src)?;
+        self.settle(dst_fh)?;
+        Ok((
+            src.clone(),
+            CopyTarget {
+                fs: self.exports[*di].fs.clone(),
+                caller,
+                fh: dst_fh.clone(),
+            },
+        ))
+    }
+}
+
+/// The destination of a COPY or CLONE.
+struct CopyTarget {
+    fs: Arc<dyn FileSystem>,
+    caller: Caller,
+    fh: FileHandle,
+}
+
+/// The 4.2 ops in process over MemFs exports, for what LocalFs on the test machine cannot show:
+/// a CLONE that succeeds (MemFs clones by copying; ext4 has no reflinks), and ROFS from an
+/// export's `ro` rather than the file system.
+#[cfg(test)]
+mod tests {
+    use super::super::{Call, Nfs4, Outcome};
+    use crate::backend::exports::{ClientMatch, ClientRule, Squash};
+    use crate::backend::memfs::MemFsConfig;
+    use crate::backend::{Caller, CreateHow, Cred, Export, ExportOptions, FileSystem, MemFs};
+    use crate::backend::{SetAttr, StableHow};
+    use crate::exports::ExportEntry;
+    use crate::nfs4::state::State4;
+    use crate::nfs4::{Config4, Nfsstat4, SplitMix};
+    use bytes::Bytes;
+    use sluice_rpc::server::Credentials;
+    use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
+    use sluice_xdr::nfs4::ops::{
+        AllocateArgs, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloneArgs, CopyArgs,
+        CopyRes, CreateSessionArgs, ExchangeIdArgs, ImplIdList, NetlocList, NfsArgop4, NfsResop4,
+        RdmaIrd, Res4, SequenceArgs, StateProtect4A,
+    };
+    use sluice_xdr::nfs4::{Component4, NfsFh4, Opaque4, SessionId4, Stateid4, Utf8Str};
+    use sluice_xdr::rpc::AuthSys;
+    use sluice_xdr::{Pack, Reader, Writer};
+    use std::path::PathBuf;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    struct Fixture {
+        nfs: Nfs4,
+        /// `/rw` (writable) and `/ro` (read-only), in that order.
+        fs: [Arc<MemFs>; 2],
+        cred: Credentials,
+        now: Instant,
+        session: SessionId4,
+        next_seq: u32,
+    }
+
+    fn export(path: &str, fs: &Arc<MemFs>, read_only: bool) -> ExportEntry {
+        ExportEntry {
+            fs: fs.clone(),
+            export: Export {
+                path: PathBuf::from(path),
+                clients: vec![ClientRule {
+                    client: ClientMatch::Any,
+                    options: ExportOptions {
+                        read_only,
+                        squash: Squash::None,
+                        secure: false,
+                        ..ExportOptions::default()
+                    },
+                }],
+            },
+        }
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let fs = [1, 2].map(|fsid| {
+                Arc::new(MemFs::new(MemFsConfig {
+                    fsid,
+                    ..MemFsConfig::default()
+                }))
+            });
+            let exports = vec![export("/rw", &fs[0], false), export("/ro", &fs[1], true)];
+            let state = State4::new(Config4::default(), Box::new(SplitMix(5)));
+            let mut f = Fixture {
+                nfs: Nfs4::new(Arc::new(exports), state, 1).unwrap(),
+                fs,
+                cred: Credentials::Sys(AuthSys {
+                    stamp: 1,
+                    machine_name: Bytes::from_static(b"client"),
+                    uid: 0,
+                    gid: 0,
+                    gids: Vec::new(),
+                }),
+                now: Instant::now(),
+                session: [0; 16],
+                next_seq: 1,
+            };
+            f.session = f.mount();
+            f
+        }
+
+        fn send_minor(&self, minorversion: u32, ops: Vec<NfsArgop4>) -> Compound4Res {
+            let args = Compound4Args {
+                tag: Utf8Str(Bytes::new()),
+                minorversion,
+                ops,
+            };
+            let mut w = Writer::new();
+            args.pack(&mut w);
+            let call = Call {
+                addr: "127.0.0.1:700".parse().unwrap(),
+                conn: 1,
+                cred: &self.cred,
+                now: self.now,
+                data: None,
+            };
+            let Outcome::Reply(b) = self.nfs.compound(&call, &w.into_bytes()) else {
+                panic!("GARBAGE_ARGS")
+            };
+            let segs = [b];
+            Compound4Res::decode(&mut Reader::new(&segs), &CompoundLimits::default()).unwrap()
+        }
+
+        fn mount(&self) -> SessionId4 {
+            let res = self.send_minor(
+                2,
+                vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
+                    clientowner: ClientOwner4 {
+                        verifier: [1; 8],
+                        ownerid: Opaque4(Bytes::from_static(b"v42 client")),
+                    },
+                    flags: 0,
+                    state_protect: StateProtect4A::None,
+                    client_impl_id: ImplIdList(Vec::new()),
+                })],
+            );
+            let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
+                panic!("{res:?}")
+            };
+            let chan = ChannelAttrs4 {
+                headerpadsize: 0,
+                maxrequestsize: 1 << 20,
+                maxresponsesize: 1 << 20,
+                maxresponsesize_cached: 4096,
+                maxoperations: 16,
+                maxrequests: 4,
+                rdma_ird: RdmaIrd(Vec::new()),
+            };
+            let res = self.send_minor(
+                2,
+                vec![NfsArgop4::CreateSession(CreateSessionArgs {
+                    clientid: e.clientid,
+                    sequence: e.sequenceid,
+                    flags: 0,
+                    fore_chan_attrs: chan.clone(),
+                    back_chan_attrs: chan,
+                    cb_program: 0x4000_0000,
+                    sec_parms: CallbackSecParmsList(Vec::new()),
+                })],
+            );
+            let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
+                panic!("{res:?}")
+            };
+            s.sessionid
+        }
+
+        /// SEQUENCE and `ops` in minor version 2.
+        fn send(&mut self, ops: Vec<NfsArgop4>) -> Compound4Res {
+            let mut all = vec![NfsArgop4::Sequence(SequenceArgs {
+                sessionid: self.session,
+                sequenceid: self.next_seq,
+                slotid: 0,
+                highest_slotid: 0,
+                cachethis: false,
+            })];
+            all.extend(ops);
+            self.next_seq += 1;
+            self.send_minor(2, all)
+        }
+
+        /// A file named `name` holding `data` in export `i`: its wire handle.
+        fn file(&self, i: usize, name: &str, data: &[u8]) -> NfsFh4 {
+            let fs = &self.fs[i];
+            let root = Caller::with_cred(Cred::root());
+            let fh = fs
+                .create(
+                    &root,
+                    &fs.root_handle(),
+                    name.as_bytes(),
+                    CreateHow::Guarded(SetAttr::default()),
+                )
+                .unwrap()
+                .fh;
+            let chunk = [Bytes::copy_from_slice(data)];
+            fs.write(&root, &fh, 0, &chunk, StableHow::FileSync)
+                .unwrap();
+            NfsFh4(fh.to_bytes())
+        }
+
+        fn contents(&self, i: usize, fh: &NfsFh4) -> Vec<u8> {
+            let fs = &self.fs[i];
+            let fh = crate::backend::FileHandle::new(fh.0.clone()).unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            let root = Caller::with_cred(Cred::root());
+            let n = fs.read(&root, &fh, 0, &mut [&mut buf[..]]).unwrap().count;
+            buf.truncate(n);
+            buf
+        }
+    }
+
+    fn two_files(src: &NfsFh4, dst: &NfsFh4, op: NfsArgop4) -> Vec<NfsArgop4> {
+        vec![
+            NfsArgop4::Putfh(src.clone()),
+            NfsArgop4::Savefh(()),
+            NfsArgop4::Putfh(dst.clone()),
+            op,
+        ]
+    }
+
+    fn clone_args(src_offset: u64, dst_offset: u64, count: u64) -> CloneArgs {
+        CloneArgs {
+            src_stateid: Stateid4::ANONYMOUS,
+            dst_stateid: Stateid4::ANONYMOUS,
+            src_offset,
+            dst_offset,
+            count,
+        }
+    }
+
+    #[test]
+    fn clone_shares_a_range_where_the_file_system_can() {
+        let mut f = Fixture::new();
+        let src = f.file(0, "src", b"0123456789");
+        let dst = f.file(0, "dst", b"abcdefghij");
+        let res = f.send(two_files(&src, &dst, NfsArgop4::Clone(clone_args(2, 4, 3))));
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        assert_eq!(f.contents(0, &dst), b"abcd234hij");
+        // Count 0: to the source's end.
+        let res = f.send(two_files(&src, &dst, NfsArgop4::Clone(clone_args(8, 0, 0))));
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        assert_eq!(f.contents(0, &dst), b"89cd234hij");
+        // A directory as the destination.
+        let res = f.send(vec![
+            NfsArgop4::Putfh(src.clone()),
+            NfsArgop4::Savefh(()),
+            NfsArgop4::Putrootfh(()),
+            NfsArgop4::Lookup(Component4(Bytes::from_static(b"rw"))),
+            NfsArgop4::Clone(clone_args(0, 0, 0)),
+        ]);
+        assert_eq!(res.status, Nfsstat4::WRONG_TYPE, "{res:?}");
+    }
+
+    #[test]
+    fn copy_and_allocate_on_a_read_only_export_are_rofs() {
+        let mut f = Fixture::new();
+        let src = f.file(1, "src", b"data");
+        let dst = f.file(1, "dst", b"");
+        let copy = CopyArgs {
+            src_stateid: Stateid4::ANONYMOUS,
+            dst_stateid: Stateid4::ANONYMOUS,
+            src_offset: 0,
+            dst_offset: 0,
+            count: 0,
+            consecutive: false,
+            synchronous: true,
+            source_server: NetlocList(Vec::new()),
+        };
+        let res = f.send(two_files(&src, &dst, NfsArgop4::Copy(copy.clone())));
+        assert_eq!(res.status, Nfsstat4::ROFS, "{res:?}");
+        let res = f.send(two_files(&src, &dst, NfsArgop4::Clone(clone_args(0, 0, 0))));
+        assert_eq!(res.status, Nfsstat4::ROFS, "{res:?}");
+        let res = f.send(vec![
+            NfsArgop4::Putfh(dst.clone()),
+            NfsArgop4::Allocate(AllocateArgs {
+                stateid: Stateid4::ANONYMOUS,
+                offset: 0,
+                length: 10,
+            }),
+        ]);
+        assert_eq!(res.status, Nfsstat4::ROFS, "{res:?}");
+        assert_eq!(f.contents(1, &dst), b"");
+        // The same COPY on the writable export: done, synchronously.
+        let src = f.file(0, "src", b"data");
+        let dst = f.file(0, "dst", b"");
+        let res = f.send(two_files(&src, &dst, NfsArgop4::Copy(copy)));
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        let Some(NfsResop4::Copy(CopyRes::Ok(c))) = res.results.last() else {
+            panic!("{res:?}")
+        };
+        assert_eq!(c.response.count, 4);
+        assert!(c.requirements.synchronous);
+        assert_eq!(c.response.writeverf, f.fs[0].write_verifier());
+        assert_eq!(f.contents(0, &dst), b"data");
+    }
+}

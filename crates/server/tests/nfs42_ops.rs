@@ -1,0 +1,700 @@
+//! The NFSv4.2 operations over a real socket (RFC 7862): SEEK, ALLOCATE, DEALLOCATE, COPY and
+//! CLONE, each with its error paths, through record marking, the RPC layer and the service, on
+//! a LocalFs export (ext4 or tmpfs here: holes and `copy_file_range`, but no reflinks).
+//!
+//! | RFC 7862 | error / behaviour | test |
+//! |---|---|---|
+//! | §15 (RFC 8881 §16.2.3) | the 4.2 ops in a 4.1 COMPOUND: NFS4ERR_OP_ILLEGAL | `v42_ops_are_illegal_in_minor_version_1` |
+//! | §15.11 | SEEK_DATA / SEEK_HOLE; NXIO at or past the end; `sr_eof`; UNION_NOTSUPP | `seek_finds_data_and_holes` |
+//! | §15.11 | SEEK on a directory: ISDIR; a bad stateid: BAD_STATEID | `seek_finds_data_and_holes` |
+//! | §15.1, §15.4 | ALLOCATE extends, DEALLOCATE punches and keeps the size | `allocate_and_deallocate_change_space_not_contents` |
+//! | §15.1, §15.4 | a read-only open: OPENMODE; a read-only export: ROFS; a directory: WRONG_TYPE | `allocate_and_deallocate_change_space_not_contents`, `allocate_on_a_read_only_export_is_rofs` |
+//! | §15.2 | synchronous COPY, UNSTABLE with the write verifier, COMMIT after | `copy_copies_within_the_export` |
+//! | §15.2 | COPY: source past its end INVAL, a directory WRONG_TYPE, no saved handle NOFILEHANDLE, bad stateid, inter-server NOTSUPP | `copy_error_paths` |
+//! | §15.2 | COPY between two exports: XDEV | `copy_between_exports_is_xdev` |
+//! | §15.13 | CLONE: NOTSUPP without reflinks (or the range shared where there are) | `clone_shares_or_is_not_supported` |
+//! | §15.11, §15.2 | SEEK and COPY right after UNSTABLE WRITEs see the written data (held writes land first) | `seek_and_copy_right_after_unstable_writes_see_the_data` |
+//! | | each op counted by name in the per-op statistics, errors apart | `the_v42_ops_are_counted_in_the_per_op_stats` |
+//! | §15.3, §15.10 | COPY_NOTIFY, READ_PLUS: NOTSUPP | `copy_notify_and_read_plus_are_not_supported` |
+//! | §15.8, §15.9 | OFFLOAD_CANCEL, OFFLOAD_STATUS: BAD_STATEID (every COPY is synchronous, no copy stateid exists) | `offload_ops_know_no_copy` |
+
+#[macro_use]
+mod support;
+
+use bytes::Bytes;
+use sluice_xdr::nfs4::attrs::num;
+use sluice_xdr::nfs4::ops::{
+    AllocateArgs, CloneArgs, CommitArgs, CopyArgs, CopyNotifyArgs, CopyRes, Netloc4, NetlocList,
+    NfsArgop4, NfsResop4, ReadPlusArgs, Res4, SeekArgs, SeekResOk, WriteArgs,
+    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
+};
+use sluice_xdr::nfs4::{Bitmap4, NfsFh4, Nfsstat4, StableHow4, Stateid4, Utf8Str};
+use std::os::unix::fs::FileExt;
+use support::nfs4::*;
+use support::{rw, with_options, TestServer};
+
+/// The block size of the file systems the tests run on: holes are whole blocks.
+const BLOCK: u64 = 4096;
+const DATA: u32 = 0;
+const HOLE: u32 = 1;
+
+async fn send42(v: &mut V4, ops: Vec<NfsArgop4>) -> sluice_xdr::nfs4::compound::Compound4Res {
+    v.send_minor(2, ops).await
+}
+
+fn seek_op(stateid: Stateid4, offset: u64, what: u32) -> NfsArgop4 {
+    NfsArgop4::Seek(SeekArgs {
+        stateid,
+        offset,
+        what,
+    })
+}
+
+async fn seek(v: &mut V4, fh: &NfsFh4, sid: Stateid4, offset: u64, what: u32) -> Res4<SeekResOk> {
+    let res = send42(
+        v,
+        vec![NfsArgop4::Putfh(fh.clone()), seek_op(sid, offset, what)],
+    )
+    .await;
+    match res.results.last() {
+        Some(NfsResop4::Seek(r)) => r.clone(),
+        other => panic!("{other:?} in {res:?}"),
+    }
+}
+
+fn alloc(stateid: Stateid4, offset: u64, length: u64) -> AllocateArgs {
+    AllocateArgs {
+        stateid,
+        offset,
+        length,
+    }
+}
+
+fn size_of(res: &sluice_xdr::nfs4::compound::Compound4Res) -> u64 {
+    attrs(res.results.last().unwrap()).size.unwrap()
+}
+
+fn getattr_size() -> NfsArgop4 {
+    NfsArgop4::Getattr(Bitmap4::from_bits(&[num::SIZE]))
+}
+
+fn copy_op(src: Stateid4, dst: Stateid4, src_offset: u64, dst_offset: u64, count: u64) -> CopyArgs {
+    CopyArgs {
+        src_stateid: src,
+        dst_stateid: dst,
+        src_offset,
+        dst_offset,
+        count,
+        consecutive: false,
+        synchronous: false,
+        source_server: NetlocList(Vec::new()),
+    }
+}
+
+/// A file of `len` bytes: `byte` in the first and the last block, a hole between.
+fn sparse_file(path: &std::path::Path, len: u64, byte: u8) {
+    let f = std::fs::File::create(path).unwrap();
+    f.write_all_at(&vec![byte; BLOCK as usize], 0).unwrap();
+    f.write_all_at(&vec![byte; BLOCK as usize], len - BLOCK)
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v42_ops_are_illegal_in_minor_version_1() {
+    let s = TestServer::start(rw()).await;
+    let mut v = V4::mount(&s, "v41 client").await;
+    let res = v
+        .send(vec![
+            NfsArgop4::Putrootfh(()),
+            seek_op(Stateid4::ANONYMOUS, 0, DATA),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OP_ILLEGAL, "{res:?}");
+    assert!(matches!(
+        res.results.last(),
+        Some(NfsResop4::Illegal(Nfsstat4::OP_ILLEGAL))
+    ));
+    // The same op in minor version 2 is known (the pseudo root is a directory).
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putrootfh(()),
+            seek_op(Stateid4::ANONYMOUS, 0, DATA),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::ISDIR, "{res:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seek_finds_data_and_holes() {
+    let s = TestServer::start(rw()).await;
+    let len = 4 * BLOCK;
+    sparse_file(&s.export.join("sparse"), len, 1);
+    let mut v = V4::mount(&s, "seek client").await;
+    let (o, fh) = v
+        .open(&s.export, "o", "sparse", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    let sid = o.stateid;
+    let at = |offset, eof| Res4::Ok(SeekResOk { eof, offset });
+    assert_eq!(seek(&mut v, &fh, sid, 0, DATA).await, at(0, false));
+    assert_eq!(seek(&mut v, &fh, sid, 0, HOLE).await, at(BLOCK, false));
+    assert_eq!(
+        seek(&mut v, &fh, sid, BLOCK, DATA).await,
+        at(3 * BLOCK, false)
+    );
+    // From the last data block, the only hole left is the implicit one at the end.
+    assert_eq!(seek(&mut v, &fh, sid, 3 * BLOCK, HOLE).await, at(len, true));
+    // At and past the end: NXIO.
+    assert_eq!(
+        seek(&mut v, &fh, sid, len, DATA).await,
+        Res4::Err(Nfsstat4::NXIO)
+    );
+    assert_eq!(
+        seek(&mut v, &fh, sid, len, HOLE).await,
+        Res4::Err(Nfsstat4::NXIO)
+    );
+    assert_eq!(
+        seek(&mut v, &fh, sid, u64::MAX, DATA).await,
+        Res4::Err(Nfsstat4::NXIO)
+    );
+    // An unknown data_content4.
+    assert_eq!(
+        seek(&mut v, &fh, sid, 0, 7).await,
+        Res4::Err(Nfsstat4::UNION_NOTSUPP)
+    );
+    // A stateid this server never issued.
+    let mut bad = sid;
+    bad.other[11] ^= 0xff;
+    assert_eq!(
+        seek(&mut v, &fh, bad, 0, DATA).await,
+        Res4::Err(Nfsstat4::BAD_STATEID)
+    );
+    // A directory.
+    let mut ops = walk_to(&s.export);
+    ops.push(seek_op(Stateid4::ANONYMOUS, 0, DATA));
+    let res = send42(&mut v, ops).await;
+    assert_eq!(res.status, Nfsstat4::ISDIR, "{res:?}");
+
+    // SEEK_DATA in a trailing hole: the size, with sr_eof (not an error, §15.11.3).
+    let (o, wfh) = v
+        .open(&s.export, "w", "tail", true, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(s.export.join("tail"))
+        .unwrap()
+        .write_all_at(&[2; 2 * BLOCK as usize], 0)
+        .unwrap();
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(wfh.clone()),
+            NfsArgop4::Deallocate(alloc(o.stateid, BLOCK, BLOCK)),
+            seek_op(o.stateid, BLOCK, DATA),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    assert_eq!(
+        res.results.last(),
+        Some(&NfsResop4::Seek(at(2 * BLOCK, true)))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allocate_and_deallocate_change_space_not_contents() {
+    let s = TestServer::start(rw()).await;
+    let path = s.export.join("f");
+    std::fs::write(&path, vec![9u8; 3 * BLOCK as usize]).unwrap();
+    let mut v = V4::mount(&s, "alloc client").await;
+    let (o, fh) = v
+        .open(&s.export, "o", "f", false, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    let sid = o.stateid;
+    // ALLOCATE past the end extends the file with zeros.
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Allocate(alloc(sid, 2 * BLOCK, 3 * BLOCK)),
+            getattr_size(),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    assert_eq!(size_of(&res), 5 * BLOCK);
+    // DEALLOCATE the middle block: zeros there, the size unchanged.
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Deallocate(alloc(sid, BLOCK, BLOCK)),
+            getattr_size(),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    assert_eq!(size_of(&res), 5 * BLOCK);
+    let data = std::fs::read(&path).unwrap();
+    assert_eq!(data.len() as u64, 5 * BLOCK);
+    assert!(data[..BLOCK as usize].iter().all(|&b| b == 9));
+    assert!(data[BLOCK as usize..2 * BLOCK as usize]
+        .iter()
+        .all(|&b| b == 0));
+    assert!(data[2 * BLOCK as usize..3 * BLOCK as usize]
+        .iter()
+        .all(|&b| b == 9));
+    assert!(data[3 * BLOCK as usize..].iter().all(|&b| b == 0));
+
+    // A zero length is INVAL (fallocate's EINVAL).
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Allocate(alloc(sid, 0, 0)),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::INVAL, "{res:?}");
+    // A read-only open may not change space, as it may not WRITE.
+    let (ro, _) = v
+        .open(&s.export, "reader", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    for op in [
+        NfsArgop4::Allocate(alloc(ro.stateid, 0, 1)),
+        NfsArgop4::Deallocate(alloc(ro.stateid, 0, 1)),
+    ] {
+        let res = send42(&mut v, vec![NfsArgop4::Putfh(fh.clone()), op]).await;
+        assert_eq!(res.status, Nfsstat4::OPENMODE, "{res:?}");
+    }
+    // A directory: not a regular file (§15.1.3, §15.4.3).
+    for op in [
+        NfsArgop4::Allocate(alloc(Stateid4::ANONYMOUS, 0, 1)),
+        NfsArgop4::Deallocate(alloc(Stateid4::ANONYMOUS, 0, 1)),
+    ] {
+        let mut ops = walk_to(&s.export);
+        ops.push(op);
+        let res = send42(&mut v, ops).await;
+        assert_eq!(res.status, Nfsstat4::WRONG_TYPE, "{res:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allocate_on_a_read_only_export_is_rofs() {
+    let s = TestServer::start(with_options(|o| o.read_only = true)).await;
+    std::fs::write(s.export.join("f"), b"data").unwrap();
+    let mut v = V4::mount(&s, "ro client").await;
+    let mut ops = walk_to(&s.export);
+    ops.push(lookup("f"));
+    ops.push(NfsArgop4::Allocate(alloc(Stateid4::ANONYMOUS, 0, BLOCK)));
+    let res = send42(&mut v, ops).await;
+    assert_eq!(res.status, Nfsstat4::ROFS, "{res:?}");
+    assert_eq!(std::fs::metadata(s.export.join("f")).unwrap().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_copies_within_the_export() {
+    let s = TestServer::start(rw()).await;
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(s.export.join("src"), &data).unwrap();
+    let mut v = V4::mount(&s, "copy client").await;
+    let (so, sfh) = v
+        .open(&s.export, "o", "src", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    let (d, dfh) = v
+        .open(&s.export, "o", "dst", true, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    // The whole source (count 0), then a range of it past the first copy's end.
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(sfh.clone()),
+            NfsArgop4::Savefh(()),
+            NfsArgop4::Putfh(dfh.clone()),
+            NfsArgop4::Copy(copy_op(so.stateid, d.stateid, 0, 0, 0)),
+            NfsArgop4::Copy(copy_op(so.stateid, d.stateid, 10, 200_000, 1000)),
+            NfsArgop4::Commit(CommitArgs {
+                offset: 0,
+                count: 0,
+            }),
+            getattr_size(),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let NfsResop4::Copy(CopyRes::Ok(whole)) = &res.results[4] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(whole.response.count, data.len() as u64);
+    assert!(
+        whole.response.callback_id.0.is_empty(),
+        "done synchronously"
+    );
+    assert!(whole.requirements.synchronous && whole.requirements.consecutive);
+    assert_eq!(whole.response.committed, StableHow4::UNSTABLE);
+    let NfsResop4::Copy(CopyRes::Ok(part)) = &res.results[5] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(part.response.count, 1000);
+    let NfsResop4::Commit(Res4::Ok(verf)) = &res.results[6] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(
+        verf, &whole.response.writeverf,
+        "COMMIT's verifier is the one COPY answered"
+    );
+    assert_eq!(size_of(&res), 201_000);
+    let got = std::fs::read(s.export.join("dst")).unwrap();
+    assert_eq!(got[..data.len()], data[..]);
+    assert!(got[data.len()..200_000].iter().all(|&b| b == 0));
+    assert_eq!(got[200_000..], data[10..1010]);
+
+    // Asking for more than the source holds: a short copy to its end.
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(sfh.clone()),
+            NfsArgop4::Savefh(()),
+            NfsArgop4::Putfh(dfh.clone()),
+            NfsArgop4::Copy(copy_op(so.stateid, d.stateid, 99_000, 0, 1 << 40)),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let Some(NfsResop4::Copy(CopyRes::Ok(short))) = res.results.last() else {
+        panic!("{res:?}")
+    };
+    assert_eq!(short.response.count, 1000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_error_paths() {
+    let s = TestServer::start(rw()).await;
+    std::fs::write(s.export.join("src"), vec![1u8; 5000]).unwrap();
+    let mut v = V4::mount(&s, "copy errors").await;
+    let (so, sfh) = v
+        .open(&s.export, "o", "src", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    let (d, dfh) = v
+        .open(&s.export, "o", "dst", true, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    let copy_status = |src: NfsFh4, dst: NfsFh4, args: CopyArgs| {
+        vec![
+            NfsArgop4::Putfh(src),
+            NfsArgop4::Savefh(()),
+            NfsArgop4::Putfh(dst),
+            NfsArgop4::Copy(args),
+        ]
+    };
+    // The source offset past the source's end.
+    let res = send42(
+        &mut v,
+        copy_status(
+            sfh.clone(),
+            dfh.clone(),
+            copy_op(so.stateid, d.stateid, 5001, 0, 1),
+        ),
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::INVAL, "{res:?}");
+    // The source's stateid for the destination: a stateid of another file.
+    let res = send42(
+        &mut v,
+        copy_status(
+            sfh.clone(),
+            dfh.clone(),
+            copy_op(so.stateid, so.stateid, 0, 0, 1),
+        ),
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::BAD_STATEID, "{res:?}");
+    let mut bad = so.stateid;
+    bad.other[11] ^= 0xff;
+    let res = send42(
+        &mut v,
+        copy_status(sfh.clone(), dfh.clone(), copy_op(bad, d.stateid, 0, 0, 1)),
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::BAD_STATEID, "{res:?}");
+    // An inter-server copy.
+    let mut inter = copy_op(so.stateid, d.stateid, 0, 0, 1);
+    inter.source_server = NetlocList(vec![Netloc4::Name(Utf8Str(Bytes::from_static(
+        b"elsewhere",
+    )))]);
+    let res = send42(&mut v, copy_status(sfh.clone(), dfh.clone(), inter)).await;
+    assert_eq!(res.status, Nfsstat4::NOTSUPP, "{res:?}");
+    // No saved handle.
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(dfh.clone()),
+            NfsArgop4::Copy(copy_op(so.stateid, d.stateid, 0, 0, 1)),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::NOFILEHANDLE, "{res:?}");
+    // A directory as the source.
+    let mut ops = walk_to(&s.export);
+    ops.push(NfsArgop4::Savefh(()));
+    ops.push(NfsArgop4::Putfh(dfh.clone()));
+    ops.push(NfsArgop4::Copy(copy_op(
+        Stateid4::ANONYMOUS,
+        d.stateid,
+        0,
+        0,
+        1,
+    )));
+    let res = send42(&mut v, ops).await;
+    assert_eq!(res.status, Nfsstat4::WRONG_TYPE, "{res:?}");
+    assert_eq!(std::fs::metadata(s.export.join("dst")).unwrap().len(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_between_exports_is_xdev() {
+    let base = std::env::temp_dir().join(format!("sluice-nfs42-xdev-{}", std::process::id()));
+    let (a, b) = (base.join("a"), base.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(a.join("src"), b"source").unwrap();
+    std::fs::write(b.join("dst"), b"").unwrap();
+    let s = TestServer::exporting(&[&a, &b]).await;
+    let mut v = V4::mount(&s, "xdev client").await;
+    let (so, sfh) = v
+        .open(&a, "o", "src", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    let (d, dfh) = v
+        .open(&b, "o", "dst", false, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    for op in [
+        NfsArgop4::Copy(copy_op(so.stateid, d.stateid, 0, 0, 0)),
+        NfsArgop4::Clone(CloneArgs {
+            src_stateid: so.stateid,
+            dst_stateid: d.stateid,
+            src_offset: 0,
+            dst_offset: 0,
+            count: 0,
+        }),
+    ] {
+        let res = send42(
+            &mut v,
+            vec![
+                NfsArgop4::Putfh(sfh.clone()),
+                NfsArgop4::Savefh(()),
+                NfsArgop4::Putfh(dfh.clone()),
+                op,
+            ],
+        )
+        .await;
+        assert_eq!(res.status, Nfsstat4::XDEV, "{res:?}");
+    }
+    assert_eq!(std::fs::read(b.join("dst")).unwrap(), b"");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clone_shares_or_is_not_supported() {
+    let s = TestServer::start(rw()).await;
+    let data = vec![5u8; 2 * BLOCK as usize];
+    std::fs::write(s.export.join("src"), &data).unwrap();
+    let mut v = V4::mount(&s, "clone client").await;
+    let (so, sfh) = v
+        .open(&s.export, "o", "src", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    let (d, dfh) = v
+        .open(&s.export, "o", "dst", true, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(sfh),
+            NfsArgop4::Savefh(()),
+            NfsArgop4::Putfh(dfh),
+            NfsArgop4::Clone(CloneArgs {
+                src_stateid: so.stateid,
+                dst_stateid: d.stateid,
+                src_offset: 0,
+                dst_offset: 0,
+                count: 0,
+            }),
+        ],
+    )
+    .await;
+    match res.status {
+        // ext4 and tmpfs: no reflinks.
+        Nfsstat4::NOTSUPP => {
+            assert_eq!(std::fs::metadata(s.export.join("dst")).unwrap().len(), 0)
+        }
+        Nfsstat4::OK => assert_eq!(std::fs::read(s.export.join("dst")).unwrap(), data),
+        other => panic!("{other:?}: {res:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_notify_and_read_plus_are_not_supported() {
+    let s = TestServer::start(rw()).await;
+    std::fs::write(s.export.join("f"), b"data").unwrap();
+    let mut v = V4::mount(&s, "offload client").await;
+    let (o, fh) = v
+        .open(&s.export, "o", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    for op in [
+        NfsArgop4::CopyNotify(CopyNotifyArgs {
+            src_stateid: o.stateid,
+            destination_server: Netloc4::Name(Utf8Str(Bytes::from_static(b"elsewhere"))),
+        }),
+        NfsArgop4::ReadPlus(ReadPlusArgs {
+            stateid: o.stateid,
+            offset: 0,
+            count: 4,
+        }),
+    ] {
+        let num = op.opnum();
+        let res = send42(&mut v, vec![NfsArgop4::Putfh(fh.clone()), op]).await;
+        assert_eq!(res.status, Nfsstat4::NOTSUPP, "{num:?}: {res:?}");
+    }
+}
+
+/// UNSTABLE WRITEs the server may still hold (write-behind) land before SEEK and COPY look at
+/// the file, so both see what the client wrote, in the very next COMPOUND.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seek_and_copy_right_after_unstable_writes_see_the_data() {
+    let s = TestServer::start(rw()).await;
+    let mut v = V4::mount(&s, "held client").await;
+    let (o, sfh) = v
+        .open(&s.export, "o", "src", true, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    let (d, dfh) = v
+        .open(&s.export, "o", "dst", true, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    let data = vec![3u8; 2 * BLOCK as usize];
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(sfh.clone()),
+            NfsArgop4::Write(WriteArgs {
+                stateid: o.stateid,
+                offset: BLOCK,
+                stable: StableHow4::UNSTABLE,
+                data: sluice_xdr::Payload::from_chunks(vec![Bytes::from(data.clone())]),
+            }),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    // The first block was never written: data starts after it.
+    assert_eq!(
+        seek(&mut v, &sfh, o.stateid, 0, DATA).await,
+        Res4::Ok(SeekResOk {
+            eof: false,
+            offset: BLOCK
+        })
+    );
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(sfh.clone()),
+            NfsArgop4::Savefh(()),
+            NfsArgop4::Putfh(dfh.clone()),
+            NfsArgop4::Copy(copy_op(o.stateid, d.stateid, BLOCK, 0, 0)),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let Some(NfsResop4::Copy(CopyRes::Ok(c))) = res.results.last() else {
+        panic!("{res:?}")
+    };
+    assert_eq!(c.response.count, data.len() as u64);
+    assert_eq!(std::fs::read(s.export.join("dst")).unwrap(), data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offload_ops_know_no_copy() {
+    let s = TestServer::start(rw()).await;
+    std::fs::write(s.export.join("f"), b"data").unwrap();
+    let mut v = V4::mount(&s, "offload client").await;
+    let (o, fh) = v
+        .open(&s.export, "o", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    // Even the file's own open stateid is no copy's.
+    for op in [
+        NfsArgop4::OffloadStatus(o.stateid),
+        NfsArgop4::OffloadCancel(o.stateid),
+    ] {
+        let num = op.opnum();
+        let res = send42(&mut v, vec![NfsArgop4::Putfh(fh.clone()), op]).await;
+        assert_eq!(res.status, Nfsstat4::BAD_STATEID, "{num:?}: {res:?}");
+    }
+}
+
+/// The per-op statistics (`sluice stats`, the metrics endpoint) count the 4.2 ops by name,
+/// failures apart: what the issue checks after `fallocate` and `copy_file_range` in a guest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_v42_ops_are_counted_in_the_per_op_stats() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dirs = support::TestDirs::new("nfs42-stats");
+    let config = dirs.config();
+    let bound = sluice_server::bind(config.clone())
+        .await
+        .expect("server binds");
+    let stats = bound.server.stats.clone();
+    let s = TestServer {
+        addr: bound.local_addr().unwrap(),
+        export: dirs.export(),
+        config,
+        task: tokio::spawn(sluice_server::run(bound)),
+        dirs,
+    };
+    std::fs::write(s.export.join("f"), vec![1u8; BLOCK as usize]).unwrap();
+    let mut v = V4::mount(&s, "stats client").await;
+    let (o, fh) = v
+        .open(&s.export, "o", "f", false, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    let res = send42(
+        &mut v,
+        vec![
+            NfsArgop4::Putfh(fh.clone()),
+            seek_op(o.stateid, 0, DATA),
+            NfsArgop4::Allocate(alloc(o.stateid, 0, 2 * BLOCK)),
+            NfsArgop4::Deallocate(alloc(o.stateid, 0, BLOCK)),
+            NfsArgop4::Savefh(()),
+            NfsArgop4::Copy(copy_op(o.stateid, o.stateid, 0, 4 * BLOCK, BLOCK)),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    // One failure: SEEK past the end.
+    let res = send42(
+        &mut v,
+        vec![NfsArgop4::Putfh(fh), seek_op(o.stateid, 1 << 30, DATA)],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::NXIO, "{res:?}");
+    let counted: std::collections::HashMap<&str, (u64, u64)> = stats
+        .nfs4_ops
+        .used()
+        .map(|(name, p)| (name, (p.calls.load(Relaxed), p.errors.load(Relaxed))))
+        .collect();
+    assert_eq!(counted.get("SEEK"), Some(&(2, 1)), "{counted:?}");
+    assert_eq!(counted.get("ALLOCATE"), Some(&(1, 0)), "{counted:?}");
+    assert_eq!(counted.get("DEALLOCATE"), Some(&(1, 0)), "{counted:?}");
+    assert_eq!(counted.get("COPY"), Some(&(1, 0)), "{counted:?}");
+}
