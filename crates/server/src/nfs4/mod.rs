@@ -78,6 +78,7 @@ pub mod client;
 pub mod compound;
 pub mod data;
 pub mod digest;
+pub mod grace;
 pub mod idmap;
 pub mod lock;
 pub mod lockstate;
