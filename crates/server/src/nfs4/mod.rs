@@ -78,6 +78,7 @@ pub mod client;
 pub mod compound;
 pub mod data;
 pub mod digest;
+pub mod grace;
 pub mod idmap;
 pub mod lock;
 pub mod lockstate;
@@ -87,6 +88,7 @@ pub mod parked;
 pub mod pseudo;
 pub mod session;
 pub mod slots;
+pub mod stable;
 pub mod state;
 
 pub use sluice_xdr::nfs4::Nfsstat4;
@@ -234,6 +236,7 @@ mod tests {
             ("backchan.rs", include_str!("backchan.rs")),
             ("client.rs", include_str!("client.rs")),
             ("compound.rs", include_str!("compound.rs")),
+            ("grace.rs", include_str!("grace.rs")),
             ("idmap.rs", include_str!("idmap.rs")),
             ("lock.rs", include_str!("lock.rs")),
             ("lockstate.rs", include_str!("lockstate.rs")),
