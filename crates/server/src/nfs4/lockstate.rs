@@ -117,26 +117,14 @@ impl LockStates {
         stateid: &Stateid4,
         file: Option<&[u8]>,
     ) -> Result<&LockState, Nfsstat4> {
-        if stateid.is_special() {
-            return Err(Nfsstat4::BAD_STATEID);
-        }
-        if stateid.other[..4] != self.boot_epoch.to_be_bytes() {
-            return Err(Nfsstat4::STALE_STATEID);
-        }
-        let s = self
-            .states
-            .get(&stateid.other)
-            .filter(|s| s.clientid == clientid)
-            .ok_or(Nfsstat4::BAD_STATEID)?;
-        if file.is_some_and(|f| f != s.file) {
-            return Err(Nfsstat4::BAD_STATEID);
-        }
-        match stateid.seqid {
-            0 => Ok(s),
-            q if q == s.seqid => Ok(s),
-            q if q < s.seqid => Err(Nfsstat4::OLD_STATEID),
-            _ => Err(Nfsstat4::BAD_STATEID),
-        }
+        super::open::check_stateid(
+            self.boot_epoch,
+            &self.states,
+            clientid,
+            stateid,
+            file,
+            |s| (s.clientid, &s.file[..], s.seqid),
+        )
     }
 
     /// The lock stateid of (client, owner, file), if there is one.

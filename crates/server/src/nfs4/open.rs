@@ -214,26 +214,14 @@ impl OpenTable {
         stateid: &Stateid4,
         file: Option<&[u8]>,
     ) -> Result<&OpenState, Nfsstat4> {
-        if stateid.is_special() {
-            return Err(Nfsstat4::BAD_STATEID);
-        }
-        if stateid.other[..4] != self.boot_epoch.to_be_bytes() {
-            return Err(Nfsstat4::STALE_STATEID);
-        }
-        let s = self
-            .states
-            .get(&stateid.other)
-            .filter(|s| s.clientid == clientid)
-            .ok_or(Nfsstat4::BAD_STATEID)?;
-        if file.is_some_and(|f| f != s.file) {
-            return Err(Nfsstat4::BAD_STATEID);
-        }
-        match stateid.seqid {
-            0 => Ok(s),
-            q if q == s.seqid => Ok(s),
-            q if q < s.seqid => Err(Nfsstat4::OLD_STATEID),
-            _ => Err(Nfsstat4::BAD_STATEID),
-        }
+        check_stateid(
+            self.boot_epoch,
+            &self.states,
+            clientid,
+            stateid,
+            file,
+            |s| (s.clientid, &s.file[..], s.seqid),
+        )
     }
 
     /// The stateid an I/O op may proceed under (§8.2.3, §9.1.2): open stateids need the access
@@ -432,6 +420,38 @@ fn keep_subsets(seen: u8, mode: u32) -> u8 {
     (0..4u32)
         .filter(|m| m & !mode == 0 && seen & (1 << m) != 0)
         .fold(0, |acc, m| acc | 1 << m)
+}
+
+/// The stateid checks open and lock stateids share (the table in the module notes): special
+/// stateids and other boot epochs are refused, the stateid must name a live state of
+/// `clientid` (and of `file`, when given), and its seqid must be 0 (the current one), the
+/// current one, or else it is OLD (lower) or BAD (higher). `key` gives a state's client, file
+/// and current seqid.
+pub(crate) fn check_stateid<'a, S>(
+    boot_epoch: u32,
+    states: &'a HashMap<Other, S>,
+    clientid: ClientId4,
+    stateid: &Stateid4,
+    file: Option<&[u8]>,
+    key: impl Fn(&S) -> (ClientId4, &[u8], u32),
+) -> Result<&'a S, Nfsstat4> {
+    if stateid.is_special() {
+        return Err(Nfsstat4::BAD_STATEID);
+    }
+    if stateid.other[..4] != boot_epoch.to_be_bytes() {
+        return Err(Nfsstat4::STALE_STATEID);
+    }
+    let s = states.get(&stateid.other).ok_or(Nfsstat4::BAD_STATEID)?;
+    let (owner, its_file, seqid) = key(s);
+    if owner != clientid || file.is_some_and(|f| f != its_file) {
+        return Err(Nfsstat4::BAD_STATEID);
+    }
+    match stateid.seqid {
+        0 => Ok(s),
+        q if q == seqid => Ok(s),
+        q if q < seqid => Err(Nfsstat4::OLD_STATEID),
+        _ => Err(Nfsstat4::BAD_STATEID),
+    }
 }
 
 #[cfg(test)]
