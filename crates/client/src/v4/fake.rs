@@ -211,6 +211,38 @@ async fn client_with(seen: &Arc<Mutex<Seen>>, nconnect: usize) -> Client {
         .unwrap()
 }
 
+/// A port that accepts and reads but never answers: with a probe timeout, connecting fails
+/// with an error that lets a caller fall back to v3, instead of waiting for the RPC layer.
+#[tokio::test]
+async fn a_silent_server_fails_the_probe_with_an_error_that_falls_back() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                while matches!(sock.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    let url = NfsUrl::parse(&format!("nfs://127.0.0.1/x?nfsport={port}")).unwrap();
+    let mut options = ClientOptions::default();
+    options.rpc.privileged_port = false;
+    let v4 = V4Options {
+        probe_timeout: Some(Duration::from_millis(200)),
+        ..V4Options::default()
+    };
+    let e = match Client::connect(&url, &options, Minor::Highest, v4).await {
+        Ok(_) => panic!("a silent server cannot give a session"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(&e, Error::Connect(m) if m.contains("no answer")),
+        "{e}"
+    );
+    assert!(crate::namespace::falls_back(&e));
+}
+
 /// What the server saw from log line `from` on.
 fn after_connect(seen: &Arc<Mutex<Seen>>, from: usize) -> Vec<String> {
     seen.lock().unwrap().log[from..].to_vec()

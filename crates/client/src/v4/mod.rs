@@ -138,6 +138,10 @@ impl Minor {
 pub struct V4Options {
     /// EXCHANGE_ID's client owner; `None`: unique per instance (see the module docs).
     pub owner: Option<Vec<u8>>,
+    /// A bound on the probe (TCP connect, NULL, the first EXCHANGE_ID answer): past it,
+    /// connecting fails with [`Error::Connect`], so that a caller with another version to try
+    /// does not hang on a silent server. `None` (the default): the RPC layer's own timeouts.
+    pub probe_timeout: Option<Duration>,
 }
 
 /// Why a v4 operation failed.
@@ -394,17 +398,23 @@ impl Client {
             rpc_config.server_name = url.host.clone();
         }
         let nconnect = checked_nconnect(url, options).map_err(Error::Connect)?;
-        let rpc = RpcClient::connect(addr, rpc_config.clone())
-            .await
-            .map_err(|e| Error::Connect(format!("cannot connect to {addr}: {e}")))?;
+        let probe = Probe::new(v4.probe_timeout);
+        let rpc = probe
+            .within(async {
+                RpcClient::connect(addr, rpc_config.clone())
+                    .await
+                    .map_err(|e| Error::Connect(format!("cannot connect to {addr}: {e}")))
+            })
+            .await?;
         let cred = credentials(url, options);
         let owner = v4.owner.unwrap_or_else(instance_owner);
         let verifier: [u8; 8] = rand::random();
         let stats = Mutex::new(ClientStats::default());
-        null(&rpc, &cred).await?;
+        probe.within(null(&rpc, &cred)).await?;
         let mut last = None;
         for &m in minor.candidates() {
-            match exchange_id(&rpc, &cred, m, &owner, verifier, &stats).await {
+            let x = probe.within(exchange_id(&rpc, &cred, m, &owner, verifier, &stats));
+            match x.await {
                 Ok(x) => {
                     let slots = (options.rpc.table.max_in_flight as u32).max(1);
                     let (sess, create_seq) =
@@ -1461,6 +1471,39 @@ fn instance_owner() -> Vec<u8> {
 }
 
 // --- calls outside a session -------------------------------------------------------------------
+
+/// The deadline of the connect probe ([`V4Options::probe_timeout`]).
+struct Probe {
+    timeout: Option<Duration>,
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl Probe {
+    fn new(timeout: Option<Duration>) -> Probe {
+        Probe {
+            timeout,
+            deadline: timeout.map(|t| tokio::time::Instant::now() + t),
+        }
+    }
+
+    /// `f`, or [`Error::Connect`] if the deadline passes first (the call is dropped, which
+    /// forgets it in the transport; the connection goes with the client).
+    async fn within<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let (Some(deadline), Some(t)) = (self.deadline, self.timeout) else {
+            return f.await;
+        };
+        match tokio::time::timeout_at(deadline, f).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Connect(format!(
+                "no answer to the NFSv4 probe (connect, NULL, EXCHANGE_ID) within {} ms",
+                t.as_millis()
+            ))),
+        }
+    }
+}
 
 /// NULL: is anyone serving NFSv4 there? (PROG_MISMATCH says which versions are.)
 async fn null(rpc: &RpcClient, cred: &OpaqueAuth) -> Result<(), Error> {
