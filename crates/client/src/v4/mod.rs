@@ -70,6 +70,7 @@
 //! # Not yet here
 //! Locks, delegations (a delegation the server grants anyway is returned at close).
 
+pub mod deleg;
 mod namespace;
 pub mod reopen;
 pub mod session;
