@@ -224,7 +224,7 @@ impl Session {
             out.push_str(&format!("\nNFS version: {}", versions.join(", ")));
         }
         for n in notes {
-            out.push_str(&format!(" ({n})"));
+            out.push_str(&format!("\nNFS version fallback: {n}"));
         }
         out
     }

@@ -160,6 +160,11 @@ impl Delegations {
         self.held.len()
     }
 
+    /// Delegations held and not being returned.
+    pub fn held_count(&self) -> usize {
+        self.held.values().filter(|h| !h.returning).count()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.held.is_empty()
     }

@@ -1,15 +1,19 @@
 //! The v4 driver against a scripted in-process server: what it sends after DELAY, BADSLOT,
 //! SEQ_MISORDERED, BADSESSION, CONN_NOT_BOUND_TO_SESSION and STALE_CLIENTID (reopening its
 //! files, with and without a grace period), and with `nconnect` (binds, or a refusal), seen on
-//! the wire.
+//! the wire; and the back channel: a CB_RECALL sent down the client's connection, with the
+//! reply and the COMMIT and DELEGRETURN that follow.
 
 use super::*;
 use sluice_rpc::record::{RecordDecoder, RecordDecoderConfig};
 use sluice_rpc::server::{parse_call, success_header, CallParse};
+use sluice_xdr::nfs4::callback::{CbArgop4, CbRecallArgs, CbSequenceArgs};
 use sluice_xdr::nfs4::ops::{
     BindConnToSessionResOk, CreateSessionResOk, ExchangeIdResOk, SequenceResOk,
 };
-use sluice_xdr::Unpack;
+use sluice_xdr::nfs4::ops::{OpenWriteDelegation4, WriteResOk};
+use sluice_xdr::rpc::{CallHeader, MsgHeader};
+use sluice_xdr::{Reader, Unpack};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -26,6 +30,20 @@ struct Seen {
     grace: bool,
     /// Open stateids handed out (the next one's `other` is all this byte + 1).
     stateids: u8,
+    /// Take the back channel CREATE_SESSION offers.
+    back_chan: bool,
+    /// Grant a write delegation on OPEN (its stateid's `other` is all 0xd0 + the open's
+    /// number), unless the OPEN says OPEN4_SHARE_WANT_NO_DELEG and `ignore_want` is false.
+    delegate: bool,
+    ignore_want: bool,
+    /// OPENs that said OPEN4_SHARE_WANT_NO_DELEG.
+    want_no_deleg: usize,
+    /// The delegation granted and not yet returned.
+    last_deleg: Option<Stateid4>,
+    /// After answering the next GETATTR, recall `last_deleg` with a CB_COMPOUND.
+    recall: bool,
+    /// CB_SEQUENCE ids sent on back slot 0.
+    cb_seq: u32,
 }
 
 /// Serves every connection made to `listener`, each on its own task.
@@ -48,20 +66,98 @@ async fn serve_conn(mut sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
         };
         dec.push(Bytes::copy_from_slice(&buf[..n]));
         while let Some(rec) = dec.next_record().unwrap() {
+            if is_reply(&rec) {
+                let line = cb_reply(&rec);
+                seen.lock().unwrap().log.push(line);
+                continue;
+            }
             let CallParse::Call(call) = parse_call(&rec) else {
                 panic!("not a call")
             };
             let mut w = success_header(call.xid);
+            let mut recall = None;
             if call.proc_() == nfs4::proc_::COMPOUND {
                 let args = Compound4Args::unpack(&mut call.args(&rec)).unwrap();
-                answer(&args, &mut seen.lock().unwrap()).pack(&mut w);
+                let mut seen = seen.lock().unwrap();
+                answer(&args, &mut seen).pack(&mut w);
+                let getattr = args.ops.iter().any(|o| o.opnum() == Opnum4::GETATTR);
+                if getattr && std::mem::take(&mut seen.recall) {
+                    seen.cb_seq += 1;
+                    let stateid = seen.last_deleg.expect("a delegation to recall");
+                    recall = Some(cb_recall(seen.sessions, seen.cb_seq, stateid));
+                }
             }
-            let out = sluice_rpc::record::frame(w.into_segments(), 1 << 20);
+            let mut out = sluice_rpc::record::frame(w.into_segments(), 1 << 20);
+            if let Some(cb) = recall {
+                out.extend(sluice_rpc::record::frame(cb, 1 << 20));
+            }
             for b in out {
                 sock.write_all(&b).await.unwrap();
             }
         }
     }
+}
+
+fn flat(rec: &[Bytes]) -> Bytes {
+    Bytes::from(
+        rec.iter()
+            .flat_map(|b| b.iter().copied())
+            .collect::<Vec<u8>>(),
+    )
+}
+
+/// An RPC REPLY (msg_type 1): the client answering one of our callbacks.
+fn is_reply(rec: &[Bytes]) -> bool {
+    flat(rec).get(4..8) == Some(&[0, 0, 0, 1][..])
+}
+
+/// A callback reply as a log line: `CB_COMPOUND status [op statuses]`.
+fn cb_reply(rec: &[Bytes]) -> String {
+    let b = flat(rec);
+    let mut r = Reader::from_bytes(&b);
+    MsgHeader::unpack(&mut r).unwrap();
+    let res = CbCompound4Res::unpack(&mut r).unwrap();
+    let ops: Vec<&str> = res.results.iter().map(|o| o.status().name()).collect();
+    format!("CB_COMPOUND {} [{}]", res.status.name(), ops.join(", "))
+}
+
+/// CB_COMPOUND [CB_SEQUENCE, CB_RECALL of `stateid` on the handle "fh"] on session `session`.
+fn cb_recall(session: u8, seqid: u32, stateid: Stateid4) -> Vec<Bytes> {
+    let mut w = Writer::new();
+    MsgHeader::Call {
+        xid: 0x7000_0000 + seqid,
+        call: CallHeader {
+            rpcvers: 2,
+            prog: cb::PROGRAM_DEFAULT,
+            vers: cb::VERSION,
+            proc_: cb::proc_::CB_COMPOUND,
+            cred: OpaqueAuth::none(),
+            verf: OpaqueAuth::none(),
+        },
+    }
+    .pack(&mut w);
+    CbCompound4Args {
+        tag: Utf8Str::default(),
+        minorversion: 1,
+        callback_ident: 0,
+        ops: vec![
+            CbArgop4::Sequence(CbSequenceArgs {
+                sessionid: [session; 16],
+                sequenceid: seqid,
+                slotid: 0,
+                highest_slotid: 0,
+                cachethis: false,
+                referring_call_lists: Default::default(),
+            }),
+            CbArgop4::Recall(CbRecallArgs {
+                stateid,
+                truncate: false,
+                fh: NfsFh4::from(&b"fh"[..]),
+            }),
+        ],
+    }
+    .pack(&mut w);
+    w.into_segments()
 }
 
 fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
@@ -83,7 +179,11 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                 NfsResop4::CreateSession(Res4::Ok(CreateSessionResOk {
                     sessionid: [seen.sessions; 16],
                     sequence: a.sequence,
-                    flags: 0,
+                    flags: if seen.back_chan {
+                        a.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN
+                    } else {
+                        0
+                    },
                     fore_chan_attrs: ChannelAttrs4 {
                         maxrequestsize: 1 << 21,
                         maxresponsesize: 1 << 21,
@@ -134,11 +234,29 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                     break;
                 }
                 seen.stateids += 1;
+                let unwanted = a.share_access & OPEN4_SHARE_WANT_NO_DELEG != 0;
+                seen.want_no_deleg += usize::from(unwanted);
+                let delegation = if seen.delegate && (!unwanted || seen.ignore_want) {
+                    // Every file has the handle "fh": one delegation until it is returned,
+                    // as a server gives every open of a file the same one.
+                    let stateid = seen.last_deleg.unwrap_or(Stateid4 {
+                        seqid: 1,
+                        other: [0xd0 + seen.stateids; 12],
+                    });
+                    seen.last_deleg = Some(stateid);
+                    OpenDelegation4::Write(OpenWriteDelegation4 {
+                        stateid,
+                        ..Default::default()
+                    })
+                } else {
+                    OpenDelegation4::None
+                };
                 NfsResop4::Open(Res4::Ok(sluice_xdr::nfs4::ops::OpenResOk {
                     stateid: Stateid4 {
                         seqid: 1,
                         other: [seen.stateids; 12],
                     },
+                    delegation,
                     ..Default::default()
                 }))
             }
@@ -148,6 +266,25 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                     eof: true,
                     data: Payload::default(),
                 }))
+            }
+            NfsArgop4::Write(a) => {
+                seen.log.push("WRITE".into());
+                NfsResop4::Write(Res4::Ok(WriteResOk {
+                    count: a.data.len() as u32,
+                    committed: StableHow4::UNSTABLE,
+                    writeverf: [0; 8],
+                }))
+            }
+            NfsArgop4::Commit(_) => {
+                seen.log.push("COMMIT".into());
+                NfsResop4::Commit(Res4::Ok([0; 8]))
+            }
+            NfsArgop4::Delegreturn(d) => {
+                seen.log.push(format!("DELEGRETURN {:x}", d.other[0]));
+                if seen.last_deleg == Some(*d) {
+                    seen.last_deleg = None;
+                }
+                NfsResop4::Delegreturn(Nfsstat4::OK)
             }
             NfsArgop4::Close(a) => {
                 seen.log.push(format!("CLOSE {}", a.open_stateid.other[0]));
@@ -426,4 +563,132 @@ async fn opens_are_made_again_by_handle_after_reclaim_complete_when_there_is_no_
             "CLOSE 2",
         ]
     );
+}
+
+/// The log without SEQUENCE lines, from line `from` on.
+fn ops_after(seen: &Arc<Mutex<Seen>>, from: usize) -> Vec<String> {
+    after_connect(seen, from)
+        .into_iter()
+        .filter(|l| !l.starts_with("SEQUENCE"))
+        .collect()
+}
+
+/// Waits (up to 10 s) until the log has a line starting with `prefix` after line `from`.
+async fn wait_for(seen: &Arc<Mutex<Seen>>, from: usize, prefix: &str) {
+    for _ in 0..1000 {
+        if after_connect(seen, from)
+            .iter()
+            .any(|l| l.starts_with(prefix))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no {prefix} in {:?}", after_connect(seen, from));
+}
+
+#[tokio::test]
+async fn a_recall_is_answered_at_once_then_the_dirty_file_is_committed_and_returned() {
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: true,
+        delegate: true,
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    assert!(c.back_channel_up());
+    let (fh, _) = c.create("/d/f", 0o644, CreateMode::Truncate).await.unwrap();
+    assert_eq!(seen.lock().unwrap().want_no_deleg, 0);
+    assert_eq!(c.delegations_held(), 1);
+    let (w, _) = c
+        .start_write(&fh, 0, Bytes::from_static(b"data"), Stability::Unstable)
+        .await
+        .await;
+    assert_eq!(w.unwrap().committed, Stability::Unstable);
+    let from = {
+        let mut s = seen.lock().unwrap();
+        s.recall = true;
+        s.log.len()
+    };
+    c.getattr_fh(&fh.fh).await.unwrap();
+    wait_for(&seen, from, "DELEGRETURN").await;
+    let ops = ops_after(&seen, from);
+    let at = |l: &str| ops.iter().position(|x| x == l).unwrap_or(usize::MAX);
+    assert_eq!(ops[0], "GETATTR");
+    assert!(
+        at("CB_COMPOUND NFS4_OK [NFS4_OK, NFS4_OK]") < ops.len(),
+        "{ops:?}"
+    );
+    assert!(at("COMMIT") < at("DELEGRETURN d1"), "{ops:?}");
+    assert_eq!(c.delegations_held(), 0);
+    // Returned already: the close sends no second DELEGRETURN.
+    let from = seen.lock().unwrap().log.len();
+    c.close(&fh).await.unwrap();
+    assert_eq!(ops_after(&seen, from), ["CLOSE 1"]);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_recall_of_a_clean_file_returns_it_without_a_commit_and_close_returns_the_rest() {
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: true,
+        delegate: true,
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    let (a, _) = c.open("/d/a").await.unwrap();
+    let (b, _) = c.open("/d/b").await.unwrap();
+    // The fake hands out handle "fh" for every file: the second open joins the delegation.
+    assert_eq!(c.delegations_held(), 1);
+    let from = seen.lock().unwrap().log.len();
+    c.close(&a).await.unwrap();
+    assert_eq!(ops_after(&seen, from), ["CLOSE 1"]);
+    c.close(&b).await.unwrap();
+    assert_eq!(
+        ops_after(&seen, from),
+        ["CLOSE 1", "CLOSE 2", "DELEGRETURN d1"]
+    );
+    assert_eq!(c.delegations_held(), 0);
+
+    let (f, _) = c.open("/d/f").await.unwrap();
+    let from = {
+        let mut s = seen.lock().unwrap();
+        s.recall = true;
+        s.log.len()
+    };
+    c.getattr_fh(&f.fh).await.unwrap();
+    wait_for(&seen, from, "DELEGRETURN").await;
+    let ops = ops_after(&seen, from);
+    assert!(!ops.contains(&"COMMIT".to_string()), "{ops:?}");
+    assert!(ops.contains(&"DELEGRETURN d3".to_string()), "{ops:?}");
+    assert_eq!(c.delegations_held(), 0);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_a_back_channel_no_delegation_is_wanted_and_one_granted_is_returned_at_once() {
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: false,
+        delegate: true,
+        ignore_want: true,
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    assert!(!c.back_channel_up());
+    let from = seen.lock().unwrap().log.len();
+    let (f, _) = c.open("/d/f").await.unwrap();
+    assert_eq!(seen.lock().unwrap().want_no_deleg, 1);
+    assert_eq!(
+        ops_after(&seen, from),
+        ["GETATTR", "OPEN null", "GETATTR", "DELEGRETURN d1"]
+    );
+    assert_eq!(c.delegations_held(), 0);
+    let (w, _) = c
+        .start_write(&f, 0, Bytes::from_static(b"x"), Stability::Unstable)
+        .await
+        .await;
+    w.unwrap();
+    let from = seen.lock().unwrap().log.len();
+    c.close(&f).await.unwrap();
+    assert_eq!(ops_after(&seen, from), ["CLOSE 1"]);
+    c.shutdown().await;
 }
