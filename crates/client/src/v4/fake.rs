@@ -44,6 +44,8 @@ struct Seen {
     recall: bool,
     /// CB_SEQUENCE ids sent on back slot 0.
     cb_seq: u32,
+    /// Answer the next OPENs with NFS4ERR_DELAY (as a server recalling a delegation does).
+    open_delays: u32,
 }
 
 /// Serves every connection made to `listener`, each on its own task.
@@ -228,6 +230,12 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                     _ => "other",
                 };
                 seen.log.push(format!("OPEN {claim}"));
+                if seen.open_delays > 0 {
+                    seen.open_delays -= 1;
+                    status = Nfsstat4::DELAY;
+                    results.push(NfsResop4::error(op.opnum(), status));
+                    break;
+                }
                 if claim == "previous" && !seen.grace {
                     status = Nfsstat4::NO_GRACE;
                     results.push(NfsResop4::error(op.opnum(), status));
@@ -690,5 +698,29 @@ async fn without_a_back_channel_no_delegation_is_wanted_and_one_granted_is_retur
     let from = seen.lock().unwrap().log.len();
     c.close(&f).await.unwrap();
     assert_eq!(ops_after(&seen, from), ["CLOSE 1"]);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_open_answered_delay_is_sent_again_until_it_is_done() {
+    let seen = Arc::new(Mutex::new(Seen {
+        open_delays: 3,
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    let from = seen.lock().unwrap().log.len();
+    let (f, _) = c.open("/d/f").await.unwrap();
+    assert_eq!(
+        ops_after(&seen, from),
+        [
+            "GETATTR",
+            "OPEN null",
+            "OPEN null",
+            "OPEN null",
+            "OPEN null",
+            "GETATTR"
+        ]
+    );
+    c.close(&f).await.unwrap();
     c.shutdown().await;
 }

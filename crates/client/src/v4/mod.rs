@@ -1057,6 +1057,19 @@ impl Client {
                 sent = self.send(&ops).await;
                 continue;
             }
+            let delayed = matches!(&result, Ok(r) if r.status == Nfsstat4::DELAY
+            && session::resend_delayed(
+                ops.iter().map(|o| o.opnum()),
+                r.results.len().saturating_sub(1),
+            ));
+            if next == Next::Done && delayed && retries < RETRIES_MAX {
+                // Not done, and nothing before it changed anything: again, a little later
+                // (a conflicting OPEN while the server recalls a delegation, say).
+                retries += 1;
+                tokio::time::sleep(session::DELAY_RETRY).await;
+                sent = self.send(&ops).await;
+                continue;
+            }
             let stale = matches!(&result, Ok(r) if matches!(
                 r.status,
                 Nfsstat4::STALE_STATEID | Nfsstat4::BAD_STATEID
