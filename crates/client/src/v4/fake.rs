@@ -46,6 +46,20 @@ struct Seen {
     cb_seq: u32,
     /// Answer the next OPENs with NFS4ERR_DELAY (as a server recalling a delegation does).
     open_delays: u32,
+    /// Two clients: delegations only for OPENs that only read, and an OPEN for writing by
+    /// another session recalls the one held (answered NFS4ERR_DELAY until it is returned).
+    two_clients: bool,
+    /// The session holding `last_deleg`.
+    holder: u8,
+    /// A recall of `last_deleg` was sent (two clients).
+    recalling: bool,
+    /// A recall to send to this session's connection, after the current reply.
+    conflict: Option<u8>,
+    /// The writers of each session's connection (for callbacks from another connection).
+    back: std::collections::HashMap<u8, tokio::sync::mpsc::UnboundedSender<Vec<Bytes>>>,
+    /// The file's contents, when READ, WRITE and GETATTR's size should follow them (else
+    /// READ is empty and the size 42).
+    data: Option<Vec<u8>>,
 }
 
 /// Serves every connection made to `listener`, each on its own task.
@@ -58,9 +72,22 @@ async fn serve(listener: TcpListener, seen: Arc<Mutex<Seen>>) {
     }
 }
 
-async fn serve_conn(mut sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
+async fn serve_conn(sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
     let mut dec = RecordDecoder::new(RecordDecoderConfig::default());
     let mut buf = vec![0u8; 1 << 16];
+    // Replies and callbacks go through a writer task, so that another connection's call can
+    // put a callback on this one (see `Seen::back`).
+    let (mut sock, mut wr) = sock.into_split();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Bytes>>();
+    tokio::spawn(async move {
+        while let Some(out) = rx.recv().await {
+            for b in out {
+                if wr.write_all(&b).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
     loop {
         let n = match sock.read(&mut buf).await {
             Ok(0) | Err(_) => return,
@@ -88,14 +115,22 @@ async fn serve_conn(mut sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
                     let stateid = seen.last_deleg.expect("a delegation to recall");
                     recall = Some(cb_recall(seen.sessions, seen.cb_seq, stateid));
                 }
+                if args.ops.iter().any(|o| o.opnum() == Opnum4::CREATE_SESSION) {
+                    let session = seen.sessions;
+                    seen.back.insert(session, tx.clone());
+                }
+                if let Some(holder) = seen.conflict.take() {
+                    seen.cb_seq += 1;
+                    let stateid = seen.last_deleg.expect("a delegation to recall");
+                    let cb = cb_recall(holder, seen.cb_seq, stateid);
+                    let _ = seen.back[&holder].send(sluice_rpc::record::frame(cb, 1 << 20));
+                }
             }
             let mut out = sluice_rpc::record::frame(w.into_segments(), 1 << 20);
             if let Some(cb) = recall {
                 out.extend(sluice_rpc::record::frame(cb, 1 << 20));
             }
-            for b in out {
-                sock.write_all(&b).await.unwrap();
-            }
+            let _ = tx.send(out);
         }
     }
 }
@@ -165,6 +200,7 @@ fn cb_recall(session: u8, seqid: u32, stateid: Stateid4) -> Vec<Bytes> {
 fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
     let mut results = Vec::new();
     let mut status = Nfsstat4::OK;
+    let mut session = 0;
     for op in &args.ops {
         let r = match op {
             NfsArgop4::ExchangeId(_) => {
@@ -197,6 +233,7 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                 }))
             }
             NfsArgop4::Sequence(a) => {
+                session = a.sessionid[0];
                 seen.log.push(format!(
                     "SEQUENCE s{} slot {} seq {}",
                     a.sessionid[0], a.slotid, a.sequenceid
@@ -241,10 +278,23 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                     results.push(NfsResop4::error(op.opnum(), status));
                     break;
                 }
+                let writes = a.share_access & OPEN4_SHARE_ACCESS_BOTH != OPEN4_SHARE_ACCESS_READ;
+                if seen.two_clients && writes && seen.last_deleg.is_some() && seen.holder != session
+                {
+                    // Recall it once; DELAY this OPEN (and its resends) until it is back.
+                    if !std::mem::replace(&mut seen.recalling, true) {
+                        seen.conflict = Some(seen.holder);
+                    }
+                    status = Nfsstat4::DELAY;
+                    results.push(NfsResop4::error(op.opnum(), status));
+                    break;
+                }
                 seen.stateids += 1;
                 let unwanted = a.share_access & OPEN4_SHARE_WANT_NO_DELEG != 0;
                 seen.want_no_deleg += usize::from(unwanted);
-                let delegation = if seen.delegate && (!unwanted || seen.ignore_want) {
+                let wanted = !unwanted || seen.ignore_want;
+                let delegation = if seen.delegate && wanted && !(seen.two_clients && writes) {
+                    seen.holder = session;
                     // Every file has the handle "fh": one delegation until it is returned,
                     // as a server gives every open of a file the same one.
                     let stateid = seen.last_deleg.unwrap_or(Stateid4 {
@@ -270,13 +320,24 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
             }
             NfsArgop4::Read(a) => {
                 seen.log.push(format!("READ {}", a.stateid.other[0]));
+                let data = seen.data.clone().unwrap_or_default();
+                let from = (a.offset as usize).min(data.len());
+                let to = (from + a.count as usize).min(data.len());
                 NfsResop4::Read(Res4::Ok(sluice_xdr::nfs4::ops::ReadResOk {
-                    eof: true,
-                    data: Payload::default(),
+                    eof: to == data.len(),
+                    data: Payload::from(Bytes::copy_from_slice(&data[from..to])),
                 }))
             }
             NfsArgop4::Write(a) => {
                 seen.log.push("WRITE".into());
+                if let Some(d) = &mut seen.data {
+                    let bytes = a.data.to_vec();
+                    let end = a.offset as usize + bytes.len();
+                    if d.len() < end {
+                        d.resize(end, 0);
+                    }
+                    d[a.offset as usize..end].copy_from_slice(&bytes);
+                }
                 NfsResop4::Write(Res4::Ok(WriteResOk {
                     count: a.data.len() as u32,
                     committed: StableHow4::UNSTABLE,
@@ -291,6 +352,7 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                 seen.log.push(format!("DELEGRETURN {:x}", d.other[0]));
                 if seen.last_deleg == Some(*d) {
                     seen.last_deleg = None;
+                    seen.recalling = false;
                 }
                 NfsResop4::Delegreturn(Nfsstat4::OK)
             }
@@ -303,7 +365,7 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
             NfsArgop4::Getattr(_) => {
                 seen.log.push("GETATTR".into());
                 let a = AttrValues {
-                    size: Some(42),
+                    size: Some(seen.data.as_ref().map_or(42, |d| d.len() as u64)),
                     ..AttrValues::default()
                 };
                 NfsResop4::Getattr(Res4::Ok(a.encode()))
@@ -723,4 +785,58 @@ async fn an_open_answered_delay_is_sent_again_until_it_is_done() {
     );
     c.close(&f).await.unwrap();
     c.shutdown().await;
+}
+
+/// Two clients of one server: A opens a file for reading and holds a read delegation; B opens
+/// it for writing, the server recalls A's delegation (answering B's OPEN with DELAY until it is
+/// back); A answers the recall, returns the delegation, and then reads what B wrote.
+#[tokio::test]
+async fn a_writer_on_another_client_recalls_the_readers_delegation_and_the_reader_sees_its_data() {
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: true,
+        delegate: true,
+        two_clients: true,
+        data: Some(b"before".to_vec()),
+        ..Seen::default()
+    }));
+    let a = client(&seen).await;
+    let b = client(&seen).await;
+    let (afh, attr) = a.open("/d/f").await.unwrap();
+    assert_eq!(a.delegations_held(), 1);
+    let got = crate::File::new(a.clone(), afh.clone(), attr)
+        .read_all()
+        .await;
+    assert_eq!(got.unwrap(), b"before");
+
+    let from = seen.lock().unwrap().log.len();
+    let (bfh, battr) = b.create("/d/f", 0o644, CreateMode::Truncate).await.unwrap();
+    let ops = ops_after(&seen, from);
+    let at = |l: &str| ops.iter().position(|x| x == l).unwrap_or(usize::MAX);
+    assert!(
+        at("CB_COMPOUND NFS4_OK [NFS4_OK, NFS4_OK]") < ops.len(),
+        "{ops:?}"
+    );
+    // B's OPEN got through only after A's delegation came back.
+    assert!(at("DELEGRETURN d1") < ops.len(), "{ops:?}");
+    assert_eq!(ops.last().map(String::as_str), Some("GETATTR"), "{ops:?}");
+    assert!(
+        ops.iter().filter(|l| *l == "OPEN null").count() >= 2,
+        "{ops:?}"
+    );
+    assert_eq!(a.delegations_held(), 0);
+    assert_eq!(b.delegations_held(), 0, "no delegation for a writer here");
+
+    let mut w = crate::File::new(b.clone(), bfh.clone(), battr).writer();
+    w.write(b"after, from B").await.unwrap();
+    w.finish().await.unwrap();
+    b.close(&bfh).await.unwrap();
+
+    let attr = a.getattr_fh(&afh.fh).await.unwrap();
+    let got = crate::File::new(a.clone(), afh.clone(), attr)
+        .read_all()
+        .await;
+    assert_eq!(got.unwrap(), b"after, from B");
+    a.close(&afh).await.unwrap();
+    a.shutdown().await;
+    b.shutdown().await;
 }
