@@ -454,6 +454,12 @@ async fn negotiation(s: &dyn Server) {
             .await
             .unwrap_or_else(|e| panic!("[{}] {minor:?}: {e}", s.name()));
         assert_eq!(c.minor_version(), want, "[{}] {minor:?}", s.name());
+        // Both servers take the back channel CREATE_SESSION offers (for recalls).
+        assert!(
+            c.back_channel_up(),
+            "[{}] {minor:?}: no back channel",
+            s.name()
+        );
         c.shutdown().await;
     }
 }
