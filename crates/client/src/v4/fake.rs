@@ -840,3 +840,28 @@ async fn a_writer_on_another_client_recalls_the_readers_delegation_and_the_reade
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// The version-neutral open (OPEN CLAIM_FH, what the commands and the mount use) records the
+/// delegation too, and its close returns it.
+#[tokio::test]
+async fn a_namespace_open_records_its_delegation_and_its_close_returns_it() {
+    use crate::namespace::{Handle, Namespace};
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: true,
+        delegate: true,
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    let fh = Handle::V4(NfsFh4::from(&b"fh"[..]));
+    let attr = sluice_xdr::nfs3::Fattr3 {
+        ftype: sluice_xdr::nfs3::Ftype3::REG,
+        ..Default::default()
+    };
+    let f = Namespace::open(&c, &fh, attr, false).await.unwrap();
+    assert_eq!(c.delegations_held(), 1);
+    let from = seen.lock().unwrap().log.len();
+    f.close().await.unwrap();
+    assert_eq!(ops_after(&seen, from), ["CLOSE 1", "DELEGRETURN d1"]);
+    assert_eq!(c.delegations_held(), 0);
+    c.shutdown().await;
+}
