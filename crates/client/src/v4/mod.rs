@@ -215,7 +215,8 @@ pub struct Fh {
     /// The open stateid with seqid 0 ("the current one", RFC 8881 §8.2.2), or the anonymous
     /// stateid for a handle that was only looked up.
     pub stateid: Stateid4,
-    /// A delegation the server granted with the open (returned at close).
+    /// A delegation the server granted with the open, if the client keeps it (see [`deleg`]:
+    /// the client's table, not this copy, decides what CLOSE returns).
     pub delegation: Option<Stateid4>,
 }
 
