@@ -454,6 +454,12 @@ async fn negotiation(s: &dyn Server) {
             .await
             .unwrap_or_else(|e| panic!("[{}] {minor:?}: {e}", s.name()));
         assert_eq!(c.minor_version(), want, "[{}] {minor:?}", s.name());
+        // Both servers take the back channel CREATE_SESSION offers (for recalls).
+        assert!(
+            c.back_channel_up(),
+            "[{}] {minor:?}: no back channel",
+            s.name()
+        );
         c.shutdown().await;
     }
 }
@@ -821,6 +827,18 @@ fn no_version_falls_back_to_v3_from_a_server_without_4_1() {
         let (r, _) = sluice(&["ls", &v4_url(&server, "", "4.1")]).await;
         assert!(r.unwrap_err().contains("MINOR_VERS_MISMATCH"));
         commands(&server, None, "3").await;
+        // --stats says why v3 was chosen.
+        let out = std::process::Command::new(SluiceServer::binary())
+            .args(["stat", "--stats", &url_of(&server, "", None)])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("NFS version fallback: ")
+                    && l.contains("MINOR_VERS_MISMATCH")),
+            "{err}"
+        );
     });
 }
 

@@ -100,6 +100,10 @@ pub struct ClientOptions {
     /// on the client, which more connections spread over several. Like Linux's `nconnect`
     /// mount option, and capped like it at 16. UDP has no connections: more than 1 is refused.
     pub nconnect: usize,
+    /// How long a URL without `version=` waits for the NFSv4 probe (connect, NULL,
+    /// EXCHANGE_ID) before it gives up on v4 and tries v3. Default 5 s; see
+    /// `namespace::V4_PROBE_TIMEOUT`. An explicit `version=4.x` never gives up early.
+    pub v4_probe_timeout: Duration,
 }
 
 /// Most TCP connections one client opens to the NFS service (Linux's cap for `nconnect`).
@@ -137,6 +141,7 @@ impl Default for ClientOptions {
             gid: None,
             readdir_bytes: 64 << 10,
             nconnect: 1,
+            v4_probe_timeout: crate::namespace::V4_PROBE_TIMEOUT,
         }
     }
 }
@@ -187,6 +192,8 @@ struct Inner {
     dir_bytes: u32,
     options: ClientOptions,
     stats: Mutex<ClientStats>,
+    /// Why v3 was chosen over v4, when `namespace::connect` fell back (shown in `--stats`).
+    version_note: std::sync::OnceLock<String>,
     /// What all files of this client share: the readahead budget, read statistics.
     files: FileContext,
 }
@@ -339,6 +346,7 @@ impl Client {
             ),
             options,
             stats,
+            version_note: std::sync::OnceLock::new(),
         };
         let mut client = Client {
             inner: Arc::new(inner),
@@ -356,6 +364,16 @@ impl Client {
     }
 
     // --- getters ---------------------------------------------------------------------------
+
+    /// Why this v3 client was chosen over NFSv4, if a URL without a version fell back to it.
+    pub fn version_note(&self) -> Option<&str> {
+        self.inner.version_note.get().map(String::as_str)
+    }
+
+    /// Records why v3 was chosen (once; see [`Client::version_note`]).
+    pub(crate) fn set_version_note(&self, note: String) {
+        let _ = self.inner.version_note.set(note);
+    }
 
     /// The URL this client was connected with.
     pub fn url(&self) -> &NfsUrl {

@@ -6,7 +6,8 @@
 //!            │ Arc<dyn Namespace>
 //!   connect(url) ── version=3 ──────────────▶ Client (v3: MOUNT, then NFS3 procedures)
 //!            ├───── version=4 / 4.1 / 4.2 ──▶ v4::Client (a SEQUENCE-led COMPOUND per call)
-//!            └───── no version: 4.2, 4.1, then 3 (as the Linux mount does)
+//!            └───── no version: 4.2, 4.1, then 3 (as the Linux mount does; the v4 probe
+//!                    gives up after V4_PROBE_TIMEOUT on a silent server)
 //!   open / create ──▶ OpenFile: File<Client> or File<v4::Client>, the same reader and writer
 //! ```
 //!
@@ -271,6 +272,11 @@ pub trait Namespace: Send + Sync + 'static {
     fn read_stats(&self) -> ReadStats;
     fn transport_stats(&self) -> TransportStats;
     fn is_udp(&self) -> bool;
+    /// Why this version was chosen over a higher one, when [`connect`] fell back (v3 after
+    /// an NFSv4 probe that failed or went unanswered).
+    fn version_note(&self) -> Option<String> {
+        None
+    }
     /// Ends what the server holds for this client (v4: the session and client id).
     fn shutdown(&self) -> Fut<'_, ()>;
 }
@@ -481,20 +487,41 @@ impl Writer {
     }
 }
 
+/// How long a URL without a version waits for the NFSv4 probe (TCP connect, NULL, then
+/// EXCHANGE_ID) before it tries NFSv3 instead: 5 s.
+///
+/// A server that serves no NFSv4 normally says so at once (connection refused, PROG_MISMATCH,
+/// MINOR_VERS_MISMATCH; see [`falls_back`]), but some stay silent: a firewall that drops the
+/// port, an old server that ignores calls for a version it does not serve, a proxy that accepts
+/// and never forwards. Without a bound the probe would wait for the RPC layer's major timeout
+/// (a minute, and forever with hard mounts). A live server answers NULL within a round trip
+/// plus a retransmission or two (the RPC layer's first timeout is under a second), so 5 s
+/// leaves room for a loaded server or a slow WAN and still reads as "a short wait, then v3"
+/// to a person at a prompt. Only the probe is bounded: once EXCHANGE_ID answered, the server
+/// speaks v4 and session setup runs under the ordinary RPC rules.
+pub const V4_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Connects to the server of `url` with the version it asks for; with none, NFSv4.2, then 4.1,
-/// then 3, as the Linux mount does (see [`choose`]).
+/// then 3, as the Linux mount does (see [`choose`]). The v4 attempt of a URL without a version
+/// gives up after [`ClientOptions::v4_probe_timeout`]; why v3 was taken then is logged at
+/// debug level and shown by [`Namespace::version_note`] (the commands' `--stats`).
 pub async fn connect(url: &NfsUrl, options: &ClientOptions) -> Result<Arc<dyn Namespace>, Error> {
     match choose(url, options) {
         Choice::V3 => Ok(Arc::new(Client::connect(url, options.clone()).await?)),
-        Choice::V4(minor) => Ok(Arc::new(connect_v4(url, options, minor).await?)),
-        Choice::Any => match connect_v4(url, options, v4::Minor::Highest).await {
-            Ok(c) => Ok(Arc::new(c)),
-            Err(e) if falls_back(&e) => {
-                tracing::debug!("{url}: no NFSv4 ({e}); trying NFSv3");
-                Ok(Arc::new(Client::connect(url, options.clone()).await?))
+        Choice::V4(minor) => Ok(Arc::new(connect_v4(url, options, minor, None).await?)),
+        Choice::Any => {
+            let probe = Some(options.v4_probe_timeout);
+            match connect_v4(url, options, v4::Minor::Highest, probe).await {
+                Ok(c) => Ok(Arc::new(c)),
+                Err(e) if falls_back(&e) => {
+                    tracing::debug!("{url}: no NFSv4 ({e}); trying NFSv3");
+                    let c = Client::connect(url, options.clone()).await?;
+                    c.set_version_note(format!("NFSv4 not used: {e}"));
+                    Ok(Arc::new(c))
+                }
+                Err(e) => Err(e.into()),
             }
-            Err(e) => Err(e.into()),
-        },
+        }
     }
 }
 
@@ -502,8 +529,13 @@ async fn connect_v4(
     url: &NfsUrl,
     options: &ClientOptions,
     minor: v4::Minor,
+    probe_timeout: Option<std::time::Duration>,
 ) -> Result<v4::Client, v4::Error> {
-    v4::Client::connect(url, options, minor, v4::V4Options::default()).await
+    let v4 = v4::V4Options {
+        probe_timeout,
+        ..v4::V4Options::default()
+    };
+    v4::Client::connect(url, options, minor, v4).await
 }
 
 /// What [`connect`] tries.
@@ -542,7 +574,8 @@ pub fn choose(url: &NfsUrl, options: &ClientOptions) -> Choice {
 /// True when a v4 attempt says the server has no NFSv4 there, so v3 is worth trying: the
 /// connection was refused, NULL got PROG_MISMATCH or PROG_UNAVAIL (both
 /// [`v4::Error::Connect`]), or no minor version was taken (NFS4ERR_MINOR_VERS_MISMATCH). Each
-/// is an answer, not a silence, so falling back costs a round trip or two, not a timeout.
+/// is an answer, not a silence, so falling back costs a round trip or two, not a timeout. A
+/// probe that got no answer in time is also [`v4::Error::Connect`] (see [`V4_PROBE_TIMEOUT`]).
 pub fn falls_back(e: &v4::Error) -> bool {
     match e {
         v4::Error::Connect(_) => true,
@@ -806,6 +839,9 @@ impl Namespace for Client {
     }
     fn is_udp(&self) -> bool {
         Client::is_udp(self)
+    }
+    fn version_note(&self) -> Option<String> {
+        Client::version_note(self).map(str::to_string)
     }
     fn shutdown(&self) -> Fut<'_, ()> {
         Box::pin(async { Ok(()) })

@@ -35,6 +35,10 @@ struct Fake {
     xids: HashMap<u32, u32>,
     commits: usize,
     connections: usize,
+    /// Read NFSv4 calls and never answer them (a server that silently drops v4).
+    silent_v4: bool,
+    /// NFSv4 calls seen (and dropped when `silent_v4`).
+    v4_calls: usize,
 }
 
 type Shared = Arc<Mutex<Fake>>;
@@ -62,6 +66,15 @@ async fn connection(mut s: TcpStream, fake: Shared) {
             Ok(_) => dec.push(buf.split().freeze()),
         }
         while let Ok(Some(rec)) = dec.next_record() {
+            if let CallParse::Call(call) = parse_call(&rec) {
+                if call.prog() == nfs3::PROGRAM && call.vers() == 4 {
+                    let mut f = fake.lock().unwrap();
+                    f.v4_calls += 1;
+                    if f.silent_v4 {
+                        continue;
+                    }
+                }
+            }
             let Some(reply) = handle(&rec, &fake) else {
                 return; // drop the connection without answering
             };
@@ -329,4 +342,34 @@ async fn a_broken_connection_is_reconnected_and_calls_resent_with_their_xids() {
     }
     assert_eq!(c.transport_stats().reconnects, 1);
     assert!(c.stats().get("NFS3", "WRITE").unwrap().retransmits >= 1);
+}
+
+/// A server that reads NFSv4 calls and never answers them must not hang a URL without a
+/// version: the v4 probe gives up after its timeout, v3 is used, and the reason is kept for
+/// `--stats`.
+#[tokio::test]
+async fn a_server_silent_to_nfsv4_makes_a_url_without_version_fall_back_to_v3() {
+    let fake = Shared::default();
+    {
+        let mut f = fake.lock().unwrap();
+        f.exists = true;
+        f.memory = pattern(10);
+        f.silent_v4 = true;
+    }
+    let port = serve(fake.clone()).await;
+    let url = sluice_client::NfsUrl::parse(&format!(
+        "nfs://127.0.0.1/export?nfsport={port}&mountport={port}"
+    ))
+    .unwrap();
+    let mut options = ClientOptions::default();
+    options.rpc.privileged_port = false;
+    // Short, to keep the test quick; the default is namespace::V4_PROBE_TIMEOUT.
+    options.v4_probe_timeout = std::time::Duration::from_millis(300);
+    let ns = sluice_client::connect(&url, &options).await.unwrap();
+    assert_eq!(ns.version(), sluice_client::ProtoVersion::V3);
+    assert!(fake.lock().unwrap().v4_calls >= 1, "NFSv4 was tried first");
+    let note = ns.version_note().expect("the fallback says why");
+    assert!(note.contains("no answer to the NFSv4 probe"), "{note}");
+    let (_, attr) = ns.lookup_path("f").await.unwrap();
+    assert_eq!(attr.size, 10);
 }

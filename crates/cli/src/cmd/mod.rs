@@ -197,6 +197,7 @@ impl Session {
         let mut reads = ReadStats::default();
         let (mut retrans, mut reconnects, mut udp) = (0, 0, false);
         let mut versions: Vec<String> = Vec::new();
+        let mut notes: Vec<String> = Vec::new();
         for c in &self.clients {
             reads.merge(&c.read_stats());
             let t = c.transport_stats();
@@ -206,6 +207,9 @@ impl Session {
             let v = c.version().to_string();
             if !versions.contains(&v) {
                 versions.push(v);
+            }
+            if let Some(n) = c.version_note().filter(|n| !notes.contains(n)) {
+                notes.push(n);
             }
         }
         if reads.app_reads > 0 {
@@ -218,6 +222,9 @@ impl Session {
         ));
         if !versions.is_empty() {
             out.push_str(&format!("\nNFS version: {}", versions.join(", ")));
+        }
+        for n in notes {
+            out.push_str(&format!("\nNFS version fallback: {n}"));
         }
         out
     }

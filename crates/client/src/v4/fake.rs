@@ -1,15 +1,19 @@
 //! The v4 driver against a scripted in-process server: what it sends after DELAY, BADSLOT,
 //! SEQ_MISORDERED, BADSESSION, CONN_NOT_BOUND_TO_SESSION and STALE_CLIENTID (reopening its
 //! files, with and without a grace period), and with `nconnect` (binds, or a refusal), seen on
-//! the wire.
+//! the wire; and the back channel: a CB_RECALL sent down the client's connection, with the
+//! reply and the COMMIT and DELEGRETURN that follow.
 
 use super::*;
 use sluice_rpc::record::{RecordDecoder, RecordDecoderConfig};
 use sluice_rpc::server::{parse_call, success_header, CallParse};
+use sluice_xdr::nfs4::callback::{CbArgop4, CbRecallArgs, CbSequenceArgs};
 use sluice_xdr::nfs4::ops::{
     BindConnToSessionResOk, CreateSessionResOk, ExchangeIdResOk, SequenceResOk,
 };
-use sluice_xdr::Unpack;
+use sluice_xdr::nfs4::ops::{OpenWriteDelegation4, WriteResOk, OPEN4_SHARE_WANT_NO_DELEG};
+use sluice_xdr::rpc::{CallHeader, MsgHeader};
+use sluice_xdr::{Reader, Unpack};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -26,6 +30,36 @@ struct Seen {
     grace: bool,
     /// Open stateids handed out (the next one's `other` is all this byte + 1).
     stateids: u8,
+    /// Take the back channel CREATE_SESSION offers.
+    back_chan: bool,
+    /// Grant a write delegation on OPEN (its stateid's `other` is all 0xd0 + the open's
+    /// number), unless the OPEN says OPEN4_SHARE_WANT_NO_DELEG and `ignore_want` is false.
+    delegate: bool,
+    ignore_want: bool,
+    /// OPENs that said OPEN4_SHARE_WANT_NO_DELEG.
+    want_no_deleg: usize,
+    /// The delegation granted and not yet returned.
+    last_deleg: Option<Stateid4>,
+    /// After answering the next GETATTR, recall `last_deleg` with a CB_COMPOUND.
+    recall: bool,
+    /// CB_SEQUENCE ids sent on back slot 0.
+    cb_seq: u32,
+    /// Answer the next OPENs with NFS4ERR_DELAY (as a server recalling a delegation does).
+    open_delays: u32,
+    /// Two clients: delegations only for OPENs that only read, and an OPEN for writing by
+    /// another session recalls the one held (answered NFS4ERR_DELAY until it is returned).
+    two_clients: bool,
+    /// The session holding `last_deleg`.
+    holder: u8,
+    /// A recall of `last_deleg` was sent (two clients).
+    recalling: bool,
+    /// A recall to send to this session's connection, after the current reply.
+    conflict: Option<u8>,
+    /// The writers of each session's connection (for callbacks from another connection).
+    back: std::collections::HashMap<u8, tokio::sync::mpsc::UnboundedSender<Vec<Bytes>>>,
+    /// The file's contents, when READ, WRITE and GETATTR's size should follow them (else
+    /// READ is empty and the size 42).
+    data: Option<Vec<u8>>,
 }
 
 /// Serves every connection made to `listener`, each on its own task.
@@ -38,9 +72,22 @@ async fn serve(listener: TcpListener, seen: Arc<Mutex<Seen>>) {
     }
 }
 
-async fn serve_conn(mut sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
+async fn serve_conn(sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
     let mut dec = RecordDecoder::new(RecordDecoderConfig::default());
     let mut buf = vec![0u8; 1 << 16];
+    // Replies and callbacks go through a writer task, so that another connection's call can
+    // put a callback on this one (see `Seen::back`).
+    let (mut sock, mut wr) = sock.into_split();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Bytes>>();
+    tokio::spawn(async move {
+        while let Some(out) = rx.recv().await {
+            for b in out {
+                if wr.write_all(&b).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
     loop {
         let n = match sock.read(&mut buf).await {
             Ok(0) | Err(_) => return,
@@ -48,25 +95,112 @@ async fn serve_conn(mut sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
         };
         dec.push(Bytes::copy_from_slice(&buf[..n]));
         while let Some(rec) = dec.next_record().unwrap() {
+            if is_reply(&rec) {
+                let line = cb_reply(&rec);
+                seen.lock().unwrap().log.push(line);
+                continue;
+            }
             let CallParse::Call(call) = parse_call(&rec) else {
                 panic!("not a call")
             };
             let mut w = success_header(call.xid);
+            let mut recall = None;
             if call.proc_() == nfs4::proc_::COMPOUND {
                 let args = Compound4Args::unpack(&mut call.args(&rec)).unwrap();
-                answer(&args, &mut seen.lock().unwrap()).pack(&mut w);
+                let mut seen = seen.lock().unwrap();
+                answer(&args, &mut seen).pack(&mut w);
+                let getattr = args.ops.iter().any(|o| o.opnum() == Opnum4::GETATTR);
+                if getattr && std::mem::take(&mut seen.recall) {
+                    seen.cb_seq += 1;
+                    let stateid = seen.last_deleg.expect("a delegation to recall");
+                    recall = Some(cb_recall(seen.sessions, seen.cb_seq, stateid));
+                }
+                if args.ops.iter().any(|o| o.opnum() == Opnum4::CREATE_SESSION) {
+                    let session = seen.sessions;
+                    seen.back.insert(session, tx.clone());
+                }
+                if let Some(holder) = seen.conflict.take() {
+                    seen.cb_seq += 1;
+                    let stateid = seen.last_deleg.expect("a delegation to recall");
+                    let cb = cb_recall(holder, seen.cb_seq, stateid);
+                    let _ = seen.back[&holder].send(sluice_rpc::record::frame(cb, 1 << 20));
+                }
             }
-            let out = sluice_rpc::record::frame(w.into_segments(), 1 << 20);
-            for b in out {
-                sock.write_all(&b).await.unwrap();
+            let mut out = sluice_rpc::record::frame(w.into_segments(), 1 << 20);
+            if let Some(cb) = recall {
+                out.extend(sluice_rpc::record::frame(cb, 1 << 20));
             }
+            let _ = tx.send(out);
         }
     }
+}
+
+fn flat(rec: &[Bytes]) -> Bytes {
+    Bytes::from(
+        rec.iter()
+            .flat_map(|b| b.iter().copied())
+            .collect::<Vec<u8>>(),
+    )
+}
+
+/// An RPC REPLY (msg_type 1): the client answering one of our callbacks.
+fn is_reply(rec: &[Bytes]) -> bool {
+    flat(rec).get(4..8) == Some(&[0, 0, 0, 1][..])
+}
+
+/// A callback reply as a log line: `CB_COMPOUND status [op statuses]`.
+fn cb_reply(rec: &[Bytes]) -> String {
+    let b = flat(rec);
+    let mut r = Reader::from_bytes(&b);
+    MsgHeader::unpack(&mut r).unwrap();
+    let res = CbCompound4Res::unpack(&mut r).unwrap();
+    let ops: Vec<&str> = res.results.iter().map(|o| o.status().name()).collect();
+    format!("CB_COMPOUND {} [{}]", res.status.name(), ops.join(", "))
+}
+
+/// CB_COMPOUND [CB_SEQUENCE, CB_RECALL of `stateid` on the handle "fh"] on session `session`.
+fn cb_recall(session: u8, seqid: u32, stateid: Stateid4) -> Vec<Bytes> {
+    let mut w = Writer::new();
+    MsgHeader::Call {
+        xid: 0x7000_0000 + seqid,
+        call: CallHeader {
+            rpcvers: 2,
+            prog: cb::PROGRAM_DEFAULT,
+            vers: cb::VERSION,
+            proc_: cb::proc_::CB_COMPOUND,
+            cred: OpaqueAuth::none(),
+            verf: OpaqueAuth::none(),
+        },
+    }
+    .pack(&mut w);
+    CbCompound4Args {
+        tag: Utf8Str::default(),
+        minorversion: 1,
+        callback_ident: 0,
+        ops: vec![
+            CbArgop4::Sequence(CbSequenceArgs {
+                sessionid: [session; 16],
+                sequenceid: seqid,
+                slotid: 0,
+                highest_slotid: 0,
+                cachethis: false,
+                referring_call_lists: Default::default(),
+            }),
+            CbArgop4::Recall(CbRecallArgs {
+                stateid,
+                truncate: false,
+                fh: NfsFh4::from(&b"fh"[..]),
+            }),
+        ],
+    }
+    .pack(&mut w);
+    w.into_segments()
 }
 
 fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
     let mut results = Vec::new();
     let mut status = Nfsstat4::OK;
+    let mut session = 0;
     for op in &args.ops {
         let r = match op {
             NfsArgop4::ExchangeId(_) => {
@@ -83,7 +217,11 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                 NfsResop4::CreateSession(Res4::Ok(CreateSessionResOk {
                     sessionid: [seen.sessions; 16],
                     sequence: a.sequence,
-                    flags: 0,
+                    flags: if seen.back_chan {
+                        a.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN
+                    } else {
+                        0
+                    },
                     fore_chan_attrs: ChannelAttrs4 {
                         maxrequestsize: 1 << 21,
                         maxresponsesize: 1 << 21,
@@ -95,6 +233,7 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                 }))
             }
             NfsArgop4::Sequence(a) => {
+                session = a.sessionid[0];
                 seen.log.push(format!(
                     "SEQUENCE s{} slot {} seq {}",
                     a.sessionid[0], a.slotid, a.sequenceid
@@ -128,26 +267,94 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                     _ => "other",
                 };
                 seen.log.push(format!("OPEN {claim}"));
+                if seen.open_delays > 0 {
+                    seen.open_delays -= 1;
+                    status = Nfsstat4::DELAY;
+                    results.push(NfsResop4::error(op.opnum(), status));
+                    break;
+                }
                 if claim == "previous" && !seen.grace {
                     status = Nfsstat4::NO_GRACE;
                     results.push(NfsResop4::error(op.opnum(), status));
                     break;
                 }
+                let writes = a.share_access & OPEN4_SHARE_ACCESS_BOTH != OPEN4_SHARE_ACCESS_READ;
+                if seen.two_clients && writes && seen.last_deleg.is_some() && seen.holder != session
+                {
+                    // Recall it once; DELAY this OPEN (and its resends) until it is back.
+                    if !std::mem::replace(&mut seen.recalling, true) {
+                        seen.conflict = Some(seen.holder);
+                    }
+                    status = Nfsstat4::DELAY;
+                    results.push(NfsResop4::error(op.opnum(), status));
+                    break;
+                }
                 seen.stateids += 1;
+                let unwanted = a.share_access & OPEN4_SHARE_WANT_NO_DELEG != 0;
+                seen.want_no_deleg += usize::from(unwanted);
+                let wanted = !unwanted || seen.ignore_want;
+                let delegation = if seen.delegate && wanted && !(seen.two_clients && writes) {
+                    seen.holder = session;
+                    // Every file has the handle "fh": one delegation until it is returned,
+                    // as a server gives every open of a file the same one.
+                    let stateid = seen.last_deleg.unwrap_or(Stateid4 {
+                        seqid: 1,
+                        other: [0xd0 + seen.stateids; 12],
+                    });
+                    seen.last_deleg = Some(stateid);
+                    OpenDelegation4::Write(OpenWriteDelegation4 {
+                        stateid,
+                        ..Default::default()
+                    })
+                } else {
+                    OpenDelegation4::None
+                };
                 NfsResop4::Open(Res4::Ok(sluice_xdr::nfs4::ops::OpenResOk {
                     stateid: Stateid4 {
                         seqid: 1,
                         other: [seen.stateids; 12],
                     },
+                    delegation,
                     ..Default::default()
                 }))
             }
             NfsArgop4::Read(a) => {
                 seen.log.push(format!("READ {}", a.stateid.other[0]));
+                let data = seen.data.clone().unwrap_or_default();
+                let from = (a.offset as usize).min(data.len());
+                let to = (from + a.count as usize).min(data.len());
                 NfsResop4::Read(Res4::Ok(sluice_xdr::nfs4::ops::ReadResOk {
-                    eof: true,
-                    data: Payload::default(),
+                    eof: to == data.len(),
+                    data: Payload::from(Bytes::copy_from_slice(&data[from..to])),
                 }))
+            }
+            NfsArgop4::Write(a) => {
+                seen.log.push("WRITE".into());
+                if let Some(d) = &mut seen.data {
+                    let bytes = a.data.to_vec();
+                    let end = a.offset as usize + bytes.len();
+                    if d.len() < end {
+                        d.resize(end, 0);
+                    }
+                    d[a.offset as usize..end].copy_from_slice(&bytes);
+                }
+                NfsResop4::Write(Res4::Ok(WriteResOk {
+                    count: a.data.len() as u32,
+                    committed: StableHow4::UNSTABLE,
+                    writeverf: [0; 8],
+                }))
+            }
+            NfsArgop4::Commit(_) => {
+                seen.log.push("COMMIT".into());
+                NfsResop4::Commit(Res4::Ok([0; 8]))
+            }
+            NfsArgop4::Delegreturn(d) => {
+                seen.log.push(format!("DELEGRETURN {:x}", d.other[0]));
+                if seen.last_deleg == Some(*d) {
+                    seen.last_deleg = None;
+                    seen.recalling = false;
+                }
+                NfsResop4::Delegreturn(Nfsstat4::OK)
             }
             NfsArgop4::Close(a) => {
                 seen.log.push(format!("CLOSE {}", a.open_stateid.other[0]));
@@ -158,7 +365,7 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
             NfsArgop4::Getattr(_) => {
                 seen.log.push("GETATTR".into());
                 let a = AttrValues {
-                    size: Some(42),
+                    size: Some(seen.data.as_ref().map_or(42, |d| d.len() as u64)),
                     ..AttrValues::default()
                 };
                 NfsResop4::Getattr(Res4::Ok(a.encode()))
@@ -209,6 +416,38 @@ async fn client_with(seen: &Arc<Mutex<Seen>>, nconnect: usize) -> Client {
     Client::connect(&url, &options, Minor::V1, V4Options::default())
         .await
         .unwrap()
+}
+
+/// A port that accepts and reads but never answers: with a probe timeout, connecting fails
+/// with an error that lets a caller fall back to v3, instead of waiting for the RPC layer.
+#[tokio::test]
+async fn a_silent_server_fails_the_probe_with_an_error_that_falls_back() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                while matches!(sock.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    let url = NfsUrl::parse(&format!("nfs://127.0.0.1/x?nfsport={port}")).unwrap();
+    let mut options = ClientOptions::default();
+    options.rpc.privileged_port = false;
+    let v4 = V4Options {
+        probe_timeout: Some(Duration::from_millis(200)),
+        ..V4Options::default()
+    };
+    let e = match Client::connect(&url, &options, Minor::Highest, v4).await {
+        Ok(_) => panic!("a silent server cannot give a session"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(&e, Error::Connect(m) if m.contains("no answer")),
+        "{e}"
+    );
+    assert!(crate::namespace::falls_back(&e));
 }
 
 /// What the server saw from log line `from` on.
@@ -394,4 +633,235 @@ async fn opens_are_made_again_by_handle_after_reclaim_complete_when_there_is_no_
             "CLOSE 2",
         ]
     );
+}
+
+/// The log without SEQUENCE lines, from line `from` on.
+fn ops_after(seen: &Arc<Mutex<Seen>>, from: usize) -> Vec<String> {
+    after_connect(seen, from)
+        .into_iter()
+        .filter(|l| !l.starts_with("SEQUENCE"))
+        .collect()
+}
+
+/// Waits (up to 10 s) until the log has a line starting with `prefix` after line `from`.
+async fn wait_for(seen: &Arc<Mutex<Seen>>, from: usize, prefix: &str) {
+    for _ in 0..1000 {
+        if after_connect(seen, from)
+            .iter()
+            .any(|l| l.starts_with(prefix))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no {prefix} in {:?}", after_connect(seen, from));
+}
+
+#[tokio::test]
+async fn a_recall_is_answered_at_once_then_the_dirty_file_is_committed_and_returned() {
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: true,
+        delegate: true,
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    assert!(c.back_channel_up());
+    let (fh, _) = c.create("/d/f", 0o644, CreateMode::Truncate).await.unwrap();
+    assert_eq!(seen.lock().unwrap().want_no_deleg, 0);
+    assert_eq!(c.delegations_held(), 1);
+    let (w, _) = c
+        .start_write(&fh, 0, Bytes::from_static(b"data"), Stability::Unstable)
+        .await
+        .await;
+    assert_eq!(w.unwrap().committed, Stability::Unstable);
+    let from = {
+        let mut s = seen.lock().unwrap();
+        s.recall = true;
+        s.log.len()
+    };
+    c.getattr_fh(&fh.fh).await.unwrap();
+    wait_for(&seen, from, "DELEGRETURN").await;
+    let ops = ops_after(&seen, from);
+    let at = |l: &str| ops.iter().position(|x| x == l).unwrap_or(usize::MAX);
+    assert_eq!(ops[0], "GETATTR");
+    assert!(
+        at("CB_COMPOUND NFS4_OK [NFS4_OK, NFS4_OK]") < ops.len(),
+        "{ops:?}"
+    );
+    assert!(at("COMMIT") < at("DELEGRETURN d1"), "{ops:?}");
+    assert_eq!(c.delegations_held(), 0);
+    // Returned already: the close sends no second DELEGRETURN.
+    let from = seen.lock().unwrap().log.len();
+    c.close(&fh).await.unwrap();
+    assert_eq!(ops_after(&seen, from), ["CLOSE 1"]);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_recall_of_a_clean_file_returns_it_without_a_commit_and_close_returns_the_rest() {
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: true,
+        delegate: true,
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    let (a, _) = c.open("/d/a").await.unwrap();
+    let (b, _) = c.open("/d/b").await.unwrap();
+    // The fake hands out handle "fh" for every file: the second open joins the delegation.
+    assert_eq!(c.delegations_held(), 1);
+    let from = seen.lock().unwrap().log.len();
+    c.close(&a).await.unwrap();
+    assert_eq!(ops_after(&seen, from), ["CLOSE 1"]);
+    c.close(&b).await.unwrap();
+    assert_eq!(
+        ops_after(&seen, from),
+        ["CLOSE 1", "CLOSE 2", "DELEGRETURN d1"]
+    );
+    assert_eq!(c.delegations_held(), 0);
+
+    let (f, _) = c.open("/d/f").await.unwrap();
+    let from = {
+        let mut s = seen.lock().unwrap();
+        s.recall = true;
+        s.log.len()
+    };
+    c.getattr_fh(&f.fh).await.unwrap();
+    wait_for(&seen, from, "DELEGRETURN").await;
+    let ops = ops_after(&seen, from);
+    assert!(!ops.contains(&"COMMIT".to_string()), "{ops:?}");
+    assert!(ops.contains(&"DELEGRETURN d3".to_string()), "{ops:?}");
+    assert_eq!(c.delegations_held(), 0);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_a_back_channel_no_delegation_is_wanted_and_one_granted_is_returned_at_once() {
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: false,
+        delegate: true,
+        ignore_want: true,
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    assert!(!c.back_channel_up());
+    let from = seen.lock().unwrap().log.len();
+    let (f, _) = c.open("/d/f").await.unwrap();
+    assert_eq!(seen.lock().unwrap().want_no_deleg, 1);
+    assert_eq!(
+        ops_after(&seen, from),
+        ["GETATTR", "OPEN null", "GETATTR", "DELEGRETURN d1"]
+    );
+    assert_eq!(c.delegations_held(), 0);
+    let (w, _) = c
+        .start_write(&f, 0, Bytes::from_static(b"x"), Stability::Unstable)
+        .await
+        .await;
+    w.unwrap();
+    let from = seen.lock().unwrap().log.len();
+    c.close(&f).await.unwrap();
+    assert_eq!(ops_after(&seen, from), ["CLOSE 1"]);
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_open_answered_delay_is_sent_again_until_it_is_done() {
+    let seen = Arc::new(Mutex::new(Seen {
+        open_delays: 3,
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    let from = seen.lock().unwrap().log.len();
+    let (f, _) = c.open("/d/f").await.unwrap();
+    assert_eq!(
+        ops_after(&seen, from),
+        [
+            "GETATTR",
+            "OPEN null",
+            "OPEN null",
+            "OPEN null",
+            "OPEN null",
+            "GETATTR"
+        ]
+    );
+    c.close(&f).await.unwrap();
+    c.shutdown().await;
+}
+
+/// Two clients of one server: A opens a file for reading and holds a read delegation; B opens
+/// it for writing, the server recalls A's delegation (answering B's OPEN with DELAY until it is
+/// back); A answers the recall, returns the delegation, and then reads what B wrote.
+#[tokio::test]
+async fn a_writer_on_another_client_recalls_the_readers_delegation_and_the_reader_sees_its_data() {
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: true,
+        delegate: true,
+        two_clients: true,
+        data: Some(b"before".to_vec()),
+        ..Seen::default()
+    }));
+    let a = client(&seen).await;
+    let b = client(&seen).await;
+    let (afh, attr) = a.open("/d/f").await.unwrap();
+    assert_eq!(a.delegations_held(), 1);
+    let got = crate::File::new(a.clone(), afh.clone(), attr)
+        .read_all()
+        .await;
+    assert_eq!(got.unwrap(), b"before");
+
+    let from = seen.lock().unwrap().log.len();
+    let (bfh, battr) = b.create("/d/f", 0o644, CreateMode::Truncate).await.unwrap();
+    let ops = ops_after(&seen, from);
+    let at = |l: &str| ops.iter().position(|x| x == l).unwrap_or(usize::MAX);
+    assert!(
+        at("CB_COMPOUND NFS4_OK [NFS4_OK, NFS4_OK]") < ops.len(),
+        "{ops:?}"
+    );
+    // B's OPEN got through only after A's delegation came back.
+    assert!(at("DELEGRETURN d1") < ops.len(), "{ops:?}");
+    assert_eq!(ops.last().map(String::as_str), Some("GETATTR"), "{ops:?}");
+    assert!(
+        ops.iter().filter(|l| *l == "OPEN null").count() >= 2,
+        "{ops:?}"
+    );
+    assert_eq!(a.delegations_held(), 0);
+    assert_eq!(b.delegations_held(), 0, "no delegation for a writer here");
+
+    let mut w = crate::File::new(b.clone(), bfh.clone(), battr).writer();
+    w.write(b"after, from B").await.unwrap();
+    w.finish().await.unwrap();
+    b.close(&bfh).await.unwrap();
+
+    let attr = a.getattr_fh(&afh.fh).await.unwrap();
+    let got = crate::File::new(a.clone(), afh.clone(), attr)
+        .read_all()
+        .await;
+    assert_eq!(got.unwrap(), b"after, from B");
+    a.close(&afh).await.unwrap();
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// The version-neutral open (OPEN CLAIM_FH, what the commands and the mount use) records the
+/// delegation too, and its close returns it.
+#[tokio::test]
+async fn a_namespace_open_records_its_delegation_and_its_close_returns_it() {
+    use crate::namespace::{Handle, Namespace};
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: true,
+        delegate: true,
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    let fh = Handle::V4(NfsFh4::from(&b"fh"[..]));
+    let attr = sluice_xdr::nfs3::Fattr3 {
+        ftype: sluice_xdr::nfs3::Ftype3::REG,
+        ..Default::default()
+    };
+    let f = Namespace::open(&c, &fh, attr, false).await.unwrap();
+    assert_eq!(c.delegations_held(), 1);
+    let from = seen.lock().unwrap().log.len();
+    f.close().await.unwrap();
+    assert_eq!(ops_after(&seen, from), ["CLOSE 1", "DELEGRETURN d1"]);
+    assert_eq!(c.delegations_held(), 0);
+    c.shutdown().await;
 }

@@ -67,9 +67,19 @@
 //!
 //! The version-neutral [`crate::namespace::Namespace`] over this client is in `namespace.rs`.
 //!
+//! # Callbacks and delegations
+//! CREATE_SESSION offers a back channel on the first connection; the transport hands the
+//! server's calls to [`CbService`], which answers them from the sans-IO [`deleg`] module. A
+//! delegation granted on OPEN is recorded per file; a CB_RECALL is answered at once and the
+//! file is committed (if UNSTABLE data went to it) and returned on a task of its own; the
+//! last CLOSE of a file returns its delegation with the CLOSE. A server that takes no back
+//! channel gets `OPEN4_SHARE_WANT_NO_DELEG`, and any delegation it grants anyway is returned
+//! at once. After a new client id the old delegations are forgotten.
+//!
 //! # Not yet here
-//! Locks, delegations (a delegation the server grants anyway is returned at close).
+//! Locks.
 
+pub mod deleg;
 mod namespace;
 pub mod reopen;
 pub mod session;
@@ -83,7 +93,10 @@ use crate::proto::{
     Stability, Version, WriteCall, WriteReply,
 };
 use crate::stats::{ClientStats, ReadStats, Sample};
-use crate::transport::{CallError, Connections, PendingCall, RpcClient, RpcConfig, TransportStats};
+use crate::transport::{
+    CallError, CallbackReply, CallbackService, Callbacks, Connections, IncomingCall, PendingCall,
+    RpcClient, RpcConfig, TransportStats,
+};
 use crate::url::NfsUrl;
 use bytes::Bytes;
 use reopen::{OpenRecord, OpenTable};
@@ -91,13 +104,15 @@ use session::{Lease, Next, Outcome, Slot, SlotTable};
 use sluice_rpc::client::{ProcId, RpcError};
 use sluice_rpc::rtt::TimerClass;
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
-use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
+use sluice_xdr::nfs4::callback::{self as cb, CbCompound4Args, CbCompound4Res};
+use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundError, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
     BindConnToSessionArgs, CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4,
     CloseArgs, CommitArgs, CreatVerfAttr, CreateArgs, CreateSessionArgs, CreateSessionResOk,
     Createhow4, Createtype4, ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs,
     OpenClaim4, OpenDelegation4, Openflag4, Opnum4, ReadArgs, ReaddirArgs, Res4, SequenceArgs,
-    StateProtect4A, WriteArgs, CDFC4_FORE, CDFS4_FORE,
+    StateProtect4A, WriteArgs, CDFC4_FORE, CDFC4_FORE_OR_BOTH, CDFS4_FORE,
+    CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
 };
 use sluice_xdr::nfs4::{
     self as nfs4, Bitmap4, Component4, Fattr4, Ftype4, NfsFh4, Nfsstat4, Nfstime4, Opaque4,
@@ -138,6 +153,10 @@ impl Minor {
 pub struct V4Options {
     /// EXCHANGE_ID's client owner; `None`: unique per instance (see the module docs).
     pub owner: Option<Vec<u8>>,
+    /// A bound on the probe (TCP connect, NULL, the first EXCHANGE_ID answer): past it,
+    /// connecting fails with [`Error::Connect`], so that a caller with another version to try
+    /// does not hang on a silent server. `None` (the default): the RPC layer's own timeouts.
+    pub probe_timeout: Option<Duration>,
 }
 
 /// Why a v4 operation failed.
@@ -196,7 +215,8 @@ pub struct Fh {
     /// The open stateid with seqid 0 ("the current one", RFC 8881 §8.2.2), or the anonymous
     /// stateid for a handle that was only looked up.
     pub stateid: Stateid4,
-    /// A delegation the server granted with the open (returned at close).
+    /// A delegation the server granted with the open, if the client keeps it (see [`deleg`]:
+    /// the client's table, not this copy, decides what CLOSE returns).
     pub delegation: Option<Stateid4>,
 }
 
@@ -342,6 +362,9 @@ struct Inner {
     open_files: Mutex<OpenTable>,
     /// Woken when a reopen pass ends.
     reopen_done: Notify,
+    /// The back channel's slots and the delegations held (see [`deleg`]); shared with the
+    /// callback service the transport calls.
+    callbacks: Arc<Mutex<deleg::Callbacks>>,
 }
 
 struct SessionState {
@@ -394,17 +417,25 @@ impl Client {
             rpc_config.server_name = url.host.clone();
         }
         let nconnect = checked_nconnect(url, options).map_err(Error::Connect)?;
-        let rpc = RpcClient::connect(addr, rpc_config.clone())
-            .await
-            .map_err(|e| Error::Connect(format!("cannot connect to {addr}: {e}")))?;
+        let service = Arc::new(CbService::default());
+        rpc_config.callbacks = Some(Callbacks(service.clone()));
+        let probe = Probe::new(v4.probe_timeout);
+        let rpc = probe
+            .within(async {
+                RpcClient::connect(addr, rpc_config.clone())
+                    .await
+                    .map_err(|e| Error::Connect(format!("cannot connect to {addr}: {e}")))
+            })
+            .await?;
         let cred = credentials(url, options);
         let owner = v4.owner.unwrap_or_else(instance_owner);
         let verifier: [u8; 8] = rand::random();
         let stats = Mutex::new(ClientStats::default());
-        null(&rpc, &cred).await?;
+        probe.within(null(&rpc, &cred)).await?;
         let mut last = None;
         for &m in minor.candidates() {
-            match exchange_id(&rpc, &cred, m, &owner, verifier, &stats).await {
+            let x = probe.within(exchange_id(&rpc, &cred, m, &owner, verifier, &stats));
+            match x.await {
                 Ok(x) => {
                     let slots = (options.rpc.table.max_in_flight as u32).max(1);
                     let (sess, create_seq) =
@@ -421,7 +452,7 @@ impl Client {
                     let note = trunk.open(&mut conns).await?;
                     return Client::finish_connect(
                         conns, note, cred, m, url, owner, verifier, x.0, create_seq, sess, options,
-                        stats,
+                        stats, service,
                     )
                     .await;
                 }
@@ -446,8 +477,18 @@ impl Client {
         sess: CreateSessionResOk,
         options: &ClientOptions,
         stats: Mutex<ClientStats>,
+        service: Arc<CbService>,
     ) -> Result<Client, Error> {
         let fore = &sess.fore_chan_attrs;
+        // Before the first SEQUENCE, after which the server may call back on the session.
+        service.state.lock().expect("callbacks lock").new_session(
+            sess.sessionid,
+            back_channel(&sess),
+            sess.back_chan_attrs.maxrequests,
+        );
+        if !back_channel(&sess) {
+            tracing::debug!("{}: no NFSv4.1 back channel; no delegations", url.host);
+        }
         let size = |server: u32, cap: u32| {
             let s = server.saturating_sub(HEADER_BYTES_MAX).min(cap);
             if s >= 4096 {
@@ -508,12 +549,15 @@ impl Client {
             opens: AtomicU64::new(0),
             open_files: Mutex::new(OpenTable::default()),
             reopen_done: Notify::new(),
+            callbacks: service.state.clone(),
         };
         let mut client = Client {
             inner: Arc::new(inner),
         };
         client.reclaim_complete().await;
         client.fit_to_filesystem().await?;
+        // Only now: `fit_to_filesystem` needs the one strong handle and no weak ones.
+        let _ = service.client.set(Arc::downgrade(&client.inner));
         tokio::spawn(renew_loop(Arc::downgrade(&client.inner)));
         Ok(client)
     }
@@ -703,10 +747,111 @@ impl Client {
                 open_stateid: current,
             }),
         ];
-        if let Some(d) = fh.delegation {
+        let delegation = self
+            .inner
+            .callbacks
+            .lock()
+            .expect("callbacks lock")
+            .delegations
+            .closing(&fh.fh);
+        if let Some(d) = delegation {
             ops.push(NfsArgop4::Delegreturn(d));
         }
-        self.compound(ops).await?.ok().map(|_| ())
+        let res = self.compound(ops).await;
+        if let Some(d) = delegation {
+            let returned =
+                matches!(&res, Ok(r) if r.results.iter().any(|r| r.opnum() == Opnum4::DELEGRETURN));
+            if !returned {
+                // CLOSE failed before it: the delegation is returned on its own.
+                let _ = self
+                    .compound(vec![
+                        NfsArgop4::Putfh(fh.fh.clone()),
+                        NfsArgop4::Delegreturn(d),
+                    ])
+                    .await;
+            }
+            self.inner
+                .callbacks
+                .lock()
+                .expect("callbacks lock")
+                .delegations
+                .returned(&fh.fh, d);
+        }
+        res?.ok().map(|_| ())
+    }
+
+    /// Whether the current session has a back channel (the server can recall delegations).
+    pub fn back_channel_up(&self) -> bool {
+        self.inner.callbacks.lock().expect("callbacks lock").up
+    }
+
+    /// Delegations held now (not counting ones being returned).
+    pub fn delegations_held(&self) -> usize {
+        self.inner
+            .callbacks
+            .lock()
+            .expect("callbacks lock")
+            .delegations
+            .held_count()
+    }
+
+    /// An OPEN of `fh` came with `d`: records it, or returns it at once when it cannot be
+    /// kept (see [`deleg::Granted`]). The delegation stateid kept, if any.
+    async fn delegation_granted(&self, fh: &NfsFh4, d: &OpenDelegation4) -> Option<Stateid4> {
+        let (stateid, kind) = match d {
+            OpenDelegation4::Read(d) => (d.stateid, deleg::Kind::Read),
+            OpenDelegation4::Write(d) => (d.stateid, deleg::Kind::Write),
+            _ => return None,
+        };
+        let granted = {
+            let mut cbs = self.inner.callbacks.lock().expect("callbacks lock");
+            if cbs.up {
+                cbs.delegations.granted(fh, stateid, kind)
+            } else {
+                deleg::Granted::ReturnNow
+            }
+        };
+        match granted {
+            deleg::Granted::Held => Some(stateid),
+            deleg::Granted::ReturnNow => {
+                let _ = self
+                    .compound(vec![
+                        NfsArgop4::Putfh(fh.clone()),
+                        NfsArgop4::Delegreturn(stateid),
+                    ])
+                    .await;
+                None
+            }
+        }
+    }
+
+    /// Carries out a recall (see [`deleg::Return`]): COMMIT the file if UNSTABLE data went to
+    /// it since its last COMMIT, through the same path as the file layer's COMMITs, then
+    /// DELEGRETURN. Failures are logged: the server revokes a delegation that is not
+    /// returned, which costs us nothing we rely on.
+    async fn return_delegation(self, r: deleg::Return) {
+        if r.flush {
+            let fh = Fh::unopened(r.fh.clone());
+            if let Err(e) = self.start_commit(&fh, 0, 0).await.await {
+                tracing::debug!("{}: COMMIT before DELEGRETURN: {e}", self.inner.url.host);
+            }
+        }
+        let res = self
+            .compound(vec![
+                NfsArgop4::Putfh(r.fh.clone()),
+                NfsArgop4::Delegreturn(r.stateid),
+            ])
+            .await
+            .and_then(Reply::ok);
+        if let Err(e) = res {
+            tracing::debug!("{}: recalled delegation: {e}", self.inner.url.host);
+        }
+        self.inner
+            .callbacks
+            .lock()
+            .expect("callbacks lock")
+            .delegations
+            .returned(&r.fh, r.stateid);
     }
 
     /// Ends the session and the client id (DESTROY_SESSION, DESTROY_CLIENTID). Calls after it
@@ -862,6 +1007,19 @@ impl Client {
                 sent = self.send(&ops).await;
                 continue;
             }
+            let delayed = matches!(&result, Ok(r) if r.status == Nfsstat4::DELAY
+            && session::resend_delayed(
+                ops.iter().map(|o| o.opnum()),
+                r.results.len().saturating_sub(1),
+            ));
+            if next == Next::Done && delayed && retries < RETRIES_MAX {
+                // Not done, and nothing before it changed anything: again, a little later
+                // (a conflicting OPEN while the server recalls a delegation, say).
+                retries += 1;
+                tokio::time::sleep(session::DELAY_RETRY).await;
+                sent = self.send(&ops).await;
+                continue;
+            }
             let stale = matches!(&result, Ok(r) if matches!(
                 r.status,
                 Nfsstat4::STALE_STATEID | Nfsstat4::BAD_STATEID
@@ -965,7 +1123,14 @@ impl Client {
             // Claimed before the call, so that callers racing on this connection bind it once.
             bound[conn] = want;
         }
-        if let Err(e) = bind_conn(rpc, &i.cred, i.minor, sessionid, &i.stats).await {
+        // The first connection carries the back channel, if the session has one: a
+        // reconnected first connection must be bound for both directions again.
+        let dir = if conn == 0 && self.back_channel_up() {
+            CDFC4_FORE_OR_BOTH
+        } else {
+            CDFC4_FORE
+        };
+        if let Err(e) = bind_conn(rpc, &i.cred, i.minor, sessionid, dir, &i.stats).await {
             tracing::debug!(
                 "{}: BIND_CONN_TO_SESSION of connection {} failed: {e}",
                 i.url.host,
@@ -1054,6 +1219,17 @@ impl Client {
             s.sessionid = sess.sessionid;
             s.table = SlotTable::new(generation + 1, sess.fore_chan_attrs.maxrequests);
             s.cached_bytes = sess.fore_chan_attrs.maxresponsesize_cached;
+            let mut cbs = i.callbacks.lock().expect("callbacks lock");
+            cbs.new_session(
+                sess.sessionid,
+                back_channel(&sess),
+                sess.back_chan_attrs.maxrequests,
+            );
+            if new_client {
+                // The old client id's delegations died with it (RFC 8881 §10.2.1).
+                cbs.delegations.clear();
+            }
+            drop(cbs);
             // CREATE_SESSION bound the first connection to the new session.
             i.bound.lock().expect("bound lock")[0] =
                 Some((generation + 1, i.conns.first().stats().reconnects));
@@ -1307,6 +1483,91 @@ const READDIR_MAXCOUNT_BYTES: u32 = 256 * 1024;
 /// on what a hostile or broken server can make us hold.
 pub const DIR_ENTRIES_MAX: usize = 1_000_000;
 
+/// Largest back-channel call and reply (`ca_maxrequestsize`, `ca_maxresponsesize`): see
+/// `create_session`.
+const BACK_CALL_BYTES: u32 = 4096;
+/// Ops per CB_COMPOUND (`ca_maxoperations`): CB_SEQUENCE and up to 15 recalls; more are
+/// refused by the decoder's own bound.
+const BACK_OPS_MAX: u32 = 16;
+
+/// Whether CREATE_SESSION gave the session a back channel on its first connection.
+fn back_channel(sess: &CreateSessionResOk) -> bool {
+    sess.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0
+}
+
+/// The callback program as the transport sees it: decodes CB_COMPOUND, lets
+/// [`deleg::Callbacks`] answer it, and starts the returns a recall asks for on tasks of
+/// their own, so the reply goes out at once (see [`deleg`]).
+#[derive(Default)]
+struct CbService {
+    state: Arc<Mutex<deleg::Callbacks>>,
+    /// The client, once connected (before that there is nothing to return).
+    client: std::sync::OnceLock<Weak<Inner>>,
+}
+
+impl CallbackService for CbService {
+    fn handle(
+        self: Arc<Self>,
+        call: IncomingCall,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = CallbackReply> + Send>> {
+        Box::pin(async move { self.answer(&call) })
+    }
+}
+
+impl CbService {
+    fn answer(&self, call: &IncomingCall) -> CallbackReply {
+        if call.call.prog() != cb::PROGRAM_DEFAULT {
+            return CallbackReply::ProgUnavail;
+        }
+        if call.call.vers() != cb::VERSION {
+            return CallbackReply::ProgMismatch {
+                low: cb::VERSION,
+                high: cb::VERSION,
+            };
+        }
+        match call.call.proc_() {
+            cb::proc_::CB_NULL => return CallbackReply::Results(Vec::new()),
+            cb::proc_::CB_COMPOUND => {}
+            _ => return CallbackReply::ProcUnavail,
+        }
+        let limits = CompoundLimits {
+            ops_max: BACK_OPS_MAX,
+            ..CompoundLimits::default()
+        };
+        let res = match CbCompound4Args::decode(&mut call.args(), &limits) {
+            Ok(args) => {
+                let outcome = self
+                    .state
+                    .lock()
+                    .expect("callbacks lock")
+                    .handle_compound(&args);
+                let client = self.client.get().and_then(Weak::upgrade);
+                for r in outcome.returns {
+                    match &client {
+                        Some(inner) => {
+                            let c = Client {
+                                inner: inner.clone(),
+                            };
+                            tokio::spawn(c.return_delegation(r));
+                        }
+                        None => tracing::debug!("a recall with no client left to return it"),
+                    }
+                }
+                outcome.res
+            }
+            Err(CompoundError::TooManyOps { tag, .. }) => CbCompound4Res {
+                status: Nfsstat4::TOO_MANY_OPS,
+                tag,
+                results: Vec::new(),
+            },
+            Err(CompoundError::Xdr(_)) => return CallbackReply::GarbageArgs,
+        };
+        let mut w = Writer::new();
+        res.pack(&mut w);
+        CallbackReply::Results(w.into_segments())
+    }
+}
+
 /// OPEN CLAIM_PREVIOUS's delegation type: none (RFC 8881 §18.16.1, `open_delegation_type4`).
 const OPEN_DELEGATE_NONE: u32 = 0;
 /// OPEN share access (RFC 8881 §18.16.3).
@@ -1413,6 +1674,39 @@ fn instance_owner() -> Vec<u8> {
 }
 
 // --- calls outside a session -------------------------------------------------------------------
+
+/// The deadline of the connect probe ([`V4Options::probe_timeout`]).
+struct Probe {
+    timeout: Option<Duration>,
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl Probe {
+    fn new(timeout: Option<Duration>) -> Probe {
+        Probe {
+            timeout,
+            deadline: timeout.map(|t| tokio::time::Instant::now() + t),
+        }
+    }
+
+    /// `f`, or [`Error::Connect`] if the deadline passes first (the call is dropped, which
+    /// forgets it in the transport; the connection goes with the client).
+    async fn within<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let (Some(deadline), Some(t)) = (self.deadline, self.timeout) else {
+            return f.await;
+        };
+        match tokio::time::timeout_at(deadline, f).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Connect(format!(
+                "no answer to the NFSv4 probe (connect, NULL, EXCHANGE_ID) within {} ms",
+                t.as_millis()
+            ))),
+        }
+    }
+}
 
 /// NULL: is anyone serving NFSv4 there? (PROG_MISMATCH says which versions are.)
 async fn null(rpc: &RpcClient, cred: &OpaqueAuth) -> Result<(), Error> {
@@ -1530,7 +1824,8 @@ async fn create_session(
     let op = NfsArgop4::CreateSession(CreateSessionArgs {
         clientid,
         sequence,
-        flags: 0,
+        // The session's first connection also carries the server's calls (see `deleg`).
+        flags: CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
         fore_chan_attrs: ChannelAttrs4 {
             headerpadsize: 0,
             maxrequestsize: transfer,
@@ -1542,19 +1837,20 @@ async fn create_session(
             maxrequests: slots.min(session::SLOTS_MAX),
             rdma_ird: Default::default(),
         },
-        // No back channel is bound (no CONN_BACK_CHAN flag), but its attributes must be
-        // plausible: one slot, small calls (RFC 8881 §18.36.3).
+        // Callbacks are small: CB_SEQUENCE and a few recalls (each ~180 bytes with a 128-byte
+        // handle) fit 4 KiB, as Linux asks; the replies are smaller still and all may be
+        // cached (see `deleg::BackSlots`).
         back_chan_attrs: ChannelAttrs4 {
             headerpadsize: 0,
-            maxrequestsize: 4096,
-            maxresponsesize: 4096,
-            maxresponsesize_cached: 0,
-            maxoperations: 2,
-            maxrequests: 1,
+            maxrequestsize: BACK_CALL_BYTES,
+            maxresponsesize: BACK_CALL_BYTES,
+            maxresponsesize_cached: BACK_CALL_BYTES,
+            maxoperations: BACK_OPS_MAX,
+            maxrequests: deleg::BACK_SLOTS_MAX,
             rdma_ird: Default::default(),
         },
-        // The callback program number is ours to choose; nothing is called back here.
-        cb_program: 0x4000_0000,
+        // The callback program number is ours to choose; Linux's is the usual one.
+        cb_program: cb::PROGRAM_DEFAULT,
         sec_parms: CallbackSecParmsList(vec![CallbackSecParms4::AuthNone]),
     });
     match lone_op(rpc, cred, minor, op, Some(stats)).await? {
@@ -1566,21 +1862,22 @@ async fn create_session(
     }
 }
 
-/// BIND_CONN_TO_SESSION of `rpc`'s connection to the session's fore channel.
-///
-/// The fore channel only (CDFC4_FORE), not CDFC4_FORE_OR_BOTH: this client serves no back
-/// channel (CREATE_SESSION does not ask for one), and a server given "both" may send its
-/// callbacks down a connection where nobody answers them.
+/// BIND_CONN_TO_SESSION of `rpc`'s connection to the session, in direction `dir`
+/// (`CDFC4_FORE`, or `CDFC4_FORE_OR_BOTH` for the first connection of a session with a back
+/// channel). Extra `nconnect` connections are bound for the fore channel only: every
+/// connection answers callbacks, but one path is all the server needs, and the first
+/// connection is the one CREATE_SESSION gave it. Success needs the fore channel bound.
 async fn bind_conn(
     rpc: &RpcClient,
     cred: &OpaqueAuth,
     minor: u32,
     sessionid: SessionId4,
+    dir: u32,
     stats: &Mutex<ClientStats>,
 ) -> Result<(), Error> {
     let op = NfsArgop4::BindConnToSession(BindConnToSessionArgs {
         sessid: sessionid,
-        dir: CDFC4_FORE,
+        dir,
         use_conn_in_rdma_mode: false,
     });
     match lone_op(rpc, cred, minor, op, Some(stats)).await? {
@@ -1619,7 +1916,15 @@ impl Trunk<'_> {
             .map_err(Error::Connect)?;
         for i in 1..conns.len() {
             let rpc = conns.get(i);
-            if let Err(e) = bind_conn(rpc, self.cred, self.minor, self.sessionid, self.stats).await
+            if let Err(e) = bind_conn(
+                rpc,
+                self.cred,
+                self.minor,
+                self.sessionid,
+                CDFC4_FORE,
+                self.stats,
+            )
+            .await
             {
                 let note = format!(
                     "nconnect={}: the server did not bind connection {} to the NFSv4.1 session \
@@ -1724,6 +2029,7 @@ impl FileProtocol for Client {
             }),
         ];
         let call = self.start_compound(ops).await;
+        let (callbacks, file) = (self.inner.callbacks.clone(), fh.fh.clone());
         Box::pin(async move {
             let (res, rtt) = call.await;
             let reply = res.and_then(Reply::ok).and_then(|r| match r.last() {
@@ -1739,11 +2045,26 @@ impl FileProtocol for Client {
                 }),
                 _ => Err(Error::Other("WRITE returned no result".into())),
             });
+            if matches!(&reply, Ok(w) if w.committed == Stability::Unstable) {
+                // Marked on the reply, not the send: a COMMIT sent before the WRITE ran does
+                // not cover it, and this mark comes after that COMMIT's send (see `deleg`).
+                callbacks
+                    .lock()
+                    .expect("callbacks lock")
+                    .delegations
+                    .wrote_unstable(&file);
+            }
             (reply, rtt)
         })
     }
 
     async fn start_commit(&self, fh: &Fh, offset: u64, count: u32) -> CommitCall<Error> {
+        self.inner
+            .callbacks
+            .lock()
+            .expect("callbacks lock")
+            .delegations
+            .committing(&fh.fh);
         let ops = vec![
             NfsArgop4::Putfh(fh.fh.clone()),
             NfsArgop4::Commit(CommitArgs { offset, count }),

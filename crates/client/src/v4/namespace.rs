@@ -15,8 +15,8 @@
 //! [`crate::namespace`] for the mapping's rules).
 
 use super::{
-    component, find_fh, Attr, Client, Error, Fh, OpenClaim4, OpenDelegation4, Openflag4,
-    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
+    component, find_fh, Attr, Client, Error, Fh, OpenClaim4, Openflag4, OPEN4_SHARE_ACCESS_BOTH,
+    OPEN4_SHARE_ACCESS_READ,
 };
 use crate::file::File;
 use crate::namespace::{
@@ -207,11 +207,17 @@ impl Client {
         let clientid = self.inner.session.lock().expect("session lock").clientid;
         let n = self.inner.opens.fetch_add(1, Ordering::Relaxed);
         let owner = format!("open-{n}").into_bytes();
+        // Without a back channel a delegation could never be recalled: ask for none.
+        let want = if self.back_channel_up() {
+            0
+        } else {
+            sluice_xdr::nfs4::ops::OPEN4_SHARE_WANT_NO_DELEG
+        };
         let ops = vec![
             NfsArgop4::Putfh(fh.clone()),
             NfsArgop4::Open(OpenArgs {
                 seqid: 0,
-                share_access: access,
+                share_access: access | want,
                 share_deny: 0,
                 owner: StateOwner4 {
                     clientid,
@@ -230,13 +236,11 @@ impl Client {
         }) else {
             return Err(Error::Other("OPEN returned no result".into()));
         };
-        let delegation = match &open.delegation {
-            OpenDelegation4::Read(d) => Some(d.stateid),
-            OpenDelegation4::Write(d) => Some(d.stateid),
-            _ => None,
-        };
+        let fhandle = find_fh(&res)?;
+        // Recorded (returned at the last close or on recall), or returned at once.
+        let delegation = self.delegation_granted(&fhandle, &open.delegation).await;
         let fh = Fh {
-            fh: find_fh(&res)?,
+            fh: fhandle,
             stateid: Stateid4 {
                 seqid: 0,
                 other: open.stateid.other,

@@ -300,6 +300,17 @@ pub fn resend_uncached(ops: impl IntoIterator<Item = Opnum4>) -> bool {
     !cache_this(ops)
 }
 
+/// Whether a COMPOUND whose op number `failed` (0-based, SEQUENCE not counted) came back
+/// NFS4ERR_DELAY may be sent again as it is, after [`DELAY_RETRY`]. The op that answered
+/// DELAY was not done (RFC 8881 §15.1.1.3), so the question is only whether the ops before it
+/// changed anything: a PUTFH/LOOKUP/GETATTR prefix did not, a CLOSE did (sending it again
+/// would fail on its closed stateid). The common case is a server recalling another client's
+/// delegation: it answers the conflicting OPEN with DELAY until the delegation is returned
+/// (§10.4.5 wants the server to wait for the return, not to fail the OPEN).
+pub fn resend_delayed(ops: impl IntoIterator<Item = Opnum4>, failed: usize) -> bool {
+    !cache_this(ops.into_iter().take(failed))
+}
+
 /// When to renew the lease while idle. See the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease {
@@ -579,5 +590,14 @@ mod tests {
         );
         assert!(!l.expired(t0 + Duration::from_secs(109)));
         assert!(l.expired(t0 + Duration::from_secs(110)));
+    }
+
+    #[test]
+    fn a_delayed_op_is_resent_only_after_ops_that_changed_nothing() {
+        let open = [Opnum4::PUTFH, Opnum4::OPEN, Opnum4::GETFH, Opnum4::GETATTR];
+        assert!(resend_delayed(open, 1));
+        let close = [Opnum4::PUTFH, Opnum4::CLOSE, Opnum4::DELEGRETURN];
+        assert!(resend_delayed(close, 1));
+        assert!(!resend_delayed(close, 2));
     }
 }
