@@ -908,13 +908,7 @@ impl LocalFs {
         stable: StableHow,
         flush_bytes: Option<u64>,
     ) -> Res<WriteOk, Wcc> {
-        if caller.read_only {
-            return Err((FsError::RoFs, self.wcc_or_default(fh)));
-        }
-        let (file, st) = self
-            .open_file(fh, true)
-            .map_err(|s| (s, self.wcc_or_default(fh)))?;
-        let pre = attr::wcc(&st);
+        let (file, st, pre) = self.open_to_change(caller, fh, true)?;
         let fail = |s| (s, self.wcc_after(Some(pre), file.as_fd()));
         let total: u64 = data.iter().map(|b| b.len() as u64).sum();
         if offset
@@ -993,13 +987,7 @@ impl LocalFs {
         len: u64,
         punch: bool,
     ) -> Res<Wcc, Wcc> {
-        if caller.read_only {
-            return Err((FsError::RoFs, self.wcc_or_default(fh)));
-        }
-        let (file, st) = self
-            .open_file(fh, true)
-            .map_err(|s| (s, self.wcc_or_default(fh)))?;
-        let pre = attr::wcc(&st);
+        let (file, st, pre) = self.open_to_change(caller, fh, true)?;
         let fail = |s| (s, self.wcc_after(Some(pre), file.as_fd()));
         {
             let _as = self.act_as(caller).map_err(fail)?;
@@ -1540,13 +1528,7 @@ impl LocalFs {
         offset: u64,
         count: u32,
     ) -> Res<Wcc, Wcc> {
-        if caller.read_only {
-            return Err((FsError::RoFs, self.wcc_or_default(fh)));
-        }
-        let (file, st) = self
-            .open_file(fh, false)
-            .map_err(|s| (s, self.wcc_or_default(fh)))?;
-        let pre = attr::wcc(&st);
+        let (file, st, pre) = self.open_to_change(caller, fh, false)?;
         let fail = |s| (s, self.wcc_after(Some(pre), file.as_fd()));
         {
             let _as = self.act_as(caller).map_err(fail)?;
@@ -1674,6 +1656,24 @@ impl LocalFs {
         self.key
             .encode(is_dir(st), &kh, parent.filter(|_| !is_dir(st)))
             .ok_or(FsError::ServerFault)
+    }
+
+    /// The start that calls changing a file's data share (WRITE, COMMIT, ALLOCATE): refuse a
+    /// read-only caller, open the file (`write`: for writing), and take its pre-op attributes.
+    fn open_to_change(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        write: bool,
+    ) -> Res<(Arc<OpenFile>, libc::statx, WccAttr), Wcc> {
+        if caller.read_only {
+            return Err((FsError::RoFs, self.wcc_or_default(fh)));
+        }
+        let (file, st) = self
+            .open_file(fh, write)
+            .map_err(|s| (s, self.wcc_or_default(fh)))?;
+        let pre = attr::wcc(&st);
+        Ok((file, st, pre))
     }
 
     /// The cached descriptor for a regular file and its current attributes, opening (or
