@@ -6,7 +6,7 @@
 # table of achieved rate / configured link rate, measured side by side in one run, plus the
 # loopback single-stream limit (iperf3). Not part of the default tests: timings are noisy here.
 #
-#   bench/read-grid.sh [--quick] [--cells "RTT:RATE ..."] [--cap SECONDS] [--out FILE]
+#   bench/read-grid.sh [--quick] [--cells "RTT:RATE ..."] [--cap SECONDS] [--server sluice|ganesha] [--out FILE]
 #
 # --quick runs two cells only (for trying the script); --cells names the cells to run. Results
 # go to stdout and, with --out, to FILE (commit it under bench/results/ with the date).
@@ -15,6 +15,12 @@
 # The mount column: `sluice mount` of the export through the cell's link (a fresh mount per
 # cell, so neither the kernel's page cache nor the mount's own cache holds the file), then
 # `dd bs=1M` of the file to stdout, capped like the others, then `fusermount3 -u`.
+#
+# --server ganesha reads from nfs-ganesha (VFS FSAL, tests/peers/ganesha.sh) instead of `sluice
+# serve`: issue 15's "sluice cp over 4.1 from ganesha vs libnfs nfs-cat version=4" over a link.
+# There nfs-cat reads over NFSv4.0 (`version=4`; libnfs has no 4.1) when BENCH_NFS_VERSION is
+# 4.x, and the mount column's MOUNT calls go through a second link instance to ganesha's MOUNT
+# port. The cp column is `sluice cp URL /dev/shm/...` (the copy's size over its time).
 #
 # Each read is cut off after --cap seconds (default 8) and its rate is the bytes it delivered
 # over the time it ran: without the cap, fixed:128k on a 40 ms link (~3 MB/s) would take minutes
@@ -27,6 +33,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 QUICK=0
+SERVER=sluice
 OUT=""
 CAP=8
 CELLS=""
@@ -36,7 +43,8 @@ while [ $# -gt 0 ]; do
     --cells) CELLS="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     --cap) CAP="$2"; shift ;;
-    *) echo "usage: $0 [--quick] [--cells \"RTT:RATE ...\"] [--cap SECONDS] [--out FILE]" >&2; exit 2 ;;
+    --server) SERVER="$2"; shift ;;
+    *) echo "usage: $0 [--quick] [--cells \"RTT:RATE ...\"] [--cap SECONDS] [--server sluice|ganesha] [--out FILE]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -58,7 +66,9 @@ unmount() { is_mounted || return 0; fusermount3 -u "$MNT" 2>/dev/null || umount 
 cleanup() {
   unmount
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  if [ "$SERVER" = ganesha ]; then ./tests/peers/ganesha.sh stop "$WORK/ganesha" 2>/dev/null || true; fi
   wait 2>/dev/null || true
+  rm -f /dev/shm/sluice-grid-cp.$$
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -68,9 +78,20 @@ wait_port() { for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev
 
 mkdir -p "$WORK/export" "$WORK/state"
 SP=$(free_port)
-"$BIN" serve "$WORK/export" --listen 127.0.0.1:"$SP" --state-dir "$WORK/state" --no-root-squash 2>"$WORK/server.log" &
-PIDS+=($!)
-wait_port "$SP"
+case "$SERVER" in
+  sluice)
+    "$BIN" serve "$WORK/export" --listen 127.0.0.1:"$SP" --state-dir "$WORK/state" --no-root-squash 2>"$WORK/server.log" &
+    PIDS+=($!)
+    wait_port "$SP"
+    MP=$SP ;;
+  ganesha)
+    # ganesha's MOUNT listens on SP+1: pick SP so that both are free
+    while ! python3 -c "import socket,sys; s=socket.socket(); s.bind(('127.0.0.1',$SP+1))" 2>/dev/null; do SP=$(free_port); done
+    GANESHA_CACHING=1 ./tests/peers/ganesha.sh start "$WORK/export" "$SP" "$WORK/ganesha" >"$WORK/ganesha-start.log" 2>&1 \
+      || { cat "$WORK/ganesha-start.log" >&2; echo "ganesha did not start" >&2; exit 1; }
+    MP=$((SP + 1)) ;;
+  *) echo "--server must be sluice or ganesha" >&2; exit 2 ;;
+esac
 
 # Loopback limit: one TCP stream, as PEERS.md suggests. The iperf3 server stays up for the
 # per-cell proxy ceilings.
@@ -104,6 +125,20 @@ time_read() {
   python3 -c "print(int($bytes/($t1-$t0)))"
 }
 
+# time_cp URL: `sluice cp URL` into /dev/shm for at most CAP seconds, prints the bytes/s it copied
+# (the copy's size when it finished or was cut off, over the time it ran).
+time_cp() {
+  local t0 t1 bytes dst=/dev/shm/sluice-grid-cp.$$
+  rm -f "$dst"
+  t0=$(date +%s.%N)
+  timeout "$CAP" "$BIN" cp -q "$1" "$dst" 2>>"$WORK/client.log" || true
+  t1=$(date +%s.%N)
+  bytes=$(stat -c %s "$dst" 2>/dev/null || echo 0)
+  rm -f "$dst"
+  [ "$bytes" -gt 0 ] || { echo "FAILED: sluice cp $1" >&2; echo 0; return; }
+  python3 -c "print(int($bytes/($t1-$t0)))"
+}
+
 # mount_read URL FILE: mounts URL (the export) on $MNT with `sluice mount`, prints the bytes/s of
 # `dd bs=1M` reading FILE (a name in the export) through it (capped like time_read), unmounts.
 mount_read() {
@@ -128,13 +163,14 @@ mount_read() {
 echo "# Sequential read through sluice link: achieved / link rate"
 echo
 echo "Date: $(date -u +%Y-%m-%d). Machine: $(nproc) cores. Loopback single-stream limit (iperf3): $((LOOP_BPS/1000000)) MB/s."
-echo "Server: sluice serve (page cache warm). Client: sluice cat in each readahead mode; \`dd bs=1M\` through a fresh \`sluice mount\` of the export (mount); libnfs nfs-cat (one 1 MiB READ in flight) for reference."
+if [ "$SERVER" = ganesha ]; then SNAME="nfs-ganesha (VFS FSAL, its caching defaults)"; else SNAME="sluice serve"; fi
+echo "Server: $SNAME (page cache warm). Client: sluice cat in each readahead mode; \`sluice cp\` to /dev/shm (cp); \`dd bs=1M\` through a fresh \`sluice mount\` of the export (mount); libnfs nfs-cat (one 1 MiB READ in flight) for reference."
 echo "Each read runs at most ${CAP} s (rate = bytes delivered / time, ramp-up included). Cells are achieved rate / configured link rate;"
 echo "'proxy' is one iperf3 TCP stream through the same sluice link, the ceiling of the emulator itself (user space, $(nproc) cores)."
 echo "A cell marked * has a proxy ceiling below 0.9 of the link rate: there the proxy, not the client, is the bottleneck; compare the modes with the proxy column, not with 1.00."
 echo
-echo "| RTT | link rate | file | proxy | auto | fixed:128k | fixed:15m | mount | nfs-cat |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| RTT | link rate | file | proxy | auto | fixed:128k | fixed:15m | cp | mount | nfs-cat | cp / nfs-cat |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } | tee "$WORK/table.md"
 
 for cell in $CELLS; do
@@ -150,7 +186,20 @@ for cell in $CELLS; do
   LPID=$!
   PIDS+=($LPID)
   wait_port "$LP"
-  URL="nfs://127.0.0.1$WORK/export/$(basename "$f")?version=3&nfsport=$LP&mountport=$LP"
+  MLP=$LP
+  if [ "$MP" != "$SP" ]; then
+    # ganesha: MOUNT has its own port, so the v3 clients need a second link to reach it
+    MLP=$(free_port)
+    "$BIN" link --listen 127.0.0.1:"$MLP" --to 127.0.0.1:"$MP" --rtt "$rtt" --rate "$rate" 2>>"$WORK/link.log" &
+    MLPID=$!
+    PIDS+=($MLPID)
+    wait_port "$MLP"
+  fi
+  URL="nfs://127.0.0.1$WORK/export/$(basename "$f")?version=3&nfsport=$LP&mountport=$MLP"
+  LURL="$URL"
+  if [ "$SERVER" = ganesha ] && [ "${BENCH_NFS_VERSION:-3}" != 3 ]; then
+    LURL="nfs://127.0.0.1$WORK/export/$(basename "$f")?version=4&nfsport=$LP"
+  fi
   # BENCH_NFS_VERSION=4.1 (or 4.2, 4): the sluice client's columns read over NFSv4 (issue 15's
   # grid, to set beside a v3 one); nfs-cat stays on $URL, NFSv3: libnfs has no 4.1 and sluice
   # serve no 4.0.
@@ -176,17 +225,21 @@ for cell in $CELLS; do
     r=$(time_read "$BIN" cat --readahead "$mode" "$SURL")
     row="$row | $(python3 -c "print(f'{$r/$bps:.2f}')")"
   done
-  r=$(mount_read "nfs://127.0.0.1$WORK/export?version=3&nfsport=$LP&mountport=$LP" "$(basename "$f")")
+  cpr=$(time_cp "$SURL")
+  row="$row | $(python3 -c "print(f'{$cpr/$bps:.2f}')")"
+  r=$(mount_read "nfs://127.0.0.1$WORK/export?version=3&nfsport=$LP&mountport=$MLP" "$(basename "$f")")
   row="$row | $(python3 -c "print(f'{$r/$bps:.2f}')")"
-  r=$(time_read nfs-cat "$URL")
-  row="$row | $(python3 -c "print(f'{$r/$bps:.2f}')") |"
+  r=$(time_read nfs-cat "$LURL")
+  row="$row | $(python3 -c "print(f'{$r/$bps:.2f}')") | $(python3 -c "print(f'{$cpr/$r:.2f}' if $r > 0 else '-')") |"
   echo "$row" | tee -a "$WORK/table.md"
   kill "$LPID" 2>/dev/null || true
+  if [ "$MLP" != "$LP" ]; then kill "$MLPID" 2>/dev/null || true; fi
 done
 
 if [ "${BENCH_NFS_VERSION:-3}" != 3 ]; then
-  printf '\nThe sluice cat columns (auto, fixed:128k, fixed:15m) read over NFS version %s (BENCH_NFS_VERSION); every other column over NFSv3.\n' \
-    "$BENCH_NFS_VERSION" | tee -a "$WORK/table.md"
+  if [ "$SERVER" = ganesha ]; then LV="NFSv4.0 (\`version=4\`)"; else LV="NFSv3"; fi
+  printf '\nThe sluice cat columns (auto, fixed:128k, fixed:15m) and cp read over NFS version %s (BENCH_NFS_VERSION); nfs-cat over %s; the mount over NFSv3.\n' \
+    "$BENCH_NFS_VERSION" "$LV" | tee -a "$WORK/table.md"
 fi
 
 if [ -n "$OUT" ]; then
