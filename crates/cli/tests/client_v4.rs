@@ -568,6 +568,26 @@ async fn namespace_api(s: &dyn Server) {
         let f = ns.open(&fh, attr, false).await.unwrap();
         assert_eq!(f.read_all().await.unwrap(), b"hello", "{tag}");
         f.close().await.unwrap();
+        // A path opened whole (what `cat` does): over v4 the walk and the OPEN are one
+        // COMPOUND, so no LOOKUP goes out on its own; a directory or a missing name is told
+        // apart as with a lookup.
+        let calls = |name: &str| ns.stats().get("NFS4", name).map_or(0, |p| p.calls);
+        let lookups = calls("LOOKUP");
+        let f = ns
+            .open_path(&format!("{rel}/{dir_name}/Guarded"))
+            .await
+            .unwrap();
+        assert_eq!(f.read_all().await.unwrap(), b"hello", "{tag} open_path");
+        f.close().await.unwrap();
+        assert_eq!(calls("LOOKUP"), lookups, "{tag} open_path sent a LOOKUP");
+        let e = ns.open_path(&format!("{rel}/{dir_name}")).await.err();
+        assert_eq!(
+            e.unwrap().status(),
+            Some(Nfsstat3::ISDIR),
+            "{tag} directory"
+        );
+        let e = ns.open_path(&format!("{rel}/{dir_name}/nope")).await.err();
+        assert_eq!(e.unwrap().status(), Some(Nfsstat3::NOENT), "{tag} missing");
         ns.link(&fh, &dir, "hard").await.unwrap();
         assert_eq!(ns.getattr(&fh).await.unwrap().nlink, 2, "{tag} link");
         ns.rename(&dir, "hard", &dir, "renamed").await.unwrap();

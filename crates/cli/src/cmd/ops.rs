@@ -104,8 +104,7 @@ pub(crate) async fn cat(a: CatArgs, out: &mut Out) -> Result<(), String> {
         for u in &a.urls {
             let url = parse_url(u)?;
             let (c, rel) = s.resolve(&url).await?;
-            let (fh, attr) = c.lookup_path(&rel).await.map_err(|e| at(&url, e))?;
-            let f = c.open(&fh, attr, false).await.map_err(|e| at(&url, e))?;
+            let f = c.open_path(&rel).await.map_err(|e| at(&url, e))?;
             let read = f
                 .read_to(out, |_| {})
                 .await

@@ -455,6 +455,27 @@ fn after_connect(seen: &Arc<Mutex<Seen>>, from: usize) -> Vec<String> {
     seen.lock().unwrap().log[from..].to_vec()
 }
 
+/// Connecting costs as few round trips as the protocol allows: RECLAIM_COMPLETE and the
+/// root's GETATTR go out together, so the GETATTR takes the second slot while
+/// RECLAIM_COMPLETE holds the first (one after the other, both would use slot 0).
+#[tokio::test]
+async fn connect_sends_reclaim_complete_and_the_root_getattr_together() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let c = client(&seen).await;
+    assert_eq!(
+        after_connect(&seen, 0),
+        [
+            "EXCHANGE_ID",
+            "CREATE_SESSION 1",
+            "SEQUENCE s1 slot 0 seq 1",
+            "RECLAIM_COMPLETE",
+            "SEQUENCE s1 slot 1 seq 1",
+            "GETATTR",
+        ]
+    );
+    c.shutdown().await;
+}
+
 #[tokio::test]
 async fn delay_resends_on_the_same_slot_and_seqid_and_badsession_makes_a_new_session() {
     let seen = Arc::new(Mutex::new(Seen::default()));
@@ -469,8 +490,8 @@ async fn delay_resends_on_the_same_slot_and_seqid_and_badsession_makes_a_new_ses
     assert_eq!(
         after_connect(&seen, from),
         [
-            "SEQUENCE s1 slot 0 seq 3",
-            "SEQUENCE s1 slot 0 seq 3",
+            "SEQUENCE s1 slot 0 seq 2",
+            "SEQUENCE s1 slot 0 seq 2",
             "CREATE_SESSION 2",
             "SEQUENCE s2 slot 0 seq 1",
             "GETATTR",
@@ -492,8 +513,8 @@ async fn seq_misordered_moves_to_another_slot_and_stale_clientid_makes_a_new_cli
     assert_eq!(
         after_connect(&seen, from),
         [
-            "SEQUENCE s1 slot 0 seq 3",
-            "SEQUENCE s1 slot 1 seq 1",
+            "SEQUENCE s1 slot 0 seq 2",
+            "SEQUENCE s1 slot 1 seq 2",
             "EXCHANGE_ID",
             "CREATE_SESSION 2",
             // RECLAIM_COMPLETE of the new client (no opens to reclaim), then the GETATTR again.
@@ -519,10 +540,10 @@ async fn conn_not_bound_rebinds_the_connection_and_resends_on_the_same_slot_and_
     assert_eq!(
         after_connect(&seen, from),
         [
-            "SEQUENCE s1 slot 0 seq 3",
+            "SEQUENCE s1 slot 0 seq 2",
             // The fore channel only (CDFC4_FORE = 1); the session is kept, no CREATE_SESSION.
             "BIND_CONN_TO_SESSION s1 dir 1",
-            "SEQUENCE s1 slot 0 seq 3",
+            "SEQUENCE s1 slot 0 seq 2",
             "GETATTR",
         ]
     );

@@ -2,8 +2,9 @@
 //! [`crate::File`], so readahead, write-behind and COMMIT/verifier resend work unchanged.
 //!
 //! ```text
-//!   Client::connect ── NULL ── EXCHANGE_ID ── CREATE_SESSION ── RECLAIM_COMPLETE ── GETATTR root
-//!        │                         (minor version 2, then 1 on MINOR_VERS_MISMATCH)
+//!   Client::connect ── NULL + EXCHANGE_ID ── CREATE_SESSION ── RECLAIM_COMPLETE + GETATTR root
+//!        │              (minor version 2, then 1 on MINOR_VERS_MISMATCH; "+": sent together,
+//!        │               one round trip for both)
 //!        ▼
 //!   compound(ops) ── slot from session::SlotTable ── SEQUENCE + ops ── RpcClient ── reply
 //!        ▲                                                                           │
@@ -431,11 +432,21 @@ impl Client {
         let owner = v4.owner.unwrap_or_else(instance_owner);
         let verifier: [u8; 8] = rand::random();
         let stats = Mutex::new(ClientStats::default());
-        probe.within(null(&rpc, &cred)).await?;
         let mut last = None;
-        for &m in minor.candidates() {
-            let x = probe.within(exchange_id(&rpc, &cred, m, &owner, verifier, &stats));
-            match x.await {
+        for (i, &m) in minor.candidates().iter().enumerate() {
+            let x = probe.within(async {
+                let x = exchange_id(&rpc, &cred, m, &owner, verifier, &stats);
+                if i > 0 {
+                    return Ok(x.await);
+                }
+                // NULL goes out together with the first EXCHANGE_ID: one round trip for
+                // both, where waiting for NULL first cost one more before anything useful
+                // (a whole 40 ms on a 40 ms link). NULL's answer is looked at first: it says
+                // best why a server does not speak NFSv4 at all.
+                let (n, x) = tokio::join!(null(&rpc, &cred), x);
+                n.map(|()| x)
+            });
+            match x.await? {
                 Ok(x) => {
                     let slots = (options.rpc.table.max_in_flight as u32).max(1);
                     let (sess, create_seq) =
@@ -554,8 +565,10 @@ impl Client {
         let mut client = Client {
             inner: Arc::new(inner),
         };
-        client.reclaim_complete().await;
-        client.fit_to_filesystem().await?;
+        // RECLAIM_COMPLETE and the root's GETATTR go out together (neither obtains a lock,
+        // so the GETATTR need not wait for RECLAIM_COMPLETE: RFC 8881 §18.51.3).
+        let (_, limits) = tokio::join!(client.reclaim_complete(), client.root_limits());
+        client.fit_to_filesystem(limits?);
         // Only now: `fit_to_filesystem` needs the one strong handle and no weak ones.
         let _ = service.client.set(Arc::downgrade(&client.inner));
         tokio::spawn(renew_loop(Arc::downgrade(&client.inner)));
@@ -568,8 +581,8 @@ impl Client {
         let _ = self.compound(vec![NfsArgop4::ReclaimComplete(false)]).await;
     }
 
-    /// Reads the root's lease time and transfer limits, and lowers rsize/wsize to them.
-    async fn fit_to_filesystem(&mut self) -> Result<(), Error> {
+    /// The root's lease time and transfer limits (see [`Client::fit_to_filesystem`]).
+    async fn root_limits(&self) -> Result<AttrValues, Error> {
         let bits = Bitmap4::from_bits(&[num::LEASE_TIME, num::MAXREAD, num::MAXWRITE]);
         let res = self
             .compound(vec![NfsArgop4::Putrootfh(()), NfsArgop4::Getattr(bits)])
@@ -578,7 +591,11 @@ impl Client {
         let Some(NfsResop4::Getattr(Res4::Ok(f))) = res.last() else {
             return Err(Error::Other("GETATTR of the root returned nothing".into()));
         };
-        let v = AttrValues::decode(f)?.values;
+        Ok(AttrValues::decode(f)?.values)
+    }
+
+    /// Takes the root's lease time, and lowers rsize/wsize to its transfer limits.
+    fn fit_to_filesystem(&mut self, v: AttrValues) {
         if let Some(secs) = v.lease_time.filter(|s| *s > 0) {
             *self.inner.lease.lock().expect("lease lock") =
                 Lease::new(Duration::from_secs(u64::from(secs)), Instant::now());
@@ -590,7 +607,6 @@ impl Client {
         let inner = Arc::get_mut(&mut self.inner).expect("no other handle yet");
         inner.rsize = cap(v.maxread, inner.rsize);
         inner.wsize = cap(v.maxwrite, inner.wsize);
-        Ok(())
     }
 
     /// The minor version in use (1 or 2).
@@ -1647,6 +1663,10 @@ fn split_sequence(res: Compound4Res) -> (Outcome, Result<Reply, Error>) {
 /// The op a COMPOUND is counted under in the statistics: the first after the PUT*FH that sets
 /// its file handle (READ, WRITE, OPEN, LOOKUP, ...); SEQUENCE for a renewal.
 fn main_op(ops: &[NfsArgop4]) -> Opnum4 {
+    // A path walk that ends in OPEN (`Namespace::open_path`) counts as the OPEN.
+    if ops.iter().any(|o| o.opnum() == Opnum4::OPEN) {
+        return Opnum4::OPEN;
+    }
     ops.iter()
         .map(|o| o.opnum())
         .find(|&o| o != Opnum4::PUTFH && o != Opnum4::PUTROOTFH)

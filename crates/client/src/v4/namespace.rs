@@ -6,6 +6,7 @@
 //! | lookup_path | PUTROOTFH, LOOKUP x n, GETFH, GETATTR ([`Client::lookup`]) |
 //! | read_dir_page | PUTFH dir, READDIR asking for `filehandle` too (READDIRPLUS's role) |
 //! | open | PUTFH file, OPEN CLAIM_FH, GETFH, GETATTR |
+//! | open_path | PUTROOTFH, LOOKUP x (n - 1), OPEN CLAIM_NULL name, GETFH, GETATTR (not a regular file: lookup_path, then open) |
 //! | create | PUTFH dir, OPEN CREATE CLAIM_NULL name, GETFH, GETATTR |
 //! | mkdir / symlink | PUTFH dir, CREATE NF4DIR / NF4LNK, GETFH, GETATTR |
 //! | link / rename | PUTFH src, SAVEFH, PUTFH dir, LINK / RENAME |
@@ -34,7 +35,8 @@ use sluice_xdr::nfs4::ops::{
     SetattrArgs,
 };
 use sluice_xdr::nfs4::{
-    Bitmap4, Fattr4, Linktext4, NfsFh4, Nfstime4, Opaque4, Settime4, StateOwner4, Stateid4, Utf8Str,
+    Bitmap4, Fattr4, Linktext4, NfsFh4, Nfsstat4, Nfstime4, Opaque4, Settime4, StateOwner4,
+    Stateid4, Utf8Str,
 };
 use std::sync::atomic::Ordering;
 
@@ -204,6 +206,19 @@ impl Client {
         openhow: Openflag4,
         claim: OpenClaim4,
     ) -> Result<(Fh, Attr), Error> {
+        self.open_after(vec![NfsArgop4::Putfh(fh.clone())], access, openhow, claim)
+            .await
+    }
+
+    /// [`Client::open_at`] with the ops that make the current filehandle spelled out: PUTFH,
+    /// or a whole path walk (PUTROOTFH, LOOKUP...) for [`Namespace::open_path`].
+    async fn open_after(
+        &self,
+        mut ops: Vec<NfsArgop4>,
+        access: u32,
+        openhow: Openflag4,
+        claim: OpenClaim4,
+    ) -> Result<(Fh, Attr), Error> {
         let clientid = self.inner.session.lock().expect("session lock").clientid;
         let n = self.inner.opens.fetch_add(1, Ordering::Relaxed);
         let owner = format!("open-{n}").into_bytes();
@@ -213,8 +228,7 @@ impl Client {
         } else {
             sluice_xdr::nfs4::ops::OPEN4_SHARE_WANT_NO_DELEG
         };
-        let ops = vec![
-            NfsArgop4::Putfh(fh.clone()),
+        ops.extend([
             NfsArgop4::Open(OpenArgs {
                 seqid: 0,
                 share_access: access | want,
@@ -228,7 +242,7 @@ impl Client {
             }),
             NfsArgop4::Getfh(()),
             NfsArgop4::Getattr(super::attr_request()),
-        ];
+        ]);
         let res = self.compound(ops).await?.ok()?;
         let Some(open) = res.iter().find_map(|r| match r {
             NfsResop4::Open(Res4::Ok(o)) => Some(o),
@@ -462,6 +476,52 @@ impl Namespace for Client {
                 .open_at(fh4(fh)?, access, Openflag4::NoCreate, OpenClaim4::Fh)
                 .await?;
             Ok(OpenFile::V4(File::new(self.clone(), fh, attr)))
+        })
+    }
+
+    fn open_path<'a>(&'a self, path: &'a str) -> Fut<'a, OpenFile> {
+        Box::pin(async move {
+            let comps: Vec<&str> = crate::client::components(path).collect();
+            // PUTROOTFH, the directories' LOOKUPs, and OPEN CLAIM_NULL of the last name with
+            // its GETFH and GETATTR, under one SEQUENCE, when that fits the session.
+            let walk = match comps.split_last() {
+                Some((name, dirs)) if dirs.len() + 5 <= self.inner.ops_max as usize => {
+                    let mut ops = vec![NfsArgop4::Putrootfh(())];
+                    for d in dirs {
+                        ops.push(NfsArgop4::Lookup(component(d)?));
+                    }
+                    Some((ops, component(name)?))
+                }
+                _ => None,
+            };
+            if let Some((ops, name)) = walk {
+                match self
+                    .open_after(
+                        ops,
+                        OPEN4_SHARE_ACCESS_READ,
+                        Openflag4::NoCreate,
+                        OpenClaim4::Null(name),
+                    )
+                    .await
+                {
+                    Ok((fh, attr)) => return Ok(OpenFile::V4(File::new(self.clone(), fh, attr))),
+                    // Not a regular file (a directory, a link, a device): the lookup and
+                    // `open` below say so as for any other path.
+                    Err(e)
+                        if matches!(
+                            e.status(),
+                            Some(
+                                Nfsstat4::ISDIR
+                                    | Nfsstat4::SYMLINK
+                                    | Nfsstat4::WRONG_TYPE
+                                    | Nfsstat4::INVAL
+                            )
+                        ) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let (fh, attr) = Namespace::lookup_path(self, path).await?;
+            Namespace::open(self, &fh, attr, false).await
         })
     }
 
