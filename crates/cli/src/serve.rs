@@ -113,6 +113,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 90,
           value_parser = clap::value_parser!(u32).range(10..=3600))]
     pub lease_secs: u32,
+    /// NFSv4.1 grace period in seconds after a restart, during which clients of the last run
+    /// (named by the client records in --state-dir) reclaim their opens and locks and new
+    /// ones wait. Default: the lease. It ends as soon as every such client has reclaimed, and
+    /// is skipped when none held state. 1..=3600.
+    #[arg(long, value_name = "SECS",
+          value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub grace_secs: Option<u32>,
     /// NFSv4 owners and groups as name@DOMAIN from this system's user and group databases
     /// (as the clients' idmapd domain); unset: numeric strings ("1000"), which the Linux
     /// client maps straight back. Ids with no name go out as numbers; names the server cannot
@@ -277,6 +284,7 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         metrics: a.metrics,
         read_splice: !a.no_splice,
         lease: Duration::from_secs(u64::from(a.lease_secs)),
+        grace: a.grace_secs.map(|s| Duration::from_secs(u64::from(s))),
         idmap_domain: a.idmap_domain.clone(),
         // Not flags: the defaults' reasons are in `nfs4::Config4`.
         nfs4_limits: Default::default(),

@@ -3,7 +3,9 @@
 //! The lease rules (expiry, courtesy clients, RFC 8881 §8.3) live in [`crate::nfs4::State4`],
 //! which reads no clock: [`State4::tick`](crate::nfs4::State4::tick) applies them at the time it
 //! is given and [`State4::next_wakeup`](crate::nfs4::State4::next_wakeup) says when it next has
-//! something to do. This task sleeps until then and ticks, nothing more.
+//! something to do. This task sleeps until then and ticks ([`Nfs4::tick`]: leases, then the
+//! grace period and the stable client records), and logs what the tick reports: leases
+//! expired, and grace's end with why and how long it lasted.
 //!
 //! The sleep is bounded both ways. At most [`SLEEP_MAX`]: a client that appears while the task
 //! sleeps (an EXCHANGE_ID does not wake it) is looked at within that time, so an expiry is late
@@ -11,7 +13,8 @@
 //! already due after a tick (a lease ending in the very instant the tick ran) cannot make the
 //! task spin.
 
-use crate::nfs4::compound::Nfs4;
+use crate::nfs4::compound::{Nfs4, TickReport};
+use crate::nfs4::grace::EndReason;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,15 +34,38 @@ pub fn sleep_for(now: Instant, next_wakeup: Option<Instant>) -> Duration {
 pub async fn drive(nfs4: Arc<Nfs4>) -> std::io::Result<()> {
     loop {
         let now = Instant::now();
+        let report = nfs4.tick(now);
+        log(&report);
         let wait = {
-            let mut state = nfs4.state.lock().unwrap_or_else(|p| p.into_inner());
-            let expired = state.tick(now);
-            if !expired.is_empty() {
-                tracing::info!(clients = expired.len(), "NFSv4 leases expired");
-            }
+            let state = nfs4.state.lock().unwrap_or_else(|p| p.into_inner());
             sleep_for(now, state.next_wakeup())
         };
         tokio::time::sleep(wait).await;
+    }
+}
+
+fn log(r: &TickReport) {
+    if r.expired > 0 {
+        tracing::info!(clients = r.expired, "NFSv4 leases expired");
+    }
+    if let Some(end) = &r.grace_ended {
+        let why = match end.reason {
+            EndReason::Skipped => "Skipped: no client held state in the last run",
+            EndReason::AllReclaimed => "AllReclaimed: every client of the last run has reclaimed",
+            EndReason::Deadline => "Deadline: some clients of the last run did not come back",
+        };
+        tracing::info!(
+            reason = ?end.reason,
+            lasted_secs = end.lasted.as_secs_f64(),
+            forgotten = end.forgotten.len(),
+            "NFSv4 grace period ended ({why})"
+        );
+    }
+    if r.records_failed > 0 {
+        tracing::warn!(
+            failed = r.records_failed,
+            "NFSv4 client records could not be removed from the state directory"
+        );
     }
 }
 

@@ -75,6 +75,10 @@ pub struct ServerConfig {
     /// NFSv4.1 lease time (`--lease-secs`, the `lease_time` attribute). Default 90 s; see
     /// [`nfs4::Config4::lease`].
     pub lease: std::time::Duration,
+    /// NFSv4.1 grace period after a restart (`--grace-secs`); `None` (the default): one lease,
+    /// knfsd's default. It ends early once every client of the stable records has sent
+    /// RECLAIM_COMPLETE, and is skipped when there are no records (see [`nfs4::grace`]).
+    pub grace: Option<std::time::Duration>,
     /// NFSv4 owners as `name@domain` from the system's user and group databases
     /// (`--idmap-domain`); `None` (the default): numeric strings. See [`nfs4::idmap`].
     pub idmap_domain: Option<String>,
@@ -101,6 +105,7 @@ impl Default for ServerConfig {
             io: io::IoConfig::default(),
             read_splice: true,
             lease: nfs4::Config4::default().lease,
+            grace: None,
             idmap_domain: None,
             nfs4_limits: nfs4::StateLimits::default(),
         }
@@ -298,7 +303,25 @@ fn nfs4_service(
         opens_max: config.nfs4_limits.opens_max,
         ..nfs4::Config4::default()
     };
-    let state = nfs4::State4::new(cfg, Box::new(nfs4::SplitMix(os_seed())));
+    let mut state = nfs4::State4::new(cfg, Box::new(nfs4::SplitMix(os_seed())));
+    // Restart recovery: the clients that held state before are named by the stable records;
+    // grace lasts until they have all reclaimed, at most `grace` (see `nfs4::grace`).
+    let stable = nfs4::stable::StableClients::open(&config.state_dir).map_err(|e| {
+        format!(
+            "NFSv4 client records in {}: {e}",
+            config.state_dir.display()
+        )
+    })?;
+    let records: Vec<Vec<u8>> = stable.owners().cloned().collect();
+    let grace = config.grace.unwrap_or(config.lease);
+    if !records.is_empty() {
+        info!(
+            clients = records.len(),
+            length_secs = grace.as_secs_f64(),
+            "NFSv4 grace period started: clients of the last run may reclaim their opens and locks"
+        );
+    }
+    state.start_grace(std::time::Instant::now(), records, grace);
     // The pseudo tree's generation follows the export list, so that pseudo handles survive a
     // restart with the same exports and go STALE with other ones (see `nfs4::pseudo`).
     let paths: Vec<String> = exports
@@ -309,6 +332,7 @@ fn nfs4_service(
     let mut service = nfs4::compound::Nfs4::new(exports, state, generation)
         .map_err(|e| format!("NFSv4 pseudo file system: {e:?}"))?;
     service.write_behind = Some(engine.wb.clone());
+    service.records = Some(Arc::new(std::sync::Mutex::new(stable)));
     service.parked =
         nfs4::parked::ParkedFiles::with_journal(config.state_dir.join(nfs4::parked::JOURNAL_NAME));
     let swept = service.sweep_parked();

@@ -109,6 +109,8 @@ pub struct Gauges4 {
     pub lock_stateids: u64,
     /// Byte ranges locked (after merging an owner's touching ranges).
     pub locks: u64,
+    /// The grace period after the last restart (`None`: no restart recovery).
+    pub grace: Option<crate::nfs4::grace::GraceStats>,
 }
 
 /// Reads the gauges from wherever the NFSv4 state lives.
@@ -338,6 +340,9 @@ impl Stats {
                 let _ = writeln!(s, "# TYPE {metric} gauge");
                 let _ = writeln!(s, "{metric} {v}");
             }
+            if let Some(gr) = g.grace {
+                render_grace_prometheus(&mut s, &gr);
+            }
         }
         for (metric, help, h) in [
             (
@@ -522,6 +527,9 @@ impl Stats {
                 "nfs v4 state: {} clients, {} sessions, {} open stateids, {} lock stateids, {} locks",
                 g.clients, g.sessions, g.open_stateids, g.lock_stateids, g.locks
             );
+            if let Some(gr) = g.grace {
+                let _ = writeln!(s, "{}", grace_line(&gr));
+            }
         }
         let e = &self.engine;
         let _ = writeln!(
@@ -586,6 +594,74 @@ fn latency_histogram(s: &mut String, metric: &str, label: &str, name: &str, p: &
         p.latency_micros_total.load(Relaxed) as f64 / 1e6
     );
     let _ = writeln!(s, "{metric}_count{{{label}=\"{name}\"}} {calls}");
+}
+
+/// The grace period in `sluice stats`: where it stands, how long it lasted, why it ended.
+fn grace_line(g: &crate::nfs4::grace::GraceStats) -> String {
+    use crate::nfs4::grace::EndReason;
+    let len = g.length.as_secs_f64();
+    match (g.ended, g.lasted) {
+        (None, _) => format!(
+            "nfs v4 grace: in progress ({} of {} clients still to reclaim, at most {len:.0} s)",
+            g.clients_waiting, g.clients_recorded
+        ),
+        (Some(EndReason::Skipped), _) => {
+            "nfs v4 grace: skipped (no client held state in the last run)".to_string()
+        }
+        (Some(reason), lasted) => format!(
+            "nfs v4 grace: ended {} after {:.1} s of {len:.0} s ({} clients recorded)",
+            match reason {
+                EndReason::AllReclaimed => "early, every client reclaimed (AllReclaimed),",
+                _ => "at its deadline (Deadline),",
+            },
+            lasted.unwrap_or_default().as_secs_f64(),
+            g.clients_recorded
+        ),
+    }
+}
+
+/// The grace period's gauges in `/metrics`.
+fn render_grace_prometheus(s: &mut String, g: &crate::nfs4::grace::GraceStats) {
+    for (metric, help, v) in [
+        (
+            "sluice_nfs4_grace_active",
+            "1 while the NFSv4 grace period after a restart lasts.",
+            f64::from(u8::from(g.ended.is_none())),
+        ),
+        (
+            "sluice_nfs4_grace_length_seconds",
+            "The longest the NFSv4 grace period may last.",
+            g.length.as_secs_f64(),
+        ),
+        (
+            "sluice_nfs4_grace_lasted_seconds",
+            "How long the NFSv4 grace period lasted (0 while it lasts or when skipped).",
+            g.lasted.unwrap_or_default().as_secs_f64(),
+        ),
+        (
+            "sluice_nfs4_grace_clients_recorded",
+            "Clients the stable records named at start (those that may reclaim).",
+            g.clients_recorded as f64,
+        ),
+        (
+            "sluice_nfs4_grace_clients_waiting",
+            "Clients of the records grace still waits for.",
+            g.clients_waiting as f64,
+        ),
+    ] {
+        let _ = writeln!(s, "# HELP {metric} {help}");
+        let _ = writeln!(s, "# TYPE {metric} gauge");
+        let _ = writeln!(s, "{metric} {v}");
+    }
+    if let Some(reason) = g.ended {
+        let m = "sluice_nfs4_grace_ended";
+        let _ = writeln!(
+            s,
+            "# HELP {m} Why the NFSv4 grace period ended: Skipped, AllReclaimed or Deadline."
+        );
+        let _ = writeln!(s, "# TYPE {m} gauge");
+        let _ = writeln!(s, "{m}{{reason=\"{reason:?}\"}} 1");
+    }
 }
 
 #[cfg(test)]
@@ -653,6 +729,13 @@ mod tests {
             open_stateids: 5,
             lock_stateids: 4,
             locks: 7,
+            grace: Some(crate::nfs4::grace::GraceStats {
+                clients_recorded: 2,
+                clients_waiting: 0,
+                length: Duration::from_secs(90),
+                ended: Some(crate::nfs4::grace::EndReason::AllReclaimed),
+                lasted: Some(Duration::from_millis(1500)),
+            }),
         }));
         let prom = st.render_prometheus();
         assert!(prom.contains("sluice_nfs4_clients 3\n"), "{prom}");
@@ -660,10 +743,27 @@ mod tests {
         assert!(prom.contains("sluice_nfs4_open_stateids 5\n"), "{prom}");
         assert!(prom.contains("sluice_nfs4_lock_stateids 4\n"), "{prom}");
         assert!(prom.contains("sluice_nfs4_locks 7\n"), "{prom}");
+        assert!(prom.contains("sluice_nfs4_grace_active 0\n"), "{prom}");
+        assert!(
+            prom.contains("sluice_nfs4_grace_lasted_seconds 1.5\n"),
+            "{prom}"
+        );
+        assert!(
+            prom.contains("sluice_nfs4_grace_length_seconds 90\n"),
+            "{prom}"
+        );
+        assert!(
+            prom.contains("sluice_nfs4_grace_ended{reason=\"AllReclaimed\"} 1\n"),
+            "{prom}"
+        );
         let text = st.render();
         assert!(text.contains("putfh"), "{text}");
         assert!(
             text.contains("nfs v4 state: 3 clients, 2 sessions, 5 open stateids"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nfs v4 grace: ended early, every client reclaimed (AllReclaimed), after 1.5 s of 90 s"),
             "{text}"
         );
     }

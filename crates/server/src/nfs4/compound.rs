@@ -155,6 +155,8 @@ pub struct Nfs4 {
     /// Longest wait for held writes to land before an op that truncates their file
     /// (default [`super::data::SETTLE_WAIT_MAX`]); past it the op answers NFS4ERR_DELAY.
     pub settle_wait_max: Duration,
+    /// The stable client records (`compound/recovery.rs`); `None`: no restart recovery.
+    pub records: Option<Arc<dyn super::stable::ClientRecords>>,
 }
 
 /// Who sent a COMPOUND, and for [`Nfs4::compound`] the data path its READ, WRITE and COMMIT
@@ -803,6 +805,7 @@ impl Nfs4 {
             parked: ParkedFiles::default(),
             idmap: IdMap::numeric(),
             settle_wait_max: super::data::SETTLE_WAIT_MAX,
+            records: None,
         })
     }
 
@@ -820,6 +823,7 @@ impl Nfs4 {
             open_stateids: st.opens().len() as u64,
             lock_stateids: st.locks().len() as u64,
             locks: st.locks().ranges.len() as u64,
+            grace: st.grace_stats(),
         }
     }
 
@@ -981,7 +985,10 @@ impl Nfs4 {
                 None => Nfsstat4::OP_NOT_IN_SESSION,
             }),
             NfsArgop4::ReclaimComplete(one_fs) => NfsResop4::ReclaimComplete(match ctx.clientid {
-                Some(c) => status_of(self.state().reclaim_complete(c, *one_fs)),
+                Some(c) => status_of(
+                    self.ensure_record(c)
+                        .and_then(|()| self.state().reclaim_complete(call.now, c, *one_fs)),
+                ),
                 None => Nfsstat4::OP_NOT_IN_SESSION,
             }),
             NfsArgop4::Putrootfh(()) => NfsResop4::Putrootfh(self.put_root(call, ctx)),
@@ -1360,10 +1367,19 @@ impl Nfs4 {
 
     /// OPEN (§18.16): CLAIM_NULL (with or without create: UNCHECKED, GUARDED, EXCLUSIVE4_1
     /// and 4.0's EXCLUSIVE) and CLAIM_FH of a regular file in an export, then the share
-    /// reservation in the state core. No delegations are offered. CLAIM_PREVIOUS is
-    /// NFS4ERR_NO_GRACE (there is no restart recovery yet); the delegation claims NOTSUPP.
+    /// reservation in the state core. No delegations are offered. CLAIM_PREVIOUS reclaims an
+    /// open of the current handle in grace (NO_GRACE / RECLAIM_BAD otherwise), every other
+    /// claim is NFS4ERR_GRACE in grace (`state/recovery.rs`); the delegation claims NOTSUPP.
     fn open(&self, call: &Call<'_>, ctx: &mut Ctx, a: &OpenArgs) -> Result<OpenResOk, Nfsstat4> {
         let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        // Grace before anything is created, the stable record before anything is granted.
+        let reclaim = matches!(a.claim, OpenClaim4::Previous(_));
+        if reclaim {
+            self.state().check_reclaim(clientid)?;
+        } else {
+            self.state().check_grace_new_state()?;
+        }
+        self.ensure_record(clientid)?;
         let creating = matches!(a.openhow, Openflag4::Create(_));
         let (idx, cur) = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
             // Pseudo directories hold no files.
@@ -1380,8 +1396,10 @@ impl Nfs4 {
         let mut attrset = Bitmap4::new();
         let mut created = false;
         let (fh, attr, cinfo) = match &a.claim {
-            OpenClaim4::Fh if creating => return Err(Nfsstat4::INVAL),
-            OpenClaim4::Fh => {
+            OpenClaim4::Fh | OpenClaim4::Previous(_) if creating => return Err(Nfsstat4::INVAL),
+            // CLAIM_PREVIOUS names the file by the current handle, as CLAIM_FH does; the
+            // delegation it asks back is not granted (there are none to reclaim).
+            OpenClaim4::Fh | OpenClaim4::Previous(_) => {
                 let attr = fs.getattr(&cur).map_err(map::status)?;
                 let c = attr.change;
                 (
@@ -1453,7 +1471,7 @@ impl Nfs4 {
                     }
                 }
             }
-            OpenClaim4::Previous(_) => return Err(Nfsstat4::NO_GRACE),
+            // CLAIM_DELEGATE_CUR / _PREV and their _FH forms: knfsd's answer, NOTSUPP.
             _ => return Err(Nfsstat4::NOTSUPP),
         };
         match attr.ftype {
@@ -1481,7 +1499,13 @@ impl Nfs4 {
                 return Err(Nfsstat4::ACCESS);
             }
         }
-        let stateid = self.state().open(
+        let mut st = self.state();
+        let open = match reclaim {
+            true => State4::reclaim_open,
+            false => State4::open,
+        };
+        let stateid = open(
+            &mut st,
             call.now,
             clientid,
             &a.owner.owner.0,
@@ -1489,6 +1513,7 @@ impl Nfs4 {
             access,
             a.share_deny,
         )?;
+        drop(st);
         ctx.current = Some(Fh::Export { idx, fh });
         ctx.stateid = Some(stateid);
         Ok(OpenResOk {
@@ -2198,6 +2223,8 @@ fn status_of(r: Result<(), Nfsstat4>) -> Nfsstat4 {
 }
 
 mod locks;
+mod recovery;
+pub use recovery::TickReport;
 #[cfg(test)]
 mod tests;
 mod v42;

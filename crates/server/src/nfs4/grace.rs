@@ -83,12 +83,14 @@ pub struct GraceStats {
     pub length: Duration,
     /// Why grace ended, or `None` while it lasts.
     pub ended: Option<EndReason>,
+    /// How long grace lasted, once it ended (zero when skipped).
+    pub lasted: Option<Duration>,
 }
 
 #[derive(Debug)]
 enum Phase {
     InGrace { deadline: Instant },
-    Over(EndReason),
+    Over(EndReason, Duration),
 }
 
 /// The grace state of one server instance.
@@ -116,7 +118,7 @@ impl Grace {
         let skipped = recorded.is_empty();
         let grace = Self {
             phase: if skipped {
-                Phase::Over(EndReason::Skipped)
+                Phase::Over(EndReason::Skipped, Duration::ZERO)
             } else {
                 Phase::InGrace {
                     deadline: now + length,
@@ -145,7 +147,7 @@ impl Grace {
     pub fn next_wakeup(&self) -> Option<Instant> {
         match self.phase {
             Phase::InGrace { deadline } => Some(deadline),
-            Phase::Over(_) => None,
+            Phase::Over(..) => None,
         }
     }
 
@@ -214,7 +216,11 @@ impl Grace {
             length: self.length,
             ended: match self.phase {
                 Phase::InGrace { .. } => None,
-                Phase::Over(reason) => Some(reason),
+                Phase::Over(reason, _) => Some(reason),
+            },
+            lasted: match self.phase {
+                Phase::InGrace { .. } => None,
+                Phase::Over(_, lasted) => Some(lasted),
             },
         }
     }
@@ -231,10 +237,11 @@ impl Grace {
     }
 
     fn end(&mut self, now: Instant, reason: EndReason, forgotten: Vec<Vec<u8>>) -> GraceEnd {
-        self.phase = Phase::Over(reason);
+        let lasted = now.saturating_duration_since(self.started);
+        self.phase = Phase::Over(reason, lasted);
         GraceEnd {
             reason,
-            lasted: now.saturating_duration_since(self.started),
+            lasted,
             forgotten,
         }
     }

@@ -78,6 +78,56 @@ pub fn decode(text: &[u8]) -> BTreeSet<Vec<u8>> {
     owners
 }
 
+/// Where the COMPOUND processor keeps client records: [`StableClients`] behind a mutex in a
+/// server, [`MemRecords`] in tests and simulations (a "disk" that survives a simulated crash).
+/// Each call returns once the change is durable.
+pub trait ClientRecords: Send + Sync {
+    /// Records `owner` (nothing to do when it is recorded already).
+    fn insert(&self, owner: &[u8]) -> io::Result<()>;
+    /// Forgets `owner` (nothing to do when it is not recorded).
+    fn remove(&self, owner: &[u8]) -> io::Result<()>;
+}
+
+impl ClientRecords for std::sync::Mutex<StableClients> {
+    fn insert(&self, owner: &[u8]) -> io::Result<()> {
+        self.lock().unwrap_or_else(|p| p.into_inner()).insert(owner)
+    }
+    fn remove(&self, owner: &[u8]) -> io::Result<()> {
+        self.lock().unwrap_or_else(|p| p.into_inner()).remove(owner)
+    }
+}
+
+/// Client records in memory, bounded as the file is: for tests and simulations, where a
+/// "restart" builds a new server over the same records.
+#[derive(Debug, Default)]
+pub struct MemRecords(std::sync::Mutex<BTreeSet<Vec<u8>>>);
+
+impl MemRecords {
+    /// The owners recorded now.
+    pub fn owners(&self) -> Vec<Vec<u8>> {
+        let set = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        set.iter().cloned().collect()
+    }
+}
+
+impl ClientRecords for MemRecords {
+    fn insert(&self, owner: &[u8]) -> io::Result<()> {
+        let mut set = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if !set.contains(owner) && (owner.len() > OWNER_BYTES_MAX || set.len() >= RECORDS_MAX) {
+            return Err(io::Error::other("stable client records full"));
+        }
+        set.insert(owner.to_vec());
+        Ok(())
+    }
+    fn remove(&self, owner: &[u8]) -> io::Result<()> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(owner);
+        Ok(())
+    }
+}
+
 /// The stable records in a state directory.
 #[derive(Debug)]
 pub struct StableClients {

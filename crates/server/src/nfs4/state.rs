@@ -84,6 +84,8 @@ pub struct State4 {
     next_session: u32,
     /// Told when a back channel may have calls to make (see [`State4::set_callback_waker`]).
     callback_waker: Option<Box<dyn Fn() + Send>>,
+    /// Grace period and stable client records (`state/recovery.rs`).
+    recovery: recovery::Recovery,
 }
 
 impl State4 {
@@ -96,6 +98,7 @@ impl State4 {
             entropy,
             next_session: 1,
             callback_waker: None,
+            recovery: recovery::Recovery::default(),
             cfg,
         }
     }
@@ -183,22 +186,30 @@ impl State4 {
         if busy {
             return Err(Nfsstat4::CLIENTID_BUSY);
         }
+        self.note_gone(clientid);
         self.clients.remove(clientid);
         Ok(())
     }
 
-    /// RECLAIM_COMPLETE (§18.51). With no restart recovery yet there is nothing to reclaim;
-    /// the op only records that it was done (a second one is NFS4ERR_COMPLETE_ALREADY).
-    /// `one_fs` (rca_one_fs) completions are accepted and change nothing, as knfsd does.
-    pub fn reclaim_complete(&mut self, clientid: ClientId4, one_fs: bool) -> Result<(), Nfsstat4> {
-        let rec = self.clients.get_mut(clientid)?;
+    /// RECLAIM_COMPLETE (§18.51): the client reclaims no more (its later reclaims are
+    /// NFS4ERR_NO_GRACE) and grace stops waiting for it, which may end grace early
+    /// (`state/recovery.rs`); a second one is NFS4ERR_COMPLETE_ALREADY. `one_fs`
+    /// (rca_one_fs) completions are accepted and change nothing, as knfsd does.
+    pub fn reclaim_complete(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+        one_fs: bool,
+    ) -> Result<(), Nfsstat4> {
+        let rec = self.clients.get(clientid)?;
         if one_fs {
             return Ok(());
         }
         if rec.reclaim_complete {
             return Err(Nfsstat4::COMPLETE_ALREADY);
         }
-        rec.reclaim_complete = true;
+        self.grace_reclaim_complete(now, clientid)?;
+        self.clients.get_mut(clientid)?.reclaim_complete = true;
         Ok(())
     }
 
@@ -413,9 +424,24 @@ impl State4 {
 
     // ----- open state ----------------------------------------------------------------------
 
-    /// OPEN's state part (§18.16): share checks (conflicting courtesy clients are expired),
+    /// OPEN's state part (§18.16): NFS4ERR_GRACE in grace (reclaims are
+    /// [`State4::reclaim_open`]), share checks (conflicting courtesy clients are expired),
     /// then a new or upgraded open stateid.
     pub fn open(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+        owner: &[u8],
+        file: &[u8],
+        share_access: u32,
+        share_deny: u32,
+    ) -> Result<Stateid4, Nfsstat4> {
+        self.check_grace_new_state()?;
+        self.open_share(now, clientid, owner, file, share_access, share_deny)
+    }
+
+    /// The share reservation of an OPEN or of its reclaim.
+    fn open_share(
         &mut self,
         now: Instant,
         clientid: ClientId4,
@@ -485,6 +511,11 @@ impl State4 {
         file: &[u8],
         write: bool,
     ) -> Result<IoState, Nfsstat4> {
+        // I/O under a special stateid bypasses (or, for READ bypass, ignores) share
+        // reservations a reclaim may yet re-establish: refused in grace (`state/recovery.rs`).
+        if *stateid == Stateid4::ANONYMOUS || *stateid == Stateid4::READ_BYPASS {
+            self.check_grace_new_state()?;
+        }
         if self.locks.knows(&stateid.other) {
             return self.check_lock_io(clientid, stateid, file, write);
         }
@@ -539,7 +570,7 @@ impl State4 {
         expired
     }
 
-    /// When [`State4::tick`] next has something to do.
+    /// When [`State4::tick`] (or [`State4::recovery_tick`]) next has something to do.
     pub fn next_wakeup(&self) -> Option<Instant> {
         self.clients
             .iter()
@@ -547,6 +578,7 @@ impl State4 {
                 Some(since) => since + self.cfg.courtesy_max,
                 None => r.renewed_at + self.cfg.lease,
             })
+            .chain(self.recovery_wakeup())
             .min()
     }
 
@@ -648,8 +680,10 @@ impl State4 {
         }
     }
 
-    /// Expires a client for real: record, sessions, opens.
+    /// Expires a client for real: record, sessions, opens (and its stable record, at the
+    /// next [`State4::recovery_tick`]).
     fn expire(&mut self, clientid: ClientId4) {
+        self.note_gone(clientid);
         self.clients.remove(clientid);
         self.forget_client_state(clientid);
     }
@@ -678,7 +712,9 @@ impl std::fmt::Debug for State4 {
 }
 
 mod locks;
+mod recovery;
 pub use locks::LockRefused;
+pub use recovery::RecoveryTick;
 
 #[cfg(test)]
 mod tests;

@@ -44,9 +44,11 @@ impl State4 {
         let kind = LockKind::from_wire(a.locktype)?;
         let range = Range::from_wire(a.offset, a.length)?;
         self.clients.get(clientid)?;
+        // Grace (`state/recovery.rs`): reclaims only in grace, new locks only after it.
         if a.reclaim {
-            // No restart recovery yet, so never a grace period to reclaim in.
-            return Err(Nfsstat4::NO_GRACE.into());
+            self.check_reclaim(clientid)?;
+        } else {
+            self.check_grace_new_state()?;
         }
         let (owner, open, existing) = match &a.locker {
             Locker4::New(n) => {

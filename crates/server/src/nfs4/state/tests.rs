@@ -289,10 +289,10 @@ fn test_and_free_stateid_and_reclaim_complete() {
         vec![Nfsstat4::OK, Nfsstat4::BAD_STATEID, Nfsstat4::BAD_STATEID]
     );
     assert_eq!(st.free_stateid(c, &o), Nfsstat4::LOCKS_HELD);
-    assert_eq!(st.reclaim_complete(c, true), Ok(()));
-    assert_eq!(st.reclaim_complete(c, false), Ok(()));
+    assert_eq!(st.reclaim_complete(now, c, true), Ok(()));
+    assert_eq!(st.reclaim_complete(now, c, false), Ok(()));
     assert_eq!(
-        st.reclaim_complete(c, false),
+        st.reclaim_complete(now, c, false),
         Err(Nfsstat4::COMPLETE_ALREADY)
     );
     assert_eq!(st.open_downgrade(c, &o, b"f", 0, 0), Err(Nfsstat4::INVAL));
@@ -821,5 +821,164 @@ fn backchannel_ctl_changes_the_program_and_probes_again() {
     assert_eq!(
         st.backchannel_ctl(&[0; 16], 1, &[]),
         Err(Nfsstat4::BADSESSION)
+    );
+}
+
+// ----- restart recovery (state/recovery.rs) --------------------------------------------------
+
+const GRACE: Duration = Duration::from_secs(90);
+
+/// A restarted state whose stable records name `owners`.
+fn restarted(now: Instant, owners: &[&[u8]]) -> State4 {
+    let mut st = state();
+    st.start_grace(now, owners.iter().map(|o| o.to_vec()), GRACE);
+    st
+}
+
+#[test]
+fn reclaims_run_in_grace_and_new_state_waits() {
+    let t0 = Instant::now();
+    let mut st = restarted(t0, &[b"host-a"]);
+    assert!(st.in_grace());
+    let (a, _) = mount(&mut st, t0, b"host-a");
+    let (b, _) = mount(&mut st, t0, b"host-b");
+    // a's open comes back with its share reservation; b's new open waits.
+    let o = st.reclaim_open(t0, a, b"oa", b"f", 3, 2).unwrap();
+    assert_eq!(st.open(t0, b, b"ob", b"g", 1, 0), Err(Nfsstat4::GRACE));
+    // b held nothing before the restart: its reclaim is refused.
+    assert_eq!(
+        st.reclaim_open(t0, b, b"ob", b"g", 1, 0),
+        Err(Nfsstat4::RECLAIM_BAD)
+    );
+    // Anonymous I/O would bypass reclaims; a stateid of this instance does not.
+    assert_eq!(
+        st.check_io(b, &Stateid4::ANONYMOUS, b"g", false),
+        Err(Nfsstat4::GRACE)
+    );
+    assert_eq!(
+        st.check_io(b, &Stateid4::READ_BYPASS, b"g", false),
+        Err(Nfsstat4::GRACE)
+    );
+    assert!(st.check_io(a, &o, b"f", true).is_ok());
+    // The reclaimed deny-write is in force again for the others after grace.
+    assert_eq!(st.reclaim_complete(t0, a, false), Ok(()));
+    let end = st
+        .recovery_tick(t0)
+        .ended
+        .expect("the only recorded client reclaimed");
+    assert_eq!(end.reason, crate::nfs4::grace::EndReason::AllReclaimed);
+    assert!(!st.in_grace());
+    assert_eq!(
+        st.open(t0, b, b"ob", b"f", 2, 0),
+        Err(Nfsstat4::SHARE_DENIED)
+    );
+    // Reclaims after grace: NO_GRACE.
+    assert_eq!(
+        st.reclaim_open(t0, a, b"oa", b"f", 3, 0),
+        Err(Nfsstat4::NO_GRACE)
+    );
+}
+
+#[test]
+fn a_client_that_completed_may_not_reclaim_and_grace_waits_for_the_others() {
+    let t0 = Instant::now();
+    let mut st = restarted(t0, &[b"host-a", b"host-b"]);
+    let (a, _) = mount(&mut st, t0, b"host-a");
+    assert_eq!(st.reclaim_complete(t0, a, false), Ok(()));
+    assert_eq!(
+        st.reclaim_open(t0, a, b"oa", b"f", 1, 0),
+        Err(Nfsstat4::NO_GRACE)
+    );
+    assert_eq!(st.recovery_tick(t0).ended, None);
+    assert!(st.in_grace(), "host-b has not come back");
+    assert_eq!(st.next_wakeup().map(|t| t <= t0 + GRACE), Some(true));
+    let tick = st.recovery_tick(t0 + GRACE);
+    let end = tick.ended.unwrap();
+    assert_eq!(end.reason, crate::nfs4::grace::EndReason::Deadline);
+    // host-b never came back: its record goes; host-a is live and keeps its own.
+    assert_eq!(tick.forget, vec![Bytes::from_static(b"host-b")]);
+    assert_eq!(st.record_needed(a), None);
+}
+
+#[test]
+fn no_records_no_grace() {
+    let t0 = Instant::now();
+    let mut st = restarted(t0, &[]);
+    assert!(!st.in_grace());
+    let end = st.recovery_tick(t0).ended.unwrap();
+    assert_eq!(end.reason, crate::nfs4::grace::EndReason::Skipped);
+    let (a, _) = mount(&mut st, t0, b"host-a");
+    assert!(st.open(t0, a, b"o", b"f", 1, 0).is_ok());
+    assert_eq!(
+        st.reclaim_open(t0, a, b"o", b"g", 1, 0),
+        Err(Nfsstat4::NO_GRACE)
+    );
+}
+
+#[test]
+fn records_are_asked_for_once_and_removed_when_the_client_goes() {
+    let t0 = Instant::now();
+    let mut st = restarted(t0, &[]);
+    let (a, s) = mount(&mut st, t0, b"host-a");
+    assert_eq!(st.record_needed(a), Some(Bytes::from_static(b"host-a")));
+    st.record_written(b"host-a");
+    assert_eq!(st.record_needed(a), None);
+    // A courtesy client keeps its record.
+    st.tick(t0 + st.config().lease);
+    assert!(st.clients().get(a).unwrap().courtesy_since.is_some());
+    assert!(st.recovery_tick(t0 + st.config().lease).forget.is_empty());
+    // DESTROY_CLIENTID removes it (at the next tick).
+    st.destroy_session(&s, None).unwrap();
+    st.destroy_clientid(a).unwrap();
+    let t1 = t0 + st.config().lease * 2;
+    assert_eq!(
+        st.recovery_tick(t1).forget,
+        vec![Bytes::from_static(b"host-a")]
+    );
+    // A client that expires for real loses it too.
+    let (b, _) = mount(&mut st, t1, b"host-b");
+    st.record_written(b"host-b");
+    let day = st.config().courtesy_max;
+    st.tick(t1 + st.config().lease);
+    assert_eq!(st.tick(t1 + st.config().lease + day), vec![b]);
+    assert_eq!(
+        st.recovery_tick(t1 + st.config().lease + day).forget,
+        vec![Bytes::from_static(b"host-b")]
+    );
+}
+
+#[test]
+fn reclaimed_locks_come_back_and_new_locks_wait() {
+    use sluice_xdr::nfs4::ops::{LockArgs, Locker4, OpenToLockOwner4, WRITE_LT};
+    use sluice_xdr::nfs4::LockOwner4;
+    let t0 = Instant::now();
+    let mut st = restarted(t0, &[b"host-a"]);
+    let (a, _) = mount(&mut st, t0, b"host-a");
+    let open = st.reclaim_open(t0, a, b"oa", b"f", 3, 0).unwrap();
+    let lock = |reclaim: bool, open: Stateid4| LockArgs {
+        locktype: WRITE_LT,
+        reclaim,
+        offset: 0,
+        length: 10,
+        locker: Locker4::New(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid: open,
+            lock_seqid: 0,
+            lock_owner: LockOwner4 {
+                clientid: a,
+                owner: Opaque4(Bytes::from_static(b"pid-1")),
+            },
+        }),
+    };
+    assert_eq!(
+        st.lock(t0, a, b"f", &lock(false, open)),
+        Err(LockRefused::Status(Nfsstat4::GRACE))
+    );
+    assert!(st.lock(t0, a, b"f", &lock(true, open)).is_ok());
+    assert_eq!(st.locks().ranges.len(), 1);
+    st.reclaim_complete(t0, a, false).unwrap();
+    assert_eq!(
+        st.lock(t0, a, b"f", &lock(true, open)),
+        Err(LockRefused::Status(Nfsstat4::NO_GRACE))
     );
 }

@@ -1,0 +1,65 @@
+//! Restart recovery in the COMPOUND processor: the stable client records written before the
+//! op that needs them, and the tick that ends grace and removes records. The decisions are the
+//! state core's (`state/recovery.rs`); this is the thin part that touches [`Nfs4::records`].
+
+use super::Nfs4;
+use crate::nfs4::grace::GraceEnd;
+use crate::nfs4::Nfsstat4;
+use sluice_xdr::nfs4::ClientId4;
+use std::time::Instant;
+
+/// What one [`Nfs4::tick`] did, for the driver to log.
+#[derive(Debug, Default)]
+pub struct TickReport {
+    /// Clients whose leases expired for real.
+    pub expired: usize,
+    /// Grace ended (or was skipped at start).
+    pub grace_ended: Option<GraceEnd>,
+    /// Stable records removed.
+    pub records_removed: usize,
+    /// Stable records that could not be removed (each is tried once: a stale record costs
+    /// only a grace period that waits for its deadline).
+    pub records_failed: usize,
+}
+
+impl Nfs4 {
+    /// Writes `clientid`'s stable record if the store does not hold it yet, before the op that
+    /// grants state goes on; NFS4ERR_DELAY when the write fails (the client retries).
+    pub(super) fn ensure_record(&self, clientid: ClientId4) -> Result<(), Nfsstat4> {
+        let Some(records) = &self.records else {
+            return Ok(());
+        };
+        // Not under the state lock: the write waits for the disk.
+        let Some(owner) = self.state().record_needed(clientid) else {
+            return Ok(());
+        };
+        records.insert(&owner).map_err(|_| Nfsstat4::DELAY)?;
+        self.state().record_written(&owner);
+        Ok(())
+    }
+
+    /// The lease and grace clock at `now`: expires leases ([`crate::nfs4::State4::tick`]),
+    /// ends grace at its deadline and removes the records of clients gone for good
+    /// ([`crate::nfs4::State4::recovery_tick`]).
+    pub fn tick(&self, now: Instant) -> TickReport {
+        let (expired, rec) = {
+            let mut st = self.state();
+            let expired = st.tick(now).len();
+            (expired, st.recovery_tick(now))
+        };
+        let mut report = TickReport {
+            expired,
+            grace_ended: rec.ended,
+            ..TickReport::default()
+        };
+        if let Some(records) = &self.records {
+            for owner in &rec.forget {
+                match records.remove(owner) {
+                    Ok(()) => report.records_removed += 1,
+                    Err(_) => report.records_failed += 1,
+                }
+            }
+        }
+        report
+    }
+}

@@ -1,0 +1,223 @@
+//! Restart recovery in [`State4`]: the grace period ([`super::super::grace`]) and the
+//! bookkeeping of the stable client records ([`super::super::stable`]), as pure entry points.
+//! The driver does the file I/O and the logging; this module decides.
+//!
+//! # When a client's record is written (and why then)
+//! A record must be on disk before the client is granted any state it could need to reclaim
+//! after a crash; otherwise a crash right after the grant leaves a client that holds state the
+//! restarted server refuses to let it reclaim (RECLAIM_BAD). knfsd writes the record of a 4.1
+//! client at its RECLAIM_COMPLETE, relying on the client's duty (RFC 8881 §18.51.3) to send it
+//! before its first non-reclaim OPEN. A client that skips it would hold unrecorded opens, so
+//! the processor also asks before every OPEN: [`State4::record_needed`] names the owner of a
+//! client not yet recorded, the driver writes it durably, then [`State4::record_written`]. Both
+//! points come before the reply: the record exists before the grant. Locks need an open, so
+//! the OPEN covers them. A record is written once per owner and instance (the state keeps the
+//! set the store holds), so steady-state OPENs cost a hash lookup.
+//!
+//! # When it is removed
+//! When the last client record of its owner goes for real: DESTROY_CLIENTID, or expiry (the
+//! lease ran out with no state, a courtesy client's `courtesy_max` passed, or a conflict broke
+//! a courtesy client). A courtesy client keeps its record: it still holds state it may
+//! reclaim. Owners whose grace ran out without a RECLAIM_COMPLETE are removed too, unless a
+//! client of that owner is live in this instance (it may have reclaimed and hold state). The
+//! removals are collected here and handed to the driver by [`State4::recovery_tick`]: a
+//! removal that is late (at most the driver's tick, a second) or lost in a crash costs only a
+//! grace period that waits for a client that will not come, never a lost reclaim.
+//!
+//! # Grace, op by op (RFC 8881 §8.4.2, §18.16.3, §18.10.4, §18.51.3)
+//! | op | in grace | after |
+//! |---|---|---|
+//! | OPEN CLAIM_PREVIOUS, LOCK reclaim, client of the records | reclaims | NO_GRACE |
+//! | the same, client not in the records | RECLAIM_BAD | NO_GRACE |
+//! | the same, after the client's RECLAIM_COMPLETE | NO_GRACE | NO_GRACE |
+//! | OPEN other claims, LOCK without reclaim | GRACE | as usual |
+//! | READ / WRITE / SETATTR(size) under the anonymous or READ-bypass stateid | GRACE | as usual |
+//! | the same under a stateid of this instance | as usual | as usual |
+//! | RECLAIM_COMPLETE | may end grace early (AllReclaimed) | as usual |
+
+use super::super::grace::{Grace, GraceEnd, GraceStats};
+use super::super::Nfsstat4;
+use super::State4;
+use bytes::Bytes;
+use sluice_xdr::nfs4::{ClientId4, Stateid4};
+use std::time::{Duration, Instant};
+
+/// What [`State4::recovery_tick`] hands the driver.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RecoveryTick {
+    /// Owners whose stable records the driver removes.
+    pub forget: Vec<Bytes>,
+    /// Grace ended since the last tick (or was skipped at start): the driver logs it.
+    pub ended: Option<GraceEnd>,
+}
+
+/// Where restart recovery stands in [`State4`] (its fields, kept together).
+#[derive(Debug, Default)]
+pub(super) struct Recovery {
+    /// `None` until [`State4::start_grace`]: a state without restart recovery (tests, a server
+    /// without a store) behaves as after a skipped grace.
+    grace: Option<Grace>,
+    /// The owners the stable store holds, as far as this instance knows.
+    stable: std::collections::HashSet<Bytes>,
+    /// Owners of clients destroyed or expired since the last tick. At most one entry per
+    /// client record removed, drained every tick.
+    gone: Vec<Bytes>,
+    /// Grace ended (or was skipped) and the driver has not been told yet.
+    ended: Option<GraceEnd>,
+}
+
+impl State4 {
+    /// Starts this instance's grace period at `now` from the owners the stable store named
+    /// (`records`), lasting `length` (normally the lease) unless no record names a client.
+    /// The end (when skipped) comes back from the next [`State4::recovery_tick`].
+    pub fn start_grace(
+        &mut self,
+        now: Instant,
+        records: impl IntoIterator<Item = Vec<u8>>,
+        length: Duration,
+    ) {
+        let records: Vec<Vec<u8>> = records.into_iter().collect();
+        self.recovery.stable = records.iter().map(|o| Bytes::from(o.clone())).collect();
+        let (grace, end) = Grace::start(now, records, length);
+        self.recovery.grace = Some(grace);
+        self.recovery.ended = end;
+    }
+
+    /// Whether the server is in its grace period.
+    pub fn in_grace(&self) -> bool {
+        self.recovery.grace.as_ref().is_some_and(Grace::in_grace)
+    }
+
+    /// Grace's figures for the stats, once started.
+    pub fn grace_stats(&self) -> Option<GraceStats> {
+        self.recovery.grace.as_ref().map(Grace::stats)
+    }
+
+    /// The owner of `clientid` when the stable store does not hold it yet: the driver writes
+    /// it, durably, then calls [`State4::record_written`], before the op that needs it (OPEN,
+    /// RECLAIM_COMPLETE) runs.
+    pub fn record_needed(&self, clientid: ClientId4) -> Option<Bytes> {
+        let owner = &self.clients.get(clientid).ok()?.owner;
+        (!self.recovery.stable.contains(owner)).then(|| owner.clone())
+    }
+
+    /// The driver wrote `owner`'s record.
+    pub fn record_written(&mut self, owner: &[u8]) {
+        self.recovery.stable.insert(Bytes::copy_from_slice(owner));
+    }
+
+    /// Ends grace at its deadline, lets the clients that went away stop holding it open, and
+    /// hands the driver the records to remove and the end to log. Called with the lease tick.
+    pub fn recovery_tick(&mut self, now: Instant) -> RecoveryTick {
+        let mut out = RecoveryTick {
+            ended: self.recovery.ended.take(),
+            ..RecoveryTick::default()
+        };
+        let mut gone = std::mem::take(&mut self.recovery.gone);
+        gone.sort_unstable();
+        gone.dedup();
+        for owner in gone {
+            if self.owner_live(&owner) {
+                continue; // a newer client of the owner still counts on the record
+            }
+            if let Some(g) = self.recovery.grace.as_mut() {
+                if let Some(end) = g.client_gone(now, &owner) {
+                    out.ended = Some(end);
+                }
+            }
+            if self.recovery.stable.remove(&owner) {
+                out.forget.push(owner);
+            }
+        }
+        if let Some(end) = self.recovery.grace.as_mut().and_then(|g| g.tick(now)) {
+            for owner in &end.forgotten {
+                let owner = Bytes::copy_from_slice(owner);
+                if !self.owner_live(&owner) && self.recovery.stable.remove(&owner) {
+                    out.forget.push(owner);
+                }
+            }
+            out.ended = Some(end);
+        }
+        out
+    }
+
+    /// When [`State4::recovery_tick`] next has something to do (grace's deadline), if ever;
+    /// owners gone and an end not yet reported are handled by the driver's next regular tick.
+    pub(super) fn recovery_wakeup(&self) -> Option<Instant> {
+        self.recovery.grace.as_ref().and_then(Grace::next_wakeup)
+    }
+
+    /// NFS4ERR_GRACE while in grace: for ops that take new state or could conflict with a
+    /// reclaim (non-reclaim OPEN and LOCK, anonymous I/O, SETATTR of the size under the
+    /// anonymous stateid).
+    pub fn check_grace_new_state(&self) -> Result<(), Nfsstat4> {
+        match &self.recovery.grace {
+            Some(g) => g.check_new_state(),
+            None => Ok(()),
+        }
+    }
+
+    /// May `clientid` reclaim (OPEN CLAIM_PREVIOUS, LOCK with reclaim) now?
+    pub fn check_reclaim(&self, clientid: ClientId4) -> Result<(), Nfsstat4> {
+        let rec = self.clients.get(clientid)?;
+        if rec.reclaim_complete {
+            return Err(Nfsstat4::NO_GRACE);
+        }
+        match &self.recovery.grace {
+            Some(g) => g.check_reclaim(&rec.owner),
+            None => Err(Nfsstat4::NO_GRACE),
+        }
+    }
+
+    /// OPEN with CLAIM_PREVIOUS (§18.16.3): the client's open of `file` from before the
+    /// restart, re-established with its share reservation, in grace only.
+    pub fn reclaim_open(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+        owner: &[u8],
+        file: &[u8],
+        share_access: u32,
+        share_deny: u32,
+    ) -> Result<Stateid4, Nfsstat4> {
+        self.check_reclaim(clientid)?;
+        self.open_share(now, clientid, owner, file, share_access, share_deny)
+    }
+
+    /// RECLAIM_COMPLETE's part in grace: may end it early.
+    pub(super) fn grace_reclaim_complete(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+    ) -> Result<(), Nfsstat4> {
+        let owner = self.clients.get(clientid)?.owner.clone();
+        let Some(g) = self.recovery.grace.as_mut() else {
+            return Ok(());
+        };
+        match g.reclaim_complete(now, &owner) {
+            Ok(Some(end)) => self.recovery.ended = Some(end),
+            Ok(None) => {}
+            // An earlier client of the same owner in this instance completed already; this
+            // one's own RECLAIM_COMPLETE is counted on its record.
+            Err(Nfsstat4::COMPLETE_ALREADY) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// A client record is about to go for real: its owner's stable record may go with it.
+    pub(super) fn note_gone(&mut self, clientid: ClientId4) {
+        // Bounded: past the bound a removal is dropped, which costs at most a longer grace
+        // after a crash (module notes), never a reclaim.
+        if self.recovery.gone.len() >= super::super::grace::RECORDS_MAX {
+            return;
+        }
+        if let Ok(rec) = self.clients.get(clientid) {
+            self.recovery.gone.push(rec.owner.clone());
+        }
+    }
+
+    fn owner_live(&self, owner: &[u8]) -> bool {
+        self.clients.iter().any(|r| r.owner == owner)
+    }
+}
