@@ -22,8 +22,11 @@
 //!
 //! `cp` and `cat` also run over NFSv4.1 (`..._v4_1`): there the restarted server knows neither
 //! the session nor the client id (BADSESSION, then STALE_CLIENTID), so the client makes new
-//! ones, opens its file again (CLAIM_FH: sluice serve has no grace period yet) and carries on
-//! with the same handle; the checks are the same, plus a second CREATE_SESSION and OPEN.
+//! ones and carries on with the same handle. The server's client records (in the state
+//! directory) name the client, so the restarted server is in its grace period: the client
+//! reclaims its open (OPEN CLAIM_PREVIOUS) and sends RECLAIM_COMPLETE, which ends grace early.
+//! The checks are the same, plus a second CREATE_SESSION and OPEN, the client's "1 reclaimed"
+//! and the server's log of grace ending with AllReclaimed, long before its 90 s.
 
 mod common;
 
@@ -114,8 +117,9 @@ fn column_of(stats: &str, prog: &str, proc_: &str, i: usize) -> Option<u64> {
 }
 
 /// Over NFSv4.1: the `--stats` of a client that went through a restart show a second session
-/// and its file opened again.
-fn assert_v4_recovered(version: &str, err: &str) {
+/// and its file opened again, by a reclaim in the restarted server's grace period, which the
+/// client's RECLAIM_COMPLETE ended early (the server's log says so within a second).
+fn assert_v4_recovered(version: &str, err: &str, server: &Sluice) {
     if version == "3" {
         return;
     }
@@ -123,6 +127,32 @@ fn assert_v4_recovered(version: &str, err: &str) {
     assert!(sessions >= 2, "no new session after the restart:\n{err}");
     let opens = column_of(err, "NFS4", "OPEN", 2).expect("OPEN line");
     assert!(opens >= 2, "the file was not opened again:\n{err}");
+    assert!(
+        err.contains("NFSv4 opens after the new client id: 1 reclaimed, 0 opened again"),
+        "the open was not reclaimed in grace:\n{err}"
+    );
+    // The restarted server's lines: after its "started" (the first run's grace was skipped).
+    let ended = |log: &str| {
+        let (_, after) = log.rsplit_once("NFSv4 grace period started")?;
+        after
+            .lines()
+            .find(|l| l.contains("NFSv4 grace period ended"))
+            .map(str::to_string)
+    };
+    wait_until(Duration::from_secs(5), Duration::from_millis(50), || {
+        ended(&server.log_text()).is_some()
+    });
+    let log = server.log_text();
+    assert!(
+        log.contains("NFSv4 grace period started"),
+        "the restarted server started no grace period:\n{log}"
+    );
+    let line = ended(&log).unwrap_or_else(|| panic!("grace never ended:\n{log}"));
+    eprintln!("restarted server: {line}");
+    assert!(
+        line.contains("AllReclaimed"),
+        "grace did not end early: {line}"
+    );
 }
 
 // --- (a) the library ---------------------------------------------------------------------------
@@ -321,7 +351,7 @@ fn cp_survives_kill9_restart(version: &'static str) {
         "no 'not responding':\n{err}"
     );
     assert!(count(&err, OK) >= 1, "no 'OK':\n{err}");
-    assert_v4_recovered(version, &err);
+    assert_v4_recovered(version, &err, &server);
     // The restarted server serves the file under the same path (and the old handle, which
     // the next test checks through the FUSE mount).
     drop(server);
@@ -451,7 +481,7 @@ fn cat_survives(version: &'static str) {
     let restarter = kill_and_restart_later(setup.server);
     let st = cat.wait_timeout(TRANSFER_TIMEOUT);
     let elapsed = started.elapsed();
-    let _server = restarter.join().unwrap();
+    let server = restarter.join().unwrap();
     let err = cat.stderr_text();
     assert!(st.success(), "cat failed across the restart: {st}\n{err}");
     assert_eq!(file_len(&out), FILE_BYTES as u64, "short output\n{err}");
@@ -462,5 +492,5 @@ fn cat_survives(version: &'static str) {
         "no 'not responding':\n{err}"
     );
     assert!(count(&err, OK) >= 1, "no 'OK':\n{err}");
-    assert_v4_recovered(version, &err);
+    assert_v4_recovered(version, &err, &server);
 }
