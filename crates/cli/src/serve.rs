@@ -501,6 +501,28 @@ mod tests {
     }
 
     #[test]
+    fn grace_secs_defaults_to_the_lease_and_is_bounded() {
+        let grace = |args: &[&str]| config_from(&parse(args)).unwrap().grace;
+        assert_eq!(grace(&["/srv"]), None, "None: one lease");
+        assert_eq!(
+            grace(&["/srv", "--grace-secs", "15"]),
+            Some(Duration::from_secs(15))
+        );
+        for bad in ["0", "3601"] {
+            #[derive(clap::Parser)]
+            struct Cli {
+                #[command(flatten)]
+                serve: ServeArgs,
+            }
+            let argv = ["serve", "/srv", "--grace-secs", bad];
+            assert!(
+                <Cli as clap::Parser>::try_parse_from(argv).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn idmap_domain_is_off_by_default_and_must_look_like_a_domain() {
         let domain = |args: &[&str]| config_from(&parse(args)).unwrap().idmap_domain;
         assert_eq!(domain(&["/srv"]), None, "numeric owners by default");

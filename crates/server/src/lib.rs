@@ -8,7 +8,8 @@
 //!        ├─ portmap   (answers for the one port)
 //!        ├─ mountd    (export roots, mount list)
 //!        ├─ nfs4      (NFSv4.1/4.2: the COMPOUND processor over sans-IO state cores; `lease`
-//!        │             is the task that ticks their leases, `callback` the one that makes the
+//!        │             is the task that ticks their leases and the grace period after a
+//!        │             restart (`nfs4::grace`), `callback` the one that makes the
 //!        │             back channels' calls over `backchannel`'s connection handles)
 //!        └─ nfs       (the 22 procedures: wire types <-> neutral types, in `nfs/map.rs` only)
 //!            └─ backend = the `sluice-vfs` crate (the FileSystem trait and LocalFs: handles,
@@ -289,11 +290,21 @@ fn nfs4_service(
     engine: &io::Engine,
 ) -> Result<nfs4::compound::Nfs4, String> {
     // The instance stamp of client ids, session ids and stateids: ids a client kept from an
-    // earlier run are then recognised as stale. Seconds wrap in 2106; a restart within the same
-    // second as the last one is the only collision.
-    let boot_epoch = std::time::SystemTime::now()
+    // earlier run are then recognised as stale. Seconds, kept in the state directory so that
+    // a restart within the same second (kill -9 and a supervisor) still gets a new one.
+    let now_secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_secs() as u32);
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&config.state_dir)
+            .map_err(|e| format!("state directory {}: {e}", config.state_dir.display()))?;
+    }
+    let boot_epoch = nfs4::stable::next_boot_epoch(&config.state_dir, now_secs)
+        .map_err(|e| format!("NFSv4 boot epoch in {}: {e}", config.state_dir.display()))?;
     let cfg = nfs4::Config4 {
         lease: config.lease,
         boot_epoch,

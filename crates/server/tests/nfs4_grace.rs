@@ -172,10 +172,16 @@ async fn an_open_and_a_lock_are_reclaimed_and_grace_ends_early() {
     let (mut s, _) = start(TestDirs::new("nfs4-grace"), LONG_GRACE).await;
     let (a, fh) = client_with_state(&s).await;
     assert_eq!(records(&s), vec![owner_bytes("host-a")], "written at once");
+    let old_clientid = a.clientid;
     drop(a);
 
     let m = crash_and_restart(&mut s).await;
     let restarted = Instant::now();
+    // A new instance (its boot epoch, kept in the state directory, grew even if the restart
+    // came within the same second): the old client id is stale.
+    let mut rpc = s.connect().await;
+    let res = create_session(&mut rpc, old_clientid, 1).await;
+    assert_eq!(res.status, Nfsstat4::STALE_CLIENTID, "{res:?}");
     let prom = metrics(m).await;
     assert!(prom.contains("sluice_nfs4_grace_active 1\n"), "{prom}");
     assert!(

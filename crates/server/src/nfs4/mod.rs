@@ -37,7 +37,9 @@
 //!   └─ PUTROOTFH / LOOKUP / LOOKUPP / READDIR in the pseudo tree ──▶ pseudo.rs (read-only,
 //!        built from the export list; an export root hands over to the file-system layer)
 //!
-//!  driver timer: at State4::next_wakeup() call State4::tick(now): leases, courtesy expiry
+//!  driver timer: at State4::next_wakeup() call State4::tick(now): leases, courtesy expiry,
+//!  then State4::recovery_tick(now): the grace period after a restart (grace.rs) and the
+//!  stable client records to remove (stable.rs); see state/recovery.rs
 //! ```
 //!
 //! The current stateid and the current/saved file handles belong to one COMPOUND and live in

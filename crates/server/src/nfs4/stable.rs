@@ -8,7 +8,12 @@
 //! by a hash of the client owner) or hands them to `nfsdcld`: a record is created when a client
 //! first establishes state (for minor version 1, at the client's RECLAIM_COMPLETE), before
 //! the reply that makes the client rely on it, and removed when the client is destroyed or
-//! expires. At start the records seed [`super::grace::Grace`].
+//! expires. We write it at RECLAIM_COMPLETE and, for a client that skipped it, before its
+//! first OPEN (when and why: `state/recovery.rs`). At start the records seed
+//! [`super::grace::Grace`].
+//!
+//! The same directory keeps the last boot epoch ([`next_boot_epoch`]), so that a restart
+//! within the same second still makes every earlier id stale.
 //!
 //! # Format and crash safety
 //! One line per client owner, the owner's bytes in lowercase hex (an owner is opaque and may
@@ -76,6 +81,49 @@ pub fn decode(text: &[u8]) -> BTreeSet<Vec<u8>> {
         }
     }
     owners
+}
+
+/// The file holding the last instance's boot epoch (decimal), next to the records.
+pub const EPOCH_FILE_NAME: &str = "nfs4-boot-epoch";
+
+/// This instance's boot epoch: the clock's seconds, unless the last instance (`last`) had
+/// those or later (a restart within the same second, or a clock set back), then one more.
+/// The epoch stamps client ids, session ids and stateids, so it must differ from every
+/// earlier instance's for their ids to be recognised as stale (NFS4ERR_STALE_CLIENTID,
+/// STALE_STATEID) rather than taken for this instance's (see `nfs4::client`).
+pub fn choose_epoch(now_secs: u32, last: Option<u32>) -> u32 {
+    match last {
+        Some(l) if now_secs <= l => l.wrapping_add(1).max(1),
+        _ => now_secs.max(1),
+    }
+}
+
+/// Picks this instance's boot epoch ([`choose_epoch`]) from the one kept in `dir`, and keeps
+/// it there durably (temp file, fsync, rename, directory fsync) before it is used.
+pub fn next_boot_epoch(dir: &Path, now_secs: u32) -> io::Result<u32> {
+    let path = dir.join(EPOCH_FILE_NAME);
+    let last = match std::fs::read(&path) {
+        Ok(b) => std::str::from_utf8(&b)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let epoch = choose_epoch(now_secs, last);
+    write_durably(dir, EPOCH_FILE_NAME, format!("{epoch}\n").as_bytes())?;
+    Ok(epoch)
+}
+
+/// `dir/name` replaced by `data` so that a crash leaves the old or the new contents.
+fn write_durably(dir: &Path, name: &str, data: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(name))?;
+    // The rename is durable only once the directory is.
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Where the COMPOUND processor keeps client records: [`StableClients`] behind a mutex in a
@@ -190,14 +238,7 @@ impl StableClients {
     }
 
     fn write(&self) -> io::Result<()> {
-        let tmp = self.dir.join(format!("{FILE_NAME}.tmp"));
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&encode(&self.owners))?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, self.dir.join(FILE_NAME))?;
-        // The rename is durable only once the directory is.
-        std::fs::File::open(&self.dir)?.sync_all()
+        write_durably(&self.dir, FILE_NAME, &encode(&self.owners))
     }
 }
 
@@ -205,6 +246,25 @@ impl StableClients {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_boot_epoch_always_grows() {
+        assert_eq!(choose_epoch(100, None), 100);
+        assert_eq!(choose_epoch(100, Some(99)), 100);
+        // A restart within the same second, or a clock set back: one more than the last.
+        assert_eq!(choose_epoch(100, Some(100)), 101);
+        assert_eq!(choose_epoch(50, Some(100)), 101);
+        assert_eq!(choose_epoch(0, None), 1, "never 0");
+        let dir = std::env::temp_dir().join(format!("sluice-epoch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let _ = std::fs::remove_file(dir.join(EPOCH_FILE_NAME));
+        let a = next_boot_epoch(&dir, 1000).unwrap();
+        let b = next_boot_epoch(&dir, 1000).unwrap();
+        let c = next_boot_epoch(&dir, 1000).unwrap();
+        assert_eq!((a, b, c), (1000, 1001, 1002));
+        assert_eq!(next_boot_epoch(&dir, 5000).unwrap(), 5000);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn damaged_lines_are_skipped() {

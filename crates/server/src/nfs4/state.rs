@@ -225,7 +225,8 @@ impl State4 {
     /// opens together, so its next SEQUENCE is NFS4ERR_BADSESSION rather than a session
     /// with EXPIRED_ALL/SOME_STATE_REVOKED; a courtesy client that comes back has lost
     /// nothing; there are no delegations (RECALLABLE_STATE_REVOKED), no administrative
-    /// revocation, no restart recovery (RESTART_RECLAIM_NEEDED), no migration (LEASE_MOVED),
+    /// revocation, no persistent sessions (so after a restart the client learns of it from
+    /// BADSESSION and STALE_CLIENTID, never RESTART_RECLAIM_NEEDED), no migration (LEASE_MOVED),
     /// no RPCSEC_GSS (CB_GSS_CONTEXTS_*) and no pNFS devices (DEVID_*).
     pub fn sequence(
         &mut self,
