@@ -1386,7 +1386,7 @@ impl Nfs4 {
             Fh::Pseudo(_) if creating => return Err(Nfsstat4::ROFS),
             Fh::Pseudo(_) => {
                 return Err(match a.claim {
-                    OpenClaim4::Fh => Nfsstat4::ISDIR,
+                    OpenClaim4::Fh | OpenClaim4::Previous(_) => Nfsstat4::ISDIR,
                     _ => Nfsstat4::NOENT,
                 })
             }
