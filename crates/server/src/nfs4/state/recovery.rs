@@ -14,6 +14,12 @@
 //! the OPEN covers them. A record is written once per owner and instance (the state keeps the
 //! set the store holds), so steady-state OPENs cost a hash lookup.
 //!
+//! RFC 8881 §18.51.3 also says that a non-reclaim OPEN or LOCK before the client's
+//! RECLAIM_COMPLETE "will" get NFS4ERR_GRACE, and knfsd refuses it so even after grace. We
+//! do not, outside grace: the record written at that OPEN keeps the one promise that matters
+//! (whoever holds state can reclaim it after a crash), and clients that skip RECLAIM_COMPLETE
+//! (simple tools, tests) keep working. In grace such an OPEN gets NFS4ERR_GRACE anyway.
+//!
 //! # When it is removed
 //! When the last client record of its owner goes for real: DESTROY_CLIENTID, or expiry (the
 //! lease ran out with no state, a courtesy client's `courtesy_max` passed, or a conflict broke
