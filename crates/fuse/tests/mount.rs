@@ -497,6 +497,10 @@ fn exercise(peer: &dyn Peer, version: &str) {
     sh(&format!(
         "mkdir '{mp}/d' && rmdir '{mp}/d' && test ! -e '{backing}/d'"
     ));
+    // mknod: a FIFO (MKNOD over v3, CREATE NF4FIFO over v4)
+    sh(&format!(
+        "mkfifo '{mp}/fifo' && test -p '{backing}/fifo' && rm '{mp}/fifo'"
+    ));
 
     // written through the mount (dd: 1 MiB blocks), read by the library; the kernel's chunks
     // must have been coalesced into wsize WRITEs and committed
