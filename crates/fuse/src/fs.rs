@@ -955,6 +955,9 @@ impl Fs {
         let (ino, io) = self.io_of(handle)?;
         let mut s = io.state.lock().await;
         if write && !s.write {
+            if self.config.read_only {
+                return Err(Errno(libc::EBADF));
+            }
             let fh = self.fh_of(ino)?;
             let attr = self.cached_attr(ino);
             let file = self
