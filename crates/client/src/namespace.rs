@@ -299,6 +299,14 @@ pub trait Namespace: Send + Sync + 'static {
     ) -> Fut<'a, ()>;
     /// Sets mode, owner, size and times (what is `Some` / not `DontChange`).
     fn setattr<'a>(&'a self, fh: &'a Handle, attrs: &'a Sattr3) -> Fut<'a, ()>;
+    /// [`Namespace::setattr`] and the attributes after it, in the same round trip where the
+    /// version allows (v3: SETATTR's post-op attributes; v4: GETATTR in the COMPOUND).
+    fn setattr_attrs<'a>(&'a self, fh: &'a Handle, attrs: &'a Sattr3) -> Fut<'a, Fattr3> {
+        Box::pin(async move {
+            self.setattr(fh, attrs).await?;
+            self.getattr(fh).await
+        })
+    }
     /// A FIFO, socket or device node (v3 MKNOD, v4 CREATE); NOTSUPP where the version or
     /// server has none.
     fn mknod<'a>(
@@ -571,6 +579,20 @@ impl OpenFile {
         match self {
             OpenFile::V3(f) => Ok(f.set_attr(*attrs).await?),
             OpenFile::V4(f) => Ok(f.client().setattr_open(f.fh(), attrs).await?),
+        }
+    }
+
+    /// [`OpenFile::set_attr`] and the attributes after it (see [`Namespace::setattr_attrs`]).
+    pub async fn set_attr_attrs(&self, attrs: &Sattr3) -> Result<Fattr3, Error> {
+        match self {
+            OpenFile::V3(f) => {
+                let r = f.client().setattr(f.fh(), *attrs, None).await?;
+                f.client().attr_or_getattr(f.fh(), r.obj_wcc.after).await
+            }
+            OpenFile::V4(f) => Ok(f
+                .client()
+                .setattr_get(&f.fh().fh, f.fh().stateid, attrs)
+                .await?),
         }
     }
 
@@ -1008,6 +1030,14 @@ impl Namespace for Client {
         Box::pin(async move {
             Client::setattr(self, fh3(fh)?, *attrs, None).await?;
             Ok(())
+        })
+    }
+
+    fn setattr_attrs<'a>(&'a self, fh: &'a Handle, attrs: &'a Sattr3) -> Fut<'a, Fattr3> {
+        Box::pin(async move {
+            let fh = fh3(fh)?;
+            let r = Client::setattr(self, fh, *attrs, None).await?;
+            self.attr_or_getattr(fh, r.obj_wcc.after).await
         })
     }
 

@@ -423,11 +423,10 @@ impl Fs {
             mtime: set_time(set.mtime),
         };
         let r = match &open {
-            Some(f) => f.set_attr(&sattr).await,
-            None => self.ns.setattr(&fh, &sattr).await,
+            Some(f) => f.set_attr_attrs(&sattr).await,
+            None => self.ns.setattr_attrs(&fh, &sattr).await,
         };
-        r.map_err(|e| errno(&e))?;
-        let attr = self.getattr_rpc(&fh).await?;
+        let attr = r.map_err(|e| errno(&e))?;
         self.update_attr(ino, attr);
         Ok(self.node(ino, attr))
     }
@@ -480,11 +479,13 @@ impl Fs {
                 gid: Some(gid),
                 ..Sattr3::default()
             };
-            if let Err(e) = file.set_attr(&ids).await {
-                let _ = file.close().await;
-                return Err(errno(&e));
+            match file.set_attr_attrs(&ids).await {
+                Ok(a) => attr = a,
+                Err(e) => {
+                    let _ = file.close().await;
+                    return Err(errno(&e));
+                }
             }
-            attr = self.getattr_rpc(&fh).await?;
         }
         self.invalidate_attr(parent);
         let node = self.remember(fh, attr, Instant::now(), true);
@@ -1161,8 +1162,11 @@ impl Fs {
                 gid: Some(gid),
                 ..Sattr3::default()
             };
-            self.ns.setattr(&fh, &ids).await.map_err(|e| errno(&e))?;
-            attr = self.getattr_rpc(&fh).await?;
+            attr = self
+                .ns
+                .setattr_attrs(&fh, &ids)
+                .await
+                .map_err(|e| errno(&e))?;
         }
         Ok(self.remember(fh, attr, Instant::now(), true))
     }

@@ -708,10 +708,11 @@ fn wait_child(pid: libc::pid_t) -> i32 {
     libc::WEXITSTATUS(status)
 }
 
-/// open(2) of a path prepared before a fork.
+/// open(2) of a path prepared before a fork. Close-on-exec: the other tests of this process
+/// spawn commands, which must not inherit (and hold the locks and the mount of) these.
 fn open_rw(path: &std::ffi::CStr) -> i32 {
     // SAFETY: a valid C string.
-    unsafe { libc::open(path.as_ptr(), libc::O_RDWR) }
+    unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) }
 }
 
 /// fcntl F_SETLK / F_SETLKW / F_GETLK of `[start, start + len)` (`len` 0: to the end).

@@ -179,6 +179,27 @@ impl Client {
         self.setattr_with(&fh.fh, fh.stateid, attrs).await
     }
 
+    /// SETATTR under `stateid` and GETATTR after it, in one COMPOUND: the attributes after.
+    pub async fn setattr_get(
+        &self,
+        fh: &NfsFh4,
+        stateid: Stateid4,
+        attrs: &Sattr3,
+    ) -> Result<Fattr3, Error> {
+        let res = self
+            .compound(vec![
+                NfsArgop4::Putfh(fh.clone()),
+                NfsArgop4::Setattr(SetattrArgs {
+                    stateid,
+                    obj_attributes: sattr_values(attrs).encode(),
+                }),
+                NfsArgop4::Getattr(ns_attr_request()),
+            ])
+            .await?
+            .ok()?;
+        find_fattr3(&res)
+    }
+
     async fn setattr_with(
         &self,
         fh: &NfsFh4,
@@ -604,6 +625,14 @@ impl Namespace for Client {
         Box::pin(async move {
             Ok(self
                 .setattr_with(fh4(fh)?, Stateid4::ANONYMOUS, attrs)
+                .await?)
+        })
+    }
+
+    fn setattr_attrs<'a>(&'a self, fh: &'a Handle, attrs: &'a Sattr3) -> Fut<'a, Fattr3> {
+        Box::pin(async move {
+            Ok(self
+                .setattr_get(fh4(fh)?, Stateid4::ANONYMOUS, attrs)
                 .await?)
         })
     }
