@@ -104,6 +104,10 @@ pub struct ClientOptions {
     /// EXCHANGE_ID) before it gives up on v4 and tries v3. Default 5 s; see
     /// `namespace::V4_PROBE_TIMEOUT`. An explicit `version=4.x` never gives up early.
     pub v4_probe_timeout: Duration,
+    /// NFSv4 EXCHANGE_ID's client owner. `None` (the default): unique per client instance, as
+    /// a command wants; a long-lived client (the mount) gives a stable one (see the v4 module
+    /// docs, "Client owner").
+    pub v4_owner: Option<Vec<u8>>,
 }
 
 /// Most TCP connections one client opens to the NFS service (Linux's cap for `nconnect`).
@@ -142,6 +146,7 @@ impl Default for ClientOptions {
             readdir_bytes: 64 << 10,
             nconnect: 1,
             v4_probe_timeout: crate::namespace::V4_PROBE_TIMEOUT,
+            v4_owner: None,
         }
     }
 }

@@ -194,10 +194,34 @@ pub struct Cursor {
 pub enum CreateMode {
     /// Create, or truncate what is there (`open(O_CREAT|O_TRUNC)`): UNCHECKED with size 0.
     Truncate,
+    /// Create, or open what is there as it is (`open(O_CREAT)`): UNCHECKED without a size.
+    Unchecked,
     /// Fail with EXIST (GUARDED); attributes are set by the CREATE itself.
     Guarded,
     /// Fail with EXIST, and safe to resend (EXCLUSIVE with a verifier; EXCLUSIVE4_1 in v4).
     Exclusive,
+}
+
+/// What [`Namespace::mknod`] makes (regular files come from [`Namespace::create`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecialKind {
+    Fifo,
+    Socket,
+    Char { major: u32, minor: u32 },
+    Block { major: u32, minor: u32 },
+}
+
+/// The file system's space and file counts (v3 FSSTAT; v4 the `space_*` and `files_*`
+/// attributes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FsStat {
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    /// Free to the caller (quotas, reserved blocks).
+    pub avail_bytes: u64,
+    pub total_files: u64,
+    pub free_files: u64,
+    pub avail_files: u64,
 }
 
 /// A file system reached over NFS, whatever the version. See the module docs.
@@ -275,6 +299,29 @@ pub trait Namespace: Send + Sync + 'static {
     ) -> Fut<'a, ()>;
     /// Sets mode, owner, size and times (what is `Some` / not `DontChange`).
     fn setattr<'a>(&'a self, fh: &'a Handle, attrs: &'a Sattr3) -> Fut<'a, ()>;
+    /// [`Namespace::setattr`] and the attributes after it, in the same round trip where the
+    /// version allows (v3: SETATTR's post-op attributes; v4: GETATTR in the COMPOUND).
+    fn setattr_attrs<'a>(&'a self, fh: &'a Handle, attrs: &'a Sattr3) -> Fut<'a, Fattr3> {
+        Box::pin(async move {
+            self.setattr(fh, attrs).await?;
+            self.getattr(fh).await
+        })
+    }
+    /// A FIFO, socket or device node (v3 MKNOD, v4 CREATE); NOTSUPP where the version or
+    /// server has none.
+    fn mknod<'a>(
+        &'a self,
+        _dir: &'a Handle,
+        _name: &'a str,
+        _kind: SpecialKind,
+        _mode: u32,
+    ) -> Fut<'a, (Handle, Fattr3)> {
+        Box::pin(async { Err(Error::local(Nfsstat3::NOTSUPP)) })
+    }
+    /// Space and files of the file system holding `fh`.
+    fn statfs<'a>(&'a self, _fh: &'a Handle) -> Fut<'a, FsStat> {
+        Box::pin(async { Err(Error::local(Nfsstat3::NOTSUPP)) })
+    }
 
     /// Per-procedure (v3) or per-op (v4) statistics.
     fn stats(&self) -> ClientStats;
@@ -361,6 +408,8 @@ impl DirStream {
 }
 
 /// A file open for reading (and, if asked, writing) through [`File`]'s reader and writer.
+/// Clones share the open (its stateid) and the read cache; close once.
+#[derive(Clone)]
 pub enum OpenFile {
     V3(File<Client>),
     V4(File<v4::Client>),
@@ -379,6 +428,114 @@ impl OpenFile {
         match self {
             OpenFile::V3(f) => Handle::V3(f.fh().clone()),
             OpenFile::V4(f) => Handle::V4(f.fh().fh.clone()),
+        }
+    }
+
+    /// The attributes when opened (or as the file layer last saw them).
+    pub fn attr(&self) -> Fattr3 {
+        match self {
+            OpenFile::V3(f) => *f.attr(),
+            OpenFile::V4(f) => f.attr().to_fattr3(),
+        }
+    }
+
+    /// Positional read through the file's readahead (see [`File::read_at`]).
+    pub async fn read_at(&self, offset: u64, len: u64) -> Result<Vec<Bytes>, Error> {
+        match self {
+            OpenFile::V3(f) => Ok(f.read_at(offset, len).await?),
+            OpenFile::V4(f) => Ok(f.read_at(offset, len).await?),
+        }
+    }
+
+    /// Attributes fetched elsewhere (see [`File::observe`]): the read cache is dropped if
+    /// size or mtime changed. NFSv4's change attribute is not in [`Fattr3`]; it is carried
+    /// over when size and mtime are the same and bumped when they differ, so the test is the
+    /// one NFSv3 makes.
+    pub fn observe(&mut self, attr: Fattr3) {
+        match self {
+            OpenFile::V3(f) => f.observe(attr),
+            OpenFile::V4(f) => {
+                let old = f.attr().clone();
+                let mtime = sluice_xdr::nfs4::Nfstime4 {
+                    seconds: i64::from(attr.mtime.seconds),
+                    nseconds: attr.mtime.nseconds,
+                };
+                let same = old.size == attr.size
+                    && old.mtime.seconds.clamp(0, i64::from(u32::MAX)) == mtime.seconds
+                    && old.mtime.nseconds == mtime.nseconds;
+                let change = if same {
+                    old.change
+                } else {
+                    old.change.wrapping_add(1)
+                };
+                let to_time = |t: sluice_xdr::nfs3::Nfstime3| sluice_xdr::nfs4::Nfstime4 {
+                    seconds: i64::from(t.seconds),
+                    nseconds: t.nseconds,
+                };
+                f.observe(v4::Attr {
+                    change,
+                    size: attr.size,
+                    mode: attr.mode,
+                    numlinks: attr.nlink,
+                    space_used: attr.used,
+                    atime: to_time(attr.atime),
+                    mtime: if same { old.mtime.clone() } else { mtime },
+                    ctime: to_time(attr.ctime),
+                    ..old
+                });
+            }
+        }
+    }
+
+    /// Drops what was read ahead (see [`File::invalidate`]).
+    pub fn invalidate(&self) {
+        match self {
+            OpenFile::V3(f) => f.invalidate(),
+            OpenFile::V4(f) => f.invalidate(),
+        }
+    }
+
+    /// Takes a byte-range lock for `owner` (`length` `u64::MAX`: to the end of the file):
+    /// `Ok(None)` when granted, `Ok(Some(conflict))` when another owner holds one in the way.
+    /// NFSv4 only (LOCK); NFSv3 has no locking protocol in sluice (no NLM): NOTSUPP.
+    pub async fn lock(
+        &self,
+        owner: &[u8],
+        write: bool,
+        offset: u64,
+        length: u64,
+    ) -> Result<Option<v4::LockConflict>, Error> {
+        match self {
+            OpenFile::V3(_) => Err(Error::local(Nfsstat3::NOTSUPP)),
+            OpenFile::V4(f) => Ok(f
+                .client()
+                .lock(f.fh(), owner, write, offset, length)
+                .await?),
+        }
+    }
+
+    /// The lock another owner holds that would keep `owner` from this one (LOCKT).
+    pub async fn test_lock(
+        &self,
+        owner: &[u8],
+        write: bool,
+        offset: u64,
+        length: u64,
+    ) -> Result<Option<v4::LockConflict>, Error> {
+        match self {
+            OpenFile::V3(_) => Err(Error::local(Nfsstat3::NOTSUPP)),
+            OpenFile::V4(f) => Ok(f
+                .client()
+                .test_lock(f.fh(), owner, write, offset, length)
+                .await?),
+        }
+    }
+
+    /// Releases `owner`'s locks in the range (LOCKU).
+    pub async fn unlock(&self, owner: &[u8], offset: u64, length: u64) -> Result<(), Error> {
+        match self {
+            OpenFile::V3(_) => Err(Error::local(Nfsstat3::NOTSUPP)),
+            OpenFile::V4(f) => Ok(f.client().unlock(f.fh(), owner, offset, length).await?),
         }
     }
 
@@ -422,6 +579,20 @@ impl OpenFile {
         match self {
             OpenFile::V3(f) => Ok(f.set_attr(*attrs).await?),
             OpenFile::V4(f) => Ok(f.client().setattr_open(f.fh(), attrs).await?),
+        }
+    }
+
+    /// [`OpenFile::set_attr`] and the attributes after it (see [`Namespace::setattr_attrs`]).
+    pub async fn set_attr_attrs(&self, attrs: &Sattr3) -> Result<Fattr3, Error> {
+        match self {
+            OpenFile::V3(f) => {
+                let r = f.client().setattr(f.fh(), *attrs, None).await?;
+                f.client().attr_or_getattr(f.fh(), r.obj_wcc.after).await
+            }
+            OpenFile::V4(f) => Ok(f
+                .client()
+                .setattr_get(&f.fh().fh, f.fh().stateid, attrs)
+                .await?),
         }
     }
 
@@ -476,6 +647,30 @@ impl Writer {
         match self {
             Writer::V3(w) => Ok(w.write_at(offset, data).await?),
             Writer::V4(w) => Ok(w.write_at(offset, data).await?),
+        }
+    }
+
+    /// Data buffered or WRITEs unanswered (see [`FileWriter::is_dirty`]).
+    pub fn is_dirty(&self) -> bool {
+        match self {
+            Writer::V3(w) => w.is_dirty(),
+            Writer::V4(w) => w.is_dirty(),
+        }
+    }
+
+    /// Written but not yet committed (see [`FileWriter::is_uncommitted`]).
+    pub fn is_uncommitted(&self) -> bool {
+        match self {
+            Writer::V3(w) => w.is_uncommitted(),
+            Writer::V4(w) => w.is_uncommitted(),
+        }
+    }
+
+    /// Sends what is buffered and waits for every WRITE, without COMMIT.
+    pub async fn write_out(&mut self) -> Result<(), Error> {
+        match self {
+            Writer::V3(w) => Ok(w.write_out().await?),
+            Writer::V4(w) => Ok(w.write_out().await?),
         }
     }
 
@@ -542,7 +737,7 @@ async fn connect_v4(
 ) -> Result<v4::Client, v4::Error> {
     let v4 = v4::V4Options {
         probe_timeout,
-        ..v4::V4Options::default()
+        owner: options.v4_owner.clone(),
     };
     v4::Client::connect(url, options, minor, v4).await
 }
@@ -733,6 +928,7 @@ impl Namespace for Client {
             };
             let how3 = match how {
                 CreateMode::Guarded => CreateHow::Guarded(attrs),
+                CreateMode::Unchecked => CreateHow::Unchecked(attrs),
                 _ => CreateHow::Exclusive(rand::random()),
             };
             let res = Client::create(self, dir, name, how3).await?;
@@ -834,6 +1030,62 @@ impl Namespace for Client {
         Box::pin(async move {
             Client::setattr(self, fh3(fh)?, *attrs, None).await?;
             Ok(())
+        })
+    }
+
+    fn setattr_attrs<'a>(&'a self, fh: &'a Handle, attrs: &'a Sattr3) -> Fut<'a, Fattr3> {
+        Box::pin(async move {
+            let fh = fh3(fh)?;
+            let r = Client::setattr(self, fh, *attrs, None).await?;
+            self.attr_or_getattr(fh, r.obj_wcc.after).await
+        })
+    }
+
+    fn mknod<'a>(
+        &'a self,
+        dir: &'a Handle,
+        name: &'a str,
+        kind: SpecialKind,
+        mode: u32,
+    ) -> Fut<'a, (Handle, Fattr3)> {
+        use sluice_xdr::nfs3::{DeviceData3, MknodData, Specdata3};
+        Box::pin(async move {
+            let dir = fh3(dir)?;
+            let attrs = Sattr3 {
+                mode: Some(mode & 0o7777),
+                ..Sattr3::default()
+            };
+            let dev = |major, minor| DeviceData3 {
+                dev_attributes: attrs,
+                spec: Specdata3 { major, minor },
+            };
+            let what = match kind {
+                SpecialKind::Fifo => MknodData::Fifo(attrs),
+                SpecialKind::Socket => MknodData::Sock(attrs),
+                SpecialKind::Char { major, minor } => MknodData::Chr(dev(major, minor)),
+                SpecialKind::Block { major, minor } => MknodData::Blk(dev(major, minor)),
+            };
+            let r = Client::mknod(self, dir, name, what).await?;
+            let fh = match r.obj {
+                Some(h) => h,
+                None => Client::lookup(self, dir, name).await?.object,
+            };
+            let attr = self.attr_or_getattr(&fh, r.obj_attributes).await?;
+            Ok((Handle::V3(fh), attr))
+        })
+    }
+
+    fn statfs<'a>(&'a self, fh: &'a Handle) -> Fut<'a, FsStat> {
+        Box::pin(async move {
+            let s = Client::fsstat(self, fh3(fh)?).await?;
+            Ok(FsStat {
+                total_bytes: s.tbytes,
+                free_bytes: s.fbytes,
+                avail_bytes: s.abytes,
+                total_files: s.tfiles,
+                free_files: s.ffiles,
+                avail_files: s.afiles,
+            })
         })
     }
 

@@ -1,13 +1,14 @@
-//! [`Fs`]: an async filesystem over a [`Client`], shaped for FUSE but independent of it.
+//! [`Fs`]: an async filesystem over a [`Namespace`] (NFSv3, 4.1 or 4.2), shaped for FUSE but
+//! independent of it.
 //!
 //! ```text
-//!   fuse.rs (fuser callbacks) ──► Fs ──► Client (typed NFSv3 calls)
+//!   fuse.rs (fuser callbacks) ──► Fs ──► Arc<dyn Namespace> (v3 Client or v4::Client)
 //!                                  │
 //!      Tables (std Mutex, never held across an await)
 //!        inodes   ino ─► { fh, lookups, CachedAttr }      (FUSE node ids; forget drops them)
 //!        by_fh    fh  ─► ino
 //!        names    (dir ino, name) ─► { fh, attr, dir mtime when cached }   (bounded)
-//!      open       ino ─► FileIo (tokio Mutex): the client library's File (reads: autotuned
+//!      open       ino ─► FileIo (tokio Mutex): the namespace's OpenFile (reads: autotuned
 //!                        readahead within the client's memory budget) and its FileWriter
 //!                        (write-behind: UNSTABLE WRITEs, COMMIT, resend on a verifier change)
 //!      handles    FUSE file handle ─► ino;  dirs: FUSE dir handle ─► listing snapshot
@@ -30,9 +31,34 @@
 //!   ctime changed, the caller is told to drop cached pages. `flush`/`release`/`fsync` write
 //!   the dirty data and COMMIT it before returning.
 //!
-//! # One data path
-//! Reads and writes go through the client library's [`File`] and [`FileWriter`], the same code
-//! `sluice cp` and `sluice cat` use; this module adds only what a mount needs on top.
+//! # One data path, any version
+//! Reads and writes go through the client library's [`OpenFile`] (its `File` reader and
+//! writer), the same code `sluice cp` and `sluice cat` use, over NFSv3 or v4; this module adds
+//! only what a mount needs on top. Handles are the neutral [`Handle`], attributes the neutral
+//! [`Fattr3`] (see [`sluice_client::namespace`]).
+//!
+//! # Open state (NFSv4)
+//! A FUSE open of a file with no open state yet is an OPEN (CLAIM_FH) with the access asked
+//! for: READ for `O_RDONLY`, BOTH otherwise. Every handle of one file shares that open (and its
+//! read cache and writer); a write open of a file open only for reading makes a second OPEN
+//! with BOTH, which carries the I/O from then on. The last release CLOSEs them all, after the
+//! dirty data is committed; READ, WRITE and a truncating SETATTR carry the open stateid. A
+//! delegation that came with the OPEN is the v4 client's business: a recall is answered by
+//! its deleg core (COMMIT, DELEGRETURN) without this module. Over v4 the OPEN's own GETATTR is
+//! the close-to-open revalidation of a first open. NFSv3 has no open state: an open is free.
+//!
+//! # Locks (NFSv4)
+//! `fcntl` and `flock` locks reach [`Fs::getlk`] / [`Fs::setlk`] (the mount asks the kernel
+//! for both with FUSE_POSIX_LOCKS and FUSE_FLOCK_LOCKS, over v4 only) and become LOCKT, LOCK
+//! and LOCKU under the file's open, one NFS lock owner per FUSE `lock_owner` (a process's
+//! `fcntl` locks; one open file description's `flock`). A `flock` is a lock of the whole file,
+//! as Linux's NFS client makes it, so over NFS `flock` and `fcntl` locks conflict with each
+//! other. A waiting lock (`F_SETLKW`, `flock` without `LOCK_NB`) polls the server while it is
+//! denied, 1 s doubling to 30 s between tries as Linux does for NFS4ERR_DENIED, and gives up
+//! with EINTR when the waiting process has a signal to take (see [`Fs::setlk`]). The kernel
+//! does not unlock by itself when the fs keeps the locks: `flush` drops the `fcntl` locks of
+//! its `lock_owner` and `release` the `flock` of its file. NFSv3 has no lock protocol in
+//! sluice (no NLM): over v3 the kernel keeps the locks itself, local to this mount, as before.
 //!
 //! # Writes
 //! The kernel's writes go to the file's [`FileWriter::write_at`]: contiguous ones fill wsize
@@ -54,11 +80,11 @@
 
 use crate::cache::{data_changed, AttrCacheConfig, CachedAttr};
 use bytes::Bytes;
-use sluice_client::{Client, File, FileWriter, NfsError};
-use sluice_xdr::nfs3::{
-    CreateHow, DeviceData3, Fattr3, Ftype3, MknodData, NfsFh3, Nfsstat3, Nfstime3, Sattr3, SetTime,
-    Specdata3, WccData,
+use sluice_client::namespace::{
+    CreateMode, Error as NsError, FsStat, Handle, Namespace, OpenFile, ProtoVersion, SpecialKind,
+    Writer,
 };
+use sluice_xdr::nfs3::{Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, SetTime};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -87,6 +113,9 @@ pub struct FsConfig {
     pub read_only: bool,
     /// Entries of the name cache; when full it is cleared (they are only hints). Default 64 Ki.
     pub name_cache_entries_max: usize,
+    /// The AUTH_SYS identity the mount's calls carry (the client options' uid and gid, else
+    /// the process's): new files of another caller are given that caller's ids.
+    pub auth_ids: (u32, u32),
 }
 
 impl Default for FsConfig {
@@ -95,6 +124,8 @@ impl Default for FsConfig {
             attr: AttrCacheConfig::default(),
             read_only: false,
             name_cache_entries_max: 64 << 10,
+            // SAFETY: geteuid/getegid have no preconditions and cannot fail.
+            auth_ids: unsafe { (libc::geteuid(), libc::getegid()) },
         }
     }
 }
@@ -136,7 +167,7 @@ pub struct SetAttr {
 }
 
 /// What mknod creates.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeKind {
     Regular,
     Fifo,
@@ -145,9 +176,42 @@ pub enum NodeKind {
     Block { major: u32, minor: u32 },
 }
 
+/// A lock's type as `fcntl` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockType {
+    Read,
+    Write,
+    Unlock,
+}
+
+/// A byte-range lock as FUSE carries it: `start..=end`, `end` [`LOCK_TO_END`] meaning to the
+/// end of the file and beyond.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockRange {
+    pub start: u64,
+    pub end: u64,
+    pub typ: LockType,
+}
+
+/// The kernel's `OFFSET_MAX` (i64::MAX): a lock to the end of the file.
+pub const LOCK_TO_END: u64 = i64::MAX as u64;
+
+/// First wait before a denied waiting lock is asked again: 1 s, Linux's NFS4_LOCK_MINTIMEOUT.
+pub const LOCK_POLL_INITIAL: Duration = Duration::from_secs(1);
+/// Longest wait between two tries: 30 s, Linux's NFS4_LOCK_MAXTIMEOUT. A lock released just
+/// after a try is taken that much later at worst; a waiter costs one LOCK per 30 s.
+pub const LOCK_POLL_MAX: Duration = Duration::from_secs(30);
+/// How often a waiting lock checks whether its process wants to stop waiting (a signal).
+pub const LOCK_INTERRUPT_CHECK: Duration = Duration::from_millis(100);
+
+/// The wait after `prev` before a denied waiting lock tries again (doubling, bounded).
+pub fn next_lock_poll(prev: Duration) -> Duration {
+    (prev * 2).clamp(LOCK_POLL_INITIAL, LOCK_POLL_MAX)
+}
+
 /// The filesystem. Shared by all callbacks (`Arc<Fs>`).
 pub struct Fs {
-    client: Client,
+    ns: Arc<dyn Namespace>,
     config: FsConfig,
     tables: Mutex<Tables>,
     open: Mutex<HashMap<Ino, OpenEntry>>,
@@ -163,14 +227,14 @@ struct OpenEntry {
 
 struct Tables {
     inodes: HashMap<Ino, Inode>,
-    by_fh: HashMap<NfsFh3, Ino>,
+    by_fh: HashMap<Handle, Ino>,
     names: HashMap<(Ino, Bytes), NameEntry>,
     root_fileid: u64,
     next_synthetic: u64,
 }
 
 struct Inode {
-    fh: NfsFh3,
+    fh: Handle,
     lookups: u64,
     attr: CachedAttr,
     /// Name-cache keys pointing at this node: dropped with the node, because their attributes
@@ -179,17 +243,26 @@ struct Inode {
 }
 
 struct NameEntry {
-    fh: NfsFh3,
+    fh: Handle,
     attr: Fattr3,
     fetched_at: Instant,
     dir_mtime: Nfstime3,
 }
 
 impl Fs {
-    /// A filesystem over `client`'s export root (node 1). Fetches the root's attributes.
-    pub async fn new(client: Client, config: FsConfig) -> Result<Fs, NfsError> {
-        let root = client.root().clone();
-        let attr = client.getattr(&root).await?.obj_attributes;
+    /// A filesystem over the directory `path` of `ns` (relative to [`Namespace::root`]; ""
+    /// for the root itself) as node 1. Fetches the root's attributes.
+    pub async fn new(ns: Arc<dyn Namespace>, path: &str, config: FsConfig) -> Result<Fs, NsError> {
+        let (root, attr) = if path.trim_matches('/').is_empty() {
+            let root = ns.root();
+            let attr = ns.getattr(&root).await?;
+            (root, attr)
+        } else {
+            ns.lookup_path(path).await?
+        };
+        if attr.ftype != Ftype3::DIR {
+            return Err(NsError::local(Nfsstat3::NOTDIR));
+        }
         let now = Instant::now();
         let mut inodes = HashMap::new();
         inodes.insert(
@@ -204,7 +277,7 @@ impl Fs {
         let mut by_fh = HashMap::new();
         by_fh.insert(root, ROOT_INO);
         Ok(Fs {
-            client,
+            ns,
             config,
             tables: Mutex::new(Tables {
                 inodes,
@@ -220,18 +293,27 @@ impl Fs {
         })
     }
 
-    pub fn client(&self) -> &Client {
-        &self.client
+    pub fn namespace(&self) -> &Arc<dyn Namespace> {
+        &self.ns
+    }
+    /// The NFS version the mount speaks.
+    pub fn version(&self) -> ProtoVersion {
+        self.ns.version()
+    }
+    /// Whether byte-range locks go to the server (NFSv4: LOCK); over NFSv3 the kernel keeps
+    /// them local to the mount (see the module docs).
+    pub fn server_locks(&self) -> bool {
+        self.version() != ProtoVersion::V3
     }
     pub fn config(&self) -> &FsConfig {
         &self.config
     }
     /// Largest READ the server takes; the kernel's max_read should not exceed it.
     pub fn rsize(&self) -> u32 {
-        self.client.rsize()
+        self.ns.rsize()
     }
     pub fn wsize(&self) -> u32 {
-        self.client.wsize()
+        self.ns.wsize()
     }
 
     // --- names and attributes ----------------------------------------------------------------
@@ -257,7 +339,7 @@ impl Fs {
         }
         let dir = self.fh_of(parent)?;
         let name_str = std::str::from_utf8(name).map_err(|_| Errno(libc::EINVAL))?;
-        let res = match self.client.lookup(&dir, name_str).await {
+        let (fh, attr) = match self.ns.lookup(&dir, name_str).await {
             Ok(r) => r,
             Err(e) => {
                 if e.status() == Some(Nfsstat3::NOENT) {
@@ -266,17 +348,11 @@ impl Fs {
                 return Err(errno(&e));
             }
         };
-        if let Some(d) = res.dir_attributes {
-            self.update_attr(parent, d);
-        }
-        let attr = match res.obj_attributes {
-            Some(a) => a,
-            None => self.getattr_rpc(&res.object).await?,
-        };
         let now = Instant::now();
-        let node = self.remember(res.object.clone(), attr, now, true);
-        let dir_mtime = res.dir_attributes.map(|d| d.mtime);
-        self.cache_name(parent, key.1, &res.object, attr, now, dir_mtime);
+        let node = self.remember(fh.clone(), attr, now, true);
+        // Cached under the directory's mtime as it was before the LOOKUP (the neutral lookup
+        // carries no directory attributes): a change since then makes it looked up again.
+        self.cache_name(parent, key.1, &fh, attr, now, Some(dir_attr.mtime));
         Ok(node)
     }
 
@@ -324,11 +400,17 @@ impl Fs {
     /// SETATTR (chmod, chown, truncate, utimens).
     pub async fn setattr(&self, ino: Ino, set: SetAttr) -> FsResult<Node> {
         self.check_writable()?;
+        // A file open for writing is changed under its open (NFSv4: a size change must present
+        // a stateid with write access, RFC 8881 §18.30); otherwise the anonymous stateid.
+        let mut open = None;
         if let Some(io) = self.open_io(ino) {
             let mut s = io.state.lock().await;
             s.reads_stale = true;
             if s.writer.is_dirty() {
                 s.write_out().await?;
+            }
+            if s.write {
+                open = Some(s.file.clone());
             }
         }
         let fh = self.fh_of(ino)?;
@@ -340,31 +422,24 @@ impl Fs {
             atime: set_time(set.atime),
             mtime: set_time(set.mtime),
         };
-        let res = self
-            .client
-            .setattr(&fh, sattr, None)
-            .await
-            .map_err(|e| errno(&e))?;
-        let attr = match res.obj_wcc.after {
-            Some(a) => a,
-            None => self.getattr_rpc(&fh).await?,
+        let r = match &open {
+            Some(f) => f.set_attr_attrs(&sattr).await,
+            None => self.ns.setattr_attrs(&fh, &sattr).await,
         };
+        let attr = r.map_err(|e| errno(&e))?;
         self.update_attr(ino, attr);
         Ok(self.node(ino, attr))
     }
 
     pub async fn readlink(&self, ino: Ino) -> FsResult<Bytes> {
         let fh = self.fh_of(ino)?;
-        let res = self.client.readlink(&fh).await.map_err(|e| errno(&e))?;
-        if let Some(a) = res.symlink_attributes {
-            self.update_attr(ino, a);
-        }
-        Ok(res.data)
+        let target = self.ns.readlink(&fh).await.map_err(|e| errno(&e))?;
+        Ok(Bytes::from(target.into_bytes()))
     }
 
-    pub async fn statfs(&self) -> FsResult<sluice_xdr::nfs3::FsstatResOk> {
-        let root = self.client.root().clone();
-        self.client.fsstat(&root).await.map_err(|e| errno(&e))
+    pub async fn statfs(&self) -> FsResult<FsStat> {
+        let root = self.fh_of(ROOT_INO)?;
+        self.ns.statfs(&root).await.map_err(|e| errno(&e))
     }
 
     // --- namespace changes ---------------------------------------------------------------------
@@ -381,29 +456,47 @@ impl Fs {
     ) -> FsResult<(Node, Opened)> {
         self.check_writable()?;
         let dir = self.fh_of(parent)?;
-        let mut sattr = owned_sattr(mode, owner);
-        if truncate {
-            sattr.size = Some(0);
-        }
         let how = if exclusive {
-            CreateHow::Guarded(sattr)
+            CreateMode::Guarded
+        } else if truncate {
+            CreateMode::Truncate
         } else {
-            CreateHow::Unchecked(sattr)
+            CreateMode::Unchecked
         };
         let name_str = utf8(name)?;
-        let res = self.client.create(&dir, name_str, how).await;
-        let res = res.map_err(|e| errno(&e))?;
-        let node = self
-            .created(parent, name, res.obj, res.obj_attributes, res.dir_wcc)
-            .await?;
-        let fh = self.open_handle(node.ino);
+        let file = self
+            .ns
+            .create(&dir, name_str, mode & 0o7777, how)
+            .await
+            .map_err(|e| errno(&e))?;
+        let fh = file.handle();
+        let mut attr = file.attr();
+        if let Some((uid, gid)) = owner {
+            // The neutral CREATE sets the mode only; the caller's ids follow (under the open,
+            // so NFSv4 sees the stateid).
+            let ids = Sattr3 {
+                uid: Some(uid),
+                gid: Some(gid),
+                ..Sattr3::default()
+            };
+            match file.set_attr_attrs(&ids).await {
+                Ok(a) => attr = a,
+                Err(e) => {
+                    let _ = file.close().await;
+                    return Err(errno(&e));
+                }
+            }
+        }
+        self.invalidate_attr(parent);
+        let node = self.remember(fh, attr, Instant::now(), true);
+        let handle = self.open_handle(node.ino, file, true).await;
         if truncate {
             self.mark_reads_stale(node.ino).await;
         }
         Ok((
             node,
             Opened {
-                fh,
+                fh: handle,
                 keep_cache: false,
             },
         ))
@@ -418,15 +511,13 @@ impl Fs {
     ) -> FsResult<Node> {
         self.check_writable()?;
         let dir = self.fh_of(parent)?;
-        let res = self
-            .client
-            .mkdir(&dir, utf8(name)?, owned_sattr(mode, owner))
-            .await
-            .map_err(|e| errno(&e))?;
-        self.created(parent, name, res.obj, res.obj_attributes, res.dir_wcc)
-            .await
+        let made = self.ns.mkdir(&dir, utf8(name)?, mode & 0o7777).await;
+        let (fh, attr) = made.map_err(|e| errno(&e))?;
+        self.created(parent, fh, attr, owner).await
     }
 
+    /// MKNOD (v3) or CREATE (v4) of a FIFO, socket or device; a regular file is a CREATE
+    /// (GUARDED) closed at once.
     pub async fn mknod(
         &self,
         parent: Ino,
@@ -437,34 +528,28 @@ impl Fs {
     ) -> FsResult<Node> {
         self.check_writable()?;
         let dir = self.fh_of(parent)?;
-        let sattr = owned_sattr(mode, owner);
-        let dev = |major, minor| DeviceData3 {
-            dev_attributes: sattr,
-            spec: Specdata3 { major, minor },
-        };
-        let what = match kind {
+        let special = match kind {
             NodeKind::Regular => {
-                let res = self
-                    .client
-                    .create(&dir, utf8(name)?, CreateHow::Guarded(sattr))
+                let file = self
+                    .ns
+                    .create(&dir, utf8(name)?, mode & 0o7777, CreateMode::Guarded)
                     .await
                     .map_err(|e| errno(&e))?;
-                return self
-                    .created(parent, name, res.obj, res.obj_attributes, res.dir_wcc)
-                    .await;
+                let made = (file.handle(), file.attr());
+                file.close().await.map_err(|e| errno(&e))?;
+                return self.created(parent, made.0, made.1, owner).await;
             }
-            NodeKind::Fifo => MknodData::Fifo(sattr),
-            NodeKind::Socket => MknodData::Sock(sattr),
-            NodeKind::Char { major, minor } => MknodData::Chr(dev(major, minor)),
-            NodeKind::Block { major, minor } => MknodData::Blk(dev(major, minor)),
+            NodeKind::Fifo => SpecialKind::Fifo,
+            NodeKind::Socket => SpecialKind::Socket,
+            NodeKind::Char { major, minor } => SpecialKind::Char { major, minor },
+            NodeKind::Block { major, minor } => SpecialKind::Block { major, minor },
         };
-        let res = self
-            .client
-            .mknod(&dir, utf8(name)?, what)
-            .await
-            .map_err(|e| errno(&e))?;
-        self.created(parent, name, res.obj, res.obj_attributes, res.dir_wcc)
-            .await
+        let made = self
+            .ns
+            .mknod(&dir, utf8(name)?, special, mode & 0o7777)
+            .await;
+        let (fh, attr) = made.map_err(|e| errno(&e))?;
+        self.created(parent, fh, attr, owner).await
     }
 
     pub async fn symlink(
@@ -476,67 +561,50 @@ impl Fs {
     ) -> FsResult<Node> {
         self.check_writable()?;
         let dir = self.fh_of(parent)?;
-        let mut sattr = owned_sattr(0o777, owner);
-        sattr.mode = None; // symlink modes are meaningless; some servers refuse them
-        let res = self
-            .client
-            .symlink(&dir, utf8(name)?, utf8(target)?, sattr)
+        let name_str = utf8(name)?;
+        self.ns
+            .symlink(&dir, name_str, utf8(target)?)
             .await
             .map_err(|e| errno(&e))?;
-        self.created(parent, name, res.obj, res.obj_attributes, res.dir_wcc)
+        let (fh, attr) = self
+            .ns
+            .lookup(&dir, name_str)
             .await
+            .map_err(|e| errno(&e))?;
+        self.created(parent, fh, attr, owner).await
     }
 
     pub async fn link(&self, ino: Ino, new_parent: Ino, new_name: &[u8]) -> FsResult<Node> {
         self.check_writable()?;
         let fh = self.fh_of(ino)?;
         let dir = self.fh_of(new_parent)?;
-        let res = self
-            .client
+        self.ns
             .link(&fh, &dir, utf8(new_name)?)
             .await
             .map_err(|e| errno(&e))?;
-        self.after_dir_change(new_parent, &res.linkdir_wcc);
-        let attr = match res.file_attributes {
-            Some(a) => a,
-            None => self.getattr_rpc(&fh).await?,
-        };
-        let now = Instant::now();
-        let dir_mtime = res.linkdir_wcc.after.map(|a| a.mtime);
-        let node = self.remember(fh.clone(), attr, now, true);
-        self.cache_name(
-            new_parent,
-            Bytes::copy_from_slice(new_name),
-            &fh,
-            attr,
-            now,
-            dir_mtime,
-        );
-        Ok(node)
+        self.invalidate_attr(new_parent);
+        // nlink and ctime changed.
+        let attr = self.getattr_rpc(&fh).await?;
+        Ok(self.remember(fh, attr, Instant::now(), true))
     }
 
     pub async fn unlink(&self, parent: Ino, name: &[u8]) -> FsResult<()> {
         self.check_writable()?;
         let dir = self.fh_of(parent)?;
         let victim = self.forget_name(parent, name);
-        let res = self.client.remove(&dir, utf8(name)?).await;
+        let res = self.ns.remove(&dir, utf8(name)?).await;
         self.invalidate_fh(victim.as_ref());
-        let res = res.map_err(|e| errno(&e))?;
-        self.after_dir_change(parent, &res.dir_wcc);
-        Ok(())
+        self.invalidate_attr(parent);
+        res.map_err(|e| errno(&e))
     }
 
     pub async fn rmdir(&self, parent: Ino, name: &[u8]) -> FsResult<()> {
         self.check_writable()?;
         let dir = self.fh_of(parent)?;
         self.forget_name(parent, name);
-        let res = self
-            .client
-            .rmdir(&dir, utf8(name)?)
-            .await
-            .map_err(|e| errno(&e))?;
-        self.after_dir_change(parent, &res.dir_wcc);
-        Ok(())
+        let res = self.ns.rmdir(&dir, utf8(name)?).await;
+        self.invalidate_attr(parent);
+        res.map_err(|e| errno(&e))
     }
 
     pub async fn rename(
@@ -552,16 +620,15 @@ impl Fs {
         let moved = self.forget_name(parent, name);
         let replaced = self.forget_name(new_parent, new_name);
         let res = self
-            .client
+            .ns
             .rename(&from, utf8(name)?, &to, utf8(new_name)?)
             .await;
         // ctime of the moved file and nlink of a replaced one changed on the server.
         self.invalidate_fh(moved.as_ref());
         self.invalidate_fh(replaced.as_ref());
-        let res = res.map_err(|e| errno(&e))?;
-        self.after_dir_change(parent, &res.fromdir_wcc);
-        self.after_dir_change(new_parent, &res.todir_wcc);
-        Ok(())
+        self.invalidate_attr(parent);
+        self.invalidate_attr(new_parent);
+        res.map_err(|e| errno(&e))
     }
 
     // --- directories --------------------------------------------------------------------------
@@ -573,7 +640,7 @@ impl Fs {
         let dir = self.fh_of(ino)?;
         let dir_attr = self.getattr_rpc(&dir).await?;
         self.update_attr(ino, dir_attr);
-        let entries = self.client.read_dir(&dir).await.map_err(|e| errno(&e))?;
+        let entries = self.ns.read_dir(&dir).await.map_err(|e| errno(&e))?;
         let now = Instant::now();
         let mut items = Vec::with_capacity(entries.len() + 2);
         for dot in [&b"."[..], &b".."[..]] {
@@ -587,9 +654,10 @@ impl Fs {
             let mut t = self.lock_tables();
             for e in entries {
                 let name = Bytes::from(e.name.into_bytes());
-                let known = e.fh.as_ref().and_then(|fh| t.by_fh.get(fh).copied());
+                let known = e.node.as_ref().and_then(|n| t.by_fh.get(&n.0).copied());
                 let child = known.unwrap_or_else(|| t.ino_for_fileid(e.fileid));
-                if let (Some(fh), Some(attr)) = (&e.fh, &e.attr) {
+                let ftype = e.node.as_ref().map(|n| n.1.ftype);
+                if let Some((fh, attr)) = &e.node {
                     if let Some(i) = known.and_then(|k| t.inodes.get_mut(&k)) {
                         i.attr.update(*attr, now, &self.config.attr);
                     }
@@ -612,7 +680,7 @@ impl Fs {
                 items.push(DirItem {
                     ino: child,
                     name,
-                    ftype: e.attr.map(|a| a.ftype),
+                    ftype,
                 });
             }
         }
@@ -637,13 +705,31 @@ impl Fs {
 
     // --- files ---------------------------------------------------------------------------------
 
-    /// Opens a file: close-to-open revalidation with GETATTR.
+    /// Opens a file: close-to-open revalidation with GETATTR (over NFSv4 the OPEN's own
+    /// GETATTR when the file has no open yet; see the module docs).
     pub async fn open(&self, ino: Ino, write: bool) -> FsResult<Opened> {
         if write {
             self.check_writable()?;
         }
         let fh = self.fh_of(ino)?;
-        let attr = self.getattr_rpc(&fh).await?;
+        let existing = self.open_io(ino);
+        let covered = match &existing {
+            Some(io) => !write || io.state.lock().await.write,
+            None => false,
+        };
+        let (attr, new_open) = if covered || self.version() == ProtoVersion::V3 {
+            let attr = self.getattr_rpc(&fh).await?;
+            let file = if covered {
+                None
+            } else {
+                Some(self.ns_open(&fh, attr, write).await?)
+            };
+            (attr, file)
+        } else {
+            let cached = self.cached_attr(ino);
+            let file = self.ns_open(&fh, cached, write).await?;
+            (file.attr(), Some(file))
+        };
         let changed = {
             let now = Instant::now();
             let mut t = self.lock_tables();
@@ -656,7 +742,17 @@ impl Fs {
             // Open already through another handle: its read cache follows the revalidation.
             io.state.lock().await.file.observe(attr);
         }
-        let handle = self.open_handle(ino);
+        let handle = match new_open {
+            Some(file) => self.open_handle(ino, file, write).await,
+            None => match self.add_handle(ino) {
+                Some(h) => h,
+                // Its last handle was released meanwhile: open it again.
+                None => {
+                    let file = self.ns_open(&fh, attr, write).await?;
+                    self.open_handle(ino, file, write).await
+                }
+            },
+        };
         Ok(Opened {
             fh: handle,
             keep_cache: !changed,
@@ -675,7 +771,7 @@ impl Fs {
                 // Written or truncated here: what was read ahead may be old, and the size the
                 // read path knows may be short. Fetch both again.
                 s.file.invalidate();
-                let attr = self.getattr_rpc(s.file.fh()).await?;
+                let attr = self.getattr_rpc(&s.file.handle()).await?;
                 self.update_attr(ino, attr);
                 s.file.observe(attr);
                 s.reads_stale = false;
@@ -730,20 +826,182 @@ impl Fs {
         }
     }
 
-    /// The last close of a handle: sync, then forget the handle.
-    pub async fn release(&self, handle: u64) -> FsResult<()> {
+    /// `close(2)` of a descriptor: [`Fs::sync`], and (server locks) the `fcntl` locks of
+    /// `lock_owner` on the file are dropped, as POSIX drops them at any close by the process.
+    pub async fn flush(&self, handle: u64, lock_owner: Option<u64>) -> FsResult<()> {
         let r = self.sync(handle).await;
+        if let Some(owner) = lock_owner.filter(|_| self.server_locks()) {
+            self.unlock_all(handle, owner).await?;
+        }
+        r
+    }
+
+    /// The last close of a handle: sync, then forget the handle; the last handle of a file
+    /// ends its open (NFSv4 CLOSE). `flock_owner`: the kernel's word that this file
+    /// description held a `flock`, released here.
+    pub async fn release(&self, handle: u64, flock_owner: Option<u64>) -> FsResult<()> {
+        let mut r = self.sync(handle).await;
+        if let Some(owner) = flock_owner.filter(|_| self.server_locks()) {
+            if let Err(e) = self.unlock_all(handle, owner).await {
+                r = r.and(Err(e));
+            }
+        }
         let ino = self.handles.lock().expect("handles").remove(&handle);
-        if let Some(ino) = ino {
+        let Some(ino) = ino else { return r };
+        let last = {
             let mut open = self.open.lock().expect("open");
-            if let Some(e) = open.get_mut(&ino) {
-                e.opens -= 1;
-                if e.opens == 0 {
-                    open.remove(&ino);
+            match open.get_mut(&ino) {
+                Some(e) => {
+                    e.opens -= 1;
+                    if e.opens == 0 {
+                        open.remove(&ino).map(|e| e.io)
+                    } else {
+                        None
+                    }
+                }
+                None => None,
+            }
+        };
+        if let Some(io) = last {
+            let s = io.state.lock().await;
+            for f in s.retired.iter().chain(std::iter::once(&s.file)) {
+                if let Err(e) = f.close().await {
+                    tracing::warn!("CLOSE failed: {e}");
+                    r = r.and(Err(errno(&e)));
                 }
             }
         }
         r
+    }
+
+    // --- locks ---------------------------------------------------------------------------------
+
+    /// F_GETLK: the lock that would keep `owner` from taking `want`, or `None` (LOCKT).
+    pub async fn getlk(
+        &self,
+        handle: u64,
+        owner: u64,
+        want: LockRange,
+    ) -> FsResult<Option<LockRange>> {
+        let file = self.lock_file(handle, false).await?;
+        let (offset, length) = nfs_range(want)?;
+        let write = want.typ == LockType::Write;
+        let conflict = file
+            .test_lock(&owner.to_be_bytes(), write, offset, length)
+            .await
+            .map_err(|e| errno(&e))?;
+        Ok(conflict.map(|c| LockRange {
+            start: c.offset,
+            end: fuse_end(c.offset, c.length),
+            typ: if c.write {
+                LockType::Write
+            } else {
+                LockType::Read
+            },
+        }))
+    }
+
+    /// F_SETLK / F_SETLKW / flock: LOCK or LOCKU. A denied lock is EAGAIN, unless `wait`:
+    /// then it is asked again with back-off ([`next_lock_poll`]) until granted, or until
+    /// `interrupted` says the waiting process has a signal to take (EINTR; checked every
+    /// [`LOCK_INTERRUPT_CHECK`]).
+    pub async fn setlk(
+        &self,
+        handle: u64,
+        owner: u64,
+        want: LockRange,
+        wait: bool,
+        interrupted: impl Fn() -> bool,
+    ) -> FsResult<()> {
+        let (offset, length) = nfs_range(want)?;
+        let owner = owner.to_be_bytes();
+        if want.typ == LockType::Unlock {
+            if !self.server_locks() {
+                return Err(Errno(libc::ENOSYS));
+            }
+            return self.unlock_range(handle, &owner, offset, length).await;
+        }
+        let write = want.typ == LockType::Write;
+        let file = self.lock_file(handle, write).await?;
+        let mut pause = Duration::ZERO;
+        loop {
+            let conflict = file
+                .lock(&owner, write, offset, length)
+                .await
+                .map_err(|e| errno(&e))?;
+            if conflict.is_none() {
+                return Ok(());
+            }
+            if !wait {
+                return Err(Errno(libc::EAGAIN));
+            }
+            pause = next_lock_poll(pause);
+            let until = Instant::now() + pause;
+            while Instant::now() < until {
+                if interrupted() {
+                    return Err(Errno(libc::EINTR));
+                }
+                tokio::time::sleep(LOCK_INTERRUPT_CHECK.min(until - Instant::now())).await;
+            }
+        }
+    }
+
+    /// The open to lock under; a write lock on a file open only for reading upgrades the
+    /// open to read-write (EBADF if that is refused: NFSv4 asks write access for a write
+    /// lock, RFC 8881 §18.10.4).
+    async fn lock_file(&self, handle: u64, write: bool) -> FsResult<OpenFile> {
+        if !self.server_locks() {
+            return Err(Errno(libc::ENOSYS));
+        }
+        let (ino, io) = self.io_of(handle)?;
+        let mut s = io.state.lock().await;
+        if write && !s.write {
+            if self.config.read_only {
+                return Err(Errno(libc::EBADF));
+            }
+            let fh = self.fh_of(ino)?;
+            let attr = self.cached_attr(ino);
+            let file = self
+                .ns_open(&fh, attr, true)
+                .await
+                .map_err(|_| Errno(libc::EBADF))?;
+            s.upgrade(file);
+        }
+        Ok(s.file.clone())
+    }
+
+    /// Drops every lock of `owner` on the file of `handle` (no call if it never locked).
+    async fn unlock_all(&self, handle: u64, owner: u64) -> FsResult<()> {
+        self.unlock_range(handle, &owner.to_be_bytes(), 0, u64::MAX)
+            .await
+    }
+
+    /// LOCKU of `owner`'s range under every open of the file (a lock taken before the open
+    /// was upgraded lives under the older one); no call under an open it never locked.
+    async fn unlock_range(
+        &self,
+        handle: u64,
+        owner: &[u8],
+        offset: u64,
+        length: u64,
+    ) -> FsResult<()> {
+        let Ok((_, io)) = self.io_of(handle) else {
+            return Ok(());
+        };
+        let files: Vec<OpenFile> = {
+            let s = io.state.lock().await;
+            s.retired
+                .iter()
+                .chain(std::iter::once(&s.file))
+                .cloned()
+                .collect()
+        };
+        for f in files {
+            f.unlock(owner, offset, length)
+                .await
+                .map_err(|e| errno(&e))?;
+        }
+        Ok(())
     }
 
     // --- helpers: tables -------------------------------------------------------------------------
@@ -752,7 +1010,7 @@ impl Fs {
         self.tables.lock().expect("tables lock")
     }
 
-    fn fh_of(&self, ino: Ino) -> FsResult<NfsFh3> {
+    fn fh_of(&self, ino: Ino) -> FsResult<Handle> {
         self.lock_tables()
             .inodes
             .get(&ino)
@@ -760,8 +1018,17 @@ impl Fs {
             .ok_or(Errno(libc::ESTALE))
     }
 
+    /// The node's attributes as cached, fresh or not.
+    fn cached_attr(&self, ino: Ino) -> Fattr3 {
+        self.lock_tables()
+            .inodes
+            .get(&ino)
+            .map(|i| i.attr.attr)
+            .unwrap_or_default()
+    }
+
     /// Interns `fh` with `attr` (fetched at `at`) and counts a kernel lookup if `count`.
-    fn remember(&self, fh: NfsFh3, attr: Fattr3, at: Instant, count: bool) -> Node {
+    fn remember(&self, fh: Handle, attr: Fattr3, at: Instant, count: bool) -> Node {
         let mut t = self.lock_tables();
         let ino = match t.by_fh.get(&fh) {
             Some(&ino) => ino,
@@ -816,12 +1083,8 @@ impl Fs {
         Ok(attr)
     }
 
-    async fn getattr_rpc(&self, fh: &NfsFh3) -> FsResult<Fattr3> {
-        self.client
-            .getattr(fh)
-            .await
-            .map(|r| r.obj_attributes)
-            .map_err(|e| errno(&e))
+    async fn getattr_rpc(&self, fh: &Handle) -> FsResult<Fattr3> {
+        self.ns.getattr(fh).await.map_err(|e| errno(&e))
     }
 
     fn update_attr(&self, ino: Ino, attr: Fattr3) {
@@ -837,7 +1100,7 @@ impl Fs {
         }
     }
 
-    fn invalidate_fh(&self, fh: Option<&NfsFh3>) {
+    fn invalidate_fh(&self, fh: Option<&Handle>) {
         let Some(fh) = fh else { return };
         let mut t = self.lock_tables();
         if let Some(ino) = t.by_fh.get(fh).copied() {
@@ -851,7 +1114,7 @@ impl Fs {
         &self,
         dir: Ino,
         name: Bytes,
-        fh: &NfsFh3,
+        fh: &Handle,
         attr: Fattr3,
         now: Instant,
         dir_mtime: Option<Nfstime3>,
@@ -876,56 +1139,36 @@ impl Fs {
     }
 
     /// Drops a cached name and returns the handle it pointed to.
-    fn forget_name(&self, dir: Ino, name: &[u8]) -> Option<NfsFh3> {
+    fn forget_name(&self, dir: Ino, name: &[u8]) -> Option<Handle> {
         let key = (dir, Bytes::copy_from_slice(name));
         self.lock_tables().names.remove(&key).map(|e| e.fh)
     }
 
-    /// A directory changed by us: take its post-op attributes (or forget the cached ones).
-    fn after_dir_change(&self, dir: Ino, wcc: &WccData) {
-        match wcc.after {
-            Some(a) => self.update_attr(dir, a),
-            None => self.invalidate_attr(dir),
-        }
-    }
-
-    /// The tail shared by CREATE, MKDIR, MKNOD and SYMLINK.
+    /// The tail shared by MKDIR, MKNOD and SYMLINK: the directory changed (its attributes
+    /// are fetched again when next needed; the neutral calls carry no post-op directory
+    /// attributes), the caller's ids are set if they differ from the mount's, the node is
+    /// interned.
     async fn created(
         &self,
         parent: Ino,
-        name: &[u8],
-        fh: Option<NfsFh3>,
-        attr: Option<Fattr3>,
-        dir_wcc: WccData,
+        fh: Handle,
+        mut attr: Fattr3,
+        owner: Option<(u32, u32)>,
     ) -> FsResult<Node> {
-        self.after_dir_change(parent, &dir_wcc);
-        let fh = match fh {
-            Some(fh) => fh,
-            None => {
-                let dir = self.fh_of(parent)?;
-                self.client
-                    .lookup(&dir, utf8(name)?)
-                    .await
-                    .map_err(|e| errno(&e))?
-                    .object
-            }
-        };
-        let attr = match attr {
-            Some(a) => a,
-            None => self.getattr_rpc(&fh).await?,
-        };
-        let now = Instant::now();
-        let dir_mtime = dir_wcc.after.map(|a| a.mtime);
-        let node = self.remember(fh.clone(), attr, now, true);
-        self.cache_name(
-            parent,
-            Bytes::copy_from_slice(name),
-            &fh,
-            attr,
-            now,
-            dir_mtime,
-        );
-        Ok(node)
+        self.invalidate_attr(parent);
+        if let Some((uid, gid)) = owner {
+            let ids = Sattr3 {
+                uid: Some(uid),
+                gid: Some(gid),
+                ..Sattr3::default()
+            };
+            attr = self
+                .ns
+                .setattr_attrs(&fh, &ids)
+                .await
+                .map_err(|e| errno(&e))?;
+        }
+        Ok(self.remember(fh, attr, Instant::now(), true))
     }
 
     fn check_writable(&self) -> FsResult<()> {
@@ -938,21 +1181,51 @@ impl Fs {
 
     // --- helpers: open files -------------------------------------------------------------------
 
-    fn open_handle(&self, ino: Ino) -> u64 {
-        let (fh, attr) = self
-            .lock_tables()
-            .inodes
-            .get(&ino)
-            .map(|i| (i.fh.clone(), i.attr.attr))
-            .unwrap_or_default();
-        {
+    /// The namespace's open (NFSv4: OPEN with READ or BOTH access).
+    async fn ns_open(&self, fh: &Handle, attr: Fattr3, write: bool) -> FsResult<OpenFile> {
+        self.ns.open(fh, attr, write).await.map_err(|e| errno(&e))
+    }
+
+    /// A new handle for `ino` opened as `file` (with write access if `write`): the file's
+    /// I/O state if it has none, else `file` joins it (see "Open state" in the module docs).
+    async fn open_handle(&self, ino: Ino, file: OpenFile, write: bool) -> u64 {
+        let joined = {
             let mut open = self.open.lock().expect("open");
-            let e = open.entry(ino).or_insert_with(|| OpenEntry {
-                io: Arc::new(FileIo::new(File::new(self.client.clone(), fh, attr))),
-                opens: 0,
-            });
-            e.opens += 1;
+            match open.get_mut(&ino) {
+                Some(e) => {
+                    e.opens += 1;
+                    Some((e.io.clone(), file))
+                }
+                None => {
+                    open.insert(
+                        ino,
+                        OpenEntry {
+                            io: Arc::new(FileIo::new(file, write)),
+                            opens: 1,
+                        },
+                    );
+                    None
+                }
+            }
+        };
+        if let Some((io, file)) = joined {
+            let mut s = io.state.lock().await;
+            if write && !s.write {
+                s.upgrade(file);
+            } else {
+                s.retired.push(file);
+            }
         }
+        self.new_handle(ino)
+    }
+
+    /// Another handle for a file already open, or `None` if its last handle went meanwhile.
+    fn add_handle(&self, ino: Ino) -> Option<u64> {
+        self.open.lock().expect("open").get_mut(&ino)?.opens += 1;
+        Some(self.new_handle(ino))
+    }
+
+    fn new_handle(&self, ino: Ino) -> u64 {
         let h = self.next_handle.fetch_add(1, Ordering::Relaxed);
         self.handles.lock().expect("handles").insert(h, ino);
         h
@@ -1020,11 +1293,13 @@ struct FileIo {
 }
 
 impl FileIo {
-    fn new(file: File) -> FileIo {
+    fn new(file: OpenFile, write: bool) -> FileIo {
         FileIo {
             state: tokio::sync::Mutex::new(IoState {
                 writer: file.writer(),
                 file,
+                write,
+                retired: Vec::new(),
                 error: None,
                 reads_stale: false,
             }),
@@ -1033,9 +1308,14 @@ impl FileIo {
 }
 
 struct IoState {
-    /// Reads (clones share the cache and the READs in flight).
-    file: File,
-    writer: FileWriter,
+    /// The open that carries the I/O (reads: clones share the cache and the READs in flight).
+    file: OpenFile,
+    writer: Writer,
+    /// `file` was opened for writing too.
+    write: bool,
+    /// Other opens of the file, closed with it at the last release: an open superseded by a
+    /// read-write one, or one made by a second open or create racing the first.
+    retired: Vec<OpenFile>,
     /// The first error of a background WRITE or COMMIT, reported by the next flush/fsync.
     error: Option<Errno>,
     /// Written or truncated here since the read cache was last dropped.
@@ -1054,6 +1334,16 @@ impl IoState {
             None => Ok(()),
         }
     }
+
+    /// `file`, open for reading and writing, carries the I/O from now on. Nothing was
+    /// written through the read-only open it replaces, so its writer holds nothing.
+    fn upgrade(&mut self, file: OpenFile) {
+        debug_assert!(!self.writer.is_uncommitted(), "a read-only open wrote");
+        self.writer = file.writer();
+        let old = std::mem::replace(&mut self.file, file);
+        self.retired.push(old);
+        self.write = true;
+    }
 }
 
 // --- conversions ---------------------------------------------------------------------------------
@@ -1062,12 +1352,25 @@ fn utf8(name: &[u8]) -> FsResult<&str> {
     std::str::from_utf8(name).map_err(|_| Errno(libc::EINVAL))
 }
 
-fn owned_sattr(mode: u32, owner: Option<(u32, u32)>) -> Sattr3 {
-    Sattr3 {
-        mode: Some(mode & 0o7777),
-        uid: owner.map(|o| o.0),
-        gid: owner.map(|o| o.1),
-        ..Sattr3::default()
+/// FUSE's `start..=end` as NFSv4's offset and length (`u64::MAX`: to the end).
+fn nfs_range(r: LockRange) -> FsResult<(u64, u64)> {
+    if r.end < r.start {
+        return Err(Errno(libc::EINVAL));
+    }
+    if r.end >= LOCK_TO_END {
+        return Ok((r.start, u64::MAX));
+    }
+    Ok((r.start, r.end - r.start + 1))
+}
+
+/// NFSv4's offset and length as FUSE's inclusive end.
+fn fuse_end(offset: u64, length: u64) -> u64 {
+    if length == 0 || length == u64::MAX {
+        return LOCK_TO_END;
+    }
+    match offset.checked_add(length - 1) {
+        Some(end) if end < LOCK_TO_END => end,
+        _ => LOCK_TO_END,
     }
 }
 
@@ -1096,16 +1399,20 @@ pub fn system_time(t: Nfstime3) -> SystemTime {
 }
 
 /// The errno for an NFS error (RFC 1813 §2.6; the values below 10000 are Linux errnos except
-/// where Linux numbers differ).
-pub fn errno(e: &NfsError) -> Errno {
+/// where Linux numbers differ; NFSv4's own statuses as Linux's client maps them).
+pub fn errno(e: &NsError) -> Errno {
     let Some(s) = e.status() else {
-        return Errno(if e.is_timeout() {
-            libc::ETIMEDOUT
-        } else {
-            libc::EIO
-        });
+        let timeout = matches!(e, NsError::V3(e) if e.is_timeout());
+        return Errno(if timeout { libc::ETIMEDOUT } else { libc::EIO });
     };
     Errno(match s {
+        // NFS4ERR_DENIED, NFS4ERR_LOCKED, NFS4ERR_GRACE: try again later.
+        Nfsstat3(10010) | Nfsstat3(10012) | Nfsstat3(10013) => libc::EAGAIN,
+        Nfsstat3(10015) => libc::EACCES,  // NFS4ERR_SHARE_DENIED
+        Nfsstat3(10038) => libc::EBADF,   // NFS4ERR_OPENMODE
+        Nfsstat3(10029) => libc::ELOOP,   // NFS4ERR_SYMLINK
+        Nfsstat3(10045) => libc::EDEADLK, // NFS4ERR_DEADLOCK
+        Nfsstat3(10083) => libc::EINVAL,  // NFS4ERR_WRONG_TYPE
         Nfsstat3::NAMETOOLONG => libc::ENAMETOOLONG,
         Nfsstat3::NOTEMPTY => libc::ENOTEMPTY,
         Nfsstat3::DQUOT => libc::EDQUOT,
@@ -1133,13 +1440,45 @@ mod tests {
 
     #[test]
     fn nfs_statuses_map_to_linux_errnos() {
-        let st = |s| NfsError::local(s);
+        let st = NsError::local;
         assert_eq!(errno(&st(Nfsstat3::NOENT)), Errno(libc::ENOENT));
         assert_eq!(errno(&st(Nfsstat3::NOTEMPTY)), Errno(libc::ENOTEMPTY));
         assert_eq!(errno(&st(Nfsstat3::NAMETOOLONG)), Errno(libc::ENAMETOOLONG));
         assert_eq!(errno(&st(Nfsstat3::STALE)), Errno(libc::ESTALE));
         assert_eq!(errno(&st(Nfsstat3::EXIST)), Errno(libc::EEXIST));
-        assert_eq!(errno(&NfsError::Other("x".into())), Errno(libc::EIO));
+        assert_eq!(errno(&NsError::other("x")), Errno(libc::EIO));
+        assert_eq!(errno(&st(Nfsstat3(10010))), Errno(libc::EAGAIN), "DENIED");
+    }
+
+    #[test]
+    fn lock_ranges_convert_between_fuse_and_nfs() {
+        let r = |start, end| LockRange {
+            start,
+            end,
+            typ: LockType::Write,
+        };
+        assert_eq!(nfs_range(r(0, LOCK_TO_END)).unwrap(), (0, u64::MAX));
+        assert_eq!(nfs_range(r(10, 19)).unwrap(), (10, 10));
+        assert_eq!(nfs_range(r(5, 5)).unwrap(), (5, 1));
+        assert!(nfs_range(r(5, 4)).is_err());
+        assert_eq!(fuse_end(10, 10), 19);
+        assert_eq!(fuse_end(0, u64::MAX), LOCK_TO_END);
+        assert_eq!(
+            fuse_end(u64::MAX - 5, 100),
+            LOCK_TO_END,
+            "overflow is to the end"
+        );
+    }
+
+    #[test]
+    fn waiting_locks_back_off_from_one_to_thirty_seconds() {
+        let mut d = Duration::ZERO;
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            d = next_lock_poll(d);
+            seen.push(d.as_secs());
+        }
+        assert_eq!(seen, [1, 2, 4, 8, 16, 30, 30, 30]);
     }
 
     #[test]
@@ -1169,7 +1508,7 @@ mod tests {
         t.inodes.insert(
             5,
             Inode {
-                fh: NfsFh3::default(),
+                fh: Handle::V3(Default::default()),
                 lookups: 1,
                 attr: CachedAttr::new(
                     Fattr3::default(),

@@ -5,13 +5,15 @@
 //! requests are in flight at once (the kernel sends reads asynchronously: FUSE_ASYNC_READ).
 //! Conversions between NFS and FUSE types live here; decisions live in `fs.rs`.
 
-use crate::fs::{system_time, Errno as FsErrno, Fs, FsResult, Node, NodeKind, SetAttr};
+use crate::fs::{
+    system_time, Errno as FsErrno, Fs, FsResult, LockRange, LockType, Node, NodeKind, SetAttr,
+};
 use bytes::Bytes;
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
     INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags,
-    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use sluice_xdr::nfs3::{Fattr3, Ftype3};
 use std::ffi::OsStr;
@@ -72,6 +74,12 @@ impl Filesystem for SluiceFuse {
         // data-cache half of the NFS client's attribute revalidation.
         let _ = config.add_capabilities(InitFlags::FUSE_AUTO_INVAL_DATA);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // Over NFSv4 fcntl and flock locks come to us (getlk/setlk) and become LOCK/LOCKU;
+        // over NFSv3 (no NLM in sluice) the kernel keeps them, local to this mount.
+        if self.fs.server_locks() {
+            let _ = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS);
+            let _ = config.add_capabilities(InitFlags::FUSE_FLOCK_LOCKS);
+        }
         Ok(())
     }
 
@@ -292,10 +300,10 @@ impl Filesystem for SluiceFuse {
         _req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        self.spawn(|fs| async move { empty(reply, fs.sync(fh.0).await) });
+        self.spawn(|fs| async move { empty(reply, fs.flush(fh.0, Some(lock_owner.0)).await) });
     }
 
     fn release(
@@ -304,11 +312,64 @@ impl Filesystem for SluiceFuse {
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(|fs| async move { empty(reply, fs.release(fh.0).await) });
+        // lock_owner is set when the file description held a flock (FUSE_RELEASE_FLOCK_UNLOCK).
+        let owner = lock_owner.map(|o| o.0);
+        self.spawn(|fs| async move { empty(reply, fs.release(fh.0, owner).await) });
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let Some(want) = lock_range(start, end, typ) else {
+            return reply.error(Errno::EINVAL);
+        };
+        self.spawn(|fs| async move {
+            match fs.getlk(fh.0, lock_owner.0, want).await {
+                // The holder is another client or process of this mount: no pid to show (as
+                // Linux's NFS client reports a remote holder).
+                Ok(Some(c)) => reply.locked(c.start, c.end, lock_type(c.typ), 0),
+                Ok(None) => reply.locked(start, end, libc::F_UNLCK, pid),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(want) = lock_range(start, end, typ) else {
+            return reply.error(Errno::EINVAL);
+        };
+        let waiter = req.pid();
+        self.spawn(|fs| async move {
+            let r = fs
+                .setlk(fh.0, lock_owner.0, want, sleep, || signal_pending(waiter))
+                .await;
+            empty(reply, r)
+        });
     }
 
     fn fsync(
@@ -372,11 +433,11 @@ impl Filesystem for SluiceFuse {
                 Ok(s) => {
                     const BSIZE: u64 = 4096;
                     reply.statfs(
-                        s.tbytes / BSIZE,
-                        s.fbytes / BSIZE,
-                        s.abytes / BSIZE,
-                        s.tfiles,
-                        s.ffiles,
+                        s.total_bytes / BSIZE,
+                        s.free_bytes / BSIZE,
+                        s.avail_bytes / BSIZE,
+                        s.total_files,
+                        s.free_files,
                         BSIZE as u32,
                         255,
                         BSIZE as u32,
@@ -476,15 +537,46 @@ fn time_or_now(t: TimeOrNow) -> Option<SystemTime> {
 /// The owner to give new files: the caller's ids when they differ from the mount's AUTH_SYS
 /// identity (which the server uses otherwise).
 fn owner(req: &Request, fs: &Fs) -> Option<(u32, u32)> {
-    let o = fs.client().options();
-    // SAFETY: geteuid/getegid cannot fail.
-    let (uid, gid) = unsafe {
-        (
-            o.uid.unwrap_or_else(|| libc::geteuid()),
-            o.gid.unwrap_or_else(|| libc::getegid()),
-        )
-    };
+    let (uid, gid) = fs.config().auth_ids;
     (req.uid() != uid || req.gid() != gid).then(|| (req.uid(), req.gid()))
+}
+
+/// FUSE's lock (`start..=end`, an `F_*LCK` type) as the fs's.
+fn lock_range(start: u64, end: u64, typ: i32) -> Option<LockRange> {
+    let typ = match typ {
+        libc::F_RDLCK => LockType::Read,
+        libc::F_WRLCK => LockType::Write,
+        libc::F_UNLCK => LockType::Unlock,
+        _ => return None,
+    };
+    Some(LockRange { start, end, typ })
+}
+
+fn lock_type(t: LockType) -> i32 {
+    match t {
+        LockType::Read => libc::F_RDLCK,
+        LockType::Write => libc::F_WRLCK,
+        LockType::Unlock => libc::F_UNLCK,
+    }
+}
+
+/// Whether process `pid` has an unblocked signal pending, or is gone: a waiting lock then
+/// stops with EINTR. fuser answers the kernel's FUSE_INTERRUPT with ENOSYS, so the kernel
+/// never tells us; a signal to a process waiting in F_SETLKW shows in its /proc status
+/// (SigPnd for the thread, ShdPnd for the process; SigBlk masks them).
+fn signal_pending(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let pending = field("SigPnd:") | field("ShdPnd:");
+    pending & !field("SigBlk:") != 0
 }
 
 fn file_type(t: Ftype3) -> FileType {

@@ -1,4 +1,5 @@
-//! `sluice mount`: an NFSv3 export as a local filesystem through FUSE (issue #3).
+//! `sluice mount`: an NFS export (v3, 4.1 or 4.2) as a local filesystem through FUSE (issues
+//! #3, #15).
 //!
 //! ```text
 //!   kernel VFS ──/dev/fuse──► fuser session thread ──► fuse.rs (SluiceFuse: callbacks → tasks)
@@ -6,10 +7,11 @@
 //!                                                          ▼
 //!                                       fs.rs (Fs: inodes, attribute/name caches, open files)
 //!                                                          │
-//!                                       sluice_client::File / FileWriter (autotuned readahead,
-//!                                         write-behind + COMMIT: the data path of cp and cat)
-//!                                       sluice_client::Client (typed NFSv3 calls, one TCP
-//!                                                              connection, many XIDs in flight)
+//!                                       sluice_client::OpenFile: File / FileWriter (autotuned
+//!                                         readahead, write-behind + COMMIT: cp and cat's path)
+//!                                       Arc<dyn sluice_client::Namespace>: the v3 Client or the
+//!                                         v4::Client (session, OPEN/CLOSE, LOCK/LOCKU), chosen
+//!                                         by namespace::connect as for every command
 //! ```
 //!
 //! - [`cache`]: the pure attribute-timeout policy (acregmin/acregmax/acdirmin/acdirmax).

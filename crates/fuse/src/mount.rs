@@ -1,7 +1,8 @@
 //! `sluice mount` / `sluice umount`: arguments, the mount's life cycle, unmounting.
 //!
 //! ```text
-//!   run(args) ─► preflight (/dev/fuse, fusermount3) ─► Client::connect ─► Fs::new
+//!   run(args) ─► preflight (/dev/fuse, fusermount3) ─► namespace::connect (v4.2, 4.1, 3
+//!                 as the URL allows, like every client command) ─► Fs::new
 //!       └─► session thread: Session::new (mount(2) or fusermount3, INIT) ─► Session::run
 //!       └─► wait for: the session ending (someone ran `sluice umount`)  → Ok
 //!                     SIGINT / SIGTERM → unmount (flushes happen in the kernel's
@@ -12,7 +13,8 @@ use crate::cache::AttrCacheConfig;
 use crate::fs::{Fs, FsConfig};
 use crate::fuse::SluiceFuse;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
-use sluice_client::{Client, ClientOptions};
+use sluice_client::client::strip_export;
+use sluice_client::{namespace, ClientOptions, NfsUrl};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +22,8 @@ use std::time::Duration;
 /// `sluice mount nfs://host/export /mnt/point [--read-only] [--allow-other] [--acregmin S]…`
 #[derive(clap::Args, Debug, Clone)]
 pub struct MountArgs {
-    /// The export: nfs://host[:port]/export[?nfsport=N&mountport=M&uid=U&gid=G].
+    /// The export: nfs://host[:port]/path[?version=3|4|4.1|4.2&nfsport=N&mountport=M&uid=U&gid=G].
+    /// With no version: NFSv4.2, then 4.1, then 3, as the other commands and Linux's mount.
     pub url: String,
     /// An existing directory to mount on.
     pub mountpoint: PathBuf,
@@ -94,7 +97,7 @@ impl MountArgs {
         o
     }
 
-    fn fs_config(&self) -> FsConfig {
+    fn fs_config(&self, options: &ClientOptions) -> FsConfig {
         let attr = if self.noac {
             AttrCacheConfig::noac()
         } else {
@@ -105,10 +108,15 @@ impl MountArgs {
                 acdirmax: Duration::from_secs(self.acdirmax),
             }
         };
+        let d = FsConfig::default();
         FsConfig {
             attr,
             read_only: self.read_only,
-            ..FsConfig::default()
+            auth_ids: (
+                options.uid.unwrap_or(d.auth_ids.0),
+                options.gid.unwrap_or(d.auth_ids.1),
+            ),
+            ..d
         }
     }
 }
@@ -125,7 +133,10 @@ pub async fn run(args: MountArgs) -> Result<(), MountError> {
     let mut term = signal(SignalKind::terminate()).map_err(|e| format!("signal: {e}"))?;
     loop {
         tokio::select! {
-            r = &mut m.ended => return session_result(r),
+            r = &mut m.ended => {
+                let _ = m.fs.namespace().shutdown().await;
+                return session_result(r);
+            }
             _ = int.recv() => m.unmount_or_warn(),
             _ = term.recv() => m.unmount_or_warn(),
         }
@@ -162,9 +173,12 @@ impl Mounted {
         }
     }
 
-    /// Waits until the session ends (after an unmount from here or from `sluice umount`).
+    /// Waits until the session ends (after an unmount from here or from `sluice umount`),
+    /// then ends the client's state on the server (NFSv4: DESTROY_SESSION, DESTROY_CLIENTID).
     pub async fn wait(self) -> Result<(), MountError> {
-        session_result(self.ended.await)
+        let r = session_result(self.ended.await);
+        let _ = self.fs.namespace().shutdown().await;
+        r
     }
 }
 
@@ -181,14 +195,35 @@ fn session_result(
 /// Connects, mounts and starts serving; returns once the kernel has completed INIT.
 pub async fn mount(args: MountArgs) -> Result<Mounted, MountError> {
     preflight(&args.mountpoint)?;
-    let client = Client::connect(args.url.as_str(), args.client_options())
+    let url = NfsUrl::parse(&args.url).map_err(|e| e.to_string())?;
+    let mut options = args.client_options();
+    // A long-lived client: an NFSv4 owner stable per host, user and mount point (see
+    // sluice_client::v4, "Client owner").
+    let place = std::fs::canonicalize(&args.mountpoint).unwrap_or_else(|_| args.mountpoint.clone());
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = url
+        .uid
+        .or(options.uid)
+        .unwrap_or_else(|| unsafe { libc::geteuid() });
+    options.v4_owner = Some(sluice_client::v4::stable_owner(
+        uid,
+        &format!("mount:{}", place.display()),
+    ));
+    let ns = namespace::connect(&url, &options)
         .await
         .map_err(|e| format!("{}: {e}", args.url))?;
-    let fs = Arc::new(
-        Fs::new(client, args.fs_config())
-            .await
-            .map_err(|e| format!("{}: {e}", args.url))?,
-    );
+    // The URL's path inside what the namespace's root stands for: the export (v3), the
+    // pseudo root "/" (v4).
+    let path = strip_export(&url.path, ns.export());
+    let version = ns.version();
+    let fs = match Fs::new(ns.clone(), &path, args.fs_config(&options)).await {
+        Ok(fs) => Arc::new(fs),
+        Err(e) => {
+            let _ = ns.shutdown().await;
+            return Err(format!("{}: {e}", args.url));
+        }
+    };
+    tracing::info!("{}: NFS version {version}", args.url);
     let adapter = SluiceFuse::new(fs.clone(), tokio::runtime::Handle::current());
     let slot = adapter.notifier_slot();
     let config = fuse_config(&args);
@@ -212,8 +247,14 @@ pub async fn mount(args: MountArgs) -> Result<Mounted, MountError> {
         .map_err(|e| format!("cannot start the FUSE thread: {e}"))?;
     let unmounter = match ready_rx.await {
         Ok(Ok(u)) => u,
-        Ok(Err(e)) => return Err(mount_error(&args.mountpoint, e)),
-        Err(_) => return Err("the FUSE session thread died while mounting".into()),
+        Ok(Err(e)) => {
+            let _ = ns.shutdown().await;
+            return Err(mount_error(&args.mountpoint, e));
+        }
+        Err(_) => {
+            let _ = ns.shutdown().await;
+            return Err("the FUSE session thread died while mounting".into());
+        }
     };
     let where_ = args.mountpoint.clone();
     match tokio::task::spawn_blocking(move || set_kernel_readahead(&where_, KERNEL_READAHEAD_BYTES))

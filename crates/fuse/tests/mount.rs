@@ -1,6 +1,7 @@
 //! The FUSE mount under ordinary tools (cp, rsync, tar, mv, rm), against the sluice server and
-//! nfs-ganesha. Each test has its own directories, ports and mount point; every command runs
-//! under `timeout`. A missing peer fails the test loudly: nothing is skipped.
+//! nfs-ganesha, over NFSv3 and NFSv4.1; fcntl and flock locks over v4.1 (LOCK, LOCKT, LOCKU).
+//! Each test has its own directories, ports and mount point; every command runs under
+//! `timeout`. A missing peer fails the test loudly: nothing is skipped.
 
 use sluice_client::{Client, ClientOptions};
 use std::net::TcpListener;
@@ -75,6 +76,10 @@ struct SluiceServer {
 
 impl SluiceServer {
     fn start() -> SluiceServer {
+        SluiceServer::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> SluiceServer {
         let bin = std::env::var("SLUICE_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|_| workspace_root().join("target/debug/sluice"));
@@ -95,6 +100,7 @@ impl SluiceServer {
             .arg("--state-dir")
             .arg(state.path())
             .arg("--no-root-squash")
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -242,7 +248,14 @@ impl Mount {
 
     /// `sluice umount`, then the session must end by itself.
     fn unmount(mut self) {
-        sluice_fuse::umount(self.path()).expect("umount");
+        // The kernel sends the last RELEASEs after close(2) returned: the mount may be busy
+        // for a moment after the last file was closed.
+        let mut tries = 0;
+        while let Err(e) = sluice_fuse::umount(self.path()) {
+            tries += 1;
+            assert!(tries < 20, "umount: {e}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let m = self.mounted.take().unwrap();
         let r = self
             .rt
@@ -343,10 +356,21 @@ fn make_tree(root: &Path) {
 
 // --- the scenario ------------------------------------------------------------------------------
 
-fn exercise(peer: &dyn Peer) {
+/// `peer`'s URL asking for NFS `version` ("3", "4.1").
+fn versioned_url(peer: &dyn Peer, version: &str) -> String {
+    peer.url()
+        .replace("version=3", &format!("version={version}"))
+}
+
+fn exercise(peer: &dyn Peer, version: &str) {
     let src = TempDir::new("src");
     make_tree(src.path());
-    let m = Mount::new(&peer.url());
+    let m = Mount::new(&versioned_url(peer, version));
+    assert_eq!(
+        m.mounted.as_ref().unwrap().fs().version().to_string(),
+        version,
+        "the NFS version mounted"
+    );
     let mnt = m.path().to_path_buf();
     let (s, mp, backing) = (
         src.path().display(),
@@ -473,12 +497,17 @@ fn exercise(peer: &dyn Peer) {
     sh(&format!(
         "mkdir '{mp}/d' && rmdir '{mp}/d' && test ! -e '{backing}/d'"
     ));
+    // mknod: a FIFO (MKNOD over v3, CREATE NF4FIFO over v4)
+    sh(&format!(
+        "mkfifo '{mp}/fifo' && test -p '{backing}/fifo' && rm '{mp}/fifo'"
+    ));
 
     // written through the mount (dd: 1 MiB blocks), read by the library; the kernel's chunks
     // must have been coalesced into wsize WRITEs and committed
+    let prog = if version == "3" { "NFS3" } else { "NFS4" };
     let calls = |name: &str| {
-        let st = m.mounted.as_ref().unwrap().fs().client().stats();
-        st.get("NFS3", name).map_or(0, |p| p.calls)
+        let st = m.mounted.as_ref().unwrap().fs().namespace().stats();
+        st.get(prog, name).map_or(0, |p| p.calls)
     };
     let (writes0, commits0) = (calls("WRITE"), calls("COMMIT"));
     sh(&format!(
@@ -520,13 +549,46 @@ fn exercise(peer: &dyn Peer) {
 #[test]
 fn tools_work_on_a_mount_of_the_sluice_server() {
     let server = SluiceServer::start();
-    exercise(&server);
+    exercise(&server, "3");
+}
+
+#[test]
+fn tools_work_on_a_v4_1_mount_of_the_sluice_server() {
+    let server = SluiceServer::start();
+    exercise(&server, "4.1");
 }
 
 #[test]
 fn tools_work_on_a_mount_of_ganesha() {
     let server = Ganesha::start();
-    exercise(&server);
+    exercise(&server, "3");
+}
+
+#[test]
+fn tools_work_on_a_v4_1_mount_of_ganesha() {
+    let server = Ganesha::start();
+    exercise(&server, "4.1");
+}
+
+/// A URL without a version mounts the highest the server offers: 4.2 from `sluice serve`.
+#[test]
+fn a_url_without_a_version_mounts_nfsv4_2() {
+    let server = SluiceServer::start();
+    let url = server
+        .url()
+        .replace("?version=3&", "?")
+        .replace("&version=3", "");
+    let m = Mount::new(&url);
+    assert_eq!(
+        m.mounted.as_ref().unwrap().fs().version().to_string(),
+        "4.2"
+    );
+    std::fs::write(m.path().join("x"), b"over 4.2").unwrap();
+    assert_eq!(
+        std::fs::read(server.export_dir().join("x")).unwrap(),
+        b"over 4.2"
+    );
+    m.unmount();
 }
 
 #[test]
@@ -561,7 +623,8 @@ fn mount_reads_go_through_the_autotuned_readahead() {
         let client = Client::connect(server.url().as_str(), ClientOptions::default())
             .await
             .unwrap();
-        let fs = Fs::new(client.clone(), FsConfig::default()).await.unwrap();
+        let ns: std::sync::Arc<dyn sluice_client::Namespace> = std::sync::Arc::new(client.clone());
+        let fs = Fs::new(ns, "", FsConfig::default()).await.unwrap();
         let node = fs.lookup(ROOT_INO, b"big").await.unwrap();
         let h = fs.open(node.ino, false).await.unwrap().fh;
 
@@ -602,6 +665,243 @@ fn mount_reads_go_through_the_autotuned_readahead() {
             "random reads through the mount fetched {random_fetched} bytes for {} asked",
             n * 4096
         );
-        fs.release(h).await.unwrap();
+        fs.release(h, None).await.unwrap();
     });
+}
+
+// --- locks over NFSv4.1 ----------------------------------------------------------------------
+
+/// Runs `f` in a forked child and returns its exit code. The child only makes system calls
+/// (this process has other threads, so it must not allocate or take locks after the fork).
+fn in_child(f: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: the child calls only async-signal-safe functions (open, fcntl, flock, alarm,
+    // sigaction, _exit) on data prepared before the fork.
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            libc::_exit(f());
+        }
+        wait_child(pid)
+    }
+}
+
+/// Starts `f` in a forked child (see [`in_child`]); its pid.
+fn spawn_child(f: impl FnOnce() -> i32) -> libc::pid_t {
+    // SAFETY: as in_child.
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            libc::_exit(f());
+        }
+        pid
+    }
+}
+
+fn wait_child(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid, "waitpid");
+    assert!(libc::WIFEXITED(status), "child did not exit: {status:#x}");
+    libc::WEXITSTATUS(status)
+}
+
+/// open(2) of a path prepared before a fork. Close-on-exec: the other tests of this process
+/// spawn commands, which must not inherit (and hold the locks and the mount of) these.
+fn open_rw(path: &std::ffi::CStr) -> i32 {
+    // SAFETY: a valid C string.
+    unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) }
+}
+
+/// fcntl F_SETLK / F_SETLKW / F_GETLK of `[start, start + len)` (`len` 0: to the end).
+fn fcntl_lock(fd: i32, cmd: i32, typ: i32, start: i64, len: i64) -> (i32, libc::flock) {
+    // SAFETY: a zeroed flock is valid; fd is ours.
+    unsafe {
+        let mut fl: libc::flock = std::mem::zeroed();
+        fl.l_type = typ as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        fl.l_start = start;
+        fl.l_len = len;
+        let r = libc::fcntl(fd, cmd, &mut fl);
+        let err = if r == 0 { 0 } else { *libc::__errno_location() };
+        (err, fl)
+    }
+}
+
+extern "C" fn on_alarm(_: libc::c_int) {}
+
+/// The server's count of an NFSv4 op, from its metrics endpoint.
+fn server_op_calls(metrics: u16, op: &str) -> u64 {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", metrics)).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    c.read_to_string(&mut body).unwrap();
+    let key = format!("sluice_nfs4_op_calls_total{{op=\"{op}\"}} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(key.as_str()))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+/// fcntl and flock through a v4.1 mount are the server's locks: two processes conflict on
+/// overlapping ranges and not on disjoint ones, F_GETLK reports the holder's range, an unlock
+/// lets the other in, F_SETLKW waits for a release and is interrupted by a signal, flock
+/// conflicts with flock and (over NFS, as on Linux) with fcntl; the server counted LOCK, LOCKT
+/// and LOCKU.
+#[test]
+fn fcntl_and_flock_on_a_v4_1_mount_are_server_locks() {
+    let metrics = free_port_pair();
+    let addr = format!("127.0.0.1:{metrics}");
+    let server = SluiceServer::start_with(&["--metrics", &addr]);
+    let m = Mount::new(&versioned_url(&server, "4.1"));
+    let file = m.path().join("locked");
+    std::fs::write(&file, vec![7u8; 4096]).unwrap();
+    let path = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).unwrap();
+    let p = path.as_c_str();
+    const CONFLICT: i32 = 1;
+
+    // This process holds a write lock on [0, 100).
+    let fd = open_rw(p);
+    assert!(fd >= 0);
+    assert_eq!(fcntl_lock(fd, libc::F_SETLK, libc::F_WRLCK, 0, 100).0, 0);
+
+    // Another process: [50, 60) conflicts, [100, 200) does not.
+    let overlapping = in_child(|| {
+        let fd = open_rw(p);
+        match fcntl_lock(fd, libc::F_SETLK, libc::F_WRLCK, 50, 10).0 {
+            0 => 0,
+            libc::EAGAIN | libc::EACCES => CONFLICT,
+            _ => 9,
+        }
+    });
+    assert_eq!(
+        overlapping, CONFLICT,
+        "an overlapping write lock must be refused"
+    );
+    let disjoint = in_child(|| {
+        let fd = open_rw(p);
+        fcntl_lock(fd, libc::F_SETLK, libc::F_WRLCK, 100, 100).0
+    });
+    assert_eq!(disjoint, 0, "a disjoint range must be granted");
+    // A read lock conflicts with the write lock too; F_GETLK shows the holder's range.
+    let getlk = in_child(|| {
+        let fd = open_rw(p);
+        let (e, fl) = fcntl_lock(fd, libc::F_GETLK, libc::F_RDLCK, 10, 5);
+        if e != 0 {
+            return 9;
+        }
+        let ok = i32::from(fl.l_type) == libc::F_WRLCK && fl.l_start == 0 && fl.l_len == 100;
+        if ok {
+            0
+        } else {
+            CONFLICT
+        }
+    });
+    assert_eq!(getlk, 0, "F_GETLK must report the write lock on [0, 100)");
+    // flock (a whole-file lock over NFS) conflicts with the fcntl lock.
+    let flock_vs_fcntl = in_child(|| {
+        let fd = open_rw(p);
+        // SAFETY: our fd.
+        match unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } {
+            0 => 0,
+            _ => CONFLICT,
+        }
+    });
+    assert_eq!(flock_vs_fcntl, CONFLICT, "flock must meet the fcntl lock");
+
+    // Released: the other process gets [50, 60).
+    assert_eq!(fcntl_lock(fd, libc::F_SETLK, libc::F_UNLCK, 0, 100).0, 0);
+    let after_unlock = in_child(|| {
+        let fd = open_rw(p);
+        fcntl_lock(fd, libc::F_SETLK, libc::F_WRLCK, 50, 10).0
+    });
+    assert_eq!(after_unlock, 0, "after the unlock the range must be free");
+
+    // F_SETLKW waits for the holder's release.
+    assert_eq!(fcntl_lock(fd, libc::F_SETLK, libc::F_WRLCK, 0, 0).0, 0);
+    let started = Instant::now();
+    let waiter = spawn_child(|| {
+        let fd = open_rw(p);
+        fcntl_lock(fd, libc::F_SETLKW, libc::F_WRLCK, 0, 10).0
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(fcntl_lock(fd, libc::F_SETLK, libc::F_UNLCK, 0, 0).0, 0);
+    assert_eq!(wait_child(waiter), 0, "the waiting lock must be granted");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(500) && waited < Duration::from_secs(10),
+        "F_SETLKW waited {waited:?}"
+    );
+
+    // F_SETLKW is interrupted by a signal (EINTR), as on a local file system.
+    assert_eq!(fcntl_lock(fd, libc::F_SETLK, libc::F_WRLCK, 0, 0).0, 0);
+    let interrupted = in_child(|| {
+        // SAFETY: a handler without SA_RESTART, then an alarm, in the child.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_alarm as *const () as usize;
+            libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut());
+            libc::alarm(1);
+        }
+        let fd = open_rw(p);
+        fcntl_lock(fd, libc::F_SETLKW, libc::F_WRLCK, 0, 10).0
+    });
+    assert_eq!(
+        interrupted,
+        libc::EINTR,
+        "a signal must end F_SETLKW with EINTR"
+    );
+    assert_eq!(fcntl_lock(fd, libc::F_SETLK, libc::F_UNLCK, 0, 0).0, 0);
+
+    // flock against flock: held by one open file description, refused to another process,
+    // free again once that description is closed.
+    let fd2 = open_rw(p);
+    // SAFETY: our fd.
+    assert_eq!(
+        unsafe { libc::flock(fd2, libc::LOCK_EX | libc::LOCK_NB) },
+        0
+    );
+    let flock_held = in_child(|| {
+        let fd = open_rw(p);
+        // SAFETY: our fd.
+        match unsafe { libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) } {
+            0 => 0,
+            _ => CONFLICT,
+        }
+    });
+    assert_eq!(
+        flock_held, CONFLICT,
+        "a held flock must be refused to another"
+    );
+    // SAFETY: our fds.
+    unsafe {
+        libc::close(fd2);
+    }
+    // The kernel sends RELEASE after close(2) returns: a few tries.
+    let flock_free = in_child(|| {
+        let fd = open_rw(p);
+        for _ in 0..50 {
+            // SAFETY: our fd; usleep is a plain system call.
+            unsafe {
+                if libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) == 0 {
+                    return 0;
+                }
+                libc::usleep(100_000);
+            }
+        }
+        CONFLICT
+    });
+    assert_eq!(flock_free, 0, "closing the holder must release its flock");
+    // SAFETY: our fd.
+    unsafe {
+        libc::close(fd);
+    }
+
+    for op in ["LOCK", "LOCKT", "LOCKU"] {
+        assert!(server_op_calls(metrics, op) > 0, "the server saw no {op}");
+    }
+    m.unmount();
 }

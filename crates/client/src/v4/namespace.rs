@@ -21,7 +21,8 @@ use super::{
 };
 use crate::file::File;
 use crate::namespace::{
-    CreateMode, Cursor, Entry, Fut, Handle, Namespace, OpenFile, ProtoVersion, NOBODY_ID,
+    CreateMode, Cursor, Entry, FsStat, Fut, Handle, Namespace, OpenFile, ProtoVersion, SpecialKind,
+    NOBODY_ID,
 };
 use crate::proto::FileProtocol;
 use crate::stats::{ClientStats, ReadStats};
@@ -176,6 +177,27 @@ impl Client {
     /// SETATTR under the open's stateid (a size change must present one, RFC 8881 §18.30).
     pub async fn setattr_open(&self, fh: &Fh, attrs: &Sattr3) -> Result<(), Error> {
         self.setattr_with(&fh.fh, fh.stateid, attrs).await
+    }
+
+    /// SETATTR under `stateid` and GETATTR after it, in one COMPOUND: the attributes after.
+    pub async fn setattr_get(
+        &self,
+        fh: &NfsFh4,
+        stateid: Stateid4,
+        attrs: &Sattr3,
+    ) -> Result<Fattr3, Error> {
+        let res = self
+            .compound(vec![
+                NfsArgop4::Putfh(fh.clone()),
+                NfsArgop4::Setattr(SetattrArgs {
+                    stateid,
+                    obj_attributes: sattr_values(attrs).encode(),
+                }),
+                NfsArgop4::Getattr(ns_attr_request()),
+            ])
+            .await?
+            .ok()?;
+        find_fattr3(&res)
     }
 
     async fn setattr_with(
@@ -442,6 +464,7 @@ impl Namespace for Client {
                     a.size = Some(0);
                     Createhow4::Unchecked(a.encode())
                 }
+                CreateMode::Unchecked => Createhow4::Unchecked(a.encode()),
                 CreateMode::Guarded => Createhow4::Guarded(a.encode()),
                 CreateMode::Exclusive => Createhow4::Exclusive41(CreatVerfAttr {
                     verf: rand::random(),
@@ -603,6 +626,80 @@ impl Namespace for Client {
             Ok(self
                 .setattr_with(fh4(fh)?, Stateid4::ANONYMOUS, attrs)
                 .await?)
+        })
+    }
+
+    fn setattr_attrs<'a>(&'a self, fh: &'a Handle, attrs: &'a Sattr3) -> Fut<'a, Fattr3> {
+        Box::pin(async move {
+            Ok(self
+                .setattr_get(fh4(fh)?, Stateid4::ANONYMOUS, attrs)
+                .await?)
+        })
+    }
+
+    fn mknod<'a>(
+        &'a self,
+        dir: &'a Handle,
+        name: &'a str,
+        kind: SpecialKind,
+        mode: u32,
+    ) -> Fut<'a, (Handle, Fattr3)> {
+        Box::pin(async move {
+            let dev = |major, minor| sluice_xdr::nfs4::Specdata4 {
+                specdata1: major,
+                specdata2: minor,
+            };
+            let objtype = match kind {
+                SpecialKind::Fifo => Createtype4::Fifo,
+                SpecialKind::Socket => Createtype4::Sock,
+                SpecialKind::Char { major, minor } => Createtype4::Chr(dev(major, minor)),
+                SpecialKind::Block { major, minor } => Createtype4::Blk(dev(major, minor)),
+            };
+            let attrs = AttrValues {
+                mode: Some(mode & 0o7777),
+                ..AttrValues::default()
+            };
+            let op = NfsArgop4::Create(CreateArgs {
+                objtype,
+                objname: component(name)?,
+                createattrs: attrs.encode(),
+            });
+            Ok(self.make_in(fh4(dir)?, op).await?)
+        })
+    }
+
+    fn statfs<'a>(&'a self, fh: &'a Handle) -> Fut<'a, FsStat> {
+        Box::pin(async move {
+            let fh = fh4(fh)?;
+            let bits = Bitmap4::from_bits(&[
+                num::FILES_AVAIL,
+                num::FILES_FREE,
+                num::FILES_TOTAL,
+                num::SPACE_AVAIL,
+                num::SPACE_FREE,
+                num::SPACE_TOTAL,
+            ]);
+            let put = if fh.0.is_empty() {
+                NfsArgop4::Putrootfh(())
+            } else {
+                NfsArgop4::Putfh(fh.clone())
+            };
+            let res = self
+                .compound(vec![put, NfsArgop4::Getattr(bits)])
+                .await?
+                .ok()?;
+            let Some(NfsResop4::Getattr(Res4::Ok(f))) = res.last() else {
+                return Err(Error::Other("GETATTR returned nothing".into()).into());
+            };
+            let v = AttrValues::decode(f).map_err(Error::from)?.values;
+            Ok(FsStat {
+                total_bytes: v.space_total.unwrap_or(0),
+                free_bytes: v.space_free.unwrap_or(0),
+                avail_bytes: v.space_avail.unwrap_or(0),
+                total_files: v.files_total.unwrap_or(0),
+                free_files: v.files_free.unwrap_or(0),
+                avail_files: v.files_avail.unwrap_or(0),
+            })
         })
     }
 

@@ -51,6 +51,50 @@ pub struct OpenRecord {
     pub owner: Vec<u8>,
     /// The stateid to present now (seqid 0: "the current one").
     pub current: Stateid4,
+    /// The byte-range locks taken under this open, per lock owner (see [`super::lock`]).
+    pub locks: Vec<LockRecord>,
+}
+
+/// Most lock owners recorded per open, and ranges per owner: 64 and 1,024. A process holds a
+/// handful; past the bound a lock still works, it is just not recorded for a reclaim.
+pub const LOCK_OWNERS_MAX: usize = 64;
+pub const LOCK_RANGES_MAX: usize = 1024;
+
+/// The locks one lock owner holds under one open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRecord {
+    pub owner: Vec<u8>,
+    /// The lock stateid (seqid 0); `None` after a new client id, when the server forgot it
+    /// (the next LOCK starts again with open_to_lock_owner4).
+    pub stateid: Option<Stateid4>,
+    /// Ranges held: (write, offset, end) with `end` exclusive (`u64::MAX`: to the end of
+    /// the file), disjoint; kept for reclaiming after a server restart.
+    pub ranges: Vec<(bool, u64, u64)>,
+}
+
+/// `offset + length` as an exclusive end (`u64::MAX` for "to the end").
+fn range_end(offset: u64, length: u64) -> u64 {
+    offset.saturating_add(length)
+}
+
+impl LockRecord {
+    /// `[start, end)` no longer held (an unlock, or the part a new lock replaces).
+    fn subtract(&mut self, start: u64, end: u64) {
+        let mut out = Vec::with_capacity(self.ranges.len() + 1);
+        for &(w, s, e) in &self.ranges {
+            if e <= start || s >= end {
+                out.push((w, s, e));
+                continue;
+            }
+            if s < start {
+                out.push((w, s, start));
+            }
+            if e > end {
+                out.push((w, end, e));
+            }
+        }
+        self.ranges = out;
+    }
 }
 
 /// Whether a reopen pass runs. See the module docs.
@@ -100,9 +144,74 @@ impl OpenTable {
                 access,
                 owner,
                 current,
+                locks: Vec::new(),
             },
         );
         true
+    }
+
+    /// The lock stateid of `owner` under the open the caller knows as `open`.
+    pub fn lock_stateid(&self, open: Stateid4, owner: &[u8]) -> Option<Stateid4> {
+        self.records
+            .get(&open.other)?
+            .locks
+            .iter()
+            .find(|l| l.owner == owner)?
+            .stateid
+    }
+
+    /// A new client id was made: the server has no lock stateids of the old one.
+    pub fn forget_lock_stateid(&mut self, open: Stateid4, owner: &[u8]) {
+        if let Some(r) = self.records.get_mut(&open.other) {
+            for l in r.locks.iter_mut().filter(|l| l.owner == owner) {
+                l.stateid = None;
+            }
+        }
+    }
+
+    /// LOCK granted `owner` the range `[offset, offset + length)` under `open` with
+    /// `stateid`: it replaces what the owner held there (POSIX upgrade/downgrade).
+    pub fn locked(
+        &mut self,
+        open: Stateid4,
+        owner: &[u8],
+        stateid: Stateid4,
+        write: bool,
+        offset: u64,
+        length: u64,
+    ) {
+        let Some(r) = self.records.get_mut(&open.other) else {
+            return;
+        };
+        let i = match r.locks.iter().position(|l| l.owner == owner) {
+            Some(i) => i,
+            None if r.locks.len() < LOCK_OWNERS_MAX => {
+                r.locks.push(LockRecord {
+                    owner: owner.to_vec(),
+                    stateid: None,
+                    ranges: Vec::new(),
+                });
+                r.locks.len() - 1
+            }
+            None => return,
+        };
+        let l = &mut r.locks[i];
+        l.stateid = Some(stateid);
+        let end = range_end(offset, length);
+        l.subtract(offset, end);
+        if l.ranges.len() < LOCK_RANGES_MAX {
+            l.ranges.push((write, offset, end));
+            l.ranges.sort_by_key(|r| r.1);
+        }
+    }
+
+    /// LOCKU of `[offset, offset + length)` by `owner` under `open`.
+    pub fn unlocked(&mut self, open: Stateid4, owner: &[u8], offset: u64, length: u64) {
+        if let Some(r) = self.records.get_mut(&open.other) {
+            for l in r.locks.iter_mut().filter(|l| l.owner == owner) {
+                l.subtract(offset, range_end(offset, length));
+            }
+        }
     }
 
     /// Forgets the open the caller knows as `stateid`; the stateid to CLOSE it with.
@@ -129,6 +238,10 @@ impl OpenTable {
                 NfsArgop4::Write(a) => &mut a.stateid,
                 NfsArgop4::Setattr(a) => &mut a.stateid,
                 NfsArgop4::Close(a) => &mut a.open_stateid,
+                NfsArgop4::Lock(sluice_xdr::nfs4::ops::LockArgs {
+                    locker: sluice_xdr::nfs4::ops::Locker4::New(n),
+                    ..
+                }) => &mut n.open_stateid,
                 _ => continue,
             };
             if let Some(r) = self.records.get(&s.other) {
@@ -153,6 +266,11 @@ impl OpenTable {
                     seqid: 0,
                     ..stateid
                 };
+                // The lock stateids died with the old client id; the ranges stay recorded.
+                // TODO(#15): reclaim them here (LOCK with `reclaim` in the grace period).
+                for l in &mut r.locks {
+                    l.stateid = None;
+                }
                 true
             }
             None => false,
@@ -225,6 +343,71 @@ mod tests {
             offset: 0,
             count: 1,
         })
+    }
+
+    #[test]
+    fn locks_are_recorded_per_owner_with_split_and_replaced_ranges() {
+        let mut t = OpenTable::default();
+        let open = sid(1, 1);
+        assert!(t.insert(
+            open,
+            NfsFh4(bytes::Bytes::from_static(b"f")),
+            3,
+            b"o".to_vec()
+        ));
+        assert_eq!(
+            t.lock_stateid(open, b"a"),
+            None,
+            "first lock: open_to_lock_owner"
+        );
+        let lk = sid(9, 0);
+        t.locked(open, b"a", lk, true, 0, 100);
+        assert_eq!(t.lock_stateid(open, b"a"), Some(lk));
+        assert_eq!(t.lock_stateid(open, b"b"), None, "per owner");
+        // A read lock over the middle replaces that part (a downgrade), an unlock splits.
+        t.locked(open, b"a", lk, false, 40, 20);
+        t.unlocked(open, b"a", 0, 10);
+        let r = &t.records[&open.other].locks[0].ranges;
+        assert_eq!(r, &[(true, 10, 40), (false, 40, 60), (true, 60, 100)]);
+        // To the end of the file.
+        t.locked(open, b"a", lk, true, 200, u64::MAX);
+        t.unlocked(open, b"a", 0, u64::MAX);
+        assert!(t.records[&open.other].locks[0].ranges.is_empty());
+        // A new client id: the lock stateid is gone, the record stays for a reclaim.
+        t.locked(open, b"a", lk, true, 0, 1);
+        assert!(t.reopened(open.other, sid(2, 1)));
+        assert_eq!(t.lock_stateid(open, b"a"), None);
+        assert_eq!(t.records[&open.other].locks[0].ranges, [(true, 0, 1)]);
+    }
+
+    #[test]
+    fn a_first_lock_presents_the_current_open_stateid() {
+        use sluice_xdr::nfs4::ops::{LockArgs, Locker4, OpenToLockOwner4};
+        let mut t = OpenTable::default();
+        let open = sid(1, 1);
+        t.insert(
+            open,
+            NfsFh4(bytes::Bytes::from_static(b"f")),
+            3,
+            b"o".to_vec(),
+        );
+        t.reopened(open.other, sid(2, 5));
+        let mut ops = [NfsArgop4::Lock(LockArgs {
+            locker: Locker4::New(OpenToLockOwner4 {
+                open_stateid: Stateid4 { seqid: 0, ..open },
+                ..OpenToLockOwner4::default()
+            }),
+            ..LockArgs::default()
+        })];
+        assert!(t.translate(&mut ops));
+        let NfsArgop4::Lock(LockArgs {
+            locker: Locker4::New(n),
+            ..
+        }) = &ops[0]
+        else {
+            unreachable!()
+        };
+        assert_eq!(n.open_stateid, sid(2, 0));
     }
 
     #[test]

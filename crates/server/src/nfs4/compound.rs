@@ -94,7 +94,7 @@ use crate::backend::{
 };
 use crate::datapath::ReadData;
 use crate::exports::{caller_for, ExportEntry};
-use crate::io::writebehind::WriteBehindDriver;
+use crate::io::writebehind::{SizeFix, WriteBehindDriver};
 use crate::splice::{LentPipe, SplicedData};
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
@@ -1341,7 +1341,15 @@ impl Nfs4 {
         lease_time: u32,
         req: &Bitmap4,
     ) -> Result<Fattr4, Nfsstat4> {
-        let attr = fs.getattr(fh).map_err(map::status)?;
+        let since = self.write_behind.as_ref().map(|wb| wb.epoch());
+        let mut attr = fs.getattr(fh).map_err(map::status)?;
+        // Writes write-behind holds were acknowledged (UNSTABLE) but are not in the backend
+        // yet: the size must show them, as v3's attributes do (datapath::fix_post_op).
+        if let (Some(wb), Some(since)) = (&self.write_behind, since) {
+            if wb.fix_size(fh.as_bytes(), &mut attr, since) == SizeFix::Uncertain {
+                attr = fs.getattr(fh).map_err(map::status)?;
+            }
+        }
         let mounted_on_fileid = if *fh == fs.root_handle() {
             self.pseudo
                 .node_of_export(idx)

@@ -2179,3 +2179,31 @@ fn a_write_payload_is_decoded_as_slices_of_the_received_record() {
     let f = fs.lookup(&owner, &fs.root_handle(), b"f").unwrap().fh;
     assert_eq!(fs.getattr(&f).unwrap().size, payload.len() as u64);
 }
+
+/// A GETATTR after an UNSTABLE WRITE that write-behind still holds shows the written size
+/// (the backend's is still 0): a client that chmods or utimens a file it just wrote (cp -p
+/// through a v4.1 mount) must not see it empty.
+#[test]
+fn getattr_size_includes_writes_held_by_write_behind() {
+    let c = Client::with_data();
+    let sid = mount(&c);
+    let mut ops = vec![seq(sid, 1)];
+    ops.extend(into_export());
+    ops.extend([
+        open(
+            b"o",
+            b"g",
+            Some(Createhow4::Unchecked(mode_attrs(0o644))),
+            OPEN4_SHARE_ACCESS_BOTH,
+            OPEN4_SHARE_DENY_NONE,
+        ),
+        write_op(Stateid4::CURRENT, 0, StableHow4::UNSTABLE, b"hello world"),
+        NfsArgop4::Getfh(()),
+        getattr(&[num::SIZE]),
+    ]);
+    let res = c.send(ops);
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    // Still held after the COMPOUND, so it was while GETATTR ran (nothing is held again).
+    assert!(held(&c, &res.results[6]), "the UNSTABLE write is held");
+    assert_eq!(attrs(&res.results[7]).size, Some(11));
+}
