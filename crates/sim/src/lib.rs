@@ -92,7 +92,9 @@ mod server;
 pub mod v4;
 mod world;
 
-pub use scenario::{Pattern, Report, Scenario, WindowEvent, KIB, MIB, UDP_RSIZE_BYTES_MAX};
+pub use scenario::{
+    Pattern, Report, Scenario, ServerOrder, WindowEvent, KIB, MIB, UDP_RSIZE_BYTES_MAX,
+};
 pub use sluice_engine::readahead::ReadaheadMode;
 pub use sluice_rpc::client::Transport;
 pub use world::run;
