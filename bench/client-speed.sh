@@ -26,7 +26,8 @@
 #
 #   bench/client-speed.sh [--size 512M] [--reps 5] [--nfs-version V] [--out FILE]
 #
-# Env: SLUICE_SERVE_ARGS adds options to both default `sluice serve`s; BENCH_KEEP=1,
+# Env: SLUICE_SERVE_ARGS adds options to both default `sluice serve`s; SLUICE_CLIENT_ARGS adds
+# options to the reads' `sluice cat` and `sluice cp` (e.g. "--nconnect 2"); BENCH_KEEP=1,
 # BENCH_SKIP_BUILD=1, BENCH_GANESHA_CACHING=0 (see lib.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -85,9 +86,11 @@ timed() {
     RATE[$label]+="$r "
     RAW+="| $label | $(py "f'{$t1 - $t0:.3f}'") | $(py "f'{$r/1e6:.0f}'") |"$'\n'
 }
-sl_cat() { "$BIN" cat "$1" > /dev/null; }
+# shellcheck disable=SC2086
+sl_cat() { "$BIN" cat ${SLUICE_CLIENT_ARGS:-} "$1" > /dev/null; }
 nfs_cat() { nfs-cat "$1" > /dev/null; }
-sl_cp() { "$BIN" cp -q "$1" "$SHM/f"; rm -f "$SHM/f"; }
+# shellcheck disable=SC2086
+sl_cp() { "$BIN" cp -q ${SLUICE_CLIENT_ARGS:-} "$1" "$SHM/f"; rm -f "$SHM/f"; }
 nfs_cp() { nfs-cp "$1" "$SHM/f" > /dev/null; rm -f "$SHM/f"; }
 best() {   # bench read: the reference rate (its own timing, the same bytes)
     local server="$1" url="$2" pid="$3"
@@ -157,6 +160,10 @@ ratio() {   # A B TARGET: median of per-rep ratios A/B (the two ran back to back
     r=$(py "st.median([x/y for x, y in zip($a, $b)])")
     echo "$(py "f'{$r:.2f}'") | $(py "'met' if $r >= $3 else '**missed**'")"
 }
+CLIENT_NOTE=""
+if [ -n "${SLUICE_CLIENT_ARGS:-}" ]; then
+    CLIENT_NOTE=" The reads' sluice cat and cp ran with \`$SLUICE_CLIENT_ARGS\`."
+fi
 spread() { py "f'{min($(arr "${RATE[$1]}"))/1e6:.0f}-{max($(arr "${RATE[$1]}"))/1e6:.0f} MB/s'"; }
 {
 echo "# The client at link and disk speed (issue 17$( [ "$NFSV" = 3 ] || echo ", over NFSv$NFSV: issue 15")): reads, uploads, writes on loopback"
@@ -165,7 +172,7 @@ echo "Date: $(date -u +%Y-%m-%d). Machine: $(machine_line)."
 echo
 echo "File: $SIZE of random data. $REPS reps, clients' order alternating per rep; medians of per-rep ratios."
 echo "Reads are warm (the file in the server's page cache). sluice: \`sluice serve --no-root-squash ${SLUICE_SERVE_ARGS:-}\`;"
-echo "ganesha 4.3, VFS FSAL. Every sluice client over NFS version $NFSV. \`nfs-cat\` / \`nfs-cp\`: libnfs, one 1 MiB READ in flight, over $(libnfs_name "$LIBNFS_SL") from sluice serve and $(libnfs_name "$LIBNFS_GAN") from ganesha. Best client: \`sluice bench --workload read --depth 16 --nconnect $BEST_NCONNECT\`."
+echo "ganesha 4.3, VFS FSAL. Every sluice client over NFS version $NFSV. \`nfs-cat\` / \`nfs-cp\`: libnfs, one 1 MiB READ in flight, over $(libnfs_name "$LIBNFS_SL") from sluice serve and $(libnfs_name "$LIBNFS_GAN") from ganesha. Best client: \`sluice bench --workload read --depth 16 --nconnect $BEST_NCONNECT\`.$CLIENT_NOTE"
 echo "Loopback single-stream limit (iperf3, before/after): $(py "f'{$LOOP_BPS/1e6:.0f}'") / $(py "f'{$LOOP_BPS2/1e6:.0f}'") MB/s."
 echo
 echo "| server | sluice cat / nfs-cat (>= 1.0) | | sluice cat / best client (>= 0.9) | | sluice cp / nfs-cp (>= 1.0) | | sluice cat / loopback | nfs-cat / loopback | sluice cp / loopback | nfs-cp / loopback | best / loopback |"

@@ -69,7 +69,9 @@
 //!   A standing queue *shifts* every sample; jitter *spreads* them. So the estimate is a floor
 //!   plus a spread, each blind to a shift. `rtt_min` is the windowed minimum (10 s, as BBR's
 //!   min_rtt) of the RTT samples the caller reports. `rtt_jitter` is RTP's interarrival jitter
-//!   (RFC 3550 §6.4.1) applied to consecutive RTT samples: `J += (|R_i - R_{i-1}| - J) / 16`.
+//!   (RFC 3550 §6.4.1) applied to consecutive RTT samples: `J += (|R_i - R_{i-1}| - J) / 16`
+//!   (the plain mean of the differences until there are 16, so that the few rounds before the
+//!   full-pipe test below keeps it do not see it still rising from 0).
 //!   A difference of consecutive samples does not see a standing queue at all, and sees a
 //!   growing one only by its slope per sample, about one chunk's serialization time whatever the
 //!   window (each completed READ adds at most one more behind the others), so `need` stays at
@@ -87,6 +89,44 @@
 //!   path `rtt_late` is `rtt_min`, the old estimate. Linux's TCP receive-buffer autotuning (`tcp_rcv_space_adjust`) sizes a buffer
 //!   from what one RTT delivers for the same reason: what the path holds, not what our own
 //!   buffer adds; `bw_max × rtt_late` is the readahead form of it.
+//! * **When the pipe is full** (BBR's full-pipe test, over the reader's rounds). The jitter
+//!   estimate is blind to a queue that *shifts* every RTT, not to one that *reorders* them. A
+//!   server-bound reader on loopback (issue 17) has almost no path: every microsecond above
+//!   `rtt_min` is the window's own READs waiting at the server, and a server with several
+//!   connections or worker threads does not answer them in order, so consecutive RTTs differ by
+//!   a fraction of the whole queue. The jitter then grows with the window, `need` with the
+//!   jitter, and the window with `need`: measured with `sluice cat --nconnect 2` on loopback,
+//!   67-128 MiB windows (58-129 READs in flight) for a server that 8 MiB keeps busy. In the
+//!   simulator (a server that picks a waiting READ at random, 1 MiB per 400 µs, 20 µs RTT) the
+//!   rule without the test grew to 61 MiB (43 READs in flight). No RTT statistic separates this
+//!   queue from a path's own jitter (seed 5 of the simulator needs the jitter term), but the
+//!   *rate* does: more window raises the rate only while the pipe is not full. So:
+//!   - A **round** ends each time the reader passes the trigger (it consumed one window); its
+//!     rate is the bytes consumed over its duration. Rounds of no measurable length (every read
+//!     at one instant) are not counted.
+//!   - While **filling**, a round whose rate is at least 125% of the best so far is growth
+//!     (the best moves up, and the jitter of that moment is kept); otherwise it is flat. After
+//!     three flat rounds in a row (BBR's numbers) the pipe is **full**. A window-limited reader
+//!     consumes a window per RTT, so its rate doubles with the window and it never counts a
+//!     flat round; growth toward `need` is unchanged on long links.
+//!   - Once full, the window is the **smallest window of the filling rounds whose rate came
+//!     within 90% of the best**, never below the minimum-RTT need (`bdp_gain × bw_max ×
+//!     rtt_min`) and never above `need` sized with the jitter kept at the last round of growth
+//!     (the queue was smallest then; a live jitter would feed on the queue again). The three
+//!     flat rounds of doubling overshoot up to 8× (the price of not mistaking noise for a full
+//!     pipe, as in BBR's startup); the drop comes right after.
+//!   - Every 8 rounds a **probe** round runs at twice the window (BBR's bandwidth probe). If its
+//!     rate reaches 125% of the best, the path got faster: filling starts again from there.
+//!     Otherwise the window goes back.
+//!
+//!   The reader's rate, not the delivery rate, is what a round measures: a slow reader is a
+//!   full pipe too, and its window stays small. What the numbers were (virtual time, seed 1):
+//!   the server-bound scenario above ends at 3 MiB (9 MiB at most, 0.977 of the server's rate;
+//!   61 MiB without the test), and 4 MiB with a server that answers in order (6 MiB without);
+//!   the acceptance grid keeps every cell at 0.98 or more of the link with windows of 1-79 MiB
+//!   where they were 2-80 MiB (40 ms × 1 GB/s: 79 MiB for a 38 MiB BDP; 0.2 ms × 1 GB/s:
+//!   2 MiB, 0.982), and the jittery path of seed 5 (10 ± 5 ms × 300 MB/s) reaches 0.983 with
+//!   5 MiB where it had 7 MiB and 1.000.
 //! * **Caps**: the sum of a file's stream windows is at most
 //!   [`ReadaheadConfig::window_bytes_max`], and growth never exceeds what the global [`Budget`]
 //!   has left. A readahead chunk the budget cannot cover is simply not issued yet.
@@ -97,11 +137,11 @@
 //! ```text
 //!   window
 //!     │                 ┌────────────── need = 2 × bw_max × (rtt_min + 2 × rtt_jitter)
-//!     │            ┌────┘
-//!     │       ┌────┘     ×2 each time the reader consumes a whole window
-//!     │  ┌────┘
-//!     │──┘ start: min(2 × rsize, 4 × read)
-//!     └──────────────────────────────────► bytes consumed
+//!     │            ┌────┘                (a window-limited reader: its rate doubles per round)
+//!     │       ┌────┘     ×2 each time the reader consumes a whole window (a round)
+//!     │  ┌────┘         ┌──┐ three flat rounds: full   ┌┐ probe every 8 rounds
+//!     │──┘ start     ┌──┘  └──────────────────────────┘└──── smallest window that had the rate
+//!     └──────────────────────────────────► bytes consumed      (a server- or reader-bound one)
 //! ```
 //!
 //! # Modes
@@ -165,6 +205,19 @@ pub struct ReadaheadConfig {
     pub rtt_min_window: Duration,
     /// How long a delivery-rate sample stays a candidate for the maximum. Default 2 s.
     pub bw_max_window: Duration,
+    /// The full-pipe test (BBR's exit from startup, see the module essay): a round whose
+    /// reader rate is not at least this percentage above the best round so far counts as flat.
+    /// Default 125.
+    pub full_pipe_growth_percent: u64,
+    /// Flat rounds in a row after which the pipe counts as full and the window stops growing.
+    /// Default 3 (as BBR). 0 turns the test off: the window then follows `need` alone.
+    pub full_pipe_rounds: u32,
+    /// Once the pipe is full, the window is the smallest one whose round delivered at least this
+    /// percentage of the best round's rate (never below the minimum-RTT need). Default 90.
+    pub full_pipe_rate_percent: u64,
+    /// Once the pipe is full, every this many rounds one round runs at twice the window, to
+    /// find out whether the path now carries more (BBR's bandwidth probe). Default 8; 0: never.
+    pub probe_rounds: u32,
     /// Outstanding READs remembered for delivery-rate sampling; the oldest is forgotten beyond
     /// this (it only loses its sample). Default 1024.
     pub fetches_tracked_max: usize,
@@ -184,6 +237,10 @@ impl Default for ReadaheadConfig {
             rtt_jitter_multiplier: 2,
             rtt_min_window: Duration::from_secs(10),
             bw_max_window: Duration::from_secs(2),
+            full_pipe_growth_percent: 125,
+            full_pipe_rounds: 3,
+            full_pipe_rate_percent: 90,
+            probe_rounds: 8,
             fetches_tracked_max: 1024,
             trace_events_max: 1024,
         }
@@ -325,6 +382,9 @@ pub enum ShrinkReason {
     RandomAccess,
     /// The window was more than twice the measured need.
     AboveNeed,
+    /// The full-pipe test found that growth added no rate: the window went back to the
+    /// smallest one that reached the rate (or a bandwidth probe round ended).
+    PipeFull,
 }
 
 /// Counters since creation.
@@ -345,6 +405,9 @@ pub struct ReadaheadStats {
     pub unused_bytes: u64,
     pub window_grows: u64,
     pub window_shrinks: u64,
+    /// Times a stream's full-pipe test found the pipe full, and bandwidth probes run after.
+    pub pipe_full: u64,
+    pub bandwidth_probes: u64,
     pub streams_started: u64,
     pub streams_evicted: u64,
     /// Readahead chunks not issued because the budget was exhausted.
@@ -363,6 +426,8 @@ pub struct StreamInfo {
     pub fetched_end: u64,
     /// 0 while the stream is not (yet) sequential.
     pub window_bytes: u64,
+    /// The full-pipe test found that more window adds no rate (see the module essay).
+    pub pipe_full: bool,
 }
 
 /// The readahead state of one open file. See the module essay.
@@ -489,6 +554,7 @@ impl FileReadahead {
                 position: s.pos,
                 fetched_end: s.fetched_end,
                 window_bytes: s.window_bytes,
+                pipe_full: s.pipe.full,
             })
             .collect()
     }
@@ -500,8 +566,15 @@ impl FileReadahead {
 
     /// The BDP-based window target, if RTT and rate samples exist.
     pub fn need_bytes(&self) -> Option<u64> {
+        self.need_with_jitter_ns(self.rtt_jitter.get_ns().unwrap_or(0))
+    }
+
+    /// `bdp_gain × bw_max × (rtt_min + multiplier × jitter)`.
+    fn need_with_jitter_ns(&self, jitter_ns: u64) -> Option<u64> {
         let bw = self.bw_max.get()?;
-        let rtt_ns = self.rtt_late_ns()?;
+        let min_ns = self.rtt_min.get()?;
+        let spread_ns = jitter_ns.saturating_mul(self.config.rtt_jitter_multiplier);
+        let rtt_ns = min_ns.saturating_add(spread_ns);
         let bdp = u128::from(bw) * u128::from(rtt_ns) / 1_000_000_000;
         let need = bdp * u128::from(self.config.bdp_gain_percent) / 100;
         Some(u64::try_from(need).unwrap_or(u64::MAX))
@@ -588,6 +661,7 @@ impl FileReadahead {
             let s = &mut self.streams[i];
             s.window_bytes = w;
             s.trigger = s.pos + w;
+            s.pipe = PipeState::new(now, s.pos);
             let id = s.id;
             self.push_trace(now, id, TraceKind::Sequential { window_bytes: w });
         } else if s.pos >= s.trigger {
@@ -637,6 +711,7 @@ impl FileReadahead {
             last_len: end - offset,
             last_used: self.tick,
             charged: 0,
+            pipe: PipeState::new(now, end),
         });
         let i = self.streams.len() - 1;
         if sequential {
@@ -700,7 +775,8 @@ impl FileReadahead {
         }
     }
 
-    /// At a trigger: grow toward the measured need, or shrink if far above it.
+    /// At a trigger: end the stream's round (the full-pipe test), then grow toward the need,
+    /// or shrink if far above it or if the pipe was just found full.
     fn retune(&mut self, now: Instant, i: usize, budget: &Budget) {
         let s = &self.streams[i];
         let w = s.window_bytes;
@@ -709,8 +785,25 @@ impl FileReadahead {
             self.streams[i].trigger = pos + w;
             return;
         }
+        let live_jitter_ns = self.rtt_jitter.get_ns().unwrap_or(0);
+        let round = self.streams[i]
+            .pipe
+            .end_round(now, pos, w, live_jitter_ns, &self.config);
+        match round {
+            RoundEnd::Filled => self.stats.pipe_full += 1,
+            RoundEnd::Probe => self.stats.bandwidth_probes += 1,
+            RoundEnd::Growing | RoundEnd::Steady => {}
+        }
+        let pipe = &self.streams[i].pipe;
+        let jitter_ns = if pipe.full {
+            pipe.jitter_ns
+        } else {
+            live_jitter_ns
+        };
         let rsize = self.config.rsize_bytes;
-        let need = self.need_bytes().map(|n| n.div_ceil(rsize) * rsize);
+        let need = self
+            .need_with_jitter_ns(jitter_ns)
+            .map(|n| n.div_ceil(rsize) * rsize);
         let others: u64 = self
             .streams
             .iter()
@@ -718,11 +811,31 @@ impl FileReadahead {
             .map(|o| o.window_bytes)
             .sum();
         let cap = self.config.window_bytes_max.saturating_sub(others);
-        let mut w2 = match need {
-            None => w.saturating_mul(2),
-            Some(n) if w < n => w.saturating_mul(2).min(n),
-            Some(n) if w > n.saturating_mul(2) => (w / 2).max(n),
-            Some(_) => w,
+        let need_min = self
+            .need_with_jitter_ns(0)
+            .map(|n| n.div_ceil(rsize) * rsize);
+        let pipe = &self.streams[i].pipe;
+        let mut w2 = if pipe.full {
+            // The window that filled the pipe, never below the minimum-RTT need nor above the
+            // need sized with the frozen jitter; twice that for a probe round.
+            let mut t = pipe.target;
+            if let Some(n) = need {
+                t = t.min(n);
+            }
+            if let Some(m) = need_min {
+                t = t.max(m);
+            }
+            if round == RoundEnd::Probe {
+                t = t.saturating_mul(2);
+            }
+            t
+        } else {
+            match need {
+                None => w.saturating_mul(2),
+                Some(n) if w < n => w.saturating_mul(2).min(n),
+                Some(n) if w > n.saturating_mul(2) => (w / 2).max(n),
+                Some(_) => w,
+            }
         };
         if w2 > w {
             w2 = w2.min(cap).min(w + budget.available_bytes()).max(w);
@@ -741,10 +854,15 @@ impl FileReadahead {
             self.push_trace(now, id, kind);
         } else if w2 < w {
             self.stats.window_shrinks += 1;
+            let reason = if self.streams[i].pipe.full {
+                ShrinkReason::PipeFull
+            } else {
+                ShrinkReason::AboveNeed
+            };
             let kind = TraceKind::WindowShrank {
                 from_bytes: w,
                 to_bytes: w2,
-                reason: ShrinkReason::AboveNeed,
+                reason,
             };
             self.push_trace(now, id, kind);
         }
@@ -973,6 +1091,8 @@ struct Stream {
     last_used: u64,
     /// Bytes charged to the budget; always `fetched_end - pos` (or 0) between calls.
     charged: u64,
+    /// The full-pipe test over this stream's rounds.
+    pipe: PipeState,
 }
 
 impl Stream {
@@ -991,6 +1111,144 @@ struct TrackedFetch {
     delivered_at_issue: u64,
 }
 
+/// How a round ended (see [`PipeState::end_round`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RoundEnd {
+    /// Not full: the rate rose, or has not been flat for long enough yet.
+    Growing,
+    /// The pipe was just found full.
+    Filled,
+    /// Full, and time for a bandwidth probe: the next round runs at twice the window.
+    Probe,
+    /// Full.
+    Steady,
+}
+
+/// The full-pipe test of one stream (BBR's exit from startup, over the reader's rounds; see the
+/// module essay). A round ends each time the reader passes the trigger, that is when it has
+/// consumed one window; its rate is the bytes consumed over the time it took.
+#[derive(Debug, Clone)]
+struct PipeState {
+    round_at: Instant,
+    round_pos: u64,
+    /// Best round rate that counted as growth, bytes per second (0 before the first round).
+    best_rate: u64,
+    /// Rounds since the rate last grew by the growth percentage.
+    flat_rounds: u32,
+    /// More window adds no rate: the need is sized with `jitter_ns`, frozen.
+    full: bool,
+    /// The RTT jitter at the end of the last round that raised `best_rate`, while the
+    /// window's own queue was at its smallest since the rate stopped rising.
+    jitter_ns: u64,
+    /// Rounds since the pipe was found full or last probed.
+    rounds_since_probe: u32,
+    /// The current round runs at twice the window: its rate decides.
+    probing: bool,
+    /// While filling: the rounds' (window, rate), oldest first, at most [`Self::ROUNDS_MAX`].
+    rounds: VecDeque<(u64, u64)>,
+    /// Once full: the smallest window whose round reached `full_pipe_rate_percent` of the
+    /// best rate.
+    target: u64,
+}
+
+impl PipeState {
+    fn new(now: Instant, pos: u64) -> Self {
+        PipeState {
+            round_at: now,
+            round_pos: pos,
+            best_rate: 0,
+            flat_rounds: 0,
+            full: false,
+            jitter_ns: 0,
+            rounds_since_probe: 0,
+            probing: false,
+            rounds: VecDeque::new(),
+            target: 0,
+        }
+    }
+
+    /// Rounds remembered while filling: a doubling window from 4 KiB passes 128 MiB in 16.
+    const ROUNDS_MAX: usize = 16;
+
+    /// Ends the round at `now` with the reader at `pos`, the window `window` and the live RTT
+    /// jitter `jitter_ns`; starts the next one. A round of no measurable length (every read at
+    /// one instant) leaves the test where it was.
+    fn end_round(
+        &mut self,
+        now: Instant,
+        pos: u64,
+        window: u64,
+        jitter_ns: u64,
+        config: &ReadaheadConfig,
+    ) -> RoundEnd {
+        let bytes = pos.saturating_sub(self.round_pos);
+        let elapsed_ns = now.saturating_duration_since(self.round_at).as_nanos();
+        self.round_at = now;
+        self.round_pos = pos;
+        let was_probe = std::mem::take(&mut self.probing);
+        let steady = if self.full {
+            RoundEnd::Steady
+        } else {
+            RoundEnd::Growing
+        };
+        if config.full_pipe_rounds == 0 || elapsed_ns == 0 || bytes == 0 || window == 0 {
+            return steady;
+        }
+        let rate = u128::from(bytes) * 1_000_000_000 / elapsed_ns;
+        let rate = u64::try_from(rate).unwrap_or(u64::MAX);
+        let grew = u128::from(rate) * 100
+            >= u128::from(self.best_rate) * u128::from(config.full_pipe_growth_percent);
+        if self.full {
+            if was_probe && grew {
+                // A faster path: fill it again from here.
+                self.full = false;
+                self.flat_rounds = 0;
+                self.best_rate = rate;
+                self.jitter_ns = jitter_ns;
+                self.rounds.clear();
+                self.rounds.push_back((window, rate));
+                return RoundEnd::Growing;
+            }
+            self.rounds_since_probe += 1;
+            if config.probe_rounds > 0 && self.rounds_since_probe >= config.probe_rounds {
+                self.rounds_since_probe = 0;
+                self.probing = true;
+                return RoundEnd::Probe;
+            }
+            return RoundEnd::Steady;
+        }
+        if self.rounds.len() >= Self::ROUNDS_MAX {
+            self.rounds.pop_front();
+        }
+        self.rounds.push_back((window, rate));
+        if grew {
+            self.best_rate = rate;
+            self.flat_rounds = 0;
+            self.jitter_ns = jitter_ns;
+            return RoundEnd::Growing;
+        }
+        self.flat_rounds += 1;
+        if self.flat_rounds < config.full_pipe_rounds {
+            return RoundEnd::Growing;
+        }
+        // Full: the smallest window that came within `full_pipe_rate_percent` of the best.
+        let best = self.rounds.iter().map(|&(_, r)| r).max().unwrap_or(rate);
+        let enough = |r: u64| {
+            u128::from(r) * 100 >= u128::from(best) * u128::from(config.full_pipe_rate_percent)
+        };
+        self.target = self
+            .rounds
+            .iter()
+            .filter(|&&(_, r)| enough(r))
+            .map(|&(w, _)| w)
+            .min()
+            .unwrap_or(window);
+        self.full = true;
+        self.rounds_since_probe = 0;
+        RoundEnd::Filled
+    }
+}
+
 /// The RTP interarrival jitter estimator (RFC 3550 §6.4.1) applied to RTT samples: the
 /// smoothed absolute difference between consecutive samples, `J += (|R_i - R_{i-1}| - J) / 16`,
 /// in nanoseconds. A shift of every sample (a standing queue) does not change a difference, and
@@ -1000,13 +1258,19 @@ struct RttJitter {
     /// `None` before the first sample.
     last_ns: Option<u64>,
     jitter_ns: u64,
+    /// Differences seen, up to 16: until then the estimate is their plain mean, so that it
+    /// is not biased toward its start at 0 while the first rounds are measured (the full-pipe
+    /// test freezes it after a few rounds).
+    differences: u64,
 }
 
 impl RttJitter {
     fn update(&mut self, sample_ns: u64) {
         if let Some(last) = self.last_ns {
             let d = u128::from(sample_ns.abs_diff(last));
-            self.jitter_ns = ((15 * u128::from(self.jitter_ns) + d) / 16) as u64;
+            self.differences = (self.differences + 1).min(16);
+            let n = u128::from(self.differences);
+            self.jitter_ns = (((n - 1) * u128::from(self.jitter_ns) + d) / n) as u64;
         }
         self.last_ns = Some(sample_ns);
     }
@@ -1229,6 +1493,136 @@ mod tests {
         // RTTs alternating between 10 and 40 ms: the late RTT covers the long ones.
         let jittery: Vec<u64> = (0..200).map(|i| if i % 2 == 0 { 10 } else { 40 }).collect();
         assert!(feed(&jittery) >= ms(60), "{:?}", feed(&jittery));
+    }
+
+    /// Reads `MIB` at a time from `from` to `to` (in MiB): before read `i`, `gap(i)` passes and
+    /// the READ at `i` MiB completes with RTT `rtt(i, window)` (a server-bound reader, whose
+    /// RTT may depend on the window it has itself queued at the server).
+    fn drive(
+        r: &mut FileReadahead,
+        b: &mut Budget,
+        t: &mut Instant,
+        range: std::ops::Range<u64>,
+        gap: impl Fn(u64) -> Duration,
+        rtt: impl Fn(u64, u64) -> Duration,
+    ) -> u64 {
+        let mut peak = 0;
+        for i in range {
+            *t += gap(i);
+            let w = r.window_bytes();
+            r.on_fetch_complete(*t, i * MIB, MIB, rtt(i, w));
+            r.on_read(*t, i * MIB, MIB, 10 * GIB, b);
+            peak = peak.max(r.window_bytes());
+        }
+        peak
+    }
+
+    /// Every other READ waits behind the whole window (0.5 ms per MiB queued): RTTs whose
+    /// spread grows with the window, at a reader rate that does not (1 MiB per ms).
+    fn self_queued(i: u64, window: u64) -> Duration {
+        let queued = if i % 2 == 1 { window / MIB } else { 0 };
+        Duration::from_micros(200 + 500 * queued)
+    }
+
+    /// The regression of the loopback measurement (issue 17): without the full-pipe test the
+    /// jitter of a queue the window builds itself feeds the window up to its cap; with it, the
+    /// window stops after three flat rounds and falls back to the need sized with the jitter of
+    /// the last round that added rate.
+    #[test]
+    fn a_full_pipe_stops_growth_fed_by_the_windows_own_queue() {
+        let ms = Duration::from_millis;
+        let run = |full_pipe_rounds| {
+            let mut r = FileReadahead::new(ReadaheadConfig {
+                full_pipe_rounds,
+                ..ReadaheadConfig::default()
+            });
+            let mut b = Budget::new(GIB);
+            let mut t = Instant::now();
+            let peak = drive(&mut r, &mut b, &mut t, 0..600, |_| ms(1), self_queued);
+            (r, peak)
+        };
+        let (old, old_peak) = run(0);
+        assert!(old_peak >= 64 * MIB, "without the test: {old_peak}");
+        assert!(old.window_bytes() >= 64 * MIB, "{}", old.window_bytes());
+        assert_eq!(old.stats().pipe_full, 0);
+
+        let (mut r, peak) = run(3);
+        println!(
+            "window {} at most, {} at the end; {old_peak} at most without the test",
+            peak,
+            r.window_bytes()
+        );
+        assert!(peak <= 32 * MIB, "peak {peak}");
+        assert!(r.window_bytes() <= 12 * MIB, "{}", r.window_bytes());
+        assert!(r.window_bytes() >= 2 * MIB, "{}", r.window_bytes());
+        assert!(r.streams()[0].pipe_full);
+        assert_eq!(r.stats().pipe_full, 1);
+        assert!(r.stats().bandwidth_probes > 0);
+        assert!(r.take_trace().iter().any(|e| matches!(
+            e.kind,
+            TraceKind::WindowShrank {
+                reason: ShrinkReason::PipeFull,
+                ..
+            }
+        )));
+    }
+
+    /// A window-limited reader (it consumes a window per RTT, so each round's rate doubles
+    /// with the window) never counts a flat round: the window grows to the need as before.
+    #[test]
+    fn a_window_limited_reader_keeps_growing_to_the_need() {
+        let mut r = ra(ReadaheadMode::Auto);
+        let mut b = Budget::new(GIB);
+        let mut t = Instant::now();
+        // 10 ms RTT, and a reader that waits one RTT each time it has consumed its window.
+        let rtt = Duration::from_millis(10);
+        for i in 0..2_000u64 {
+            let w = r.window_bytes().max(MIB);
+            if i % (w / MIB) == 0 {
+                t += rtt;
+            }
+            r.on_fetch_complete(t, i * MIB, MIB, rtt);
+            r.on_read(t, i * MIB, MIB, 10 * GIB, &mut b);
+            if r.window_bytes() >= 64 * MIB {
+                break;
+            }
+        }
+        assert!(r.window_bytes() >= 64 * MIB, "{}", r.window_bytes());
+        assert_eq!(r.stats().pipe_full, 0);
+    }
+
+    /// Once full, a bandwidth probe that finds a faster path (the reader's rate rose by the
+    /// growth percentage in the probe round) lets the window grow again.
+    #[test]
+    fn a_probe_that_finds_more_rate_resumes_growth() {
+        let mut r = ra(ReadaheadMode::Auto);
+        let mut b = Budget::new(GIB);
+        let mut t = Instant::now();
+        let us = Duration::from_micros;
+        drive(&mut r, &mut b, &mut t, 0..300, |_| us(1000), self_queued);
+        assert!(r.streams()[0].pipe_full);
+        let probes = r.stats().bandwidth_probes;
+        let before = r.window_bytes();
+        // The reader (and the path behind it) now runs four times as fast, no queue.
+        let mut resumed = false;
+        for i in 300..1_500 {
+            drive(
+                &mut r,
+                &mut b,
+                &mut t,
+                i..i + 1,
+                |_| us(250),
+                |_, _| us(200),
+            );
+            resumed |= !r.streams()[0].pipe_full;
+        }
+        assert!(r.stats().bandwidth_probes > probes);
+        assert!(resumed, "no probe ended the full state");
+        assert!(
+            r.window_bytes() > before,
+            "{} <= {before}",
+            r.window_bytes()
+        );
     }
 
     #[test]

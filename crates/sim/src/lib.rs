@@ -93,7 +93,9 @@ pub mod v4;
 pub mod v4_grace;
 mod world;
 
-pub use scenario::{Pattern, Report, Scenario, WindowEvent, KIB, MIB, UDP_RSIZE_BYTES_MAX};
+pub use scenario::{
+    Pattern, Report, Scenario, ServerOrder, WindowEvent, KIB, MIB, UDP_RSIZE_BYTES_MAX,
+};
 pub use sluice_engine::readahead::ReadaheadMode;
 pub use sluice_rpc::client::Transport;
 pub use world::run;

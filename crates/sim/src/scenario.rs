@@ -37,6 +37,19 @@ pub enum Pattern {
     Getattr { calls: u64 },
 }
 
+/// In what order the server takes up calls that wait for a free slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ServerOrder {
+    /// Arrival order: one queue, first come first served.
+    #[default]
+    Arrival,
+    /// A waiting call picked at random (from the scenario's seed): a server with several
+    /// connections or worker threads and no order across them, where a call's wait grows with
+    /// the number of calls waiting with it but not in step with its arrival. What sluice's and
+    /// ganesha's per-connection tasks look like to a client on loopback.
+    Random,
+}
+
 /// A simulated client, server and link. Every field has a unit; see [`Scenario::default`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
@@ -75,8 +88,10 @@ pub struct Scenario {
     pub warmup_bytes: Option<u64>,
     /// Time the server spends on each call before replying. Default 0.
     pub server_service_time: Duration,
-    /// Calls the server works on at once; the rest wait in arrival order. `None`: unlimited.
+    /// Calls the server works on at once; the rest wait. `None`: unlimited.
     pub server_concurrency: Option<usize>,
+    /// Which waiting call the server takes up next. Default [`ServerOrder::Arrival`].
+    pub server_order: ServerOrder,
     /// A run that has not finished after this much virtual time is reported as stuck.
     /// Default 1 hour.
     pub time_limit: Duration,
@@ -105,6 +120,7 @@ impl Default for Scenario {
             warmup_bytes: None,
             server_service_time: Duration::ZERO,
             server_concurrency: None,
+            server_order: ServerOrder::Arrival,
             time_limit: Duration::from_secs(3600),
             trace_events_max: 4096,
         }
@@ -154,7 +170,7 @@ impl fmt::Display for Scenario {
         write!(
             f,
             "{:?} rtt {:.1} ms ±{:.1} ms, {:.1} MB/s, loss {:.3}, dup {:.3}, reorder {:.3}, {:?}, \
-             file {} KiB, reads {} KiB, rsize {} KiB, {:?}, service {:?}, concurrency {:?}",
+             file {} KiB, reads {} KiB, rsize {} KiB, {:?}, service {:?}, concurrency {:?} {:?}",
             self.transport,
             self.rtt.as_secs_f64() * 1e3,
             self.rtt_jitter.as_secs_f64() * 1e3,
@@ -169,6 +185,7 @@ impl fmt::Display for Scenario {
             self.pattern,
             self.server_service_time,
             self.server_concurrency,
+            self.server_order,
         )
     }
 }

@@ -20,7 +20,10 @@
 use crate::content::Content;
 use crate::host::Host;
 use crate::pipe::{send_datagram, Segment, StreamTx};
+use crate::scenario::{Scenario, ServerOrder};
 use bytes::Bytes;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use sluice_engine::pool::CHUNK_BYTES;
 use sluice_link::model::LinkDirection;
 use sluice_rpc::client::Transport;
@@ -54,6 +57,9 @@ pub struct Server {
     host: Host,
     service_time: Duration,
     concurrency: usize,
+    order: ServerOrder,
+    /// Picks among waiting calls for [`ServerOrder::Random`].
+    rng: ChaCha8Rng,
     /// Current TCP connection and its decoder / send buffer.
     conn: u64,
     rx: RecordDecoder,
@@ -76,14 +82,9 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn new(
-        transport: Transport,
-        content: &Content,
-        file_bytes: u64,
-        service_time: Duration,
-        concurrency: Option<usize>,
-        epoch: Instant,
-    ) -> Self {
+    /// The scenario's server (its transport, file, service time, concurrency and order).
+    pub fn new(sc: &Scenario, content: &Content, epoch: Instant) -> Self {
+        let (transport, file_bytes) = (sc.transport, sc.file_bytes);
         let server_transport = match transport {
             Transport::Tcp => ServerTransport::Tcp,
             Transport::Udp => ServerTransport::Udp,
@@ -104,8 +105,10 @@ impl Server {
         Server {
             transport,
             host,
-            service_time,
-            concurrency: concurrency.unwrap_or(usize::MAX).max(1),
+            service_time: sc.server_service_time,
+            concurrency: sc.server_concurrency.unwrap_or(usize::MAX).max(1),
+            order: sc.server_order,
+            rng: ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5e7e_0bde),
             conn: 0,
             rx: RecordDecoder::default(),
             tx: StreamTx::default(),
@@ -201,7 +204,11 @@ impl Server {
             self.flush_at = self.host.flush_due(now).filter(|&t| t > now);
         }
         while self.in_service.len() + self.running.len() < self.concurrency {
-            let Some(job) = self.waiting.pop_front() else {
+            let next = match self.order {
+                ServerOrder::Arrival => 0,
+                ServerOrder::Random => self.rng.gen_range(0..self.waiting.len().max(1)),
+            };
+            let Some(job) = self.waiting.remove(next) else {
                 break;
             };
             let id = self.next_job;

@@ -68,14 +68,7 @@ impl World {
             Transport::Udp => Mode::Datagram,
         };
         let content = Content::new(sc.seed);
-        let server = Server::new(
-            sc.transport,
-            &content,
-            sc.file_bytes,
-            sc.server_service_time,
-            sc.server_concurrency,
-            epoch,
-        );
+        let server = Server::new(sc, &content, epoch);
         World {
             sc: sc.clone(),
             epoch,

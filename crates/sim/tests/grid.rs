@@ -115,3 +115,84 @@ fn auto_readahead_fills_a_jittery_link() {
     }
     assert!(short.is_empty(), "below 90 % of a jittery link: {short:?}");
 }
+
+/// A server-bound loopback does not grow the window past what fills it. On loopback the
+/// server, not the path, is the bottleneck: the RTT is a few microseconds until the window
+/// queues READs at the server, and every READ the window adds beyond what keeps the server busy
+/// only waits there. Before the full-pipe test the window grew with the spread of the RTTs of
+/// that queue (the jitter term of `need`): with a server that does not serve in arrival order
+/// (several connections or worker threads) the spread grows with the queue, so the window fed on
+/// itself up to the 128 MiB cap (measured on a real loopback with two connections: 67-128 MiB,
+/// 58-129 READs in flight). The server here does 1 MiB per 400 µs (2.6 GB/s) over a 20 µs,
+/// 10 GB/s link: the window must settle at a few MiB while the reader keeps >= 0.95 of the
+/// server's rate. Measured (seed 1): in arrival order 4 MiB at the end (8 MiB at most), in
+/// random order 3 MiB (9 MiB at most, 0.977 of the server's rate); with the full-pipe test
+/// off (`full_pipe_rounds: 0`) 6 MiB and 61 MiB (43 READs in flight).
+#[test]
+fn a_server_bound_loopback_does_not_grow_the_window_past_what_fills_it() {
+    use sluice_engine::readahead::TraceKind;
+    use sluice_sim::{run, Scenario, ServerOrder, MIB};
+    let seed = seed_from_env(1);
+    let service = Duration::from_micros(400);
+    let cap = MIB as f64 / service.as_secs_f64();
+    let mut failures = Vec::new();
+    for order in [ServerOrder::Arrival, ServerOrder::Random] {
+        let sc = Scenario {
+            seed,
+            rtt: Duration::from_micros(20),
+            rate_bytes_per_sec: 10_000_000_000,
+            server_service_time: service,
+            server_concurrency: Some(1),
+            server_order: order,
+            file_bytes: 512 * MIB,
+            read_bytes: MIB,
+            warmup_bytes: Some(128 * MIB),
+            ..Scenario::default()
+        };
+        let r = run(&sc, Instant::now());
+        r.assert_invariants();
+        assert_eq!(
+            r.gap_fetch_bytes, 0,
+            "the readahead engine kept its contract"
+        );
+        let rate = r.achieved_rate_after_warmup.expect("rate");
+        let peak = r
+            .window_trace
+            .iter()
+            .filter_map(|e| match e.kind {
+                TraceKind::WindowGrew { to_bytes, .. } => Some(to_bytes),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        println!(
+            "{order:?}: {:.3} of the server's rate, window {} KiB at the end, {} KiB at most, \
+             {} READs in flight at most, pipe found full {} times",
+            rate / cap,
+            r.final_window_bytes / KIB,
+            peak / KIB,
+            r.read_core.in_flight_max,
+            r.readahead_stats.pipe_full
+        );
+        if std::env::var_os("SLUICE_SIM_TRACE").is_some() {
+            for e in &r.window_trace {
+                println!("  {:?} {:?}", e.at, e.kind);
+            }
+        }
+        if rate < 0.95 * cap {
+            failures.push(format!("{order:?}: {:.3} of the server's rate", rate / cap));
+        }
+        if r.final_window_bytes > 4 * MIB {
+            failures.push(format!(
+                "{order:?}: window {} KiB at the end",
+                r.final_window_bytes / KIB
+            ));
+        }
+        // The ramp before the test fires may overshoot (three flat rounds of doubling, as
+        // BBR's startup), but not to the cap.
+        if peak > 32 * MIB {
+            failures.push(format!("{order:?}: window {} KiB at most", peak / KIB));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
