@@ -33,9 +33,17 @@ pub async fn drive(nfs4: Arc<Nfs4>) -> std::io::Result<()> {
         let now = Instant::now();
         let wait = {
             let mut state = nfs4.state.lock().unwrap_or_else(|p| p.into_inner());
+            let revoked_before = state.delegations().counters.revoked;
             let expired = state.tick(now);
             if !expired.is_empty() {
                 tracing::info!(clients = expired.len(), "NFSv4 leases expired");
+            }
+            let revoked = state.delegations().counters.revoked - revoked_before;
+            if revoked > 0 {
+                tracing::info!(
+                    delegations = revoked,
+                    "NFSv4 delegations revoked: not returned within a lease of their CB_RECALL"
+                );
             }
             sleep_for(now, state.next_wakeup())
         };

@@ -109,6 +109,16 @@ pub struct Gauges4 {
     pub lock_stateids: u64,
     /// Byte ranges locked (after merging an owner's touching ranges).
     pub locks: u64,
+    /// Delegations held (or being recalled), by type. No write delegations are granted yet.
+    pub delegations_read: u64,
+    pub delegations_write: u64,
+    /// Counters since the start: CB_RECALLs put on the wire, answered by the client,
+    /// unanswered (timed out, connection gone), and delegations revoked for not being
+    /// returned within a lease of their recall.
+    pub recalls_sent: u64,
+    pub recalls_answered: u64,
+    pub recalls_timed_out: u64,
+    pub delegations_revoked: u64,
 }
 
 /// Reads the gauges from wherever the NFSv4 state lives.
@@ -338,6 +348,47 @@ impl Stats {
                 let _ = writeln!(s, "# TYPE {metric} gauge");
                 let _ = writeln!(s, "{metric} {v}");
             }
+            let _ = writeln!(
+                s,
+                "# HELP sluice_nfs4_delegations NFSv4 delegations held (being recalled included)."
+            );
+            let _ = writeln!(s, "# TYPE sluice_nfs4_delegations gauge");
+            let _ = writeln!(
+                s,
+                "sluice_nfs4_delegations{{type=\"read\"}} {}",
+                g.delegations_read
+            );
+            let _ = writeln!(
+                s,
+                "sluice_nfs4_delegations{{type=\"write\"}} {}",
+                g.delegations_write
+            );
+            for (metric, help, v) in [
+                (
+                    "sluice_nfs4_recalls_sent_total",
+                    "CB_RECALLs sent.",
+                    g.recalls_sent,
+                ),
+                (
+                    "sluice_nfs4_recalls_answered_total",
+                    "CB_RECALLs the client answered.",
+                    g.recalls_answered,
+                ),
+                (
+                    "sluice_nfs4_recalls_timed_out_total",
+                    "CB_RECALLs that got no answer.",
+                    g.recalls_timed_out,
+                ),
+                (
+                    "sluice_nfs4_delegations_revoked_total",
+                    "Delegations revoked: not returned within a lease of their recall.",
+                    g.delegations_revoked,
+                ),
+            ] {
+                let _ = writeln!(s, "# HELP {metric} {help}");
+                let _ = writeln!(s, "# TYPE {metric} counter");
+                let _ = writeln!(s, "{metric} {v}");
+            }
         }
         for (metric, help, h) in [
             (
@@ -522,6 +573,16 @@ impl Stats {
                 "nfs v4 state: {} clients, {} sessions, {} open stateids, {} lock stateids, {} locks",
                 g.clients, g.sessions, g.open_stateids, g.lock_stateids, g.locks
             );
+            let _ = writeln!(
+                s,
+                "nfs v4 delegations: {} read, {} write; recalls: {} sent, {} answered, {} timed out; {} revoked",
+                g.delegations_read,
+                g.delegations_write,
+                g.recalls_sent,
+                g.recalls_answered,
+                g.recalls_timed_out,
+                g.delegations_revoked
+            );
         }
         let e = &self.engine;
         let _ = writeln!(
@@ -653,6 +714,10 @@ mod tests {
             open_stateids: 5,
             lock_stateids: 4,
             locks: 7,
+            delegations_read: 6,
+            recalls_sent: 2,
+            delegations_revoked: 1,
+            ..Gauges4::default()
         }));
         let prom = st.render_prometheus();
         assert!(prom.contains("sluice_nfs4_clients 3\n"), "{prom}");
@@ -660,10 +725,26 @@ mod tests {
         assert!(prom.contains("sluice_nfs4_open_stateids 5\n"), "{prom}");
         assert!(prom.contains("sluice_nfs4_lock_stateids 4\n"), "{prom}");
         assert!(prom.contains("sluice_nfs4_locks 7\n"), "{prom}");
+        assert!(
+            prom.contains("sluice_nfs4_delegations{type=\"read\"} 6\n"),
+            "{prom}"
+        );
+        assert!(
+            prom.contains("sluice_nfs4_recalls_sent_total 2\n"),
+            "{prom}"
+        );
+        assert!(
+            prom.contains("sluice_nfs4_delegations_revoked_total 1\n"),
+            "{prom}"
+        );
         let text = st.render();
         assert!(text.contains("putfh"), "{text}");
         assert!(
             text.contains("nfs v4 state: 3 clients, 2 sessions, 5 open stateids"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nfs v4 delegations: 6 read, 0 write; recalls: 2 sent"),
             "{text}"
         );
     }

@@ -90,6 +90,7 @@ mod pipe;
 pub mod scenario;
 mod server;
 pub mod v4;
+pub mod v4deleg;
 mod world;
 
 pub use scenario::{Pattern, Report, Scenario, WindowEvent, KIB, MIB, UDP_RSIZE_BYTES_MAX};
