@@ -189,6 +189,10 @@ pub struct DelegTable {
     revoked_per_client: HashMap<ClientId4, usize>,
     /// Recently recalled files, oldest first, and their recall time.
     recent: VecDeque<(Bytes, Instant)>,
+    /// CB_RECALLs (session, token) still on their way whose delegation was returned or
+    /// revoked meanwhile (a client may DELEGRETURN before its CB_RECALL reply reaches us):
+    /// their answers still count. At most [`RECENT_MAX`], the oldest forgotten.
+    orphans: VecDeque<(SessionId4, u64)>,
     next_index: u32,
     pub counters: DelegCounters,
 }
@@ -203,6 +207,7 @@ impl DelegTable {
             per_client: HashMap::new(),
             revoked_per_client: HashMap::new(),
             recent: VecDeque::new(),
+            orphans: VecDeque::new(),
             next_index: 1,
             counters: DelegCounters::default(),
         }
@@ -360,6 +365,8 @@ impl DelegTable {
                 *since = Some(now);
             }
             self.counters.recalls_sent += 1;
+        } else if self.orphans.contains(&(*session, token)) {
+            self.counters.recalls_sent += 1;
         }
     }
 
@@ -371,6 +378,14 @@ impl DelegTable {
         token: u64,
         answer: RecallAnswer,
     ) -> bool {
+        if let Some(i) = self.orphans.iter().position(|o| *o == (*session, token)) {
+            self.orphans.remove(i);
+            match answer {
+                RecallAnswer::Lost => self.counters.recalls_timed_out += 1,
+                _ => self.counters.recalls_answered += 1,
+            }
+            return true;
+        }
         let Some(d) = self.delegs.values_mut().find(|d| {
             matches!(d.status, DelegStatus::Recalling { queued: Some((s, t)), .. }
                 if s == *session && t == token)
@@ -410,6 +425,7 @@ impl DelegTable {
         out.sort_unstable();
         for o in &out {
             let d = self.delegs.get_mut(o).expect("listed");
+            orphan(&mut self.orphans, &d.status);
             d.status = DelegStatus::Revoked(now);
             *self.revoked_per_client.entry(d.clientid).or_default() += 1;
             self.counters.revoked += 1;
@@ -626,6 +642,7 @@ impl DelegTable {
         let Some(d) = self.delegs.remove(other) else {
             return;
         };
+        orphan(&mut self.orphans, &d.status);
         if let Some(list) = self.by_file.get_mut(&d.file) {
             list.retain(|o| o != other);
             if list.is_empty() {
@@ -636,6 +653,19 @@ impl DelegTable {
         if matches!(d.status, DelegStatus::Revoked(_)) {
             decrement(&mut self.revoked_per_client, d.clientid);
         }
+    }
+}
+
+/// Keeps the CB_RECALL in flight of a delegation that leaves the recalling state.
+fn orphan(orphans: &mut VecDeque<(SessionId4, u64)>, status: &DelegStatus) {
+    if let DelegStatus::Recalling {
+        queued: Some(t), ..
+    } = status
+    {
+        if orphans.len() >= RECENT_MAX {
+            orphans.pop_front();
+        }
+        orphans.push_back(*t);
     }
 }
 

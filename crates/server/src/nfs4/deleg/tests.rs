@@ -301,3 +301,22 @@ fn delegation_others_never_look_like_open_or_lock_others() {
         assert_eq!(index & 0xc000_0000, DELEG_INDEX_BIT);
     }
 }
+
+#[test]
+fn a_recall_answer_that_comes_after_the_delegreturn_still_counts() {
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let a = read_grant(&mut t, &mut e, now, A, b"f");
+    t.conflicts(now, B, b"f", true);
+    t.recall_queued(now, &a.other, Some((SID, 3)));
+    t.recall_sent(now, &SID, 3);
+    // The client returns it before its CB_RECALL reply is handed to us.
+    t.delegreturn(A, &a, b"f").unwrap();
+    assert!(t.recall_answered(now, &SID, 3, RecallAnswer::Ok));
+    assert_eq!(
+        (t.counters.recalls_sent, t.counters.recalls_answered),
+        (1, 1)
+    );
+    assert!(!t.recall_answered(now, &SID, 3, RecallAnswer::Ok), "once");
+    assert!(t.orphans.is_empty());
+}
