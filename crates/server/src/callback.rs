@@ -41,6 +41,13 @@ pub async fn drive(nfs4: Arc<Nfs4>, connections: Connections) -> std::io::Result
         let sends = lock(&nfs4).poll_callbacks(Instant::now());
         for (session, send) in sends {
             let back = connections.get(send.conn);
+            tracing::debug!(
+                conn = send.conn,
+                token = send.token,
+                null = matches!(send.call, CbCall::Null),
+                bound = back.is_some(),
+                "callback sent"
+            );
             let (nfs4, wake) = (nfs4.clone(), wake.clone());
             tokio::spawn(async move {
                 let outcome = match back {
@@ -104,6 +111,7 @@ async fn call(back: &crate::backchannel::BackChannel, send: &CbSend) -> CbOutcom
 /// Hands an outcome to the state, which tells the delegations what became of their CB_RECALLs
 /// (`nfs4/state/delegs.rs`).
 fn report(nfs4: &Nfs4, session: &SessionId4, token: u64, outcome: CbOutcome) {
+    tracing::debug!(token, ?outcome, "callback outcome");
     let done = lock(nfs4).handle_callback(Instant::now(), session, token, outcome);
     for d in done {
         tracing::debug!(token = d.token, ok = d.result.is_ok(), "callback finished");

@@ -378,11 +378,9 @@ impl<'a> World<'a> {
                 st.handle_callback(now, &sid, send.token, outcome);
                 continue;
             };
-            // A CB_RECALL queued before the revocation may still go out after it: moot, and
-            // not a recall the server counts.
-            if !self.revoked() {
-                self.report.recalls_sent += 1;
-            }
+            // A CB_RECALL queued before the revocation may still go out after it: moot, but
+            // on the wire, and counted as sent by the server too.
+            self.report.recalls_sent += 1;
             self.report.sent_at.get_or_insert(self.now);
             let (after, outcome_ok) = match self.sc.holder {
                 Holder::Silent => (CALL_TIMEOUT, None),

@@ -671,6 +671,8 @@ pub struct Ctx {
     /// The session and slot of this COMPOUND's SEQUENCE, and the client it acts for.
     pub session: Option<(SessionId4, u32)>,
     pub clientid: Option<u64>,
+    /// The COMPOUND's minor version (a session's callbacks use the one it was created with).
+    pub minorversion: u32,
 }
 
 impl Ctx {
@@ -911,6 +913,7 @@ impl Nfs4 {
                 early.map_or(Phase::Garbage, Phase::Early),
             ),
         };
+        let minorversion = args.minorversion;
         let digest = match args.ops.first() {
             Some(NfsArgop4::Sequence(seq)) => {
                 let limit = (!seq.cachethis).then_some(UNCACHED_DIGEST_BYTES);
@@ -932,7 +935,10 @@ impl Nfs4 {
             digest,
             splice_ok,
             next: 0,
-            ctx: Ctx::default(),
+            ctx: Ctx {
+                minorversion,
+                ..Ctx::default()
+            },
             limits: None,
             slot: None,
             pending: None,
@@ -957,9 +963,16 @@ impl Nfs4 {
                 a,
                 &principal(call.cred),
             ))),
-            NfsArgop4::CreateSession(a) => NfsResop4::CreateSession(res(self
-                .state()
-                .create_session(call.now, a, &principal(call.cred), call.conn))),
+            NfsArgop4::CreateSession(a) => {
+                let mut st = self.state();
+                let r = st.create_session(call.now, a, &principal(call.cred), call.conn);
+                if let Ok(ok) = &r {
+                    // Linux matches a CB_COMPOUND to its client by minor version too: a 4.2
+                    // session's callbacks must say 2, or they get NFS4ERR_BADSESSION.
+                    st.set_callback_minorversion(&ok.sessionid, ctx.minorversion);
+                }
+                NfsResop4::CreateSession(res(r))
+            }
             NfsArgop4::DestroySession(id) => {
                 NfsResop4::DestroySession(status_of(self.destroy_session(call, ctx, id)))
             }

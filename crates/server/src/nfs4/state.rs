@@ -370,6 +370,13 @@ impl State4 {
         Ok(token)
     }
 
+    /// The minor version session `sessionid` was created with: its CB_COMPOUNDs carry it.
+    pub fn set_callback_minorversion(&mut self, sessionid: &SessionId4, minorversion: u32) {
+        if let Some(s) = self.sessions.get_mut(sessionid) {
+            s.cb.set_minorversion(minorversion);
+        }
+    }
+
     /// Where session `sessionid`'s back channel stands.
     pub fn callback_path(&self, sessionid: &SessionId4) -> Option<PathState> {
         self.sessions.get(sessionid).map(|s| s.cb.path())
