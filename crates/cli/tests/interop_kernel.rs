@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{require_tools, run_peer_script, Sluice, TempDir};
+use common::{free_port, require_tools, run_peer_script, Sluice, TempDir};
 use std::time::Duration;
 
 #[test]
@@ -35,8 +35,18 @@ fn kernel_interop(vers: &str) {
     require_tools(&["qemu-system-x86_64", "sha256sum"]);
     let work = TempDir::new(&format!("kernel-v{vers}"));
     let results = work.path().join("kclient-run");
-    // The guest works as root (cp -a keeps modes and owners), as against ganesha.
-    let server = Sluice::start_in(&work);
+    // The guest works as root (cp -a keeps modes and owners), as against ganesha. The
+    // metrics endpoint tells afterwards whether the guest took delegations (v4).
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let (export, state) = (work.path().join("export"), work.path().join("state"));
+    std::fs::create_dir_all(&export).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    let server = Sluice::start(
+        &export,
+        &state,
+        &["--no-root-squash", "--metrics", &metrics],
+        &work.path().join("server.log"),
+    );
     let port = server.port.to_string();
     let export_s = server.export.to_str().unwrap().to_string();
     let run = run_peer_script(
@@ -78,6 +88,32 @@ fn kernel_interop(vers: &str) {
         "a guest check failed: {}",
         run.describe()
     );
+    if vers != "3" {
+        // The guest read files under read delegations and returned them (at the latest at
+        // its unmount): the server granted them to the Linux client and it gave them back.
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["stats", &metrics])
+            .output()
+            .expect("sluice stats");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let returns = text
+            .lines()
+            .find(|l| l.starts_with("delegreturn "))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+        let log = server.log_text();
+        let callbacks: Vec<&str> = log.lines().filter(|l| l.contains("callback")).collect();
+        assert!(
+            returns > 0,
+            "the guest returned no delegation:\n{text}\n--- callbacks in the server log ---\n{}",
+            callbacks[callbacks.len().saturating_sub(20)..].join("\n")
+        );
+        assert!(
+            text.contains("nfs v4 delegations: 0 read, 0 write"),
+            "every delegation came back:\n{text}"
+        );
+    }
 }
 
 /// The last 8 KiB of every log of a kclient run folder (console, run.sh, the guest's output).

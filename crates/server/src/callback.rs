@@ -26,6 +26,7 @@ use sluice_xdr::nfs4::SessionId4;
 use sluice_xdr::rpc::OpaqueAuth;
 use sluice_xdr::{Pack, Writer};
 use std::sync::Arc;
+use std::time::Instant;
 use tokio::sync::Notify;
 
 /// Makes `nfs4`'s callbacks over the connections in `connections`, for as long as the server
@@ -37,9 +38,16 @@ pub async fn drive(nfs4: Arc<Nfs4>, connections: Connections) -> std::io::Result
         lock(&nfs4).set_callback_waker(Box::new(move || w.notify_one()));
     }
     loop {
-        let sends = lock(&nfs4).poll_callbacks();
+        let sends = lock(&nfs4).poll_callbacks(Instant::now());
         for (session, send) in sends {
             let back = connections.get(send.conn);
+            tracing::debug!(
+                conn = send.conn,
+                token = send.token,
+                null = matches!(send.call, CbCall::Null),
+                bound = back.is_some(),
+                "callback sent"
+            );
             let (nfs4, wake) = (nfs4.clone(), wake.clone());
             tokio::spawn(async move {
                 let outcome = match back {
@@ -100,10 +108,11 @@ async fn call(back: &crate::backchannel::BackChannel, send: &CbSend) -> CbOutcom
     }
 }
 
-/// Hands an outcome to the state. What a queued CB_COMPOUND's caller gets is part 2's (CB_RECALL);
-/// until then nothing queues one, and a finished one is only logged.
+/// Hands an outcome to the state, which tells the delegations what became of their CB_RECALLs
+/// (`nfs4/state/delegs.rs`).
 fn report(nfs4: &Nfs4, session: &SessionId4, token: u64, outcome: CbOutcome) {
-    let done = lock(nfs4).handle_callback(session, token, outcome);
+    tracing::debug!(token, ?outcome, "callback outcome");
+    let done = lock(nfs4).handle_callback(Instant::now(), session, token, outcome);
     for d in done {
         tracing::debug!(token = d.token, ok = d.result.is_ok(), "callback finished");
     }

@@ -5,7 +5,7 @@
 //! is given and [`State4::next_wakeup`](crate::nfs4::State4::next_wakeup) says when it next has
 //! something to do. This task sleeps until then and ticks ([`Nfs4::tick`]: leases, then the
 //! grace period and the stable client records), and logs what the tick reports: leases
-//! expired, and grace's end with why and how long it lasted.
+//! expired, delegations revoked, and grace's end with why and how long it lasted.
 //!
 //! The sleep is bounded both ways. At most [`SLEEP_MAX`]: a client that appears while the task
 //! sleeps (an EXCHANGE_ID does not wake it) is looked at within that time, so an expiry is late
@@ -47,6 +47,12 @@ pub async fn drive(nfs4: Arc<Nfs4>) -> std::io::Result<()> {
 fn log(r: &TickReport) {
     if r.expired > 0 {
         tracing::info!(clients = r.expired, "NFSv4 leases expired");
+    }
+    if r.delegations_revoked > 0 {
+        tracing::info!(
+            delegations = r.delegations_revoked,
+            "NFSv4 delegations revoked: not returned within a lease of their CB_RECALL"
+        );
     }
     if let Some(end) = &r.grace_ended {
         let why = match end.reason {

@@ -111,6 +111,16 @@ pub struct Gauges4 {
     pub locks: u64,
     /// The grace period after the last restart (`None`: no restart recovery).
     pub grace: Option<crate::nfs4::grace::GraceStats>,
+    /// Delegations held (or being recalled), by type. No write delegations are granted yet.
+    pub delegations_read: u64,
+    pub delegations_write: u64,
+    /// Counters since the start: CB_RECALLs put on the wire, answered by the client,
+    /// unanswered (timed out, connection gone), and delegations revoked for not being
+    /// returned within a lease of their recall.
+    pub recalls_sent: u64,
+    pub recalls_answered: u64,
+    pub recalls_timed_out: u64,
+    pub delegations_revoked: u64,
 }
 
 /// Reads the gauges from wherever the NFSv4 state lives.
@@ -343,6 +353,47 @@ impl Stats {
             if let Some(gr) = g.grace {
                 render_grace_prometheus(&mut s, &gr);
             }
+            let _ = writeln!(
+                s,
+                "# HELP sluice_nfs4_delegations NFSv4 delegations held (being recalled included)."
+            );
+            let _ = writeln!(s, "# TYPE sluice_nfs4_delegations gauge");
+            let _ = writeln!(
+                s,
+                "sluice_nfs4_delegations{{type=\"read\"}} {}",
+                g.delegations_read
+            );
+            let _ = writeln!(
+                s,
+                "sluice_nfs4_delegations{{type=\"write\"}} {}",
+                g.delegations_write
+            );
+            for (metric, help, v) in [
+                (
+                    "sluice_nfs4_recalls_sent_total",
+                    "CB_RECALLs sent.",
+                    g.recalls_sent,
+                ),
+                (
+                    "sluice_nfs4_recalls_answered_total",
+                    "CB_RECALLs the client answered.",
+                    g.recalls_answered,
+                ),
+                (
+                    "sluice_nfs4_recalls_timed_out_total",
+                    "CB_RECALLs that got no answer.",
+                    g.recalls_timed_out,
+                ),
+                (
+                    "sluice_nfs4_delegations_revoked_total",
+                    "Delegations revoked: not returned within a lease of their recall.",
+                    g.delegations_revoked,
+                ),
+            ] {
+                let _ = writeln!(s, "# HELP {metric} {help}");
+                let _ = writeln!(s, "# TYPE {metric} counter");
+                let _ = writeln!(s, "{metric} {v}");
+            }
         }
         for (metric, help, h) in [
             (
@@ -530,6 +581,16 @@ impl Stats {
             if let Some(gr) = g.grace {
                 let _ = writeln!(s, "{}", grace_line(&gr));
             }
+            let _ = writeln!(
+                s,
+                "nfs v4 delegations: {} read, {} write; recalls: {} sent, {} answered, {} timed out; {} revoked",
+                g.delegations_read,
+                g.delegations_write,
+                g.recalls_sent,
+                g.recalls_answered,
+                g.recalls_timed_out,
+                g.delegations_revoked
+            );
         }
         let e = &self.engine;
         let _ = writeln!(
@@ -736,6 +797,10 @@ mod tests {
                 ended: Some(crate::nfs4::grace::EndReason::AllReclaimed),
                 lasted: Some(Duration::from_millis(1500)),
             }),
+            delegations_read: 6,
+            recalls_sent: 2,
+            delegations_revoked: 1,
+            ..Gauges4::default()
         }));
         let prom = st.render_prometheus();
         assert!(prom.contains("sluice_nfs4_clients 3\n"), "{prom}");
@@ -756,6 +821,18 @@ mod tests {
             prom.contains("sluice_nfs4_grace_ended{reason=\"AllReclaimed\"} 1\n"),
             "{prom}"
         );
+        assert!(
+            prom.contains("sluice_nfs4_delegations{type=\"read\"} 6\n"),
+            "{prom}"
+        );
+        assert!(
+            prom.contains("sluice_nfs4_recalls_sent_total 2\n"),
+            "{prom}"
+        );
+        assert!(
+            prom.contains("sluice_nfs4_delegations_revoked_total 1\n"),
+            "{prom}"
+        );
         let text = st.render();
         assert!(text.contains("putfh"), "{text}");
         assert!(
@@ -764,6 +841,10 @@ mod tests {
         );
         assert!(
             text.contains("nfs v4 grace: ended early, every client reclaimed (AllReclaimed), after 1.5 s of 90 s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nfs v4 delegations: 6 read, 0 write; recalls: 2 sent"),
             "{text}"
         );
     }

@@ -91,6 +91,7 @@ pub mod scenario;
 mod server;
 pub mod v4;
 pub mod v4_grace;
+pub mod v4deleg;
 mod world;
 
 pub use scenario::{

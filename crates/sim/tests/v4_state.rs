@@ -1,6 +1,7 @@
 //! Issue #13 in the simulator: the NFSv4.1 server's slot table and reply cache, lease renewal
 //! and expiry, and courtesy clients, on the real COMPOUND processor in virtual time (see
-//! `sluice_sim::v4` for the run and its reference model).
+//! `sluice_sim::v4` for the run and its reference model); and issue #14's delegation recall to
+//! a client that never returns it (`sluice_sim::v4deleg`).
 //!
 //! Default suite: seeds 0..300 (a few seconds). `SLUICE_SIM_SEEDS=a..b` changes the range;
 //! `SLUICE_SEED=n` replays one seed. The long run is ignored by default:
@@ -122,4 +123,32 @@ fn a_v4_seed_replays_exactly() {
     let a = run_v4(&V4Scenario::draw(seed), Instant::now());
     let b = run_v4(&V4Scenario::draw(seed), Instant::now());
     assert_eq!(a, b);
+}
+
+/// Issue #14: a recall to a client that never returns its delegation (silent, answering OK,
+/// or answering DELAY) ends in revocation a lease after the CB_RECALL was sent, never
+/// earlier, never a hang (see `sluice_sim::v4deleg`).
+#[test]
+fn a_recall_the_holder_never_honours_ends_in_revocation_after_the_lease() {
+    use sluice_sim::v4deleg::{run_deleg, DelegScenario};
+    let mut kinds = std::collections::HashSet::new();
+    let mut late_sends = 0;
+    for seed in seeds(0..200) {
+        let sc = DelegScenario::draw(seed);
+        let r = run_deleg(&sc, Instant::now());
+        r.assert_invariants();
+        assert_eq!(r.revoked, 1, "seed {seed}");
+        assert!(r.delays > 0, "seed {seed}: the writer waited");
+        kinds.insert(format!("{:?}", sc.holder));
+        late_sends += u64::from(sc.driver_delay > sc.lease);
+    }
+    let explicit =
+        std::env::var("SLUICE_SEED").is_ok() || std::env::var("SLUICE_SIM_SEEDS").is_ok();
+    if !explicit {
+        assert_eq!(kinds.len(), 3, "every kind of holder ran");
+        assert!(
+            late_sends > 0,
+            "some recalls were sent more than a lease after queueing"
+        );
+    }
 }

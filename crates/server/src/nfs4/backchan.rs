@@ -156,6 +156,9 @@ pub struct BackChan {
     client_ready: bool,
     queued: VecDeque<(u64, Vec<CbArgop4>)>,
     next_token: u64,
+    /// The CB_COMPOUNDs' minor version: the session's (Linux drops a CB_COMPOUND whose minor
+    /// version is not its client's with NFS4ERR_BADSESSION).
+    minorversion: u32,
 }
 
 impl BackChan {
@@ -177,6 +180,7 @@ impl BackChan {
             client_ready: false,
             queued: VecDeque::new(),
             next_token: 1,
+            minorversion: 1,
         }
     }
 
@@ -191,6 +195,11 @@ impl BackChan {
     /// The slot's next CB_SEQUENCE sequence id.
     pub fn seqid(&self) -> u32 {
         self.seqid
+    }
+
+    /// The minor version of the session (of its CREATE_SESSION); 1 until told.
+    pub fn set_minorversion(&mut self, minorversion: u32) {
+        self.minorversion = minorversion;
     }
 
     /// BACKCHANNEL_CTL (§18.33): new program and credentials; the path is probed again.
@@ -365,7 +374,7 @@ impl BackChan {
         all.extend(ops);
         CbCompound4Args {
             tag: Utf8Str(bytes::Bytes::new()),
-            minorversion: 1,
+            minorversion: self.minorversion,
             callback_ident: 0,
             ops: all,
         }
@@ -610,6 +619,18 @@ mod tests {
         assert_eq!(b.path(), PathState::Unknown);
         let probe = b.poll(2);
         assert_eq!((probe[0].call.clone(), probe[0].conn), (CbCall::Null, 2));
+    }
+
+    #[test]
+    fn callbacks_carry_the_sessions_minor_version() {
+        let mut b = probed();
+        b.set_minorversion(2);
+        b.queue(recall()).unwrap();
+        let s = b.poll(5);
+        let CbCall::Compound(args) = &s[0].call else {
+            panic!("{s:?}")
+        };
+        assert_eq!(args.minorversion, 2);
     }
 
     #[test]

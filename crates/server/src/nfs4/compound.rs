@@ -108,7 +108,7 @@ use sluice_xdr::nfs4::ops::{
     OpenResOk, Openflag4, Opnum4, ReaddirArgs, ReaddirResOk, Res4, Secinfo4, SecinfoList,
     SetattrArgs, SetattrRes, StatusList, ACCESS4_MODIFY, ACCESS4_READ, MAX_DIR_ENTRIES,
     OPEN4_RESULT_LOCKTYPE_POSIX, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
-    OPEN4_SHARE_WANT_MASK,
+    OPEN4_SHARE_DENY_READ, OPEN4_SHARE_WANT_MASK,
 };
 use sluice_xdr::nfs4::ops::{CreateArgs, CreateResOk, Createtype4, RenameArgs, RenameResOk};
 use sluice_xdr::nfs4::ops::{ReadResOk, WriteResOk};
@@ -673,6 +673,8 @@ pub struct Ctx {
     /// The session and slot of this COMPOUND's SEQUENCE, and the client it acts for.
     pub session: Option<(SessionId4, u32)>,
     pub clientid: Option<u64>,
+    /// The COMPOUND's minor version (a session's callbacks use the one it was created with).
+    pub minorversion: u32,
 }
 
 impl Ctx {
@@ -824,6 +826,12 @@ impl Nfs4 {
             lock_stateids: st.locks().len() as u64,
             locks: st.locks().ranges.len() as u64,
             grace: st.grace_stats(),
+            delegations_read: st.delegations().live() as u64,
+            delegations_write: 0,
+            recalls_sent: st.delegations().counters.recalls_sent,
+            recalls_answered: st.delegations().counters.recalls_answered,
+            recalls_timed_out: st.delegations().counters.recalls_timed_out,
+            delegations_revoked: st.delegations().counters.revoked,
         }
     }
 
@@ -909,6 +917,7 @@ impl Nfs4 {
                 early.map_or(Phase::Garbage, Phase::Early),
             ),
         };
+        let minorversion = args.minorversion;
         let digest = match args.ops.first() {
             Some(NfsArgop4::Sequence(seq)) => {
                 let limit = (!seq.cachethis).then_some(UNCACHED_DIGEST_BYTES);
@@ -930,7 +939,10 @@ impl Nfs4 {
             digest,
             splice_ok,
             next: 0,
-            ctx: Ctx::default(),
+            ctx: Ctx {
+                minorversion,
+                ..Ctx::default()
+            },
             limits: None,
             slot: None,
             pending: None,
@@ -955,9 +967,16 @@ impl Nfs4 {
                 a,
                 &principal(call.cred),
             ))),
-            NfsArgop4::CreateSession(a) => NfsResop4::CreateSession(res(self
-                .state()
-                .create_session(call.now, a, &principal(call.cred), call.conn))),
+            NfsArgop4::CreateSession(a) => {
+                let mut st = self.state();
+                let r = st.create_session(call.now, a, &principal(call.cred), call.conn);
+                if let Ok(ok) = &r {
+                    // Linux matches a CB_COMPOUND to its client by minor version too: a 4.2
+                    // session's callbacks must say 2, or they get NFS4ERR_BADSESSION.
+                    st.set_callback_minorversion(&ok.sessionid, ctx.minorversion);
+                }
+                NfsResop4::CreateSession(res(r))
+            }
             NfsArgop4::DestroySession(id) => {
                 NfsResop4::DestroySession(status_of(self.destroy_session(call, ctx, id)))
             }
@@ -1023,6 +1042,9 @@ impl Nfs4 {
             NfsArgop4::Access(a) => NfsResop4::Access(res(self.access(call, ctx, a.access))),
             NfsArgop4::Open(a) => NfsResop4::Open(res(self.open(call, ctx, a))),
             NfsArgop4::Close(a) => NfsResop4::Close(res(self.close(ctx, a))),
+            NfsArgop4::Delegreturn(sid) => {
+                NfsResop4::Delegreturn(status_of(self.delegreturn(ctx, sid)))
+            }
             NfsArgop4::OpenDowngrade(a) => {
                 NfsResop4::OpenDowngrade(res(self.open_downgrade(ctx, a)))
             }
@@ -1374,10 +1396,13 @@ impl Nfs4 {
     }
 
     /// OPEN (§18.16): CLAIM_NULL (with or without create: UNCHECKED, GUARDED, EXCLUSIVE4_1
-    /// and 4.0's EXCLUSIVE) and CLAIM_FH of a regular file in an export, then the share
-    /// reservation in the state core. No delegations are offered. CLAIM_PREVIOUS reclaims an
-    /// open of the current handle in grace (NO_GRACE / RECLAIM_BAD otherwise), every other
-    /// claim is NFS4ERR_GRACE in grace (`state/recovery.rs`); the delegation claims NOTSUPP.
+    /// and 4.0's EXCLUSIVE), CLAIM_FH, and CLAIM_DELEGATE_CUR / CLAIM_DELEG_CUR_FH under the
+    /// caller's delegation, of a regular file in an export; then the recall gate of other
+    /// clients' delegations (for a writer), the share reservation in the state core, and the
+    /// delegation grant (`deleg.rs`). CLAIM_PREVIOUS reclaims an open of the current handle in
+    /// grace (NO_GRACE / RECLAIM_BAD otherwise), every other claim is NFS4ERR_GRACE in grace
+    /// (`state/recovery.rs`); CLAIM_DELEGATE_PREV / CLAIM_DELEG_PREV_FH are NOTSUPP
+    /// (delegations are not reclaimed: `deleg.rs`).
     fn open(&self, call: &Call<'_>, ctx: &mut Ctx, a: &OpenArgs) -> Result<OpenResOk, Nfsstat4> {
         let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
         // Grace before anything is created, the stable record before anything is granted.
@@ -1404,22 +1429,33 @@ impl Nfs4 {
         let mut attrset = Bitmap4::new();
         let mut created = false;
         let (fh, attr, cinfo) = match &a.claim {
-            OpenClaim4::Fh | OpenClaim4::Previous(_) if creating => return Err(Nfsstat4::INVAL),
-            // CLAIM_PREVIOUS names the file by the current handle, as CLAIM_FH does; the
-            // delegation it asks back is not granted (there are none to reclaim).
-            OpenClaim4::Fh | OpenClaim4::Previous(_) => {
-                let attr = fs.getattr(&cur).map_err(map::status)?;
-                let c = attr.change;
-                (
-                    cur,
-                    attr,
-                    ChangeInfo4 {
-                        atomic: true,
-                        before: c,
-                        after: c,
-                    },
-                )
+            OpenClaim4::Fh | OpenClaim4::Previous(_) | OpenClaim4::DelegCurFh(_) if creating => {
+                return Err(Nfsstat4::INVAL)
             }
+            // CLAIM_PREVIOUS names the file by the current handle, as CLAIM_FH does; the
+            // delegation it asks back is not granted (delegations are not reclaimed).
+            OpenClaim4::Fh | OpenClaim4::Previous(_) => Self::open_existing(fs, cur)?,
+            // The holder opens under its delegation (§18.16.3; Linux does so before it
+            // returns one it has local opens under): by handle, or by name in the current
+            // directory.
+            OpenClaim4::DelegCurFh(sid) => {
+                let sid = ctx.resolve_stateid(sid)?;
+                self.state()
+                    .check_delegate_cur(clientid, &sid, cur.as_bytes())?;
+                Self::open_existing(fs, cur)?
+            }
+            OpenClaim4::DelegateCur(c) => {
+                check_name(&c.file.0)?;
+                let found = fs
+                    .lookup(&caller, &cur, &c.file.0)
+                    .map_err(|(e, _)| map::status(e))?;
+                let sid = ctx.resolve_stateid(&c.delegate_stateid)?;
+                self.state()
+                    .check_delegate_cur(clientid, &sid, found.fh.as_bytes())?;
+                Self::open_existing(fs, found.fh)?
+            }
+            // Delegations do not survive a restart (see `deleg.rs`).
+            OpenClaim4::DelegatePrev(_) | OpenClaim4::DelegPrevFh => return Err(Nfsstat4::NOTSUPP),
             OpenClaim4::Null(name) => {
                 check_name(&name.0)?;
                 match &a.openhow {
@@ -1451,6 +1487,7 @@ impl Nfs4 {
                         let truncates = matches!(&how, CreateHow::Unchecked(s) if s.size.is_some());
                         if truncates {
                             if let Ok(existing) = fs.lookup(&caller, &cur, &name.0) {
+                                self.break_delegations(call, ctx, &existing.fh)?;
                                 self.settle(&existing.fh)?;
                             }
                         }
@@ -1479,8 +1516,6 @@ impl Nfs4 {
                     }
                 }
             }
-            // CLAIM_DELEGATE_CUR / _PREV and their _FH forms: knfsd's answer, NOTSUPP.
-            _ => return Err(Nfsstat4::NOTSUPP),
         };
         match attr.ftype {
             FileType::Regular => {}
@@ -1488,7 +1523,7 @@ impl Nfs4 {
             FileType::Symlink => return Err(Nfsstat4::SYMLINK),
             _ => return Err(Nfsstat4::WRONG_TYPE),
         }
-        // The want and signal bits ask for delegations, which are not offered.
+        // The want and signal bits are the delegation grant's (`deleg.rs`).
         let access = a.share_access & !(OPEN4_SHARE_WANT_MASK | 0x3_0000);
         if !created {
             // Permission as for v3's ACCESS: reading needs READ, writing MODIFY. The creator
@@ -1507,30 +1542,64 @@ impl Nfs4 {
                 return Err(Nfsstat4::ACCESS);
             }
         }
-        let mut st = self.state();
-        let open = match reclaim {
-            true => State4::reclaim_open,
-            false => State4::open,
+        let delegation = {
+            let mut st = self.state();
+            // Writing, or denying others' reads, conflicts with other clients' read
+            // delegations: recalled first, NFS4ERR_DELAY meanwhile (`deleg.rs`). A reclaim
+            // runs in grace, when no delegation exists yet.
+            if !reclaim
+                && (access & OPEN4_SHARE_ACCESS_WRITE != 0
+                    || a.share_deny & OPEN4_SHARE_DENY_READ != 0)
+            {
+                st.break_delegations(call.now, Some(clientid), fh.as_bytes(), true)?;
+            }
+            let open = match reclaim {
+                true => State4::reclaim_open,
+                false => State4::open,
+            };
+            let stateid = open(
+                &mut st,
+                call.now,
+                clientid,
+                &a.owner.owner.0,
+                fh.as_bytes(),
+                access,
+                a.share_deny,
+            )?;
+            ctx.stateid = Some(stateid);
+            match a.claim {
+                OpenClaim4::Null(_) | OpenClaim4::Fh => {
+                    st.open_delegation(call.now, clientid, fh.as_bytes(), a.share_access)
+                }
+                // Under a delegation the client already has, or a reclaim.
+                _ => OpenDelegation4::None,
+            }
         };
-        let stateid = open(
-            &mut st,
-            call.now,
-            clientid,
-            &a.owner.owner.0,
-            fh.as_bytes(),
-            access,
-            a.share_deny,
-        )?;
-        drop(st);
+        let stateid = ctx.stateid.expect("set above");
         ctx.current = Some(Fh::Export { idx, fh });
-        ctx.stateid = Some(stateid);
         Ok(OpenResOk {
             stateid,
             cinfo,
             rflags: OPEN4_RESULT_LOCKTYPE_POSIX,
             attrset,
-            delegation: OpenDelegation4::None,
+            delegation,
         })
+    }
+
+    /// OPEN of an existing file by handle: its attributes, and a change_info with nothing
+    /// changed.
+    fn open_existing(
+        fs: &dyn FileSystem,
+        fh: FileHandle,
+    ) -> Result<(FileHandle, crate::backend::Attr, ChangeInfo4), Nfsstat4> {
+        let attr = fs.getattr(&fh).map_err(map::status)?;
+        let c = attr.change;
+        let cinfo = ChangeInfo4 {
+            atomic: true,
+            before: c,
+            after: c,
+        };
+        Ok((fh, attr, cinfo))
     }
 
     /// The current handle's bytes as the open table keys files (an export handle).
@@ -1586,13 +1655,60 @@ impl Nfs4 {
     }
 
     /// The stateid check of a data op (§8.2.3): open stateids of this client, or the special
-    /// ones, as the open table decides ([`State4::check_io`]).
-    fn check_io(&self, ctx: &Ctx, stateid: &Stateid4, write: bool) -> Result<(), Nfsstat4> {
+    /// ones, as the open table decides ([`State4::check_io`]); then, for a write, the recall
+    /// gate of other clients' delegations (NFS4ERR_DELAY while they are recalled).
+    fn check_io(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        stateid: &Stateid4,
+        write: bool,
+    ) -> Result<(), Nfsstat4> {
         let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
         let file = Self::open_file(ctx)?;
         let sid = ctx.resolve_stateid(stateid)?;
-        self.state().check_io(clientid, &sid, &file, write)?;
-        Ok(())
+        let mut st = self.state();
+        st.check_io(clientid, &sid, &file, write)?;
+        st.break_delegations(call.now, Some(clientid), &file, write)
+    }
+
+    /// The recall gate ([`State4::break_delegations`]) for a change of `fh` (its data, name or
+    /// attributes) by this COMPOUND's client.
+    fn break_delegations(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        fh: &FileHandle,
+    ) -> Result<(), Nfsstat4> {
+        self.state()
+            .break_delegations(call.now, ctx.clientid, fh.as_bytes(), true)
+    }
+
+    /// The same for the object `name` in `dir`, if there is one (a lookup only while some
+    /// delegation exists).
+    fn break_delegations_at(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        (fs, caller): (&dyn FileSystem, &Caller),
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> Result<(), Nfsstat4> {
+        if self.state().delegations().is_empty() {
+            return Ok(());
+        }
+        match fs.lookup(caller, dir, name) {
+            Ok(found) => self.break_delegations(call, ctx, &found.fh),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// DELEGRETURN (§18.6).
+    fn delegreturn(&self, ctx: &Ctx, stateid: &Stateid4) -> Result<(), Nfsstat4> {
+        let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        let file = Self::open_file(ctx)?;
+        let sid = ctx.resolve_stateid(stateid)?;
+        self.state().delegreturn(clientid, &sid, &file)
     }
 
     /// READ (§18.22), WRITE (§18.32) and COMMIT (§18.3) up to the data path: the current
@@ -1608,7 +1724,7 @@ impl Nfs4 {
         let (fs, caller, fh) = self.data_target(call, ctx)?;
         let op = match op {
             NfsArgop4::Read(a) => {
-                self.check_io(ctx, &a.stateid, false)?;
+                self.check_io(call, ctx, &a.stateid, false)?;
                 DataOp::Read {
                     offset: a.offset,
                     count: a.count,
@@ -1616,7 +1732,7 @@ impl Nfs4 {
                 }
             }
             NfsArgop4::Write(a) => {
-                self.check_io(ctx, &a.stateid, true)?;
+                self.check_io(call, ctx, &a.stateid, true)?;
                 let stable = match a.stable {
                     StableHow4::UNSTABLE => StableHow::Unstable,
                     StableHow4::DATA_SYNC => StableHow::DataSync,
@@ -1706,6 +1822,8 @@ impl Nfs4 {
             self.state().check_io(clientid, &sid, fh.as_bytes(), true)?;
             self.settle(fh)?;
         }
+        // Any attribute change is one a read delegation's holder caches (§10.4.1).
+        self.break_delegations(call, ctx, fh)?;
         fs.setattr(&caller, fh, &sattr, None)
             .map_err(|(e, _)| map::status(e))?;
         Ok(mask)
@@ -1783,6 +1901,9 @@ impl Nfs4 {
         check_name(old)?;
         check_name(new)?;
         let (fs, caller) = self.gate(call, to_idx)?;
+        // The file renamed and the file it replaces are both changes of their delegations.
+        self.break_delegations_at(call, ctx, (fs, &caller), from_dir, old)?;
+        self.break_delegations_at(call, ctx, (fs, &caller), to_dir, new)?;
         let kept = self.keep_replaced(fs, &caller, to_idx, (from_dir, old), (to_dir, new))?;
         let w = match fs.rename(&caller, from_dir, old, to_dir, new) {
             Ok(w) => w,
@@ -1902,6 +2023,7 @@ impl Nfs4 {
         }
         check_name(name)?;
         let (fs, caller) = self.gate(call, dir_idx)?;
+        self.break_delegations(call, ctx, file)?; // its link count and ctime change
         let r = fs
             .link(&caller, file, dir, name)
             .map_err(|(e, _)| map::status(e))?;
@@ -1995,6 +2117,9 @@ impl Nfs4 {
         let target = fs
             .lookup(&caller, dir, name)
             .map_err(|(e, _)| map::status(e))?;
+        if target.attr.ftype != FileType::Directory {
+            self.break_delegations(call, ctx, &target.fh)?;
+        }
         let key = target.fh.to_bytes();
         let w = if target.attr.ftype == FileType::Directory {
             fs.rmdir(&caller, dir, name)

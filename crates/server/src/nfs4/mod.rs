@@ -33,6 +33,8 @@
 //!   ├─ LOCK / LOCKT / LOCKU ───────────▶ state/locks.rs over lockstate.rs (lock stateids)
 //!   │                                      and lock.rs (the byte ranges)
 //!   ├─ TEST_STATEID / FREE_STATEID
+//!   ├─ delegations: OPEN's grant, the recall gate of conflicting ops, DELEGRETURN ──▶
+//!   │     state/delegs.rs over deleg.rs; CB_RECALL through backchan.rs
 //!   │
 //!   └─ PUTROOTFH / LOOKUP / LOOKUPP / READDIR in the pseudo tree ──▶ pseudo.rs (read-only,
 //!        built from the export list; an export root hands over to the file-system layer)
@@ -68,6 +70,7 @@
 //! | open stateids overall | [`Config4::opens_max`] (65536) | OPEN gets NFS4ERR_DELAY |
 //! | lock stateids, locked ranges per client | [`Config4::locks_per_client_max`] (4096 each) | LOCK (and a splitting LOCKU) gets NFS4ERR_DELAY |
 //! | lock stateids, locked ranges overall | [`Config4::locks_max`] (65536 each) | LOCK (and a splitting LOCKU) gets NFS4ERR_DELAY |
+//! | delegations per client / overall | [`deleg::DelegConfig`] (1024 / 16384) | OPEN grants none (OPEN_DELEGATE_NONE_EXT, WND4_RESOURCE) |
 //! | pseudo tree | [`pseudo::PSEUDO_NODES_MAX`] nodes | building from the export list fails |
 //!
 //! NFS4ERR_RESOURCE is not used: in minor version 1 a COMPOUND's own limits are the session's
@@ -79,6 +82,7 @@ pub mod backchan;
 pub mod client;
 pub mod compound;
 pub mod data;
+pub mod deleg;
 pub mod digest;
 pub mod grace;
 pub mod idmap;
@@ -144,6 +148,8 @@ pub struct Config4 {
     pub server_owner: bytes::Bytes,
     /// `eir_server_scope`: servers sharing a scope share owner names. Default "sluice".
     pub server_scope: bytes::Bytes,
+    /// Delegation bounds (`deleg.rs`).
+    pub delegs: deleg::DelegConfig,
 }
 
 impl Default for Config4 {
@@ -162,6 +168,7 @@ impl Default for Config4 {
             reply_cache_bytes_max: 64 << 20,
             server_owner: bytes::Bytes::from_static(b"sluice"),
             server_scope: bytes::Bytes::from_static(b"sluice"),
+            delegs: deleg::DelegConfig::default(),
         }
     }
 }
@@ -237,6 +244,8 @@ mod tests {
             ("mod.rs", include_str!("mod.rs")),
             ("backchan.rs", include_str!("backchan.rs")),
             ("client.rs", include_str!("client.rs")),
+            ("deleg.rs", include_str!("deleg.rs")),
+            ("state/delegs.rs", include_str!("state/delegs.rs")),
             ("compound.rs", include_str!("compound.rs")),
             ("grace.rs", include_str!("grace.rs")),
             ("idmap.rs", include_str!("idmap.rs")),

@@ -110,6 +110,8 @@ pub enum IoState {
     Bypass,
     /// An open stateid of the caller.
     Open(Other),
+    /// A delegation stateid of the caller (READ under a read delegation).
+    Deleg(Other),
 }
 
 impl OpenTable {
@@ -367,6 +369,11 @@ impl OpenTable {
     /// Whether anyone has `file` open.
     pub fn is_open(&self, file: &[u8]) -> bool {
         self.opens_of(file).next().is_some()
+    }
+
+    /// The opens of `file`.
+    pub fn iter_file<'a>(&'a self, file: &[u8]) -> impl Iterator<Item = &'a OpenState> + 'a {
+        self.opens_of(file)
     }
 
     fn opens_of<'a>(&'a self, file: &[u8]) -> impl Iterator<Item = &'a OpenState> + 'a {

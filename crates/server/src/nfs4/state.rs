@@ -29,6 +29,7 @@
 //! | sessions of one client | `sessions_per_client_max` (8) | nothing (they are the client's own) | NOSPC: waiting frees nothing, DESTROY_SESSION does |
 //! | reply cache over all sessions | `reply_cache_bytes_max` (64 MiB) | courtesy clients' sessions | fewer slots, then DELAY |
 //! | open stateids of one client / overall | `opens_per_client_max` (4096) / `opens_max` (65536) | courtesy clients' opens | DELAY |
+//! | delegations of one client / overall | `delegs` (`DelegConfig`: 1024 / 16384) | nothing (a revoked one goes at FREE_STATEID or expiry) | OPEN grants none (WND4_RESOURCE) |
 //!
 //! Open owners have no table of their own (an open stateid is per client, owner and file)
 //! and CLOSE frees its stateid at once, so both are inside the open bounds; so are parked
@@ -38,6 +39,7 @@
 
 use super::backchan::{CbDone, CbOutcome, CbSend, PathState};
 use super::client::{ClientTable, CreateSessionStep, ExchangeOutcome};
+use super::deleg::DelegTable;
 use super::lockstate::LockStates;
 use super::open::{IoState, OpenTable, Share};
 use super::session::{negotiate_back, negotiate_fore, SequenceCall, Session};
@@ -49,7 +51,7 @@ use sluice_xdr::nfs4::ops::{
     CallbackSecParms4, ChannelAttrs4, CreateSessionArgs, CreateSessionResOk, ExchangeIdArgs,
     ExchangeIdResOk, ImplIdList, SequenceResOk, ServerOwner4, StateProtect4R,
     CREATE_SESSION4_FLAG_CONN_BACK_CHAN, CREATE_SESSION4_FLAG_CONN_RDMA,
-    CREATE_SESSION4_FLAG_PERSIST, SEQ4_STATUS_CB_PATH_DOWN,
+    CREATE_SESSION4_FLAG_PERSIST, SEQ4_STATUS_CB_PATH_DOWN, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
 };
 use sluice_xdr::nfs4::{ClientId4, Opaque4, SessionId4, Stateid4};
 use std::collections::HashMap;
@@ -80,6 +82,8 @@ pub struct State4 {
     opens: OpenTable,
     /// Lock stateids and byte-range locks (`state/locks.rs`).
     locks: LockStates,
+    /// Delegations (`deleg.rs`, entry points in `state/delegs.rs`).
+    delegs: DelegTable,
     entropy: Box<dyn Entropy + Send>,
     next_session: u32,
     /// Told when a back channel may have calls to make (see [`State4::set_callback_waker`]).
@@ -94,6 +98,7 @@ impl State4 {
             clients: ClientTable::new(cfg.boot_epoch, cfg.clients_max),
             opens: OpenTable::new(cfg.boot_epoch, cfg.opens_per_client_max, cfg.opens_max),
             locks: LockStates::new(cfg.boot_epoch, cfg.locks_per_client_max, cfg.locks_max),
+            delegs: DelegTable::new(cfg.boot_epoch, cfg.delegs),
             sessions: HashMap::new(),
             entropy,
             next_session: 1,
@@ -182,12 +187,14 @@ impl State4 {
         self.clients.get(clientid)?;
         let busy = self.opens.count_for(clientid) > 0
             || self.locks.count_for(clientid) > 0
+            || self.delegs.live_for(clientid) > 0
             || self.sessions.values().any(|s| s.clientid == clientid);
         if busy {
             return Err(Nfsstat4::CLIENTID_BUSY);
         }
         self.note_gone(clientid);
         self.clients.remove(clientid);
+        self.delegs.remove_client(clientid); // revoked records it never freed
         Ok(())
     }
 
@@ -220,14 +227,15 @@ impl State4 {
     ///
     /// `sr_status_flags` (§18.46.3) carries only what this state knows to be true:
     /// CB_PATH_DOWN (no session of the client can be called back), CB_PATH_DOWN_SESSION and
-    /// BACKCHANNEL_FAULT (this session's back channel; see [`super::backchan`]). The others
-    /// cannot arise yet, and are never set: an expired client loses its record, sessions and
-    /// opens together, so its next SEQUENCE is NFS4ERR_BADSESSION rather than a session
-    /// with EXPIRED_ALL/SOME_STATE_REVOKED; a courtesy client that comes back has lost
-    /// nothing; there are no delegations (RECALLABLE_STATE_REVOKED), no administrative
-    /// revocation, no persistent sessions (so after a restart the client learns of it from
-    /// BADSESSION and STALE_CLIENTID, never RESTART_RECLAIM_NEEDED), no migration (LEASE_MOVED),
-    /// no RPCSEC_GSS (CB_GSS_CONTEXTS_*) and no pNFS devices (DEVID_*).
+    /// BACKCHANNEL_FAULT (this session's back channel; see [`super::backchan`]), and
+    /// RECALLABLE_STATE_REVOKED while the client has revoked delegations it has not freed
+    /// (`deleg.rs`). The others cannot arise yet, and are never set: an expired client loses
+    /// its record, sessions and opens together, so its next SEQUENCE is NFS4ERR_BADSESSION
+    /// rather than a session with EXPIRED_ALL/SOME_STATE_REVOKED; a courtesy client that
+    /// comes back has lost nothing; there is no administrative revocation, no persistent
+    /// sessions (so after a restart the client learns of it from BADSESSION and
+    /// STALE_CLIENTID, never RESTART_RECLAIM_NEEDED), no migration (LEASE_MOVED), no
+    /// RPCSEC_GSS (CB_GSS_CONTEXTS_*) and no pNFS devices (DEVID_*).
     pub fn sequence(
         &mut self,
         now: Instant,
@@ -246,6 +254,9 @@ impl State4 {
         self.clients.renew(clientid, now);
         if self.client_cb_path_down(clientid) {
             ok.status_flags |= SEQ4_STATUS_CB_PATH_DOWN;
+        }
+        if self.delegs.has_revoked(clientid) {
+            ok.status_flags |= SEQ4_STATUS_RECALLABLE_STATE_REVOKED;
         }
         Ok(SequenceOutcome {
             decision: ok.decision,
@@ -314,8 +325,9 @@ impl State4 {
     }
 
     /// The callbacks to make now, each over its session's newest back-channel connection
-    /// (see [`super::backchan::BackChan::poll`]).
-    pub fn poll_callbacks(&mut self) -> Vec<(SessionId4, CbSend)> {
+    /// (see [`super::backchan::BackChan::poll`]); the driver sends them at `now`, which
+    /// starts a recall's clock (`deleg.rs`).
+    pub fn poll_callbacks(&mut self, now: Instant) -> Vec<(SessionId4, CbSend)> {
         let mut ids: Vec<SessionId4> = self.sessions.keys().copied().collect();
         ids.sort_unstable(); // a deterministic order for tests and simulations
         let mut out = Vec::new();
@@ -328,6 +340,9 @@ impl State4 {
             };
             out.extend(s.cb.poll(conn).into_iter().map(|c| (id, c)));
         }
+        for (id, send) in &out {
+            self.delegs.recall_sent(now, id, send.token);
+        }
         out
     }
 
@@ -335,14 +350,17 @@ impl State4 {
     /// CB_COMPOUNDs. A session gone meanwhile is no error: its callbacks are moot.
     pub fn handle_callback(
         &mut self,
+        now: Instant,
         sessionid: &SessionId4,
         token: u64,
         outcome: CbOutcome,
     ) -> Vec<CbDone> {
-        match self.sessions.get_mut(sessionid) {
+        let done = match self.sessions.get_mut(sessionid) {
             Some(s) => s.cb.handle_reply(token, outcome),
             None => Vec::new(),
-        }
+        };
+        self.recalls_done(now, sessionid, &done);
+        done
     }
 
     /// Queues a CB_COMPOUND for session `sessionid` (CB_SEQUENCE is added in front); its token
@@ -362,6 +380,13 @@ impl State4 {
         let token = s.cb.queue(ops)?;
         self.wake_callbacks();
         Ok(token)
+    }
+
+    /// The minor version session `sessionid` was created with: its CB_COMPOUNDs carry it.
+    pub fn set_callback_minorversion(&mut self, sessionid: &SessionId4, minorversion: u32) {
+        if let Some(s) = self.sessions.get_mut(sessionid) {
+            s.cb.set_minorversion(minorversion);
+        }
     }
 
     /// Where session `sessionid`'s back channel stands.
@@ -520,6 +545,9 @@ impl State4 {
         if self.locks.knows(&stateid.other) {
             return self.check_lock_io(clientid, stateid, file, write);
         }
+        if self.delegs.knows(&stateid.other) {
+            return self.check_deleg_io(clientid, stateid, file, write);
+        }
         self.opens.check_io(clientid, stateid, file, write)
     }
 
@@ -527,9 +555,14 @@ impl State4 {
     pub fn test_stateids(&self, clientid: ClientId4, stateids: &[Stateid4]) -> Vec<Nfsstat4> {
         stateids
             .iter()
-            .map(|s| match self.locks.knows(&s.other) {
-                true => self.locks.test(clientid, s),
-                false => self.opens.test(clientid, s),
+            .map(|s| {
+                if self.locks.knows(&s.other) {
+                    self.locks.test(clientid, s)
+                } else if self.delegs.knows(&s.other) {
+                    self.delegs.test(clientid, s)
+                } else {
+                    self.opens.test(clientid, s)
+                }
             })
             .collect()
     }
@@ -538,6 +571,9 @@ impl State4 {
     pub fn free_stateid(&mut self, clientid: ClientId4, stateid: &Stateid4) -> Nfsstat4 {
         if self.locks.knows(&stateid.other) {
             return self.locks.free(clientid, stateid);
+        }
+        if self.delegs.knows(&stateid.other) {
+            return self.delegs.free(clientid, stateid);
         }
         self.opens.free(clientid, stateid)
     }
@@ -568,6 +604,7 @@ impl State4 {
         for c in &expired {
             self.expire(*c);
         }
+        self.tick_delegations(now);
         expired
     }
 
@@ -580,6 +617,7 @@ impl State4 {
                 None => r.renewed_at + self.cfg.lease,
             })
             .chain(self.recovery_wakeup())
+            .chain(self.delegs.next_wakeup(self.cfg.lease))
             .min()
     }
 
@@ -593,6 +631,9 @@ impl State4 {
     }
     pub fn opens(&self) -> &OpenTable {
         &self.opens
+    }
+    pub fn delegations(&self) -> &DelegTable {
+        &self.delegs
     }
     pub fn config(&self) -> &Config4 {
         &self.cfg
@@ -694,6 +735,7 @@ impl State4 {
         self.sessions.retain(|_, s| s.clientid != clientid);
         self.opens.remove_client(clientid);
         self.locks.remove_client(clientid);
+        self.delegs.remove_client(clientid);
     }
 }
 
@@ -708,10 +750,12 @@ impl std::fmt::Debug for State4 {
             .field("sessions", &self.sessions.len())
             .field("opens", &self.opens.len())
             .field("lock_stateids", &self.locks.len())
+            .field("delegations", &self.delegs.len())
             .finish()
     }
 }
 
+mod delegs;
 mod locks;
 mod recovery;
 pub use locks::LockRefused;

@@ -20,6 +20,8 @@ pub struct TickReport {
     /// Stable records that could not be removed (each is tried once: a stale record costs
     /// only a grace period that waits for its deadline).
     pub records_failed: usize,
+    /// Delegations revoked by this tick: not returned within a lease of their CB_RECALL.
+    pub delegations_revoked: u64,
 }
 
 impl Nfs4 {
@@ -42,13 +44,16 @@ impl Nfs4 {
     /// ends grace at its deadline and removes the records of clients gone for good
     /// ([`crate::nfs4::State4::recovery_tick`]).
     pub fn tick(&self, now: Instant) -> TickReport {
-        let (expired, rec) = {
+        let (expired, revoked, rec) = {
             let mut st = self.state();
+            let revoked_before = st.delegations().counters.revoked;
             let expired = st.tick(now).len();
-            (expired, st.recovery_tick(now))
+            let revoked = st.delegations().counters.revoked - revoked_before;
+            (expired, revoked, st.recovery_tick(now))
         };
         let mut report = TickReport {
             expired,
+            delegations_revoked: revoked,
             grace_ended: rec.ended,
             ..TickReport::default()
         };

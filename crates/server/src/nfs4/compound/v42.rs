@@ -67,7 +67,7 @@ impl Nfs4 {
             _ => return Err(Nfsstat4::UNION_NOTSUPP),
         };
         let (fs, caller, fh) = self.data_target(call, ctx)?;
-        self.check_io(ctx, &a.stateid, false)?;
+        self.check_io(call, ctx, &a.stateid, false)?;
         self.settle(&fh)?;
         let r = fs
             .seek(&caller, &fh, a.offset, what)
@@ -94,7 +94,7 @@ impl Nfs4 {
             Nfsstat4::ISDIR | Nfsstat4::INVAL => Nfsstat4::WRONG_TYPE,
             s => s,
         })?;
-        self.check_io(ctx, &a.stateid, true)?;
+        self.check_io(call, ctx, &a.stateid, true)?;
         let r = if punch {
             self.settle(&fh)?;
             fs.deallocate(&caller, &fh, a.offset, a.length)
@@ -199,9 +199,10 @@ impl Nfs4 {
         let src_sid = ctx.resolve_stateid(src_stateid)?;
         let dst_sid = ctx.resolve_stateid(dst_stateid)?;
         {
-            let st = self.state();
+            let mut st = self.state();
             st.check_io(clientid, &src_sid, src.as_bytes(), false)?;
             st.check_io(clientid, &dst_sid, dst_fh.as_bytes(), true)?;
+            st.break_delegations(call.now, Some(clientid), dst_fh.as_bytes(), true)?;
         }
         self.settle(src)?;
         self.settle(dst_fh)?;

@@ -703,7 +703,7 @@ fn answer_all(st: &mut State4) -> usize {
     use sluice_xdr::nfs4::ops::Res4;
     let mut n = 0;
     loop {
-        let sends = st.poll_callbacks();
+        let sends = st.poll_callbacks(Instant::now());
         if sends.is_empty() {
             return n;
         }
@@ -728,7 +728,7 @@ fn answer_all(st: &mut State4) -> usize {
                     })
                 }
             };
-            st.handle_callback(&sid, send.token, outcome);
+            st.handle_callback(Instant::now(), &sid, send.token, outcome);
         }
     }
 }
@@ -783,13 +783,17 @@ fn a_back_channel_is_probed_and_its_loss_is_reported_per_session_and_per_client(
         SEQ4_STATUS_CB_PATH_DOWN | SEQ4_STATUS_CB_PATH_DOWN_SESSION
     );
     st.complete(&a, 0, None);
-    assert!(st.poll_callbacks().is_empty(), "nothing to call back on");
+    assert!(
+        st.poll_callbacks(Instant::now()).is_empty(),
+        "nothing to call back on"
+    );
     // The client binds a new back connection to a: probed, and the flags clear.
     st.bind_conn_to_session(&a, 3, CDFC4_BACK).unwrap();
-    let sends = st.poll_callbacks();
+    let sends = st.poll_callbacks(Instant::now());
     assert_eq!(sends.len(), 1);
     assert_eq!((sends[0].0, sends[0].1.conn), (a, 3));
     st.handle_callback(
+        now,
         &a,
         sends[0].1.token,
         crate::nfs4::backchan::CbOutcome::NullOk,
@@ -816,7 +820,7 @@ fn backchannel_ctl_changes_the_program_and_probes_again() {
     st.backchannel_ctl(&a, 0x4000_0001, &[CallbackSecParms4::AuthNone])
         .unwrap();
     assert_eq!(st.callback_path(&a), Some(PathState::Unknown));
-    let sends = st.poll_callbacks();
+    let sends = st.poll_callbacks(Instant::now());
     assert_eq!(sends[0].1.program, 0x4000_0001);
     assert_eq!(
         st.backchannel_ctl(&[0; 16], 1, &[]),
@@ -981,4 +985,117 @@ fn reclaimed_locks_come_back_and_new_locks_wait() {
         st.lock(t0, a, b"f", &lock(true, open)),
         Err(LockRefused::Status(Nfsstat4::NO_GRACE))
     );
+}
+
+/// A client with a back channel that the probe found up: its client id and session.
+fn holder(st: &mut State4, now: Instant, owner: &'static [u8]) -> (ClientId4, SessionId4) {
+    let e = st.exchange_id(now, &exid(owner, 1), &p(b"u")).unwrap();
+    let s = back_session(st, now, e.clientid, e.sequenceid);
+    answer_all(st);
+    st.sequence(now, &s, &seq(0, 1)).unwrap();
+    st.complete(&s, 0, None);
+    answer_all(st);
+    assert_eq!(
+        st.callback_path(&s),
+        Some(crate::nfs4::backchan::PathState::Up)
+    );
+    (e.clientid, s)
+}
+
+#[test]
+fn a_delegation_needs_a_working_back_channel_and_a_conflict_queues_a_cb_recall() {
+    use crate::nfs4::backchan::{CbCall, CbOutcome};
+    use sluice_xdr::nfs4::callback::{CbArgop4, CbCompound4Res, CbResop4, CbSequenceResOk};
+    use sluice_xdr::nfs4::ops::{OpenDelegation4, Res4};
+    let now = Instant::now();
+    let mut st = state();
+    let (a, sa) = holder(&mut st, now, b"holder");
+    let (b, _) = mount(&mut st, now, b"no back channel");
+    st.open(now, b, b"o", b"g", 1, 0).unwrap();
+    assert_eq!(
+        st.open_delegation(now, b, b"g", 1),
+        OpenDelegation4::None,
+        "no back channel, no delegation"
+    );
+    st.open(now, a, b"o", b"f", 1, 0).unwrap();
+    let OpenDelegation4::Read(d) = st.open_delegation(now, a, b"f", 1) else {
+        panic!("a sole reader with a back channel gets one")
+    };
+    assert_eq!(
+        st.check_io(a, &d.stateid, b"f", false),
+        Ok(IoState::Deleg(d.stateid.other))
+    );
+    assert_eq!(
+        st.check_io(a, &d.stateid, b"f", true),
+        Err(Nfsstat4::OPENMODE)
+    );
+    assert_eq!(st.test_stateids(a, &[d.stateid]), vec![Nfsstat4::OK]);
+    assert_eq!(st.destroy_clientid(a), Err(Nfsstat4::CLIENTID_BUSY));
+    // B writes: DELAY, and the CB_RECALL goes to A's session; sending it starts the clock.
+    assert_eq!(
+        st.break_delegations(now, Some(b), b"f", true),
+        Err(Nfsstat4::DELAY)
+    );
+    assert_eq!(
+        st.break_delegations(now, Some(a), b"f", true),
+        Ok(()),
+        "its own"
+    );
+    let sent = now + Duration::from_secs(5);
+    let sends = st.poll_callbacks(sent);
+    assert_eq!(sends.len(), 1);
+    assert_eq!(sends[0].0, sa);
+    let CbCall::Compound(args) = &sends[0].1.call else {
+        panic!("{sends:?}")
+    };
+    let (Some(CbArgop4::Sequence(s)), Some(CbArgop4::Recall(r))) =
+        (args.ops.first(), args.ops.get(1))
+    else {
+        panic!("{args:?}")
+    };
+    assert_eq!((r.stateid, &r.fh.0[..]), (d.stateid, &b"f"[..]));
+    let lease = Config4::default().lease;
+    assert_eq!(st.delegations().next_wakeup(lease), Some(sent + lease));
+    assert!(st.next_wakeup() <= Some(sent + lease));
+    let reply = CbOutcome::Compound(CbCompound4Res {
+        status: Nfsstat4::OK,
+        tag: args.tag.clone(),
+        results: vec![
+            CbResop4::Sequence(Res4::Ok(CbSequenceResOk {
+                sessionid: s.sessionid,
+                sequenceid: s.sequenceid,
+                slotid: 0,
+                highest_slotid: 0,
+                target_highest_slotid: 0,
+            })),
+            CbResop4::Recall(Nfsstat4::OK),
+        ],
+    });
+    st.handle_callback(sent, &sa, sends[0].1.token, reply);
+    assert_eq!(st.delegations().counters.recalls_answered, 1);
+    assert_eq!(st.delegreturn(a, &d.stateid, b"f"), Ok(()));
+    assert_eq!(st.break_delegations(now, Some(b), b"f", true), Ok(()));
+    assert_eq!(st.destroy_clientid(b), Err(Nfsstat4::CLIENTID_BUSY));
+}
+
+#[test]
+fn a_courtesy_holder_loses_its_delegation_at_once_to_a_conflict() {
+    use sluice_xdr::nfs4::ops::OpenDelegation4;
+    let now = Instant::now();
+    let mut st = state();
+    let (a, _) = holder(&mut st, now, b"holder");
+    let (b, sb) = mount(&mut st, now, b"writer");
+    st.open(now, a, b"o", b"f", 1, 0).unwrap();
+    assert!(matches!(
+        st.open_delegation(now, a, b"f", 1),
+        OpenDelegation4::Read(_)
+    ));
+    let later = now + Config4::default().lease + Duration::from_secs(1);
+    st.sequence(later, &sb, &seq(0, 1)).unwrap();
+    st.complete(&sb, 0, None);
+    st.tick(later);
+    assert!(st.clients().get(a).unwrap().courtesy_since.is_some());
+    assert_eq!(st.break_delegations(later, Some(b), b"f", true), Ok(()));
+    assert!(st.clients().get(a).is_err(), "expired whole");
+    assert!(st.delegations().is_empty());
 }

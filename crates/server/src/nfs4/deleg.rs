@@ -1,0 +1,682 @@
+//! Delegations (RFC 8881 §10.2, §10.4, §18.16 OPEN's `open_delegation4`, §18.6 DELEGRETURN,
+//! §20.2 CB_RECALL): which client may cache a file, which recalls are under way, which
+//! delegations were revoked. Pure: time is an argument, callbacks are tokens that
+//! [`super::State4`] hands to the back channel, conflicts are decided by the caller's view of
+//! the open table.
+//!
+//! # What is granted
+//! Read delegations only. A read delegation lets a client serve opens for reading, READs and
+//! GETATTRs from its cache; a write delegation would also let it cache writes and the file's
+//! size, which needs CB_GETATTR to answer other clients' GETATTRs and a space limit. knfsd
+//! granted read delegations only for most of its life and behaved well with the Linux client;
+//! write delegations are left for later: an OPEN for writing, or one whose want bits ask for
+//! a write delegation, gets none (OPEN_DELEGATE_NONE_EXT with WND4_WRITE_DELEG_NOT_SUPP_FTYPE
+//! when the client used the 4.1 want bits, plain OPEN_DELEGATE_NONE otherwise).
+//!
+//! A read delegation goes to an OPEN for reading only (no write access) when
+//! ```text
+//!   the client did not say OPEN4_SHARE_ACCESS_WANT_NO_DELEG
+//!   its back channel works (PathState::Up)        (§10.2.1: we must be able to recall it)
+//!   no other client has the file open for writing or denies reading   (caller's check)
+//!   no recall of the file is under way, and none ended recently  (the "recently recalled" set)
+//!   the client holds no delegation of the file already
+//!   the per-client and overall bounds leave room
+//! ```
+//! Other clients may hold read delegations of the same file at the same time, as in knfsd:
+//! readers do not conflict.
+//!
+//! # Life of a delegation
+//! ```text
+//!   granted (OPEN) ──DELEGRETURN──────────────────────────────────────────▶ gone
+//!     │ a conflicting op from another client (OPEN for write, WRITE, SETATTR,
+//!     │ REMOVE, RENAME, LINK, anonymous WRITE): the op gets NFS4ERR_DELAY
+//!     ▼
+//!   recalling ── CB_RECALL queued on a session of the holder ── sent (the clock starts)
+//!     │ DELEGRETURN ──────────────────────────────────────────────────────▶ gone
+//!     │ no DELEGRETURN within the lease after the CB_RECALL went out, or after it could not
+//!     │ be sent at all (no path)
+//!     ▼
+//!   revoked: the holder's SEQUENCE shows RECALLABLE_STATE_REVOKED, its stateid gets
+//!     NFS4ERR_DELEG_REVOKED (TEST_STATEID, I/O, DELEGRETURN) until FREE_STATEID ──▶ gone
+//! ```
+//! The timeout starts when the recall is *sent*, not queued: a CB_RECALL waiting behind
+//! another callback on the session's one slot is not the client's fault (knfsd stamps the
+//! delegation in its callback's prepare step, for the same reason). A recall that cannot go
+//! out (the path is down, the queue full) starts the clock when that is found out, so a
+//! dead client never blocks the file for longer than a lease. A client that answers
+//! CB_RECALL with NFS4ERR_DELAY, or whose slot was busy, gets the recall queued again at the
+//! next tick, under the same clock. Nothing here waits: the conflicting caller is told
+//! NFS4ERR_DELAY and retries, and revocation happens in [`DelegTable::tick`].
+//!
+//! # Recently recalled files
+//! knfsd keeps a bloom filter of files recalled in the last 30-60 s and grants no delegation
+//! on them, so a file that two clients share does not ping-pong between grant and recall.
+//! Here: a set of files with the time of their recall, [`RECENT_FOR`] long, at most
+//! [`RECENT_MAX`] entries (the oldest forgotten first: forgetting only risks one more recall).
+//!
+//! # Bounds
+//! | what | bound | at the bound |
+//! |---|---|---|
+//! | delegations of one client (held, recalling, revoked) | `per_client_max` (1024) | no new one: OPEN_DELEGATE_NONE_EXT, WND4_RESOURCE |
+//! | delegations overall | `total_max` (16384) | the same |
+//! | recently recalled files | [`RECENT_MAX`] (4096) | the oldest entry is forgotten |
+//!
+//! Revoked records count against the bounds until the client frees them; a client's expiry
+//! or DESTROY_CLIENTID drops all of its records. Nothing is reclaimed from another client:
+//! a delegation is an optimisation, so a full table just stops granting them.
+//!
+//! # Reboot recovery
+//! Delegations do not survive a restart: CLAIM_DELEGATE_PREV and CLAIM_DELEG_PREV_FH are
+//! answered NFS4ERR_NOTSUPP, which §18.16.3 allows for a server that does not offer
+//! delegation reclaim (knfsd answers the same). CLAIM_PREVIOUS with a delegation type asks
+//! for none back.
+
+use super::open::Other;
+use super::{Entropy, Nfsstat4};
+use bytes::Bytes;
+use sluice_xdr::nfs4::ops::{
+    OpenDelegation4, OpenNoneDelegation4, OpenReadDelegation4, OPEN4_SHARE_ACCESS_WRITE,
+    OPEN4_SHARE_WANT_CANCEL, OPEN4_SHARE_WANT_MASK, OPEN4_SHARE_WANT_NO_DELEG,
+    OPEN4_SHARE_WANT_NO_PREFERENCE, OPEN4_SHARE_WANT_WRITE_DELEG, WND4_CANCELLED, WND4_NOT_WANTED,
+    WND4_WRITE_DELEG_NOT_SUPP_FTYPE,
+};
+use sluice_xdr::nfs4::{ClientId4, Nfsace4, SessionId4, Stateid4, OTHER_SIZE};
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Marks the index of a delegation stateid's `other` (open stateids count from 1, lock
+/// stateids set the top bit): the three tables never share an `other`.
+const DELEG_INDEX_BIT: u32 = 0x4000_0000;
+/// How long a recalled file gets no new delegation. 30 s: the lower end of knfsd's bloom
+/// filter (swapped every 30 s, so it remembers 30-60 s).
+pub const RECENT_FOR: Duration = Duration::from_secs(30);
+/// Recently recalled files remembered at most (module notes).
+pub const RECENT_MAX: usize = 4096;
+
+/// The bounds of the table (module notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelegConfig {
+    /// Delegations of one client, held, recalling or revoked. Default 1024: a desktop's
+    /// working set of files opened for reading.
+    pub per_client_max: usize,
+    /// Delegations overall. Default 16384 (a record is ~200 bytes: ~3 MiB at the bound).
+    pub total_max: usize,
+}
+
+impl Default for DelegConfig {
+    fn default() -> Self {
+        Self {
+            per_client_max: 1024,
+            total_max: 16384,
+        }
+    }
+}
+
+/// Where one delegation stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DelegStatus {
+    Held,
+    /// Recalled: `queued` is the CB_RECALL's (session, token) while it waits for its
+    /// answer; `since` is when the clock started (sent, or found unsendable), `None` until
+    /// then.
+    Recalling {
+        queued: Option<(SessionId4, u64)>,
+        since: Option<Instant>,
+    },
+    /// Revoked at this time; kept for NFS4ERR_DELEG_REVOKED until FREE_STATEID.
+    Revoked(Instant),
+}
+
+/// One delegation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deleg {
+    pub clientid: ClientId4,
+    /// The file, as the open table keys it (the export handle's bytes, also its `nfs_fh4`).
+    pub file: Bytes,
+    pub status: DelegStatus,
+}
+
+/// Counters for `sluice stats` (monotonic).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DelegCounters {
+    pub granted: u64,
+    /// CB_RECALLs put on the wire.
+    pub recalls_sent: u64,
+    /// CB_RECALLs the client answered (any status but a transport failure).
+    pub recalls_answered: u64,
+    /// CB_RECALLs that got no answer (timed out, connection gone, undecodable).
+    pub recalls_timed_out: u64,
+    /// Delegations revoked because they were not returned within the lease.
+    pub revoked: u64,
+    /// Delegations returned (DELEGRETURN), recalled or not.
+    pub returned: u64,
+}
+
+/// What an OPEN asked for and what the caller knows about the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantAsk {
+    /// `share_access` as sent (access, want and signal bits).
+    pub share_access: u32,
+    /// The client's back channel works.
+    pub callback_up: bool,
+    /// Another client has the file open for writing, or denies reading.
+    pub contended: bool,
+}
+
+/// How a recall answer came back (from the back channel's [`super::backchan::CbDone`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecallAnswer {
+    /// CB_RECALL answered OK: the client will DELEGRETURN.
+    Ok,
+    /// The client (or its CB_SEQUENCE) said NFS4ERR_DELAY: queue it again.
+    Delay,
+    /// The client answered with another error (e.g. it does not know the stateid): it will
+    /// not return it; the clock runs out.
+    Refused,
+    /// No answer at all (timed out, path down).
+    Lost,
+}
+
+/// All delegations of one server instance.
+#[derive(Debug)]
+pub struct DelegTable {
+    cfg: DelegConfig,
+    boot_epoch: u32,
+    delegs: HashMap<Other, Deleg>,
+    by_file: HashMap<Bytes, Vec<Other>>,
+    per_client: HashMap<ClientId4, usize>,
+    /// Revoked records per client (SEQUENCE asks on every call).
+    revoked_per_client: HashMap<ClientId4, usize>,
+    /// Recently recalled files, oldest first, and their recall time.
+    recent: VecDeque<(Bytes, Instant)>,
+    /// CB_RECALLs (session, token) still on their way whose delegation was returned or
+    /// revoked meanwhile (a client may DELEGRETURN before its CB_RECALL reply reaches us):
+    /// their answers still count. At most [`RECENT_MAX`], the oldest forgotten.
+    orphans: VecDeque<(SessionId4, u64)>,
+    next_index: u32,
+    pub counters: DelegCounters,
+}
+
+impl DelegTable {
+    pub fn new(boot_epoch: u32, cfg: DelegConfig) -> Self {
+        Self {
+            cfg,
+            boot_epoch,
+            delegs: HashMap::new(),
+            by_file: HashMap::new(),
+            per_client: HashMap::new(),
+            revoked_per_client: HashMap::new(),
+            recent: VecDeque::new(),
+            orphans: VecDeque::new(),
+            next_index: 1,
+            counters: DelegCounters::default(),
+        }
+    }
+
+    /// OPEN's delegation result (module notes: what is granted). A grant creates the record.
+    pub fn grant(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+        file: &[u8],
+        ask: GrantAsk,
+        entropy: &mut dyn Entropy,
+    ) -> OpenDelegation4 {
+        let want = ask.share_access & OPEN4_SHARE_WANT_MASK;
+        let asked = want != OPEN4_SHARE_WANT_NO_PREFERENCE;
+        // NONE_EXT is a 4.1 reply: send it only to a client that used the 4.1 want bits.
+        let none = |why| match asked {
+            true => OpenDelegation4::NoneExt(why),
+            false => OpenDelegation4::None,
+        };
+        match want {
+            OPEN4_SHARE_WANT_NO_DELEG => return none(OpenNoneDelegation4::Why(WND4_NOT_WANTED)),
+            OPEN4_SHARE_WANT_CANCEL => return none(OpenNoneDelegation4::Why(WND4_CANCELLED)),
+            _ => {}
+        }
+        if ask.contended || self.file_busy(now, clientid, file) {
+            // The signal bit (OPEN4_SHARE_SIGNAL_DELEG_WHEN_RESRC_AVAIL) is not honoured:
+            // no CB_PUSH_DELEG is promised.
+            return none(OpenNoneDelegation4::Contention(false));
+        }
+        let writer = ask.share_access & OPEN4_SHARE_ACCESS_WRITE != 0;
+        if writer || want == OPEN4_SHARE_WANT_WRITE_DELEG {
+            // Write delegations are not offered (module notes), on any file type.
+            return none(OpenNoneDelegation4::Why(WND4_WRITE_DELEG_NOT_SUPP_FTYPE));
+        }
+        if !ask.callback_up
+            || self.count_for(clientid) >= self.cfg.per_client_max
+            || self.delegs.len() >= self.cfg.total_max
+        {
+            return none(OpenNoneDelegation4::Resource(false));
+        }
+        if self.held_by(clientid, file).is_some() {
+            // One delegation per client and file: the one it has covers this open.
+            return none(OpenNoneDelegation4::Contention(false));
+        }
+        let other = self.new_other(entropy);
+        self.delegs.insert(
+            other,
+            Deleg {
+                clientid,
+                file: Bytes::copy_from_slice(file),
+                status: DelegStatus::Held,
+            },
+        );
+        self.by_file
+            .entry(Bytes::copy_from_slice(file))
+            .or_default()
+            .push(other);
+        *self.per_client.entry(clientid).or_default() += 1;
+        self.counters.granted += 1;
+        OpenDelegation4::Read(OpenReadDelegation4 {
+            stateid: Stateid4 { seqid: 1, other },
+            recall: false,
+            // An empty ACE: the client checks access with ACCESS itself (§10.4.1 allows it;
+            // Linux ignores the field).
+            permissions: Nfsace4::default(),
+        })
+    }
+
+    /// The delegations of other clients on `file` that an op of `clientid` conflicts with:
+    /// every one for a namespace op or a write (`write`), none for a read (read delegations
+    /// only). Those not being recalled yet are marked recalling (and the file recently
+    /// recalled); the caller queues a CB_RECALL for each of [`DelegTable::to_queue`].
+    /// Empty: the op may go on.
+    pub fn conflicts(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+        file: &[u8],
+        write: bool,
+    ) -> Vec<Other> {
+        if !write {
+            return Vec::new();
+        }
+        let Some(list) = self.by_file.get(file) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for o in list {
+            let d = self.delegs.get_mut(o).expect("by_file and delegs agree");
+            if d.clientid == clientid || matches!(d.status, DelegStatus::Revoked(_)) {
+                continue;
+            }
+            if d.status == DelegStatus::Held {
+                d.status = DelegStatus::Recalling {
+                    queued: None,
+                    since: None,
+                };
+            }
+            out.push(*o);
+        }
+        if !out.is_empty() {
+            self.remember_recall(now, file);
+        }
+        out
+    }
+
+    /// Recalls that need a CB_RECALL queued (new ones, and those to retry): (stateid, holder,
+    /// file).
+    pub fn to_queue(&self) -> Vec<(Stateid4, ClientId4, Bytes)> {
+        let mut v: Vec<_> = self
+            .delegs
+            .iter()
+            .filter(|(_, d)| matches!(d.status, DelegStatus::Recalling { queued: None, .. }))
+            .map(|(o, d)| {
+                (
+                    Stateid4 {
+                        seqid: 1,
+                        other: *o,
+                    },
+                    d.clientid,
+                    d.file.clone(),
+                )
+            })
+            .collect();
+        v.sort_unstable_by_key(|e| e.0.other);
+        v
+    }
+
+    /// The CB_RECALL of `other` was queued as `token` on `session`; or could not be queued
+    /// (`None`: no path), which starts its clock now.
+    pub fn recall_queued(&mut self, now: Instant, other: &Other, token: Option<(SessionId4, u64)>) {
+        if let Some(Deleg {
+            status: DelegStatus::Recalling { queued, since },
+            ..
+        }) = self.delegs.get_mut(other)
+        {
+            match token {
+                Some(t) => *queued = Some(t),
+                None => {
+                    // Nothing to send it on: the clock runs from now; `queued` stays None,
+                    // so a path that comes back gets the recall at the next tick.
+                    since.get_or_insert(now);
+                }
+            }
+        }
+    }
+
+    /// The callback `token` of `session` went on the wire at `now`: if it is a recall, its
+    /// clock starts (once: a re-sent recall keeps its first start).
+    pub fn recall_sent(&mut self, now: Instant, session: &SessionId4, token: u64) {
+        if let Some(since) = self.recall_by_token(session, token) {
+            if since.is_none() {
+                *since = Some(now);
+            }
+            self.counters.recalls_sent += 1;
+        } else if self.orphans.contains(&(*session, token)) {
+            self.counters.recalls_sent += 1;
+        }
+    }
+
+    /// The callback `token` of `session` finished with `answer`. Not a recall: false.
+    pub fn recall_answered(
+        &mut self,
+        now: Instant,
+        session: &SessionId4,
+        token: u64,
+        answer: RecallAnswer,
+    ) -> bool {
+        if let Some(i) = self.orphans.iter().position(|o| *o == (*session, token)) {
+            self.orphans.remove(i);
+            match answer {
+                RecallAnswer::Lost => self.counters.recalls_timed_out += 1,
+                _ => self.counters.recalls_answered += 1,
+            }
+            return true;
+        }
+        let Some(d) = self.delegs.values_mut().find(|d| {
+            matches!(d.status, DelegStatus::Recalling { queued: Some((s, t)), .. }
+                if s == *session && t == token)
+        }) else {
+            return false;
+        };
+        let DelegStatus::Recalling { queued, since } = &mut d.status else {
+            unreachable!("matched above");
+        };
+        since.get_or_insert(now);
+        match answer {
+            RecallAnswer::Ok => self.counters.recalls_answered += 1,
+            RecallAnswer::Delay => {
+                self.counters.recalls_answered += 1;
+                *queued = None; // queue it again at the next tick
+            }
+            RecallAnswer::Refused => self.counters.recalls_answered += 1,
+            RecallAnswer::Lost => {
+                self.counters.recalls_timed_out += 1;
+                *queued = None; // sent again once a path works (the clock keeps running)
+            }
+        }
+        true
+    }
+
+    /// Revokes the recalls whose clock ran past `lease` at `now`; returns them.
+    pub fn tick(&mut self, now: Instant, lease: Duration) -> Vec<Other> {
+        let mut out: Vec<Other> = self
+            .delegs
+            .iter()
+            .filter(|(_, d)| {
+                matches!(d.status, DelegStatus::Recalling { since: Some(t), .. }
+                if now.saturating_duration_since(t) >= lease)
+            })
+            .map(|(o, _)| *o)
+            .collect();
+        out.sort_unstable();
+        for o in &out {
+            let d = self.delegs.get_mut(o).expect("listed");
+            orphan(&mut self.orphans, &d.status);
+            d.status = DelegStatus::Revoked(now);
+            *self.revoked_per_client.entry(d.clientid).or_default() += 1;
+            self.counters.revoked += 1;
+        }
+        while self
+            .recent
+            .front()
+            .is_some_and(|(_, t)| now.saturating_duration_since(*t) >= RECENT_FOR)
+        {
+            self.recent.pop_front();
+        }
+        out
+    }
+
+    /// When [`DelegTable::tick`] next has something to do: a recall's revocation, or a recall
+    /// to queue again (at once).
+    pub fn next_wakeup(&self, lease: Duration) -> Option<Instant> {
+        self.delegs
+            .values()
+            .filter_map(|d| match d.status {
+                DelegStatus::Recalling { since: Some(t), .. } => Some(t + lease),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Whether any recall waits to be queued (the caller's tick queues it).
+    pub fn has_unqueued_recall(&self) -> bool {
+        self.delegs
+            .values()
+            .any(|d| matches!(d.status, DelegStatus::Recalling { queued: None, .. }))
+    }
+
+    /// DELEGRETURN (§18.6): the delegation of `clientid` on `file` ends; a revoked one is
+    /// NFS4ERR_DELEG_REVOKED (FREE_STATEID ends it).
+    pub fn delegreturn(
+        &mut self,
+        clientid: ClientId4,
+        stateid: &Stateid4,
+        file: &[u8],
+    ) -> Result<(), Nfsstat4> {
+        self.check(clientid, stateid, Some(file))?;
+        self.remove(&stateid.other);
+        self.counters.returned += 1;
+        Ok(())
+    }
+
+    /// Checks a delegation stateid of `clientid` (of `file`, when given): the open table's
+    /// rules (STALE / BAD / OLD), then NFS4ERR_DELEG_REVOKED for a revoked one.
+    pub fn check(
+        &self,
+        clientid: ClientId4,
+        stateid: &Stateid4,
+        file: Option<&[u8]>,
+    ) -> Result<&Deleg, Nfsstat4> {
+        let d = super::open::check_stateid(
+            self.boot_epoch,
+            &self.delegs,
+            clientid,
+            stateid,
+            file,
+            |d| (d.clientid, &d.file[..], 1),
+        )?;
+        match d.status {
+            DelegStatus::Revoked(_) => Err(Nfsstat4::DELEG_REVOKED),
+            _ => Ok(d),
+        }
+    }
+
+    /// TEST_STATEID's answer (§18.48.3).
+    pub fn test(&self, clientid: ClientId4, stateid: &Stateid4) -> Nfsstat4 {
+        match self.check(clientid, stateid, None) {
+            Ok(_) => Nfsstat4::OK,
+            Err(Nfsstat4::STALE_STATEID) => Nfsstat4::BAD_STATEID,
+            Err(e) => e,
+        }
+    }
+
+    /// FREE_STATEID (§18.38.4): a revoked delegation is forgotten; a live one is
+    /// NFS4ERR_LOCKS_HELD (DELEGRETURN ends it), as knfsd answers.
+    pub fn free(&mut self, clientid: ClientId4, stateid: &Stateid4) -> Nfsstat4 {
+        match self.check(clientid, stateid, None) {
+            Ok(_) => Nfsstat4::LOCKS_HELD,
+            Err(Nfsstat4::DELEG_REVOKED) => {
+                self.remove(&stateid.other);
+                Nfsstat4::OK
+            }
+            Err(e) => e,
+        }
+    }
+
+    /// Whether this is a delegation stateid's `other` (live or revoked).
+    pub fn knows(&self, other: &Other) -> bool {
+        self.delegs.contains_key(other)
+    }
+
+    /// Whether `clientid` has revoked delegations it has not freed
+    /// (SEQ4_STATUS_RECALLABLE_STATE_REVOKED).
+    pub fn has_revoked(&self, clientid: ClientId4) -> bool {
+        self.revoked_per_client.contains_key(&clientid)
+    }
+
+    /// The live delegation `clientid` holds on `file`, if any.
+    pub fn held_by(&self, clientid: ClientId4, file: &[u8]) -> Option<Other> {
+        self.by_file.get(file)?.iter().copied().find(|o| {
+            let d = &self.delegs[o];
+            d.clientid == clientid && !matches!(d.status, DelegStatus::Revoked(_))
+        })
+    }
+
+    /// Drops every record of a client (expiry, DESTROY_CLIENTID, a replaced record).
+    pub fn remove_client(&mut self, clientid: ClientId4) {
+        let others: Vec<Other> = self
+            .delegs
+            .iter()
+            .filter(|(_, d)| d.clientid == clientid)
+            .map(|(o, _)| *o)
+            .collect();
+        for o in others {
+            self.remove(&o);
+        }
+    }
+
+    /// Live delegations of `clientid` (held or being recalled).
+    pub fn live_for(&self, clientid: ClientId4) -> usize {
+        self.delegs
+            .values()
+            .filter(|d| d.clientid == clientid && !matches!(d.status, DelegStatus::Revoked(_)))
+            .count()
+    }
+
+    /// Records of `clientid` (held, recalling, revoked).
+    pub fn count_for(&self, clientid: ClientId4) -> usize {
+        self.per_client.get(&clientid).copied().unwrap_or(0)
+    }
+
+    /// Live delegations (held or being recalled): the `delegations_read` gauge.
+    pub fn live(&self) -> usize {
+        self.delegs
+            .values()
+            .filter(|d| !matches!(d.status, DelegStatus::Revoked(_)))
+            .count()
+    }
+
+    pub fn len(&self) -> usize {
+        self.delegs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.delegs.is_empty()
+    }
+
+    pub fn get(&self, other: &Other) -> Option<&Deleg> {
+        self.delegs.get(other)
+    }
+
+    // ----- helpers -------------------------------------------------------------------------
+
+    /// Another client's recall of `file` is under way, or the file was recalled recently.
+    fn file_busy(&self, now: Instant, clientid: ClientId4, file: &[u8]) -> bool {
+        let recalling = self.by_file.get(file).is_some_and(|l| {
+            l.iter().any(|o| {
+                let d = &self.delegs[o];
+                d.clientid != clientid && matches!(d.status, DelegStatus::Recalling { .. })
+            })
+        });
+        recalling
+            || self
+                .recent
+                .iter()
+                .any(|(f, t)| f[..] == *file && now.saturating_duration_since(*t) < RECENT_FOR)
+    }
+
+    fn remember_recall(&mut self, now: Instant, file: &[u8]) {
+        if let Some(e) = self.recent.iter_mut().find(|(f, _)| f[..] == *file) {
+            e.1 = now;
+            return;
+        }
+        if self.recent.len() >= RECENT_MAX {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((Bytes::copy_from_slice(file), now));
+    }
+
+    fn recall_by_token(
+        &mut self,
+        session: &SessionId4,
+        token: u64,
+    ) -> Option<&mut Option<Instant>> {
+        self.delegs.values_mut().find_map(|d| match &mut d.status {
+            DelegStatus::Recalling {
+                queued: Some((s, t)),
+                since,
+            } if s == session && *t == token => Some(since),
+            _ => None,
+        })
+    }
+
+    fn new_other(&mut self, entropy: &mut dyn Entropy) -> Other {
+        loop {
+            let mut other = [0u8; OTHER_SIZE];
+            other[..4].copy_from_slice(&self.boot_epoch.to_be_bytes());
+            let index = (self.next_index & !(DELEG_INDEX_BIT | 0x8000_0000)) | DELEG_INDEX_BIT;
+            other[4..8].copy_from_slice(&index.to_be_bytes());
+            entropy.fill(&mut other[8..]);
+            self.next_index = self.next_index.wrapping_add(1);
+            if !self.delegs.contains_key(&other) {
+                return other;
+            }
+        }
+    }
+
+    fn remove(&mut self, other: &Other) {
+        let Some(d) = self.delegs.remove(other) else {
+            return;
+        };
+        orphan(&mut self.orphans, &d.status);
+        if let Some(list) = self.by_file.get_mut(&d.file) {
+            list.retain(|o| o != other);
+            if list.is_empty() {
+                self.by_file.remove(&d.file);
+            }
+        }
+        decrement(&mut self.per_client, d.clientid);
+        if matches!(d.status, DelegStatus::Revoked(_)) {
+            decrement(&mut self.revoked_per_client, d.clientid);
+        }
+    }
+}
+
+/// Keeps the CB_RECALL in flight of a delegation that leaves the recalling state.
+fn orphan(orphans: &mut VecDeque<(SessionId4, u64)>, status: &DelegStatus) {
+    if let DelegStatus::Recalling {
+        queued: Some(t), ..
+    } = status
+    {
+        if orphans.len() >= RECENT_MAX {
+            orphans.pop_front();
+        }
+        orphans.push_back(*t);
+    }
+}
+
+fn decrement(counts: &mut HashMap<ClientId4, usize>, clientid: ClientId4) {
+    if let Some(n) = counts.get_mut(&clientid) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(&clientid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

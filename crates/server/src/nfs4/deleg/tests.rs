@@ -1,0 +1,322 @@
+use super::*;
+use crate::nfs4::SplitMix;
+use sluice_xdr::nfs4::ops::{
+    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_WANT_ANY_DELEG,
+    OPEN4_SHARE_WANT_READ_DELEG, WND4_WRITE_DELEG_NOT_SUPP_FTYPE,
+};
+
+const A: ClientId4 = 0xa;
+const B: ClientId4 = 0xb;
+const LEASE: Duration = Duration::from_secs(90);
+const SID: SessionId4 = [7; 16];
+
+fn table() -> (DelegTable, SplitMix) {
+    (DelegTable::new(9, DelegConfig::default()), SplitMix(3))
+}
+
+fn ask(share_access: u32) -> GrantAsk {
+    GrantAsk {
+        share_access,
+        callback_up: true,
+        contended: false,
+    }
+}
+
+fn read_grant(
+    t: &mut DelegTable,
+    e: &mut SplitMix,
+    now: Instant,
+    c: ClientId4,
+    f: &[u8],
+) -> Stateid4 {
+    match t.grant(now, c, f, ask(OPEN4_SHARE_ACCESS_READ), e) {
+        OpenDelegation4::Read(r) => r.stateid,
+        other => panic!("no read delegation: {other:?}"),
+    }
+}
+
+#[test]
+fn a_sole_reader_gets_a_read_delegation_and_readers_share_it() {
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let a = read_grant(&mut t, &mut e, now, A, b"f");
+    assert_eq!(a.seqid, 1);
+    assert_eq!(&a.other[..4], &9u32.to_be_bytes(), "the boot epoch");
+    assert!(t.knows(&a.other));
+    // B reads the same file: readers do not conflict.
+    let b = read_grant(&mut t, &mut e, now, B, b"f");
+    assert_ne!(a.other, b.other);
+    // A asks again: it has one already.
+    assert_eq!(
+        t.grant(now, A, b"f", ask(OPEN4_SHARE_ACCESS_READ), &mut e),
+        OpenDelegation4::None
+    );
+    assert_eq!(t.live(), 2);
+    assert_eq!(t.counters.granted, 2);
+}
+
+#[test]
+fn want_bits_writers_contention_and_no_back_channel_get_none_with_a_why() {
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let r = OPEN4_SHARE_ACCESS_READ;
+    let ext = |w| OpenDelegation4::NoneExt(OpenNoneDelegation4::Why(w));
+    assert_eq!(
+        t.grant(now, A, b"f", ask(r | OPEN4_SHARE_WANT_NO_DELEG), &mut e),
+        ext(WND4_NOT_WANTED)
+    );
+    assert_eq!(
+        t.grant(now, A, b"f", ask(r | OPEN4_SHARE_WANT_CANCEL), &mut e),
+        ext(WND4_CANCELLED)
+    );
+    // A writer: no write delegations; plain NONE without want bits, NONE_EXT with them.
+    assert_eq!(
+        t.grant(now, A, b"f", ask(OPEN4_SHARE_ACCESS_BOTH), &mut e),
+        OpenDelegation4::None
+    );
+    assert_eq!(
+        t.grant(
+            now,
+            A,
+            b"f",
+            ask(OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_WANT_ANY_DELEG),
+            &mut e
+        ),
+        ext(WND4_WRITE_DELEG_NOT_SUPP_FTYPE)
+    );
+    assert_eq!(
+        t.grant(now, A, b"f", ask(r | OPEN4_SHARE_WANT_WRITE_DELEG), &mut e),
+        ext(WND4_WRITE_DELEG_NOT_SUPP_FTYPE)
+    );
+    let mut contended = ask(r | OPEN4_SHARE_WANT_READ_DELEG);
+    contended.contended = true;
+    assert_eq!(
+        t.grant(now, A, b"f", contended, &mut e),
+        OpenDelegation4::NoneExt(OpenNoneDelegation4::Contention(false))
+    );
+    let mut down = ask(r | OPEN4_SHARE_WANT_READ_DELEG);
+    down.callback_up = false;
+    assert_eq!(
+        t.grant(now, A, b"f", down, &mut e),
+        OpenDelegation4::NoneExt(OpenNoneDelegation4::Resource(false))
+    );
+    assert!(t.is_empty(), "nothing granted");
+    // WANT_READ_DELEG and WANT_ANY_DELEG on a read open do get one.
+    assert!(matches!(
+        t.grant(now, A, b"f", ask(r | OPEN4_SHARE_WANT_ANY_DELEG), &mut e),
+        OpenDelegation4::Read(_)
+    ));
+}
+
+#[test]
+fn a_conflict_recalls_other_clients_delegations_only_and_marks_the_file_recent() {
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let a = read_grant(&mut t, &mut e, now, A, b"f");
+    assert!(
+        t.conflicts(now, B, b"f", false).is_empty(),
+        "reads do not conflict"
+    );
+    assert!(
+        t.conflicts(now, A, b"f", true).is_empty(),
+        "the holder's own writes do not"
+    );
+    assert!(t.conflicts(now, B, b"g", true).is_empty(), "another file");
+    assert_eq!(t.conflicts(now, B, b"f", true), vec![a.other]);
+    assert_eq!(t.to_queue().len(), 1);
+    assert_eq!(t.to_queue()[0].0, a);
+    assert_eq!(t.to_queue()[0].1, A);
+    // Asked again (the client retried after DELAY): still the same recall.
+    assert_eq!(t.conflicts(now, B, b"f", true), vec![a.other]);
+    // No new delegation on a file being recalled, to anyone, nor soon after.
+    let later = now + Duration::from_secs(1);
+    assert_eq!(
+        t.grant(later, B, b"f", ask(OPEN4_SHARE_ACCESS_READ), &mut e),
+        OpenDelegation4::None
+    );
+    t.delegreturn(A, &a, b"f").unwrap();
+    assert!(
+        t.conflicts(later, B, b"f", true).is_empty(),
+        "returned: the op may go on"
+    );
+    assert_eq!(
+        t.grant(later, A, b"f", ask(OPEN4_SHARE_ACCESS_READ), &mut e),
+        OpenDelegation4::None,
+        "recently recalled"
+    );
+    t.tick(now + RECENT_FOR, LEASE);
+    read_grant(&mut t, &mut e, now + RECENT_FOR, A, b"f");
+}
+
+#[test]
+fn the_recall_clock_starts_when_sent_and_an_unreturned_delegation_is_revoked_after_the_lease() {
+    let (mut t, mut e) = table();
+    let t0 = Instant::now();
+    let a = read_grant(&mut t, &mut e, t0, A, b"f");
+    t.conflicts(t0, B, b"f", true);
+    t.recall_queued(t0, &a.other, Some((SID, 5)));
+    assert!(t.to_queue().is_empty(), "queued");
+    // Queued for a long time behind other callbacks: no clock yet.
+    assert_eq!(t.next_wakeup(LEASE), None);
+    assert!(t.tick(t0 + LEASE * 2, LEASE).is_empty());
+    let sent = t0 + LEASE * 2;
+    t.recall_sent(sent, &[1; 16], 5); // another session's token 5: not this recall
+    assert_eq!(t.counters.recalls_sent, 0);
+    t.recall_sent(sent, &SID, 5);
+    assert_eq!(t.counters.recalls_sent, 1);
+    assert_eq!(t.next_wakeup(LEASE), Some(sent + LEASE));
+    assert!(t.recall_answered(sent, &SID, 5, RecallAnswer::Ok));
+    assert!(
+        !t.recall_answered(sent, &SID, 6, RecallAnswer::Ok),
+        "not a recall"
+    );
+    assert_eq!(t.counters.recalls_answered, 1);
+    assert!(t
+        .tick(sent + LEASE - Duration::from_millis(1), LEASE)
+        .is_empty());
+    assert_eq!(t.tick(sent + LEASE, LEASE), vec![a.other]);
+    assert_eq!(t.counters.revoked, 1);
+    // Revoked: the holder hears of it until it frees the stateid.
+    assert!(t.has_revoked(A));
+    assert!(!t.has_revoked(B));
+    assert_eq!(
+        t.check(A, &a, Some(b"f")).err(),
+        Some(Nfsstat4::DELEG_REVOKED)
+    );
+    assert_eq!(t.test(A, &a), Nfsstat4::DELEG_REVOKED);
+    assert_eq!(t.delegreturn(A, &a, b"f"), Err(Nfsstat4::DELEG_REVOKED));
+    assert!(
+        t.conflicts(sent + LEASE, B, b"f", true).is_empty(),
+        "no longer in the way"
+    );
+    assert_eq!(t.live(), 0);
+    assert_eq!(t.free(B, &a), Nfsstat4::BAD_STATEID, "not B's");
+    assert_eq!(t.free(A, &a), Nfsstat4::OK);
+    assert!(!t.has_revoked(A));
+    assert!(t.is_empty());
+    assert_eq!(t.test(A, &a), Nfsstat4::BAD_STATEID);
+}
+
+#[test]
+fn an_unsendable_recall_starts_its_clock_at_once_and_a_delayed_one_is_queued_again() {
+    let (mut t, mut e) = table();
+    let t0 = Instant::now();
+    let a = read_grant(&mut t, &mut e, t0, A, b"f");
+    t.conflicts(t0, B, b"f", true);
+    t.recall_queued(t0, &a.other, None); // no path
+    assert_eq!(t.next_wakeup(LEASE), Some(t0 + LEASE));
+    assert!(t.has_unqueued_recall(), "tried again when a path comes");
+    let t1 = t0 + Duration::from_secs(10);
+    t.recall_queued(t1, &a.other, Some((SID, 1)));
+    t.recall_sent(t1, &SID, 1);
+    assert_eq!(
+        t.next_wakeup(LEASE),
+        Some(t0 + LEASE),
+        "the first start counts"
+    );
+    t.recall_answered(t1, &SID, 1, RecallAnswer::Delay);
+    assert!(t.has_unqueued_recall());
+    t.recall_queued(t1, &a.other, Some((SID, 2)));
+    t.recall_answered(t1, &SID, 2, RecallAnswer::Lost);
+    assert_eq!(t.counters.recalls_timed_out, 1);
+    assert_eq!(t.tick(t0 + LEASE, LEASE), vec![a.other]);
+}
+
+#[test]
+fn stateid_checks_and_client_removal() {
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let a = read_grant(&mut t, &mut e, now, A, b"f");
+    assert!(t.check(A, &a, Some(b"f")).is_ok());
+    assert!(t.check(A, &Stateid4 { seqid: 0, ..a }, Some(b"f")).is_ok());
+    assert_eq!(t.check(B, &a, None).err(), Some(Nfsstat4::BAD_STATEID));
+    assert_eq!(
+        t.check(A, &a, Some(b"g")).err(),
+        Some(Nfsstat4::BAD_STATEID)
+    );
+    assert_eq!(
+        t.check(A, &Stateid4 { seqid: 2, ..a }, None).err(),
+        Some(Nfsstat4::BAD_STATEID)
+    );
+    let mut stale = a;
+    stale.other[..4].copy_from_slice(&8u32.to_be_bytes());
+    assert_eq!(
+        t.check(A, &stale, None).err(),
+        Some(Nfsstat4::STALE_STATEID)
+    );
+    assert_eq!(
+        t.free(A, &a),
+        Nfsstat4::LOCKS_HELD,
+        "DELEGRETURN ends a live one"
+    );
+    assert_eq!(t.live_for(A), 1);
+    t.remove_client(A);
+    assert!(t.is_empty());
+    assert_eq!(t.count_for(A), 0);
+    assert!(t.by_file.is_empty());
+}
+
+#[test]
+fn the_bounds_stop_grants_and_the_recent_set_is_bounded() {
+    let mut t = DelegTable::new(
+        9,
+        DelegConfig {
+            per_client_max: 2,
+            total_max: 3,
+        },
+    );
+    let mut e = SplitMix(1);
+    let now = Instant::now();
+    let r = OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_WANT_READ_DELEG;
+    let resource = OpenDelegation4::NoneExt(OpenNoneDelegation4::Resource(false));
+    for f in [&b"1"[..], b"2"] {
+        assert!(matches!(
+            t.grant(now, A, f, ask(r), &mut e),
+            OpenDelegation4::Read(_)
+        ));
+    }
+    assert_eq!(
+        t.grant(now, A, b"3", ask(r), &mut e),
+        resource,
+        "per client"
+    );
+    assert!(matches!(
+        t.grant(now, B, b"3", ask(r), &mut e),
+        OpenDelegation4::Read(_)
+    ));
+    assert_eq!(t.grant(now, B, b"4", ask(r), &mut e), resource, "overall");
+    for i in 0..RECENT_MAX + 10 {
+        t.remember_recall(now, &(i as u64).to_be_bytes());
+    }
+    assert_eq!(t.recent.len(), RECENT_MAX);
+}
+
+#[test]
+fn delegation_others_never_look_like_open_or_lock_others() {
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    for i in 0..100u32 {
+        let s = read_grant(&mut t, &mut e, now, A, &i.to_be_bytes());
+        let index = u32::from_be_bytes(s.other[4..8].try_into().unwrap());
+        assert_eq!(index & 0xc000_0000, DELEG_INDEX_BIT);
+    }
+}
+
+#[test]
+fn a_recall_answer_that_comes_after_the_delegreturn_still_counts() {
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let a = read_grant(&mut t, &mut e, now, A, b"f");
+    t.conflicts(now, B, b"f", true);
+    t.recall_queued(now, &a.other, Some((SID, 3)));
+    t.recall_sent(now, &SID, 3);
+    // The client returns it before its CB_RECALL reply is handed to us.
+    t.delegreturn(A, &a, b"f").unwrap();
+    assert!(t.recall_answered(now, &SID, 3, RecallAnswer::Ok));
+    assert_eq!(
+        (t.counters.recalls_sent, t.counters.recalls_answered),
+        (1, 1)
+    );
+    assert!(!t.recall_answered(now, &SID, 3, RecallAnswer::Ok), "once");
+    assert!(t.orphans.is_empty());
+}

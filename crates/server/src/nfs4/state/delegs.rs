@@ -1,0 +1,186 @@
+//! Delegations as [`State4`] entry points: the grant at OPEN, the recall gate every
+//! conflicting op passes, DELEGRETURN, and the recalls' CB_RECALLs over the holder's back
+//! channel (the table and its design notes are in [`super::super::deleg`]).
+//!
+//! ```text
+//!   OPEN (read, sole reader) ─ open_delegation ─▶ DelegTable::grant
+//!   conflicting op of another client ─ break_delegations ─▶ DelegTable::conflicts
+//!        │ holder is a courtesy client: expired at once, the op goes on
+//!        └ else: CB_RECALL queued (queue_recalls), the op gets NFS4ERR_DELAY
+//!   poll_callbacks(now) ──▶ recall_sent (the clock starts)
+//!   handle_callback(now) ─▶ recall_answered (answered / DELAY: again / lost)
+//!   tick(now) ─▶ DelegTable::tick: revoked after the lease; unqueued recalls queued again
+//! ```
+
+use super::super::backchan::{CbDone, PathState};
+use super::super::deleg::{GrantAsk, RecallAnswer};
+use super::super::open::IoState;
+use super::super::Nfsstat4;
+use super::State4;
+use sluice_xdr::nfs4::callback::{CbArgop4, CbRecallArgs, CbResop4};
+use sluice_xdr::nfs4::ops::{OpenDelegation4, OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_READ};
+use sluice_xdr::nfs4::{ClientId4, NfsFh4, SessionId4, Stateid4};
+use std::time::Instant;
+
+impl State4 {
+    /// OPEN's delegation result, after its open state was created (see
+    /// [`super::super::deleg::DelegTable::grant`]).
+    pub fn open_delegation(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+        file: &[u8],
+        share_access: u32,
+    ) -> OpenDelegation4 {
+        let contended = self.opens.iter_file(file).any(|o| {
+            o.clientid != clientid
+                && (o.access & OPEN4_SHARE_ACCESS_WRITE != 0 || o.deny & OPEN4_SHARE_DENY_READ != 0)
+        });
+        let ask = GrantAsk {
+            share_access,
+            callback_up: self.callback_session(clientid, true).is_some(),
+            contended,
+        };
+        self.delegs
+            .grant(now, clientid, file, ask, self.entropy.as_mut())
+    }
+
+    /// The recall gate (RFC 8881 §10.4.1): an op of `clientid` on `file` that writes it or
+    /// changes its name or attributes (`write`) conflicts with every other client's read
+    /// delegation of it. Courtesy holders are expired at once; live ones are recalled and the
+    /// op gets NFS4ERR_DELAY until they return (or lose) them. `clientid` is `None` for a
+    /// caller with no client (nothing is its own then).
+    pub fn break_delegations(
+        &mut self,
+        now: Instant,
+        clientid: Option<ClientId4>,
+        file: &[u8],
+        write: bool,
+    ) -> Result<(), Nfsstat4> {
+        if self.delegs.is_empty() {
+            return Ok(());
+        }
+        let me = clientid.unwrap_or(0);
+        let conflicts = self.delegs.conflicts(now, me, file, write);
+        if conflicts.is_empty() {
+            return Ok(());
+        }
+        let mut live = false;
+        for o in conflicts {
+            let Some(holder) = self.delegs.get(&o).map(|d| d.clientid) else {
+                continue; // expired with an earlier holder in this loop
+            };
+            let courtesy = self.clients.get(holder).map_or(true, |r| {
+                r.courtesy_since.is_some() || r.lease_expired(now, self.cfg.lease)
+            });
+            if courtesy {
+                self.expire(holder);
+            } else {
+                live = true;
+            }
+        }
+        if !live {
+            return Ok(());
+        }
+        self.queue_recalls(now);
+        Err(Nfsstat4::DELAY)
+    }
+
+    /// DELEGRETURN (§18.6).
+    pub fn delegreturn(
+        &mut self,
+        clientid: ClientId4,
+        stateid: &Stateid4,
+        file: &[u8],
+    ) -> Result<(), Nfsstat4> {
+        self.delegs.delegreturn(clientid, stateid, file)
+    }
+
+    /// A delegation stateid used for I/O: the holder's own, READ only (a read delegation).
+    pub(super) fn check_deleg_io(
+        &self,
+        clientid: ClientId4,
+        stateid: &Stateid4,
+        file: &[u8],
+        write: bool,
+    ) -> Result<IoState, Nfsstat4> {
+        self.delegs.check(clientid, stateid, Some(file))?;
+        if write {
+            return Err(Nfsstat4::OPENMODE);
+        }
+        Ok(IoState::Deleg(stateid.other))
+    }
+
+    /// OPEN with CLAIM_DELEGATE_CUR / CLAIM_DELEG_CUR_FH (§18.16.3): the delegation must be
+    /// the caller's, of this file, and not revoked.
+    pub fn check_delegate_cur(
+        &self,
+        clientid: ClientId4,
+        stateid: &Stateid4,
+        file: &[u8],
+    ) -> Result<(), Nfsstat4> {
+        self.delegs.check(clientid, stateid, Some(file)).map(|_| ())
+    }
+
+    /// Queues a CB_RECALL for every recall that has none on its way, on a session of the
+    /// holder whose back channel works; with none, the recall's clock starts now.
+    pub(super) fn queue_recalls(&mut self, now: Instant) {
+        for (stateid, holder, file) in self.delegs.to_queue() {
+            let token = match self.callback_session(holder, false) {
+                Some(sid) => {
+                    let recall = CbArgop4::Recall(CbRecallArgs {
+                        stateid,
+                        truncate: false,
+                        fh: NfsFh4(file),
+                    });
+                    self.queue_callback(&sid, vec![recall])
+                        .ok()
+                        .map(|t| (sid, t))
+                }
+                None => None,
+            };
+            self.delegs.recall_queued(now, &stateid.other, token);
+        }
+    }
+
+    /// The callbacks `done` of session `sid` as recall answers.
+    pub(super) fn recalls_done(&mut self, now: Instant, sid: &SessionId4, done: &[CbDone]) {
+        for d in done {
+            let answer = match &d.result {
+                Ok(res) => match res.results.get(1) {
+                    Some(CbResop4::Recall(Nfsstat4::OK)) => RecallAnswer::Ok,
+                    Some(CbResop4::Recall(Nfsstat4::DELAY)) => RecallAnswer::Delay,
+                    _ => RecallAnswer::Refused,
+                },
+                Err(Nfsstat4::DELAY) => RecallAnswer::Delay,
+                Err(_) => RecallAnswer::Lost,
+            };
+            self.delegs.recall_answered(now, sid, d.token, answer);
+        }
+    }
+
+    /// Applies the delegation clock at `now`: revocations, and recalls to queue again.
+    pub(super) fn tick_delegations(&mut self, now: Instant) {
+        self.delegs.tick(now, self.cfg.lease);
+        if self.delegs.has_unqueued_recall() {
+            self.queue_recalls(now);
+        }
+    }
+
+    /// A session of `clientid` with a back channel that is up (`proven`), or at least not
+    /// known to be down (a recall may wait for a probe); the lowest id first (deterministic).
+    fn callback_session(&self, clientid: ClientId4, proven: bool) -> Option<SessionId4> {
+        let mut ids: Vec<SessionId4> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.clientid == clientid && s.back_conn().is_some())
+            .filter(|(_, s)| match proven {
+                true => s.cb.path() == PathState::Up,
+                false => !s.cb.is_down(),
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        ids.first().copied()
+    }
+}

@@ -1,0 +1,554 @@
+//! Delegations over TCP (RFC 8881 §10.2, §10.4, §18.6, §20.2): the real server and two
+//! clients. The holder is the real client transport (`RpcClient`) with a callback service, so
+//! the server has a back channel to recall over; the other client is a raw [`V4`] with none.
+//!
+//! - A sole reader with a working back channel gets a read delegation; one without a back
+//!   channel gets none (OPEN_DELEGATE_NONE_EXT with a why, when it asked by want bits).
+//! - A second client's OPEN for writing gets NFS4ERR_DELAY while the server sends CB_RECALL
+//!   (the delegation stateid and the file handle); after DELEGRETURN it succeeds. REMOVE and
+//!   SETATTR of a delegated file recall it the same way. The gauges and counters show it.
+//! - A holder that never answers the CB_RECALL has its delegation revoked a lease after the
+//!   recall went out; the conflicting OPEN then succeeds; the holder's SEQUENCE shows
+//!   RECALLABLE_STATE_REVOKED, its stateid gets NFS4ERR_DELEG_REVOKED, FREE_STATEID clears it.
+//!
+//! Every wait is bounded by [`LIMIT`], so a hang fails the test instead of the suite.
+
+#[macro_use]
+mod support;
+
+use bytes::Bytes;
+use sluice_client::transport::{
+    CallbackReply, CallbackService, Callbacks, IncomingCall, RpcClient, RpcConfig,
+};
+use sluice_rpc::client::ProcId;
+use sluice_server::net::Connections;
+use sluice_server::nfs4::backchan::PathState;
+use sluice_xdr::nfs4::callback::{
+    self as cb, CbArgop4, CbCompound4Args, CbCompound4Res, CbRecallArgs, CbResop4, CbSequenceResOk,
+};
+use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
+use sluice_xdr::nfs4::ops::{
+    CallbackSecParms4, CallbackSecParmsList, CreateSessionArgs, NfsArgop4, NfsResop4,
+    OpenDelegation4, OpenNoneDelegation4, ReadArgs, Res4, SetattrArgs, StateidList,
+    CREATE_SESSION4_FLAG_CONN_BACK_CHAN, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
+    OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_WANT_READ_DELEG, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
+};
+use sluice_xdr::nfs4::{self, NfsFh4, Nfsstat4, SessionId4, Stateid4, Utf8Str};
+use sluice_xdr::procs::TimerClass;
+use sluice_xdr::rpc::{AuthSys, OpaqueAuth};
+use sluice_xdr::{Pack, Writer};
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::nfs4::*;
+use support::*;
+use tokio::sync::mpsc;
+
+const LIMIT: Duration = Duration::from_secs(30);
+const CB_PROGRAM: u32 = cb::PROGRAM_DEFAULT;
+
+/// The holder's callback service: answers CB_NULL, CB_SEQUENCE, and CB_RECALL (reported on
+/// `recalls`) unless `silent`, when a CB_COMPOUND with a CB_RECALL is never answered.
+struct Service {
+    recalls: mpsc::UnboundedSender<CbRecallArgs>,
+    silent: bool,
+}
+
+impl CallbackService for Service {
+    fn handle(
+        self: Arc<Self>,
+        call: IncomingCall,
+    ) -> Pin<Box<dyn Future<Output = CallbackReply> + Send>> {
+        Box::pin(async move {
+            if call.call.prog() != CB_PROGRAM || call.call.vers() != cb::VERSION {
+                return CallbackReply::ProgUnavail;
+            }
+            if call.call.proc_() == cb::proc_::CB_NULL {
+                return CallbackReply::Results(Vec::new());
+            }
+            let mut r = call.args();
+            let Ok(args) = CbCompound4Args::decode(&mut r, &CompoundLimits::default()) else {
+                return CallbackReply::GarbageArgs;
+            };
+            let Some(CbArgop4::Sequence(s)) = args.ops.first() else {
+                return CallbackReply::GarbageArgs;
+            };
+            let mut results = vec![CbResop4::Sequence(Res4::Ok(CbSequenceResOk {
+                sessionid: s.sessionid,
+                sequenceid: s.sequenceid,
+                slotid: s.slotid,
+                highest_slotid: 0,
+                target_highest_slotid: 0,
+            }))];
+            for op in &args.ops[1..] {
+                match op {
+                    CbArgop4::Recall(a) => {
+                        let _ = self.recalls.send(a.clone());
+                        if self.silent {
+                            std::future::pending::<()>().await;
+                        }
+                        results.push(CbResop4::Recall(Nfsstat4::OK));
+                    }
+                    _ => return CallbackReply::GarbageArgs,
+                }
+            }
+            let res = CbCompound4Res {
+                status: Nfsstat4::OK,
+                tag: args.tag.clone(),
+                results,
+            };
+            let mut w = Writer::new();
+            res.pack(&mut w);
+            CallbackReply::Results(w.into_segments())
+        })
+    }
+}
+
+/// Stops the server task when the test ends.
+struct StopOnDrop(tokio::task::JoinHandle<Result<(), String>>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A server on `dirs` with a lease of `lease`; its address and handle.
+async fn start(
+    dirs: &TestDirs,
+    lease: Duration,
+) -> (
+    std::net::SocketAddr,
+    Arc<sluice_server::service::Server>,
+    std::net::SocketAddr,
+    StopOnDrop,
+) {
+    let mut config = dirs.config();
+    config.lease = lease;
+    config.metrics = Some("127.0.0.1:0".parse().unwrap());
+    let bound = sluice_server::bind(config).await.unwrap();
+    let addr = bound.local_addr().unwrap();
+    let metrics = bound.metrics.as_ref().unwrap().local_addr().unwrap();
+    let server = bound.server.clone();
+    let run = StopOnDrop(tokio::spawn(sluice_server::run_with(
+        bound,
+        Connections::default(),
+    )));
+    (addr, server, metrics, run)
+}
+
+/// The client that holds delegations: the real transport with a back channel.
+struct Holder {
+    rpc: RpcClient,
+    sid: SessionId4,
+    seq: u32,
+    recalls: mpsc::UnboundedReceiver<CbRecallArgs>,
+}
+
+impl Holder {
+    /// Connects, sets up a session with a back channel, and waits until the server's probe
+    /// has found the path up.
+    async fn connect(
+        addr: std::net::SocketAddr,
+        server: &sluice_server::service::Server,
+        silent: bool,
+    ) -> Holder {
+        let (tx, recalls) = mpsc::unbounded_channel();
+        let rpc = RpcClient::connect(
+            addr,
+            RpcConfig {
+                callbacks: Some(Callbacks(Arc::new(Service {
+                    recalls: tx,
+                    silent,
+                }))),
+                privileged_port: false,
+                ..RpcConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let res = call(&rpc, vec![exchange_id_op(b"deleg holder")]).await;
+        let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
+            panic!("EXCHANGE_ID: {res:?}")
+        };
+        let sys = AuthSys {
+            stamp: 1,
+            machine_name: Bytes::from_static(b"holder"),
+            uid: 0,
+            gid: 0,
+            gids: Vec::new(),
+        };
+        let res = call(
+            &rpc,
+            vec![NfsArgop4::CreateSession(CreateSessionArgs {
+                clientid: e.clientid,
+                sequence: e.sequenceid,
+                flags: CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+                fore_chan_attrs: chan(),
+                back_chan_attrs: chan(),
+                cb_program: CB_PROGRAM,
+                sec_parms: CallbackSecParmsList(vec![CallbackSecParms4::AuthSys(sys)]),
+            })],
+        )
+        .await;
+        let Some(NfsResop4::CreateSession(Res4::Ok(cs))) = res.results.first() else {
+            panic!("CREATE_SESSION: {res:?}")
+        };
+        let mut h = Holder {
+            rpc,
+            sid: cs.sessionid,
+            seq: 1,
+            recalls,
+        };
+        // The probe's CB_SEQUENCE waits for our first SEQUENCE.
+        h.send(vec![]).await;
+        within("the back channel comes up", async {
+            while server.nfs4.state.lock().unwrap().callback_path(&h.sid) != Some(PathState::Up) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        h
+    }
+
+    async fn send(&mut self, ops: Vec<NfsArgop4>) -> Compound4Res {
+        let mut all = vec![sequence(self.sid, self.seq)];
+        all.extend(ops);
+        self.seq += 1;
+        call(&self.rpc, all).await
+    }
+
+    /// OPEN of `name` in `export` for reading: the OPEN result's delegation and the handle.
+    async fn open_read(
+        &mut self,
+        export: &Path,
+        name: &str,
+    ) -> (Stateid4, OpenDelegation4, NfsFh4) {
+        let mut ops = walk_to(export);
+        ops.push(open_op("holder", name, false, OPEN4_SHARE_ACCESS_READ, 0));
+        ops.push(NfsArgop4::Getfh(()));
+        let res = self.send(ops).await;
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        let n = res.results.len();
+        let (NfsResop4::Open(Res4::Ok(o)), NfsResop4::Getfh(Res4::Ok(fh))) =
+            (&res.results[n - 2], &res.results[n - 1])
+        else {
+            panic!("{res:?}")
+        };
+        (o.stateid, o.delegation.clone(), fh.clone())
+    }
+
+    async fn next_recall(&mut self) -> CbRecallArgs {
+        tokio::time::timeout(LIMIT, self.recalls.recv())
+            .await
+            .expect("a CB_RECALL in time")
+            .expect("the service lives")
+    }
+}
+
+async fn call(rpc: &RpcClient, ops: Vec<NfsArgop4>) -> Compound4Res {
+    let args = Compound4Args {
+        tag: Utf8Str(Bytes::from_static(TAG)),
+        minorversion: 1,
+        ops,
+    };
+    let mut w = Writer::new();
+    args.pack(&mut w);
+    let id = ProcId {
+        prog: nfs4::PROGRAM,
+        vers: 4,
+        proc_: nfs4::proc_::COMPOUND,
+    };
+    let out = tokio::time::timeout(
+        LIMIT,
+        rpc.call(id, &root(), w.into_segments(), TimerClass::Getattr),
+    )
+    .await
+    .expect("COMPOUND answered in time")
+    .expect("COMPOUND answered");
+    let mut r = out.reply.results();
+    Compound4Res::decode(&mut r, &CompoundLimits::default()).expect("COMPOUND4res")
+}
+
+/// AUTH_SYS as root (the export does not squash it): the holder may change the files.
+fn root() -> OpaqueAuth {
+    AuthSys {
+        stamp: 1,
+        machine_name: Bytes::from_static(b"holder"),
+        uid: 0,
+        gid: 0,
+        gids: Vec::new(),
+    }
+    .to_opaque_auth()
+}
+
+async fn within<F: Future>(what: &str, f: F) -> F::Output {
+    tokio::time::timeout(LIMIT, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {LIMIT:?}"))
+}
+
+fn read_deleg(d: &OpenDelegation4) -> Stateid4 {
+    match d {
+        OpenDelegation4::Read(r) => r.stateid,
+        other => panic!("no read delegation: {other:?}"),
+    }
+}
+
+/// A second client (no back channel) connected through the test's raw RPC.
+async fn other_client(addr: std::net::SocketAddr, owner: &str) -> V4 {
+    let mut rpc = Rpc::connect(addr).await;
+    let (clientid, seq) = exchange_id(&mut rpc, owner.as_bytes()).await;
+    let res = create_session(&mut rpc, clientid, seq).await;
+    let Some(NfsResop4::CreateSession(Res4::Ok(cs))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    V4 {
+        rpc,
+        clientid,
+        sessionid: cs.sessionid,
+        next_seq: 1,
+    }
+}
+
+fn gauges(server: &sluice_server::service::Server) -> sluice_server::stats::Gauges4 {
+    server.nfs4.gauges()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sole_reader_is_recalled_by_a_writer_which_waits_with_delay_until_delegreturn() {
+    let dirs = TestDirs::new("nfs4-deleg");
+    std::fs::write(dirs.export().join("f"), b"old").unwrap();
+    std::fs::write(dirs.export().join("g"), b"gone soon").unwrap();
+    std::fs::write(dirs.export().join("h"), b"mode").unwrap();
+    let (addr, server, metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
+    let export = dirs.export();
+    let mut holder = Holder::connect(addr, &server, false).await;
+    let (_open, d, fh) = holder.open_read(&export, "f").await;
+    let deleg = read_deleg(&d);
+    assert_eq!(gauges(&server).delegations_read, 1);
+    // READ under the delegation stateid.
+    let res = holder
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Read(ReadArgs {
+                stateid: deleg,
+                offset: 0,
+                count: 16,
+            }),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+
+    // The writer's OPEN: DELAY, and the holder is sent CB_RECALL(stateid, fh).
+    let mut writer = other_client(addr, "deleg writer").await;
+    let r = writer
+        .open(&export, "w", "f", false, OPEN4_SHARE_ACCESS_WRITE, 0)
+        .await;
+    assert_eq!(r.err(), Some(Nfsstat4::DELAY));
+    let recall = holder.next_recall().await;
+    assert_eq!((recall.stateid, &recall.fh), (deleg, &fh));
+    // Retried before the return: still DELAY, and no second recall is sent.
+    let r = writer
+        .open(&export, "w", "f", false, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await;
+    assert_eq!(r.err(), Some(Nfsstat4::DELAY));
+    // The holder returns it; the writer's OPEN goes through and it writes.
+    let res = holder
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Delegreturn(deleg),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let (o, _) = writer
+        .open(&export, "w", "f", false, OPEN4_SHARE_ACCESS_WRITE, 0)
+        .await
+        .expect("the OPEN goes through after DELEGRETURN");
+    assert!(
+        matches!(o.delegation, OpenDelegation4::None),
+        "no delegation to a writer"
+    );
+    assert!(holder.recalls.try_recv().is_err(), "one CB_RECALL only");
+    // The stateid is gone.
+    let res = holder
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Delegreturn(deleg),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::BAD_STATEID);
+
+    // REMOVE by another client recalls too.
+    let (_, d, gfh) = holder.open_read(&export, "g").await;
+    let g = read_deleg(&d);
+    let mut ops = walk_to(&export);
+    ops.push(NfsArgop4::Remove(component("g")));
+    assert_eq!(writer.send(ops.clone()).await.status, Nfsstat4::DELAY);
+    assert_eq!(holder.next_recall().await.stateid, g);
+    holder
+        .send(vec![NfsArgop4::Putfh(gfh), NfsArgop4::Delegreturn(g)])
+        .await;
+    assert_eq!(writer.send(ops).await.status, Nfsstat4::OK);
+    // And SETATTR (the mode) by another client.
+    let (_, d, hfh) = holder.open_read(&export, "h").await;
+    let h = read_deleg(&d);
+    let setattr = vec![
+        NfsArgop4::Putfh(hfh.clone()),
+        NfsArgop4::Setattr(SetattrArgs {
+            stateid: Stateid4::ANONYMOUS,
+            obj_attributes: mode_attrs(0o600),
+        }),
+    ];
+    assert_eq!(writer.send(setattr.clone()).await.status, Nfsstat4::DELAY);
+    assert_eq!(holder.next_recall().await.stateid, h);
+    // The holder's own SETATTR is no conflict.
+    let own = vec![
+        NfsArgop4::Putfh(hfh.clone()),
+        NfsArgop4::Setattr(SetattrArgs {
+            stateid: Stateid4::ANONYMOUS,
+            obj_attributes: mode_attrs(0o640),
+        }),
+    ];
+    assert_eq!(holder.send(own).await.status, Nfsstat4::OK);
+    holder
+        .send(vec![NfsArgop4::Putfh(hfh), NfsArgop4::Delegreturn(h)])
+        .await;
+    assert_eq!(writer.send(setattr).await.status, Nfsstat4::OK);
+
+    // Counters and gauges, in both renderings.
+    let g = gauges(&server);
+    assert_eq!((g.delegations_read, g.recalls_sent), (0, 3));
+    let prom = sluice_server::metrics::fetch(metrics, "/metrics")
+        .await
+        .unwrap();
+    for line in [
+        "sluice_nfs4_delegations{type=\"read\"} 0\n",
+        "sluice_nfs4_recalls_sent_total 3\n",
+        "sluice_nfs4_recalls_answered_total 3\n",
+        "sluice_nfs4_delegations_revoked_total 0\n",
+        "sluice_nfs4_op_calls_total{op=\"DELEGRETURN\"} 4\n",
+    ] {
+        assert!(prom.contains(line), "{line} in\n{prom}");
+    }
+    let text = sluice_server::metrics::fetch(metrics, "/stats")
+        .await
+        .unwrap();
+    assert!(
+        text.contains("nfs v4 delegations: 0 read, 0 write; recalls: 3 sent, 3 answered"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_delegation_without_a_back_channel() {
+    let dirs = TestDirs::new("nfs4-deleg-noback");
+    std::fs::write(dirs.export().join("f"), b"x").unwrap();
+    let (addr, _server, _metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
+    let export = dirs.export();
+    let mut c = other_client(addr, "no back channel").await;
+    let (o, _) = c
+        .open(&export, "r", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    assert_eq!(o.delegation, OpenDelegation4::None);
+    // Asked for by want bits: NONE_EXT with the reason.
+    let (o, _) = c
+        .open(
+            &export,
+            "r2",
+            "f",
+            false,
+            OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_WANT_READ_DELEG,
+            0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        o.delegation,
+        OpenDelegation4::NoneExt(OpenNoneDelegation4::Resource(false))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_that_never_answers_is_revoked_a_lease_after_the_recall() {
+    let lease = Duration::from_secs(3);
+    let dirs = TestDirs::new("nfs4-deleg-revoke");
+    std::fs::write(dirs.export().join("f"), b"x").unwrap();
+    let (addr, server, _metrics, _run) = start(&dirs, lease).await;
+    let export = dirs.export();
+    let mut holder = Holder::connect(addr, &server, true).await;
+    let (_open, d, fh) = holder.open_read(&export, "f").await;
+    let deleg = read_deleg(&d);
+    let mut writer = other_client(addr, "deleg writer").await;
+    let r = writer
+        .open(&export, "w", "f", false, OPEN4_SHARE_ACCESS_WRITE, 0)
+        .await;
+    assert_eq!(r.err(), Some(Nfsstat4::DELAY));
+    holder.next_recall().await; // sent, and never answered
+    let sent = Instant::now();
+    // Both clients keep their leases; the writer retries until the OPEN goes through.
+    let mut holder_flags = 0;
+    within("the OPEN goes through after revocation", async {
+        loop {
+            let res = holder.send(vec![]).await;
+            if let Some(NfsResop4::Sequence(Res4::Ok(ok))) = res.results.first() {
+                holder_flags |= ok.status_flags;
+            }
+            match writer
+                .open(&export, "w", "f", false, OPEN4_SHARE_ACCESS_WRITE, 0)
+                .await
+            {
+                Ok(_) => return,
+                Err(Nfsstat4::DELAY) => {}
+                Err(e) => panic!("{e:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    let waited = sent.elapsed();
+    assert!(
+        waited >= lease - Duration::from_millis(300),
+        "revoked after the lease, not before: {waited:?}"
+    );
+    assert_eq!(gauges(&server).delegations_revoked, 1);
+    // The holder hears of it.
+    let res = holder.send(vec![]).await;
+    let Some(NfsResop4::Sequence(Res4::Ok(ok))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    assert_ne!(ok.status_flags & SEQ4_STATUS_RECALLABLE_STATE_REVOKED, 0);
+    let _ = holder_flags;
+    let res = holder
+        .send(vec![NfsArgop4::TestStateid(StateidList(vec![deleg]))])
+        .await;
+    let Some(NfsResop4::TestStateid(Res4::Ok(list))) = res.results.get(1) else {
+        panic!("{res:?}")
+    };
+    assert_eq!(list.0, vec![Nfsstat4::DELEG_REVOKED]);
+    let res = holder
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Read(ReadArgs {
+                stateid: deleg,
+                offset: 0,
+                count: 1,
+            }),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::DELEG_REVOKED);
+    let res = holder.send(vec![NfsArgop4::FreeStateid(deleg)]).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let res = holder.send(vec![]).await;
+    let Some(NfsResop4::Sequence(Res4::Ok(ok))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    assert_eq!(
+        ok.status_flags & SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
+        0,
+        "freed"
+    );
+}
