@@ -17,6 +17,7 @@
 //! | | each op counted by name in the per-op statistics, errors apart | `the_v42_ops_are_counted_in_the_per_op_stats` |
 //! | §15.3, §15.10 | COPY_NOTIFY, READ_PLUS: NOTSUPP | `copy_notify_and_read_plus_are_not_supported` |
 //! | §15.8, §15.9 | OFFLOAD_CANCEL, OFFLOAD_STATUS: BAD_STATEID (every COPY is synchronous, no copy stateid exists) | `offload_ops_know_no_copy` |
+//! | §12.2 | `clone_blksize`, `space_freed`, `change_attr_type` advertised and answered in 4.2 only; VERIFY of one in 4.1 ATTRNOTSUPP | `v42_attributes_exist_in_minor_version_2_only` |
 
 #[macro_use]
 mod support;
@@ -697,4 +698,80 @@ async fn the_v42_ops_are_counted_in_the_per_op_stats() {
     assert_eq!(counted.get("ALLOCATE"), Some(&(1, 0)), "{counted:?}");
     assert_eq!(counted.get("DEALLOCATE"), Some(&(1, 0)), "{counted:?}");
     assert_eq!(counted.get("COPY"), Some(&(1, 0)), "{counted:?}");
+}
+
+/// RFC 7862 §12.2: the 4.2 attributes the Linux client asks for (`clone_blksize`,
+/// `change_attr_type`) and `space_freed` are in `supported_attrs` and answered in a 4.2
+/// COMPOUND only; a 4.1 COMPOUND neither advertises nor answers them, and a VERIFY naming one
+/// is NFS4ERR_ATTRNOTSUPP there (4.2: the values compare).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v42_attributes_exist_in_minor_version_2_only() {
+    use sluice_xdr::nfs4::attrs::{AttrValues, NFS4_CHANGE_TYPE_IS_TIME_METADATA};
+    let s = TestServer::start(rw()).await;
+    std::fs::write(s.export.join("f"), vec![5u8; 3 * BLOCK as usize]).unwrap();
+    std::fs::hard_link(s.export.join("f"), s.export.join("g")).unwrap();
+    std::fs::write(s.export.join("h"), vec![6u8; 2 * BLOCK as usize]).unwrap();
+    let mut v = V4::mount(&s, "v42 attrs client").await;
+    let v42_bits = [num::CLONE_BLKSIZE, num::SPACE_FREED, num::CHANGE_ATTR_TYPE];
+    let mut req = Bitmap4::from_bits(&[num::SUPPORTED_ATTRS, num::SPACE_USED]);
+    for b in v42_bits {
+        req.set(b);
+    }
+    let getattr = |name: &str| {
+        let mut ops = walk_to(&s.export);
+        ops.extend([lookup(name), NfsArgop4::Getattr(req.clone())]);
+        ops
+    };
+
+    let res = v.send_minor(1, getattr("h")).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let a = attrs(res.results.last().unwrap());
+    let supported = a.supported_attrs.clone().unwrap();
+    for b in v42_bits {
+        assert!(!supported.contains(b), "4.1 advertises attribute {b}");
+    }
+    assert_eq!(
+        a.mask(),
+        Bitmap4::from_bits(&[num::SUPPORTED_ATTRS, num::SPACE_USED]),
+        "4.1 answers only its own attributes: {a:?}"
+    );
+
+    let res = send42(&mut v, getattr("h")).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let a = attrs(res.results.last().unwrap());
+    for b in v42_bits {
+        assert!(
+            a.supported_attrs.as_ref().unwrap().contains(b),
+            "4.2 lacks {b}"
+        );
+    }
+    assert_eq!(a.clone_blksize, Some(0));
+    // LocalFs's change attribute is the ctime.
+    assert_eq!(a.change_attr_type, Some(NFS4_CHANGE_TYPE_IS_TIME_METADATA));
+    // One link: removing it frees what it uses.
+    assert_eq!(a.space_freed, a.space_used);
+    assert!(a.space_used.unwrap() >= 2 * BLOCK, "{a:?}");
+    // Two links: removing one frees nothing.
+    let res = send42(&mut v, getattr("f")).await;
+    assert_eq!(attrs(res.results.last().unwrap()).space_freed, Some(0));
+
+    // VERIFY of change_attr_type: unknown in 4.1, equal in 4.2.
+    let verify = || {
+        let mut ops = walk_to(&s.export);
+        ops.extend([
+            lookup("h"),
+            NfsArgop4::Verify(
+                AttrValues {
+                    change_attr_type: Some(NFS4_CHANGE_TYPE_IS_TIME_METADATA),
+                    ..Default::default()
+                }
+                .encode(),
+            ),
+        ]);
+        ops
+    };
+    let res = v.send_minor(1, verify()).await;
+    assert_eq!(res.status, Nfsstat4::ATTRNOTSUPP, "{res:?}");
+    let res = send42(&mut v, verify()).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
 }

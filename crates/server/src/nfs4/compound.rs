@@ -90,7 +90,8 @@ use super::slots::SlotDecision;
 use super::state::State4;
 use super::{ConnId, Nfsstat4, Principal};
 use crate::backend::{
-    Caller, CreateHow, DeviceId, FileHandle, FileSystem, FileType, FsStat, StableHow, Wcc,
+    Caller, ChangeKind, CreateHow, DeviceId, FileHandle, FileSystem, FileType, FsStat, StableHow,
+    Wcc,
 };
 use crate::datapath::ReadData;
 use crate::exports::{caller_for, ExportEntry};
@@ -671,6 +672,8 @@ pub struct Ctx {
     /// The session and slot of this COMPOUND's SEQUENCE, and the client it acts for.
     pub session: Option<(SessionId4, u32)>,
     pub clientid: Option<u64>,
+    /// The COMPOUND's minor version (1 or 2): which attributes exist.
+    pub minor: u32,
 }
 
 impl Ctx {
@@ -912,6 +915,7 @@ impl Nfs4 {
             }
             _ => Digest::new(),
         };
+        let minor = args.minorversion;
         Eval {
             res: Compound4Res {
                 status: Nfsstat4::OK,
@@ -926,7 +930,10 @@ impl Nfs4 {
             digest,
             splice_ok,
             next: 0,
-            ctx: Ctx::default(),
+            ctx: Ctx {
+                minor,
+                ..Ctx::default()
+            },
             limits: None,
             slot: None,
             pending: None,
@@ -1193,10 +1200,10 @@ impl Nfs4 {
     fn getattr(&self, call: &Call<'_>, ctx: &Ctx, req: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
         let lease_time = self.lease_time_secs();
         match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
-            Fh::Pseudo(n) => self.pseudo_fattr(*n, lease_time, req),
+            Fh::Pseudo(n) => self.pseudo_fattr(*n, lease_time, ctx.minor, req),
             Fh::Export { idx, fh } => {
                 let (fs, _) = self.gate(call, *idx)?;
-                self.export_fattr(fs, *idx, fh, lease_time, req)
+                self.export_fattr(fs, *idx, fh, lease_time, ctx.minor, req)
             }
         }
     }
@@ -1224,11 +1231,20 @@ impl Nfs4 {
                 for (i, (name, to)) in children.iter().enumerate().skip(skip as usize) {
                     let cookie = i as u64 + COOKIE_FIRST;
                     let attrs = match *to {
-                        Lookup::Pseudo(m) => self.pseudo_fattr(m, lease_time, &a.attr_request)?,
+                        Lookup::Pseudo(m) => {
+                            self.pseudo_fattr(m, lease_time, ctx.minor, &a.attr_request)?
+                        }
                         Lookup::Export(idx) => match self.gate(call, idx) {
                             Ok((fs, _)) => {
                                 let root = fs.root_handle();
-                                self.export_fattr(fs, idx, &root, lease_time, &a.attr_request)?
+                                self.export_fattr(
+                                    fs,
+                                    idx,
+                                    &root,
+                                    lease_time,
+                                    ctx.minor,
+                                    &a.attr_request,
+                                )?
                             }
                             Err(_) => continue,
                         },
@@ -1247,6 +1263,7 @@ impl Nfs4 {
             Fh::Export { idx, fh } => {
                 let (fs, caller) = self.gate(call, *idx)?;
                 let fsid = map::export_fsid(fs.export_id().0);
+                let change_kind = fs.change_kind();
                 let mut failed = None;
                 let ok = fs
                     .readdir(&caller, fh, a.cookie, a.cookieverf, true, &mut |d| {
@@ -1263,6 +1280,8 @@ impl Nfs4 {
                                     mounted_on_fileid: None,
                                     fsstat: None,
                                     idmap: &self.idmap,
+                                    minor: ctx.minor,
+                                    change_kind,
                                 };
                                 match map::fattr4(attr, &actx, &a.attr_request) {
                                     Ok(f) => f,
@@ -1298,7 +1317,13 @@ impl Nfs4 {
         }
     }
 
-    fn pseudo_fattr(&self, n: NodeId, lease_time: u32, req: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
+    fn pseudo_fattr(
+        &self,
+        n: NodeId,
+        lease_time: u32,
+        minor: u32,
+        req: &Bitmap4,
+    ) -> Result<Fattr4, Nfsstat4> {
         let subdirs = self.pseudo.readdir(n)?.len();
         let wants_fsstat = map::asks_any(req, map::NEEDS_FSSTAT);
         let actx = AttrCtx {
@@ -1318,6 +1343,9 @@ impl Nfs4 {
                 attr: None,
             }),
             idmap: &self.idmap,
+            minor,
+            // The tree's change attribute is its generation, a counter.
+            change_kind: ChangeKind::Counter,
         };
         map::fattr4(
             &map::pseudo_attr(n, subdirs, self.pseudo.generation()),
@@ -1332,6 +1360,7 @@ impl Nfs4 {
         idx: usize,
         fh: &FileHandle,
         lease_time: u32,
+        minor: u32,
         req: &Bitmap4,
     ) -> Result<Fattr4, Nfsstat4> {
         let attr = fs.getattr(fh).map_err(map::status)?;
@@ -1354,6 +1383,8 @@ impl Nfs4 {
             mounted_on_fileid,
             fsstat,
             idmap: &self.idmap,
+            minor,
+            change_kind: fs.change_kind(),
         };
         map::fattr4(&attr, &actx, req)
     }
@@ -1400,12 +1431,12 @@ impl Nfs4 {
                     Openflag4::Create(how) => {
                         let how = match how {
                             Createhow4::Unchecked(f) => {
-                                let (s, m) = map::set_attr(f, &self.idmap)?;
+                                let (s, m) = map::set_attr(f, &self.idmap, ctx.minor)?;
                                 attrset = m;
                                 CreateHow::Unchecked(s)
                             }
                             Createhow4::Guarded(f) => {
-                                let (s, m) = map::set_attr(f, &self.idmap)?;
+                                let (s, m) = map::set_attr(f, &self.idmap, ctx.minor)?;
                                 attrset = m;
                                 CreateHow::Guarded(s)
                             }
@@ -1417,7 +1448,7 @@ impl Nfs4 {
                                 if v.attrs.mask.iter().any(|b| !map::EXCLCREAT.contains(&b)) {
                                     return Err(Nfsstat4::INVAL);
                                 }
-                                let (s, m) = map::set_attr(&v.attrs, &self.idmap)?;
+                                let (s, m) = map::set_attr(&v.attrs, &self.idmap, ctx.minor)?;
                                 attrset = m;
                                 CreateHow::Exclusive41(v.verf, s)
                             }
@@ -1646,7 +1677,7 @@ impl Nfs4 {
     /// the write-only ones are INVAL.
     fn same_attrs(&self, call: &Call<'_>, ctx: &Ctx, theirs: &Fattr4) -> Result<bool, Nfsstat4> {
         for bit in theirs.mask.iter() {
-            if !map::SUPPORTED.contains(&bit) {
+            if !map::is_supported(ctx.minor, bit) {
                 return Err(Nfsstat4::ATTRNOTSUPP);
             }
             if bit == sluice_xdr::nfs4::attrs::num::RDATTR_ERROR || map::WRITE_ONLY.contains(&bit) {
@@ -1666,7 +1697,7 @@ impl Nfs4 {
             Fh::Export { idx, fh } => (*idx, fh),
         };
         let (fs, caller) = self.gate(call, idx)?;
-        let (sattr, mask) = map::set_attr(&a.obj_attributes, &self.idmap)?;
+        let (sattr, mask) = map::set_attr(&a.obj_attributes, &self.idmap, ctx.minor)?;
         if sattr.size.is_some() {
             let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
             let sid = ctx.resolve_stateid(&a.stateid)?;
@@ -1697,7 +1728,7 @@ impl Nfs4 {
         let (idx, dir) = Self::export_fh(&ctx.current)?;
         let (fs, caller) = self.gate(call, idx)?;
         check_name(&a.objname.0)?;
-        let (sattr, attrset) = map::set_attr(&a.createattrs, &self.idmap)?;
+        let (sattr, attrset) = map::set_attr(&a.createattrs, &self.idmap, ctx.minor)?;
         let name = &a.objname.0;
         let dev = |d: &Specdata4| DeviceId {
             major: d.specdata1,
@@ -1898,8 +1929,9 @@ impl Nfs4 {
         let Some(Fh::Export { idx, fh }) = &ctx.current else {
             return None;
         };
-        let sets_size =
-            |f: &Fattr4| map::set_attr(f, &self.idmap).is_ok_and(|(s, _)| s.size.is_some());
+        let sets_size = |f: &Fattr4| {
+            map::set_attr(f, &self.idmap, ctx.minor).is_ok_and(|(s, _)| s.size.is_some())
+        };
         let target = match op {
             NfsArgop4::Setattr(a) if sets_size(&a.obj_attributes) => fh.clone(),
             NfsArgop4::Open(OpenArgs {
