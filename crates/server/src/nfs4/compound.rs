@@ -156,6 +156,11 @@ pub struct Nfs4 {
     /// Longest wait for held writes to land before an op that truncates their file
     /// (default [`super::data::SETTLE_WAIT_MAX`]); past it the op answers NFS4ERR_DELAY.
     pub settle_wait_max: Duration,
+    /// Hands asynchronous COPYs to their driver (`crate::offload`), once it runs; until then
+    /// (and in tests without it) every COPY is synchronous.
+    pub copy_spawner: std::sync::OnceLock<crate::offload::CopySpawner>,
+    /// CB_OFFLOADs queued for finished asynchronous copies (for the statistics).
+    pub copy_offloads_sent: std::sync::atomic::AtomicU64,
 }
 
 /// Who sent a COMPOUND, and for [`Nfs4::compound`] the data path its READ, WRITE and COMMIT
@@ -806,6 +811,8 @@ impl Nfs4 {
             parked: ParkedFiles::default(),
             idmap: IdMap::numeric(),
             settle_wait_max: super::data::SETTLE_WAIT_MAX,
+            copy_spawner: std::sync::OnceLock::new(),
+            copy_offloads_sent: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -1080,11 +1087,12 @@ impl Nfs4 {
                 Err(s) => CopyRes::Err(s),
             }),
             NfsArgop4::Clone(a) => NfsResop4::Clone(status_of(self.clone_op(call, ctx, a))),
-            // Every COPY is synchronous (see `v42`): no copy stateid exists to ask about.
-            NfsArgop4::OffloadStatus(_) => {
-                NfsResop4::OffloadStatus(Res4::Err(Nfsstat4::BAD_STATEID))
+            NfsArgop4::OffloadStatus(sid) => {
+                NfsResop4::OffloadStatus(res(self.offload_status(ctx, sid)))
             }
-            NfsArgop4::OffloadCancel(_) => NfsResop4::OffloadCancel(Nfsstat4::BAD_STATEID),
+            NfsArgop4::OffloadCancel(sid) => {
+                NfsResop4::OffloadCancel(status_of(self.offload_cancel(ctx, sid)))
+            }
             NfsArgop4::Read(_) | NfsArgop4::Write(_) | NfsArgop4::Commit(_) => {
                 debug_assert!(false, "data op {num:?} in run_op");
                 NfsResop4::error(num, Nfsstat4::SERVERFAULT)
