@@ -109,6 +109,10 @@ pub struct Gauges4 {
     pub lock_stateids: u64,
     /// Byte ranges locked (after merging an owner's touching ranges).
     pub locks: u64,
+    /// Asynchronous COPYs known: running, or waiting for their CB_OFFLOAD's answer.
+    pub async_copies: u64,
+    /// CB_OFFLOADs queued for finished asynchronous COPYs since the start (a counter).
+    pub cb_offloads: u64,
 }
 
 /// Reads the gauges from wherever the NFSv4 state lives.
@@ -338,6 +342,18 @@ impl Stats {
                 let _ = writeln!(s, "# TYPE {metric} gauge");
                 let _ = writeln!(s, "{metric} {v}");
             }
+            let _ = writeln!(
+                s,
+                "# HELP sluice_nfs4_async_copies NFSv4.2 asynchronous COPYs running or awaiting their CB_OFFLOAD's answer."
+            );
+            let _ = writeln!(s, "# TYPE sluice_nfs4_async_copies gauge");
+            let _ = writeln!(s, "sluice_nfs4_async_copies {}", g.async_copies);
+            let _ = writeln!(
+                s,
+                "# HELP sluice_nfs4_cb_offload_total CB_OFFLOADs queued for finished asynchronous COPYs."
+            );
+            let _ = writeln!(s, "# TYPE sluice_nfs4_cb_offload_total counter");
+            let _ = writeln!(s, "sluice_nfs4_cb_offload_total {}", g.cb_offloads);
         }
         for (metric, help, h) in [
             (
@@ -522,6 +538,11 @@ impl Stats {
                 "nfs v4 state: {} clients, {} sessions, {} open stateids, {} lock stateids, {} locks",
                 g.clients, g.sessions, g.open_stateids, g.lock_stateids, g.locks
             );
+            let _ = writeln!(
+                s,
+                "nfs v4.2 copies: {} asynchronous, {} CB_OFFLOAD sent",
+                g.async_copies, g.cb_offloads
+            );
         }
         let e = &self.engine;
         let _ = writeln!(
@@ -653,6 +674,8 @@ mod tests {
             open_stateids: 5,
             lock_stateids: 4,
             locks: 7,
+            async_copies: 1,
+            cb_offloads: 6,
         }));
         let prom = st.render_prometheus();
         assert!(prom.contains("sluice_nfs4_clients 3\n"), "{prom}");
@@ -660,6 +683,8 @@ mod tests {
         assert!(prom.contains("sluice_nfs4_open_stateids 5\n"), "{prom}");
         assert!(prom.contains("sluice_nfs4_lock_stateids 4\n"), "{prom}");
         assert!(prom.contains("sluice_nfs4_locks 7\n"), "{prom}");
+        assert!(prom.contains("sluice_nfs4_async_copies 1\n"), "{prom}");
+        assert!(prom.contains("sluice_nfs4_cb_offload_total 6\n"), "{prom}");
         let text = st.render();
         assert!(text.contains("putfh"), "{text}");
         assert!(

@@ -156,6 +156,8 @@ pub struct BackChan {
     client_ready: bool,
     queued: VecDeque<(u64, Vec<CbArgop4>)>,
     next_token: u64,
+    /// The CB_COMPOUNDs' minor version: the client's (its CREATE_SESSION's COMPOUND's).
+    minor: u32,
 }
 
 impl BackChan {
@@ -177,7 +179,16 @@ impl BackChan {
             client_ready: false,
             queued: VecDeque::new(),
             next_token: 1,
+            minor: 1,
         }
+    }
+
+    /// The client's minor version (1 until told): CB_COMPOUNDs carry it. The Linux client
+    /// finds the session of a CB_SEQUENCE among its clients of that minor version only, so a
+    /// 4.2 mount answers a 4.1 CB_COMPOUND with NFS4ERR_BADSESSION (a BACKCHANNEL_FAULT, and
+    /// the client resets its session, again and again).
+    pub fn set_minor_version(&mut self, minor: u32) {
+        self.minor = minor;
     }
 
     pub fn path(&self) -> PathState {
@@ -365,7 +376,7 @@ impl BackChan {
         all.extend(ops);
         CbCompound4Args {
             tag: Utf8Str(bytes::Bytes::new()),
-            minorversion: 1,
+            minorversion: self.minor,
             callback_ident: 0,
             ops: all,
         }
@@ -512,6 +523,12 @@ mod tests {
         };
         assert_eq!(args.ops.len(), 1, "the probe is CB_SEQUENCE alone");
         assert_eq!(args.minorversion, 1);
+        b.set_minor_version(2);
+        assert_eq!(
+            b.compound(Vec::new()).minorversion,
+            2,
+            "the client's minor version"
+        );
         assert!(b.poll(5).is_empty(), "the slot is busy");
         let done = b.handle_reply(seq[0].token, answer(&seq[0], Nfsstat4::OK));
         assert!(done.is_empty(), "the probe reports nothing");

@@ -830,6 +830,10 @@ impl Nfs4 {
             open_stateids: st.opens().len() as u64,
             lock_stateids: st.locks().len() as u64,
             locks: st.locks().ranges.len() as u64,
+            async_copies: st.copies_len() as u64,
+            cb_offloads: self
+                .copy_offloads_sent
+                .load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -965,9 +969,19 @@ impl Nfs4 {
                 a,
                 &principal(call.cred),
             ))),
-            NfsArgop4::CreateSession(a) => NfsResop4::CreateSession(res(self
-                .state()
-                .create_session(call.now, a, &principal(call.cred), call.conn))),
+            NfsArgop4::CreateSession(a) => NfsResop4::CreateSession(res({
+                let mut st = self.state();
+                let r = st.create_session(call.now, a, &principal(call.cred), call.conn);
+                if let Ok(ok) = &r {
+                    // Callbacks speak the client's minor version: Linux looks the session up
+                    // among its clients of the CB_COMPOUND's minor version (a 4.2 mount's
+                    // session is not found in a 4.1 CB_COMPOUND: NFS4ERR_BADSESSION).
+                    if let Some(s) = st.session_mut(&ok.sessionid) {
+                        s.cb.set_minor_version(ctx.minor);
+                    }
+                }
+                r
+            })),
             NfsArgop4::DestroySession(id) => {
                 NfsResop4::DestroySession(status_of(self.destroy_session(call, ctx, id)))
             }
