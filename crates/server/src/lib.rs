@@ -31,6 +31,7 @@ pub mod mountd;
 pub mod net;
 pub mod nfs;
 pub mod nfs4;
+pub mod offload;
 pub mod portmap;
 pub mod service;
 pub mod splice;
@@ -386,6 +387,7 @@ pub async fn run_with(bound: Bound, connections: net::Connections) -> Result<(),
     tasks.spawn(server.nfs.io.wb.clone().run_flusher());
     tasks.spawn(lease::drive(server.nfs4.clone()));
     tasks.spawn(callback::drive(server.nfs4.clone(), connections.clone()));
+    tasks.spawn(offload::drive(server.nfs4.clone()));
     tasks.spawn(net::serve_tcp_with(
         tcp,
         server.clone(),

@@ -121,6 +121,10 @@ pub struct Gauges4 {
     pub recalls_answered: u64,
     pub recalls_timed_out: u64,
     pub delegations_revoked: u64,
+    /// Asynchronous COPYs known: running, or waiting for their CB_OFFLOAD's answer.
+    pub async_copies: u64,
+    /// CB_OFFLOADs queued for finished asynchronous COPYs since the start (a counter).
+    pub cb_offloads: u64,
 }
 
 /// Reads the gauges from wherever the NFSv4 state lives.
@@ -394,6 +398,18 @@ impl Stats {
                 let _ = writeln!(s, "# TYPE {metric} counter");
                 let _ = writeln!(s, "{metric} {v}");
             }
+            let _ = writeln!(
+                s,
+                "# HELP sluice_nfs4_async_copies NFSv4.2 asynchronous COPYs running or awaiting their CB_OFFLOAD's answer."
+            );
+            let _ = writeln!(s, "# TYPE sluice_nfs4_async_copies gauge");
+            let _ = writeln!(s, "sluice_nfs4_async_copies {}", g.async_copies);
+            let _ = writeln!(
+                s,
+                "# HELP sluice_nfs4_cb_offload_total CB_OFFLOADs queued for finished asynchronous COPYs."
+            );
+            let _ = writeln!(s, "# TYPE sluice_nfs4_cb_offload_total counter");
+            let _ = writeln!(s, "sluice_nfs4_cb_offload_total {}", g.cb_offloads);
         }
         for (metric, help, h) in [
             (
@@ -590,6 +606,11 @@ impl Stats {
                 g.recalls_answered,
                 g.recalls_timed_out,
                 g.delegations_revoked
+            );
+            let _ = writeln!(
+                s,
+                "nfs v4.2 copies: {} asynchronous, {} CB_OFFLOAD sent",
+                g.async_copies, g.cb_offloads
             );
         }
         let e = &self.engine;
@@ -800,6 +821,8 @@ mod tests {
             delegations_read: 6,
             recalls_sent: 2,
             delegations_revoked: 1,
+            async_copies: 1,
+            cb_offloads: 6,
             ..Gauges4::default()
         }));
         let prom = st.render_prometheus();
@@ -833,6 +856,8 @@ mod tests {
             prom.contains("sluice_nfs4_delegations_revoked_total 1\n"),
             "{prom}"
         );
+        assert!(prom.contains("sluice_nfs4_async_copies 1\n"), "{prom}");
+        assert!(prom.contains("sluice_nfs4_cb_offload_total 6\n"), "{prom}");
         let text = st.render();
         assert!(text.contains("putfh"), "{text}");
         assert!(

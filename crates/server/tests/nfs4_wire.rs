@@ -34,9 +34,14 @@
 //! | §18.25 | parked files are not listed (v4 and v3) and are unlinked at the next start | `parked_files_are_not_listed_and_a_restart_unlinks_them` |
 //! | §18.30, §18.25 | SETATTR of the size and REMOVE right after held UNSTABLE writes: OK, not NFS4ERR_DELAY | `truncate_and_remove_right_after_unstable_writes_are_not_delayed` |
 //!
-//! The ops REQUIRED by §17 that part 1 of the v4 work does not implement yet (BACKCHANNEL_CTL,
-//! SET_SSV) answer NFS4ERR_NOTSUPP and are not listed. LOCK, LOCKT and LOCKU have their own
-//! wire tests in `nfs4_locks.rs`.
+//! | §18.29, §18.45 | SECINFO on names (pseudo tree and export; NOENT, NOTDIR, NOFILEHANDLE; the handle consumed), SECINFO_NO_NAME's PARENT style | `secinfo_state_protection_and_set_ssv_answer_as_knfsd` |
+//! | §18.35.4 | SP4_NONE granted; SP4_MACH_CRED over AUTH_SYS NFS4ERR_INVAL, SP4_SSV NFS4ERR_ENCR_ALG_UNSUPP (knfsd's answers) | same |
+//! | §18.47 | SET_SSV: NFS4ERR_NOTSUPP (no client id has an SSV; knfsd's op table answers the same) | same |
+//!
+//! | §18.33 | BACKCHANNEL_CTL in a session: OK | same (the program it sets: `compound/tests.rs`) |
+//!
+//! The back channel's probe and its SEQUENCE flags are tested in `nfs4_callback.rs`; LOCK,
+//! LOCKT and LOCKU in `nfs4_locks.rs`; the 4.2 ops in `nfs42_ops.rs`.
 //!
 //! `tshark_dissects_a_v41_session` captures one whole session on loopback and has Wireshark's
 //! dissector judge it (`tests/peers/tshark-check.sh`): no malformed packet, every call
@@ -1850,4 +1855,176 @@ async fn a_last_read_is_spliced_and_a_1_mib_write_lands() {
         std::fs::read(export.join("w")).unwrap() == data,
         "the file holds the WRITE"
     );
+}
+
+/// SECINFO (RFC 8881 §18.29) on names, SECINFO_NO_NAME (§18.45), EXCHANGE_ID's state
+/// protection (§18.35.4) and SET_SSV (§18.47), as knfsd answers them over AUTH_SYS:
+/// - SECINFO lists AUTH_SYS then AUTH_NONE (every export takes both) for a name in the pseudo
+///   tree and in an export, and consumes the current handle (§2.6.3.1.1.8): a GETFH after it
+///   is NFS4ERR_NOFILEHANDLE. A missing name is NOENT, a file as the directory NOTDIR, no
+///   handle NOFILEHANDLE;
+/// - SECINFO_NO_NAME with style PARENT from the export root answers for the pseudo directory
+///   above it, and from the pseudo root (no parent) NOENT;
+/// - SP4_NONE is granted as SP4_NONE; SP4_MACH_CRED needs an integrity-protected (RPCSEC_GSS)
+///   call, so over AUTH_SYS it is NFS4ERR_INVAL, as knfsd answers; SP4_SSV is
+///   NFS4ERR_ENCR_ALG_UNSUPP (knfsd's answer since it gave up on SSV), and no client record is
+///   left behind by either refusal;
+/// - SET_SSV: no client id can have an SSV here, and knfsd's op table answers it
+///   NFS4ERR_NOTSUPP; so does sluice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secinfo_state_protection_and_set_ssv_answer_as_knfsd() {
+    use sluice_xdr::nfs4::ops::{
+        ExchangeIdArgs, SecOidList, SetSsvArgs, SsvSpParms4, StateProtect4A, StateProtect4R,
+        StateProtectOps4, SECINFO_STYLE4_PARENT,
+    };
+    use sluice_xdr::nfs4::{Component4, Opaque4};
+    let s = TestServer::start(rw()).await;
+    std::fs::write(s.export.join("file"), b"x").unwrap();
+    let mut v = V4::mount(&s, "secinfo client").await;
+    const AUTH_SYS: u32 = 1;
+    const AUTH_NONE: u32 = 0;
+    let flavors = |r: &NfsResop4| -> Vec<u32> {
+        let (NfsResop4::Secinfo(Res4::Ok(l)) | NfsResop4::SecinfoNoName(Res4::Ok(l))) = r else {
+            panic!("{r:?}")
+        };
+        l.0.iter()
+            .map(|f| match f {
+                sluice_xdr::nfs4::ops::Secinfo4::Flavor(n) => *n,
+                other => panic!("an RPCSEC_GSS flavor: {other:?}"),
+            })
+            .collect()
+    };
+
+    // In the export: the name's flavors, then the handle is gone.
+    let mut ops = walk_to(&s.export);
+    ops.extend([NfsArgop4::Secinfo(component("file")), NfsArgop4::Getfh(())]);
+    let res = v.send(ops).await;
+    assert_eq!(res.status, Nfsstat4::NOFILEHANDLE, "{:?}", statuses(&res));
+    let n = res.results.len();
+    assert_eq!(flavors(&res.results[n - 2]), vec![AUTH_SYS, AUTH_NONE]);
+
+    // In the pseudo tree: the first component of the export's path.
+    let first = s
+        .export
+        .components()
+        .nth(1)
+        .unwrap()
+        .as_os_str()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let res = v
+        .send(vec![
+            NfsArgop4::Putrootfh(()),
+            NfsArgop4::Secinfo(component(&first)),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(flavors(&res.results[2]), vec![AUTH_SYS, AUTH_NONE]);
+
+    // The errors.
+    let mut ops = walk_to(&s.export);
+    ops.push(NfsArgop4::Secinfo(component("missing")));
+    assert_eq!(v.send(ops).await.status, Nfsstat4::NOENT);
+    let mut ops = walk_to(&s.export);
+    ops.extend([lookup("file"), NfsArgop4::Secinfo(component("x"))]);
+    assert_eq!(v.send(ops).await.status, Nfsstat4::NOTDIR);
+    let res = v
+        .send(vec![NfsArgop4::Secinfo(Component4(Bytes::from_static(
+            b"file",
+        )))])
+        .await;
+    assert_eq!(res.status, Nfsstat4::NOFILEHANDLE, "{:?}", statuses(&res));
+
+    // SECINFO_NO_NAME, style PARENT: from the export root up into the pseudo tree; nothing
+    // above the pseudo root.
+    let mut ops = walk_to(&s.export);
+    ops.push(NfsArgop4::SecinfoNoName(SECINFO_STYLE4_PARENT));
+    let res = v.send(ops).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    assert_eq!(
+        flavors(res.results.last().unwrap()),
+        vec![AUTH_SYS, AUTH_NONE]
+    );
+    let res = v
+        .send(vec![
+            NfsArgop4::Putrootfh(()),
+            NfsArgop4::SecinfoNoName(SECINFO_STYLE4_PARENT),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::NOENT, "{:?}", statuses(&res));
+
+    // SET_SSV in a session.
+    let res = v
+        .send(vec![NfsArgop4::SetSsv(SetSsvArgs {
+            ssv: Opaque4(Bytes::from_static(&[1; 16])),
+            digest: Opaque4(Bytes::from_static(&[2; 16])),
+        })])
+        .await;
+    assert_eq!(res.status, Nfsstat4::NOTSUPP, "{:?}", statuses(&res));
+    assert_eq!(
+        res.results.len(),
+        2,
+        "SET_SSV's own error ends the COMPOUND"
+    );
+
+    // BACKCHANNEL_CTL in the session.
+    let res = v
+        .send(vec![NfsArgop4::BackchannelCtl(
+            sluice_xdr::nfs4::ops::BackchannelCtlArgs {
+                cb_program: 0x4000_0001,
+                sec_parms: sluice_xdr::nfs4::ops::CallbackSecParmsList(vec![
+                    sluice_xdr::nfs4::ops::CallbackSecParms4::AuthNone,
+                ]),
+            },
+        )])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+
+    // EXCHANGE_ID's state protection.
+    let mut c = s.connect().await;
+    let exid = |owner: &'static [u8], sp: StateProtect4A| {
+        let NfsArgop4::ExchangeId(mut a) = exchange_id_op(owner) else {
+            unreachable!()
+        };
+        a.state_protect = sp;
+        NfsArgop4::ExchangeId(ExchangeIdArgs { ..a })
+    };
+    let ops = StateProtectOps4 {
+        must_enforce: Bitmap4::from_bits(&[sluice_xdr::nfs4::ops::Opnum4::CLOSE.0]),
+        must_allow: Bitmap4::new(),
+    };
+    let res = compound(
+        &mut c,
+        1,
+        vec![exid(b"mach cred", StateProtect4A::MachCred(ops.clone()))],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::INVAL, "SP4_MACH_CRED: {res:?}");
+    let res = compound(
+        &mut c,
+        1,
+        vec![exid(
+            b"ssv",
+            StateProtect4A::Ssv(SsvSpParms4 {
+                ops,
+                hash_algs: SecOidList(Vec::new()),
+                encr_algs: SecOidList(Vec::new()),
+                window: 1,
+                num_gss_handles: 1,
+            }),
+        )],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::ENCR_ALG_UNSUPP, "SP4_SSV: {res:?}");
+    let res = compound(&mut c, 1, vec![exid(b"none", StateProtect4A::None)]).await;
+    assert_eq!(res.status, Nfsstat4::OK, "SP4_NONE: {res:?}");
+    let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
+        panic!("{res:?}")
+    };
+    assert_eq!(e.state_protect, StateProtect4R::None);
+    // The refused owners left no record: the same owner with SP4_NONE is a new client whose
+    // CREATE_SESSION starts at the sequence id it was given.
+    let (id, seq) = exchange_id(&mut c, b"mach cred").await;
+    assert_eq!(create_session(&mut c, id, seq).await.status, Nfsstat4::OK);
 }

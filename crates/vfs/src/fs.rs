@@ -19,7 +19,9 @@ use crate::localfs::{
     PathConf, ReadOk, ReaddirOk, RenameWcc, SeekOk, SeekWhat, StableHow, WriteOk,
     IO_BYTES_MAX_DEFAULT,
 };
-use crate::types::{Attr, DeviceId, FileHandle, FileType, FsError, Res, SetAttr, Time, Wcc};
+use crate::types::{
+    Attr, ChangeKind, DeviceId, FileHandle, FileType, FsError, Res, SetAttr, Time, Wcc,
+};
 use bytes::Bytes;
 
 /// One exported file system. Object safe: handlers may hold a `&dyn FileSystem`.
@@ -41,6 +43,11 @@ pub trait FileSystem: Send + Sync {
     /// none, and the data path uses the trait's methods alone.
     fn local(&self) -> Option<&LocalFs> {
         None
+    }
+    /// How [`Attr::change`] is made, for NFSv4.2's `change_attr_type` (RFC 7862 §12.2.3).
+    /// Default: from the ctime, as [`LocalFs`] makes it.
+    fn change_kind(&self) -> ChangeKind {
+        ChangeKind::Ctime
     }
     /// The verifier of unstable writes: changes when data acknowledged as unstable may have
     /// been lost (a restart, a failed flush), so clients resend it.

@@ -40,7 +40,8 @@ use crate::localfs::{
     NAME_MAX,
 };
 use crate::types::{
-    Attr, DeviceId, FileHandle, FileType, FsError, Res, SetAttr, SetTime, Time, Wcc, WccAttr,
+    Attr, ChangeKind, DeviceId, FileHandle, FileType, FsError, Res, SetAttr, SetTime, Time, Wcc,
+    WccAttr,
 };
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
@@ -685,6 +686,10 @@ fn set_time(t: SetTime, now: Time, field: &mut Time) {
 impl FileSystem for MemFs {
     fn root_handle(&self) -> FileHandle {
         self.handle(ROOT_ID)
+    }
+
+    fn change_kind(&self) -> ChangeKind {
+        ChangeKind::Counter
     }
 
     fn export_id(&self) -> ExportId {

@@ -111,6 +111,18 @@ pub struct DeviceId {
     pub minor: u32,
 }
 
+/// How a file system makes [`Attr::change`]: what NFSv4.2's `change_attr_type` tells clients
+/// (RFC 7862 §12.2.3), so that they know whether a larger value is a later one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// The ctime in nanoseconds (`NFS4_CHANGE_TYPE_IS_TIME_METADATA`): later changes have
+    /// larger values unless the clock is set back.
+    Ctime,
+    /// A counter bumped by every change (`NFS4_CHANGE_TYPE_IS_VERSION_COUNTER_NOPNFS`: no
+    /// pNFS here).
+    Counter,
+}
+
 /// The attributes of an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Attr {

@@ -156,9 +156,8 @@ pub struct BackChan {
     client_ready: bool,
     queued: VecDeque<(u64, Vec<CbArgop4>)>,
     next_token: u64,
-    /// The CB_COMPOUNDs' minor version: the session's (Linux drops a CB_COMPOUND whose minor
-    /// version is not its client's with NFS4ERR_BADSESSION).
-    minorversion: u32,
+    /// The CB_COMPOUNDs' minor version: the client's (its CREATE_SESSION's COMPOUND's).
+    minor: u32,
 }
 
 impl BackChan {
@@ -180,8 +179,16 @@ impl BackChan {
             client_ready: false,
             queued: VecDeque::new(),
             next_token: 1,
-            minorversion: 1,
+            minor: 1,
         }
+    }
+
+    /// The client's minor version (1 until told): CB_COMPOUNDs carry it. The Linux client
+    /// finds the session of a CB_SEQUENCE among its clients of that minor version only, so a
+    /// 4.2 mount answers a 4.1 CB_COMPOUND with NFS4ERR_BADSESSION (a BACKCHANNEL_FAULT, and
+    /// the client resets its session, again and again).
+    pub fn set_minor_version(&mut self, minor: u32) {
+        self.minor = minor;
     }
 
     pub fn path(&self) -> PathState {
@@ -195,11 +202,6 @@ impl BackChan {
     /// The slot's next CB_SEQUENCE sequence id.
     pub fn seqid(&self) -> u32 {
         self.seqid
-    }
-
-    /// The minor version of the session (of its CREATE_SESSION); 1 until told.
-    pub fn set_minorversion(&mut self, minorversion: u32) {
-        self.minorversion = minorversion;
     }
 
     /// BACKCHANNEL_CTL (§18.33): new program and credentials; the path is probed again.
@@ -374,7 +376,7 @@ impl BackChan {
         all.extend(ops);
         CbCompound4Args {
             tag: Utf8Str(bytes::Bytes::new()),
-            minorversion: self.minorversion,
+            minorversion: self.minor,
             callback_ident: 0,
             ops: all,
         }
@@ -521,6 +523,12 @@ mod tests {
         };
         assert_eq!(args.ops.len(), 1, "the probe is CB_SEQUENCE alone");
         assert_eq!(args.minorversion, 1);
+        b.set_minor_version(2);
+        assert_eq!(
+            b.compound(Vec::new()).minorversion,
+            2,
+            "the client's minor version"
+        );
         assert!(b.poll(5).is_empty(), "the slot is busy");
         let done = b.handle_reply(seq[0].token, answer(&seq[0], Nfsstat4::OK));
         assert!(done.is_empty(), "the probe reports nothing");
@@ -624,7 +632,7 @@ mod tests {
     #[test]
     fn callbacks_carry_the_sessions_minor_version() {
         let mut b = probed();
-        b.set_minorversion(2);
+        b.set_minor_version(2);
         b.queue(recall()).unwrap();
         let s = b.poll(5);
         let CbCall::Compound(args) = &s[0].call else {

@@ -90,7 +90,8 @@ use super::slots::SlotDecision;
 use super::state::State4;
 use super::{ConnId, Nfsstat4, Principal};
 use crate::backend::{
-    Caller, CreateHow, DeviceId, FileHandle, FileSystem, FileType, FsStat, StableHow, Wcc,
+    Caller, ChangeKind, CreateHow, DeviceId, FileHandle, FileSystem, FileType, FsStat, StableHow,
+    Wcc,
 };
 use crate::datapath::ReadData;
 use crate::exports::{caller_for, ExportEntry};
@@ -157,6 +158,11 @@ pub struct Nfs4 {
     pub settle_wait_max: Duration,
     /// The stable client records (`compound/recovery.rs`); `None`: no restart recovery.
     pub records: Option<Arc<dyn super::stable::ClientRecords>>,
+    /// Hands asynchronous COPYs to their driver (`crate::offload`), once it runs; until then
+    /// (and in tests without it) every COPY is synchronous.
+    pub copy_spawner: std::sync::OnceLock<crate::offload::CopySpawner>,
+    /// CB_OFFLOADs queued for finished asynchronous copies (for the statistics).
+    pub copy_offloads_sent: std::sync::atomic::AtomicU64,
 }
 
 /// Who sent a COMPOUND, and for [`Nfs4::compound`] the data path its READ, WRITE and COMMIT
@@ -673,8 +679,8 @@ pub struct Ctx {
     /// The session and slot of this COMPOUND's SEQUENCE, and the client it acts for.
     pub session: Option<(SessionId4, u32)>,
     pub clientid: Option<u64>,
-    /// The COMPOUND's minor version (a session's callbacks use the one it was created with).
-    pub minorversion: u32,
+    /// The COMPOUND's minor version (1 or 2): which attributes exist.
+    pub minor: u32,
 }
 
 impl Ctx {
@@ -808,6 +814,8 @@ impl Nfs4 {
             idmap: IdMap::numeric(),
             settle_wait_max: super::data::SETTLE_WAIT_MAX,
             records: None,
+            copy_spawner: std::sync::OnceLock::new(),
+            copy_offloads_sent: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -832,6 +840,10 @@ impl Nfs4 {
             recalls_answered: st.delegations().counters.recalls_answered,
             recalls_timed_out: st.delegations().counters.recalls_timed_out,
             delegations_revoked: st.delegations().counters.revoked,
+            async_copies: st.copies_len() as u64,
+            cb_offloads: self
+                .copy_offloads_sent
+                .load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -917,7 +929,6 @@ impl Nfs4 {
                 early.map_or(Phase::Garbage, Phase::Early),
             ),
         };
-        let minorversion = args.minorversion;
         let digest = match args.ops.first() {
             Some(NfsArgop4::Sequence(seq)) => {
                 let limit = (!seq.cachethis).then_some(UNCACHED_DIGEST_BYTES);
@@ -925,6 +936,7 @@ impl Nfs4 {
             }
             _ => Digest::new(),
         };
+        let minor = args.minorversion;
         Eval {
             res: Compound4Res {
                 status: Nfsstat4::OK,
@@ -940,7 +952,7 @@ impl Nfs4 {
             splice_ok,
             next: 0,
             ctx: Ctx {
-                minorversion,
+                minor,
                 ..Ctx::default()
             },
             limits: None,
@@ -967,16 +979,19 @@ impl Nfs4 {
                 a,
                 &principal(call.cred),
             ))),
-            NfsArgop4::CreateSession(a) => {
+            NfsArgop4::CreateSession(a) => NfsResop4::CreateSession(res({
                 let mut st = self.state();
                 let r = st.create_session(call.now, a, &principal(call.cred), call.conn);
                 if let Ok(ok) = &r {
-                    // Linux matches a CB_COMPOUND to its client by minor version too: a 4.2
-                    // session's callbacks must say 2, or they get NFS4ERR_BADSESSION.
-                    st.set_callback_minorversion(&ok.sessionid, ctx.minorversion);
+                    // Callbacks speak the client's minor version: Linux looks the session up
+                    // among its clients of the CB_COMPOUND's minor version (a 4.2 mount's
+                    // session is not found in a 4.1 CB_COMPOUND: NFS4ERR_BADSESSION).
+                    if let Some(s) = st.session_mut(&ok.sessionid) {
+                        s.cb.set_minor_version(ctx.minor);
+                    }
                 }
-                NfsResop4::CreateSession(res(r))
-            }
+                r
+            })),
             NfsArgop4::DestroySession(id) => {
                 NfsResop4::DestroySession(status_of(self.destroy_session(call, ctx, id)))
             }
@@ -1102,11 +1117,12 @@ impl Nfs4 {
                 Err(s) => CopyRes::Err(s),
             }),
             NfsArgop4::Clone(a) => NfsResop4::Clone(status_of(self.clone_op(call, ctx, a))),
-            // Every COPY is synchronous (see `v42`): no copy stateid exists to ask about.
-            NfsArgop4::OffloadStatus(_) => {
-                NfsResop4::OffloadStatus(Res4::Err(Nfsstat4::BAD_STATEID))
+            NfsArgop4::OffloadStatus(sid) => {
+                NfsResop4::OffloadStatus(res(self.offload_status(ctx, sid)))
             }
-            NfsArgop4::OffloadCancel(_) => NfsResop4::OffloadCancel(Nfsstat4::BAD_STATEID),
+            NfsArgop4::OffloadCancel(sid) => {
+                NfsResop4::OffloadCancel(status_of(self.offload_cancel(ctx, sid)))
+            }
             NfsArgop4::Read(_) | NfsArgop4::Write(_) | NfsArgop4::Commit(_) => {
                 debug_assert!(false, "data op {num:?} in run_op");
                 NfsResop4::error(num, Nfsstat4::SERVERFAULT)
@@ -1222,10 +1238,10 @@ impl Nfs4 {
     fn getattr(&self, call: &Call<'_>, ctx: &Ctx, req: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
         let lease_time = self.lease_time_secs();
         match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
-            Fh::Pseudo(n) => self.pseudo_fattr(*n, lease_time, req),
+            Fh::Pseudo(n) => self.pseudo_fattr(*n, lease_time, ctx.minor, req),
             Fh::Export { idx, fh } => {
                 let (fs, _) = self.gate(call, *idx)?;
-                self.export_fattr(fs, *idx, fh, lease_time, req)
+                self.export_fattr(fs, *idx, fh, lease_time, ctx.minor, req)
             }
         }
     }
@@ -1253,11 +1269,20 @@ impl Nfs4 {
                 for (i, (name, to)) in children.iter().enumerate().skip(skip as usize) {
                     let cookie = i as u64 + COOKIE_FIRST;
                     let attrs = match *to {
-                        Lookup::Pseudo(m) => self.pseudo_fattr(m, lease_time, &a.attr_request)?,
+                        Lookup::Pseudo(m) => {
+                            self.pseudo_fattr(m, lease_time, ctx.minor, &a.attr_request)?
+                        }
                         Lookup::Export(idx) => match self.gate(call, idx) {
                             Ok((fs, _)) => {
                                 let root = fs.root_handle();
-                                self.export_fattr(fs, idx, &root, lease_time, &a.attr_request)?
+                                self.export_fattr(
+                                    fs,
+                                    idx,
+                                    &root,
+                                    lease_time,
+                                    ctx.minor,
+                                    &a.attr_request,
+                                )?
                             }
                             Err(_) => continue,
                         },
@@ -1276,6 +1301,7 @@ impl Nfs4 {
             Fh::Export { idx, fh } => {
                 let (fs, caller) = self.gate(call, *idx)?;
                 let fsid = map::export_fsid(fs.export_id().0);
+                let change_kind = fs.change_kind();
                 let mut failed = None;
                 let ok = fs
                     .readdir(&caller, fh, a.cookie, a.cookieverf, true, &mut |d| {
@@ -1292,6 +1318,8 @@ impl Nfs4 {
                                     mounted_on_fileid: None,
                                     fsstat: None,
                                     idmap: &self.idmap,
+                                    minor: ctx.minor,
+                                    change_kind,
                                 };
                                 match map::fattr4(attr, &actx, &a.attr_request) {
                                     Ok(f) => f,
@@ -1327,7 +1355,13 @@ impl Nfs4 {
         }
     }
 
-    fn pseudo_fattr(&self, n: NodeId, lease_time: u32, req: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
+    fn pseudo_fattr(
+        &self,
+        n: NodeId,
+        lease_time: u32,
+        minor: u32,
+        req: &Bitmap4,
+    ) -> Result<Fattr4, Nfsstat4> {
         let subdirs = self.pseudo.readdir(n)?.len();
         let wants_fsstat = map::asks_any(req, map::NEEDS_FSSTAT);
         let actx = AttrCtx {
@@ -1347,6 +1381,9 @@ impl Nfs4 {
                 attr: None,
             }),
             idmap: &self.idmap,
+            minor,
+            // The tree's change attribute is its generation, a counter.
+            change_kind: ChangeKind::Counter,
         };
         map::fattr4(
             &map::pseudo_attr(n, subdirs, self.pseudo.generation()),
@@ -1361,6 +1398,7 @@ impl Nfs4 {
         idx: usize,
         fh: &FileHandle,
         lease_time: u32,
+        minor: u32,
         req: &Bitmap4,
     ) -> Result<Fattr4, Nfsstat4> {
         let since = self.write_behind.as_ref().map(|wb| wb.epoch());
@@ -1391,6 +1429,8 @@ impl Nfs4 {
             mounted_on_fileid,
             fsstat,
             idmap: &self.idmap,
+            minor,
+            change_kind: fs.change_kind(),
         };
         map::fattr4(&attr, &actx, req)
     }
@@ -1462,12 +1502,12 @@ impl Nfs4 {
                     Openflag4::Create(how) => {
                         let how = match how {
                             Createhow4::Unchecked(f) => {
-                                let (s, m) = map::set_attr(f, &self.idmap)?;
+                                let (s, m) = map::set_attr(f, &self.idmap, ctx.minor)?;
                                 attrset = m;
                                 CreateHow::Unchecked(s)
                             }
                             Createhow4::Guarded(f) => {
-                                let (s, m) = map::set_attr(f, &self.idmap)?;
+                                let (s, m) = map::set_attr(f, &self.idmap, ctx.minor)?;
                                 attrset = m;
                                 CreateHow::Guarded(s)
                             }
@@ -1479,7 +1519,7 @@ impl Nfs4 {
                                 if v.attrs.mask.iter().any(|b| !map::EXCLCREAT.contains(&b)) {
                                     return Err(Nfsstat4::INVAL);
                                 }
-                                let (s, m) = map::set_attr(&v.attrs, &self.idmap)?;
+                                let (s, m) = map::set_attr(&v.attrs, &self.idmap, ctx.minor)?;
                                 attrset = m;
                                 CreateHow::Exclusive41(v.verf, s)
                             }
@@ -1795,7 +1835,7 @@ impl Nfs4 {
     /// the write-only ones are INVAL.
     fn same_attrs(&self, call: &Call<'_>, ctx: &Ctx, theirs: &Fattr4) -> Result<bool, Nfsstat4> {
         for bit in theirs.mask.iter() {
-            if !map::SUPPORTED.contains(&bit) {
+            if !map::is_supported(ctx.minor, bit) {
                 return Err(Nfsstat4::ATTRNOTSUPP);
             }
             if bit == sluice_xdr::nfs4::attrs::num::RDATTR_ERROR || map::WRITE_ONLY.contains(&bit) {
@@ -1815,7 +1855,7 @@ impl Nfs4 {
             Fh::Export { idx, fh } => (*idx, fh),
         };
         let (fs, caller) = self.gate(call, idx)?;
-        let (sattr, mask) = map::set_attr(&a.obj_attributes, &self.idmap)?;
+        let (sattr, mask) = map::set_attr(&a.obj_attributes, &self.idmap, ctx.minor)?;
         if sattr.size.is_some() {
             let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
             let sid = ctx.resolve_stateid(&a.stateid)?;
@@ -1848,7 +1888,7 @@ impl Nfs4 {
         let (idx, dir) = Self::export_fh(&ctx.current)?;
         let (fs, caller) = self.gate(call, idx)?;
         check_name(&a.objname.0)?;
-        let (sattr, attrset) = map::set_attr(&a.createattrs, &self.idmap)?;
+        let (sattr, attrset) = map::set_attr(&a.createattrs, &self.idmap, ctx.minor)?;
         let name = &a.objname.0;
         let dev = |d: &Specdata4| DeviceId {
             major: d.specdata1,
@@ -2053,8 +2093,9 @@ impl Nfs4 {
         let Some(Fh::Export { idx, fh }) = &ctx.current else {
             return None;
         };
-        let sets_size =
-            |f: &Fattr4| map::set_attr(f, &self.idmap).is_ok_and(|(s, _)| s.size.is_some());
+        let sets_size = |f: &Fattr4| {
+            map::set_attr(f, &self.idmap, ctx.minor).is_ok_and(|(s, _)| s.size.is_some())
+        };
         let target = match op {
             NfsArgop4::Setattr(a) if sets_size(&a.obj_attributes) => fh.clone(),
             NfsArgop4::Open(OpenArgs {

@@ -10,6 +10,24 @@
 //! `time_modify_set` are advertised (SETATTR takes them) but are NFS4ERR_INVAL in GETATTR
 //! (RFC 8881 §18.7.3).
 //!
+//! # Per minor version
+//! `supported_attrs` depends on the COMPOUND's minor version ([`supported_mask`]): 4.2 adds
+//! [`SUPPORTED_42`] (RFC 7862 §12.2), which a 4.1 COMPOUND never sees, neither advertised nor
+//! answered (a 4.1 GETATTR asking for them gets a mask without them, VERIFY gets
+//! NFS4ERR_ATTRNOTSUPP). What the Linux client asks of a 4.2 server:
+//! - `clone_blksize` (it checks CLONE ranges against it): 0, no alignment stated. LocalFs's
+//!   FICLONERANGE needs the file system's block alignment; a misaligned CLONE gets
+//!   NFS4ERR_INVAL from the server, which the client turns into the EINVAL it would have
+//!   answered itself. MemFs clones any range.
+//! - `change_attr_type`: how `change` is made ([`ChangeKind`]): LocalFs's is the ctime in
+//!   nanoseconds (TIME_METADATA), MemFs's and the pseudo tree's are counters
+//!   (VERSION_COUNTER_NOPNFS: no pNFS here).
+//! - `space_freed`: what removing the file would free: its `space_used` when this is its
+//!   only link, 0 when other links keep the data.
+//!
+//! `mode_umask` (RFC 8275) and `xattr_support` (RFC 8276) are not advertised: the first would
+//! make OPEN and CREATE apply the umask, and the extended-attribute ops answer NOTSUPP.
+//!
 //! Owners travel as numeric strings ("1000") by default, as knfsd does with no idmapping: the
 //! Linux client maps them back to ids without a domain. With a domain configured they travel as
 //! `name@domain`; the mapping both ways, and NFS4ERR_BADOWNER for names it cannot map (never a
@@ -22,8 +40,12 @@
 use super::idmap::IdMap;
 use super::pseudo::{NodeId, PSEUDO_FSID};
 use super::Nfsstat4;
-use crate::backend::{Attr, DeviceId, FileType, FsError, FsStat, SetAttr, SetTime, Time};
-use sluice_xdr::nfs4::attrs::{num, AttrValues};
+use crate::backend::{
+    Attr, ChangeKind, DeviceId, FileType, FsError, FsStat, SetAttr, SetTime, Time,
+};
+use sluice_xdr::nfs4::attrs::{
+    num, AttrValues, NFS4_CHANGE_TYPE_IS_TIME_METADATA, NFS4_CHANGE_TYPE_IS_VERSION_COUNTER_NOPNFS,
+};
 use sluice_xdr::nfs4::{Bitmap4, Fattr4, Fsid4, Ftype4, NfsFh4, Nfstime4, Settime4, Specdata4};
 
 /// `maxread` / `maxwrite` advertised: 1 MiB, what the Linux client uses at most and what
@@ -34,7 +56,8 @@ pub const NAME_BYTES_MAX: u32 = 255;
 /// `maxfilesize`: the largest offset a local file can have (`off_t` is signed 64-bit).
 pub const FILE_BYTES_MAX: u64 = i64::MAX as u64;
 
-/// The attributes GETATTR answers (and SETATTR accepts, where settable), in bit order.
+/// The attributes GETATTR answers (and SETATTR accepts, where settable) in every minor
+/// version, in bit order.
 pub const SUPPORTED: &[u32] = &[
     num::SUPPORTED_ATTRS,
     num::TYPE,
@@ -82,6 +105,12 @@ pub const SUPPORTED: &[u32] = &[
     num::SUPPATTR_EXCLCREAT,
 ];
 
+/// The attributes of minor version 2 only (RFC 7862 §12.2), in bit order; all read-only.
+pub const SUPPORTED_42: &[u32] = &[num::CLONE_BLKSIZE, num::SPACE_FREED, num::CHANGE_ATTR_TYPE];
+
+/// `clone_blksize`: no alignment stated (see the module notes).
+pub const CLONE_BLKSIZE: u32 = 0;
+
 /// Attributes SETATTR changes.
 pub const SETTABLE: &[u32] = &[
     num::SIZE,
@@ -111,8 +140,20 @@ pub const NEEDS_FSSTAT: &[u32] = &[
     num::SPACE_TOTAL,
 ];
 
-pub fn supported_mask() -> Bitmap4 {
-    Bitmap4::from_bits(SUPPORTED)
+/// `supported_attrs` in minor version `minor`.
+pub fn supported_mask(minor: u32) -> Bitmap4 {
+    let mut m = Bitmap4::from_bits(SUPPORTED);
+    if minor >= 2 {
+        for &b in SUPPORTED_42 {
+            m.set(b);
+        }
+    }
+    m
+}
+
+/// Whether attribute `bit` exists in minor version `minor`.
+pub fn is_supported(minor: u32, bit: u32) -> bool {
+    SUPPORTED.contains(&bit) || (minor >= 2 && SUPPORTED_42.contains(&bit))
 }
 
 /// Whether a request asks for any of `bits`.
@@ -211,6 +252,10 @@ pub struct AttrCtx<'a> {
     pub fsstat: Option<FsStat>,
     /// How `owner` and `owner_group` are written.
     pub idmap: &'a IdMap,
+    /// The COMPOUND's minor version: which attributes exist.
+    pub minor: u32,
+    /// How the object's file system makes `change`.
+    pub change_kind: ChangeKind,
 }
 
 /// The neutral attributes of pseudo directory `node`: read-only (0555), owned by root, one
@@ -240,7 +285,7 @@ pub fn pseudo_attr(node: NodeId, subdirs: usize, generation: u32) -> Attr {
 /// Every supported attribute of an object (the fsstat ones only when `ctx.fsstat` is given).
 pub fn values(a: &Attr, ctx: &AttrCtx) -> AttrValues {
     let mut v = AttrValues {
-        supported_attrs: Some(supported_mask()),
+        supported_attrs: Some(supported_mask(ctx.minor)),
         ftype: Some(ftype4(a.ftype)),
         // Handles are persistent: they carry the inode and generation, not a path.
         fh_expire_type: Some(sluice_xdr::nfs4::attrs::FH4_PERSISTENT),
@@ -286,6 +331,18 @@ pub fn values(a: &Attr, ctx: &AttrCtx) -> AttrValues {
         suppattr_exclcreat: Some(Bitmap4::from_bits(EXCLCREAT)),
         ..Default::default()
     };
+    if ctx.minor >= 2 {
+        v.clone_blksize = Some(CLONE_BLKSIZE);
+        v.space_freed = Some(if a.nlink > 1 && a.ftype != FileType::Directory {
+            0
+        } else {
+            a.used
+        });
+        v.change_attr_type = Some(match ctx.change_kind {
+            ChangeKind::Ctime => NFS4_CHANGE_TYPE_IS_TIME_METADATA,
+            ChangeKind::Counter => NFS4_CHANGE_TYPE_IS_VERSION_COUNTER_NOPNFS,
+        });
+    }
     if let Some(s) = &ctx.fsstat {
         v.files_avail = Some(s.afiles);
         v.files_free = Some(s.ffiles);
@@ -317,7 +374,7 @@ fn set_time(t: &Settime4) -> Result<SetTime, Nfsstat4> {
 /// of what will be set. An attribute sluice does not know is NFS4ERR_ATTRNOTSUPP; a known but
 /// read-only one is NFS4ERR_INVAL (RFC 8881 §18.30.4); values that do not decode are
 /// NFS4ERR_BADXDR; an owner or group `idmap` cannot map is NFS4ERR_BADOWNER.
-pub fn set_attr(f: &Fattr4, idmap: &IdMap) -> Result<(SetAttr, Bitmap4), Nfsstat4> {
+pub fn set_attr(f: &Fattr4, idmap: &IdMap, minor: u32) -> Result<(SetAttr, Bitmap4), Nfsstat4> {
     let d = AttrValues::decode(f).map_err(|_| Nfsstat4::BADXDR)?;
     if !d.undecoded.is_empty() {
         return Err(Nfsstat4::ATTRNOTSUPP);
@@ -326,7 +383,7 @@ pub fn set_attr(f: &Fattr4, idmap: &IdMap) -> Result<(SetAttr, Bitmap4), Nfsstat
     let mask = v.mask();
     for bit in mask.iter() {
         if !SETTABLE.contains(&bit) {
-            return Err(if SUPPORTED.contains(&bit) {
+            return Err(if is_supported(minor, bit) {
                 Nfsstat4::INVAL
             } else {
                 Nfsstat4::ATTRNOTSUPP
@@ -408,6 +465,8 @@ mod tests {
                 invarsec: 0,
                 attr: None,
             }),
+            minor: 2,
+            change_kind: ChangeKind::Ctime,
         }
     }
 
@@ -439,7 +498,21 @@ mod tests {
 
     #[test]
     fn every_advertised_attribute_is_encoded_and_decodes() {
-        let all = supported_mask();
+        for minor in [1, 2] {
+            let mut c = ctx();
+            c.minor = minor;
+            let all = supported_mask(minor);
+            let mut readable = all.clone();
+            for &b in WRITE_ONLY {
+                readable.clear(b);
+            }
+            let f = fattr4(&attr(), &c, &readable).unwrap();
+            assert!(f.mask.same_bits(&readable), "{minor}: {:?}", f.mask);
+            let d = AttrValues::decode(&f).unwrap();
+            assert!(d.undecoded.is_empty());
+            assert!(d.values.supported_attrs.unwrap().same_bits(&all));
+        }
+        let all = supported_mask(2);
         let mut readable = all.clone();
         for &b in WRITE_ONLY {
             readable.clear(b);
@@ -522,7 +595,7 @@ mod tests {
             })),
             ..Default::default()
         };
-        let (s, mask) = set_attr(&v.encode(), &NUMERIC).unwrap();
+        let (s, mask) = set_attr(&v.encode(), &NUMERIC, 2).unwrap();
         assert_eq!(s.size, Some(5));
         assert_eq!(s.mode, Some(0o640));
         assert_eq!(s.uid, Some(1001));
@@ -545,11 +618,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            set_attr(&owner(b"alice@example.org").encode(), &NUMERIC),
+            set_attr(&owner(b"alice@example.org").encode(), &NUMERIC, 2),
             Err(Nfsstat4::BADOWNER)
         );
         assert_eq!(
-            set_attr(&owner(b"").encode(), &NUMERIC),
+            set_attr(&owner(b"").encode(), &NUMERIC, 2),
             Err(Nfsstat4::BADOWNER)
         );
         // A read-only attribute is INVAL.
@@ -557,7 +630,7 @@ mod tests {
             fileid: Some(1),
             ..Default::default()
         };
-        assert_eq!(set_attr(&ro.encode(), &NUMERIC), Err(Nfsstat4::INVAL));
+        assert_eq!(set_attr(&ro.encode(), &NUMERIC, 2), Err(Nfsstat4::INVAL));
         // An attribute without a codec (archive, 14) is ATTRNOTSUPP.
         let mut w = Writer::new();
         w.put_bool(true);
@@ -565,12 +638,62 @@ mod tests {
             mask: Bitmap4::from_bits(&[num::ARCHIVE]),
             vals: w.into_bytes(),
         };
-        assert_eq!(set_attr(&f, &NUMERIC), Err(Nfsstat4::ATTRNOTSUPP));
+        assert_eq!(set_attr(&f, &NUMERIC, 2), Err(Nfsstat4::ATTRNOTSUPP));
         // Truncated values are BADXDR.
         let f = Fattr4 {
             mask: Bitmap4::from_bits(&[num::SIZE]),
             vals: Bytes::from_static(&[0, 0]),
         };
-        assert_eq!(set_attr(&f, &NUMERIC), Err(Nfsstat4::BADXDR));
+        assert_eq!(set_attr(&f, &NUMERIC, 2), Err(Nfsstat4::BADXDR));
+        // A 4.2 attribute: read-only in 4.2, unknown in 4.1.
+        let v42 = AttrValues {
+            clone_blksize: Some(4096),
+            ..Default::default()
+        };
+        assert_eq!(set_attr(&v42.encode(), &NUMERIC, 2), Err(Nfsstat4::INVAL));
+        assert_eq!(
+            set_attr(&v42.encode(), &NUMERIC, 1),
+            Err(Nfsstat4::ATTRNOTSUPP)
+        );
+    }
+
+    /// RFC 7862 §12.2: the 4.2 attributes exist in minor version 2 only; in 4.1 they are
+    /// neither advertised nor answered.
+    #[test]
+    fn the_42_attributes_are_answered_in_minor_version_2_only() {
+        let mut req = Bitmap4::from_bits(&[num::SIZE]);
+        for &b in SUPPORTED_42 {
+            req.set(b);
+        }
+        let mut c = ctx();
+        c.minor = 1;
+        let v41 = AttrValues::decode(&fattr4(&attr(), &c, &req).unwrap())
+            .unwrap()
+            .values;
+        assert_eq!(v41.mask(), Bitmap4::from_bits(&[num::SIZE]));
+        for &b in SUPPORTED_42 {
+            assert!(!supported_mask(1).contains(b) && supported_mask(2).contains(b));
+            assert!(!is_supported(1, b) && is_supported(2, b));
+        }
+        // In 4.2: the values, by the file system's kind of change attribute.
+        let v = AttrValues::decode(&fattr4(&attr(), &ctx(), &req).unwrap())
+            .unwrap()
+            .values;
+        assert_eq!(v.clone_blksize, Some(CLONE_BLKSIZE));
+        // nlink 3: the other links keep the data.
+        assert_eq!(v.space_freed, Some(0));
+        assert_eq!(v.change_attr_type, Some(NFS4_CHANGE_TYPE_IS_TIME_METADATA));
+        let mut c = ctx();
+        c.change_kind = ChangeKind::Counter;
+        let mut one_link = attr();
+        one_link.nlink = 1;
+        let v = AttrValues::decode(&fattr4(&one_link, &c, &req).unwrap())
+            .unwrap()
+            .values;
+        assert_eq!(v.space_freed, Some(16384));
+        assert_eq!(
+            v.change_attr_type,
+            Some(NFS4_CHANGE_TYPE_IS_VERSION_COUNTER_NOPNFS)
+        );
     }
 }

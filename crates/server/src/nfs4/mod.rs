@@ -89,6 +89,7 @@ pub mod idmap;
 pub mod lock;
 pub mod lockstate;
 pub mod map;
+pub mod offload;
 pub mod open;
 pub mod parked;
 pub mod pseudo;
@@ -253,6 +254,7 @@ mod tests {
             ("lockstate.rs", include_str!("lockstate.rs")),
             ("state/locks.rs", include_str!("state/locks.rs")),
             ("map.rs", include_str!("map.rs")),
+            ("offload.rs", include_str!("offload.rs")),
             ("open.rs", include_str!("open.rs")),
             ("pseudo.rs", include_str!("pseudo.rs")),
             ("session.rs", include_str!("session.rs")),

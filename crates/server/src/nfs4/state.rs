@@ -41,12 +41,14 @@ use super::backchan::{CbDone, CbOutcome, CbSend, PathState};
 use super::client::{ClientTable, CreateSessionStep, ExchangeOutcome};
 use super::deleg::DelegTable;
 use super::lockstate::LockStates;
+use super::offload::{CopyEnd, CopyTable, COPIES_MAX, COPIES_PER_CLIENT_MAX};
+use super::open::Other;
 use super::open::{IoState, OpenTable, Share};
 use super::session::{negotiate_back, negotiate_fore, SequenceCall, Session};
 use super::slots::SlotDecision;
 use super::{Config4, ConnId, Entropy, Nfsstat4, Principal};
 use bytes::Bytes;
-use sluice_xdr::nfs4::callback::CbArgop4;
+use sluice_xdr::nfs4::callback::{CbArgop4, CbOffloadArgs, OffloadInfo4};
 use sluice_xdr::nfs4::ops::{
     CallbackSecParms4, ChannelAttrs4, CreateSessionArgs, CreateSessionResOk, ExchangeIdArgs,
     ExchangeIdResOk, ImplIdList, SequenceResOk, ServerOwner4, StateProtect4R,
@@ -84,6 +86,8 @@ pub struct State4 {
     locks: LockStates,
     /// Delegations (`deleg.rs`, entry points in `state/delegs.rs`).
     delegs: DelegTable,
+    /// Asynchronous COPYs and their copy stateids (`offload.rs`).
+    copies: CopyTable,
     entropy: Box<dyn Entropy + Send>,
     next_session: u32,
     /// Told when a back channel may have calls to make (see [`State4::set_callback_waker`]).
@@ -99,6 +103,7 @@ impl State4 {
             opens: OpenTable::new(cfg.boot_epoch, cfg.opens_per_client_max, cfg.opens_max),
             locks: LockStates::new(cfg.boot_epoch, cfg.locks_per_client_max, cfg.locks_max),
             delegs: DelegTable::new(cfg.boot_epoch, cfg.delegs),
+            copies: CopyTable::new(cfg.boot_epoch, COPIES_PER_CLIENT_MAX, COPIES_MAX),
             sessions: HashMap::new(),
             entropy,
             next_session: 1,
@@ -195,6 +200,7 @@ impl State4 {
         self.note_gone(clientid);
         self.clients.remove(clientid);
         self.delegs.remove_client(clientid); // revoked records it never freed
+        self.copies.remove_client(clientid);
         Ok(())
     }
 
@@ -360,6 +366,11 @@ impl State4 {
             None => Vec::new(),
         };
         self.recalls_done(now, sessionid, &done);
+        for d in &done {
+            // A CB_OFFLOAD the client answered ends its copy stateid (`offload.rs`).
+            self.copies
+                .callback_done(sessionid, d.token, d.result.is_ok());
+        }
         done
     }
 
@@ -380,13 +391,6 @@ impl State4 {
         let token = s.cb.queue(ops)?;
         self.wake_callbacks();
         Ok(token)
-    }
-
-    /// The minor version session `sessionid` was created with: its CB_COMPOUNDs carry it.
-    pub fn set_callback_minorversion(&mut self, sessionid: &SessionId4, minorversion: u32) {
-        if let Some(s) = self.sessions.get_mut(sessionid) {
-            s.cb.set_minorversion(minorversion);
-        }
     }
 
     /// Where session `sessionid`'s back channel stands.
@@ -556,7 +560,9 @@ impl State4 {
         stateids
             .iter()
             .map(|s| {
-                if self.locks.knows(&s.other) {
+                if self.copies.knows(&s.other) {
+                    self.copies.test(clientid, s)
+                } else if self.locks.knows(&s.other) {
                     self.locks.test(clientid, s)
                 } else if self.delegs.knows(&s.other) {
                     self.delegs.test(clientid, s)
@@ -569,6 +575,9 @@ impl State4 {
 
     /// FREE_STATEID (§18.38).
     pub fn free_stateid(&mut self, clientid: ClientId4, stateid: &Stateid4) -> Nfsstat4 {
+        if self.copies.knows(&stateid.other) {
+            return self.copies.free(clientid, stateid);
+        }
         if self.locks.knows(&stateid.other) {
             return self.locks.free(clientid, stateid);
         }
@@ -576,6 +585,104 @@ impl State4 {
             return self.delegs.free(clientid, stateid);
         }
         self.opens.free(clientid, stateid)
+    }
+
+    // ----- asynchronous copies (`offload.rs`) ----------------------------------------------
+
+    /// A new asynchronous COPY of `clientid` over `sessionid`, whose back channel must be up
+    /// (CB_OFFLOAD goes there), `copied` bytes into it: its copy stateid, or the error that makes the COPY
+    /// synchronous instead (NFS4ERR_DELAY: the copy table is full; CB_PATH_DOWN).
+    pub fn start_copy(
+        &mut self,
+        clientid: ClientId4,
+        sessionid: &SessionId4,
+        dst: Bytes,
+        copied: u64,
+    ) -> Result<Stateid4, Nfsstat4> {
+        match self.sessions.get(sessionid) {
+            Some(s) if s.clientid == clientid && s.back_conn().is_some() => {}
+            _ => return Err(Nfsstat4::CB_PATH_DOWN),
+        }
+        if self.callback_path(sessionid) != Some(PathState::Up) {
+            return Err(Nfsstat4::CB_PATH_DOWN);
+        }
+        self.copies
+            .start(clientid, *sessionid, dst, copied, &mut *self.entropy)
+    }
+
+    /// The copy driver copied `copied` bytes of copy `other` in all: `false` when the copy is
+    /// gone (OFFLOAD_CANCEL, its client expired) and the driver is to stop.
+    pub fn copy_progress(&mut self, other: &Other, copied: u64) -> bool {
+        self.copies.progress(other, copied)
+    }
+
+    /// Copy `other` ended: CB_OFFLOAD (RFC 7862 §16.1) with `end` goes to the client, on the
+    /// COPY's session or, if that one is gone or has no back channel, another of the
+    /// client's. `verifier` is the destination's write verifier (the data is UNSTABLE, as a
+    /// synchronous COPY's). Whether it was queued (a cancelled copy sends nothing).
+    pub fn finish_copy(&mut self, other: &Other, end: CopyEnd, verifier: [u8; 8]) -> bool {
+        let Some(c) = self.copies.finish(other, end) else {
+            return false;
+        };
+        let info = if end.status == Nfsstat4::OK {
+            OffloadInfo4::Ok(sluice_xdr::nfs4::ops::WriteResponse4 {
+                callback_id: sluice_xdr::nfs4::ops::StateidOpt(Vec::new()),
+                count: end.copied,
+                committed: sluice_xdr::nfs4::StableHow4::UNSTABLE,
+                writeverf: verifier,
+            })
+        } else {
+            OffloadInfo4::Err(end.status, end.copied)
+        };
+        let args = CbOffloadArgs {
+            fh: sluice_xdr::nfs4::NfsFh4(c.dst.clone()),
+            stateid: Stateid4 {
+                seqid: 1,
+                other: *other,
+            },
+            offload_info: info,
+        };
+        let clientid = c.clientid;
+        let mut sessions = vec![c.session];
+        let mut others: Vec<SessionId4> = self
+            .sessions
+            .iter()
+            .filter(|(id, s)| s.clientid == clientid && **id != sessions[0])
+            .map(|(id, _)| *id)
+            .collect();
+        others.sort_unstable();
+        sessions.extend(others);
+        for sid in sessions {
+            let op = CbArgop4::Offload(args.clone());
+            if let Ok(token) = self.queue_callback(&sid, vec![op]) {
+                self.copies.callback_queued(other, sid, token);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// OFFLOAD_STATUS (RFC 7862 §15.9): bytes copied, and the status once done.
+    pub fn offload_status(
+        &self,
+        clientid: ClientId4,
+        stateid: &Stateid4,
+    ) -> Result<(u64, Option<Nfsstat4>), Nfsstat4> {
+        self.copies.status(clientid, stateid)
+    }
+
+    /// OFFLOAD_CANCEL (RFC 7862 §15.8).
+    pub fn offload_cancel(
+        &mut self,
+        clientid: ClientId4,
+        stateid: &Stateid4,
+    ) -> Result<(), Nfsstat4> {
+        self.copies.cancel(clientid, stateid)
+    }
+
+    /// Asynchronous copies known (running or waiting for their CB_OFFLOAD's answer).
+    pub fn copies_len(&self) -> usize {
+        self.copies.len()
     }
 
     // ----- leases --------------------------------------------------------------------------
@@ -736,6 +843,7 @@ impl State4 {
         self.opens.remove_client(clientid);
         self.locks.remove_client(clientid);
         self.delegs.remove_client(clientid);
+        self.copies.remove_client(clientid);
     }
 }
 

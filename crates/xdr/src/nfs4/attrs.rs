@@ -284,6 +284,8 @@ attributes! {
     SUPPATTR_EXCLCREAT => suppattr_exclcreat: Bitmap4,
     /// Bytes.
     CLONE_BLKSIZE => clone_blksize: u32,
+    /// Bytes (RFC 7862 §12.2.2: what removing the file would free).
+    SPACE_FREED => space_freed: u64,
     CHANGE_ATTR_TYPE => change_attr_type: u32,
     MODE_UMASK => mode_umask: ModeUmask4,
     XATTR_SUPPORT => xattr_support: bool,

@@ -16,15 +16,36 @@
 //! export (NFS4ERR_XDEV: a server-side copy never crosses file systems here). COPY checks the
 //! source stateid for reading and the destination's for writing.
 //!
-//! # COPY is synchronous
-//! Every COPY is done before its reply (`wr_callback_id` empty, `cr_synchronous` true), even
-//! when the client allowed an asynchronous one: RFC 7862 §15.2.3 lets the server choose, and a
-//! bounded copy needs no CB_OFFLOAD. No copy stateid is ever issued, so OFFLOAD_STATUS and
-//! OFFLOAD_CANCEL answer NFS4ERR_BAD_STATEID, as knfsd does for a copy it does not know. One COPY moves at most [`sluice_vfs::COPY_BYTES_MAX`]; a larger request is
+//! # COPY: synchronous, or asynchronous when large
+//! A COPY is done before its reply (`wr_callback_id` empty, `cr_synchronous` true) unless all
+//! of these hold, in which case it is asynchronous (RFC 7862 §15.2.3 lets the server choose):
+//! ```text
+//!   ca_synchronous false (the client can take a CB_OFFLOAD)
+//!   more than ASYNC_COPY_MIN (one 32 MiB chunk) to copy
+//!   the COMPOUND's session has a back channel whose path is up (CB_OFFLOAD must reach it)
+//!   the copy driver runs and the copy table has room (`super::super::offload`)
+//! ```
+//! The first chunk is always copied before the reply, so whatever a synchronous COPY would
+//! fail with (ACCESS, INVAL, NOSPC, ...) is the COPY's own error, not a CB_OFFLOAD's. Then the
+//! reply goes with `wr_callback_id` = a new copy stateid, `wr_count` 0 and
+//! `cr_synchronous` false; `crate::offload`'s driver copies the rest chunk by chunk and the client
+//! learns the outcome from CB_OFFLOAD (count, UNSTABLE, the write verifier) or asks with
+//! OFFLOAD_STATUS; OFFLOAD_CANCEL stops it between two chunks and no CB_OFFLOAD follows (the
+//! client gave the stateid back, §4.8). Why one chunk is the threshold: a copy of at most
+//! [`sluice_vfs::COPY_BYTES_MAX`] is one `copy_file_range` call, as long as a synchronous
+//! COPY already takes (10-30 ms at page-cache speed), so a callback would only add a round
+//! trip; a larger one done synchronously is answered short and costs the client one round
+//! trip per 32 MiB, while asynchronously it costs one COPY and one CB_OFFLOAD. A full copy
+//! table or a back channel that is down makes it synchronous rather than an error, as knfsd
+//! does past its async limit: the client never has to retry.
+//!
+//! A synchronous COPY moves at most [`sluice_vfs::COPY_BYTES_MAX`]; a larger request is
 //! answered short (`wr_count` below `ca_count`) and the client asks for the rest, as it does
 //! after a short WRITE. The data lands as an UNSTABLE WRITE's would: `wr_committed` UNSTABLE
 //! with the export's write verifier, and the client COMMITs it. A COPY naming source servers
-//! (an inter-server copy) and COPY_NOTIFY answer NFS4ERR_NOTSUPP.
+//! (an inter-server copy) and COPY_NOTIFY answer NFS4ERR_NOTSUPP. OFFLOAD_STATUS and
+//! OFFLOAD_CANCEL of a stateid that names no copy of the client answer NFS4ERR_BAD_STATEID,
+//! as knfsd does.
 //!
 //! # Write-behind
 //! SEEK, DEALLOCATE, COPY and CLONE read or drop file data the server may still be holding as
@@ -44,12 +65,17 @@ use super::{Call, Ctx, Fh, Nfs4};
 use crate::backend::{Caller, FileHandle, FileSystem, FileType, SeekWhat};
 use crate::nfs4::map;
 use crate::nfs4::Nfsstat4;
+use crate::offload::CopyJob;
 use sluice_xdr::nfs4::ops::{
-    AllocateArgs, CloneArgs, CopyArgs, CopyRequirements4, CopyResOk, SeekArgs, SeekResOk,
-    StateidOpt, WriteResponse4, NFS4_CONTENT_DATA, NFS4_CONTENT_HOLE,
+    AllocateArgs, CloneArgs, CopyArgs, CopyRequirements4, CopyResOk, OffloadStatusResOk, SeekArgs,
+    SeekResOk, StateidOpt, StatusOpt, WriteResponse4, NFS4_CONTENT_DATA, NFS4_CONTENT_HOLE,
 };
 use sluice_xdr::nfs4::{StableHow4, Stateid4};
 use std::sync::Arc;
+
+/// A COPY of more than this is asynchronous when the client allows it (module notes): one
+/// `copy_file_range` chunk.
+pub const ASYNC_COPY_MIN: u64 = sluice_vfs::COPY_BYTES_MAX;
 
 impl Nfs4 {
     /// SEEK (RFC 7862 §15.11): an offset at or past the end is NFS4ERR_NXIO; SEEK_DATA with only
@@ -104,7 +130,8 @@ impl Nfs4 {
         r.map(|_| ()).map_err(|(e, _)| map::status(e))
     }
 
-    /// COPY (RFC 7862 §15.2) within one export, synchronously (see the module notes).
+    /// COPY (RFC 7862 §15.2) within one export, synchronously or, when large, asynchronously
+    /// (see the module notes).
     pub(super) fn copy(
         &self,
         call: &Call<'_>,
@@ -127,6 +154,9 @@ impl Nfs4 {
                 a.count,
             )
             .map_err(|(e, _)| map::status(e))?;
+        if let Some(r) = self.copy_async(ctx, a, &src, &dst, r.count) {
+            return Ok(r);
+        }
         Ok(CopyResOk {
             response: WriteResponse4 {
                 callback_id: StateidOpt(Vec::new()),
@@ -139,6 +169,87 @@ impl Nfs4 {
                 synchronous: true,
             },
         })
+    }
+
+    /// After the first chunk of COPY `a` (`first` bytes) is copied: the rest goes on
+    /// asynchronously if the module notes' conditions hold (the reply), or `None` to answer
+    /// synchronously (short when there is more).
+    fn copy_async(
+        &self,
+        ctx: &Ctx,
+        a: &CopyArgs,
+        src: &FileHandle,
+        dst: &CopyTarget,
+        first: u64,
+    ) -> Option<CopyResOk> {
+        if a.synchronous || first < sluice_vfs::COPY_BYTES_MAX {
+            // Asked synchronously, or the first chunk was all there was.
+            return None;
+        }
+        let spawner = self.copy_spawner.get()?;
+        let (sessionid, _) = ctx.session?;
+        let clientid = ctx.clientid?;
+        // How much there is to copy: `ca_count`, or (0) to the source's end, never past it.
+        let size = dst.fs.getattr(src).ok()?.size;
+        let left = size.checked_sub(a.src_offset)?;
+        let len = match a.count {
+            0 => left,
+            n => n.min(left),
+        };
+        if len <= ASYNC_COPY_MIN || len <= first {
+            return None;
+        }
+        let stateid = self
+            .state()
+            .start_copy(clientid, &sessionid, dst.fh.to_bytes(), first)
+            .ok()?;
+        let accepted = spawner(CopyJob {
+            id: stateid.other,
+            fs: dst.fs.clone(),
+            caller: dst.caller.clone(),
+            src: src.clone(),
+            src_offset: a.src_offset,
+            dst: dst.fh.clone(),
+            dst_offset: a.dst_offset,
+            count: len,
+            done: first,
+        });
+        if !accepted {
+            let _ = self.state().offload_cancel(clientid, &stateid);
+            return None;
+        }
+        Some(CopyResOk {
+            response: WriteResponse4 {
+                callback_id: StateidOpt(vec![stateid]),
+                count: 0,
+                committed: StableHow4::UNSTABLE,
+                writeverf: dst.fs.write_verifier(),
+            },
+            requirements: CopyRequirements4 {
+                consecutive: true,
+                synchronous: false,
+            },
+        })
+    }
+
+    /// OFFLOAD_STATUS (RFC 7862 §15.9): the bytes copied, and the copy's status once done.
+    pub(super) fn offload_status(
+        &self,
+        ctx: &Ctx,
+        stateid: &Stateid4,
+    ) -> Result<OffloadStatusResOk, Nfsstat4> {
+        let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        let (count, done) = self.state().offload_status(clientid, stateid)?;
+        Ok(OffloadStatusResOk {
+            count,
+            complete: StatusOpt(done.into_iter().collect()),
+        })
+    }
+
+    /// OFFLOAD_CANCEL (RFC 7862 §15.8): the copy stops between two chunks; no CB_OFFLOAD.
+    pub(super) fn offload_cancel(&self, ctx: &Ctx, stateid: &Stateid4) -> Result<(), Nfsstat4> {
+        let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        self.state().offload_cancel(clientid, stateid)
     }
 
     /// CLONE (RFC 7862 §15.13): NFS4ERR_NOTSUPP where the file system has no reflinks, and
@@ -239,11 +350,15 @@ mod tests {
     use crate::nfs4::{Config4, Nfsstat4, SplitMix};
     use bytes::Bytes;
     use sluice_rpc::server::Credentials;
+    use sluice_xdr::nfs4::callback::{
+        CbArgop4, CbCompound4Res, CbOffloadArgs, CbResop4, CbSequenceResOk,
+    };
     use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
     use sluice_xdr::nfs4::ops::{
-        AllocateArgs, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloneArgs, CopyArgs,
-        CopyRes, CreateSessionArgs, ExchangeIdArgs, ImplIdList, NetlocList, NfsArgop4, NfsResop4,
-        RdmaIrd, Res4, SequenceArgs, StateProtect4A,
+        AllocateArgs, CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4,
+        CloneArgs, CopyArgs, CopyRes, CreateSessionArgs, ExchangeIdArgs, ImplIdList, NetlocList,
+        NfsArgop4, NfsResop4, RdmaIrd, Res4, SequenceArgs, StateProtect4A,
+        CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
     };
     use sluice_xdr::nfs4::{Component4, NfsFh4, Opaque4, SessionId4, Stateid4, Utf8Str};
     use sluice_xdr::rpc::AuthSys;
@@ -253,7 +368,7 @@ mod tests {
     use std::time::Instant;
 
     struct Fixture {
-        nfs: Nfs4,
+        nfs: Arc<Nfs4>,
         /// `/rw` (writable) and `/ro` (read-only), in that order.
         fs: [Arc<MemFs>; 2],
         cred: Credentials,
@@ -291,7 +406,7 @@ mod tests {
             let exports = vec![export("/rw", &fs[0], false), export("/ro", &fs[1], true)];
             let state = State4::new(Config4::default(), Box::new(SplitMix(5)));
             let mut f = Fixture {
-                nfs: Nfs4::new(Arc::new(exports), state, 1).unwrap(),
+                nfs: Arc::new(Nfs4::new(Arc::new(exports), state, 1).unwrap()),
                 fs,
                 cred: Credentials::Sys(AuthSys {
                     stamp: 1,
@@ -304,7 +419,7 @@ mod tests {
                 session: [0; 16],
                 next_seq: 1,
             };
-            f.session = f.mount();
+            f.session = f.mount(false);
             f
         }
 
@@ -330,7 +445,8 @@ mod tests {
             Compound4Res::decode(&mut Reader::new(&segs), &CompoundLimits::default()).unwrap()
         }
 
-        fn mount(&self) -> SessionId4 {
+        /// A client and its session; `back`: with a back channel on this connection.
+        fn mount(&self, back: bool) -> SessionId4 {
             let res = self.send_minor(
                 2,
                 vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
@@ -360,11 +476,15 @@ mod tests {
                 vec![NfsArgop4::CreateSession(CreateSessionArgs {
                     clientid: e.clientid,
                     sequence: e.sequenceid,
-                    flags: 0,
+                    flags: if back {
+                        CREATE_SESSION4_FLAG_CONN_BACK_CHAN
+                    } else {
+                        0
+                    },
                     fore_chan_attrs: chan.clone(),
                     back_chan_attrs: chan,
                     cb_program: 0x4000_0000,
-                    sec_parms: CallbackSecParmsList(Vec::new()),
+                    sec_parms: CallbackSecParmsList(vec![CallbackSecParms4::AuthNone]),
                 })],
             );
             let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
@@ -500,5 +620,238 @@ mod tests {
         assert!(c.requirements.synchronous);
         assert_eq!(c.response.writeverf, f.fs[0].write_verifier());
         assert_eq!(f.contents(0, &dst), b"data");
+    }
+
+    impl Fixture {
+        /// A fixture whose session has a back channel the test answers by hand, up.
+        fn with_back_channel() -> Fixture {
+            use crate::nfs4::backchan::{CbCall, CbOutcome, PathState};
+            let mut f = Fixture::new();
+            let first = f.session;
+            f.session = f.mount(true);
+            // The same client: only its new session, with the back channel, stays.
+            f.nfs
+                .state
+                .lock()
+                .unwrap()
+                .destroy_session(&first, None)
+                .unwrap();
+            let sends = f.nfs.state.lock().unwrap().poll_callbacks(Instant::now());
+            let [(sid, send)] = &sends[..] else {
+                panic!("{sends:?}")
+            };
+            assert_eq!(send.call, CbCall::Null);
+            f.nfs.state.lock().unwrap().handle_callback(
+                Instant::now(),
+                sid,
+                send.token,
+                CbOutcome::NullOk,
+            );
+            let res = f.send(vec![]);
+            assert_eq!(res.status, Nfsstat4::OK);
+            f.answer_callbacks(0);
+            assert_eq!(
+                f.nfs.state.lock().unwrap().callback_path(&f.session),
+                Some(PathState::Up)
+            );
+            f
+        }
+
+        /// Answers every CB_COMPOUND due with OK for each op; returns their CB_OFFLOADs.
+        /// `expect`: how many CB_OFFLOADs there must be.
+        fn answer_callbacks(&self, expect: usize) -> Vec<CbOffloadArgs> {
+            use crate::nfs4::backchan::{CbCall, CbOutcome};
+            let mut offloads = Vec::new();
+            let sends = self
+                .nfs
+                .state
+                .lock()
+                .unwrap()
+                .poll_callbacks(Instant::now());
+            for (sid, send) in sends {
+                let CbCall::Compound(c) = &send.call else {
+                    panic!("{send:?}")
+                };
+                let results = c
+                    .ops
+                    .iter()
+                    .map(|op| match op {
+                        CbArgop4::Sequence(s) => CbResop4::Sequence(Res4::Ok(CbSequenceResOk {
+                            sessionid: s.sessionid,
+                            sequenceid: s.sequenceid,
+                            slotid: s.slotid,
+                            highest_slotid: 0,
+                            target_highest_slotid: 0,
+                        })),
+                        CbArgop4::Offload(o) => {
+                            offloads.push(o.clone());
+                            CbResop4::Offload(Nfsstat4::OK)
+                        }
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                let res = CbCompound4Res {
+                    status: Nfsstat4::OK,
+                    tag: c.tag.clone(),
+                    results,
+                };
+                self.nfs.state.lock().unwrap().handle_callback(
+                    Instant::now(),
+                    &sid,
+                    send.token,
+                    CbOutcome::Compound(res),
+                );
+            }
+            assert_eq!(offloads.len(), expect, "{offloads:?}");
+            offloads
+        }
+
+        fn size(&self, i: usize, fh: &NfsFh4) -> u64 {
+            let fh = crate::backend::FileHandle::new(fh.0.clone()).unwrap();
+            self.fs[i].getattr(&fh).unwrap().size
+        }
+    }
+
+    /// RFC 7862 §15.2, §15.8, §15.9, §16.1, §4.8 in process, with the copy driver's jobs held
+    /// by the test: an asynchronous COPY copies its first chunk before the reply; its copy
+    /// stateid passes TEST_STATEID and FREE_STATEID refuses it while it runs; OFFLOAD_CANCEL
+    /// stops it before the next chunk and no CB_OFFLOAD follows; a copy run to the end sends
+    /// CB_OFFLOAD with the whole count, and answering it ends the stateid.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_async_copy_is_cancelled_between_chunks_or_ends_in_cb_offload() {
+        use sluice_xdr::nfs4::callback::OffloadInfo4;
+        const LEN: u64 = sluice_vfs::COPY_BYTES_MAX + (8 << 20);
+        let mut f = Fixture::with_back_channel();
+        let jobs = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let held = jobs.clone();
+        let spawner: crate::offload::CopySpawner = Box::new(move |job| {
+            held.lock().unwrap().push(job);
+            true
+        });
+        assert!(f.nfs.copy_spawner.set(spawner).is_ok());
+        let data: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+        let src = f.file(0, "src", &data);
+        let copy = |dst: &NfsFh4| {
+            two_files(
+                &src,
+                dst,
+                NfsArgop4::Copy(CopyArgs {
+                    src_stateid: Stateid4::ANONYMOUS,
+                    dst_stateid: Stateid4::ANONYMOUS,
+                    src_offset: 0,
+                    dst_offset: 0,
+                    count: 0,
+                    consecutive: false,
+                    synchronous: false,
+                    source_server: NetlocList(Vec::new()),
+                }),
+            )
+        };
+        let copy_stateid = |res: &Compound4Res| {
+            let Some(NfsResop4::Copy(CopyRes::Ok(c))) = res.results.last() else {
+                panic!("{res:?}")
+            };
+            assert!(!c.requirements.synchronous);
+            assert_eq!(c.response.count, 0);
+            c.response.callback_id.0[0]
+        };
+
+        // Cancelled after the first chunk.
+        let dst = f.file(0, "dst1", b"");
+        let res = f.send(copy(&dst));
+        let sid = copy_stateid(&res);
+        assert_eq!(
+            f.size(0, &dst),
+            sluice_vfs::COPY_BYTES_MAX,
+            "the first chunk"
+        );
+        let res = f.send(vec![
+            NfsArgop4::Putfh(dst.clone()),
+            NfsArgop4::OffloadStatus(sid),
+            NfsArgop4::TestStateid(sluice_xdr::nfs4::ops::StateidList(vec![sid])),
+            NfsArgop4::FreeStateid(sid),
+        ]);
+        let Some(NfsResop4::OffloadStatus(Res4::Ok(st))) = res.results.get(2) else {
+            panic!("{res:?}")
+        };
+        assert_eq!(st.count, sluice_vfs::COPY_BYTES_MAX);
+        assert!(st.complete.0.is_empty(), "running");
+        let Some(NfsResop4::TestStateid(Res4::Ok(t))) = res.results.get(3) else {
+            panic!("{res:?}")
+        };
+        assert_eq!(t.0, vec![Nfsstat4::OK]);
+        assert_eq!(
+            res.status,
+            Nfsstat4::LOCKS_HELD,
+            "FREE_STATEID of a running copy"
+        );
+        let res = f.send(vec![
+            NfsArgop4::Putfh(dst.clone()),
+            NfsArgop4::OffloadCancel(sid),
+        ]);
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        let job = jobs.lock().unwrap().pop().unwrap();
+        crate::offload::run(f.nfs.clone(), job).await;
+        assert_eq!(
+            f.size(0, &dst),
+            sluice_vfs::COPY_BYTES_MAX,
+            "no chunk after the cancel"
+        );
+        f.answer_callbacks(0);
+        for op in [NfsArgop4::OffloadStatus(sid), NfsArgop4::OffloadCancel(sid)] {
+            let res = f.send(vec![NfsArgop4::Putfh(dst.clone()), op]);
+            assert_eq!(res.status, Nfsstat4::BAD_STATEID, "{res:?}");
+        }
+
+        // Run to the end.
+        let dst = f.file(0, "dst2", b"");
+        let res = f.send(copy(&dst));
+        let sid = copy_stateid(&res);
+        let job = jobs.lock().unwrap().pop().unwrap();
+        crate::offload::run(f.nfs.clone(), job).await;
+        assert_eq!(f.size(0, &dst), LEN);
+        let res = f.send(vec![
+            NfsArgop4::Putfh(dst.clone()),
+            NfsArgop4::OffloadStatus(sid),
+        ]);
+        let Some(NfsResop4::OffloadStatus(Res4::Ok(st))) = res.results.last() else {
+            panic!("{res:?}")
+        };
+        assert_eq!((st.count, &st.complete.0[..]), (LEN, &[Nfsstat4::OK][..]));
+        let cb = f.answer_callbacks(1);
+        assert_eq!(cb[0].stateid, sid);
+        assert_eq!(cb[0].fh, dst);
+        let OffloadInfo4::Ok(w) = &cb[0].offload_info else {
+            panic!("{cb:?}")
+        };
+        assert_eq!(w.count, LEN);
+        assert_eq!(w.writeverf, f.fs[0].write_verifier());
+        assert_eq!(
+            f.nfs.state.lock().unwrap().copies_len(),
+            0,
+            "answered: forgotten"
+        );
+
+        // A copy whose client goes is forgotten with it.
+        let dst = f.file(0, "dst3", b"");
+        let res = f.send(copy(&dst));
+        copy_stateid(&res);
+        let clientid = f
+            .nfs
+            .state
+            .lock()
+            .unwrap()
+            .session(&f.session)
+            .unwrap()
+            .clientid;
+        {
+            let mut st = f.nfs.state.lock().unwrap();
+            st.destroy_session(&f.session, None).unwrap();
+            st.destroy_clientid(clientid).unwrap();
+            assert_eq!(st.copies_len(), 0);
+        }
+        let job = jobs.lock().unwrap().pop().unwrap();
+        crate::offload::run(f.nfs.clone(), job).await;
+        assert_eq!(f.size(0, &dst), sluice_vfs::COPY_BYTES_MAX);
     }
 }

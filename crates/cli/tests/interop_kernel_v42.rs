@@ -1,0 +1,187 @@
+//! Issue #14, locks and the NFSv4.2 operations through the Linux kernel client:
+//! `tests/peers/kernel-v42.sh` boots the kclient guest once, mounts the `sluice` binary's export
+//! with vers=4.1 and vers=4.2 (two NFS clients to the server) and runs guest/kernel-v42.sh with
+//! the static helper guest/v42-tool.c:
+//! - fcntl byte-range locks between two processes, through two clients (the server arbitrates:
+//!   LOCK, LOCKT, LOCKU) and through one mount: conflicts are EAGAIN/EACCES, F_GETLK reports
+//!   the holder's range (with pid 0 from the other client), a partial unlock splits the range,
+//!   whole-file read locks share, a released or exited holder's lock is gone;
+//! - flock between two processes: LOCK_EX conflicts, LOCK_SH shares (after a downgrade);
+//! - fallocate (ALLOCATE), punch hole (DEALLOCATE), SEEK_DATA / SEEK_HOLE (SEEK) on a sparse
+//!   file, and fallocate refused on the 4.1 mount;
+//! - copy_file_range (COPY) of a 40 MiB file, more than one chunk (answered short and asked
+//!   again, or asynchronously with a CB_OFFLOAD: `sluice_nfs4_cb_offload_total`), and FICLONE
+//!   (CLONE); each mount makes one session (no back-channel fault resets it).
+//!
+//! The host checks the SHA-256 of the copies and the holes of the sparse file in the backing
+//! directory, and this test reads the server's per-op counts from its metrics endpoint
+//! (`sluice stats --prometheus`): LOCK, LOCKT, LOCKU, SEEK, ALLOCATE, DEALLOCATE and COPY must
+//! each have been called without failing every time.
+
+mod common;
+
+use common::{free_port, require_tools, run_peer_script, Sluice, TempDir};
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn linux_kernel_client_locks_and_v42_ops_reach_the_server() {
+    require_tools(&["qemu-system-x86_64", "sha256sum", "gcc"]);
+    let work = TempDir::new("kernel-v42");
+    let results = work.path().join("kclient-run");
+    let export = work.path().join("export");
+    let state = work.path().join("state");
+    std::fs::create_dir_all(&export).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let server = Sluice::start(
+        &export,
+        &state,
+        &["--no-root-squash", "--metrics", &metrics],
+        &work.path().join("server.log"),
+    );
+    let port = server.port.to_string();
+    let export_s = server.export.to_str().unwrap().to_string();
+    let run = run_peer_script(
+        "kernel-v42.sh",
+        &[&port, &export_s, &export_s],
+        &[
+            ("KC_VERBOSE", "1"),
+            ("KC_RUN_DIR", results.to_str().unwrap()),
+            ("KC_TIMEOUT", "200"),
+        ],
+        Duration::from_secs(240),
+    );
+    assert!(
+        run.status.success(),
+        "kernel-v42.sh failed against sluice: {}\n{}\n--- server log ---\n{}",
+        run.describe(),
+        logs_of(&results),
+        server.log_text()
+    );
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with("kernel-v42: PASS")),
+        "no PASS line: {}",
+        run.describe()
+    );
+    assert!(
+        !run.stdout.contains("FAIL") && !run.stderr.contains("FAIL"),
+        "a guest check failed: {}",
+        run.describe()
+    );
+    // The guest's checks ran through both mounts: at least this many PASS lines.
+    let passes = run.stdout.lines().filter(|l| l.starts_with("PASS")).count();
+    assert!(
+        passes >= 100,
+        "only {passes} checks passed: {}",
+        run.describe()
+    );
+
+    let ops = op_counts(&metrics);
+    for op in [
+        "LOCK",
+        "LOCKT",
+        "LOCKU",
+        "SEEK",
+        "ALLOCATE",
+        "DEALLOCATE",
+        "COPY",
+    ] {
+        let (calls, errors) = ops.get(op).copied().unwrap_or_default();
+        assert!(
+            calls > 0 && errors < calls,
+            "{op}: {calls} calls, {errors} errors in the server's stats: {ops:?}"
+        );
+    }
+    // A 40 MiB copy is more than one chunk (32 MiB): asynchronous (one COPY, then CB_OFFLOAD)
+    // when the 4.2 session's back-channel probe has finished by then, else synchronous and
+    // answered short (two COPYs). Both were seen: the probe's CB_SEQUENCE is sometimes
+    // answered NFS4ERR_DELAY by the guest or still out when the copy starts.
+    let cb_offloads = metric(&metrics, "sluice_nfs4_cb_offload_total");
+    assert!(
+        ops["COPY"].0 >= 2 || cb_offloads >= 1,
+        "neither asked again nor CB_OFFLOAD ({cb_offloads}): {ops:?}"
+    );
+    // Each mount made its session once: no session resets (a back channel the client found
+    // faulty would make it reset its session again and again).
+    let (sessions, _) = ops.get("CREATE_SESSION").copied().unwrap_or_default();
+    assert!(sessions <= 4, "{sessions} CREATE_SESSIONs: {ops:?}");
+    // LOCK's errors are the conflicts (NFS4ERR_DENIED) the guest provoked across clients.
+    assert!(ops["LOCK"].1 > 0, "no LOCK was denied: {ops:?}");
+    assert!(ops["LOCKT"].1 > 0, "no LOCKT was denied: {ops:?}");
+}
+
+/// `op -> (calls, errors)` of the server's v4 per-op counters, read with `sluice stats
+/// --prometheus` from its metrics endpoint.
+fn op_counts(metrics: &str) -> HashMap<String, (u64, u64)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["stats", "--prometheus", metrics])
+        .output()
+        .expect("run sluice stats");
+    assert!(out.status.success(), "sluice stats: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut ops: HashMap<String, (u64, u64)> = HashMap::new();
+    for line in text.lines() {
+        for (prefix, errors) in [
+            ("sluice_nfs4_op_calls_total{op=\"", false),
+            ("sluice_nfs4_op_errors_total{op=\"", true),
+        ] {
+            let Some(rest) = line.strip_prefix(prefix) else {
+                continue;
+            };
+            let Some((op, n)) = rest.split_once("\"} ") else {
+                continue;
+            };
+            let n: u64 = n
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("bad line {line}"));
+            let e = ops.entry(op.to_string()).or_default();
+            if errors {
+                e.1 = n;
+            } else {
+                e.0 = n;
+            }
+        }
+    }
+    ops
+}
+
+/// One unlabelled metric of the server's metrics endpoint (0 when absent).
+fn metric(metrics: &str, name: &str) -> u64 {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["stats", "--prometheus", metrics])
+        .output()
+        .expect("run sluice stats");
+    assert!(out.status.success(), "sluice stats: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The last 8 KiB of every log of a kclient run folder (console, run.sh, the guest's output).
+fn logs_of(run_dir: &std::path::Path) -> String {
+    let mut out = String::new();
+    for dir in [run_dir.to_path_buf(), run_dir.join("out")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if !p.is_file() || p.extension().is_some_and(|x| x != "log" && x != "txt") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let mut start = text.len().saturating_sub(8192);
+            while !text.is_char_boundary(start) {
+                start += 1;
+            }
+            out.push_str(&format!("--- {} ---\n{}\n", p.display(), &text[start..]));
+        }
+    }
+    out
+}
