@@ -19,6 +19,7 @@
 //! | `cp_local_to_nfs_...` | `sluice cp --timeo 1` child | at 96 MiB on the server's disk |
 //! | `fuse_dd_...` | `dd` into a `sluice mount --timeo 1` | at 96 MiB on the server's disk |
 //! | `cat_...` | `sluice cat --timeo 1` child | at 96 MiB on its stdout |
+//! | `library_v4_lock_...` | a v4.1 client holding a write lock | with the lock held |
 //!
 //! `cp` and `cat` also run over NFSv4.1 (`..._v4_1`): there the restarted server knows neither
 //! the session nor the client id (BADSESSION, then STALE_CLIENTID), so the client makes new
@@ -493,4 +494,102 @@ fn cat_survives(version: &'static str) {
     );
     assert!(count(&err, OK) >= 1, "no 'OK':\n{err}");
     assert_v4_recovered(version, &err, &server);
+}
+
+// --- (e) byte-range locks over NFSv4.1 ---------------------------------------------------------
+
+/// A v4.1 client of the library holds a write lock on a range when the server is killed with -9
+/// and restarted: the client reclaims its open and then the lock (LOCK reclaim=true) in the
+/// restarted server's grace period, before RECLAIM_COMPLETE, so grace ends early
+/// (AllReclaimed) and a second client, made after the restart, is denied the range by LOCKT and
+/// LOCK. Without the lock reclaim the restarted server holds no lock and grants it. The first
+/// client then unlocks through its handle from before the restart (the reclaimed lock stateid),
+/// and the second client gets the range.
+#[test]
+fn library_v4_lock_is_reclaimed_after_kill9_restart() {
+    use sluice_client::url::NfsUrl;
+    use sluice_client::v4::{Client as V4, CreateMode, Minor, V4Options};
+    let setup = Setup::over("restart-lock", "4.1");
+    let url = NfsUrl::parse(&setup.url("")).unwrap();
+    let mut server = setup.server;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut options = ClientOptions::default();
+        options.rpc.table.major_timeout = Duration::from_secs(1);
+        let connect = || V4::connect(&url, &options, Minor::V1, V4Options::default());
+        let a = connect().await.expect("connect");
+        let path = format!("{}/locked", url.path);
+        let (fh, _) = a
+            .create(&path, 0o644, CreateMode::Truncate)
+            .await
+            .expect("create");
+        assert_eq!(a.lock(&fh, b"holder", true, 100, 50).await.unwrap(), None);
+
+        server.kill9();
+        server.restart();
+        // The first call after the restart recovers: new client id, then the reopen pass.
+        let started = Instant::now();
+        a.getattr_fh(&fh.fh)
+            .await
+            .expect("GETATTR after the restart");
+        eprintln!("recovered in {:.1?}", started.elapsed());
+
+        let b = connect().await.expect("second client");
+        let (fh_b, _) = b.open(&path).await.expect("open by the second client");
+        let conflict = b
+            .test_lock(&fh_b, b"other", true, 120, 10)
+            .await
+            .expect("LOCKT")
+            .expect("the second client's LOCKT must be denied: the lock was not reclaimed");
+        assert_eq!(
+            (conflict.offset, conflict.length, conflict.write),
+            (100, 50, true)
+        );
+        assert!(
+            b.lock(&fh_b, b"other", false, 0, 101)
+                .await
+                .unwrap()
+                .is_some(),
+            "a read lock over the held range was granted"
+        );
+        assert_eq!(
+            b.lock(&fh_b, b"other", false, 0, 100).await.unwrap(),
+            None,
+            "the range before the held one is free"
+        );
+        b.unlock(&fh_b, b"other", 0, 100).await.unwrap();
+
+        // Unlocked through the handle from before the restart: the reclaimed stateid is used.
+        a.unlock(&fh, b"holder", 100, 50).await.expect("LOCKU");
+        assert_eq!(
+            b.test_lock(&fh_b, b"other", true, 0, u64::MAX)
+                .await
+                .unwrap(),
+            None,
+            "the first client's unlock after the restart did not reach the server"
+        );
+        b.close(&fh_b).await.unwrap();
+        a.close(&fh).await.unwrap();
+    });
+    // The restarted server's lines: after its "started" (the first run's grace was skipped).
+    let ended = |log: &str| {
+        let (_, after) = log.rsplit_once("NFSv4 grace period started")?;
+        after
+            .lines()
+            .find(|l| l.contains("NFSv4 grace period ended"))
+            .map(str::to_string)
+    };
+    wait_until(Duration::from_secs(5), Duration::from_millis(50), || {
+        ended(&server.log_text()).is_some()
+    });
+    let log = server.log_text();
+    let line = ended(&log).unwrap_or_else(|| panic!("grace never ended:\n{log}"));
+    eprintln!("restarted server: {line}");
+    assert!(
+        line.contains("AllReclaimed"),
+        "grace did not end early: {line}"
+    );
 }

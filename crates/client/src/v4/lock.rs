@@ -19,10 +19,10 @@
 //!
 //! The lock stateid and the ranges granted are kept in the open's record of the
 //! [`super::reopen::OpenTable`], so that the reopen pass after a server restart knows what
-//! was held. Reclaiming them (LOCK with `reclaim` in the grace period) is not done yet: after
-//! a new client id the pass warns that locks were lost, the lock stateids are forgotten (a
-//! later lock of the owner starts again with open_to_lock_owner4) and the ranges stay
-//! recorded for that reclaim.
+//! was held: in the server's grace period it reclaims each range (LOCK with `reclaim` after
+//! the open's CLAIM_PREVIOUS, before RECLAIM_COMPLETE) and LOCK / LOCKU built with the old
+//! lock stateid go out with the new one; without grace the locks are reported lost and their
+//! records dropped, not taken again (see [`super::reopen`]).
 //!
 //! Blocking waits are the caller's: a conflict is an answer ([`LockConflict`]), not an error,
 //! and the mount polls with back-off as Linux does for NFS4ERR_DENIED (§9.6).

@@ -11,7 +11,8 @@
 //!        └──── session::Next: Done / Retry / RetryAfter / NewSession / NewClient ◄───┘
 //!   renewal task: a SEQUENCE alone when nothing succeeded for lease/3 (session::Lease)
 //!   nconnect: more connections, each bound to the session (see "Session trunking")
-//!   new client id: every open made again (reopen::OpenTable), then RECLAIM_COMPLETE
+//!   new client id: every open and its locks reclaimed (reopen::ReclaimPass), then
+//!                  RECLAIM_COMPLETE, then opens not reclaimed made again (their locks lost)
 //!   shutdown: DESTROY_SESSION, DESTROY_CLIENTID
 //! ```
 //!
@@ -111,7 +112,7 @@ use crate::transport::{
 use crate::url::NfsUrl;
 use bytes::Bytes;
 pub use lock::LockConflict;
-use reopen::{OpenRecord, OpenTable};
+use reopen::{Answer, OpenRecord, OpenTable, ReclaimPass, Step};
 use session::{Lease, Next, Outcome, Slot, SlotTable};
 use sluice_rpc::client::{ProcId, RpcError};
 use sluice_rpc::rtt::TimerClass;
@@ -121,10 +122,11 @@ use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundError, Com
 use sluice_xdr::nfs4::ops::{
     BindConnToSessionArgs, CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4,
     CloseArgs, CommitArgs, CreatVerfAttr, CreateArgs, CreateSessionArgs, CreateSessionResOk,
-    Createhow4, Createtype4, ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs,
-    OpenClaim4, OpenDelegation4, Openflag4, Opnum4, ReadArgs, ReaddirArgs, Res4, SequenceArgs,
-    StateProtect4A, WriteArgs, CDFC4_FORE, CDFC4_FORE_OR_BOTH, CDFS4_FORE,
-    CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+    Createhow4, Createtype4, ExchangeIdArgs, ExistLockOwner4, ImplIdList, LockArgs, LockRes,
+    Locker4, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4, OpenDelegation4, OpenToLockOwner4,
+    Openflag4, Opnum4, ReadArgs, ReaddirArgs, Res4, SequenceArgs, StateProtect4A, WriteArgs,
+    CDFC4_FORE, CDFC4_FORE_OR_BOTH, CDFS4_FORE, CREATE_SESSION4_FLAG_CONN_BACK_CHAN, READ_LT,
+    WRITE_LT,
 };
 use sluice_xdr::nfs4::{
     self as nfs4, Bitmap4, Component4, Fattr4, Ftype4, NfsFh4, Nfsstat4, Nfstime4, Opaque4,
@@ -1275,8 +1277,9 @@ impl Client {
         Ok(())
     }
 
-    /// Opens every tracked file again under the new client id, reclaiming in the server's
-    /// grace period when it has one, and sends RECLAIM_COMPLETE in between (see [`reopen`]).
+    /// Opens every tracked file again under the new client id, reclaiming opens and their
+    /// byte-range locks in the server's grace period when it has one, and sends
+    /// RECLAIM_COMPLETE in between (see [`reopen`]).
     async fn reopen_pass(&self) {
         let mut rounds = 0;
         loop {
@@ -1302,62 +1305,128 @@ impl Client {
             .expect("opens lock")
             .to_reopen();
         let host = &self.inner.url.host;
-        let (mut reclaimed, mut reopened) = (0, 0);
-        let mut rest = Vec::new();
-        let mut grace = true;
-        // TODO(#15): reclaim the recorded locks (LOCK with `reclaim` after CLAIM_PREVIOUS, in
-        // the grace period). Until then they are lost with the server's state: say so.
-        let locked = todo
-            .iter()
-            .filter(|(_, r)| r.locks.iter().any(|l| !l.ranges.is_empty()))
-            .count();
-        if locked > 0 {
-            tracing::warn!(
-                "{}: the server restarted; byte-range locks on {locked} open file(s) were lost \
-                 (not reclaimed yet)",
-                self.inner.url.host
-            );
-        }
-        for (key, rec) in todo {
-            if grace {
-                match self
-                    .reopen_one(&rec, OpenClaim4::Previous(OPEN_DELEGATE_NONE))
+        let mut pass = ReclaimPass::new(todo);
+        loop {
+            let step = pass.next(&mut self.inner.open_files.lock().expect("opens lock"));
+            let result = match &step {
+                Step::Done => break,
+                Step::ReclaimComplete => {
+                    self.reclaim_complete().await;
+                    continue;
+                }
+                Step::ClaimPrevious(rec) => {
+                    self.reopen_one(rec, OpenClaim4::Previous(OPEN_DELEGATE_NONE))
+                        .await
+                }
+                Step::ClaimFh(rec) => self.reopen_one(rec, OpenClaim4::Fh).await,
+                Step::ReclaimLock {
+                    fh,
+                    open_stateid,
+                    owner,
+                    lock_stateid,
+                    write,
+                    offset,
+                    length,
+                } => {
+                    self.reclaim_lock(
+                        fh,
+                        *open_stateid,
+                        owner,
+                        *lock_stateid,
+                        *write,
+                        *offset,
+                        *length,
+                    )
                     .await
-                {
-                    Ok(s) => {
-                        self.inner
-                            .open_files
-                            .lock()
-                            .expect("opens lock")
-                            .reopened(key, s);
-                        reclaimed += 1;
-                        continue;
+                }
+            };
+            let answer = match result {
+                Ok(s) => Answer::Ok(s),
+                Err(e) if e.status() == Some(Nfsstat4::NO_GRACE) => Answer::NoGrace,
+                Err(e) => {
+                    match &step {
+                        Step::ClaimFh(_) => {
+                            tracing::warn!("{host}: reopening a file after the restart failed: {e}")
+                        }
+                        _ => tracing::debug!("{host}: a reclaim failed: {e}"),
                     }
-                    Err(e) if e.status() == Some(Nfsstat4::NO_GRACE) => grace = false,
-                    Err(e) => tracing::debug!("{host}: reclaiming an open failed: {e}"),
+                    Answer::Failed
                 }
-            }
-            rest.push((key, rec));
-        }
-        self.reclaim_complete().await;
-        for (key, rec) in rest {
-            match self.reopen_one(&rec, OpenClaim4::Fh).await {
-                Ok(s) => {
-                    self.inner
-                        .open_files
-                        .lock()
-                        .expect("opens lock")
-                        .reopened(key, s);
-                    reopened += 1;
-                }
-                Err(e) => tracing::warn!("{host}: reopening a file after the restart failed: {e}"),
-            }
-        }
-        if reclaimed + reopened > 0 {
-            tracing::info!(
-                "{host}: NFSv4 opens after the new client id: {reclaimed} reclaimed, {reopened} \
-                 opened again"
+            };
+            pass.answer(
+                answer,
+                &mut self.inner.open_files.lock().expect("opens lock"),
             );
+        }
+        let c = pass.counts;
+        if c.reclaimed + c.reopened > 0 {
+            tracing::info!(
+                "{host}: NFSv4 opens after the new client id: {} reclaimed, {} opened again",
+                c.reclaimed,
+                c.reopened
+            );
+        }
+        if c.locks_reclaimed > 0 {
+            tracing::info!(
+                "{host}: NFSv4 byte-range locks after the new client id: {} reclaimed",
+                c.locks_reclaimed
+            );
+        }
+        if c.locks_lost > 0 {
+            tracing::warn!(
+                "{host}: the server restarted; {} byte-range lock(s) could not be reclaimed \
+                 and were lost (not taken again: another client may hold them now)",
+                c.locks_lost
+            );
+        }
+    }
+
+    /// LOCK with `reclaim` of one range held before the restart; the new lock stateid.
+    #[allow(clippy::too_many_arguments)]
+    async fn reclaim_lock(
+        &self,
+        fh: &NfsFh4,
+        open_stateid: Stateid4,
+        owner: &[u8],
+        lock_stateid: Option<Stateid4>,
+        write: bool,
+        offset: u64,
+        length: u64,
+    ) -> Result<Stateid4, Error> {
+        let locker = match lock_stateid {
+            Some(lock_stateid) => Locker4::Exist(ExistLockOwner4 {
+                lock_stateid,
+                lock_seqid: 0,
+            }),
+            None => {
+                let clientid = self.inner.session.lock().expect("session lock").clientid;
+                Locker4::New(OpenToLockOwner4 {
+                    open_seqid: 0,
+                    open_stateid,
+                    lock_seqid: 0,
+                    lock_owner: StateOwner4 {
+                        clientid,
+                        owner: Opaque4(Bytes::copy_from_slice(owner)),
+                    },
+                })
+            }
+        };
+        let res = self
+            .compound(vec![
+                NfsArgop4::Putfh(fh.clone()),
+                NfsArgop4::Lock(LockArgs {
+                    locktype: if write { WRITE_LT } else { READ_LT },
+                    reclaim: true,
+                    offset,
+                    length,
+                    locker,
+                }),
+            ])
+            .await?
+            .ok()?;
+        match res.last() {
+            Some(NfsResop4::Lock(LockRes::Ok(s))) => Ok(*s),
+            _ => Err(Error::Other("LOCK returned no result".into())),
         }
     }
 

@@ -13,15 +13,32 @@
 //! # The reopen pass (after every new client id)
 //! ```text
 //!   new client id ── for each open: PUTFH, OPEN CLAIM_PREVIOUS ── NO_GRACE? ──┐
-//!                                   (the server is in grace: reclaim)        │ not in grace:
-//!                    RECLAIM_COMPLETE ◄──────────────────────────────────────┘ stop reclaiming
+//!                    (the server is in grace: reclaim)                        │ not in grace:
+//!                      └ for each lock owner, each range it held:             │ stop reclaiming
+//!                        PUTFH, LOCK reclaim=true (open_to_lock_owner4 with   │
+//!                        the new open stateid, then exist_lock_owner4)        │
+//!                    RECLAIM_COMPLETE ◄───────────────────────────────────────┘
 //!                    for each open not reclaimed: PUTFH, OPEN CLAIM_FH (a new open, no name
-//!                    needed: the file may have been renamed since)
+//!                    needed: the file may have been renamed since); its locks are lost
 //! ```
-//! Reclaims must come before RECLAIM_COMPLETE and new opens after it (§18.51.3), so the pass
-//! has that order whatever the server answers. A server that reports no grace period
-//! (NFS4ERR_NO_GRACE, as sluice serve without stable client records) is not asked again for
-//! the other files.
+//! Reclaims (opens and locks) must come before RECLAIM_COMPLETE and new opens after it
+//! (RFC 8881 §8.4.2.1, §18.51.3), so the pass has that order whatever the server answers:
+//! [`ReclaimPass`] is that order as a state machine, the driver only sends its steps. A server
+//! that reports no grace period (NFS4ERR_NO_GRACE, as sluice serve without stable client
+//! records) is not asked again for the other files.
+//!
+//! # Locks outside grace are lost, not taken again
+//! A lock that could not be reclaimed (no grace period, or the reclaim refused) is not asked
+//! for again as a new lock: between the restart and now another client may have taken the
+//! range and changed the data under it, and the holder would never know. Like Linux (which
+//! fails the lost lock's file with EIO), the pass logs a warning and drops the lock's record;
+//! a later unlock of it is then a no-op and a later lock a new one.
+//!
+//! # Lock stateids across the pass
+//! The caller asks the table for an owner's lock stateid as it builds each LOCK and LOCKU, but
+//! a call built before the pass carries the old one. The table maps every lock stateid it gave
+//! out to the one to send now ([`OpenTable::translate`]), so such a call is sent again with the
+//! reclaimed stateid after the pass, as calls with old open stateids are.
 //!
 //! # Calls racing the pass
 //! The new session is usable before the pass ends, and a WRITE sent meanwhile still carries
@@ -64,8 +81,9 @@ pub const LOCK_RANGES_MAX: usize = 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockRecord {
     pub owner: Vec<u8>,
-    /// The lock stateid (seqid 0); `None` after a new client id, when the server forgot it
-    /// (the next LOCK starts again with open_to_lock_owner4).
+    /// The lock stateid (seqid 0); `None` when the server forgot it (the next LOCK starts
+    /// again with open_to_lock_owner4). After a new client id it is the old one until the
+    /// reopen pass reclaims the owner's ranges (then the new one) or drops the record.
     pub stateid: Option<Stateid4>,
     /// Ranges held: (write, offset, end) with `end` exclusive (`u64::MAX`: to the end of
     /// the file), disjoint; kept for reclaiming after a server restart.
@@ -114,7 +132,14 @@ pub struct OpenTable {
     pass: Pass,
     /// Reopen passes finished.
     epoch: u64,
+    /// Every lock stateid handed out (its `other`) to the one to send for it now: itself, or
+    /// the stateid that reclaimed its ranges. At most [`LOCK_IDS_MAX`].
+    lock_ids: HashMap<[u8; 12], [u8; 12]>,
 }
+
+/// Most lock stateids mapped for rewriting: 65,536; past it a lock stateid is not rewritten
+/// (a call racing a reopen pass with it fails with a stateid error instead of being resent).
+pub const LOCK_IDS_MAX: usize = 1 << 16;
 
 impl Default for OpenTable {
     fn default() -> Self {
@@ -122,6 +147,7 @@ impl Default for OpenTable {
             records: HashMap::new(),
             pass: Pass::Idle,
             epoch: 0,
+            lock_ids: HashMap::new(),
         }
     }
 }
@@ -160,13 +186,81 @@ impl OpenTable {
             .stateid
     }
 
-    /// A new client id was made: the server has no lock stateids of the old one.
+    /// The server no longer knows the lock stateid of `owner` under `open`.
     pub fn forget_lock_stateid(&mut self, open: Stateid4, owner: &[u8]) {
+        let mut gone = Vec::new();
         if let Some(r) = self.records.get_mut(&open.other) {
             for l in r.locks.iter_mut().filter(|l| l.owner == owner) {
-                l.stateid = None;
+                gone.extend(l.stateid.take());
             }
         }
+        self.unmap_lock_ids(&gone);
+    }
+
+    /// Stops rewriting to (and from) the lock stateids `gone`.
+    fn unmap_lock_ids(&mut self, gone: &[Stateid4]) {
+        if gone.is_empty() {
+            return;
+        }
+        self.lock_ids
+            .retain(|_, now| !gone.iter().any(|g| g.other == *now));
+    }
+
+    fn map_lock_id(&mut self, s: Stateid4) {
+        if self.lock_ids.len() < LOCK_IDS_MAX || self.lock_ids.contains_key(&s.other) {
+            self.lock_ids.insert(s.other, s.other);
+        }
+    }
+
+    /// A LOCK with `reclaim` gave `owner` (under the open known as `key`) the stateid `new`:
+    /// it replaces the old one, and calls carrying the old one are sent with it.
+    pub fn lock_reclaimed(&mut self, key: [u8; 12], owner: &[u8], new: Stateid4) {
+        let new = Stateid4 { seqid: 0, ..new };
+        let Some(l) = self
+            .records
+            .get_mut(&key)
+            .and_then(|r| r.locks.iter_mut().find(|l| l.owner == owner))
+        else {
+            return;
+        };
+        let old = l.stateid.replace(new);
+        if let Some(old) = old.filter(|o| o.other != new.other) {
+            for now in self.lock_ids.values_mut() {
+                if *now == old.other {
+                    *now = new.other;
+                }
+            }
+        }
+        self.map_lock_id(new);
+    }
+
+    /// The range `[offset, end)` of `owner` under `key` was not reclaimed: it is lost.
+    pub fn lock_lost(&mut self, key: [u8; 12], owner: &[u8], offset: u64, end: u64) {
+        if let Some(r) = self.records.get_mut(&key) {
+            for l in r.locks.iter_mut().filter(|l| l.owner == owner) {
+                l.subtract(offset, end);
+            }
+        }
+    }
+
+    /// After the lock reclaims of the open `key`: drops the lock owners not in `renewed`
+    /// (their stateid is the old client id's, their ranges lost). The ranges dropped.
+    pub fn settle_locks(&mut self, key: [u8; 12], renewed: &[Vec<u8>]) -> usize {
+        let Some(r) = self.records.get_mut(&key) else {
+            return 0;
+        };
+        let mut gone = Vec::new();
+        let mut ranges = 0;
+        r.locks.retain(|l| {
+            let keep = renewed.contains(&l.owner);
+            if !keep {
+                gone.extend(l.stateid);
+                ranges += l.ranges.len();
+            }
+            keep
+        });
+        self.unmap_lock_ids(&gone);
+        ranges
     }
 
     /// LOCK granted `owner` the range `[offset, offset + length)` under `open` with
@@ -203,6 +297,7 @@ impl OpenTable {
             l.ranges.push((write, offset, end));
             l.ranges.sort_by_key(|r| r.1);
         }
+        self.map_lock_id(stateid);
     }
 
     /// LOCKU of `[offset, offset + length)` by `owner` under `open`.
@@ -216,9 +311,14 @@ impl OpenTable {
 
     /// Forgets the open the caller knows as `stateid`; the stateid to CLOSE it with.
     pub fn remove(&mut self, stateid: Stateid4) -> Stateid4 {
-        self.records
-            .remove(&stateid.other)
-            .map_or(stateid, |r| r.current)
+        match self.records.remove(&stateid.other) {
+            Some(r) => {
+                let gone: Vec<Stateid4> = r.locks.iter().filter_map(|l| l.stateid).collect();
+                self.unmap_lock_ids(&gone);
+                r.current
+            }
+            None => stateid,
+        }
     }
 
     /// The stateid to send for the one the caller holds.
@@ -233,6 +333,24 @@ impl OpenTable {
     pub fn translate(&self, ops: &mut [NfsArgop4]) -> bool {
         let mut tracked = false;
         for op in ops {
+            let lock = match op {
+                NfsArgop4::Lock(sluice_xdr::nfs4::ops::LockArgs {
+                    locker: sluice_xdr::nfs4::ops::Locker4::Exist(e),
+                    ..
+                }) => Some(&mut e.lock_stateid),
+                NfsArgop4::Locku(a) => Some(&mut a.lock_stateid),
+                _ => None,
+            };
+            if let Some(s) = lock {
+                if let Some(now) = self.lock_ids.get(&s.other) {
+                    *s = Stateid4 {
+                        seqid: 0,
+                        other: *now,
+                    };
+                    tracked = true;
+                }
+                continue;
+            }
             let s = match op {
                 NfsArgop4::Read(a) => &mut a.stateid,
                 NfsArgop4::Write(a) => &mut a.stateid,
@@ -266,11 +384,8 @@ impl OpenTable {
                     seqid: 0,
                     ..stateid
                 };
-                // The lock stateids died with the old client id; the ranges stay recorded.
-                // TODO(#15): reclaim them here (LOCK with `reclaim` in the grace period).
-                for l in &mut r.locks {
-                    l.stateid = None;
-                }
+                // The lock records stay as they are: the pass reclaims or drops them
+                // ([`ReclaimPass`]).
                 true
             }
             None => false,
@@ -325,6 +440,236 @@ impl OpenTable {
     }
 }
 
+/// One call of the reopen pass, in the order the pass must send them (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// PUTFH, OPEN CLAIM_PREVIOUS of this open.
+    ClaimPrevious(OpenRecord),
+    /// PUTFH `fh`, LOCK with `reclaim`: with `lock_stateid` (exist_lock_owner4) once the owner
+    /// has one in this pass, else open_to_lock_owner4 with `open_stateid` and `owner`.
+    ReclaimLock {
+        fh: NfsFh4,
+        open_stateid: Stateid4,
+        owner: Vec<u8>,
+        lock_stateid: Option<Stateid4>,
+        write: bool,
+        offset: u64,
+        /// `u64::MAX`: to the end of the file.
+        length: u64,
+    },
+    /// RECLAIM_COMPLETE: every reclaim has been sent.
+    ReclaimComplete,
+    /// PUTFH, OPEN CLAIM_FH of this open (a new open; its locks were dropped as lost).
+    ClaimFh(OpenRecord),
+    Done,
+}
+
+/// What the server answered to a [`Step`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// The open or lock stateid granted.
+    Ok(Stateid4),
+    /// NFS4ERR_NO_GRACE: the server has no grace period (any more); reclaim nothing else.
+    NoGrace,
+    /// Any other failure.
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Claim,
+    Complete,
+    Fh,
+    Done,
+}
+
+/// What one reopen pass did, for its log line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassCounts {
+    pub reclaimed: usize,
+    pub reopened: usize,
+    pub locks_reclaimed: usize,
+    /// Ranges dropped: not reclaimed (no grace, refused) or under an open made again outside
+    /// grace.
+    pub locks_lost: usize,
+}
+
+/// The open being reclaimed and its lock ranges still to reclaim.
+#[derive(Debug)]
+struct Current {
+    key: [u8; 12],
+    fh: NfsFh4,
+    open: Stateid4,
+    /// (owner, write, offset, end), owner by owner.
+    todo: std::collections::VecDeque<(Vec<u8>, bool, u64, u64)>,
+    /// Owners that got a lock stateid in this pass, with it.
+    renewed: Vec<(Vec<u8>, Stateid4)>,
+}
+
+/// One reopen pass as a state machine: [`ReclaimPass::next`] says what to send,
+/// [`ReclaimPass::answer`] takes the reply and updates the [`OpenTable`]. Whatever the
+/// answers, every reclaim comes before RECLAIM_COMPLETE and every new open after it.
+#[derive(Debug)]
+pub struct ReclaimPass {
+    claim: std::collections::VecDeque<([u8; 12], OpenRecord)>,
+    rest: std::collections::VecDeque<([u8; 12], OpenRecord)>,
+    grace: bool,
+    phase: Phase,
+    current: Option<Current>,
+    /// The step sent and not yet answered, with its key.
+    asked: Option<([u8; 12], Step)>,
+    pub counts: PassCounts,
+}
+
+impl ReclaimPass {
+    /// A pass over the opens `todo` ([`OpenTable::to_reopen`]).
+    pub fn new(todo: Vec<([u8; 12], OpenRecord)>) -> Self {
+        ReclaimPass {
+            claim: todo.into(),
+            rest: Default::default(),
+            grace: true,
+            phase: Phase::Claim,
+            current: None,
+            asked: None,
+            counts: PassCounts::default(),
+        }
+    }
+
+    /// The next call to send; [`Step::Done`] at the end. Each open and lock step must be
+    /// answered before the next is asked for (RECLAIM_COMPLETE needs no answer).
+    pub fn next(&mut self, table: &mut OpenTable) -> Step {
+        assert!(self.asked.is_none(), "reopen pass: a step was not answered");
+        loop {
+            match self.phase {
+                Phase::Claim => {
+                    if let Some(c) = &mut self.current {
+                        if let Some((owner, write, offset, end)) = c.todo.pop_front() {
+                            if !self.grace {
+                                table.lock_lost(c.key, &owner, offset, end);
+                                self.counts.locks_lost += 1;
+                                continue;
+                            }
+                            let lock_stateid =
+                                c.renewed.iter().find(|(o, _)| *o == owner).map(|(_, s)| *s);
+                            let step = Step::ReclaimLock {
+                                fh: c.fh.clone(),
+                                open_stateid: c.open,
+                                owner,
+                                lock_stateid,
+                                write,
+                                offset,
+                                length: if end == u64::MAX {
+                                    u64::MAX
+                                } else {
+                                    end - offset
+                                },
+                            };
+                            self.asked = Some((c.key, step.clone()));
+                            return step;
+                        }
+                        let c = self.current.take().expect("just seen");
+                        let renewed: Vec<Vec<u8>> = c.renewed.into_iter().map(|(o, _)| o).collect();
+                        self.counts.locks_lost += table.settle_locks(c.key, &renewed);
+                        continue;
+                    }
+                    match self.claim.pop_front() {
+                        Some((key, rec)) if self.grace => {
+                            let step = Step::ClaimPrevious(rec);
+                            self.asked = Some((key, step.clone()));
+                            return step;
+                        }
+                        Some(r) => self.rest.push_back(r),
+                        None => {
+                            self.phase = Phase::Complete;
+                            return Step::ReclaimComplete;
+                        }
+                    }
+                }
+                Phase::Complete => self.phase = Phase::Fh,
+                Phase::Fh => match self.rest.pop_front() {
+                    Some((key, rec)) => {
+                        let step = Step::ClaimFh(rec);
+                        self.asked = Some((key, step.clone()));
+                        return step;
+                    }
+                    None => self.phase = Phase::Done,
+                },
+                Phase::Done => return Step::Done,
+            }
+        }
+    }
+
+    /// The server's answer to the step last asked for.
+    pub fn answer(&mut self, a: Answer, table: &mut OpenTable) {
+        let Some((key, step)) = self.asked.take() else {
+            return;
+        };
+        match step {
+            Step::ClaimPrevious(rec) => match a {
+                Answer::Ok(s) => {
+                    self.counts.reclaimed += 1;
+                    if !table.reopened(key, s) {
+                        return;
+                    }
+                    let mut todo = std::collections::VecDeque::new();
+                    for l in &rec.locks {
+                        for &(w, off, end) in &l.ranges {
+                            todo.push_back((l.owner.clone(), w, off, end));
+                        }
+                    }
+                    self.current = Some(Current {
+                        key,
+                        fh: rec.fh,
+                        open: Stateid4 { seqid: 0, ..s },
+                        todo,
+                        renewed: Vec::new(),
+                    });
+                }
+                Answer::NoGrace => {
+                    self.grace = false;
+                    self.rest.push_back((key, rec));
+                }
+                Answer::Failed => self.rest.push_back((key, rec)),
+            },
+            Step::ReclaimLock {
+                owner,
+                offset,
+                length,
+                ..
+            } => {
+                let c = self.current.as_mut().expect("a lock reclaim has its open");
+                match a {
+                    Answer::Ok(s) => {
+                        self.counts.locks_reclaimed += 1;
+                        table.lock_reclaimed(key, &owner, s);
+                        let s = Stateid4 { seqid: 0, ..s };
+                        match c.renewed.iter_mut().find(|(o, _)| *o == owner) {
+                            Some(r) => r.1 = s,
+                            None => c.renewed.push((owner, s)),
+                        }
+                    }
+                    Answer::NoGrace | Answer::Failed => {
+                        if a == Answer::NoGrace {
+                            self.grace = false;
+                        }
+                        self.counts.locks_lost += 1;
+                        table.lock_lost(key, &owner, offset, range_end(offset, length));
+                    }
+                }
+            }
+            Step::ClaimFh(_) => {
+                if let Answer::Ok(s) = a {
+                    self.counts.reopened += 1;
+                    table.reopened(key, s);
+                }
+                // Made again outside grace (or not at all): its locks are not taken again.
+                self.counts.locks_lost += table.settle_locks(key, &[]);
+            }
+            Step::ReclaimComplete | Step::Done => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,11 +718,152 @@ mod tests {
         t.locked(open, b"a", lk, true, 200, u64::MAX);
         t.unlocked(open, b"a", 0, u64::MAX);
         assert!(t.records[&open.other].locks[0].ranges.is_empty());
-        // A new client id: the lock stateid is gone, the record stays for a reclaim.
+        // A new client id: the record stays as it is for the reclaim.
         t.locked(open, b"a", lk, true, 0, 1);
         assert!(t.reopened(open.other, sid(2, 1)));
-        assert_eq!(t.lock_stateid(open, b"a"), None);
+        assert_eq!(t.lock_stateid(open, b"a"), Some(lk));
         assert_eq!(t.records[&open.other].locks[0].ranges, [(true, 0, 1)]);
+    }
+
+    fn locker(step: &Step) -> (Option<Stateid4>, Stateid4, u64, u64) {
+        match step {
+            Step::ReclaimLock {
+                lock_stateid,
+                open_stateid,
+                offset,
+                length,
+                ..
+            } => (*lock_stateid, *open_stateid, *offset, *length),
+            s => panic!("not a lock reclaim: {s:?}"),
+        }
+    }
+
+    #[test]
+    fn the_pass_reclaims_opens_then_their_locks_then_completes_and_rewrites_lock_stateids() {
+        use sluice_xdr::nfs4::ops::{LockArgs, Locker4, LockuArgs};
+        let mut t = OpenTable::default();
+        let open = sid(1, 1);
+        t.insert(open, NfsFh4::from(&b"f"[..]), 3, b"o".to_vec());
+        let old = sid(7, 0);
+        t.locked(open, b"a", old, true, 0, 10);
+        t.locked(open, b"a", old, false, 20, u64::MAX);
+        // An owner that unlocked everything: nothing to reclaim, its stateid is dropped.
+        t.locked(open, b"b", sid(8, 0), true, 0, 1);
+        t.unlocked(open, b"b", 0, 1);
+        let mut p = ReclaimPass::new(t.to_reopen());
+        assert!(matches!(p.next(&mut t), Step::ClaimPrevious(_)));
+        p.answer(Answer::Ok(sid(2, 1)), &mut t);
+        // The first range: open_to_lock_owner4 with the new open stateid.
+        let s = p.next(&mut t);
+        assert_eq!(locker(&s), (None, sid(2, 0), 0, 10));
+        p.answer(Answer::Ok(sid(9, 1)), &mut t);
+        // The second: the lock stateid just granted; "to the end" stays u64::MAX.
+        let s = p.next(&mut t);
+        assert_eq!(locker(&s), (Some(sid(9, 0)), sid(2, 0), 20, u64::MAX));
+        p.answer(Answer::Ok(sid(9, 2)), &mut t);
+        assert_eq!(p.next(&mut t), Step::ReclaimComplete, "reclaims first");
+        assert_eq!(p.next(&mut t), Step::Done);
+        assert_eq!(
+            p.counts,
+            PassCounts {
+                reclaimed: 1,
+                reopened: 0,
+                locks_reclaimed: 2,
+                locks_lost: 0
+            }
+        );
+        assert_eq!(t.lock_stateid(open, b"a"), Some(sid(9, 0)));
+        assert_eq!(t.lock_stateid(open, b"b"), None);
+        // A LOCKU built before the pass goes out with the reclaimed stateid.
+        let mut ops = [
+            NfsArgop4::Locku(LockuArgs {
+                lock_stateid: old,
+                ..LockuArgs::default()
+            }),
+            NfsArgop4::Lock(LockArgs {
+                locker: Locker4::Exist(sluice_xdr::nfs4::ops::ExistLockOwner4 {
+                    lock_stateid: sid(7, 3),
+                    lock_seqid: 0,
+                }),
+                ..LockArgs::default()
+            }),
+        ];
+        assert!(t.translate(&mut ops));
+        let NfsArgop4::Locku(u) = &ops[0] else {
+            unreachable!()
+        };
+        assert_eq!(u.lock_stateid, sid(9, 0));
+        let NfsArgop4::Lock(LockArgs {
+            locker: Locker4::Exist(e),
+            ..
+        }) = &ops[1]
+        else {
+            unreachable!()
+        };
+        assert_eq!(e.lock_stateid, sid(9, 0));
+        // Closed: no longer rewritten.
+        t.remove(open);
+        let mut ops = [NfsArgop4::Locku(LockuArgs {
+            lock_stateid: old,
+            ..LockuArgs::default()
+        })];
+        assert!(!t.translate(&mut ops));
+    }
+
+    #[test]
+    fn without_grace_opens_are_made_again_after_reclaim_complete_and_their_locks_dropped() {
+        let mut t = OpenTable::default();
+        for n in [1, 2] {
+            t.insert(
+                sid(n, 1),
+                NfsFh4(bytes::Bytes::from(vec![n])),
+                3,
+                b"o".to_vec(),
+            );
+            t.locked(sid(n, 1), b"a", sid(n + 10, 0), true, 0, 10);
+        }
+        let mut p = ReclaimPass::new(t.to_reopen());
+        assert!(matches!(p.next(&mut t), Step::ClaimPrevious(_)));
+        p.answer(Answer::NoGrace, &mut t);
+        // Not asked again for the other file; RECLAIM_COMPLETE before the new opens.
+        assert_eq!(p.next(&mut t), Step::ReclaimComplete);
+        for n in 0..2 {
+            assert!(matches!(p.next(&mut t), Step::ClaimFh(_)));
+            p.answer(Answer::Ok(sid(20 + n, 1)), &mut t);
+        }
+        assert_eq!(p.next(&mut t), Step::Done);
+        assert_eq!((p.counts.reopened, p.counts.locks_lost), (2, 2));
+        for n in [1, 2] {
+            assert_eq!(t.lock_stateid(sid(n, 1), b"a"), None);
+            assert!(t.records[&sid(n, 1).other].locks.is_empty());
+        }
+        let mut ops = [NfsArgop4::Locku(sluice_xdr::nfs4::ops::LockuArgs {
+            lock_stateid: sid(11, 0),
+            ..Default::default()
+        })];
+        assert!(
+            !t.translate(&mut ops),
+            "a lost lock's stateid is not rewritten"
+        );
+    }
+
+    #[test]
+    fn grace_ending_mid_pass_loses_the_remaining_locks_and_keeps_the_order() {
+        let mut t = OpenTable::default();
+        let open = sid(1, 1);
+        t.insert(open, NfsFh4::from(&b"f"[..]), 3, b"o".to_vec());
+        t.locked(open, b"a", sid(7, 0), true, 0, 10);
+        t.locked(open, b"a", sid(7, 0), true, 20, 10);
+        let mut p = ReclaimPass::new(t.to_reopen());
+        assert!(matches!(p.next(&mut t), Step::ClaimPrevious(_)));
+        p.answer(Answer::Ok(sid(2, 1)), &mut t);
+        assert!(matches!(p.next(&mut t), Step::ReclaimLock { .. }));
+        p.answer(Answer::NoGrace, &mut t);
+        // The second range is not asked for.
+        assert_eq!(p.next(&mut t), Step::ReclaimComplete);
+        assert_eq!(p.next(&mut t), Step::Done);
+        assert_eq!((p.counts.locks_reclaimed, p.counts.locks_lost), (0, 2));
+        assert_eq!(t.lock_stateid(open, b"a"), None);
     }
 
     #[test]
