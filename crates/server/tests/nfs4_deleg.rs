@@ -418,7 +418,13 @@ async fn a_sole_reader_is_recalled_by_a_writer_which_waits_with_delay_until_dele
         .await;
     assert_eq!(writer.send(setattr).await.status, Nfsstat4::OK);
 
-    // Counters and gauges, in both renderings.
+    // Counters and gauges, in both renderings. The holder's answer to the last CB_RECALL
+    // travels apart from its DELEGRETURN, so the server may count it a moment later: wait for
+    // it (bounded) rather than race it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while gauges(&server).recalls_answered < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let g = gauges(&server);
     assert_eq!((g.delegations_read, g.recalls_sent), (0, 3));
     let prom = sluice_server::metrics::fetch(metrics, "/metrics")

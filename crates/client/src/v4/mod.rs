@@ -982,6 +982,7 @@ impl Client {
         mut sent: Sent,
     ) -> (Result<Reply, Error>, Option<Duration>) {
         let (mut retries, mut recoveries) = (0u32, 0u32);
+        let mut grace_waited = Duration::ZERO;
         let main_op = main_op(&ops);
         loop {
             let outcome = sent.call.wait().await;
@@ -1046,6 +1047,25 @@ impl Client {
                 // (a conflicting OPEN while the server recalls a delegation, say).
                 retries += 1;
                 tokio::time::sleep(session::DELAY_RETRY).await;
+                sent = self.send(&ops).await;
+                continue;
+            }
+            let in_grace = matches!(&result, Ok(r) if r.status == Nfsstat4::GRACE
+            && session::resend_delayed(
+                ops.iter().map(|o| o.opnum()),
+                r.results.len().saturating_sub(1),
+            ));
+            if next == Next::Done && in_grace && grace_waited < session::GRACE_WAIT_MAX {
+                // The server restarted and lets its earlier clients reclaim first: new state
+                // waits for the end of its grace period (RFC 8881 §8.4.2), as Linux waits.
+                if grace_waited.is_zero() {
+                    tracing::warn!(
+                        "the server is in its grace period after a restart; waiting (up to {} s) for it to end",
+                        session::GRACE_WAIT_MAX.as_secs()
+                    );
+                }
+                grace_waited += session::GRACE_RETRY;
+                tokio::time::sleep(session::GRACE_RETRY).await;
                 sent = self.send(&ops).await;
                 continue;
             }

@@ -113,6 +113,16 @@ pub enum Next {
 /// again.
 pub const DELAY_RETRY: Duration = Duration::from_millis(100);
 
+/// Wait before retrying an op the server refused with NFS4ERR_GRACE: it has just restarted and
+/// lets its earlier clients reclaim first (RFC 8881 §8.4.2). 1 s, Linux's `NFS4_POLL_RETRY_MAX`
+/// range: grace lasts a lease (90 s by default) or ends early, so a faster poll gains little.
+pub const GRACE_RETRY: Duration = Duration::from_secs(1);
+
+/// How long one COMPOUND waits out a grace period before it fails with NFS4ERR_GRACE: longer
+/// than the default grace (one 90 s lease) with room for a longer lease, short enough that a
+/// server stuck in grace is reported.
+pub const GRACE_WAIT_MAX: Duration = Duration::from_secs(300);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SlotState {
     Free,

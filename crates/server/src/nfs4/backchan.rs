@@ -302,6 +302,13 @@ impl BackChan {
         } else if let Some((t, probe)) = self.slot_busy.filter(|&(t, _)| t == token) {
             self.slot_busy = None;
             let result = self.sequence_result(outcome);
+            if probe && matches!(result, Err(Nfsstat4::DELAY)) {
+                // The client is not ready for callbacks yet (Linux answers a CB_SEQUENCE
+                // with NFS4ERR_DELAY while it is still setting the session up): probe again
+                // after its next SEQUENCE, which paces the retries by its own traffic.
+                self.probe_sequence_due = true;
+                self.client_ready = false;
+            }
             if !probe {
                 done.push(CbDone { token: t, result });
             }
@@ -468,6 +475,32 @@ mod tests {
     }
 
     /// CB_NULL, then CB_SEQUENCE, then Up; returns the channel.
+    #[test]
+    fn a_probe_answered_delay_is_sent_again_after_the_clients_next_sequence() {
+        let mut b = BackChan::new(SID, 0x4000_0000, &[sys()]);
+        b.sequence_seen();
+        let null = b.poll(5);
+        b.handle_reply(null[0].token, CbOutcome::NullOk);
+        let seq = b.poll(5);
+        assert_eq!(seq.len(), 1, "the CB_SEQUENCE probe");
+        b.handle_reply(seq[0].token, answer(&seq[0], Nfsstat4::DELAY));
+        assert_eq!(b.path(), PathState::Probing, "neither up nor a fault");
+        assert!(
+            b.poll(5).is_empty(),
+            "not again before the client's next SEQUENCE"
+        );
+        assert!(b.sequence_seen(), "its SEQUENCE makes the probe due again");
+        let again = b.poll(5);
+        assert_eq!(again.len(), 1);
+        assert_eq!(
+            seq_of(&again[0]),
+            (1, 0),
+            "the slot's id was not used by the DELAY"
+        );
+        b.handle_reply(again[0].token, answer(&again[0], Nfsstat4::OK));
+        assert_eq!(b.path(), PathState::Up);
+    }
+
     fn probed() -> BackChan {
         let mut b = BackChan::new(SID, 0x4000_0000, &[sys()]);
         b.sequence_seen();

@@ -996,7 +996,11 @@ impl Nfs4 {
                 NfsResop4::DestroySession(status_of(self.destroy_session(call, ctx, id)))
             }
             NfsArgop4::DestroyClientid(id) => {
-                NfsResop4::DestroyClientid(status_of(self.state().destroy_clientid(*id)))
+                let r = self.state().destroy_clientid(*id);
+                if r.is_ok() {
+                    self.remove_gone_records(call.now);
+                }
+                NfsResop4::DestroyClientid(status_of(r))
             }
             // BIND_CONN_TO_SESSION must be a COMPOUND's only op (§18.34.3).
             NfsArgop4::BindConnToSession(_) if ctx.session.is_some() => {

@@ -40,6 +40,21 @@ impl Nfs4 {
         Ok(())
     }
 
+    /// Removes from the stable store, now, the records of clients just destroyed (see
+    /// [`crate::nfs4::State4::take_gone_records`]); a failed removal is left to cost a longer
+    /// grace after a crash, as at the tick.
+    pub(super) fn remove_gone_records(&self, now: Instant) {
+        let Some(records) = &self.records else {
+            return;
+        };
+        let owners = self.state().take_gone_records(now);
+        for owner in owners {
+            if let Err(e) = records.remove(&owner) {
+                tracing::warn!("NFSv4 client record could not be removed: {e}");
+            }
+        }
+    }
+
     /// The lease and grace clock at `now`: expires leases ([`crate::nfs4::State4::tick`]),
     /// ends grace at its deadline and removes the records of clients gone for good
     /// ([`crate::nfs4::State4::recovery_tick`]).

@@ -115,26 +115,11 @@ impl State4 {
     /// Ends grace at its deadline, lets the clients that went away stop holding it open, and
     /// hands the driver the records to remove and the end to log. Called with the lease tick.
     pub fn recovery_tick(&mut self, now: Instant) -> RecoveryTick {
+        let forget = self.take_gone_records(now);
         let mut out = RecoveryTick {
             ended: self.recovery.ended.take(),
-            ..RecoveryTick::default()
+            forget,
         };
-        let mut gone = std::mem::take(&mut self.recovery.gone);
-        gone.sort_unstable();
-        gone.dedup();
-        for owner in gone {
-            if self.owner_live(&owner) {
-                continue; // a newer client of the owner still counts on the record
-            }
-            if let Some(g) = self.recovery.grace.as_mut() {
-                if let Some(end) = g.client_gone(now, &owner) {
-                    out.ended = Some(end);
-                }
-            }
-            if self.recovery.stable.remove(&owner) {
-                out.forget.push(owner);
-            }
-        }
         if let Some(end) = self.recovery.grace.as_mut().and_then(|g| g.tick(now)) {
             for owner in &end.forgotten {
                 let owner = Bytes::copy_from_slice(owner);
@@ -145,6 +130,32 @@ impl State4 {
             out.ended = Some(end);
         }
         out
+    }
+
+    /// The records of clients gone since the last look (DESTROY_CLIENTID, expiry), for the
+    /// driver to remove from the stable store. DESTROY_CLIENTID takes them at once rather than
+    /// leaving them to the next tick: a server stopped right after a client's exit must not
+    /// find the record at its next start and hold a grace period for a client that is gone.
+    /// A grace period this ends is reported by the next [`State4::recovery_tick`].
+    pub fn take_gone_records(&mut self, now: Instant) -> Vec<Bytes> {
+        let mut gone = std::mem::take(&mut self.recovery.gone);
+        gone.sort_unstable();
+        gone.dedup();
+        let mut forget = Vec::new();
+        for owner in gone {
+            if self.owner_live(&owner) {
+                continue; // a newer client of the owner still counts on the record
+            }
+            if let Some(g) = self.recovery.grace.as_mut() {
+                if let Some(end) = g.client_gone(now, &owner) {
+                    self.recovery.ended = Some(end);
+                }
+            }
+            if self.recovery.stable.remove(&owner) {
+                forget.push(owner);
+            }
+        }
+        forget
     }
 
     /// When [`State4::recovery_tick`] next has something to do (grace's deadline), if ever;
