@@ -97,10 +97,12 @@ pub async fn run(a: BenchArgs) -> Result<(), String> {
 }
 
 async fn run_v3(a: BenchArgs) -> Result<(), String> {
-    let options = ClientOptions {
+    let mut options = ClientOptions {
         nconnect: a.nconnect,
         ..ClientOptions::default()
     };
+    // A load generator runs with exactly the connections asked for.
+    options.fixed_nconnect(a.nconnect);
     let client = Client::connect(a.url.as_str(), options)
         .await
         .map_err(|e| format!("{}: {e}", a.url))?;
@@ -246,6 +248,8 @@ async fn run_v4(a: BenchArgs, url: NfsUrl, version: NfsVersion) -> Result<(), St
         nconnect: a.nconnect,
         ..ClientOptions::default()
     };
+    // A load generator runs with exactly the connections asked for.
+    options.fixed_nconnect(a.nconnect);
     // The session's slot table caps the calls in flight: ask for at least --depth slots.
     options.rpc.table.max_in_flight = options.rpc.table.max_in_flight.max(a.depth);
     let client = v4::Client::connect(&url, &options, minor, V4Options::default())

@@ -417,6 +417,7 @@ async fn trunking(s: &dyn Server) {
         }
     }
     c.shutdown().await;
+    automatic_trunking(s, &data).await;
     // The command line: `--nconnect 4` on a v4 URL, up and down.
     let local = TempDir::new("v4-nconnect");
     let src = local.path().join("src");
@@ -444,6 +445,63 @@ async fn trunking(s: &dyn Server) {
     ])
     .await;
     assert_eq!(sha256_file(&back), want, "[{}]", s.name());
+}
+
+/// Automatic nconnect over 4.1, the policy told to grow at every look: connections added while
+/// a file is read are bound to the session (BIND_CONN_TO_SESSION) before they carry
+/// COMPOUNDs, and then carry READs; the data is intact. A server that refuses the bind leaves
+/// the client where it was, with a note.
+async fn automatic_trunking(s: &dyn Server, data: &[u8]) {
+    let url = NfsUrl::parse(&v4_url(s, "", "4.1")).unwrap();
+    let options = ClientOptions {
+        nconnect_auto: sluice_client::TrunkConfig {
+            max: 3,
+            window_bytes: 1 << 20,
+            busy_fraction: 0.0,
+            gain_min: 0.0,
+        },
+        ..ClientOptions::default()
+    };
+    let c = Client::connect(&url, &options, Minor::V1, V4Options::default())
+        .await
+        .unwrap_or_else(|e| panic!("[{}] {e}", s.name()));
+    let path = format!("{}/trunked", url.path);
+    let read = || async {
+        let (fh, attr) = c.open(&path).await.unwrap();
+        let got = File::new(c.clone(), fh.clone(), attr).read_all().await;
+        c.close(&fh).await.unwrap();
+        assert!(got.unwrap() == data, "[{}] read back", s.name());
+    };
+    for _ in 0..40 {
+        read().await;
+        let (n, note) = c.connections();
+        if n == 3 || note.as_deref().is_some_and(|n| n.contains("failed")) {
+            break;
+        }
+    }
+    read().await;
+    let (n, note) = c.connections();
+    let note = note.expect("an automatic count has a note");
+    let binds = c.stats().get("NFS4", "BIND_CONN_TO_SESSION");
+    if note.contains("failed") {
+        assert_ne!(s.name(), "sluice", "sluice serve refused a bind: {note}");
+        assert_eq!(n, 1, "[{}] {note}", s.name());
+        eprintln!("[{}] no automatic trunking: {note}", s.name());
+    } else {
+        assert_eq!(n, 3, "[{}] {note}", s.name());
+        assert!(note.contains("3 of at most 3"), "{note}");
+        let binds = binds.expect("binds were counted");
+        assert_eq!((binds.calls, binds.errors), (2, 0), "[{}]", s.name());
+        for (i, t) in c.connection_stats().iter().enumerate() {
+            assert!(
+                t.bytes_received > 1 << 20,
+                "[{}] connection {} carried no READs",
+                s.name(),
+                i + 1
+            );
+        }
+    }
+    c.shutdown().await;
 }
 
 async fn negotiation(s: &dyn Server) {

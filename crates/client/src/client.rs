@@ -38,6 +38,7 @@ use crate::transport::{CallError, Connections, PendingCall, RpcClient, RpcConfig
 use crate::url::NfsUrl;
 use bytes::Bytes;
 use sluice_engine::readahead::ReadaheadMode;
+use sluice_engine::trunk::TrunkConfig;
 use sluice_rpc::client::{CallTableConfig, ProcId, Transport};
 use sluice_rpc::rtt::TimerClass;
 use sluice_xdr::nfs3::{self, proc_, *};
@@ -100,6 +101,11 @@ pub struct ClientOptions {
     /// on the client, which more connections spread over several. Like Linux's `nconnect`
     /// mount option, and capped like it at 16. UDP has no connections: more than 1 is refused.
     pub nconnect: usize,
+    /// Automatic `nconnect` (see `sluice_engine::trunk`): the client opens one more connection
+    /// when its receive path turns out to be the limit, up to `max` in all. Default `max`: the
+    /// CPUs, at most [`NCONNECT_AUTO_MAX`]. A URL's `nconnect` fixes the count; so does a
+    /// `max` of `nconnect` ([`ClientOptions::fixed_nconnect`]).
+    pub nconnect_auto: TrunkConfig,
     /// How long a URL without `version=` waits for the NFSv4 probe (connect, NULL,
     /// EXCHANGE_ID) before it gives up on v4 and tries v3. Default 5 s; see
     /// `namespace::V4_PROBE_TIMEOUT`. An explicit `version=4.x` never gives up early.
@@ -113,9 +119,24 @@ pub struct ClientOptions {
 /// Most TCP connections one client opens to the NFS service (Linux's cap for `nconnect`).
 pub const NCONNECT_MAX: usize = 16;
 
-/// The connections `url` (its `nconnect`, else the option's) asks for: 1..=[`NCONNECT_MAX`],
-/// and only 1 over UDP.
-pub(crate) fn checked_nconnect(url: &NfsUrl, options: &ClientOptions) -> Result<usize, String> {
+/// Most connections the automatic `nconnect` grows to: each is a reader on its own core, and
+/// past a few the server's send path is the limit.
+pub const NCONNECT_AUTO_MAX: usize = 4;
+
+/// The default ceiling of the automatic `nconnect`: the CPUs, at most [`NCONNECT_AUTO_MAX`].
+pub fn nconnect_auto_default() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, NCONNECT_AUTO_MAX)
+}
+
+/// The connections `url` (its `nconnect`, else the option's) asks for to start with:
+/// 1..=[`NCONNECT_MAX`], and only 1 over UDP; and the most the client may grow to by itself
+/// (the start when the count is fixed), with the rest of the automatic `nconnect`'s settings.
+pub(crate) fn checked_nconnect(
+    url: &NfsUrl,
+    options: &ClientOptions,
+) -> Result<(usize, TrunkConfig), String> {
     let n = url.nconnect.map_or(options.nconnect, |n| n as usize);
     if !(1..=NCONNECT_MAX).contains(&n) {
         return Err(format!("nconnect must be 1 to {NCONNECT_MAX}, not {n}"));
@@ -125,7 +146,26 @@ pub(crate) fn checked_nconnect(url: &NfsUrl, options: &ClientOptions) -> Result<
             "nconnect above 1 needs TCP: UDP has no connections to spread calls over".to_string(),
         );
     }
-    Ok(n)
+    let max = if url.nconnect.is_some() || options.udp {
+        n
+    } else {
+        options.nconnect_auto.max.clamp(n, NCONNECT_MAX)
+    };
+    Ok((
+        n,
+        TrunkConfig {
+            max,
+            ..options.nconnect_auto
+        },
+    ))
+}
+
+impl ClientOptions {
+    /// Exactly `n` connections, none added automatically (an explicit `--nconnect`).
+    pub fn fixed_nconnect(&mut self, n: usize) {
+        self.nconnect = n;
+        self.nconnect_auto.max = n;
+    }
 }
 
 impl Default for ClientOptions {
@@ -145,6 +185,10 @@ impl Default for ClientOptions {
             gid: None,
             readdir_bytes: 64 << 10,
             nconnect: 1,
+            nconnect_auto: TrunkConfig {
+                max: nconnect_auto_default(),
+                ..TrunkConfig::default()
+            },
             v4_probe_timeout: crate::namespace::V4_PROBE_TIMEOUT,
             v4_owner: None,
         }
@@ -292,7 +336,8 @@ impl Client {
             options.rsize_max = options.rsize_max.min(UDP_TRANSFER_BYTES_MAX);
             options.wsize_max = options.wsize_max.min(UDP_TRANSFER_BYTES_MAX);
         }
-        options.nconnect = checked_nconnect(&url, &options).map_err(NfsError::Other)?;
+        let (nconnect, trunk) = checked_nconnect(&url, &options).map_err(NfsError::Other)?;
+        options.nconnect = nconnect;
         let stats = Mutex::new(ClientStats::default());
         let cred = credentials(&url, &options);
         let ip = resolve(&url).await?;
@@ -326,6 +371,7 @@ impl Client {
             .open(options.nconnect, &rpc_config)
             .await
             .map_err(NfsError::Connect)?;
+        conns.grow_up_to(trunk, &rpc_config);
         let target = strip_export(&url.path, &export);
         let inner = Inner {
             url,
@@ -436,6 +482,12 @@ impl Client {
     /// Transport counters of each connection to the NFS service, in order.
     pub fn connection_stats(&self) -> Vec<crate::transport::TransportStats> {
         self.inner.conns.stats_each()
+    }
+
+    /// Connections to the NFS service now, and how the automatic `nconnect` came to that
+    /// number (`None` when the count was fixed).
+    pub fn connections(&self) -> (usize, Option<String>) {
+        (self.inner.conns.len(), self.inner.conns.growth_note())
     }
     /// File read statistics: READ sizes, depth in flight, readahead windows and waste.
     pub fn read_stats(&self) -> ReadStats {
@@ -922,6 +974,22 @@ impl Client {
 
     // --- the call machinery ----------------------------------------------------------------
 
+    /// Opens connection `i` in the background (automatic `nconnect`): NFSv3 needs nothing more
+    /// than the TCP connection to the NFS port.
+    fn grow(&self, i: usize) {
+        let c = self.clone();
+        tokio::spawn(async move {
+            let conns = &c.inner.conns;
+            match conns.connect_more().await {
+                Ok(rpc) => {
+                    conns.place(i, rpc);
+                    conns.activate(i);
+                }
+                Err(e) => conns.growth_failed(&e.to_string()),
+            }
+        });
+    }
+
     async fn start<O: Unpack, F: Unpack>(&self, proc_: u32, args: &impl Pack) -> Pending<O> {
         self.start_with(proc_, args, decode_nfs::<O, F>).await
     }
@@ -941,6 +1009,9 @@ impl Client {
             vers: nfs3::VERSION,
             proc_,
         };
+        if let Some(i) = self.inner.conns.growth_due() {
+            self.grow(i);
+        }
         let (_, conn) = self.inner.conns.next();
         let call = conn
             .start(id, &self.inner.cred, segments, timer_class(proc_))
@@ -1491,6 +1562,32 @@ fn first_bytes(chunks: Vec<Bytes>, mut n: usize) -> Vec<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nconnect_is_automatic_unless_given() {
+        let url = |s: &str| NfsUrl::parse(s).unwrap();
+        let mut o = ClientOptions::default();
+        o.nconnect_auto.max = 4;
+        assert_eq!(checked_nconnect(&url("nfs://h/x"), &o).unwrap().0, 1);
+        assert_eq!(checked_nconnect(&url("nfs://h/x"), &o).unwrap().1.max, 4);
+        // The URL's count is the count.
+        let (n, t) = checked_nconnect(&url("nfs://h/x?nconnect=2"), &o).unwrap();
+        assert_eq!((n, t.max), (2, 2));
+        // So is an explicit option.
+        let mut fixed = o.clone();
+        fixed.fixed_nconnect(3);
+        let (n, t) = checked_nconnect(&url("nfs://h/x"), &fixed).unwrap();
+        assert_eq!((n, t.max), (3, 3));
+        // More to start with than the automatic ceiling: the start wins.
+        let mut many = o.clone();
+        many.nconnect = 8;
+        assert_eq!(checked_nconnect(&url("nfs://h/x"), &many).unwrap().1.max, 8);
+        // UDP has one socket.
+        let mut udp = o.clone();
+        udp.udp = true;
+        assert_eq!(checked_nconnect(&url("nfs://h/x"), &udp).unwrap().1.max, 1);
+        assert!((1..=NCONNECT_AUTO_MAX).contains(&nconnect_auto_default()));
+    }
 
     #[test]
     fn without_a_portmapper_the_known_port_or_2049_serves_both_programs() {

@@ -59,6 +59,7 @@ pub use namespace::{connect, Handle, Namespace, OpenFile, ProtoVersion};
 pub use proto::{FileProtocol, Stability, Version};
 pub use read::parse_readahead;
 pub use sluice_engine::readahead::ReadaheadMode;
+pub use sluice_engine::trunk::TrunkConfig;
 pub use sluice_xdr::nfs3;
 pub use stats::{ClientStats, ProcStats, ReadStats};
 pub use transport::{RpcClient, RpcConfig};

@@ -333,6 +333,11 @@ pub trait Namespace: Send + Sync + 'static {
     fn version_note(&self) -> Option<String> {
         None
     }
+    /// Connections to the NFS service now, and how the automatic `nconnect` came to that
+    /// number (`None` when the count was fixed).
+    fn connections(&self) -> (usize, Option<String>) {
+        (1, None)
+    }
     /// Ends what the server holds for this client (v4: the session and client id).
     fn shutdown(&self) -> Fut<'_, ()>;
 }
@@ -1103,6 +1108,9 @@ impl Namespace for Client {
     }
     fn version_note(&self) -> Option<String> {
         Client::version_note(self).map(str::to_string)
+    }
+    fn connections(&self) -> (usize, Option<String>) {
+        Client::connections(self)
     }
     fn shutdown(&self) -> Fut<'_, ()> {
         Box::pin(async { Ok(()) })

@@ -49,6 +49,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 use rand::Rng;
+use sluice_engine::trunk::{RecvCounters, Stopped, Trunk, TrunkConfig};
 use sluice_rpc::client::Received;
 use sluice_rpc::client::Transport;
 use sluice_rpc::client::{
@@ -65,8 +66,8 @@ use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -253,8 +254,37 @@ impl PendingCall {
 pub struct RpcClient {
     commands: mpsc::Sender<Command>,
     stats: Arc<Mutex<TransportStats>>,
+    recv: Arc<RecvGauge>,
     addr: SocketAddr,
     udp: bool,
+}
+
+/// What a connection's reader did, counted as it happens (lock-free: read on every call by
+/// [`Connections`]' automatic `nconnect`). Kept across reconnects.
+#[derive(Debug, Default)]
+pub struct RecvGauge {
+    bytes: AtomicU64,
+    reads: AtomicU64,
+    reads_full: AtomicU64,
+}
+
+impl RecvGauge {
+    fn record(&self, n: usize, full: bool) {
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        if full {
+            self.reads_full.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> RecvCounters {
+        RecvCounters {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            reads: self.reads.load(Ordering::Relaxed),
+            reads_full: self.reads_full.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// The first socket, opened by `connect`.
@@ -293,12 +323,14 @@ impl RpcClient {
         };
         let (tx, rx) = mpsc::channel(config.table.max_queued.max(1));
         let stats = Arc::new(Mutex::new(TransportStats::default()));
+        let recv = Arc::new(RecvGauge::default());
         let xid_seed: u32 = rand::thread_rng().gen();
-        let driver = Driver::new(addr, config, xid_seed, stats.clone());
+        let driver = Driver::new(addr, config, xid_seed, stats.clone(), recv.clone());
         tokio::spawn(driver.run(rx, socket));
         Ok(RpcClient {
             commands: tx,
             stats,
+            recv,
             addr,
             udp,
         })
@@ -351,6 +383,11 @@ impl RpcClient {
     pub fn stats(&self) -> TransportStats {
         *self.stats.lock().expect("stats lock")
     }
+
+    /// What this connection's reader did so far.
+    pub fn recv_counters(&self) -> RecvCounters {
+        self.recv.counters()
+    }
 }
 
 /// A client's connections to one NFS service (`nconnect`), used in turn.
@@ -363,79 +400,215 @@ impl RpcClient {
 /// NFSv4.1 client first binds each to its session (BIND_CONN_TO_SESSION, session trunking).
 #[derive(Debug)]
 pub struct Connections {
-    /// At least one; at most what [`Connections::open`] was asked for.
-    conns: Vec<RpcClient>,
-    /// Which connection the next call goes to (modulo their number).
+    /// Room for every connection the client may have; the first `active` are open and carry
+    /// calls. A slot past them may hold a connection being bound (NFSv4.1) before it counts.
+    slots: Vec<OnceLock<RpcClient>>,
+    active: AtomicUsize,
+    /// Which connection the next call goes to (modulo `active`).
     next: AtomicUsize,
+    /// Automatic `nconnect` ([`Connections::grow_up_to`]); `None` when the count is fixed.
+    auto: Option<Auto>,
 }
+
+/// The automatic-`nconnect` state of [`Connections`] (the policy is
+/// [`sluice_engine::trunk`]).
+#[derive(Debug)]
+struct Auto {
+    trunk: Mutex<Trunk>,
+    config: RpcConfig,
+    /// Calls started; the counters are looked at every [`LOOK_EVERY_CALLS`].
+    calls: AtomicU64,
+}
+
+/// How often (in calls started) the automatic `nconnect` adds up the readers' counters: often
+/// next to a window of 32 MiB of 1 MiB READs, rare next to everything else a call costs.
+const LOOK_EVERY_CALLS: u64 = 8;
 
 impl Connections {
     /// The connections of a client that so far has only `first`.
     pub fn new(first: RpcClient) -> Connections {
         Connections {
-            conns: vec![first],
+            slots: vec![OnceLock::from(first)],
+            active: AtomicUsize::new(1),
             next: AtomicUsize::new(0),
+            auto: None,
         }
     }
 
     /// Opens connections to the first one's server until there are `n` (the message of the
     /// error says which one failed, for the user).
     pub async fn open(&mut self, n: usize, config: &RpcConfig) -> Result<(), String> {
-        let addr = self.conns[0].peer_addr();
-        while self.conns.len() < n {
+        let addr = self.first().peer_addr();
+        let mut have = *self.active.get_mut();
+        while have < n {
             let more = RpcClient::connect(addr, config.clone())
                 .await
                 .map_err(|e| {
                     format!(
                         "cannot open connection {} of {n} (nconnect) to {addr}: {e}",
-                        self.conns.len() + 1
+                        have + 1
                     )
                 })?;
-            self.conns.push(more);
+            if have == self.slots.len() {
+                self.slots.push(OnceLock::new());
+            }
+            let _ = self.slots[have].set(more);
+            have += 1;
+            *self.active.get_mut() = have;
         }
         Ok(())
     }
 
-    /// Keeps the first `n` connections (at least one) and closes the others.
+    /// Lets the client add connections, up to `policy.max` in all, when its receive path is
+    /// the limit ([`sluice_engine::trunk`]); `config` is the new connections'. Nothing
+    /// changes when `max` is not above what is open.
+    pub fn grow_up_to(&mut self, policy: TrunkConfig, config: &RpcConfig) {
+        let have = *self.active.get_mut();
+        if policy.max <= have || self.first().is_udp() {
+            return;
+        }
+        self.slots.resize_with(policy.max, OnceLock::new);
+        self.auto = Some(Auto {
+            trunk: Mutex::new(Trunk::new(policy, have)),
+            config: config.clone(),
+            calls: AtomicU64::new(0),
+        });
+    }
+
+    /// Keeps the first `n` connections (at least one), closes the others, and fixes the count.
     pub fn truncate(&mut self, n: usize) {
-        self.conns.truncate(n.max(1));
+        let n = n.max(1).min(*self.active.get_mut());
+        self.slots.truncate(n);
+        *self.active.get_mut() = n;
+        self.auto = None;
     }
 
     /// The connection the next call goes to, and its index.
     pub fn next(&self) -> (usize, &RpcClient) {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
-        (i, &self.conns[i])
+        let n = self.active.load(Ordering::Acquire);
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        (i, self.get(i))
     }
 
     /// The first connection: the one a client sets up its session or mount on.
     pub fn first(&self) -> &RpcClient {
-        &self.conns[0]
+        self.get(0)
     }
 
-    /// Connection `i` (`0..len()`).
+    /// Connection `i`: one of the first [`Connections::len`], or one just handed to
+    /// [`Connections::place`].
     pub fn get(&self, i: usize) -> &RpcClient {
-        &self.conns[i]
+        self.slots[i].get().expect("a connection that was opened")
     }
 
+    /// Connections carrying calls.
     pub fn len(&self) -> usize {
-        self.conns.len()
+        self.active.load(Ordering::Acquire)
     }
 
     /// Never true: there is always the first connection.
     pub fn is_empty(&self) -> bool {
-        self.conns.is_empty()
+        self.len() == 0
+    }
+
+    /// Connections the client may come to have (what `grow_up_to` allows, else `len`).
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Called as each call starts: `Some(i)` when the policy wants connection `i` opened now.
+    /// The caller then opens it ([`Connections::connect_more`]), places it, prepares it (an
+    /// NFSv4.1 session binds it) and [`Connections::activate`]s it, or gives up
+    /// ([`Connections::growth_failed`]). At most one is asked for at a time.
+    pub fn growth_due(&self) -> Option<usize> {
+        let auto = self.auto.as_ref()?;
+        if auto.calls.fetch_add(1, Ordering::Relaxed) % LOOK_EVERY_CALLS != 0 {
+            return None;
+        }
+        let c = self.recv_counters();
+        let mut trunk = auto.trunk.lock().expect("trunk lock");
+        if !trunk.due(c.bytes) {
+            return None;
+        }
+        trunk.look(Instant::now(), c).then(|| self.len())
+    }
+
+    /// Opens a connection like the first one (to be placed in the slot `growth_due` gave).
+    pub async fn connect_more(&self) -> io::Result<RpcClient> {
+        let config = match &self.auto {
+            Some(a) => a.config.clone(),
+            None => return Err(io::Error::other("this client's connection count is fixed")),
+        };
+        RpcClient::connect(self.first().peer_addr(), config).await
+    }
+
+    /// Puts a new connection in slot `i` (from `growth_due`), not carrying calls yet.
+    pub fn place(&self, i: usize, rpc: RpcClient) {
+        let _ = self.slots[i].set(rpc);
+    }
+
+    /// Connection `i` (placed) starts carrying calls.
+    pub fn activate(&self, i: usize) {
+        self.active.store(i + 1, Ordering::Release);
+        if let Some(a) = &self.auto {
+            let c = self.recv_counters();
+            a.trunk
+                .lock()
+                .expect("trunk lock")
+                .opened(Instant::now(), c);
+        }
+        tracing::debug!(
+            conns = i + 1,
+            "automatic nconnect: the receive path was the limit, one more connection"
+        );
+    }
+
+    /// The connection asked for could not be opened or prepared: no more are asked for.
+    pub fn growth_failed(&self, why: &str) {
+        if let Some(a) = &self.auto {
+            a.trunk.lock().expect("trunk lock").failed();
+        }
+        tracing::debug!("automatic nconnect: no more connections ({why})");
+    }
+
+    /// How the connection count came about, for statistics: `None` when it is fixed.
+    pub fn growth_note(&self) -> Option<String> {
+        let a = self.auto.as_ref()?;
+        let t = a.trunk.lock().expect("trunk lock");
+        let why = match t.stopped() {
+            None => "may add more while the receive path is the limit",
+            Some(Stopped::AtMax) => "at its ceiling",
+            Some(Stopped::NoGain) => "stopped: the last one added did not raise the rate",
+            Some(Stopped::Failed) => "stopped: opening one failed",
+        };
+        Some(format!(
+            "automatic nconnect: {} of at most {} connections ({why})",
+            self.len(),
+            self.capacity()
+        ))
+    }
+
+    fn recv_counters(&self) -> RecvCounters {
+        (0..self.len()).fold(RecvCounters::default(), |sum, i| {
+            let c = self.get(i).recv_counters();
+            RecvCounters {
+                bytes: sum.bytes + c.bytes,
+                reads: sum.reads + c.reads,
+                reads_full: sum.reads_full + c.reads_full,
+            }
+        })
     }
 
     /// The counters of each connection, in order.
     pub fn stats_each(&self) -> Vec<TransportStats> {
-        self.conns.iter().map(|c| c.stats()).collect()
+        (0..self.len()).map(|i| self.get(i).stats()).collect()
     }
 
     /// The counters of all connections added up.
     pub fn stats(&self) -> TransportStats {
-        self.conns
+        self.stats_each()
             .iter()
-            .fold(TransportStats::default(), |sum, c| sum.plus(&c.stats()))
+            .fold(TransportStats::default(), |sum, c| sum.plus(c))
     }
 }
 
@@ -481,6 +654,7 @@ struct Driver {
     events_tx: mpsc::UnboundedSender<ConnEvent>,
     events_rx: mpsc::UnboundedReceiver<ConnEvent>,
     stats: Arc<Mutex<TransportStats>>,
+    recv: Arc<RecvGauge>,
     local: TransportStats,
     /// Callbacks running now (bounded by `callbacks_in_flight_max`).
     callbacks_running: usize,
@@ -496,6 +670,7 @@ impl Driver {
         config: RpcConfig,
         xid_seed: u32,
         stats: Arc<Mutex<TransportStats>>,
+        recv: Arc<RecvGauge>,
     ) -> Self {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         Driver {
@@ -511,6 +686,7 @@ impl Driver {
             events_tx,
             events_rx,
             stats,
+            recv,
             local: TransportStats::default(),
             callbacks_running: 0,
         }
@@ -776,7 +952,13 @@ impl Driver {
             max_record_bytes: self.config.max_record_bytes,
             ..RecordDecoderConfig::default()
         });
-        let reader = tokio::spawn(read_loop(rd, decoder, generation, self.events_tx.clone()));
+        let reader = tokio::spawn(read_loop(
+            rd,
+            decoder,
+            generation,
+            self.events_tx.clone(),
+            self.recv.clone(),
+        ));
         let writer_task = tokio::spawn(write_loop(wr, wrx, generation, self.events_tx.clone()));
         self.conn = Some(Conn {
             writer: wtx,
@@ -873,6 +1055,7 @@ async fn read_loop(
     mut decoder: RecordDecoder,
     generation: u64,
     tx: mpsc::UnboundedSender<ConnEvent>,
+    gauge: Arc<RecvGauge>,
 ) {
     // Reads land in one growing buffer that is cut into `Bytes` per read, so a 1 MiB READ reply
     // is a handful of zero-copy segments. 256 KiB per read: a few syscalls per 1 MiB reply.
@@ -882,9 +1065,13 @@ async fn read_loop(
         if buf.capacity() - buf.len() < READ_BYTES / 4 {
             buf.reserve(READ_BYTES);
         }
+        let room = buf.capacity() - buf.len();
         match rd.read_buf(&mut buf).await {
             Ok(0) => break "connection closed by the server".to_string(),
-            Ok(_) => {
+            Ok(n) => {
+                // A read that filled all the room offered: more was waiting (see
+                // sluice_engine::trunk).
+                gauge.record(n, n >= room);
                 decoder.push(buf.split().freeze());
                 loop {
                     match decoder.next_record() {

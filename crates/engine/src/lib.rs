@@ -15,6 +15,7 @@
 //! | [`pool`]        | both   | how many fixed-size chunks are in use, and may one more be?     |
 //! | [`readcore`]    | client | what is cached, in flight, awaited; is a reply still current?    |
 //! | [`plan`]        | client | which UNSTABLE writes must a COMMIT still cover or be resent?    |
+//! | [`trunk`]       | client | is one connection's receive path the limit: open another?       |
 //!
 //! Each module opens with a design essay; read those before the code.
 
@@ -27,6 +28,7 @@ pub mod pool;
 pub mod readahead;
 pub mod readcore;
 pub mod seqtable;
+pub mod trunk;
 pub mod writebehind;
 pub mod writewindow;
 

@@ -55,7 +55,8 @@ pub struct MountArgs {
     #[arg(long, value_name = "SECONDS")]
     pub timeo: Option<u64>,
     /// TCP connections to the NFS service, 1 to 16 (Linux's `nconnect`; also ?nconnect=N in
-    /// the URL). Default 1.
+    /// the URL). Default: automatic, one to start with, more (up to the CPUs, at most 4) while
+    /// the receive path is the limit.
     #[arg(long, value_name = "N")]
     pub nconnect: Option<usize>,
 }
@@ -84,7 +85,7 @@ impl MountArgs {
             o.rpc.table.major_timeout = Duration::from_secs(t.max(1));
         }
         if let Some(n) = self.nconnect {
-            o.nconnect = n;
+            o.fixed_nconnect(n);
         }
         // How long an open file's read path trusts its attributes before a GETATTR checks that
         // the data read ahead is still current: the mount's acregmin, like the kernel's

@@ -77,9 +77,10 @@ pub struct CommonArgs {
     /// Talk to the server over UDP (same as ?proto=udp in the URL).
     #[arg(long)]
     pub udp: bool,
-    /// TCP connections to the NFS service, 1 to 16 (default 1; same as ?nconnect=N in the URL,
-    /// like Linux's mount option): calls go to them in turn, spreading the work of receiving
-    /// replies over several threads.
+    /// TCP connections to the NFS service, 1 to 16 (same as ?nconnect=N in the URL, like
+    /// Linux's mount option): calls go to them in turn, spreading the work of receiving
+    /// replies over several threads. Default: automatic, one to start with and one more (up
+    /// to the CPUs, at most 4) each time the receive path turns out to be the limit.
     #[arg(long, value_name = "N")]
     pub nconnect: Option<usize>,
 }
@@ -140,7 +141,7 @@ impl Session {
         options.trace_readahead = common.trace_readahead;
         options.udp = common.udp;
         if let Some(n) = common.nconnect {
-            options.nconnect = n;
+            options.fixed_nconnect(n);
         }
         Session {
             options,
@@ -195,15 +196,21 @@ impl Session {
     pub(crate) fn report(&self) -> String {
         let mut out = self.stats().to_string();
         let mut reads = ReadStats::default();
-        let (mut retrans, mut reconnects, mut udp) = (0, 0, false);
+        let (mut retrans, mut reconnects, mut udp, mut conns) = (0, 0, false, 0);
         let mut versions: Vec<String> = Vec::new();
         let mut notes: Vec<String> = Vec::new();
+        let mut notes_conn: Vec<String> = Vec::new();
         for c in &self.clients {
             reads.merge(&c.read_stats());
             let t = c.transport_stats();
             retrans += t.table.retransmissions;
             reconnects += t.reconnects;
             udp |= c.is_udp();
+            let (n, note) = c.connections();
+            conns += n;
+            if let Some(n) = note.filter(|n| !notes_conn.contains(n)) {
+                notes_conn.push(n);
+            }
             let v = c.version().to_string();
             if !versions.contains(&v) {
                 versions.push(v);
@@ -217,9 +224,13 @@ impl Session {
             out.push_str(&reads.to_string());
         }
         out.push_str(&format!(
-            "\ntransport: {}, {retrans} retransmissions, {reconnects} reconnects",
-            if udp { "udp" } else { "tcp" }
+            "\ntransport: {}, {retrans} retransmissions, {reconnects} reconnects, {conns} connection{}",
+            if udp { "udp" } else { "tcp" },
+            if conns == 1 { "" } else { "s" }
         ));
+        for n in notes_conn {
+            out.push_str(&format!("\n{n}"));
+        }
         if !versions.is_empty() {
             out.push_str(&format!("\nNFS version: {}", versions.join(", ")));
         }

@@ -2,7 +2,7 @@
 use crate::servers::*;
 use clap::Parser;
 use sluice_cli::cmd::{run_with_output, ClientCmd};
-use sluice_client::{Client, ClientOptions};
+use sluice_client::{Client, ClientOptions, TrunkConfig};
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
@@ -108,6 +108,73 @@ fn with_param(url: &str, param: &str) -> String {
     format!("{url}{sep}{param}")
 }
 
+/// Automatic nconnect, with the policy told to grow at every look (the policy's own decisions
+/// are tested in `sluice_engine::trunk`): a client that starts on one connection ends on three
+/// while it reads, the new ones carry READs, the data is intact, and `--stats`' note says how
+/// the count came about. A URL's `nconnect` fixes the count.
+async fn automatic_connections(s: &dyn Server, data: &[u8]) {
+    let eager = TrunkConfig {
+        max: 3,
+        window_bytes: 1 << 20,
+        busy_fraction: 0.0,
+        gain_min: 0.0,
+    };
+    let c = Client::connect(
+        &s.url(""),
+        ClientOptions {
+            nconnect_auto: eager,
+            ..ClientOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        c.connection_stats().len(),
+        1,
+        "[{}] starts on one",
+        s.name()
+    );
+    for _ in 0..40 {
+        let f = c.open("/nconnect.bin").await.unwrap();
+        assert_eq!(f.read_all().await.unwrap(), data, "[{}]", s.name());
+        if c.connection_stats().len() == 3 {
+            break;
+        }
+    }
+    // Once more, so the last connection added carries its share.
+    let f = c.open("/nconnect.bin").await.unwrap();
+    assert_eq!(f.read_all().await.unwrap(), data, "[{}]", s.name());
+    let per = c.connection_stats();
+    assert_eq!(per.len(), 3, "[{}] grew to its ceiling: {per:?}", s.name());
+    for (i, t) in per.iter().enumerate() {
+        assert!(
+            t.bytes_received > 1 << 20,
+            "[{}] connection {} carried no READs: {per:?}",
+            s.name(),
+            i + 1
+        );
+    }
+    let (n, note) = c.connections();
+    assert_eq!(n, 3);
+    let note = note.expect("an automatic count has a note");
+    assert!(note.contains("3 of at most 3"), "{note}");
+    // The URL's count is the count.
+    let fixed = Client::connect(
+        &with_param(&s.url(""), "nconnect=1"),
+        ClientOptions {
+            nconnect_auto: eager,
+            ..ClientOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..4 {
+        let f = fixed.open("/nconnect.bin").await.unwrap();
+        assert_eq!(f.read_all().await.unwrap(), data);
+    }
+    assert_eq!(fixed.connections(), (1, None), "[{}]", s.name());
+}
+
 /// nconnect: the calls of one client spread over its connections, every one of them carries
 /// replies, the data comes back intact, and bad counts are refused with a message.
 async fn several_connections(s: &dyn Server) {
@@ -150,6 +217,7 @@ async fn several_connections(s: &dyn Server) {
         total.table.calls_completed,
         per.iter().map(|t| t.table.calls_completed).sum::<u64>()
     );
+    automatic_connections(s, &data).await;
     // the URL parameter and the command flag
     let c2 = Client::connect(
         &with_param(&s.url(""), "nconnect=3"),

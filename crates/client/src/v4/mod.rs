@@ -430,7 +430,7 @@ impl Client {
         if rpc_config.server_name.is_empty() {
             rpc_config.server_name = url.host.clone();
         }
-        let nconnect = checked_nconnect(url, options).map_err(Error::Connect)?;
+        let (nconnect, trunk_cfg) = checked_nconnect(url, options).map_err(Error::Connect)?;
         let service = Arc::new(CbService::default());
         rpc_config.callbacks = Some(Callbacks(service.clone()));
         let probe = Probe::new(v4.probe_timeout);
@@ -474,6 +474,9 @@ impl Client {
                         stats: &stats,
                     };
                     let note = trunk.open(&mut conns).await?;
+                    if note.is_none() {
+                        conns.grow_up_to(trunk_cfg, &rpc_config);
+                    }
                     return Client::finish_connect(
                         conns, note, cred, m, url, owner, verifier, x.0, create_seq, sess, options,
                         stats, service,
@@ -531,8 +534,9 @@ impl Client {
         );
         let now = Instant::now();
         // CREATE_SESSION bound the first connection, `Trunk::open` the others.
-        let bound = (0..conns.len())
-            .map(|i| Some((1, conns.get(i).stats().reconnects)))
+        // Room for connections the automatic `nconnect` may add (bound before they carry calls).
+        let bound = (0..conns.capacity())
+            .map(|i| (i < conns.len()).then(|| (1, conns.get(i).stats().reconnects)))
             .collect();
         let inner = Inner {
             conns,
@@ -645,6 +649,12 @@ impl Client {
     /// in use: fewer than `nconnect` when the server refused trunking).
     pub fn connection_stats(&self) -> Vec<TransportStats> {
         self.inner.conns.stats_each()
+    }
+
+    /// Connections to the NFS service now, and how the automatic `nconnect` came to that
+    /// number (`None` when the count was fixed).
+    pub fn connections(&self) -> (usize, Option<String>) {
+        (self.inner.conns.len(), self.inner.conns.growth_note())
     }
 
     /// Why the session has fewer connections than `nconnect` asked for (the server refused
@@ -927,6 +937,9 @@ impl Client {
     /// Takes a slot and sends `ops` on it, on the next connection in turn (bound first if it
     /// is new to the session).
     async fn send(&self, ops: &[NfsArgop4]) -> Sent {
+        if let Some(i) = self.inner.conns.growth_due() {
+            self.grow(i);
+        }
         let (conn, rpc) = self.inner.conns.next();
         self.ensure_bound(conn).await;
         let slot = self.acquire().await;
@@ -1150,6 +1163,46 @@ impl Client {
                 None => freed.await,
             }
         }
+    }
+
+    /// Opens connection `i` in the background (automatic `nconnect`) and binds it to the
+    /// session (BIND_CONN_TO_SESSION) before it carries a COMPOUND; a server that refuses the
+    /// bind leaves the client on the connections it has, as at connect time.
+    fn grow(&self, i: usize) {
+        let c = self.clone();
+        tokio::spawn(async move {
+            let inner = &c.inner;
+            let rpc = match inner.conns.connect_more().await {
+                Ok(rpc) => rpc,
+                Err(e) => return inner.conns.growth_failed(&e.to_string()),
+            };
+            let (sessionid, generation) = {
+                let s = inner.session.lock().expect("session lock");
+                (s.sessionid, s.table.generation())
+            };
+            match bind_conn(
+                &rpc,
+                &inner.cred,
+                inner.minor,
+                sessionid,
+                CDFC4_FORE,
+                &inner.stats,
+            )
+            .await
+            {
+                Ok(()) => {
+                    // Bound to this session: `ensure_bound` binds it again only if the session
+                    // changed meanwhile or the connection was re-established.
+                    inner.bound.lock().expect("bound lock")[i] =
+                        Some((generation, rpc.stats().reconnects));
+                    inner.conns.place(i, rpc);
+                    inner.conns.activate(i);
+                }
+                Err(e) => inner
+                    .conns
+                    .growth_failed(&format!("BIND_CONN_TO_SESSION refused: {e}")),
+            }
+        });
     }
 
     /// Binds connection `conn` to the current session unless it already is, for this session

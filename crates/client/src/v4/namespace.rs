@@ -715,6 +715,9 @@ impl Namespace for Client {
     fn is_udp(&self) -> bool {
         false
     }
+    fn connections(&self) -> (usize, Option<String>) {
+        Client::connections(self)
+    }
     fn shutdown(&self) -> Fut<'_, ()> {
         Box::pin(async move {
             Client::shutdown(self).await;
