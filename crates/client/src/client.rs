@@ -20,8 +20,9 @@
 //!
 //! Over TCP the client may open several connections to the NFS service (`nconnect=N` in the URL
 //! or [`ClientOptions::nconnect`], Linux's mount option of that name): NFS calls go to them in
-//! turn, so that receiving and copying replies is spread over as many threads. One connection
-//! carries the whole load by default.
+//! turn, so that receiving and copying replies is spread over as many threads. By default the
+//! client starts with one and adds more itself while its receive path is the limit
+//! (automatic `nconnect`, [`ClientOptions::nconnect_auto`], `sluice_engine::trunk`).
 //!
 //! Every call is recorded in per-procedure [`ClientStats`]; file reads also in [`ReadStats`].
 //! All files of a client share one readahead memory [`Budget`](sluice_engine::readahead::Budget)
@@ -95,7 +96,7 @@ pub struct ClientOptions {
     /// READDIR(PLUS) reply size asked for; the server's `dtpref` may lower it. Default 64 KiB.
     pub readdir_bytes: u32,
     /// TCP connections to the NFS service, 1..=[`NCONNECT_MAX`] (the URL's `nconnect` overrides
-    /// it). Default 1. Calls go to the connections in turn, each with its own call table,
+    /// it) to start with. Default 1. Calls go to the connections in turn, each with its own call table,
     /// reader and writer task: one connection's receive path (the copy of every reply out of the
     /// socket) runs on one thread at a time, so a single fast stream can be bound by one core
     /// on the client, which more connections spread over several. Like Linux's `nconnect`
