@@ -24,7 +24,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Export a directory over NFSv3 (NFS, MOUNT and PORTMAP on one port).
+    /// Export a directory over NFSv3, NFSv4.1 and NFSv4.2 (NFS, MOUNT and PORTMAP on one port).
     Serve(serve::ServeArgs),
     /// Run the link emulator: a TCP/UDP proxy with delay, bandwidth limit and faults.
     Link(sluice_link::LinkArgs),
