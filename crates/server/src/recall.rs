@@ -30,8 +30,8 @@
 //! call again with a new XID. sluice's v3 client backs off from 100 ms to 2 s.
 //!
 //! # Cost when nothing is delegated
-//! [`RecallGate::held`] is one atomic load of the delegation table's record count, published by
-//! the table itself as records come and go (`nfs4::deleg`). Zero: the v3 op goes on without
+//! [`RecallGate::held`] is one atomic load of the delegation table's count of live
+//! delegations, published by the table itself as they come and go (`nfs4::deleg`). Zero: the v3 op goes on without
 //! the v4 state's lock and without a name lookup. Non-zero: the lock is taken, and REMOVE,
 //! RENAME and CREATE look the name up first (one more syscall).
 //!
@@ -56,8 +56,9 @@ pub struct Recalling;
 
 /// A handle on the NFSv4 delegations for callers outside NFSv4 (module notes).
 pub trait RecallGate: Send + Sync {
-    /// Whether any delegation record exists (held, being recalled or revoked): one atomic
-    /// load, meant for the hot path. False: [`RecallGate::break_for`] would answer `Ok`.
+    /// Whether any live delegation exists (held or being recalled; revoked ones conflict with
+    /// nothing): one atomic load, meant for the hot path. False: [`RecallGate::break_for`]
+    /// would answer `Ok`.
     fn held(&self) -> bool;
 
     /// An op from a client with no NFSv4 identity changes `file` (`write`: its data, size,

@@ -15,8 +15,9 @@
 //!   (either name), LINK or truncating CREATE of a delegated file answers NFS3ERR_JUKEBOX while
 //!   the holder is sent CB_RECALL, and goes through after DELEGRETURN; v3 READ, GETATTR and
 //!   COMMIT do not recall. With a holder that never answers, the v3 WRITE goes through once the
-//!   delegation is revoked, a lease after the recall. With no delegation the v3 path does not
-//!   take the v4 state's lock at all.
+//!   delegation is revoked, a lease after the recall; a holder past its lease (a courtesy
+//!   client) is expired at once. With no delegation the v3 path does not take the v4 state's
+//!   lock at all.
 //!
 //! Every wait is bounded by [`LIMIT`], so a hang fails the test instead of the suite.
 
@@ -866,4 +867,35 @@ fn hold_state_lock(
     });
     locked_rx.recv().unwrap();
     (release_tx, held)
+}
+
+/// A holder whose lease ran out (a courtesy client) is expired at once by a conflicting v3
+/// change, as by a v4 one: no CB_RECALL, no JUKEBOX.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_nfsv3_write_expires_a_courtesy_holder_at_once() {
+    let lease = Duration::from_secs(2);
+    let dirs = TestDirs::new("nfs4-deleg-v3-courtesy");
+    let export = dirs.export();
+    std::fs::write(export.join("f"), b"old").unwrap();
+    let (addr, server, _metrics, _run) = start(&dirs, lease).await;
+    let mut holder = Holder::connect(addr, &server, false).await;
+    let (_open, d, _fh) = holder.open_read(&export, "f").await;
+    read_deleg(&d);
+    let (mut c, root) = v3_client(addr, &export).await;
+    let fh = v3_lookup(&mut c, &root, "f").await;
+    // The holder stops renewing; past its lease it is a courtesy client.
+    tokio::time::sleep(lease + Duration::from_millis(700)).await;
+    assert_eq!(
+        gauges(&server).delegations_read,
+        1,
+        "kept while no one conflicts"
+    );
+    let s = write(&mut c, &fh, 0, b"new", v3::StableHow::FILE_SYNC)
+        .await
+        .status();
+    assert_eq!(s, v3::Nfsstat3::OK);
+    let g = gauges(&server);
+    assert_eq!((g.delegations_read, g.recalls_sent), (0, 0));
+    assert!(holder.recalls.try_recv().is_err(), "no CB_RECALL");
+    assert_eq!(std::fs::read(export.join("f")).unwrap(), b"new");
 }

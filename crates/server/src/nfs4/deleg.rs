@@ -57,7 +57,7 @@
 //! implements with [`super::State4::break_delegations`] and no client id: the same recall,
 //! clock, revocation and courtesy rules as for a v4 caller, with NFS3ERR_JUKEBOX in place of
 //! NFS4ERR_DELAY (as knfsd answers a v3 client while it breaks a lease). The v3 hot path
-//! reads [`DelegTable::published`], the record count this table keeps in an atomic as
+//! reads [`DelegTable::published`], the live count this table keeps in an atomic as
 //! records come and go, and takes no lock while it is 0. Which v3 procedures conflict, and
 //! what is left open, is in [`crate::recall`].
 //!
@@ -209,7 +209,8 @@ pub struct DelegTable {
     /// their answers still count. At most [`RECENT_MAX`], the oldest forgotten.
     orphans: VecDeque<(SessionId4, u64)>,
     next_index: u32,
-    /// `delegs.len()`, published for readers outside the state's lock ([`DelegTable::published`]).
+    /// Live records (held or recalling), published for readers outside the state's lock
+    /// ([`DelegTable::published`]).
     published: Arc<AtomicUsize>,
     pub counters: DelegCounters,
 }
@@ -231,9 +232,10 @@ impl DelegTable {
         }
     }
 
-    /// The number of records (held, recalling, revoked), kept up to date as they come and go:
-    /// a caller outside the state's lock reads it to skip the lock when it is 0 (the NFSv3
-    /// recall gate, [`crate::recall`]). Only a hint: decide under the lock.
+    /// The number of live delegations (held or being recalled: revoked ones conflict with
+    /// nothing), kept up to date as they come and go: a caller outside the state's lock reads
+    /// it to skip the lock when it is 0 (the NFSv3 recall gate, [`crate::recall`]). Only a
+    /// hint: decide under the lock.
     pub fn published(&self) -> Arc<AtomicUsize> {
         self.published.clone()
     }
@@ -294,7 +296,7 @@ impl DelegTable {
             .push(other);
         *self.per_client.entry(clientid).or_default() += 1;
         self.counters.granted += 1;
-        self.published.store(self.delegs.len(), Ordering::Release);
+        self.publish();
         OpenDelegation4::Read(OpenReadDelegation4 {
             stateid: Stateid4 { seqid: 1, other },
             recall: false,
@@ -455,6 +457,9 @@ impl DelegTable {
             d.status = DelegStatus::Revoked(now);
             *self.revoked_per_client.entry(d.clientid).or_default() += 1;
             self.counters.revoked += 1;
+        }
+        if !out.is_empty() {
+            self.publish();
         }
         while self
             .recent
@@ -664,11 +669,17 @@ impl DelegTable {
         }
     }
 
+    /// Stores the live count for [`DelegTable::published`].
+    fn publish(&mut self) {
+        let revoked: usize = self.revoked_per_client.values().sum();
+        let live = self.delegs.len() - revoked;
+        self.published.store(live, Ordering::Release);
+    }
+
     fn remove(&mut self, other: &Other) {
         let Some(d) = self.delegs.remove(other) else {
             return;
         };
-        self.published.store(self.delegs.len(), Ordering::Release);
         orphan(&mut self.orphans, &d.status);
         if let Some(list) = self.by_file.get_mut(&d.file) {
             list.retain(|o| o != other);
@@ -680,6 +691,7 @@ impl DelegTable {
         if matches!(d.status, DelegStatus::Revoked(_)) {
             decrement(&mut self.revoked_per_client, d.clientid);
         }
+        self.publish();
     }
 }
 
