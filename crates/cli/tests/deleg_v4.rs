@@ -5,6 +5,10 @@
 //! (CB_RECALL), the holder returns it, the writer's OPEN gets through after NFS4ERR_DELAY, and
 //! both see the new content. `sluice stats` (its own process too) shows the delegation held,
 //! then the recall sent and answered.
+//!
+//! The same with the writer over NFSv3 (`?version=3`): its change is answered NFS3ERR_JUKEBOX
+//! while the server recalls the delegation, and the sluice v3 client sends it again after a
+//! pause until it goes through.
 mod servers;
 
 use servers::*;
@@ -28,6 +32,16 @@ fn stats(metrics: &str) -> String {
 
 #[test]
 fn a_read_delegation_is_recalled_by_another_clients_write_and_both_see_the_new_data() {
+    recalled_by_a_writer_over("4.1");
+}
+
+#[test]
+fn a_read_delegation_is_recalled_by_an_nfsv3_writer_which_retries_after_jukebox() {
+    recalled_by_a_writer_over("3");
+}
+
+/// The scenario of the module notes, with the writer's `sluice cp` over NFS `version`.
+fn recalled_by_a_writer_over(version: &str) {
     let metrics = format!("127.0.0.1:{}", free_port());
     let server = SluiceServer::start_with(&SluiceServer::binary(), &["--metrics", &metrics], true);
     let path = server.export_dir().join("shared");
@@ -70,7 +84,7 @@ fn a_read_delegation_is_recalled_by_another_clients_write_and_both_see_the_new_d
         let local = TempDir::new("deleg-writer");
         let src = local.path().join("new");
         std::fs::write(&src, b"new content, longer than the old\n").unwrap();
-        let dest = server.url("/shared?version=4.1");
+        let dest = server.url(&format!("/shared?version={version}"));
         let out = tokio::task::spawn_blocking(move || {
             Command::new(SluiceServer::binary())
                 .args(["cp", src.to_str().unwrap(), &dest])
@@ -79,7 +93,7 @@ fn a_read_delegation_is_recalled_by_another_clients_write_and_both_see_the_new_d
         })
         .await
         .unwrap();
-        assert!(out.status.success(), "sluice cp: {out:?}");
+        assert!(out.status.success(), "sluice cp over {version}: {out:?}");
 
         // The holder was called back and returned the delegation; its open still reads, and
         // sees the writer's data.

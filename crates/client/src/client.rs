@@ -1015,12 +1015,13 @@ impl Client {
         }
         let (_, conn) = self.inner.conns.next();
         let call = conn
-            .start(id, &self.inner.cred, segments, timer_class(proc_))
+            .start(id, &self.inner.cred, segments.clone(), timer_class(proc_))
             .await;
         Pending {
-            call,
+            call: Some(call),
             client: self.clone(),
             proc_,
+            args: segments,
             bytes_sent,
             decode,
             _out: PhantomData,
@@ -1028,11 +1029,39 @@ impl Client {
     }
 }
 
+/// NFS3ERR_JUKEBOX (RFC 1813 §2.6): the server could not do the call now and asks for it
+/// again later, e.g. while it recalls an NFSv4 delegation of the file (knfsd and sluice both
+/// answer it then). The call is sent again (a new XID: the server did nothing) after a pause
+/// that starts at [`JUKEBOX_RETRY_FIRST`] and doubles up to [`JUKEBOX_RETRY_MAX`], for at most
+/// [`JUKEBOX_WAIT_MAX`] in all; then the caller gets the error. Linux pauses a fixed 5 s; a
+/// recall answered at once ends in milliseconds, so the first pauses are short, and the
+/// longest is short enough to notice a recall that ends in revocation (a lease, 90 s) soon.
+pub const JUKEBOX_RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest pause between two tries after NFS3ERR_JUKEBOX.
+pub const JUKEBOX_RETRY_MAX: Duration = Duration::from_secs(2);
+/// How long a call keeps being sent again after NFS3ERR_JUKEBOX: past a lease of the server
+/// (90 s by default), after which a recall ends in revocation and the call goes through.
+pub const JUKEBOX_WAIT_MAX: Duration = Duration::from_secs(300);
+
+/// The pause before try `n + 1` after `waited` in all (`n` from 1): `None` once the wait is
+/// over (module constants above).
+pub fn jukebox_pause(n: u32, waited: Duration) -> Option<Duration> {
+    if waited >= JUKEBOX_WAIT_MAX {
+        return None;
+    }
+    let doubled = JUKEBOX_RETRY_FIRST.saturating_mul(1 << n.saturating_sub(1).min(16));
+    Some(doubled.min(JUKEBOX_RETRY_MAX))
+}
+
 /// An NFS call in flight; [`Pending::wait`] gives its result.
 pub struct Pending<O> {
-    call: PendingCall,
+    /// The try in flight (taken while it is waited for).
+    call: Option<PendingCall>,
     client: Client,
     proc_: u32,
+    /// The encoded arguments, to send again after NFS3ERR_JUKEBOX (slices of the caller's
+    /// buffers: no copy).
+    args: Vec<Bytes>,
     bytes_sent: usize,
     decode: fn(&mut Reader<'_>) -> sluice_xdr::Result<Result<O, Nfsstat3>>,
     _out: PhantomData<fn() -> O>,
@@ -1044,8 +1073,57 @@ impl<O> Pending<O> {
     }
 
     /// The result and the call's RTT sample (`None` if it was transmitted more than once).
-    pub async fn wait_timed(self) -> (Result<O, NfsError>, Option<Duration>) {
-        let outcome = self.call.wait().await;
+    /// NFS3ERR_JUKEBOX is not a result: the call is sent again after a pause
+    /// ([`jukebox_pause`]) until it gets another answer or the wait is over.
+    pub async fn wait_timed(mut self) -> (Result<O, NfsError>, Option<Duration>) {
+        let (mut tries, mut waited) = (0u32, Duration::ZERO);
+        loop {
+            let call = self.call.take().expect("a try in flight");
+            let (result, rtt) = self.wait_once(call).await;
+            let jukebox = matches!(
+                result,
+                Err(NfsError::Status {
+                    status: Nfsstat3::JUKEBOX,
+                    ..
+                })
+            );
+            tries += 1;
+            let pause = match jukebox {
+                true => jukebox_pause(tries, waited),
+                false => None,
+            };
+            let Some(pause) = pause else {
+                return (result, rtt);
+            };
+            tracing::debug!(
+                proc_ = self.proc_,
+                tries,
+                pause_ms = pause.as_millis() as u64,
+                "NFS3ERR_JUKEBOX: the call is sent again after a pause"
+            );
+            tokio::time::sleep(pause).await;
+            waited += pause;
+            let id = ProcId {
+                prog: nfs3::PROGRAM,
+                vers: nfs3::VERSION,
+                proc_: self.proc_,
+            };
+            let (_, conn) = self.client.inner.conns.next();
+            let call = conn
+                .start(
+                    id,
+                    &self.client.inner.cred,
+                    self.args.clone(),
+                    timer_class(self.proc_),
+                )
+                .await;
+            self.call = Some(call);
+        }
+    }
+
+    /// One try's result and RTT sample, recorded in the statistics.
+    async fn wait_once(&self, call: PendingCall) -> (Result<O, NfsError>, Option<Duration>) {
+        let outcome = call.wait().await;
         let rtt = outcome.as_ref().ok().and_then(|o| o.rtt_sample);
         let mut sample = Sample {
             bytes_sent: self.bytes_sent,
@@ -1588,6 +1666,34 @@ mod tests {
         udp.udp = true;
         assert_eq!(checked_nconnect(&url("nfs://h/x"), &udp).unwrap().1.max, 1);
         assert!((1..=NCONNECT_AUTO_MAX).contains(&nconnect_auto_default()));
+    }
+
+    #[test]
+    fn jukebox_pauses_double_from_100_ms_to_2_s_and_stop_after_5_minutes() {
+        let ms = |n| Duration::from_millis(n);
+        let pauses: Vec<_> = (1..=7).map(|n| jukebox_pause(n, ms(0)).unwrap()).collect();
+        assert_eq!(
+            pauses,
+            [
+                ms(100),
+                ms(200),
+                ms(400),
+                ms(800),
+                ms(1600),
+                ms(2000),
+                ms(2000)
+            ]
+        );
+        assert_eq!(jukebox_pause(u32::MAX, ms(0)), Some(JUKEBOX_RETRY_MAX));
+        assert_eq!(jukebox_pause(9, JUKEBOX_WAIT_MAX - ms(1)), Some(ms(2000)));
+        assert_eq!(jukebox_pause(9, JUKEBOX_WAIT_MAX), None);
+        // Tries over the whole wait: about 5 min / 2 s, not a tight loop.
+        let (mut n, mut waited) = (1, Duration::ZERO);
+        while let Some(p) = jukebox_pause(n, waited) {
+            waited += p;
+            n += 1;
+        }
+        assert!((150..=160).contains(&n), "{n} tries");
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //!        │             is the task that ticks their leases and the grace period after a
 //!        │             restart (`nfs4::grace`), `callback` the one that makes the
 //!        │             back channels' calls over `backchannel`'s connection handles)
-//!        └─ nfs       (the 22 procedures: wire types <-> neutral types, in `nfs/map.rs` only)
+//!        └─ nfs       (the 22 procedures: wire types <-> neutral types, in `nfs/map.rs` only;
+//!            │         changes pass the v4 delegations' recall gate through `recall`'s trait)
 //!            └─ backend = the `sluice-vfs` crate (the FileSystem trait and LocalFs: handles,
 //!               credentials, confinement, open-file cache, exports; no NFS wire type)
 //! ```
@@ -33,6 +34,7 @@ pub mod nfs;
 pub mod nfs4;
 pub mod offload;
 pub mod portmap;
+pub mod recall;
 pub mod service;
 pub mod splice;
 pub mod stats;
@@ -230,6 +232,8 @@ pub async fn bind_exports(
     stats.set_nfs4_gauges(Box::new(move || {
         weak.upgrade().map_or_else(Default::default, |n| n.gauges())
     }));
+    // v3 changes pass the v4 delegations' recall gate first.
+    let recall: Arc<dyn recall::RecallGate> = nfs4.clone();
     let server = Arc::new(service::Server {
         nfs4,
         nfs: nfs::Nfs3 {
@@ -245,6 +249,7 @@ pub async fn bind_exports(
                 config.read_bytes_max as usize,
                 stats.clone(),
             ),
+            recall: Some(recall),
         },
         mountd: mountd::Mountd::new(exports.clone()),
         ports: portmap::PortTable {

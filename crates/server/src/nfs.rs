@@ -37,6 +37,7 @@ use crate::backend::{self, export_id_of, Caller, DirEntry, FileSystem, Wcc};
 use crate::datapath::{fix_post_op, DataPath, ReadData};
 use crate::io::writebehind::SizeFix;
 use crate::io::Engine;
+use crate::recall::RecallGate;
 use crate::service::{Peer, Transport};
 use crate::splice::{LentPipe, PipePool, SplicedData};
 use crate::stats::Stats;
@@ -59,6 +60,22 @@ pub struct Nfs3 {
     pub io: Arc<Engine>,
     /// Pipes for spliced READ replies over TCP ([`crate::splice`]).
     pub pipes: Arc<PipePool>,
+    /// The NFSv4 delegations a v3 change must have recalled first ([`crate::recall`]);
+    /// `None`: nothing is delegated (no v4 service, the simulator).
+    pub recall: Option<Arc<dyn RecallGate>>,
+}
+
+/// What a v3 call may conflict with in NFSv4 delegations ([`crate::recall`]'s table).
+pub enum Touches<'a> {
+    Nothing,
+    /// The handle's file: its data, size or attributes (`write`), or a READ of it.
+    File {
+        fh: &'a NfsFh3,
+        write: bool,
+    },
+    /// The objects these names stand for, if they exist (REMOVE, truncating CREATE; both
+    /// names of a RENAME).
+    Names(&'a DirOpArgs3, Option<&'a DirOpArgs3>),
 }
 
 /// What a procedure answered: results to encode, or a READ whose data was spliced into a pipe
@@ -91,6 +108,12 @@ pub trait Proc3: Unpack + Send + 'static {
 
     /// Over UDP, makes results advertise datagram-sized transfers (FSINFO).
     fn cap_for_datagrams(_ok: &mut Self::Ok) {}
+
+    /// What the call may conflict with in NFSv4 delegations: passed to the recall gate
+    /// before it runs (an answer of NFS3ERR_JUKEBOX while a recall is under way).
+    fn touches(&self) -> Touches<'_> {
+        Touches::Nothing
+    }
 
     /// The procedure as one backend call, run on the blocking pool by the default `run`.
     /// Attributes of files with held writes are fixed up (size) before they leave; see
@@ -197,14 +220,18 @@ impl Nfs3 {
             }
         }
         let mut res = match self.gate(peer, cred, args.fh()) {
-            Ok((fs, caller)) => match args.run(self, fs, caller, !udp).await {
-                Outcome::Res(res) => res,
-                Outcome::Spliced(ok, pipe) => {
-                    Nfsstat3::OK.pack(w);
-                    ok.pack_without_data(w);
-                    let tail = Bytes::from_static(&[0u8; 3][..ReadResOk::data_padding(ok.count)]);
-                    return (Nfsstat3::OK, Some(SplicedData { pipe, tail }));
-                }
+            Ok((fs, caller)) => match self.recall_first(&fs, &caller, args.touches()).await {
+                Err(s) => NfsResult::Err(s, Default::default()),
+                Ok(()) => match args.run(self, fs, caller, !udp).await {
+                    Outcome::Res(res) => res,
+                    Outcome::Spliced(ok, pipe) => {
+                        Nfsstat3::OK.pack(w);
+                        ok.pack_without_data(w);
+                        let pad = ReadResOk::data_padding(ok.count);
+                        let tail = Bytes::from_static(&[0u8; 3][..pad]);
+                        return (Nfsstat3::OK, Some(SplicedData { pipe, tail }));
+                    }
+                },
             },
             Err(s) => NfsResult::Err(s, Default::default()),
         };
@@ -240,6 +267,58 @@ impl Nfs3 {
             return Err(Nfsstat3::PERM);
         }
         Ok((entry.fs.clone(), caller_for(cred, opts)))
+    }
+
+    /// The recall gate ([`crate::recall`]) for what a call `touches`: NFS3ERR_JUKEBOX while
+    /// NFSv4 delegations of those files are being recalled. Free (one atomic load) when nothing
+    /// is delegated; names are looked up only when something is.
+    async fn recall_first(
+        &self,
+        fs: &Arc<dyn FileSystem>,
+        caller: &Caller,
+        touches: Touches<'_>,
+    ) -> Result<(), Nfsstat3> {
+        let Some(gate) = self.recall.as_deref() else {
+            return Ok(());
+        };
+        if !gate.held() {
+            return Ok(());
+        }
+        let mut files: Vec<(backend::FileHandle, bool)> = Vec::new();
+        match touches {
+            Touches::Nothing => return Ok(()),
+            Touches::File { fh, write } => files.push((map::handle(fh), write)),
+            Touches::Names(first, second) => {
+                let names: Vec<(backend::FileHandle, Bytes)> = std::iter::once(first)
+                    .chain(second)
+                    .map(|d| (map::handle(&d.dir), d.name.clone()))
+                    .collect();
+                let (fs, caller) = (fs.clone(), caller.clone());
+                let found = self
+                    .io
+                    .spawn(move || {
+                        names
+                            .iter()
+                            .filter_map(|(dir, name)| fs.lookup(&caller, dir, name).ok())
+                            .map(|l| l.fh)
+                            .collect::<Vec<_>>()
+                    })
+                    .await
+                    .unwrap_or_default();
+                files.extend(found.into_iter().map(|fh| (fh, true)));
+            }
+        }
+        let now = self.io.hooks.clock.now();
+        let mut recalling = false;
+        for (fh, write) in &files {
+            // Every file is gated (not just the first that conflicts), so that all recalls
+            // start now rather than one per retry.
+            recalling |= gate.break_for(now, fh.as_bytes(), *write).is_err();
+        }
+        match recalling {
+            true => Err(Nfsstat3::JUKEBOX),
+            false => Ok(()),
+        }
     }
 
     /// Runs `P::execute` on the blocking pool (SERVERFAULT if the pool lost it).
@@ -306,6 +385,10 @@ proc3! {
 
 proc3! {
     SetattrArgs = SETATTR => SetattrResOk, SetattrResFail; fh: object;
+    fn touches(&self) -> Touches<'_> {
+        Touches::File { fh: &self.object, write: true }
+    }
+
     fn execute(self, fs: &dyn FileSystem, caller: &Caller, io: &Engine) -> SetattrRes {
         let since = io.wb.epoch();
         let fh = map::handle(&self.object);
@@ -408,6 +491,10 @@ proc3! {
 
 proc3! {
     ReadArgs = READ => ReadResOk, ReadResFail; fh: file;
+    fn touches(&self) -> Touches<'_> {
+        Touches::File { fh: &self.file, write: false }
+    }
+
     fn payload_asked(&mut self) -> Option<&mut u32> {
         Some(&mut self.count)
     }
@@ -453,6 +540,10 @@ proc3! {
 
 proc3! {
     WriteArgs = WRITE => WriteResOk, WriteResFail; fh: file;
+    fn touches(&self) -> Touches<'_> {
+        Touches::File { fh: &self.file, write: true }
+    }
+
     /// WRITE (§3.3.7): the v3 checks, then the data path.
     async fn run(
         self,
@@ -498,6 +589,15 @@ proc3! {
 
 proc3! {
     CreateArgs = CREATE => CreateResOk, CreateResFail; fh: where_.dir;
+    /// An existing file is truncated by UNCHECKED with a size (the only attribute applied to
+    /// it); GUARDED and EXCLUSIVE leave it alone.
+    fn touches(&self) -> Touches<'_> {
+        match creates_with_size(&self.how) {
+            true => Touches::Names(&self.where_, None),
+            false => Touches::Nothing,
+        }
+    }
+
     fn execute(self, fs: &dyn FileSystem, caller: &Caller, _io: &Engine) -> CreateRes {
         let how = match self.how {
             CreateHow::Unchecked(s) => backend::CreateHow::Unchecked(map::sattr(&s)),
@@ -589,6 +689,10 @@ proc3! {
 
 proc3! {
     RemoveArgs = REMOVE => RemoveResOk, RemoveResFail; fh: object.dir;
+    fn touches(&self) -> Touches<'_> {
+        Touches::Names(&self.object, None)
+    }
+
     fn execute(self, fs: &dyn FileSystem, caller: &Caller, _io: &Engine) -> RemoveRes {
         removed(fs.remove(caller, &map::handle(&self.object.dir), &self.object.name))
     }
@@ -625,6 +729,11 @@ proc3! {
 
 proc3! {
     RenameArgs = RENAME => RenameResOk, RenameResFail; fh: from.dir;
+    /// The file renamed, and the one it replaces.
+    fn touches(&self) -> Touches<'_> {
+        Touches::Names(&self.from, Some(&self.to))
+    }
+
     fn execute(self, fs: &dyn FileSystem, caller: &Caller, _io: &Engine) -> RenameRes {
         match fs.rename(
             caller,
@@ -650,6 +759,11 @@ proc3! {
 
 proc3! {
     LinkArgs = LINK => LinkResOk, LinkResFail; fh: file;
+    /// Its link count and ctime change.
+    fn touches(&self) -> Touches<'_> {
+        Touches::File { fh: &self.file, write: true }
+    }
+
     fn execute(self, fs: &dyn FileSystem, caller: &Caller, io: &Engine) -> LinkRes {
         let since = io.wb.epoch();
         let fh = map::handle(&self.file);

@@ -129,3 +129,42 @@ fn the_driver_check_tells_the_socket_driver_from_tokios_and_std() {
     ));
     assert!(!names_the_driver_module("let subnet::x;"));
 }
+
+/// The NFSv3 handlers reach NFSv4 delegations only through `crate::recall`'s trait: they name
+/// none of the v4 state, its lock or its recall machinery (so the v4 side can change them
+/// freely, and no import cycle runs from v3 into v4's state).
+#[test]
+fn the_nfsv3_handlers_reach_delegations_only_through_the_recall_trait() {
+    let mut files = vec![manifest("src/nfs.rs"), manifest("src/recall.rs")];
+    for e in std::fs::read_dir(manifest("src/nfs")).unwrap() {
+        files.push(e.unwrap().path());
+    }
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for name in [
+                "State4",
+                "Nfs4",
+                "DelegTable",
+                "break_delegations",
+                "nfs4::state",
+                "nfs4::deleg",
+                "nfs4::compound",
+            ] {
+                assert!(
+                    !code.contains(name),
+                    "{}:{}: `{}` names the NFSv4 state; go through crate::recall::RecallGate",
+                    f.display(),
+                    n + 1,
+                    line.trim()
+                );
+            }
+        }
+    }
+    let recall = std::fs::read_to_string(manifest("src/recall.rs")).unwrap();
+    assert!(
+        !recall.contains("use crate::") && !recall.contains("use super::"),
+        "recall.rs depends on nothing of the crate: both protocol sides import it"
+    );
+}

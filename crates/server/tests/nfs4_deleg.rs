@@ -11,6 +11,14 @@
 //!   recall went out; the conflicting OPEN then succeeds; the holder's SEQUENCE shows
 //!   RECALLABLE_STATE_REVOKED, its stateid gets NFS4ERR_DELEG_REVOKED, FREE_STATEID clears it.
 //!
+//! - NFSv3 changes recall them too (`crate::recall`): a v3 WRITE, SETATTR, REMOVE, RENAME
+//!   (either name), LINK or truncating CREATE of a delegated file answers NFS3ERR_JUKEBOX while
+//!   the holder is sent CB_RECALL, and goes through after DELEGRETURN; v3 READ, GETATTR and
+//!   COMMIT do not recall. With a holder that never answers, the v3 WRITE goes through once the
+//!   delegation is revoked, a lease after the recall; a holder past its lease (a courtesy
+//!   client) is expired at once. With no delegation the v3 path does not take the v4 state's
+//!   lock at all.
+//!
 //! Every wait is bounded by [`LIMIT`], so a hang fails the test instead of the suite.
 
 #[macro_use]
@@ -557,4 +565,337 @@ async fn a_holder_that_never_answers_is_revoked_a_lease_after_the_recall() {
         0,
         "freed"
     );
+}
+
+// ----- NFSv3 callers ----------------------------------------------------------------------
+
+mod v3 {
+    pub use sluice_xdr::nfs3::*;
+}
+use v3::{Args3, Res3};
+
+/// The status of any v3 procedure's results (the first word of all but NULL's).
+fn status3(res: &Res3) -> v3::Nfsstat3 {
+    let b = sluice_xdr::to_bytes(res);
+    v3::Nfsstat3(u32::from_be_bytes(b[..4].try_into().unwrap()))
+}
+
+/// A v3 client of `export`: its connection and the export's root handle.
+async fn v3_client(addr: std::net::SocketAddr, export: &Path) -> (Rpc, v3::NfsFh3) {
+    let mut c = Rpc::connect(addr).await;
+    let root = c.mnt_path(export).await;
+    (c, root)
+}
+
+async fn v3_lookup(c: &mut Rpc, dir: &v3::NfsFh3, name: &str) -> v3::NfsFh3 {
+    ok(support::lookup(c, dir, name).await).object
+}
+
+fn v3_setattr_mode(fh: &v3::NfsFh3, mode: u32) -> Args3 {
+    Args3::Setattr(v3::SetattrArgs {
+        object: fh.clone(),
+        new_attributes: v3::Sattr3 {
+            mode: Some(mode),
+            ..Default::default()
+        },
+        guard: None,
+    })
+}
+
+/// Each v3 change of a delegated file: JUKEBOX and one CB_RECALL; JUKEBOX again while the
+/// recall is under way (no second CB_RECALL); after DELEGRETURN the same call goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nfsv3_changes_recall_delegations_with_jukebox_until_delegreturn() {
+    let dirs = TestDirs::new("nfs4-deleg-v3");
+    let export = dirs.export();
+    for name in ["w", "s", "r", "m", "t", "l", "c", "keep"] {
+        std::fs::write(export.join(name), format!("old {name}")).unwrap();
+    }
+    let (addr, server, _metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
+    let mut holder = Holder::connect(addr, &server, false).await;
+    let (mut c, root) = v3_client(addr, &export).await;
+    let wfh = v3_lookup(&mut c, &root, "w").await;
+    let sfh = v3_lookup(&mut c, &root, "s").await;
+    let lfh = v3_lookup(&mut c, &root, "l").await;
+    let calls: Vec<(&str, Args3)> = vec![
+        (
+            "w",
+            Args3::Write(v3::WriteArgs {
+                file: wfh.clone(),
+                offset: 0,
+                count: 3,
+                stable: v3::StableHow::FILE_SYNC,
+                data: sluice_xdr::Payload::from(b"new".to_vec()),
+            }),
+        ),
+        ("s", v3_setattr_mode(&sfh, 0o600)),
+        (
+            "r",
+            Args3::Remove(v3::RemoveArgs {
+                object: dirop(&root, "r"),
+            }),
+        ),
+        (
+            "m",
+            Args3::Rename(v3::RenameArgs {
+                from: dirop(&root, "m"),
+                to: dirop(&root, "m2"),
+            }),
+        ),
+        // The file a RENAME replaces.
+        (
+            "t",
+            Args3::Rename(v3::RenameArgs {
+                from: dirop(&root, "keep"),
+                to: dirop(&root, "t"),
+            }),
+        ),
+        (
+            "l",
+            Args3::Link(v3::LinkArgs {
+                file: lfh.clone(),
+                link: dirop(&root, "l2"),
+            }),
+        ),
+        // CREATE UNCHECKED with a size over an existing file truncates it.
+        (
+            "c",
+            Args3::Create(v3::CreateArgs {
+                where_: dirop(&root, "c"),
+                how: v3::CreateHow::Unchecked(v3::Sattr3 {
+                    size: Some(0),
+                    ..Default::default()
+                }),
+            }),
+        ),
+    ];
+    for (name, args) in calls {
+        let (_open, d, fh) = holder.open_read(&export, name).await;
+        let deleg = read_deleg(&d);
+        assert_eq!(
+            status3(&c.nfs(args.clone()).await),
+            v3::Nfsstat3::JUKEBOX,
+            "v3 {name} while delegated"
+        );
+        let recall = holder.next_recall().await;
+        assert_eq!(
+            (recall.stateid, &recall.fh),
+            (deleg, &fh),
+            "recall for {name}"
+        );
+        assert_eq!(
+            status3(&c.nfs(args.clone()).await),
+            v3::Nfsstat3::JUKEBOX,
+            "v3 {name} retried during the recall"
+        );
+        let res = holder
+            .send(vec![NfsArgop4::Putfh(fh), NfsArgop4::Delegreturn(deleg)])
+            .await;
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        assert_eq!(
+            status3(&c.nfs(args).await),
+            v3::Nfsstat3::OK,
+            "v3 {name} after DELEGRETURN"
+        );
+        assert!(
+            holder.recalls.try_recv().is_err(),
+            "one CB_RECALL for {name}"
+        );
+    }
+    // The changes landed.
+    assert_eq!(std::fs::read(export.join("w")).unwrap(), b"new w");
+    assert!(!export.join("r").exists() && !export.join("m").exists());
+    assert_eq!(std::fs::read(export.join("m2")).unwrap(), b"old m");
+    assert_eq!(std::fs::read(export.join("t")).unwrap(), b"old keep");
+    assert_eq!(std::fs::read(export.join("l2")).unwrap(), b"old l");
+    assert_eq!(std::fs::read(export.join("c")).unwrap(), b"");
+    let g = gauges(&server);
+    assert_eq!(
+        (g.delegations_read, g.recalls_sent, g.delegations_revoked),
+        (0, 7, 0)
+    );
+
+    // READ, GETATTR and COMMIT of a delegated file are no conflict: no recall, no JUKEBOX.
+    std::fs::write(export.join("ro"), b"read me").unwrap();
+    let (_open, d, fh) = holder.open_read(&export, "ro").await;
+    let deleg = read_deleg(&d);
+    let rofh = v3_lookup(&mut c, &root, "ro").await;
+    assert_eq!(
+        &ok(read(&mut c, &rofh, 0, 64).await).data.to_vec()[..],
+        b"read me"
+    );
+    ok(getattr(&mut c, &rofh).await);
+    let commit = Args3::Commit(v3::CommitArgs {
+        file: rofh.clone(),
+        offset: 0,
+        count: 0,
+    });
+    assert_eq!(status3(&c.nfs(commit).await), v3::Nfsstat3::OK);
+    // A name that does not exist conflicts with nothing.
+    assert_eq!(
+        remove(&mut c, &root, "absent").await.status(),
+        v3::Nfsstat3::NOENT
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(holder.recalls.try_recv().is_err(), "no CB_RECALL for reads");
+    assert_eq!(gauges(&server).delegations_read, 1);
+    // The holder still reads under its delegation.
+    let res = holder
+        .send(vec![
+            NfsArgop4::Putfh(fh),
+            NfsArgop4::Read(ReadArgs {
+                stateid: deleg,
+                offset: 0,
+                count: 16,
+            }),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+}
+
+/// A holder that never answers: the v3 WRITE keeps getting JUKEBOX until the delegation is
+/// revoked, a lease after the CB_RECALL went out; then it goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_nfsv3_write_goes_through_once_an_unreturned_delegation_is_revoked() {
+    let lease = Duration::from_secs(3);
+    let dirs = TestDirs::new("nfs4-deleg-v3-revoke");
+    let export = dirs.export();
+    std::fs::write(export.join("f"), b"old").unwrap();
+    let (addr, server, _metrics, _run) = start(&dirs, lease).await;
+    let mut holder = Holder::connect(addr, &server, true).await;
+    let (_open, d, _fh) = holder.open_read(&export, "f").await;
+    read_deleg(&d);
+    let (mut c, root) = v3_client(addr, &export).await;
+    let fh = v3_lookup(&mut c, &root, "f").await;
+    async fn w(c: &mut Rpc, fh: &v3::NfsFh3) -> v3::Nfsstat3 {
+        write(c, fh, 0, b"new", v3::StableHow::FILE_SYNC)
+            .await
+            .status()
+    }
+    assert_eq!(w(&mut c, &fh).await, v3::Nfsstat3::JUKEBOX);
+    holder.next_recall().await; // sent, and never answered
+    let sent = Instant::now();
+    within("the v3 WRITE goes through after revocation", async {
+        loop {
+            holder.send(vec![]).await; // the holder keeps its lease
+            match w(&mut c, &fh).await {
+                v3::Nfsstat3::OK => return,
+                v3::Nfsstat3::JUKEBOX => {}
+                other => panic!("{other:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    let waited = sent.elapsed();
+    assert!(
+        waited >= lease - Duration::from_millis(300),
+        "revoked after the lease, not before: {waited:?}"
+    );
+    assert_eq!(gauges(&server).delegations_revoked, 1);
+    assert_eq!(std::fs::read(export.join("f")).unwrap(), b"new");
+}
+
+/// With no delegation anywhere the v3 gate is one atomic load: a v3 WRITE stream, a RENAME
+/// and a REMOVE are answered while another thread holds the v4 state's lock (were the lock
+/// taken, they would wait for its release, 30 s later). Once a delegation exists, the same
+/// WRITE does wait for the lock (the check can fail).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_nfsv3_path_takes_no_v4_lock_when_nothing_is_delegated() {
+    let dirs = TestDirs::new("nfs4-deleg-v3-nolock");
+    let export = dirs.export();
+    std::fs::write(export.join("f"), b"old").unwrap();
+    std::fs::write(export.join("g"), b"g").unwrap();
+    let (addr, server, _metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
+    let (mut c, root) = v3_client(addr, &export).await;
+    let fh = v3_lookup(&mut c, &root, "f").await;
+
+    let (release, held) = hold_state_lock(&server, LIMIT);
+    let t = Instant::now();
+    for i in 0..64u64 {
+        let s = write(&mut c, &fh, i * 4096, &[7u8; 4096], v3::StableHow::UNSTABLE)
+            .await
+            .status();
+        assert_eq!(s, v3::Nfsstat3::OK);
+    }
+    let rename = Args3::Rename(v3::RenameArgs {
+        from: dirop(&root, "g"),
+        to: dirop(&root, "g2"),
+    });
+    assert_eq!(status3(&c.nfs(rename).await), v3::Nfsstat3::OK);
+    assert_eq!(remove(&mut c, &root, "g2").await.status(), v3::Nfsstat3::OK);
+    let took = t.elapsed();
+    release.send(()).unwrap();
+    held.join().unwrap();
+    assert!(
+        took < Duration::from_secs(10),
+        "v3 calls waited for the v4 lock: {took:?}"
+    );
+
+    // With a delegation the gate looks under the lock: the same WRITE now waits for it.
+    let mut holder = Holder::connect(addr, &server, false).await;
+    let (_open, d, _) = holder.open_read(&export, "f").await;
+    read_deleg(&d);
+    let hold = Duration::from_millis(500);
+    let (_release, held) = hold_state_lock(&server, hold);
+    let t = Instant::now();
+    let s = write(&mut c, &fh, 0, &[1u8], v3::StableHow::UNSTABLE)
+        .await
+        .status();
+    let took = t.elapsed();
+    held.join().unwrap();
+    assert_eq!(s, v3::Nfsstat3::JUKEBOX);
+    assert!(
+        took >= hold - Duration::from_millis(100),
+        "the gate took the lock: {took:?}"
+    );
+}
+
+/// Holds the v4 state's lock on another thread until told to (or `max` passes); returns once
+/// it is held.
+fn hold_state_lock(
+    server: &Arc<sluice_server::service::Server>,
+    max: Duration,
+) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let server = server.clone();
+    let held = std::thread::spawn(move || {
+        let _guard = server.nfs4.state.lock().unwrap();
+        locked_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(max);
+    });
+    locked_rx.recv().unwrap();
+    (release_tx, held)
+}
+
+/// A holder whose lease ran out (a courtesy client) is expired at once by a conflicting v3
+/// change, as by a v4 one: no CB_RECALL, no JUKEBOX.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_nfsv3_write_expires_a_courtesy_holder_at_once() {
+    let lease = Duration::from_secs(2);
+    let dirs = TestDirs::new("nfs4-deleg-v3-courtesy");
+    let export = dirs.export();
+    std::fs::write(export.join("f"), b"old").unwrap();
+    let (addr, server, _metrics, _run) = start(&dirs, lease).await;
+    let mut holder = Holder::connect(addr, &server, false).await;
+    let (_open, d, _fh) = holder.open_read(&export, "f").await;
+    read_deleg(&d);
+    let (mut c, root) = v3_client(addr, &export).await;
+    let fh = v3_lookup(&mut c, &root, "f").await;
+    // The holder stops renewing; past its lease it is a courtesy client.
+    tokio::time::sleep(lease + Duration::from_millis(700)).await;
+    assert_eq!(
+        gauges(&server).delegations_read,
+        1,
+        "kept while no one conflicts"
+    );
+    let s = write(&mut c, &fh, 0, b"new", v3::StableHow::FILE_SYNC)
+        .await
+        .status();
+    assert_eq!(s, v3::Nfsstat3::OK);
+    let g = gauges(&server);
+    assert_eq!((g.delegations_read, g.recalls_sent), (0, 0));
+    assert!(holder.recalls.try_recv().is_err(), "no CB_RECALL");
+    assert_eq!(std::fs::read(export.join("f")).unwrap(), b"new");
 }

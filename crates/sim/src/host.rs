@@ -311,6 +311,8 @@ fn server(
         // no pipes: nothing to splice from MemFs anyway
         pipes: PipePool::new(0, RTMAX_BYTES as usize, stats.clone()),
         stats: stats.clone(),
+        // no NFSv4 service beside it: nothing delegated
+        recall: None,
     })
 }
 

@@ -8,7 +8,8 @@
 //!  t=0   holder: EXCHANGE_ID, CREATE_SESSION with a back channel, the probe answered;
 //!        it creates f, closes it, opens it for reading: a read delegation
 //!  T0    writer (another client, no back channel): OPEN f for writing ─▶ NFS4ERR_DELAY,
-//!        the server queues CB_RECALL
+//!        the server queues CB_RECALL; or (`v3_writer`) an NFSv3 WRITE of f, which passes the
+//!        same gate through `sluice_server::recall::RecallGate` ─▶ NFS3ERR_JUKEBOX
 //!  T0+d  the callback driver gets to it (d drawn: a busy driver) and sends it; the holder
 //!        • never answers (the call times out after backchan::CALL_TIMEOUT), or
 //!        • answers CB_RECALL OK and never sends DELEGRETURN, or
@@ -38,6 +39,7 @@ use sluice_server::lease;
 use sluice_server::nfs4::backchan::{CbCall, CbOutcome, CALL_TIMEOUT};
 use sluice_server::nfs4::compound::{Call, Nfs4, Outcome};
 use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
+use sluice_server::recall::RecallGate;
 use sluice_xdr::nfs4::callback::{CbArgop4, CbCompound4Res, CbResop4, CbSequenceResOk};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
@@ -81,6 +83,9 @@ pub struct DelegScenario {
     /// The writer's retry interval.
     pub retry: Duration,
     pub holder: Holder,
+    /// The writer is an NFSv3 client: its WRITE goes through the recall gate with no client
+    /// id (JUKEBOX for DELAY) instead of a v4 OPEN.
+    pub v3_writer: bool,
 }
 
 impl DelegScenario {
@@ -99,6 +104,8 @@ impl DelegScenario {
                 1 => Holder::AnswersOk,
                 _ => Holder::Delays,
             },
+            // Drawn last: the earlier fields of a seed stay what they were.
+            v3_writer: g.gen_bool(0.5),
         }
     }
 }
@@ -445,16 +452,27 @@ impl<'a> World<'a> {
         self.at(self.now + self.sc.lease / 3, Ev::HolderRenew);
     }
 
-    /// The writer tries; true when its OPEN went through.
+    /// The writer tries; true when its OPEN (or v3 WRITE) went through.
     fn writer_open(&mut self) -> bool {
-        let res = self.send(
-            false,
-            vec![
-                NfsArgop4::Putfh(self.root.clone()),
-                open(b"w", OPEN4_SHARE_ACCESS_WRITE, false),
-            ],
-        );
-        let status = res.results.get(2).map(|r| r.status());
+        let status = match self.sc.v3_writer {
+            // The v3 WRITE's gate, as `Nfs3` calls it (its JUKEBOX is DELAY here).
+            true => Some(
+                match RecallGate::break_for(&self.nfs, self.instant(), &self.fh.0, true) {
+                    Ok(()) => Nfsstat4::OK,
+                    Err(_) => Nfsstat4::DELAY,
+                },
+            ),
+            false => {
+                let res = self.send(
+                    false,
+                    vec![
+                        NfsArgop4::Putfh(self.root.clone()),
+                        open(b"w", OPEN4_SHARE_ACCESS_WRITE, false),
+                    ],
+                );
+                res.results.get(2).map(|r| r.status())
+            }
+        };
         let earliest = self.report.sent_at.map(|s| s + self.sc.lease);
         match status {
             Some(Nfsstat4::DELAY) => {

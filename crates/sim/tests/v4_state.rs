@@ -127,12 +127,13 @@ fn a_v4_seed_replays_exactly() {
 
 /// Issue #14: a recall to a client that never returns its delegation (silent, answering OK,
 /// or answering DELAY) ends in revocation a lease after the CB_RECALL was sent, never
-/// earlier, never a hang (see `sluice_sim::v4deleg`).
+/// earlier, never a hang (see `sluice_sim::v4deleg`); whether the conflicting writer is a v4
+/// OPEN or an NFSv3 WRITE (the recall gate with no client id).
 #[test]
 fn a_recall_the_holder_never_honours_ends_in_revocation_after_the_lease() {
     use sluice_sim::v4deleg::{run_deleg, DelegScenario};
     let mut kinds = std::collections::HashSet::new();
-    let mut late_sends = 0;
+    let (mut late_sends, mut v3_writers) = (0, 0);
     for seed in seeds(0..200) {
         let sc = DelegScenario::draw(seed);
         let r = run_deleg(&sc, Instant::now());
@@ -141,11 +142,16 @@ fn a_recall_the_holder_never_honours_ends_in_revocation_after_the_lease() {
         assert!(r.delays > 0, "seed {seed}: the writer waited");
         kinds.insert(format!("{:?}", sc.holder));
         late_sends += u64::from(sc.driver_delay > sc.lease);
+        v3_writers += u64::from(sc.v3_writer);
     }
     let explicit =
         std::env::var("SLUICE_SEED").is_ok() || std::env::var("SLUICE_SIM_SEEDS").is_ok();
     if !explicit {
         assert_eq!(kinds.len(), 3, "every kind of holder ran");
+        assert!(
+            (1..200).contains(&v3_writers),
+            "both v4 and v3 writers ran ({v3_writers} v3)"
+        );
         assert!(
             late_sends > 0,
             "some recalls were sent more than a lease after queueing"

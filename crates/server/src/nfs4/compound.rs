@@ -163,6 +163,9 @@ pub struct Nfs4 {
     pub copy_spawner: std::sync::OnceLock<crate::offload::CopySpawner>,
     /// CB_OFFLOADs queued for finished asynchronous copies (for the statistics).
     pub copy_offloads_sent: std::sync::atomic::AtomicU64,
+    /// The delegation table's record count, read without the lock by the NFSv3 recall gate
+    /// ([`crate::recall`]).
+    delegs_published: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Who sent a COMPOUND, and for [`Nfs4::compound`] the data path its READ, WRITE and COMMIT
@@ -806,6 +809,7 @@ impl Nfs4 {
         Ok(Self {
             pseudo: PseudoFs::new(&paths, generation)?,
             exports,
+            delegs_published: state.delegations().published(),
             state: Mutex::new(state),
             limits: CompoundLimits::default(),
             write_behind: None,
@@ -2401,6 +2405,7 @@ fn status_of(r: Result<(), Nfsstat4>) -> Nfsstat4 {
 }
 
 mod locks;
+mod recall;
 mod recovery;
 pub use recovery::TickReport;
 #[cfg(test)]

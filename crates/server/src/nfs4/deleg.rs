@@ -29,7 +29,9 @@
 //! ```text
 //!   granted (OPEN) ──DELEGRETURN──────────────────────────────────────────▶ gone
 //!     │ a conflicting op from another client (OPEN for write, WRITE, SETATTR,
-//!     │ REMOVE, RENAME, LINK, anonymous WRITE): the op gets NFS4ERR_DELAY
+//!     │ REMOVE, RENAME, LINK, anonymous WRITE): the op gets NFS4ERR_DELAY;
+//!     │ or from an NFSv3 client (WRITE, SETATTR, REMOVE, RENAME, LINK, truncating
+//!     │ CREATE): the v3 op gets NFS3ERR_JUKEBOX
 //!     ▼
 //!   recalling ── CB_RECALL queued on a session of the holder ── sent (the clock starts)
 //!     │ DELEGRETURN ──────────────────────────────────────────────────────▶ gone
@@ -47,6 +49,17 @@
 //! CB_RECALL with NFS4ERR_DELAY, or whose slot was busy, gets the recall queued again at the
 //! next tick, under the same clock. Nothing here waits: the conflicting caller is told
 //! NFS4ERR_DELAY and retries, and revocation happens in [`DelegTable::tick`].
+//!
+//! # NFSv3 callers
+//! sluice serves v3 and v4 on one export, so a v3 change of a delegated file must recall the
+//! delegation too, or the holder keeps serving its cached copy. The v3 procedures reach this
+//! table only through [`crate::recall::RecallGate`], which [`super::compound::Nfs4`]
+//! implements with [`super::State4::break_delegations`] and no client id: the same recall,
+//! clock, revocation and courtesy rules as for a v4 caller, with NFS3ERR_JUKEBOX in place of
+//! NFS4ERR_DELAY (as knfsd answers a v3 client while it breaks a lease). The v3 hot path
+//! reads [`DelegTable::published`], the live count this table keeps in an atomic as
+//! records come and go, and takes no lock while it is 0. Which v3 procedures conflict, and
+//! what is left open, is in [`crate::recall`].
 //!
 //! # Recently recalled files
 //! knfsd keeps a bloom filter of files recalled in the last 30-60 s and grants no delegation
@@ -82,6 +95,8 @@ use sluice_xdr::nfs4::ops::{
 };
 use sluice_xdr::nfs4::{ClientId4, Nfsace4, SessionId4, Stateid4, OTHER_SIZE};
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Marks the index of a delegation stateid's `other` (open stateids count from 1, lock
@@ -194,6 +209,9 @@ pub struct DelegTable {
     /// their answers still count. At most [`RECENT_MAX`], the oldest forgotten.
     orphans: VecDeque<(SessionId4, u64)>,
     next_index: u32,
+    /// Live records (held or recalling), published for readers outside the state's lock
+    /// ([`DelegTable::published`]).
+    published: Arc<AtomicUsize>,
     pub counters: DelegCounters,
 }
 
@@ -209,8 +227,17 @@ impl DelegTable {
             recent: VecDeque::new(),
             orphans: VecDeque::new(),
             next_index: 1,
+            published: Arc::new(AtomicUsize::new(0)),
             counters: DelegCounters::default(),
         }
+    }
+
+    /// The number of live delegations (held or being recalled: revoked ones conflict with
+    /// nothing), kept up to date as they come and go: a caller outside the state's lock reads
+    /// it to skip the lock when it is 0 (the NFSv3 recall gate, [`crate::recall`]). Only a
+    /// hint: decide under the lock.
+    pub fn published(&self) -> Arc<AtomicUsize> {
+        self.published.clone()
     }
 
     /// OPEN's delegation result (module notes: what is granted). A grant creates the record.
@@ -269,6 +296,7 @@ impl DelegTable {
             .push(other);
         *self.per_client.entry(clientid).or_default() += 1;
         self.counters.granted += 1;
+        self.publish();
         OpenDelegation4::Read(OpenReadDelegation4 {
             stateid: Stateid4 { seqid: 1, other },
             recall: false,
@@ -429,6 +457,9 @@ impl DelegTable {
             d.status = DelegStatus::Revoked(now);
             *self.revoked_per_client.entry(d.clientid).or_default() += 1;
             self.counters.revoked += 1;
+        }
+        if !out.is_empty() {
+            self.publish();
         }
         while self
             .recent
@@ -638,6 +669,13 @@ impl DelegTable {
         }
     }
 
+    /// Stores the live count for [`DelegTable::published`].
+    fn publish(&mut self) {
+        let revoked: usize = self.revoked_per_client.values().sum();
+        let live = self.delegs.len() - revoked;
+        self.published.store(live, Ordering::Release);
+    }
+
     fn remove(&mut self, other: &Other) {
         let Some(d) = self.delegs.remove(other) else {
             return;
@@ -653,6 +691,7 @@ impl DelegTable {
         if matches!(d.status, DelegStatus::Revoked(_)) {
             decrement(&mut self.revoked_per_client, d.clientid);
         }
+        self.publish();
     }
 }
 

@@ -320,3 +320,28 @@ fn a_recall_answer_that_comes_after_the_delegreturn_still_counts() {
     assert!(!t.recall_answered(now, &SID, 3, RecallAnswer::Ok), "once");
     assert!(t.orphans.is_empty());
 }
+
+#[test]
+fn the_published_count_follows_live_delegations_for_the_nfsv3_gate() {
+    let (mut t, mut e) = table();
+    let live = t.published();
+    let n = || live.load(std::sync::atomic::Ordering::Acquire);
+    let t0 = Instant::now();
+    assert_eq!(n(), 0);
+    let a = read_grant(&mut t, &mut e, t0, A, b"f");
+    let b = read_grant(&mut t, &mut e, t0, B, b"g");
+    assert_eq!(n(), 2);
+    // Recalling is still live; revoked is not (it conflicts with nothing).
+    t.conflicts(t0, 0, b"f", true);
+    t.recall_queued(t0, &a.other, None);
+    assert_eq!(n(), 2);
+    assert_eq!(t.tick(t0 + LEASE, LEASE), vec![a.other]);
+    assert_eq!((n(), t.len()), (1, 2));
+    assert_eq!(t.delegreturn(B, &b, b"g"), Ok(()));
+    assert_eq!(n(), 0);
+    assert_eq!(t.free(A, &a), Nfsstat4::OK);
+    assert_eq!(n(), 0);
+    read_grant(&mut t, &mut e, t0 + LEASE, B, b"h");
+    t.remove_client(B);
+    assert_eq!((n(), t.len()), (0, 0));
+}

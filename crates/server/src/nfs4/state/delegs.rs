@@ -5,6 +5,7 @@
 //! ```text
 //!   OPEN (read, sole reader) ─ open_delegation ─▶ DelegTable::grant
 //!   conflicting op of another client ─ break_delegations ─▶ DelegTable::conflicts
+//!     (an NFSv3 op through crate::recall: no client id, NFS3ERR_JUKEBOX for the DELAY)
 //!        │ holder is a courtesy client: expired at once, the op goes on
 //!        └ else: CB_RECALL queued (queue_recalls), the op gets NFS4ERR_DELAY
 //!   poll_callbacks(now) ──▶ recall_sent (the clock starts)
