@@ -54,12 +54,17 @@
 //! still held when the op runs makes it NFS4ERR_DELAY, and the retry lands the other file.
 //! ALLOCATE needs no landing: it changes no byte a held write could land on.
 //!
+//! # READ_PLUS
+//! READ_PLUS (§15.10) is a data op, run through the data path as READ is
+//! (`super::super::data::read_plus`): holes of at least 64 KiB inside the range go back as
+//! (offset, length) pairs, found with SEEK_DATA / SEEK_HOLE, and the data between them as
+//! pooled chunks; a range with no such hole is one data segment, spliced like a READ when it
+//! is the last op. `sluice serve --no-read-plus` answers it NFS4ERR_NOTSUPP, and the client
+//! reads with READ from then on.
+//!
 //! # Not here
-//! READ_PLUS stays NFS4ERR_NOTSUPP: its gain is sending holes as ranges instead of zeros, which
-//! needs SEEK-per-READ on the server and pays only for very sparse files, while READ keeps its
-//! zero-copy splice path. The Linux client falls back to READ on NOTSUPP for good. The extended
-//! attribute ops (RFC 8276) and WRITE_SAME, IO_ADVISE, LAYOUTERROR, LAYOUTSTATS answer
-//! NFS4ERR_NOTSUPP.
+//! The extended attribute ops (RFC 8276) and WRITE_SAME, IO_ADVISE, LAYOUTERROR, LAYOUTSTATS
+//! answer NFS4ERR_NOTSUPP.
 
 use super::{Call, Ctx, Fh, Nfs4};
 use crate::backend::{Caller, FileHandle, FileSystem, FileType, SeekWhat};
