@@ -1,6 +1,7 @@
 //! The NFSv4.2 operations over a real socket (RFC 7862): SEEK, ALLOCATE, DEALLOCATE, COPY and
 //! CLONE, each with its error paths, through record marking, the RPC layer and the service, on
-//! a LocalFs export (ext4 or tmpfs here: holes and `copy_file_range`, but no reflinks).
+//! a LocalFs export (ext4 or tmpfs here: holes and `copy_file_range`, but no reflinks; CLONE
+//! that works runs on an XFS image on a loop device).
 //!
 //! | RFC 7862 | error / behaviour | test |
 //! |---|---|---|
@@ -13,6 +14,7 @@
 //! | §15.2 | COPY: source past its end INVAL, a directory WRONG_TYPE, no saved handle NOFILEHANDLE, bad stateid, inter-server NOTSUPP | `copy_error_paths` |
 //! | §15.2 | COPY between two exports: XDEV | `copy_between_exports_is_xdev` |
 //! | §15.13 | CLONE: NOTSUPP without reflinks (or the range shared where there are) | `clone_shares_or_is_not_supported` |
+//! | §15.13, §12.2.1 | CLONE on XFS with reflinks (a loop device, `tests/peers/reflink-fs.sh`; skipped, saying why, where there are none): `clone_blksize` the block size there and 0 on ext4; whole file and aligned range share extents (FIEMAP) with the right bytes; misaligned offsets, a length neither whole blocks nor to the end, a source offset past the end, overlapping ranges of one file INVAL; across exports XDEV | `clone_on_a_reflink_file_system_shares_extents_and_checks_ranges` |
 //! | §15.11, §15.2 | SEEK and COPY right after UNSTABLE WRITEs see the written data (held writes land first) | `seek_and_copy_right_after_unstable_writes_see_the_data` |
 //! | | each op counted by name in the per-op statistics, errors apart | `the_v42_ops_are_counted_in_the_per_op_stats` |
 //! | §15.3, §15.10 | COPY_NOTIFY: NOTSUPP; READ_PLUS too with `--no-read-plus` | `copy_notify_is_not_supported_nor_read_plus_when_turned_off` |
@@ -1419,4 +1421,178 @@ mod offload {
         assert_eq!(sync.response.count, sluice_server::backend::COPY_BYTES_MAX);
         assert!(offloads.try_recv().is_err(), "no other CB_OFFLOAD");
     }
+}
+
+/// An XFS file system with reflinks on a loop device (`tests/peers/reflink-fs.sh`), unmounted
+/// and detached when dropped; `None` (with the reason printed) where this machine cannot make
+/// one.
+struct ReflinkFs {
+    dir: std::path::PathBuf,
+}
+
+impl ReflinkFs {
+    fn mount(dir: std::path::PathBuf) -> Option<ReflinkFs> {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/peers/reflink-fs.sh");
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .arg("mount")
+            .arg(&dir)
+            .output()
+            .expect("run reflink-fs.sh");
+        match out.status.code() {
+            Some(0) => Some(ReflinkFs { dir }),
+            Some(77) => {
+                eprintln!(
+                    "SKIPPED (no XFS with reflinks here): {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                None
+            }
+            _ => panic!("reflink-fs.sh mount: {out:?}"),
+        }
+    }
+}
+
+impl Drop for ReflinkFs {
+    fn drop(&mut self) {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/peers/reflink-fs.sh");
+        let _ = std::process::Command::new("bash")
+            .arg(&script)
+            .arg("umount")
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+/// The status of CLONE of `count` bytes of `src` at `src_offset` into `dst` at `dst_offset`.
+async fn clone_status(
+    v: &mut V4,
+    src: (&NfsFh4, Stateid4),
+    dst: (&NfsFh4, Stateid4),
+    src_offset: u64,
+    dst_offset: u64,
+    count: u64,
+) -> Nfsstat4 {
+    let ops = vec![
+        NfsArgop4::Putfh(src.0.clone()),
+        NfsArgop4::Savefh(()),
+        NfsArgop4::Putfh(dst.0.clone()),
+        NfsArgop4::Clone(CloneArgs {
+            src_stateid: src.1,
+            dst_stateid: dst.1,
+            src_offset,
+            dst_offset,
+            count,
+        }),
+    ];
+    send42(v, ops).await.status
+}
+
+/// CLONE (RFC 7862 §15.13) where the file system has reflinks (XFS with reflink=1 on a loop
+/// device): `clone_blksize` is its block size there and 0 on ext4; a whole-file clone and an
+/// aligned range share extents (FIEMAP says so) and read back as the source; a misaligned
+/// offset, a length that is neither whole blocks nor to the end, and a source offset past the
+/// end are INVAL; overlapping ranges of one file INVAL; a source on another export (ext4) XDEV.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clone_on_a_reflink_file_system_shares_extents_and_checks_ranges() {
+    let dirs = support::TestDirs::new("nfs42-clone");
+    let Some(fs) = ReflinkFs::mount(dirs.base.join("xfs")) else {
+        return;
+    };
+    let xfs = fs.dir.join("export");
+    std::fs::create_dir(&xfs).unwrap();
+    let mut config = rw();
+    config.exports = vec![
+        support::export_to_all(xfs.clone(), support::rw_options()),
+        support::export_to_all(std::path::PathBuf::new(), support::rw_options()),
+    ];
+    let s = TestServer::start_in(config, dirs).await;
+    let ext4 = s.export.clone();
+    let src: Vec<u8> = (0..3 * BLOCK + 100).map(|i| (i * 7 % 253) as u8).collect();
+    std::fs::write(xfs.join("src"), &src).unwrap();
+    std::fs::write(ext4.join("other"), &src).unwrap();
+    let mut v = V4::mount(&s, "reflink client").await;
+    let (so, sfh) = v
+        .open(&xfs, "o", "src", false, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    let (d, dfh) = v
+        .open(&xfs, "o", "dst", true, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    let (e, efh) = v
+        .open(&ext4, "o", "other", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    // clone_blksize: the block size on XFS, none stated on ext4 (no reflinks).
+    for (fh, want) in [(&sfh, BLOCK), (&efh, 0)] {
+        let res = send42(
+            &mut v,
+            vec![
+                NfsArgop4::Putfh(fh.clone()),
+                NfsArgop4::Getattr(Bitmap4::from_bits(&[num::CLONE_BLKSIZE])),
+            ],
+        )
+        .await;
+        assert_eq!(
+            attrs(res.results.last().unwrap()).clone_blksize,
+            Some(want as u32),
+            "{res:?}"
+        );
+    }
+    // The whole file (count 0: to the source's end).
+    let st = clone_status(&mut v, (&sfh, so.stateid), (&dfh, d.stateid), 0, 0, 0).await;
+    assert_eq!(st, Nfsstat4::OK);
+    assert!(std::fs::read(xfs.join("dst")).unwrap() == src);
+    let frag = std::process::Command::new("filefrag")
+        .arg("-v")
+        .arg(xfs.join("dst"))
+        .output()
+        .expect("filefrag");
+    assert!(
+        String::from_utf8_lossy(&frag.stdout).contains("shared"),
+        "the clone shares no extent: {}",
+        String::from_utf8_lossy(&frag.stdout)
+    );
+    // An aligned range into the middle of the destination.
+    let st = clone_status(
+        &mut v,
+        (&sfh, so.stateid),
+        (&dfh, d.stateid),
+        0,
+        2 * BLOCK,
+        BLOCK,
+    )
+    .await;
+    assert_eq!(st, Nfsstat4::OK);
+    let got = std::fs::read(xfs.join("dst")).unwrap();
+    assert!(got[2 * BLOCK as usize..3 * BLOCK as usize] == src[..BLOCK as usize]);
+    // Bad ranges.
+    for (so_, doff, n, why) in [
+        (100, 0, BLOCK, "a misaligned source offset"),
+        (0, 100, BLOCK, "a misaligned destination offset"),
+        (0, 0, 1000, "a length neither whole blocks nor to the end"),
+        (8 * BLOCK, 0, BLOCK, "a source offset past the end"),
+    ] {
+        let st = clone_status(&mut v, (&sfh, so.stateid), (&dfh, d.stateid), so_, doff, n).await;
+        assert_eq!(st, Nfsstat4::INVAL, "{why}");
+    }
+    // One file onto itself, overlapping.
+    let st = clone_status(
+        &mut v,
+        (&sfh, so.stateid),
+        (&sfh, so.stateid),
+        0,
+        BLOCK,
+        2 * BLOCK,
+    )
+    .await;
+    assert_eq!(st, Nfsstat4::INVAL, "overlapping ranges of one file");
+    // Across exports (file systems).
+    let st = clone_status(&mut v, (&efh, e.stateid), (&dfh, d.stateid), 0, 0, 0).await;
+    assert_eq!(st, Nfsstat4::XDEV);
+    drop(v);
+    drop(s);
 }

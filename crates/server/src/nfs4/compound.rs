@@ -163,7 +163,7 @@ pub struct Nfs4 {
     pub records: Option<Arc<dyn super::stable::ClientRecords>>,
     /// Hands asynchronous COPYs to their driver (`crate::offload`), once it runs; until then
     /// (and in tests without it) every COPY is synchronous.
-    pub copy_spawner: std::sync::OnceLock<crate::offload::CopySpawner>,
+    pub copy_spawner: std::sync::OnceLock<Box<dyn super::offload::CopySpawner>>,
     /// CB_OFFLOADs queued for finished asynchronous copies (for the statistics).
     pub copy_offloads_sent: std::sync::atomic::AtomicU64,
     /// READ_PLUS is answered (RFC 7862 §15.10, `super::data::read_plus`); false (`sluice serve
@@ -1378,6 +1378,7 @@ impl Nfs4 {
                 let (fs, caller) = self.gate(call, *idx)?;
                 let fsid = map::export_fsid(fs.export_id().0);
                 let change_kind = fs.change_kind();
+                let clone_blksize = fs.clone_blksize();
                 let mut failed = None;
                 let ok = fs
                     .readdir(&caller, fh, a.cookie, a.cookieverf, true, &mut |d| {
@@ -1396,6 +1397,7 @@ impl Nfs4 {
                                     idmap: &self.idmap,
                                     minor: ctx.minor,
                                     change_kind,
+                                    clone_blksize,
                                 };
                                 match map::fattr4(attr, &actx, &a.attr_request) {
                                     Ok(f) => f,
@@ -1460,6 +1462,7 @@ impl Nfs4 {
             minor,
             // The tree's change attribute is its generation, a counter.
             change_kind: ChangeKind::Counter,
+            clone_blksize: map::CLONE_BLKSIZE,
         };
         map::fattr4(
             &map::pseudo_attr(n, subdirs, self.pseudo.generation()),
@@ -1507,6 +1510,7 @@ impl Nfs4 {
             idmap: &self.idmap,
             minor,
             change_kind: fs.change_kind(),
+            clone_blksize: fs.clone_blksize(),
         };
         map::fattr4(&attr, &actx, req)
     }
