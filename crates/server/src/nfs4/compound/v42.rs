@@ -61,7 +61,8 @@
 //! (offset, length) pairs, found with SEEK_DATA / SEEK_HOLE, and the data between them as
 //! pooled chunks; a range with no such hole is one data segment, spliced like a READ when it
 //! is the last op. `sluice serve --no-read-plus` answers it NFS4ERR_NOTSUPP, and the client
-//! reads with READ from then on.
+//! reads with READ from then on. Measured (`bench/results/read-plus-2026-11-26.md`): a 10%-data
+//! file in 10% of the bytes and 7% of the time of READ on loopback; a dense one at READ's CPU.
 //!
 //! # Not here
 //! The extended attribute ops (RFC 8276) and WRITE_SAME, IO_ADVISE, LAYOUTERROR, LAYOUTSTATS
