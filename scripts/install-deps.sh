@@ -25,6 +25,7 @@ APT_PACKAGES=(
   bc                  # kclient run.sh timings
   python3             # kclient build.sh (module closure, vmlinux extraction)
   ca-certificates
+  xfsprogs            # mkfs.xfs: the CLONE test's reflink=1 file system on a loop device
 )
 
 missing=()

@@ -94,6 +94,10 @@ pub struct ServeArgs {
     /// straight into the socket (large READs of buffered exports over TCP).
     #[arg(long)]
     pub no_splice: bool,
+    /// Answer NFSv4.2 READ_PLUS with NFS4ERR_NOTSUPP (clients then read with READ), instead
+    /// of sending the holes of sparse files as ranges.
+    #[arg(long)]
+    pub no_read_plus: bool,
     /// Read small uncached ranges on blocking threads instead of through io_uring.
     #[arg(long)]
     pub no_uring: bool,
@@ -283,6 +287,7 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         log_requests: a.log_requests,
         metrics: a.metrics,
         read_splice: !a.no_splice,
+        read_plus: !a.no_read_plus,
         lease: Duration::from_secs(u64::from(a.lease_secs)),
         grace: a.grace_secs.map(|s| Duration::from_secs(u64::from(s))),
         idmap_domain: a.idmap_domain.clone(),

@@ -76,6 +76,10 @@ pub struct ServerConfig {
     /// Answer large READs of buffered exports over TCP by splicing page-cache pages into the
     /// socket instead of copying them through READ chunks (default true; see [`splice`]).
     pub read_splice: bool,
+    /// Answer NFSv4.2 READ_PLUS, sending holes of sparse files as ranges instead of zeros
+    /// (default true; `--no-read-plus`: NFS4ERR_NOTSUPP, and clients read with READ). See
+    /// `nfs4::data::read_plus`.
+    pub read_plus: bool,
     /// NFSv4.1 lease time (`--lease-secs`, the `lease_time` attribute). Default 90 s; see
     /// [`nfs4::Config4::lease`].
     pub lease: std::time::Duration,
@@ -108,6 +112,7 @@ impl Default for ServerConfig {
             net: net::NetConfig::default(),
             io: io::IoConfig::default(),
             read_splice: true,
+            read_plus: true,
             lease: nfs4::Config4::default().lease,
             grace: None,
             idmap_domain: None,
@@ -226,6 +231,7 @@ pub async fn bind_exports(
     let engine = io::Engine::new(config.io.clone(), config.read_bytes_max, stats.clone());
     let mut nfs4 = nfs4_service(&config, exports.clone(), &engine)?;
     nfs4.op_observer = Some(stats.clone());
+    nfs4.read_plus = config.read_plus;
     let nfs4 = Arc::new(nfs4);
     // A weak reference: the statistics outlive nothing, and hold no service alive.
     let weak = Arc::downgrade(&nfs4);

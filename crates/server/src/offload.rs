@@ -13,38 +13,18 @@
 //! cache speed), and a blocking-pool thread is never held longer than a synchronous COPY holds
 //! it. The copies are bounded by the table (`nfs4::offload::COPIES_MAX`), so the tasks are.
 
-use crate::backend::{Caller, FileHandle, FileSystem};
 use crate::nfs4::compound::Nfs4;
 use crate::nfs4::map;
-use crate::nfs4::offload::CopyEnd;
-use crate::nfs4::open::Other;
+use crate::nfs4::offload::{CopyEnd, CopyJob, CopySpawner};
 use crate::nfs4::Nfsstat4;
 use std::sync::Arc;
 use tokio::sync::mpsc;
-
-/// One asynchronous copy to do: `count` bytes of `src` from `src_offset` to `dst` at
-/// `dst_offset`, of which the first `done` are copied already (by the COPY itself).
-pub struct CopyJob {
-    pub id: Other,
-    pub fs: Arc<dyn FileSystem>,
-    pub caller: Caller,
-    pub src: FileHandle,
-    pub src_offset: u64,
-    pub dst: FileHandle,
-    pub dst_offset: u64,
-    pub count: u64,
-    pub done: u64,
-}
-
-/// How the COMPOUND hands a job to the driver (it must not block: it runs on the COMPOUND's
-/// thread). `false`: the driver is gone and the COPY is done synchronously instead.
-pub type CopySpawner = Box<dyn Fn(CopyJob) -> bool + Send + Sync>;
 
 /// Does `nfs4`'s asynchronous copies, for as long as the server runs. Until this runs (and in
 /// tests without it) every COPY is synchronous.
 pub async fn drive(nfs4: Arc<Nfs4>) -> std::io::Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<CopyJob>();
-    let spawner: CopySpawner = Box::new(move |job| tx.send(job).is_ok());
+    let spawner: Box<dyn CopySpawner> = Box::new(move |job| tx.send(job).is_ok());
     if nfs4.copy_spawner.set(spawner).is_err() {
         // The same service served again: the first driver's channel stays in place, and
         // while that driver is gone every COPY is synchronous (the spawner says so).

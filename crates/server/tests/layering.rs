@@ -168,3 +168,31 @@ fn the_nfsv3_handlers_reach_delegations_only_through_the_recall_trait() {
         "recall.rs depends on nothing of the crate: both protocol sides import it"
     );
 }
+
+/// The COMPOUND processor (`src/nfs4/`) hands asynchronous COPYs to a `CopySpawner` it owns
+/// (`nfs4::offload`); the tokio driver (`src/offload.rs`) implements it and imports nfs4, so
+/// nothing in nfs4 outside its tests may import the driver back (an import cycle).
+#[test]
+fn nfs4_does_not_import_the_copy_driver() {
+    let mut dirs = vec![manifest("src/nfs4")];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            let imports = code
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .any(|l| l.contains("crate::offload"));
+            assert!(
+                !imports,
+                "{} imports crate::offload: depend on nfs4::offload::CopySpawner instead",
+                path.display()
+            );
+        }
+    }
+}

@@ -43,7 +43,8 @@
 //! The back channel's probe and its SEQUENCE flags are tested in `nfs4_callback.rs`; LOCK,
 //! LOCKT and LOCKU in `nfs4_locks.rs`; the 4.2 ops in `nfs42_ops.rs`.
 //!
-//! `tshark_dissects_a_v41_session` captures one whole session on loopback and has Wireshark's
+//! `tshark_dissects_a_v41_session` captures one whole session on loopback (with one 4.2
+//! COMPOUND: READ_PLUS of a sparse file, holes and data, chunked and spliced) and has Wireshark's
 //! dissector judge it (`tests/peers/tshark-check.sh`): no malformed packet, every call
 //! answered, the ops seen.
 
@@ -1689,6 +1690,31 @@ async fn tshark_dissects_a_v41_session() {
     }));
     let res = compound(&mut c, 1, ops).await;
     assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    // NFSv4.2 READ_PLUS of a sparse file: data, hole, data as chunks in the middle of a
+    // reply, then one data segment spliced as the last op.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::create(s.export.join("sparse")).unwrap();
+        f.set_len(256 << 10).unwrap();
+        f.write_all_at(&[b'a'; 64 << 10], 0).unwrap();
+        f.write_all_at(&[b'b'; 64 << 10], 192 << 10).unwrap();
+    }
+    let read_plus = |offset, count| {
+        NfsArgop4::ReadPlus(sluice_xdr::nfs4::ops::ReadPlusArgs {
+            stateid: Stateid4::ANONYMOUS,
+            offset,
+            count,
+        })
+    };
+    let mut ops = vec![sequence(sid, 3)];
+    ops.extend(walk_to(&s.export));
+    ops.extend([
+        lookup("sparse"),
+        read_plus(0, 256 << 10),
+        read_plus(0, 64 << 10),
+    ]);
+    let res = compound(&mut c, 2, ops).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
     let res = compound(&mut c, 1, vec![NfsArgop4::DestroySession(sid)]).await;
     assert_eq!(res.status, Nfsstat4::OK);
     drop(c);
@@ -1706,6 +1732,7 @@ async fn tshark_dissects_a_v41_session() {
         "NFS4.op.READ",
         "NFS4.op.CLOSE",
         "NFS4.op.READDIR",
+        "NFS4.op.READ_PLUS",
         "NFS4.op.DESTROY_SESSION",
     ];
     let report = tokio::task::spawn_blocking(move || {
@@ -1720,8 +1747,9 @@ async fn tshark_dissects_a_v41_session() {
     drop(capture);
     let (ok, out) = report;
     assert!(ok, "tshark-check failed:\n{out}");
-    // The script's own verdicts, checked here too: five COMPOUNDs, all answered.
-    assert!(out.contains("NFS4 COMPOUND calls=5 replies=5"), "{out}");
+    // The script's own verdicts, checked here too: six COMPOUNDs, all answered.
+    assert!(out.contains("NFS4 COMPOUND calls=6 replies=6"), "{out}");
+    assert!(out.contains("NFS4.op READ_PLUS calls=2 replies=2"), "{out}");
     assert!(out.contains("unanswered=0"), "{out}");
     assert!(out.contains("NFS4.op WRITE calls=1 replies=1"), "{out}");
 }

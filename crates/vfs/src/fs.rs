@@ -49,6 +49,12 @@ pub trait FileSystem: Send + Sync {
     fn change_kind(&self) -> ChangeKind {
         ChangeKind::Ctime
     }
+    /// The alignment [`FileSystem::clone_range`] needs of its offsets and length (except a
+    /// length that reaches the source's end), for NFSv4.2's `clone_blksize` (RFC 7862 §12.2.1);
+    /// 0: none stated (no reflinks, or any range clones). Default 0.
+    fn clone_blksize(&self) -> u32 {
+        0
+    }
     /// The verifier of unstable writes: changes when data acknowledged as unstable may have
     /// been lost (a restart, a failed flush), so clients resend it.
     fn write_verifier(&self) -> [u8; 8];
@@ -234,6 +240,9 @@ pub trait FileSystem: Send + Sync {
 impl FileSystem for LocalFs {
     fn root_handle(&self) -> FileHandle {
         LocalFs::root_handle(self)
+    }
+    fn clone_blksize(&self) -> u32 {
+        LocalFs::clone_blksize(self)
     }
     fn export_id(&self) -> ExportId {
         LocalFs::export_id(self)

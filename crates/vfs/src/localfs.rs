@@ -397,6 +397,8 @@ pub struct LocalFs {
     /// The export root is the root of its file system, so every object of the mount is inside
     /// and confinement needs no check.
     whole_fs: bool,
+    /// [`LocalFs::clone_blksize`], from `fstatfs` of the root at start.
+    clone_blksize: u32,
     key: HandleKey,
     fsid: u64,
     files: OpenFiles,
@@ -464,10 +466,16 @@ impl LocalFs {
         let mut write_verifier = [0u8; 8];
         sys::getrandom(&mut write_verifier).map_err(io_err)?;
         let whole_fs = mount_is_fs_root_at(st.stx_mnt_id, &path);
+        // `__fsword_t` is i64 on 64-bit Linux and i32 elsewhere.
+        #[allow(clippy::unnecessary_cast)]
+        let clone_blksize = sys::fstatfs(root.as_fd())
+            .map(|s| reflink_block_bytes(s.f_type as i64, s.f_bsize as i64))
+            .unwrap_or(0);
         tracing::info!(
             path = %path.display(),
             export = export.0,
             whole_fs,
+            clone_blksize,
             io_read = ?config.io.read,
             io_write = ?config.io.write,
             "export ready"
@@ -488,6 +496,7 @@ impl LocalFs {
             root_kh,
             root_fh,
             whole_fs,
+            clone_blksize,
             key,
             fsid: u64::from(export.0),
             files: OpenFiles::new(open_files_max),
@@ -495,6 +504,12 @@ impl LocalFs {
             write_verifier: std::sync::atomic::AtomicU64::new(u64::from_be_bytes(write_verifier)),
             config: LocalFsConfig { path, ..config },
         })
+    }
+
+    /// The alignment CLONE (`FICLONERANGE`) needs on this export's file system: its block size
+    /// where it has reflinks (see [`reflink_block_bytes`]), else 0.
+    pub fn clone_blksize(&self) -> u32 {
+        self.clone_blksize
     }
 
     /// The handle of the export root (for MOUNT).
@@ -2246,6 +2261,24 @@ fn unescape_mountinfo(s: &str) -> Vec<u8> {
         }
     }
     out
+}
+
+/// The block size FICLONERANGE needs ranges aligned to on a file system of `fs_type` (statfs
+/// `f_type`) with blocks of `bsize` bytes, or 0 where the file system has no reflinks. XFS,
+/// btrfs, OCFS2 and bcachefs share extents and refuse (EINVAL) a range whose offsets or length
+/// are not whole blocks, unless the length reaches the source's end (the kernel's
+/// `generic_remap_file_range_prep`); ext4, tmpfs and others answer EOPNOTSUPP to any clone, so
+/// they state no alignment. Which file systems share extents is a property of the kernel's
+/// `remap_file_range` implementations, not something statfs says: the list is that.
+pub fn reflink_block_bytes(fs_type: i64, bsize: i64) -> u32 {
+    const XFS: i64 = 0x5846_5342;
+    const BTRFS: i64 = 0x9123_683e;
+    const OCFS2: i64 = 0x7461_636f;
+    const BCACHEFS: i64 = 0xca45_1a4e;
+    match fs_type {
+        XFS | BTRFS | OCFS2 | BCACHEFS => u32::try_from(bsize).unwrap_or(0),
+        _ => 0,
+    }
 }
 
 #[cfg(test)]

@@ -215,3 +215,104 @@ fn the_offload_seeds_hold_the_async_copy_shapes() {
     let again = Compound4Res::decode(&mut Reader::new(&segs), &limits).unwrap();
     assert_eq!(again, reply);
 }
+
+/// READ_PLUS's shapes as `nfs4_compound` seeds: a COMPOUND with two READ_PLUS ops (one with
+/// a GETATTR after it) and its reply: data, hole, data segments with eof false, then a reply
+/// of one hole and one with no segment at all (at the end of the file). Written and checked as
+/// [`the_offload_seeds_hold_the_async_copy_shapes`]'s.
+#[test]
+fn the_read_plus_seeds_hold_its_shapes() {
+    use sluice_xdr::nfs4::attrs::num;
+    use sluice_xdr::nfs4::ops::{
+        Data4, DataInfo4, ReadPlusArgs, ReadPlusContent, ReadPlusContents, ReadPlusResOk,
+    };
+    use sluice_xdr::nfs4::{Bitmap4, NfsFh4, Nfsstat4, Stateid4, Utf8Str};
+    use sluice_xdr::{to_bytes, Pack, Payload};
+
+    let sid = Stateid4 {
+        seqid: 1,
+        other: [0, 0, 0, 7, 0x10, 0, 0, 1, 1, 2, 3, 4],
+    };
+    let fh = NfsFh4(Bytes::from_static(&[1, 2, 3, 4, 5, 6, 7, 8]));
+    let tag = Utf8Str(Bytes::from_static(b"seed"));
+    let read_plus = |offset, count| {
+        NfsArgop4::ReadPlus(ReadPlusArgs {
+            stateid: sid,
+            offset,
+            count,
+        })
+    };
+    let request = Compound4Args {
+        tag: tag.clone(),
+        minorversion: 2,
+        ops: vec![
+            NfsArgop4::Putfh(fh),
+            read_plus(0, 1 << 20),
+            NfsArgop4::Getattr(Bitmap4::from_bits(&[num::SIZE])),
+            read_plus(1 << 20, 1 << 20),
+        ],
+    };
+    let ok = |eof, contents| {
+        NfsResop4::ReadPlus(Res4::Ok(ReadPlusResOk {
+            eof,
+            contents: ReadPlusContents(contents),
+        }))
+    };
+    let reply = Compound4Res {
+        status: Nfsstat4::OK,
+        tag,
+        results: vec![
+            NfsResop4::Putfh(Nfsstat4::OK),
+            ok(
+                false,
+                vec![
+                    ReadPlusContent::Data(Data4 {
+                        offset: 0,
+                        data: Payload::from(vec![7u8; 13]),
+                    }),
+                    ReadPlusContent::Hole(DataInfo4 {
+                        offset: 13,
+                        length: 65536,
+                    }),
+                    ReadPlusContent::Data(Data4 {
+                        offset: 65549,
+                        data: Payload::from(vec![9u8; 8]),
+                    }),
+                ],
+            ),
+            ok(
+                false,
+                vec![ReadPlusContent::Hole(DataInfo4 {
+                    offset: 1 << 20,
+                    length: 1 << 20,
+                })],
+            ),
+            ok(true, Vec::new()),
+        ],
+    };
+    let regressions = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
+    let seed = |selector: u8, v: &dyn Pack| {
+        let mut out = vec![selector, 29];
+        out.extend_from_slice(&to_bytes(v));
+        out
+    };
+    let files: [(&str, Vec<u8>); 2] = [
+        ("nfs4_compound/v42-read-plus-request", seed(0, &request)),
+        ("nfs4_compound/v42-read-plus-reply", seed(1, &reply)),
+    ];
+    for (name, bytes) in files {
+        let path = regressions.join(name);
+        if std::env::var_os("SLUICE_WRITE_SEEDS").is_some() {
+            std::fs::write(&path, &bytes).unwrap();
+        }
+        let on_disk = std::fs::read(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(on_disk, bytes, "{name} holds the encoding");
+    }
+    let limits = CompoundLimits::default();
+    let segs = [Bytes::copy_from_slice(&seed(1, &reply)[2..])];
+    let again = Compound4Res::decode(&mut Reader::new(&segs), &limits).unwrap();
+    assert_eq!(again, reply);
+    let segs = [Bytes::copy_from_slice(&seed(0, &request)[2..])];
+    let again = Compound4Args::decode(&mut Reader::new(&segs), &limits).unwrap();
+    assert_eq!(again, request);
+}

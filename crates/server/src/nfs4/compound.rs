@@ -79,7 +79,7 @@
 //! a driver cannot land) make the op answer NFS4ERR_DELAY, as does a write held again between
 //! the landing and the op ([`Nfs4::settle`]): an op never truncates under held data.
 
-use super::data::{DataDone, DataOp, DataOps, DataReq, Settle};
+use super::data::{DataDone, DataOp, DataOps, DataReq, ReadPlusDone, Settle};
 use super::digest::Digest;
 use super::idmap::IdMap;
 use super::map::{self, AttrCtx};
@@ -112,7 +112,10 @@ use sluice_xdr::nfs4::ops::{
     OPEN4_SHARE_DENY_READ, OPEN4_SHARE_WANT_MASK,
 };
 use sluice_xdr::nfs4::ops::{CreateArgs, CreateResOk, Createtype4, RenameArgs, RenameResOk};
-use sluice_xdr::nfs4::ops::{ReadResOk, WriteResOk};
+use sluice_xdr::nfs4::ops::{
+    Data4, ReadPlusContent, ReadPlusContents, ReadPlusResOk, ReadResOk, WriteResOk,
+    NFS4_CONTENT_DATA,
+};
 use sluice_xdr::nfs4::{
     Bitmap4, ChangeInfo4, Component4, Fattr4, Linktext4, NfsFh4, SessionId4, Stateid4,
     MINOR_VERSIONS,
@@ -160,12 +163,15 @@ pub struct Nfs4 {
     pub records: Option<Arc<dyn super::stable::ClientRecords>>,
     /// Hands asynchronous COPYs to their driver (`crate::offload`), once it runs; until then
     /// (and in tests without it) every COPY is synchronous.
-    pub copy_spawner: std::sync::OnceLock<crate::offload::CopySpawner>,
+    pub copy_spawner: std::sync::OnceLock<Box<dyn super::offload::CopySpawner>>,
     /// CB_OFFLOADs queued for finished asynchronous copies (for the statistics).
     pub copy_offloads_sent: std::sync::atomic::AtomicU64,
     /// The delegation table's record count, read without the lock by the NFSv3 recall gate
     /// ([`crate::recall`]).
     delegs_published: Arc<std::sync::atomic::AtomicUsize>,
+    /// READ_PLUS is answered (RFC 7862 §15.10, `super::data::read_plus`); false (`sluice serve
+    /// --no-read-plus`): NFS4ERR_NOTSUPP, and the client reads with READ. Default true.
+    pub read_plus: bool,
 }
 
 /// Who sent a COMPOUND, and for [`Nfs4::compound`] the data path its READ, WRITE and COMMIT
@@ -250,8 +256,8 @@ pub struct Eval {
     settling: Option<Settling>,
     /// The op whose file's held writes were landed: it runs without suspending again.
     landed_for: Option<usize>,
-    /// The last op's READ data, spliced: the pipe, the count and eof.
-    spliced: Option<(LentPipe, u32, bool)>,
+    /// The last op's READ (or READ_PLUS) data, spliced.
+    spliced: Option<SplicedRead>,
     /// Per-op statistics: the observer, and the start mark of the op now running (taken back
     /// by [`Eval::record`], the one place its status is known).
     observer: Option<Arc<dyn OpObserver>>,
@@ -266,6 +272,15 @@ enum Phase {
     /// Answered without running anything (MINOR_VERS_MISMATCH, TOO_MANY_OPS, no ops).
     Early(Compound4Res),
     Garbage,
+}
+
+/// A last READ or READ_PLUS whose data is in a pipe: the pipe, the count and eof, and for a
+/// READ_PLUS (one data segment) the segment's offset.
+struct SplicedRead {
+    pipe: LentPipe,
+    count: u32,
+    eof: bool,
+    plus_offset: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -330,7 +345,8 @@ impl Eval {
             } else if matches!(
                 op,
                 NfsArgop4::Read(_) | NfsArgop4::Write(_) | NfsArgop4::Commit(_)
-            ) {
+            ) || (nfs.read_plus && matches!(op, NfsArgop4::ReadPlus(_)))
+            {
                 // Spliced data must be the reply's last bytes, and a reply the slot keeps
                 // must be all in memory.
                 let cached = self.slot.is_some_and(|(_, _, cachethis)| cachethis);
@@ -378,7 +394,12 @@ impl Eval {
             Ok(DataDone::Read(d)) if p.op == Opnum4::READ => match d.data {
                 ReadData::Chunks(data) => NfsResop4::Read(Res4::Ok(ReadResOk { eof: d.eof, data })),
                 ReadData::Spliced(pipe) if p.splice_ok => {
-                    self.spliced = Some((pipe, d.count, d.eof));
+                    self.spliced = Some(SplicedRead {
+                        pipe,
+                        count: d.count,
+                        eof: d.eof,
+                        plus_offset: None,
+                    });
                     NfsResop4::Read(Res4::Ok(ReadResOk {
                         eof: d.eof,
                         data: Default::default(),
@@ -386,6 +407,43 @@ impl Eval {
                 }
                 // Not asked for: it could not be sent.
                 ReadData::Spliced(_) => NfsResop4::error(p.op, Nfsstat4::SERVERFAULT),
+            },
+            Ok(DataDone::ReadPlus(rp)) if p.op == Opnum4::READ_PLUS => match rp {
+                ReadPlusDone::Sparse { eof, contents } => {
+                    NfsResop4::ReadPlus(Res4::Ok(ReadPlusResOk {
+                        eof,
+                        contents: ReadPlusContents(contents),
+                    }))
+                }
+                ReadPlusDone::Dense { offset, done } => {
+                    let one = |data| {
+                        NfsResop4::ReadPlus(Res4::Ok(ReadPlusResOk {
+                            eof: done.eof,
+                            contents: ReadPlusContents(vec![ReadPlusContent::Data(Data4 {
+                                offset,
+                                data,
+                            })]),
+                        }))
+                    };
+                    match done.data {
+                        // Nothing read (at or past the end): no segment, only eof.
+                        _ if done.count == 0 => NfsResop4::ReadPlus(Res4::Ok(ReadPlusResOk {
+                            eof: done.eof,
+                            contents: ReadPlusContents(Vec::new()),
+                        })),
+                        ReadData::Chunks(data) => one(data),
+                        ReadData::Spliced(pipe) if p.splice_ok => {
+                            self.spliced = Some(SplicedRead {
+                                pipe,
+                                count: done.count,
+                                eof: done.eof,
+                                plus_offset: Some(offset),
+                            });
+                            one(Default::default())
+                        }
+                        ReadData::Spliced(_) => NfsResop4::error(p.op, Nfsstat4::SERVERFAULT),
+                    }
+                }
             },
             Ok(DataDone::Write(w)) if p.op == Opnum4::WRITE => {
                 NfsResop4::Write(Res4::Ok(WriteResOk {
@@ -540,9 +598,9 @@ impl Eval {
     /// apply here (the op whose result crosses one is replaced by its error, §2.10.6.4), and a
     /// status other than OK ends the COMPOUND with that status.
     fn record(&mut self, mut r: NfsResop4) {
-        let spliced_bytes = |s: &Option<(LentPipe, u32, bool)>| {
+        let spliced_bytes = |s: &Option<SplicedRead>| {
             s.as_ref()
-                .map_or(0, |(_, n, _)| *n as usize + padding_after(*n as usize))
+                .map_or(0, |s| s.count as usize + padding_after(s.count as usize))
         };
         if let Some(l) = &self.limits {
             let len = encoded_len(&r) + spliced_bytes(&self.spliced);
@@ -581,7 +639,7 @@ impl Eval {
         let spliced = self.spliced.take();
         match &spliced {
             None => self.res.pack(&mut w),
-            Some((_, count, eof)) => {
+            Some(sp) => {
                 // All but the last result's data, which follows in the pipe.
                 self.res.status.pack(&mut w);
                 self.res.tag.pack(&mut w);
@@ -590,10 +648,23 @@ impl Eval {
                 for r in head {
                     r.pack(&mut w);
                 }
-                Opnum4::READ.pack(&mut w);
-                Nfsstat4::OK.pack(&mut w);
-                w.put_bool(*eof);
-                w.put_u32(*count);
+                match sp.plus_offset {
+                    None => {
+                        Opnum4::READ.pack(&mut w);
+                        Nfsstat4::OK.pack(&mut w);
+                        w.put_bool(sp.eof);
+                    }
+                    Some(offset) => {
+                        // read_plus_res4 with one data4 segment.
+                        Opnum4::READ_PLUS.pack(&mut w);
+                        Nfsstat4::OK.pack(&mut w);
+                        w.put_bool(sp.eof);
+                        w.put_u32(1);
+                        w.put_u32(NFS4_CONTENT_DATA);
+                        w.put_u64(offset);
+                    }
+                }
+                w.put_u32(sp.count);
             }
         }
         let mut segs = w.into_segments();
@@ -608,9 +679,9 @@ impl Eval {
         Step::Reply(Reply4 {
             status: self.res.status,
             segs,
-            spliced: spliced.map(|(pipe, count, _)| SplicedData {
-                pipe,
-                tail: Bytes::from_static(&[0u8; 3][..padding_after(count as usize)]),
+            spliced: spliced.map(|sp| SplicedData {
+                pipe: sp.pipe,
+                tail: Bytes::from_static(&[0u8; 3][..padding_after(sp.count as usize)]),
             }),
         })
     }
@@ -820,6 +891,7 @@ impl Nfs4 {
             records: None,
             copy_spawner: std::sync::OnceLock::new(),
             copy_offloads_sent: std::sync::atomic::AtomicU64::new(0),
+            read_plus: true,
         })
     }
 
@@ -1310,6 +1382,7 @@ impl Nfs4 {
                 let (fs, caller) = self.gate(call, *idx)?;
                 let fsid = map::export_fsid(fs.export_id().0);
                 let change_kind = fs.change_kind();
+                let clone_blksize = fs.clone_blksize();
                 let mut failed = None;
                 let ok = fs
                     .readdir(&caller, fh, a.cookie, a.cookieverf, true, &mut |d| {
@@ -1328,6 +1401,7 @@ impl Nfs4 {
                                     idmap: &self.idmap,
                                     minor: ctx.minor,
                                     change_kind,
+                                    clone_blksize,
                                 };
                                 match map::fattr4(attr, &actx, &a.attr_request) {
                                     Ok(f) => f,
@@ -1392,6 +1466,7 @@ impl Nfs4 {
             minor,
             // The tree's change attribute is its generation, a counter.
             change_kind: ChangeKind::Counter,
+            clone_blksize: map::CLONE_BLKSIZE,
         };
         map::fattr4(
             &map::pseudo_attr(n, subdirs, self.pseudo.generation()),
@@ -1439,6 +1514,7 @@ impl Nfs4 {
             idmap: &self.idmap,
             minor,
             change_kind: fs.change_kind(),
+            clone_blksize: fs.clone_blksize(),
         };
         map::fattr4(&attr, &actx, req)
     }
@@ -1797,6 +1873,14 @@ impl Nfs4 {
                 offset: a.offset,
                 count: a.count,
             },
+            NfsArgop4::ReadPlus(a) => {
+                self.check_io(call, ctx, &a.stateid, false)?;
+                DataOp::ReadPlus {
+                    offset: a.offset,
+                    count: a.count,
+                    splice_ok,
+                }
+            }
             _ => {
                 debug_assert!(false, "data_req of {:?}", op.opnum());
                 return Err(Nfsstat4::SERVERFAULT);

@@ -15,10 +15,10 @@
 //! [`SUPPORTED_42`] (RFC 7862 §12.2), which a 4.1 COMPOUND never sees, neither advertised nor
 //! answered (a 4.1 GETATTR asking for them gets a mask without them, VERIFY gets
 //! NFS4ERR_ATTRNOTSUPP). What the Linux client asks of a 4.2 server:
-//! - `clone_blksize` (it checks CLONE ranges against it): 0, no alignment stated. LocalFs's
-//!   FICLONERANGE needs the file system's block alignment; a misaligned CLONE gets
-//!   NFS4ERR_INVAL from the server, which the client turns into the EINVAL it would have
-//!   answered itself. MemFs clones any range.
+//! - `clone_blksize` (it checks CLONE ranges against it, and refuses misaligned ones itself):
+//!   the file system's ([`crate::backend::FileSystem::clone_blksize`]). LocalFs's FICLONERANGE
+//!   needs block alignment on file systems with reflinks (XFS, btrfs: their block size), and
+//!   elsewhere clones nothing (0, none stated; CLONE is NOTSUPP). MemFs clones any range (0).
 //! - `change_attr_type`: how `change` is made ([`ChangeKind`]): LocalFs's is the ctime in
 //!   nanoseconds (TIME_METADATA), MemFs's and the pseudo tree's are counters
 //!   (VERSION_COUNTER_NOPNFS: no pNFS here).
@@ -256,6 +256,9 @@ pub struct AttrCtx<'a> {
     pub minor: u32,
     /// How the object's file system makes `change`.
     pub change_kind: ChangeKind,
+    /// The object's file system's CLONE alignment (`FileSystem::clone_blksize`), for
+    /// `clone_blksize`.
+    pub clone_blksize: u32,
 }
 
 /// The neutral attributes of pseudo directory `node`: read-only (0555), owned by root, one
@@ -332,7 +335,7 @@ pub fn values(a: &Attr, ctx: &AttrCtx) -> AttrValues {
         ..Default::default()
     };
     if ctx.minor >= 2 {
-        v.clone_blksize = Some(CLONE_BLKSIZE);
+        v.clone_blksize = Some(ctx.clone_blksize);
         v.space_freed = Some(if a.nlink > 1 && a.ftype != FileType::Directory {
             0
         } else {
@@ -467,6 +470,7 @@ mod tests {
             }),
             minor: 2,
             change_kind: ChangeKind::Ctime,
+            clone_blksize: CLONE_BLKSIZE,
         }
     }
 

@@ -39,9 +39,41 @@
 
 use super::open::Other;
 use super::{Entropy, Nfsstat4};
+use crate::backend::{Caller, FileHandle, FileSystem};
 use bytes::Bytes;
 use sluice_xdr::nfs4::{ClientId4, SessionId4, Stateid4, OTHER_SIZE};
 use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One asynchronous copy to do: `count` bytes of `src` from `src_offset` to `dst` at
+/// `dst_offset`, of which the first `done` are copied already (by the COPY itself). The
+/// COMPOUND makes it; a [`CopySpawner`] runs it.
+pub struct CopyJob {
+    pub id: Other,
+    pub fs: Arc<dyn FileSystem>,
+    pub caller: Caller,
+    pub src: FileHandle,
+    pub src_offset: u64,
+    pub dst: FileHandle,
+    pub dst_offset: u64,
+    pub count: u64,
+    pub done: u64,
+}
+
+/// Where the COMPOUND hands an asynchronous copy (`crate::offload`'s tokio driver implements
+/// it; tests hold the jobs themselves). The COMPOUND owns the interface and the driver depends
+/// on it, never the other way round.
+pub trait CopySpawner: Send + Sync {
+    /// Takes `job` to run it; must not block (it runs on the COMPOUND's thread). `false`: it
+    /// cannot (the driver is gone), and the COPY is done synchronously instead.
+    fn spawn(&self, job: CopyJob) -> bool;
+}
+
+impl<F: Fn(CopyJob) -> bool + Send + Sync> CopySpawner for F {
+    fn spawn(&self, job: CopyJob) -> bool {
+        self(job)
+    }
+}
 
 /// Copies one client may have at once. 8: the Linux client runs one COPY per
 /// `copy_file_range` call, so 8 is 8 concurrent large copies from one machine; more would only

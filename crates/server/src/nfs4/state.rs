@@ -589,9 +589,20 @@ impl State4 {
 
     // ----- asynchronous copies (`offload.rs`) ----------------------------------------------
 
-    /// A new asynchronous COPY of `clientid` over `sessionid`, whose back channel must be up
-    /// (CB_OFFLOAD goes there), `copied` bytes into it: its copy stateid, or the error that makes the COPY
-    /// synchronous instead (NFS4ERR_DELAY: the copy table is full; CB_PATH_DOWN).
+    /// A new asynchronous COPY of `clientid` over `sessionid`, `copied` bytes into it: its copy
+    /// stateid, or the error that makes the COPY synchronous instead (NFS4ERR_DELAY: the copy
+    /// table is full; CB_PATH_DOWN).
+    ///
+    /// CB_OFFLOAD goes over the session's back channel, so the session must have a back
+    /// connection bound and a path not known to fail: Up, or not yet proven (Unknown, Probing).
+    /// A freshly mounted Linux client's first COPY arrives while the probe (CB_NULL, then a
+    /// CB_SEQUENCE that waits for the client's first SEQUENCE) is still out, and requiring Up
+    /// made that COPY synchronous more often than not. The CB_OFFLOAD is queued behind the
+    /// probe and sent once it succeeds. Should the path fail instead, the session reports
+    /// CB_PATH_DOWN in its SEQUENCE flags (the client's cue to bind a new back channel), and a
+    /// CB_OFFLOAD that could not be delivered leaves the copy's stateid answerable by
+    /// OFFLOAD_STATUS, as after any failed callback: the same exposure a path that was Up at
+    /// the COPY and failed during the copy already had.
     pub fn start_copy(
         &mut self,
         clientid: ClientId4,
@@ -603,8 +614,9 @@ impl State4 {
             Some(s) if s.clientid == clientid && s.back_conn().is_some() => {}
             _ => return Err(Nfsstat4::CB_PATH_DOWN),
         }
-        if self.callback_path(sessionid) != Some(PathState::Up) {
-            return Err(Nfsstat4::CB_PATH_DOWN);
+        match self.callback_path(sessionid) {
+            Some(PathState::Up | PathState::Probing | PathState::Unknown) => {}
+            _ => return Err(Nfsstat4::CB_PATH_DOWN),
         }
         self.copies
             .start(clientid, *sessionid, dst, copied, &mut *self.entropy)

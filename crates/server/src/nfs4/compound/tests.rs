@@ -1736,6 +1736,25 @@ impl DataOps for DirectData {
                     verifier: fs.write_verifier(),
                 }))
             }
+            // One data segment, as READ reads it (holes are the data path's business).
+            DataOp::ReadPlus { offset, count, .. } => {
+                let mut buf = vec![0u8; count as usize];
+                let ok = fs
+                    .read(&caller, &fh, offset, &mut [&mut buf[..]])
+                    .map_err(|(e, _)| e)?;
+                buf.truncate(ok.count);
+                Ok(DataDone::ReadPlus(
+                    super::super::data::ReadPlusDone::Dense {
+                        offset,
+                        done: ReadDone {
+                            count: ok.count as u32,
+                            eof: ok.eof,
+                            attr: Some(ok.attr),
+                            data: ReadData::Chunks(sluice_xdr::Payload::from(buf)),
+                        },
+                    },
+                ))
+            }
             DataOp::Commit { offset, count } => {
                 let wcc = fs.commit(&caller, &fh, offset, count).map_err(|(e, _)| e)?;
                 Ok(DataDone::Commit(CommitDone {

@@ -22,7 +22,8 @@
 //! ```text
 //!   ca_synchronous false (the client can take a CB_OFFLOAD)
 //!   more than ASYNC_COPY_MIN (one 32 MiB chunk) to copy
-//!   the COMPOUND's session has a back channel whose path is up (CB_OFFLOAD must reach it)
+//!   the COMPOUND's session has a back channel bound whose path is not known to fail: up,
+//!   or still being probed, as right after a mount (CB_OFFLOAD waits behind the probe)
 //!   the copy driver runs and the copy table has room (`super::super::offload`)
 //! ```
 //! The first chunk is always copied before the reply, so whatever a synchronous COPY would
@@ -54,18 +55,24 @@
 //! still held when the op runs makes it NFS4ERR_DELAY, and the retry lands the other file.
 //! ALLOCATE needs no landing: it changes no byte a held write could land on.
 //!
+//! # READ_PLUS
+//! READ_PLUS (§15.10) is a data op, run through the data path as READ is
+//! (`super::super::data::read_plus`): holes of at least 64 KiB inside the range go back as
+//! (offset, length) pairs, found with SEEK_DATA / SEEK_HOLE, and the data between them as
+//! pooled chunks; a range with no such hole is one data segment, spliced like a READ when it
+//! is the last op. `sluice serve --no-read-plus` answers it NFS4ERR_NOTSUPP, and the client
+//! reads with READ from then on. Measured (`bench/results/read-plus-2026-11-26.md`): a 10%-data
+//! file in 10% of the bytes and 7% of the time of READ on loopback; a dense one at READ's CPU.
+//!
 //! # Not here
-//! READ_PLUS stays NFS4ERR_NOTSUPP: its gain is sending holes as ranges instead of zeros, which
-//! needs SEEK-per-READ on the server and pays only for very sparse files, while READ keeps its
-//! zero-copy splice path. The Linux client falls back to READ on NOTSUPP for good. The extended
-//! attribute ops (RFC 8276) and WRITE_SAME, IO_ADVISE, LAYOUTERROR, LAYOUTSTATS answer
-//! NFS4ERR_NOTSUPP.
+//! The extended attribute ops (RFC 8276) and WRITE_SAME, IO_ADVISE, LAYOUTERROR, LAYOUTSTATS
+//! answer NFS4ERR_NOTSUPP.
 
 use super::{Call, Ctx, Fh, Nfs4};
 use crate::backend::{Caller, FileHandle, FileSystem, FileType, SeekWhat};
 use crate::nfs4::map;
+use crate::nfs4::offload::CopyJob;
 use crate::nfs4::Nfsstat4;
-use crate::offload::CopyJob;
 use sluice_xdr::nfs4::ops::{
     AllocateArgs, CloneArgs, CopyArgs, CopyRequirements4, CopyResOk, OffloadStatusResOk, SeekArgs,
     SeekResOk, StateidOpt, StatusOpt, WriteResponse4, NFS4_CONTENT_DATA, NFS4_CONTENT_HOLE,
@@ -203,7 +210,7 @@ impl Nfs4 {
             .state()
             .start_copy(clientid, &sessionid, dst.fh.to_bytes(), first)
             .ok()?;
-        let accepted = spawner(CopyJob {
+        let accepted = spawner.spawn(CopyJob {
             id: stateid.other,
             fs: dst.fs.clone(),
             caller: dst.caller.clone(),
@@ -626,16 +633,7 @@ mod tests {
         /// A fixture whose session has a back channel the test answers by hand, up.
         fn with_back_channel() -> Fixture {
             use crate::nfs4::backchan::{CbCall, CbOutcome, PathState};
-            let mut f = Fixture::new();
-            let first = f.session;
-            f.session = f.mount(true);
-            // The same client: only its new session, with the back channel, stays.
-            f.nfs
-                .state
-                .lock()
-                .unwrap()
-                .destroy_session(&first, None)
-                .unwrap();
+            let mut f = Fixture::with_back_channel_unprobed();
             let sends = f.nfs.state.lock().unwrap().poll_callbacks(Instant::now());
             let [(sid, send)] = &sends[..] else {
                 panic!("{sends:?}")
@@ -655,6 +653,43 @@ mod tests {
                 Some(PathState::Up)
             );
             f
+        }
+
+        /// A fixture whose session was just created with a back channel: nothing has probed
+        /// it yet, as right after a mount.
+        fn with_back_channel_unprobed() -> Fixture {
+            let mut f = Fixture::new();
+            let first = f.session;
+            f.session = f.mount(true);
+            // The same client: only its new session, with the back channel, stays.
+            f.nfs
+                .state
+                .lock()
+                .unwrap()
+                .destroy_session(&first, None)
+                .unwrap();
+            f
+        }
+
+        /// The first poll of the back channel: its CB_NULL, answered with `outcome`.
+        fn answer_probe_null(&self, outcome: crate::nfs4::backchan::CbOutcome) {
+            use crate::nfs4::backchan::CbCall;
+            let sends = self
+                .nfs
+                .state
+                .lock()
+                .unwrap()
+                .poll_callbacks(Instant::now());
+            let [(sid, send)] = &sends[..] else {
+                panic!("{sends:?}")
+            };
+            assert_eq!(send.call, CbCall::Null);
+            self.nfs.state.lock().unwrap().handle_callback(
+                Instant::now(),
+                sid,
+                send.token,
+                outcome,
+            );
         }
 
         /// Answers every CB_COMPOUND due with OK for each op; returns their CB_OFFLOADs.
@@ -724,7 +759,7 @@ mod tests {
         let mut f = Fixture::with_back_channel();
         let jobs = Arc::new(std::sync::Mutex::new(Vec::new()));
         let held = jobs.clone();
-        let spawner: crate::offload::CopySpawner = Box::new(move |job| {
+        let spawner: Box<dyn crate::nfs4::offload::CopySpawner> = Box::new(move |job| {
             held.lock().unwrap().push(job);
             true
         });
@@ -853,5 +888,79 @@ mod tests {
         let job = jobs.lock().unwrap().pop().unwrap();
         crate::offload::run(f.nfs.clone(), job).await;
         assert_eq!(f.size(0, &dst), sluice_vfs::COPY_BYTES_MAX);
+    }
+
+    /// Issue 14: a freshly mounted Linux client's first large COPY arrives before the back
+    /// channel's probe has finished. A path not yet proven (Unknown, Probing) takes an
+    /// asynchronous copy; its CB_OFFLOAD waits behind the probe and goes out once the path is
+    /// up. A path known to fail keeps COPY synchronous (answered short).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_copy_while_the_back_channel_is_probed_is_asynchronous() {
+        use crate::nfs4::backchan::{CbOutcome, PathState};
+        const LEN: u64 = sluice_vfs::COPY_BYTES_MAX + (4 << 20);
+        let copy_args = CopyArgs {
+            src_stateid: Stateid4::ANONYMOUS,
+            dst_stateid: Stateid4::ANONYMOUS,
+            src_offset: 0,
+            dst_offset: 0,
+            count: 0,
+            consecutive: false,
+            synchronous: false,
+            source_server: NetlocList(Vec::new()),
+        };
+        for down in [false, true] {
+            let mut f = Fixture::with_back_channel_unprobed();
+            let jobs = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let held = jobs.clone();
+            let spawner: Box<dyn crate::nfs4::offload::CopySpawner> = Box::new(move |job| {
+                held.lock().unwrap().push(job);
+                true
+            });
+            assert!(f.nfs.copy_spawner.set(spawner).is_ok());
+            let data: Vec<u8> = (0..LEN).map(|i| (i % 249) as u8).collect();
+            let src = f.file(0, "src", &data);
+            let dst = f.file(0, "dst", b"");
+            if down {
+                f.answer_probe_null(CbOutcome::Failed);
+                assert_eq!(
+                    f.nfs.state.lock().unwrap().callback_path(&f.session),
+                    Some(PathState::Down)
+                );
+            } else {
+                assert_eq!(
+                    f.nfs.state.lock().unwrap().callback_path(&f.session),
+                    Some(PathState::Unknown)
+                );
+            }
+            let res = f.send(two_files(&src, &dst, NfsArgop4::Copy(copy_args.clone())));
+            let Some(NfsResop4::Copy(CopyRes::Ok(c))) = res.results.last() else {
+                panic!("{res:?}")
+            };
+            if down {
+                assert!(c.requirements.synchronous, "{c:?}");
+                assert_eq!(
+                    c.response.count,
+                    sluice_vfs::COPY_BYTES_MAX,
+                    "answered short"
+                );
+                assert!(jobs.lock().unwrap().is_empty());
+                continue;
+            }
+            assert!(!c.requirements.synchronous, "{c:?}");
+            let sid = c.response.callback_id.0[0];
+            let job = jobs.lock().unwrap().pop().unwrap();
+            crate::offload::run(f.nfs.clone(), job).await;
+            assert_eq!(f.size(0, &dst), LEN);
+            // The probe finishes (CB_NULL, then CB_SEQUENCE after the client's SEQUENCE, which
+            // the COPY's was); only then does the CB_OFFLOAD go.
+            f.answer_probe_null(CbOutcome::NullOk);
+            f.answer_callbacks(0);
+            assert_eq!(
+                f.nfs.state.lock().unwrap().callback_path(&f.session),
+                Some(PathState::Up)
+            );
+            let cb = f.answer_callbacks(1);
+            assert_eq!((cb[0].stateid, &cb[0].fh), (sid, &dst));
+        }
     }
 }
