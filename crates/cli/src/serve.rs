@@ -126,6 +126,11 @@ pub struct ServeArgs {
     /// map are refused (NFS4ERR_BADOWNER), never turned into nobody.
     #[arg(long, value_name = "DOMAIN", value_parser = parse_idmap_domain)]
     pub idmap_domain: Option<String>,
+    /// Grant NFSv4.1 read delegations only: no write delegation to a client that opens a
+    /// file for reading and writing alone (their holders answer other clients' GETATTRs
+    /// with CB_GETATTR and are recalled by any other client's access).
+    #[arg(long)]
+    pub no_write_delegations: bool,
 }
 
 /// A DNS-like domain: not empty, no '@', no white space or control characters.
@@ -286,6 +291,7 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         lease: Duration::from_secs(u64::from(a.lease_secs)),
         grace: a.grace_secs.map(|s| Duration::from_secs(u64::from(s))),
         idmap_domain: a.idmap_domain.clone(),
+        write_delegations: !a.no_write_delegations,
         // Not flags: the defaults' reasons are in `nfs4::Config4`.
         nfs4_limits: Default::default(),
         net,

@@ -84,6 +84,9 @@ pub struct ServerConfig {
     /// NFSv4 owners as `name@domain` from the system's user and group databases
     /// (`--idmap-domain`); `None` (the default): numeric strings. See [`nfs4::idmap`].
     pub idmap_domain: Option<String>,
+    /// Grant NFSv4.1 write delegations (default true; `--no-write-delegations`). Read
+    /// delegations are always offered. See [`nfs4::deleg`].
+    pub write_delegations: bool,
     /// NFSv4.1 state limits: client records, sessions per client, open stateids per client
     /// and overall. Defaults and why: [`nfs4::Config4`]; what hitting each answers: the
     /// module notes of [`nfs4::state`]. Not command-line flags: the defaults serve any
@@ -110,6 +113,7 @@ impl Default for ServerConfig {
             grace: None,
             idmap_domain: None,
             nfs4_limits: nfs4::StateLimits::default(),
+            write_delegations: true,
         }
     }
 }
@@ -313,6 +317,10 @@ fn nfs4_service(
         sessions_per_client_max: config.nfs4_limits.sessions_per_client_max,
         opens_per_client_max: config.nfs4_limits.opens_per_client_max,
         opens_max: config.nfs4_limits.opens_max,
+        delegs: nfs4::deleg::DelegConfig {
+            write: config.write_delegations,
+            ..Default::default()
+        },
         ..nfs4::Config4::default()
     };
     let mut state = nfs4::State4::new(cfg, Box::new(nfs4::SplitMix(os_seed())));

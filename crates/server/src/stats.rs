@@ -111,9 +111,12 @@ pub struct Gauges4 {
     pub locks: u64,
     /// The grace period after the last restart (`None`: no restart recovery).
     pub grace: Option<crate::nfs4::grace::GraceStats>,
-    /// Delegations held (or being recalled), by type. No write delegations are granted yet.
+    /// Delegations held (or being recalled), by type.
     pub delegations_read: u64,
     pub delegations_write: u64,
+    /// CB_GETATTRs sent to write delegations' holders, and answered with attributes (counters).
+    pub cb_getattr_sent: u64,
+    pub cb_getattr_answered: u64,
     /// Counters since the start: CB_RECALLs put on the wire, answered by the client,
     /// unanswered (timed out, connection gone), and delegations revoked for not being
     /// returned within a lease of their recall.
@@ -393,6 +396,16 @@ impl Stats {
                     "Delegations revoked: not returned within a lease of their recall.",
                     g.delegations_revoked,
                 ),
+                (
+                    "sluice_nfs4_cb_getattr_sent_total",
+                    "CB_GETATTRs sent to write delegations' holders.",
+                    g.cb_getattr_sent,
+                ),
+                (
+                    "sluice_nfs4_cb_getattr_answered_total",
+                    "CB_GETATTRs answered with the holder's size and change.",
+                    g.cb_getattr_answered,
+                ),
             ] {
                 let _ = writeln!(s, "# HELP {metric} {help}");
                 let _ = writeln!(s, "# TYPE {metric} counter");
@@ -599,13 +612,15 @@ impl Stats {
             }
             let _ = writeln!(
                 s,
-                "nfs v4 delegations: {} read, {} write; recalls: {} sent, {} answered, {} timed out; {} revoked",
+                "nfs v4 delegations: {} read, {} write; recalls: {} sent, {} answered, {} timed out; {} revoked; CB_GETATTR: {} sent, {} answered",
                 g.delegations_read,
                 g.delegations_write,
                 g.recalls_sent,
                 g.recalls_answered,
                 g.recalls_timed_out,
-                g.delegations_revoked
+                g.delegations_revoked,
+                g.cb_getattr_sent,
+                g.cb_getattr_answered
             );
             let _ = writeln!(
                 s,

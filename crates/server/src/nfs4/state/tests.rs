@@ -1,4 +1,5 @@
 use super::*;
+use crate::nfs4::deleg::SizeChange;
 use crate::nfs4::SplitMix;
 use proptest::prelude::*;
 use sluice_xdr::nfs4::ops::{
@@ -1013,12 +1014,13 @@ fn a_delegation_needs_a_working_back_channel_and_a_conflict_queues_a_cb_recall()
     let (b, _) = mount(&mut st, now, b"no back channel");
     st.open(now, b, b"o", b"g", 1, 0).unwrap();
     assert_eq!(
-        st.open_delegation(now, b, b"g", 1),
+        st.open_delegation(now, b, b"g", 1, SizeChange::default()),
         OpenDelegation4::None,
         "no back channel, no delegation"
     );
     st.open(now, a, b"o", b"f", 1, 0).unwrap();
-    let OpenDelegation4::Read(d) = st.open_delegation(now, a, b"f", 1) else {
+    let OpenDelegation4::Read(d) = st.open_delegation(now, a, b"f", 1, SizeChange::default())
+    else {
         panic!("a sole reader with a back channel gets one")
     };
     assert_eq!(
@@ -1087,7 +1089,7 @@ fn a_courtesy_holder_loses_its_delegation_at_once_to_a_conflict() {
     let (b, sb) = mount(&mut st, now, b"writer");
     st.open(now, a, b"o", b"f", 1, 0).unwrap();
     assert!(matches!(
-        st.open_delegation(now, a, b"f", 1),
+        st.open_delegation(now, a, b"f", 1, SizeChange::default()),
         OpenDelegation4::Read(_)
     ));
     let later = now + Config4::default().lease + Duration::from_secs(1);
