@@ -1101,3 +1101,38 @@ fn a_courtesy_holder_loses_its_delegation_at_once_to_a_conflict() {
     assert!(st.clients().get(a).is_err(), "expired whole");
     assert!(st.delegations().is_empty());
 }
+
+proptest! {
+    /// A CB_GETATTR answer's attributes come from the holder: any bytes under any mask give
+    /// values or `None` (the delegation is then recalled), never a panic.
+    #[test]
+    fn cb_getattr_values_of_hostile_attributes_never_panic(
+        mask in proptest::collection::vec(any::<u32>(), 0..4),
+        vals in proptest::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let f = sluice_xdr::nfs4::Fattr4 {
+            mask: sluice_xdr::nfs4::Bitmap4(mask),
+            vals: Bytes::from(vals),
+        };
+        let _ = super::delegs::cb_getattr_values(&f);
+    }
+}
+
+#[test]
+fn cb_getattr_values_need_both_size_and_change() {
+    use sluice_xdr::nfs4::attrs::AttrValues;
+    let both = AttrValues {
+        size: Some(5),
+        change: Some(9),
+        ..AttrValues::default()
+    };
+    assert_eq!(
+        super::delegs::cb_getattr_values(&both.encode()),
+        Some(SizeChange { size: 5, change: 9 })
+    );
+    let size_only = AttrValues {
+        size: Some(5),
+        ..AttrValues::default()
+    };
+    assert_eq!(super::delegs::cb_getattr_values(&size_only.encode()), None);
+}
