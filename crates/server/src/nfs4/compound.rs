@@ -564,6 +564,9 @@ impl Eval {
         if let (Some(o), Some(t)) = (&self.observer, self.op_started.take()) {
             o.op_done(r.opnum(), status, t);
         }
+        if status != Nfsstat4::OK {
+            tracing::trace!(op = ?r.opnum(), ?status, "NFSv4 op failed");
+        }
         self.res.results.push(r);
         if status != Nfsstat4::OK {
             self.res.status = status;
@@ -837,6 +840,9 @@ impl Nfs4 {
             grace: st.grace_stats(),
             delegations_read: st.delegations().live_by_kind().0 as u64,
             delegations_write: st.delegations().live_by_kind().1 as u64,
+            delegations_granted_read: st.delegations().counters.granted
+                - st.delegations().counters.granted_write,
+            delegations_granted_write: st.delegations().counters.granted_write,
             cb_getattr_sent: st.delegations().counters.cb_getattr_sent,
             cb_getattr_answered: st.delegations().counters.cb_getattr_answered,
             recalls_sent: st.delegations().counters.recalls_sent,

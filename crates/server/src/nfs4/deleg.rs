@@ -61,7 +61,10 @@
 //! file shows a new change value) and never goes back while the delegation lasts. After the
 //! return the server's own attribute shows the holder's flushed data; LocalFs's change is
 //! made from the ctime in nanoseconds, so the flush moves it far past the count. An answer
-//! stands for [`CB_GETATTR_FRESH`] (2 s): less than Linux's own attribute cache.
+//! serves the first GETATTR after it, however late (a client that backs off longer than
+//! the freshness must still get its answer: Linux doubles its wait after each DELAY, up to
+//! 15 s), and every GETATTR within [`CB_GETATTR_FRESH`] (2 s) of it: less than Linux's own
+//! attribute cache.
 //!
 //! # Life of a delegation
 //! ```text
@@ -83,7 +86,11 @@
 //! out (the path is down, the queue full) starts the clock when that is found out, so a
 //! dead client never blocks the file for longer than a lease. A client that answers
 //! CB_RECALL with NFS4ERR_DELAY, or whose slot was busy, gets the recall queued again at the
-//! next tick, under the same clock. Nothing here waits: the conflicting caller is told
+//! next tick, under the same clock. So does one that answers NFS4ERR_BADHANDLE or
+//! NFS4ERR_BAD_STATEID: the CB_RECALL overtook the OPEN reply that granted the delegation,
+//! and the client does not know it yet (knfsd retries these too). Seen with the Linux client
+//! when two clients open a file at once: the first got a write delegation, the second's OPEN
+//! recalled it before the first had taken it in; answered as a refusal, that cost a lease. Nothing here waits: the conflicting caller is told
 //! NFS4ERR_DELAY and retries, and revocation happens in [`DelegTable::tick`].
 //!
 //! # Recently recalled files
@@ -184,8 +191,8 @@ pub enum CbGetattr {
     Wanted,
     /// On its way as (session, token).
     Queued(SessionId4, u64),
-    /// Answered at this time.
-    Answered(Instant),
+    /// Answered at this time; `true` once a GETATTR has used the answer.
+    Answered(Instant, bool),
 }
 
 /// What a write delegation's holder told us of the file.
@@ -594,14 +601,20 @@ impl DelegTable {
                 return GetattrView::Delay; // being recalled: its return settles the file
             }
             return match w.getattr {
-                CbGetattr::Answered(at) if now.saturating_duration_since(at) < CB_GETATTR_FRESH => {
+                // An answer serves the first GETATTR after it however late that comes (a
+                // client backing off past CB_GETATTR_FRESH must not ask again forever), then
+                // every one within CB_GETATTR_FRESH of it.
+                CbGetattr::Answered(at, used)
+                    if !used || now.saturating_duration_since(at) < CB_GETATTR_FRESH =>
+                {
+                    w.getattr = CbGetattr::Answered(at, true);
                     GetattrView::Holder {
                         size: (w.bumps > 0).then_some(w.last.size),
                         change_bump: w.bumps,
                     }
                 }
                 CbGetattr::Wanted | CbGetattr::Queued(..) => GetattrView::Delay,
-                CbGetattr::Idle | CbGetattr::Answered(_) => {
+                CbGetattr::Idle | CbGetattr::Answered(..) => {
                     w.getattr = CbGetattr::Wanted;
                     GetattrView::Delay
                 }
@@ -677,7 +690,7 @@ impl DelegTable {
                     w.bumps += 1;
                     w.last = seen;
                 }
-                w.getattr = CbGetattr::Answered(now);
+                w.getattr = CbGetattr::Answered(now, false);
             }
             None => {
                 self.counters.cb_getattr_failed += 1;

@@ -497,6 +497,20 @@ fn cb_getattr_answers_other_clients_getattrs_and_moves_the_change_on() {
         }
     );
     assert_eq!(t.counters.cb_getattr_answered, 3);
+    // An answer nobody used yet serves the first GETATTR however late it comes.
+    let late = later2 + CB_GETATTR_FRESH * 5;
+    t.getattr_view(late, B, b"f");
+    t.getattr_queued(late, &w.other, Some((SID, 8)));
+    t.getattr_answered(late, &SID, 8, Some(grown));
+    let later3 = late + CB_GETATTR_FRESH * 3;
+    assert!(matches!(
+        t.getattr_view(later3, B, b"f"),
+        GetattrView::Holder { .. }
+    ));
+    assert_eq!(
+        t.getattr_view(later3 + CB_GETATTR_FRESH, B, b"f"),
+        GetattrView::Delay
+    );
     assert_eq!(
         t.status_of(&w.other),
         Some(DelegStatus::Held),

@@ -216,6 +216,12 @@ impl State4 {
                 Ok(res) => match res.results.get(1) {
                     Some(CbResop4::Recall(Nfsstat4::OK)) => RecallAnswer::Ok,
                     Some(CbResop4::Recall(Nfsstat4::DELAY)) => RecallAnswer::Delay,
+                    // The CB_RECALL overtook the OPEN reply that granted the delegation: the
+                    // client does not know it yet (Linux answers BADHANDLE). Sent again at
+                    // the next tick under the same clock, as knfsd retries it (`deleg.rs`).
+                    Some(CbResop4::Recall(Nfsstat4::BADHANDLE | Nfsstat4::BAD_STATEID)) => {
+                        RecallAnswer::Delay
+                    }
                     _ => RecallAnswer::Refused,
                 },
                 Err(Nfsstat4::DELAY) => RecallAnswer::Delay,

@@ -1136,3 +1136,58 @@ fn cb_getattr_values_need_both_size_and_change() {
     };
     assert_eq!(super::delegs::cb_getattr_values(&size_only.encode()), None);
 }
+
+/// A CB_RECALL answered NFS4ERR_BADHANDLE overtook the OPEN reply that granted the
+/// delegation (the Linux client, two clients opening at once): it is sent again at the next
+/// tick, not left to run out the lease.
+#[test]
+fn a_recall_answered_badhandle_is_sent_again() {
+    use crate::nfs4::backchan::{CbCall, CbOutcome};
+    use sluice_xdr::nfs4::callback::{CbArgop4, CbCompound4Res, CbResop4, CbSequenceResOk};
+    use sluice_xdr::nfs4::ops::{OpenDelegation4, Res4};
+    let now = Instant::now();
+    let mut st = state();
+    let (a, sa) = holder(&mut st, now, b"holder");
+    let (b, _) = mount(&mut st, now, b"other");
+    st.open(now, a, b"o", b"f", 3, 0).unwrap();
+    let OpenDelegation4::Write(_) = st.open_delegation(now, a, b"f", 3, SizeChange::default())
+    else {
+        panic!("a sole opener for reading and writing gets a write delegation")
+    };
+    assert_eq!(
+        st.break_delegations(now, Some(b), b"f", false),
+        Err(Nfsstat4::DELAY)
+    );
+    let sends = st.poll_callbacks(now);
+    let CbCall::Compound(args) = &sends[0].1.call else {
+        panic!("{sends:?}")
+    };
+    let Some(CbArgop4::Sequence(s)) = args.ops.first() else {
+        panic!("{args:?}")
+    };
+    let reply = CbOutcome::Compound(CbCompound4Res {
+        status: Nfsstat4::BADHANDLE,
+        tag: args.tag.clone(),
+        results: vec![
+            CbResop4::Sequence(Res4::Ok(CbSequenceResOk {
+                sessionid: s.sessionid,
+                sequenceid: s.sequenceid,
+                slotid: 0,
+                highest_slotid: 0,
+                target_highest_slotid: 0,
+            })),
+            CbResop4::Recall(Nfsstat4::BADHANDLE),
+        ],
+    });
+    st.handle_callback(now, &sa, sends[0].1.token, reply);
+    assert!(st.delegations().has_unqueued_recall(), "to be sent again");
+    st.tick(now + Duration::from_millis(500));
+    let again = st.poll_callbacks(now + Duration::from_millis(500));
+    assert!(
+        again
+            .iter()
+            .any(|(_, c)| matches!(&c.call, CbCall::Compound(a)
+            if a.ops.iter().any(|o| matches!(o, CbArgop4::Recall(_))))),
+        "{again:?}"
+    );
+}
