@@ -42,7 +42,14 @@ fn linux_kernel_client_locks_and_v42_ops_reach_the_server() {
     let server = Sluice::start(
         &export,
         &state,
-        &["--no-root-squash", "--metrics", &metrics],
+        // Write delegations are off by default (`nfs4::deleg`): on here, where the locks
+        // between two clients and the write-delegation checks run with them.
+        &[
+            "--no-root-squash",
+            "--metrics",
+            &metrics,
+            "--write-delegations",
+        ],
         &work.path().join("server.log"),
     );
     let port = server.port.to_string();

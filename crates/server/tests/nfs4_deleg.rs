@@ -148,6 +148,7 @@ async fn start(
 ) {
     let mut config = dirs.config();
     config.lease = lease;
+    config.write_delegations = true;
     config.metrics = Some("127.0.0.1:0".parse().unwrap());
     let bound = sluice_server::bind(config).await.unwrap();
     let addr = bound.local_addr().unwrap();
@@ -834,11 +835,11 @@ async fn a_failed_cb_getattr_recalls_and_write_delegations_can_be_turned_off() {
     assert_eq!(other.send(write).await.status, Nfsstat4::OK);
     drop(holder);
 
-    // --no-write-delegations.
+    // Without --write-delegations (the default).
     let dirs = TestDirs::new("nfs4-wdeleg-off");
     std::fs::write(dirs.export().join("f"), b"x").unwrap();
-    let mut config = dirs.config();
-    config.write_delegations = false;
+    let config = dirs.config();
+    assert!(!config.write_delegations, "off by default");
     let bound = sluice_server::bind(config).await.unwrap();
     let addr = bound.local_addr().unwrap();
     let server = bound.server.clone();

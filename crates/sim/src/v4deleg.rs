@@ -213,6 +213,10 @@ impl<'a> World<'a> {
             Config4 {
                 lease: sc.lease,
                 boot_epoch: 7,
+                delegs: sluice_server::nfs4::deleg::DelegConfig {
+                    write: true,
+                    ..Default::default()
+                },
                 ..Config4::default()
             },
             Box::new(SplitMix(sc.seed)),

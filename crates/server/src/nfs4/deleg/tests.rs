@@ -11,7 +11,11 @@ const LEASE: Duration = Duration::from_secs(90);
 const SID: SessionId4 = [7; 16];
 
 fn table() -> (DelegTable, SplitMix) {
-    (DelegTable::new(9, DelegConfig::default()), SplitMix(3))
+    let cfg = DelegConfig {
+        write: true,
+        ..DelegConfig::default()
+    };
+    (DelegTable::new(9, cfg), SplitMix(3))
 }
 
 fn ask(share_access: u32) -> GrantAsk {
@@ -62,7 +66,7 @@ fn a_sole_reader_gets_a_read_delegation_and_readers_share_it() {
 
 #[test]
 fn want_bits_writers_contention_and_no_back_channel_get_none_with_a_why() {
-    // With write delegations off (`--no-write-delegations`), as before they existed.
+    // With write delegations off (the default), as before they existed.
     let mut t = DelegTable::new(
         9,
         DelegConfig {

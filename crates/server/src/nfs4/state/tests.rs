@@ -11,6 +11,10 @@ use std::time::Duration;
 fn state() -> State4 {
     let cfg = Config4 {
         boot_epoch: 77,
+        delegs: crate::nfs4::deleg::DelegConfig {
+            write: true,
+            ..Default::default()
+        },
         ..Config4::default()
     };
     State4::new(cfg, Box::new(SplitMix(5)))
