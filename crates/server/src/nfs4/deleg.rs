@@ -37,10 +37,11 @@
 //! but the kill -9 restart test (`interop_kernel_grace.rs`) lost its byte-range lock: the
 //! holder had opened its file for reading and writing, got a write delegation, took its
 //! fcntl lock locally under it (no LOCK reached the server), and after the restart the
-//! server saw no LOCK reclaim either. Linux skips reclaiming a lock while its open still
-//! counts as delegated (it asks the delegation back with CLAIM_PREVIOUS, which this server
-//! answers with none: delegations are not reclaimed, below). Delegation reclaim on
-//! CLAIM_PREVIOUS would fix that; until then the default keeps locks safe.
+//! server saw no LOCK reclaim either. The likely cause (read from the client's behaviour,
+//! not traced inside it): Linux asks the delegation back with CLAIM_PREVIOUS, this server
+//! answers with none (delegations are not reclaimed, below), and the client skips reclaiming
+//! locks of an open it still counts as delegated. Delegation reclaim on CLAIM_PREVIOUS is
+//! the next step; until then the default keeps locks safe.
 //!
 //! # Conflicts
 //! | op of another client | read delegation | write delegation |
