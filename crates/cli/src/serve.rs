@@ -130,6 +130,12 @@ pub struct ServeArgs {
     /// map are refused (NFS4ERR_BADOWNER), never turned into nobody.
     #[arg(long, value_name = "DOMAIN", value_parser = parse_idmap_domain)]
     pub idmap_domain: Option<String>,
+    /// Grant NFSv4.1 write delegations too: to a client that opens a file for reading and
+    /// writing with no other client on it (its holder answers other clients' GETATTRs with
+    /// CB_GETATTR and is recalled by any other client's access). Off by default: the Linux
+    /// client did not reclaim byte-range locks it held under one after a server restart.
+    #[arg(long)]
+    pub write_delegations: bool,
 }
 
 /// A DNS-like domain: not empty, no '@', no white space or control characters.
@@ -291,6 +297,7 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         lease: Duration::from_secs(u64::from(a.lease_secs)),
         grace: a.grace_secs.map(|s| Duration::from_secs(u64::from(s))),
         idmap_domain: a.idmap_domain.clone(),
+        write_delegations: a.write_delegations,
         // Not flags: the defaults' reasons are in `nfs4::Config4`.
         nfs4_limits: Default::default(),
         net,

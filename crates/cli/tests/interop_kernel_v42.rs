@@ -11,7 +11,11 @@
 //!   file, and fallocate refused on the 4.1 mount;
 //! - copy_file_range (COPY) of a 40 MiB file, more than one chunk (answered short and asked
 //!   again, or asynchronously with a CB_OFFLOAD: `sluice_nfs4_cb_offload_total`), and FICLONE
-//!   (CLONE); each mount makes one session (no back-channel fault resets it).
+//!   (CLONE); each mount makes one session (no back-channel fault resets it);
+//! - a write delegation (issue #14): the 4.1 client opens a file for reading and writing and
+//!   writes into its cache; the 4.2 client's stat is answered from the holder's CB_GETATTR
+//!   (the holder's size), its read recalls the delegation and sees the holder's data
+//!   (`sluice_nfs4_delegations_granted_total{type="write"}`, `..._cb_getattr_*_total`).
 //!
 //! The host checks the SHA-256 of the copies and the holes of the sparse file in the backing
 //! directory, and this test reads the server's per-op counts from its metrics endpoint
@@ -38,7 +42,14 @@ fn linux_kernel_client_locks_and_v42_ops_reach_the_server() {
     let server = Sluice::start(
         &export,
         &state,
-        &["--no-root-squash", "--metrics", &metrics],
+        // Write delegations are off by default (`nfs4::deleg`): on here, where the locks
+        // between two clients and the write-delegation checks run with them.
+        &[
+            "--no-root-squash",
+            "--metrics",
+            &metrics,
+            "--write-delegations",
+        ],
         &work.path().join("server.log"),
     );
     let port = server.port.to_string();
@@ -109,6 +120,18 @@ fn linux_kernel_client_locks_and_v42_ops_reach_the_server() {
     // faulty would make it reset its session again and again).
     let (sessions, _) = ops.get("CREATE_SESSION").copied().unwrap_or_default();
     assert!(sessions <= 4, "{sessions} CREATE_SESSIONs: {ops:?}");
+    // The write delegation: granted to the 4.1 client's read-write open, asked with
+    // CB_GETATTR for the 4.2 client's stat (which saw the holder's size), recalled by its read.
+    for (name, at_least) in [
+        ("sluice_nfs4_delegations_granted_total{type=\"write\"}", 1),
+        ("sluice_nfs4_cb_getattr_sent_total", 1),
+        ("sluice_nfs4_cb_getattr_answered_total", 1),
+        ("sluice_nfs4_recalls_sent_total", 1),
+    ] {
+        let n = metric(&metrics, name);
+        assert!(n >= at_least, "{name} is {n}");
+    }
+    assert_eq!(metric(&metrics, "sluice_nfs4_delegations_revoked_total"), 0);
     // LOCK's errors are the conflicts (NFS4ERR_DENIED) the guest provoked across clients.
     assert!(ops["LOCK"].1 > 0, "no LOCK was denied: {ops:?}");
     assert!(ops["LOCKT"].1 > 0, "no LOCKT was denied: {ops:?}");

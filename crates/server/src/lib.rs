@@ -90,6 +90,10 @@ pub struct ServerConfig {
     /// NFSv4 owners as `name@domain` from the system's user and group databases
     /// (`--idmap-domain`); `None` (the default): numeric strings. See [`nfs4::idmap`].
     pub idmap_domain: Option<String>,
+    /// Grant NFSv4.1 write delegations (`--write-delegations`; default false: the Linux
+    /// client's byte-range locks under one were not reclaimed after a restart, see
+    /// [`nfs4::deleg`]). Read delegations are always offered.
+    pub write_delegations: bool,
     /// NFSv4.1 state limits: client records, sessions per client, open stateids per client
     /// and overall. Defaults and why: [`nfs4::Config4`]; what hitting each answers: the
     /// module notes of [`nfs4::state`]. Not command-line flags: the defaults serve any
@@ -117,6 +121,7 @@ impl Default for ServerConfig {
             grace: None,
             idmap_domain: None,
             nfs4_limits: nfs4::StateLimits::default(),
+            write_delegations: false,
         }
     }
 }
@@ -324,6 +329,10 @@ fn nfs4_service(
         sessions_per_client_max: config.nfs4_limits.sessions_per_client_max,
         opens_per_client_max: config.nfs4_limits.opens_per_client_max,
         opens_max: config.nfs4_limits.opens_max,
+        delegs: nfs4::deleg::DelegConfig {
+            write: config.write_delegations,
+            ..Default::default()
+        },
         ..nfs4::Config4::default()
     };
     let mut state = nfs4::State4::new(cfg, Box::new(nfs4::SplitMix(os_seed())));

@@ -111,9 +111,15 @@ pub struct Gauges4 {
     pub locks: u64,
     /// The grace period after the last restart (`None`: no restart recovery).
     pub grace: Option<crate::nfs4::grace::GraceStats>,
-    /// Delegations held (or being recalled), by type. No write delegations are granted yet.
+    /// Delegations held (or being recalled), by type.
     pub delegations_read: u64,
     pub delegations_write: u64,
+    /// Delegations granted since the start, by type (counters).
+    pub delegations_granted_read: u64,
+    pub delegations_granted_write: u64,
+    /// CB_GETATTRs sent to write delegations' holders, and answered with attributes (counters).
+    pub cb_getattr_sent: u64,
+    pub cb_getattr_answered: u64,
     /// Counters since the start: CB_RECALLs put on the wire, answered by the client,
     /// unanswered (timed out, connection gone), and delegations revoked for not being
     /// returned within a lease of their recall.
@@ -372,6 +378,21 @@ impl Stats {
                 "sluice_nfs4_delegations{{type=\"write\"}} {}",
                 g.delegations_write
             );
+            let _ = writeln!(
+                s,
+                "# HELP sluice_nfs4_delegations_granted_total NFSv4 delegations granted."
+            );
+            let _ = writeln!(s, "# TYPE sluice_nfs4_delegations_granted_total counter");
+            let _ = writeln!(
+                s,
+                "sluice_nfs4_delegations_granted_total{{type=\"read\"}} {}",
+                g.delegations_granted_read
+            );
+            let _ = writeln!(
+                s,
+                "sluice_nfs4_delegations_granted_total{{type=\"write\"}} {}",
+                g.delegations_granted_write
+            );
             for (metric, help, v) in [
                 (
                     "sluice_nfs4_recalls_sent_total",
@@ -392,6 +413,16 @@ impl Stats {
                     "sluice_nfs4_delegations_revoked_total",
                     "Delegations revoked: not returned within a lease of their recall.",
                     g.delegations_revoked,
+                ),
+                (
+                    "sluice_nfs4_cb_getattr_sent_total",
+                    "CB_GETATTRs sent to write delegations' holders.",
+                    g.cb_getattr_sent,
+                ),
+                (
+                    "sluice_nfs4_cb_getattr_answered_total",
+                    "CB_GETATTRs answered with the holder's size and change.",
+                    g.cb_getattr_answered,
                 ),
             ] {
                 let _ = writeln!(s, "# HELP {metric} {help}");
@@ -599,13 +630,17 @@ impl Stats {
             }
             let _ = writeln!(
                 s,
-                "nfs v4 delegations: {} read, {} write; recalls: {} sent, {} answered, {} timed out; {} revoked",
+                "nfs v4 delegations: {} read, {} write; recalls: {} sent, {} answered, {} timed out; {} revoked; granted: {} read, {} write; CB_GETATTR: {} sent, {} answered",
                 g.delegations_read,
                 g.delegations_write,
                 g.recalls_sent,
                 g.recalls_answered,
                 g.recalls_timed_out,
-                g.delegations_revoked
+                g.delegations_revoked,
+                g.delegations_granted_read,
+                g.delegations_granted_write,
+                g.cb_getattr_sent,
+                g.cb_getattr_answered
             );
             let _ = writeln!(
                 s,

@@ -31,13 +31,15 @@ use sluice_client::transport::{
 use sluice_rpc::client::ProcId;
 use sluice_server::net::Connections;
 use sluice_server::nfs4::backchan::PathState;
+use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::callback::{
-    self as cb, CbArgop4, CbCompound4Args, CbCompound4Res, CbRecallArgs, CbResop4, CbSequenceResOk,
+    self as cb, CbArgop4, CbCompound4Args, CbCompound4Res, CbGetattrArgs, CbRecallArgs, CbResop4,
+    CbSequenceResOk,
 };
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
     CallbackSecParms4, CallbackSecParmsList, CreateSessionArgs, NfsArgop4, NfsResop4,
-    OpenDelegation4, OpenNoneDelegation4, ReadArgs, Res4, SetattrArgs, StateidList,
+    NfsSpaceLimit4, OpenDelegation4, OpenNoneDelegation4, ReadArgs, Res4, SetattrArgs, StateidList,
     CREATE_SESSION4_FLAG_CONN_BACK_CHAN, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
     OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_WANT_READ_DELEG, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
 };
@@ -58,10 +60,14 @@ const LIMIT: Duration = Duration::from_secs(30);
 const CB_PROGRAM: u32 = cb::PROGRAM_DEFAULT;
 
 /// The holder's callback service: answers CB_NULL, CB_SEQUENCE, and CB_RECALL (reported on
-/// `recalls`) unless `silent`, when a CB_COMPOUND with a CB_RECALL is never answered.
+/// `recalls`) unless `silent`, when a CB_COMPOUND with a CB_RECALL is never answered; and
+/// CB_GETATTR (reported on `getattrs`) with `getattr`'s (size, change), or with the error
+/// it holds.
 struct Service {
     recalls: mpsc::UnboundedSender<CbRecallArgs>,
     silent: bool,
+    getattrs: mpsc::UnboundedSender<CbGetattrArgs>,
+    getattr: Arc<std::sync::Mutex<Result<(u64, u64), Nfsstat4>>>,
 }
 
 impl CallbackService for Service {
@@ -99,6 +105,21 @@ impl CallbackService for Service {
                         }
                         results.push(CbResop4::Recall(Nfsstat4::OK));
                     }
+                    CbArgop4::Getattr(a) => {
+                        let _ = self.getattrs.send(a.clone());
+                        let answer = *self.getattr.lock().unwrap();
+                        results.push(CbResop4::Getattr(match answer {
+                            Ok((size, change)) => Res4::Ok(
+                                AttrValues {
+                                    size: Some(size),
+                                    change: Some(change),
+                                    ..AttrValues::default()
+                                }
+                                .encode_masked(Some(&a.attr_request)),
+                            ),
+                            Err(e) => Res4::Err(e),
+                        }));
+                    }
                     _ => return CallbackReply::GarbageArgs,
                 }
             }
@@ -135,6 +156,7 @@ async fn start(
 ) {
     let mut config = dirs.config();
     config.lease = lease;
+    config.write_delegations = true;
     config.metrics = Some("127.0.0.1:0".parse().unwrap());
     let bound = sluice_server::bind(config).await.unwrap();
     let addr = bound.local_addr().unwrap();
@@ -153,6 +175,9 @@ struct Holder {
     sid: SessionId4,
     seq: u32,
     recalls: mpsc::UnboundedReceiver<CbRecallArgs>,
+    getattrs: mpsc::UnboundedReceiver<CbGetattrArgs>,
+    /// What the holder answers CB_GETATTR with.
+    getattr: Arc<std::sync::Mutex<Result<(u64, u64), Nfsstat4>>>,
 }
 
 impl Holder {
@@ -164,12 +189,16 @@ impl Holder {
         silent: bool,
     ) -> Holder {
         let (tx, recalls) = mpsc::unbounded_channel();
+        let (gtx, getattrs) = mpsc::unbounded_channel();
+        let getattr = Arc::new(std::sync::Mutex::new(Err(Nfsstat4::BADHANDLE)));
         let rpc = RpcClient::connect(
             addr,
             RpcConfig {
                 callbacks: Some(Callbacks(Arc::new(Service {
                     recalls: tx,
                     silent,
+                    getattrs: gtx,
+                    getattr: getattr.clone(),
                 }))),
                 privileged_port: false,
                 ..RpcConfig::default()
@@ -209,6 +238,8 @@ impl Holder {
             sid: cs.sessionid,
             seq: 1,
             recalls,
+            getattrs,
+            getattr,
         };
         // The probe's CB_SEQUENCE waits for our first SEQUENCE.
         h.send(vec![]).await;
@@ -246,6 +277,34 @@ impl Holder {
             panic!("{res:?}")
         };
         (o.stateid, o.delegation.clone(), fh.clone())
+    }
+
+    /// OPEN of `name` in `export` for reading and writing (`create`: created first).
+    async fn open_both(
+        &mut self,
+        export: &Path,
+        name: &str,
+        create: bool,
+    ) -> (Stateid4, OpenDelegation4, NfsFh4) {
+        let mut ops = walk_to(export);
+        ops.push(open_op("holder", name, create, OPEN4_SHARE_ACCESS_BOTH, 0));
+        ops.push(NfsArgop4::Getfh(()));
+        let res = self.send(ops).await;
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        let n = res.results.len();
+        let (NfsResop4::Open(Res4::Ok(o)), NfsResop4::Getfh(Res4::Ok(fh))) =
+            (&res.results[n - 2], &res.results[n - 1])
+        else {
+            panic!("{res:?}")
+        };
+        (o.stateid, o.delegation.clone(), fh.clone())
+    }
+
+    async fn next_getattr(&mut self) -> CbGetattrArgs {
+        tokio::time::timeout(LIMIT, self.getattrs.recv())
+            .await
+            .expect("a CB_GETATTR in time")
+            .expect("the service lives")
     }
 
     async fn next_recall(&mut self) -> CbRecallArgs {
@@ -898,4 +957,238 @@ async fn an_nfsv3_write_expires_a_courtesy_holder_at_once() {
     assert_eq!((g.delegations_read, g.recalls_sent), (0, 0));
     assert!(holder.recalls.try_recv().is_err(), "no CB_RECALL");
     assert_eq!(std::fs::read(export.join("f")).unwrap(), b"new");
+}
+
+/// GETATTR of size and change on `fh` by `c`: the status, and the values when OK.
+async fn size_change(c: &mut V4, fh: &NfsFh4) -> Result<(u64, u64), Nfsstat4> {
+    let res = c
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Getattr(nfs4::Bitmap4::from_bits(&[num::CHANGE, num::SIZE])),
+        ])
+        .await;
+    match res.results.get(2) {
+        Some(r @ NfsResop4::Getattr(Res4::Ok(_))) => {
+            let v = attrs(r);
+            Ok((v.size.unwrap(), v.change.unwrap()))
+        }
+        _ => Err(res.status),
+    }
+}
+
+fn write_deleg(d: &OpenDelegation4) -> Stateid4 {
+    match d {
+        OpenDelegation4::Write(w) => {
+            assert_eq!(
+                w.space_limit,
+                NfsSpaceLimit4::Size(u64::MAX),
+                "no space limit"
+            );
+            w.stateid
+        }
+        other => panic!("no write delegation: {other:?}"),
+    }
+}
+
+/// Write delegations (RFC 8881 §10.4, §10.4.3, §20.1): granted to a sole opener for reading
+/// and writing; the holder writes under it; another client's GETATTR of size/change gets
+/// NFS4ERR_DELAY while a CB_GETATTR asks the holder, then the holder's size and a change that
+/// moved on, without a recall; another client's OPEN for reading recalls it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_delegation_answers_getattrs_by_cb_getattr_and_a_reader_recalls_it() {
+    let dirs = TestDirs::new("nfs4-wdeleg");
+    std::fs::write(dirs.export().join("f"), b"0123456789").unwrap();
+    let (addr, server, metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
+    let export = dirs.export();
+    let mut holder = Holder::connect(addr, &server, false).await;
+    // Read-only and write-only opens get no write delegation; the first gets a read one.
+    let (_, d, fh) = holder.open_read(&export, "f").await;
+    let r = read_deleg(&d);
+    holder
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Delegreturn(r),
+        ])
+        .await;
+    let (_, d, fh) = holder.open_both(&export, "f", false).await;
+    let w = write_deleg(&d);
+    let g = gauges(&server);
+    assert_eq!((g.delegations_read, g.delegations_write), (0, 1));
+    // The holder writes and reads under its delegation stateid.
+    let res = holder
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Write(sluice_xdr::nfs4::ops::WriteArgs {
+                stateid: w,
+                offset: 10,
+                stable: sluice_xdr::nfs4::StableHow4::FILE_SYNC,
+                data: Bytes::from_static(b"ab").into(),
+            }),
+            NfsArgop4::Read(ReadArgs {
+                stateid: w,
+                offset: 0,
+                count: 64,
+            }),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    // Its own GETATTR: no callback.
+    let (server_size, server_change) = {
+        let res = holder
+            .send(vec![
+                NfsArgop4::Putfh(fh.clone()),
+                NfsArgop4::Getattr(nfs4::Bitmap4::from_bits(&[num::CHANGE, num::SIZE])),
+            ])
+            .await;
+        let v = attrs(&res.results[2]);
+        (v.size.unwrap(), v.change.unwrap())
+    };
+    assert_eq!(server_size, 12);
+    assert!(holder.getattrs.try_recv().is_err());
+
+    // Another client stats it: DELAY, CB_GETATTR(fh, {change, size}); the retry gets the
+    // holder's answer: it has 4096 bytes cached, so the change moves on. No recall.
+    let mut other = other_client(addr, "stat-er").await;
+    *holder.getattr.lock().unwrap() = Ok((4096, server_change + 1));
+    assert_eq!(size_change(&mut other, &fh).await, Err(Nfsstat4::DELAY));
+    let asked = holder.next_getattr().await;
+    assert_eq!(asked.fh, fh);
+    assert!(asked.attr_request.contains(num::SIZE) && asked.attr_request.contains(num::CHANGE));
+    let seen = within("the retried GETATTR is answered", async {
+        loop {
+            match size_change(&mut other, &fh).await {
+                Ok(v) => return v,
+                Err(Nfsstat4::DELAY) => tokio::time::sleep(Duration::from_millis(20)).await,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(seen.0, 4096, "the holder's size");
+    assert!(seen.1 > server_change, "the change moved on: {seen:?}");
+    assert!(
+        holder.recalls.try_recv().is_err(),
+        "no recall for a GETATTR"
+    );
+    // Other attributes need no callback.
+    let res = other
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Getattr(nfs4::Bitmap4::from_bits(&[num::MODE])),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK);
+
+    // Another client's OPEN for reading: DELAY and CB_RECALL; after DELEGRETURN it opens and
+    // the server's own attributes are back.
+    let r = other
+        .open(&export, "r", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await;
+    assert_eq!(r.err(), Some(Nfsstat4::DELAY));
+    assert_eq!(holder.next_recall().await.stateid, w);
+    assert_eq!(
+        size_change(&mut other, &fh).await,
+        Err(Nfsstat4::DELAY),
+        "recalling"
+    );
+    let res = holder
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Delegreturn(w),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    other
+        .open(&export, "r", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .expect("the OPEN goes through after DELEGRETURN");
+    assert_eq!(size_change(&mut other, &fh).await.unwrap().0, 12);
+    // Recently recalled, and now opened by another: no new write delegation.
+    let (_, d, _) = holder.open_both(&export, "f", false).await;
+    assert!(matches!(d, OpenDelegation4::None), "{d:?}");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while gauges(&server).recalls_answered < 1 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let g = gauges(&server);
+    assert_eq!((g.cb_getattr_sent, g.cb_getattr_answered), (1, 1));
+    assert_eq!((g.delegations_write, g.recalls_sent), (0, 1));
+    let prom = sluice_server::metrics::fetch(metrics, "/metrics")
+        .await
+        .unwrap();
+    for line in [
+        "sluice_nfs4_cb_getattr_sent_total 1\n",
+        "sluice_nfs4_cb_getattr_answered_total 1\n",
+        "sluice_nfs4_delegations{type=\"write\"} 0\n",
+    ] {
+        assert!(prom.contains(line), "{line} in\n{prom}");
+    }
+    let text = sluice_server::metrics::fetch(metrics, "/stats")
+        .await
+        .unwrap();
+    assert!(text.contains("CB_GETATTR: 1 sent, 1 answered"), "{text}");
+}
+
+/// A holder that answers CB_GETATTR with an error loses the delegation to a recall; a writer
+/// from another client recalls it too; a server with write delegations off grants none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_cb_getattr_recalls_and_write_delegations_can_be_turned_off() {
+    let dirs = TestDirs::new("nfs4-wdeleg-fail");
+    std::fs::write(dirs.export().join("f"), b"x").unwrap();
+    std::fs::write(dirs.export().join("g"), b"y").unwrap();
+    let (addr, server, _metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
+    let export = dirs.export();
+    let mut holder = Holder::connect(addr, &server, false).await;
+    let (_, d, fh) = holder.open_both(&export, "f", false).await;
+    let w = write_deleg(&d);
+    let mut other = other_client(addr, "stat-er").await;
+    *holder.getattr.lock().unwrap() = Err(Nfsstat4::SERVERFAULT);
+    assert_eq!(size_change(&mut other, &fh).await, Err(Nfsstat4::DELAY));
+    holder.next_getattr().await;
+    assert_eq!(holder.next_recall().await.stateid, w, "recalled instead");
+    assert_eq!(size_change(&mut other, &fh).await, Err(Nfsstat4::DELAY));
+    holder
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Delegreturn(w),
+        ])
+        .await;
+    assert_eq!(size_change(&mut other, &fh).await.unwrap().0, 1);
+
+    // A WRITE of another client (anonymous stateid) recalls a write delegation.
+    let (_, d, gfh) = holder.open_both(&export, "g", false).await;
+    let wg = write_deleg(&d);
+    let write = vec![
+        NfsArgop4::Putfh(gfh.clone()),
+        NfsArgop4::Write(sluice_xdr::nfs4::ops::WriteArgs {
+            stateid: Stateid4::ANONYMOUS,
+            offset: 0,
+            stable: sluice_xdr::nfs4::StableHow4::FILE_SYNC,
+            data: Bytes::from_static(b"z").into(),
+        }),
+    ];
+    assert_eq!(other.send(write.clone()).await.status, Nfsstat4::DELAY);
+    assert_eq!(holder.next_recall().await.stateid, wg);
+    holder
+        .send(vec![NfsArgop4::Putfh(gfh), NfsArgop4::Delegreturn(wg)])
+        .await;
+    assert_eq!(other.send(write).await.status, Nfsstat4::OK);
+    drop(holder);
+
+    // Without --write-delegations (the default).
+    let dirs = TestDirs::new("nfs4-wdeleg-off");
+    std::fs::write(dirs.export().join("f"), b"x").unwrap();
+    let config = dirs.config();
+    assert!(!config.write_delegations, "off by default");
+    let bound = sluice_server::bind(config).await.unwrap();
+    let addr = bound.local_addr().unwrap();
+    let server = bound.server.clone();
+    let _run = StopOnDrop(tokio::spawn(sluice_server::run_with(
+        bound,
+        Connections::default(),
+    )));
+    let mut holder = Holder::connect(addr, &server, false).await;
+    let (_, d, _) = holder.open_both(&dirs.export(), "f", false).await;
+    assert!(matches!(d, OpenDelegation4::None), "{d:?}");
 }

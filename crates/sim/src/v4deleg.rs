@@ -17,6 +17,16 @@
 //!  ...   the holder renews its lease every third of it (it is alive, just not returning);
 //!        the writer retries its OPEN every `retry`
 //! ```
+//! With `write` (half the seeds), the holder opened f for reading and writing and holds a
+//! write delegation instead; before the other client opens f (for reading: a reader conflicts
+//! with a write delegation) it stats f:
+//! ```text
+//!  T0    other: GETATTR(size, change) ─▶ NFS4ERR_DELAY, the server queues CB_GETATTR
+//!  T0+d  the driver sends it; the holder answers at once with the size it has cached
+//!  ...   other retries every `retry` until the GETATTR is answered: the holder's size,
+//!        no recall; then its OPEN ─▶ DELAY, CB_RECALL, and the recall goes as above
+//! ```
+//!
 //! # What must hold
 //! - Every OPEN of the writer before `sent + lease` gets NFS4ERR_DELAY: the clock starts when
 //!   the recall is sent, never when it is queued (and `d` may be longer than the lease).
@@ -40,6 +50,7 @@ use sluice_server::nfs4::backchan::{CbCall, CbOutcome, CALL_TIMEOUT};
 use sluice_server::nfs4::compound::{Call, Nfs4, Outcome};
 use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
 use sluice_server::recall::RecallGate;
+use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::callback::{CbArgop4, CbCompound4Res, CbResop4, CbSequenceResOk};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
@@ -47,10 +58,10 @@ use sluice_xdr::nfs4::ops::{
     CreateSessionArgs, Createhow4, ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs,
     OpenClaim4, OpenDelegation4, Openflag4, RdmaIrd, ReadArgs, Res4, SequenceArgs, StateProtect4A,
     CREATE_SESSION4_FLAG_CONN_BACK_CHAN, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
-    OPEN4_SHARE_ACCESS_WRITE, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
+    OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_WANT_NO_DELEG, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
 };
 use sluice_xdr::nfs4::{
-    Component4, Fattr4, NfsFh4, Opaque4, SessionId4, StateOwner4, Stateid4, Utf8Str,
+    Bitmap4, Component4, Fattr4, NfsFh4, Opaque4, SessionId4, StateOwner4, Stateid4, Utf8Str,
 };
 use sluice_xdr::rpc::AuthSys;
 use sluice_xdr::{Pack, Reader, Writer};
@@ -59,6 +70,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The size the holder reports in CB_GETATTR (it has written more than the server has).
+const HOLDER_SIZE: u64 = 123_456;
 
 /// How the holder treats the CB_RECALL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +100,8 @@ pub struct DelegScenario {
     /// The writer is an NFSv3 client: its WRITE goes through the recall gate with no client
     /// id (JUKEBOX for DELAY) instead of a v4 OPEN.
     pub v3_writer: bool,
+    /// A write delegation, stat by the other client first (module notes).
+    pub write: bool,
 }
 
 impl DelegScenario {
@@ -106,6 +122,7 @@ impl DelegScenario {
             },
             // Drawn last: the earlier fields of a seed stay what they were.
             v3_writer: g.gen_bool(0.5),
+            write: g.gen_bool(0.5),
         }
     }
 }
@@ -120,6 +137,9 @@ pub struct DelegReport {
     pub delays: u64,
     pub recalls_sent: u64,
     pub revoked: u64,
+    /// When the other client's GETATTR was answered (write delegations).
+    pub getattr_ok_at: Option<Duration>,
+    pub cb_getattrs: u64,
     pub violations: Vec<String>,
 }
 
@@ -153,6 +173,7 @@ enum Ev {
     },
     HolderRenew,
     WriterOpen,
+    OtherGetattr,
 }
 
 struct World<'a> {
@@ -199,6 +220,10 @@ impl<'a> World<'a> {
             Config4 {
                 lease: sc.lease,
                 boot_epoch: 7,
+                delegs: sluice_server::nfs4::deleg::DelegConfig {
+                    write: true,
+                    ..Default::default()
+                },
                 ..Config4::default()
             },
             Box::new(SplitMix(sc.seed)),
@@ -268,7 +293,12 @@ impl<'a> World<'a> {
             true,
             vec![
                 NfsArgop4::Putfh(self.root.clone()),
-                open(b"h", OPEN4_SHARE_ACCESS_BOTH, true),
+                // No delegation for the creating open: the one under test comes below.
+                open(
+                    b"h",
+                    OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_WANT_NO_DELEG,
+                    true,
+                ),
                 NfsArgop4::Getfh(()),
             ],
         );
@@ -289,28 +319,40 @@ impl<'a> World<'a> {
                 }),
             ],
         );
+        let access = match self.sc.write {
+            true => OPEN4_SHARE_ACCESS_BOTH,
+            false => OPEN4_SHARE_ACCESS_READ,
+        };
         let res = self.send(
             true,
             vec![
                 NfsArgop4::Putfh(self.root.clone()),
-                open(b"h", OPEN4_SHARE_ACCESS_READ, false),
+                open(b"h", access, false),
             ],
         );
         match res.results.get(2) {
-            Some(NfsResop4::Open(Res4::Ok(o))) => match &o.delegation {
-                OpenDelegation4::Read(r) => self.deleg = r.stateid,
-                d => self.violation(format!("the sole reader got no delegation: {d:?}")),
+            Some(NfsResop4::Open(Res4::Ok(o))) => match (&o.delegation, self.sc.write) {
+                (OpenDelegation4::Read(r), false) => self.deleg = r.stateid,
+                (OpenDelegation4::Write(w), true) => self.deleg = w.stateid,
+                (d, _) => self.violation(format!("the sole opener got no delegation: {d:?}")),
             },
-            r => self.violation(format!("OPEN for reading: {r:?}")),
+            r => self.violation(format!("OPEN: {r:?}")),
         }
     }
 
     fn run(&mut self) {
-        self.at(self.sc.first_open, Ev::WriterOpen);
+        match self.sc.write {
+            true => self.at(self.sc.first_open, Ev::OtherGetattr),
+            false => self.at(self.sc.first_open, Ev::WriterOpen),
+        }
         self.at(self.sc.lease / 3, Ev::HolderRenew);
         self.at(Duration::ZERO, Ev::Tick);
         // Bounded: a run that has not ended well after any legal revocation is a hang.
-        let end = self.sc.driver_delay + self.sc.first_open + self.sc.lease * 3 + CALL_TIMEOUT;
+        let end = self.sc.driver_delay * 2
+            + self.sc.first_open
+            + self.sc.retry
+            + self.sc.lease * 3
+            + CALL_TIMEOUT;
         while let Some(((t, _), ev)) = self.events.pop_first() {
             if t > end {
                 self.violation("nothing ended the recall: hung".into());
@@ -327,6 +369,7 @@ impl<'a> World<'a> {
                     outcome_ok,
                 } => self.cb_end(sid, token, seqid, outcome_ok),
                 Ev::HolderRenew => self.holder_renew(),
+                Ev::OtherGetattr => self.other_getattr(),
                 Ev::WriterOpen => {
                     if self.writer_open() {
                         break;
@@ -378,9 +421,22 @@ impl<'a> World<'a> {
                 CbCall::Null => None,
             };
             let Some(CbArgop4::Sequence(seq)) = recall else {
-                // Not a recall (a probe after a new path): answered at once.
+                // Not a recall (a probe after a new path, a CB_GETATTR): answered at once.
                 let now = self.instant();
-                let outcome = plain_answer(&send.call);
+                let mut outcome = plain_answer(&send.call);
+                if let (CbCall::Compound(a), CbOutcome::Compound(res)) = (&send.call, &mut outcome)
+                {
+                    if a.ops.iter().any(|o| matches!(o, CbArgop4::Getattr(_))) {
+                        self.report.cb_getattrs += 1;
+                        let attrs = AttrValues {
+                            size: Some(HOLDER_SIZE),
+                            change: Some(u64::MAX / 2),
+                            ..AttrValues::default()
+                        };
+                        res.results
+                            .push(CbResop4::Getattr(Res4::Ok(attrs.encode())));
+                    }
+                }
                 let mut st = self.nfs.state.lock().unwrap();
                 st.handle_callback(now, &sid, send.token, outcome);
                 continue;
@@ -452,7 +508,43 @@ impl<'a> World<'a> {
         self.at(self.now + self.sc.lease / 3, Ev::HolderRenew);
     }
 
-    /// The writer tries; true when its OPEN (or v3 WRITE) went through.
+    /// The other client stats f (write delegations): DELAY until the CB_GETATTR's answer,
+    /// then the holder's size, and no recall for it; then it opens f.
+    fn other_getattr(&mut self) {
+        let res = self.send(
+            false,
+            vec![
+                NfsArgop4::Putfh(self.fh.clone()),
+                NfsArgop4::Getattr(Bitmap4::from_bits(&[num::CHANGE, num::SIZE])),
+            ],
+        );
+        match res.results.get(2) {
+            Some(NfsResop4::Getattr(Res4::Ok(f))) => {
+                let v = AttrValues::decode(f).map(|d| d.values).unwrap_or_default();
+                if v.size != Some(HOLDER_SIZE) {
+                    self.violation(format!(
+                        "GETATTR size {:?}, the holder has {HOLDER_SIZE}",
+                        v.size
+                    ));
+                }
+                if self.report.cb_getattrs == 0 {
+                    self.violation("GETATTR answered with no CB_GETATTR".into());
+                }
+                if self.report.recalls_sent > 0 {
+                    self.violation("a GETATTR recalled the delegation".into());
+                }
+                self.report.getattr_ok_at = Some(self.now);
+                self.at(self.now + self.sc.retry, Ev::WriterOpen);
+            }
+            _ if res.status == Nfsstat4::DELAY => {
+                self.at(self.now + self.sc.retry, Ev::OtherGetattr);
+            }
+            r => self.violation(format!("the other client's GETATTR: {r:?}")),
+        }
+    }
+
+    /// The writer tries; true when its OPEN (or v3 WRITE) went through. Against a write
+    /// delegation a v4 writer opens for reading: a reader conflicts too.
     fn writer_open(&mut self) -> bool {
         let status = match self.sc.v3_writer {
             // The v3 WRITE's gate, as `Nfs3` calls it (its JUKEBOX is DELAY here).
@@ -463,11 +555,15 @@ impl<'a> World<'a> {
                 },
             ),
             false => {
+                let access = match self.sc.write {
+                    true => OPEN4_SHARE_ACCESS_READ,
+                    false => OPEN4_SHARE_ACCESS_WRITE,
+                };
                 let res = self.send(
                     false,
                     vec![
                         NfsArgop4::Putfh(self.root.clone()),
-                        open(b"w", OPEN4_SHARE_ACCESS_WRITE, false),
+                        open(b"w", access, false),
                     ],
                 );
                 res.results.get(2).map(|r| r.status())
@@ -515,6 +611,9 @@ impl<'a> World<'a> {
         self.report.revoked = c.revoked;
         if c.revoked != 1 {
             self.violation(format!("{} revocations", c.revoked));
+        }
+        if self.sc.write && (c.cb_getattr_answered == 0 || self.report.getattr_ok_at.is_none()) {
+            self.violation(format!("no CB_GETATTR answered: {c:?}"));
         }
         if c.recalls_sent != self.report.recalls_sent {
             self.violation(format!(

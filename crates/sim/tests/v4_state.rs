@@ -128,18 +128,27 @@ fn a_v4_seed_replays_exactly() {
 /// Issue #14: a recall to a client that never returns its delegation (silent, answering OK,
 /// or answering DELAY) ends in revocation a lease after the CB_RECALL was sent, never
 /// earlier, never a hang (see `sluice_sim::v4deleg`); whether the conflicting writer is a v4
-/// OPEN or an NFSv3 WRITE (the recall gate with no client id).
+/// OPEN or an NFSv3 WRITE (the recall gate with no client id); with a write delegation,
+/// another client's GETATTR is answered from the holder's CB_GETATTR first, without a recall.
 #[test]
 fn a_recall_the_holder_never_honours_ends_in_revocation_after_the_lease() {
     use sluice_sim::v4deleg::{run_deleg, DelegScenario};
     let mut kinds = std::collections::HashSet::new();
     let (mut late_sends, mut v3_writers) = (0, 0);
+    let mut writes = 0;
     for seed in seeds(0..200) {
         let sc = DelegScenario::draw(seed);
         let r = run_deleg(&sc, Instant::now());
         r.assert_invariants();
         assert_eq!(r.revoked, 1, "seed {seed}");
         assert!(r.delays > 0, "seed {seed}: the writer waited");
+        if sc.write {
+            writes += 1;
+            assert!(
+                r.cb_getattrs > 0 && r.getattr_ok_at.is_some(),
+                "seed {seed}"
+            );
+        }
         kinds.insert(format!("{:?}", sc.holder));
         late_sends += u64::from(sc.driver_delay > sc.lease);
         v3_writers += u64::from(sc.v3_writer);
@@ -151,6 +160,10 @@ fn a_recall_the_holder_never_honours_ends_in_revocation_after_the_lease() {
         assert!(
             (1..200).contains(&v3_writers),
             "both v4 and v3 writers ran ({v3_writers} v3)"
+        );
+        assert!(
+            writes > 0 && writes < 200,
+            "{writes} runs with write delegations"
         );
         assert!(
             late_sends > 0,

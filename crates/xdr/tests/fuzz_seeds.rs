@@ -316,3 +316,97 @@ fn the_read_plus_seeds_hold_its_shapes() {
     let again = Compound4Args::decode(&mut Reader::new(&segs), &limits).unwrap();
     assert_eq!(again, request);
 }
+
+/// CB_GETATTR's shapes as `nfs4_callback` seeds: the server's CB_COMPOUND (CB_SEQUENCE +
+/// CB_GETATTR of size and change) and the holder's reply with a fattr4 of both, and one with
+/// an error. The values decode back, and the reply's attributes to the size and change.
+/// `SLUICE_WRITE_SEEDS=1` writes them.
+#[test]
+fn the_cb_getattr_seeds_hold_its_call_and_replies() {
+    use sluice_xdr::nfs4::attrs::{num, AttrValues};
+    use sluice_xdr::nfs4::callback::{
+        CbArgop4, CbCompound4Args, CbCompound4Res, CbGetattrArgs, CbResop4, CbSequenceArgs,
+        CbSequenceResOk, ReferringCallLists,
+    };
+    use sluice_xdr::nfs4::{Bitmap4, NfsFh4, Nfsstat4, Utf8Str};
+    use sluice_xdr::{to_bytes, Pack};
+
+    let fh = NfsFh4(Bytes::from_static(&[1, 2, 3, 4, 5, 6, 7, 8]));
+    let tag = Utf8Str(Bytes::from_static(b"seed"));
+    let request = CbCompound4Args {
+        tag: tag.clone(),
+        minorversion: 1,
+        callback_ident: 0,
+        ops: vec![
+            CbArgop4::Sequence(CbSequenceArgs {
+                sessionid: [0x22; 16],
+                sequenceid: 4,
+                slotid: 0,
+                highest_slotid: 0,
+                cachethis: false,
+                referring_call_lists: ReferringCallLists::default(),
+            }),
+            CbArgop4::Getattr(CbGetattrArgs {
+                fh,
+                attr_request: Bitmap4::from_bits(&[num::CHANGE, num::SIZE]),
+            }),
+        ],
+    };
+    let attrs = AttrValues {
+        size: Some(4096),
+        change: Some(0x1234_5678_9abc),
+        ..AttrValues::default()
+    };
+    let reply = |getattr| CbCompound4Res {
+        status: Nfsstat4::OK,
+        tag: tag.clone(),
+        results: vec![
+            CbResop4::Sequence(Res4::Ok(CbSequenceResOk {
+                sessionid: [0x22; 16],
+                sequenceid: 4,
+                slotid: 0,
+                highest_slotid: 0,
+                target_highest_slotid: 0,
+            })),
+            CbResop4::Getattr(getattr),
+        ],
+    };
+    let ok = reply(Res4::Ok(attrs.encode()));
+    let mut err = reply(Res4::Err(Nfsstat4::BADHANDLE));
+    err.status = Nfsstat4::BADHANDLE;
+    let regressions = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
+    let seed = |selector: u8, v: &dyn Pack| {
+        let mut out = vec![selector, 29];
+        out.extend_from_slice(&to_bytes(v));
+        out
+    };
+    let files: [(&str, Vec<u8>); 3] = [
+        ("nfs4_callback/cb-getattr-request", seed(0, &request)),
+        ("nfs4_callback/cb-getattr-reply", seed(1, &ok)),
+        ("nfs4_callback/cb-getattr-reply-error", seed(1, &err)),
+    ];
+    for (name, bytes) in files {
+        let path = regressions.join(name);
+        if std::env::var_os("SLUICE_WRITE_SEEDS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &bytes).unwrap();
+        }
+        let on_disk = std::fs::read(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(on_disk, bytes, "{name} holds the encoding");
+    }
+    let limits = CompoundLimits::default();
+    let body = |b: &[u8]| [Bytes::copy_from_slice(&b[2..])];
+    let segs = body(&seed(0, &request));
+    assert_eq!(
+        CbCompound4Args::decode(&mut Reader::new(&segs), &limits).unwrap(),
+        request
+    );
+    let segs = body(&seed(1, &ok));
+    let again = CbCompound4Res::decode(&mut Reader::new(&segs), &limits).unwrap();
+    assert_eq!(again, ok);
+    let Some(CbResop4::Getattr(Res4::Ok(f))) = again.results.get(1) else {
+        panic!("{again:?}")
+    };
+    let v = AttrValues::decode(f).unwrap().values;
+    assert_eq!((v.size, v.change), (Some(4096), Some(0x1234_5678_9abc)));
+}

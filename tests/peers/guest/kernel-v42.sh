@@ -7,7 +7,8 @@
 #   fcntl locks and flock between two processes: across the two clients and on one mount;
 #   fallocate (ALLOCATE), punch hole (DEALLOCATE), SEEK_DATA / SEEK_HOLE (SEEK) on 4.2;
 #   copy_file_range (COPY) of a file larger than one COPY moves, and FICLONE (CLONE);
-#   fallocate on the 4.1 mount must be EOPNOTSUPP (no 4.2 ops in 4.1).
+#   fallocate on the 4.1 mount must be EOPNOTSUPP (no 4.2 ops in 4.1);
+#   a write delegation to the 4.1 client, another client's stat (CB_GETATTR) and read (recall).
 # The checks are in the static helper v42-tool (tests/peers/guest/v42-tool.c), given with
 # --file as /kc/v42-tool. Prints one PASS/FAIL line per check; exits non-zero if any failed.
 #
@@ -91,6 +92,31 @@ kc_save clone.txt < /tmp/clone.txt
 echo "$SRC_SUM  $WORK/src.bin" >> /tmp/sums.txt
 echo "$SRC_SUM  $WORK/copy.bin" >> /tmp/sums.txt
 echo "$(sha "$B/sparse")  $WORK/sparse" >> /tmp/sums.txt
+
+# ------------------------------------------------------------------ write delegations
+# The 4.1 client opens a file for reading and writing as its only opener: the server grants
+# it a write delegation, and it writes into its cache. The 4.2 client (another NFS client)
+# stats the file, which the server answers from the holder's CB_GETATTR (its size, with
+# the data not yet written back), then reads it, which recalls the delegation: the holder
+# writes its data back and returns it, and the reader sees that data. The host checks the
+# server's counters (a write delegation granted, CB_GETATTR sent and answered, a recall).
+WD_TEXT="written under a write delegation"
+printf 'base' > "$A/wdeleg" && pass "create wdeleg through 4.1" || fail "create wdeleg"
+exec 3<>"$A/wdeleg"
+printf '%s' "$WD_TEXT" >&3
+WD_SIZE=$(stat -c %s "$B/wdeleg")
+[ "$WD_SIZE" = "${#WD_TEXT}" ] && pass "the other client's stat sees the holder's size $WD_SIZE" \
+    || fail "the other client's stat sees size $WD_SIZE, the holder wrote ${#WD_TEXT}"
+[ "$(cat "$B/wdeleg")" = "$WD_TEXT" ] && pass "the other client reads the holder's data" \
+    || fail "the other client reads '$(cat "$B/wdeleg")'"
+printf '!' >&3
+exec 3>&-
+[ "$(cat "$A/wdeleg")" = "$WD_TEXT!" ] && pass "the holder reads its own data back" \
+    || fail "the holder reads '$(cat "$A/wdeleg")'"
+kc_dropcaches
+[ "$(cat "$B/wdeleg")" = "$WD_TEXT!" ] && pass "the other client reads the holder's last write" \
+    || fail "the other client reads '$(cat "$B/wdeleg")' after the holder's close"
+echo "$(sha "$B/wdeleg")  $WORK/wdeleg" >> /tmp/sums.txt
 
 kc_save sums.txt < /tmp/sums.txt
 cd /

@@ -51,19 +51,32 @@
 //! of a delegation, so what a delegation could hide from other clients is only data the
 //! server holds UNSTABLE. Data the file layer has not yet sent is sent later under the open
 //! stateid, which stays valid after the return. CB_RECALL_ANY (§20.6) returns all but
-//! `craa_objects_to_keep` of the delegations. Other callback ops get NFS4ERR_NOTSUPP
-//! (this client holds no layouts, directory delegations or lock notifications to act on).
+//! `craa_objects_to_keep` of the delegations. CB_GETATTR is answered as below. Other
+//! callback ops get NFS4ERR_NOTSUPP (this client holds no layouts, directory delegations or
+//! lock notifications to act on).
+//!
+//! # Write delegations: not wanted, returned at once
+//! An OPEN with write access says `OPEN4_SHARE_WANT_NO_DELEG`, and a write delegation a
+//! server grants anyway is returned at once. A write delegation is worth having to a client
+//! that caches writes and the size on its strength; this one does not (its writes go out
+//! under the open stateid as the file layer issues them). Holding one would only oblige it
+//! to answer CB_GETATTR with a size that counts data its write-behind has not sent yet, and to
+//! send that data before DELEGRETURN on every recall; and any other client's stat of the
+//! file would cost a CB_GETATTR round trip. Until its DELEGRETURN is done, a write
+//! delegation's CB_GETATTR is answered with the size and change the OPEN saw (nothing was
+//! written under it); any other file's is NFS4ERR_BADHANDLE (§20.1.3).
 //!
 //! # Bounds
 //! [`DELEGATIONS_MAX`] delegations are kept; one granted beyond that is returned at once.
 //! [`BACK_SLOTS_MAX`] back-channel slots are offered; a cached reply is one CB_COMPOUND
 //! result (a few hundred bytes).
 
+use sluice_xdr::nfs4::attrs::AttrValues;
 use sluice_xdr::nfs4::callback::{
     CbArgop4, CbCompound4Args, CbCompound4Res, CbResop4, CbSequenceArgs, CbSequenceResOk,
 };
 use sluice_xdr::nfs4::ops::Res4;
-use sluice_xdr::nfs4::{NfsFh4, Nfsstat4, SessionId4, Stateid4, MINOR_VERSIONS};
+use sluice_xdr::nfs4::{Bitmap4, Fattr4, NfsFh4, Nfsstat4, SessionId4, Stateid4, MINOR_VERSIONS};
 use std::collections::HashMap;
 
 /// Most delegations remembered: 4,096, as many as a busy interactive client holds open
@@ -110,6 +123,9 @@ struct Held {
     dirty: bool,
     /// A DELEGRETURN of it has been started.
     returning: bool,
+    /// A write delegation's size and change as the OPEN that came with it saw them (what a
+    /// CB_GETATTR is answered until the return is done).
+    attrs: Option<(u64, u64)>,
 }
 
 /// The delegations this client holds, by file handle. See the module docs.
@@ -142,9 +158,50 @@ impl Delegations {
                 opens: 1,
                 dirty: false,
                 returning: false,
+                attrs: None,
             },
         );
         Granted::Held
+    }
+
+    /// An OPEN of `fh` came with write delegation `stateid`, the file then of `size` bytes
+    /// and change `change`: always returned at once (module notes: write delegations), and
+    /// remembered until [`Delegations::returned`] so that a CB_GETATTR meanwhile is answered.
+    pub fn write_granted(
+        &mut self,
+        fh: &NfsFh4,
+        stateid: Stateid4,
+        size: u64,
+        change: u64,
+    ) -> Granted {
+        if !self.held.contains_key(fh) && self.held.len() < DELEGATIONS_MAX {
+            self.held.insert(
+                fh.clone(),
+                Held {
+                    stateid,
+                    kind: Kind::Write,
+                    opens: 0,
+                    dirty: false,
+                    returning: true,
+                    attrs: Some((size, change)),
+                },
+            );
+        }
+        Granted::ReturnNow
+    }
+
+    /// CB_GETATTR (§20.1) of `fh` asking for `request`: the size and change of a write
+    /// delegation we hold, NFS4ERR_BADHANDLE for any other file (§20.1.3).
+    pub fn cb_getattr(&self, fh: &NfsFh4, request: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
+        let Some((size, change)) = self.held.get(fh).and_then(|h| h.attrs) else {
+            return Err(Nfsstat4::BADHANDLE);
+        };
+        let v = AttrValues {
+            size: Some(size),
+            change: Some(change),
+            ..AttrValues::default()
+        };
+        Ok(v.encode_masked(Some(request)))
     }
 
     /// The delegation held on `fh`, if any (and not being returned).
@@ -411,6 +468,12 @@ impl Callbacks {
                     }
                     Err(s) => CbResop4::Recall(s),
                 },
+                CbArgop4::Getattr(a) => {
+                    CbResop4::Getattr(match self.delegations.cb_getattr(&a.fh, &a.attr_request) {
+                        Ok(f) => Res4::Ok(f),
+                        Err(e) => Res4::Err(e),
+                    })
+                }
                 CbArgop4::RecallAny(a) => {
                     returns.extend(self.delegations.recall_any(a.objects_to_keep));
                     CbResop4::RecallAny(Nfsstat4::OK)
@@ -445,7 +508,7 @@ mod tests {
         CbGetattrArgs, CbOpnum4, CbRecallAnyArgs, CbRecallArgs, ReferringCall4, ReferringCallList4,
         ReferringCallLists, ReferringCalls,
     };
-    use sluice_xdr::nfs4::{Bitmap4, Utf8Str};
+    use sluice_xdr::nfs4::Utf8Str;
 
     const SESSION: SessionId4 = [5; 16];
 
@@ -617,7 +680,11 @@ mod tests {
             attr_request: Bitmap4::default(),
         });
         let o = c.handle_compound(&compound(vec![seq(0, 2, false), getattr, recall(1)]));
-        assert_eq!(statuses(&o), [Nfsstat4::OK, Nfsstat4::NOTSUPP]);
+        assert_eq!(
+            statuses(&o),
+            [Nfsstat4::OK, Nfsstat4::BADHANDLE],
+            "CB_GETATTR of a file without a write delegation"
+        );
         let o = c.handle_compound(&compound(vec![seq(0, 3, false), CbArgop4::Illegal(99)]));
         assert_eq!(o.res.status, Nfsstat4::OP_ILLEGAL);
         assert_eq!(o.res.results[1], CbResop4::Illegal(Nfsstat4::OP_ILLEGAL));
@@ -652,5 +719,35 @@ mod tests {
         c.new_session(SESSION, false, 4);
         let o = c.handle_compound(&compound(vec![seq(0, 1, false)]));
         assert_eq!(o.res.status, Nfsstat4::BADSESSION);
+    }
+
+    #[test]
+    fn a_write_delegation_is_returned_at_once_and_cb_getattr_answered_until_then() {
+        use sluice_xdr::nfs4::attrs::num;
+        let mut c = up();
+        assert_eq!(
+            c.delegations.write_granted(&fh(3), sid(3), 4096, 77),
+            Granted::ReturnNow
+        );
+        assert_eq!(c.delegations.held(&fh(3)), None, "being returned");
+        let getattr = |f| {
+            CbArgop4::Getattr(CbGetattrArgs {
+                fh: f,
+                attr_request: Bitmap4::from_bits(&[num::CHANGE, num::SIZE]),
+            })
+        };
+        let o = c.handle_compound(&compound(vec![seq(0, 1, false), getattr(fh(3))]));
+        let CbResop4::Getattr(Res4::Ok(f)) = &o.res.results[1] else {
+            panic!("{o:?}")
+        };
+        let v = AttrValues::decode(f).unwrap().values;
+        assert_eq!((v.size, v.change), (Some(4096), Some(77)));
+        // A recall meanwhile: the return is on its way.
+        let o = c.handle_compound(&compound(vec![seq(0, 2, false), recall(3)]));
+        assert_eq!(statuses(&o), [Nfsstat4::OK, Nfsstat4::OK]);
+        assert!(o.returns.is_empty());
+        c.delegations.returned(&fh(3), sid(3));
+        let o = c.handle_compound(&compound(vec![seq(0, 3, false), getattr(fh(3))]));
+        assert_eq!(statuses(&o), [Nfsstat4::OK, Nfsstat4::BADHANDLE]);
     }
 }

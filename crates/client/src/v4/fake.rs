@@ -11,7 +11,9 @@ use sluice_xdr::nfs4::callback::{CbArgop4, CbRecallArgs, CbSequenceArgs};
 use sluice_xdr::nfs4::ops::{
     BindConnToSessionResOk, CreateSessionResOk, ExchangeIdResOk, SequenceResOk,
 };
-use sluice_xdr::nfs4::ops::{OpenWriteDelegation4, WriteResOk, OPEN4_SHARE_WANT_NO_DELEG};
+use sluice_xdr::nfs4::ops::{
+    OpenReadDelegation4, OpenWriteDelegation4, WriteResOk, OPEN4_SHARE_WANT_NO_DELEG,
+};
 use sluice_xdr::rpc::{CallHeader, MsgHeader};
 use sluice_xdr::{Reader, Unpack};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -302,10 +304,17 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                         other: [0xd0 + seen.stateids; 12],
                     });
                     seen.last_deleg = Some(stateid);
-                    OpenDelegation4::Write(OpenWriteDelegation4 {
-                        stateid,
-                        ..Default::default()
-                    })
+                    // A reader gets a read delegation, a writer a write delegation.
+                    match writes {
+                        true => OpenDelegation4::Write(OpenWriteDelegation4 {
+                            stateid,
+                            ..Default::default()
+                        }),
+                        false => OpenDelegation4::Read(OpenReadDelegation4 {
+                            stateid,
+                            ..Default::default()
+                        }),
+                    }
                 } else {
                     OpenDelegation4::None
                 };
@@ -687,8 +696,16 @@ async fn a_recall_is_answered_at_once_then_the_dirty_file_is_committed_and_retur
     }));
     let c = client(&seen).await;
     assert!(c.back_channel_up());
+    // A read delegation from a read open; the same client's write open (which wants no
+    // delegation) makes the file dirty under it.
+    let (r, _) = c.open("/d/f").await.unwrap();
+    assert_eq!(c.delegations_held(), 1);
     let (fh, _) = c.create("/d/f", 0o644, CreateMode::Truncate).await.unwrap();
-    assert_eq!(seen.lock().unwrap().want_no_deleg, 0);
+    assert_eq!(
+        seen.lock().unwrap().want_no_deleg,
+        1,
+        "the writer wants none"
+    );
     assert_eq!(c.delegations_held(), 1);
     let (w, _) = c
         .start_write(&fh, 0, Bytes::from_static(b"data"), Stability::Unstable)
@@ -711,10 +728,32 @@ async fn a_recall_is_answered_at_once_then_the_dirty_file_is_committed_and_retur
     );
     assert!(at("COMMIT") < at("DELEGRETURN d1"), "{ops:?}");
     assert_eq!(c.delegations_held(), 0);
-    // Returned already: the close sends no second DELEGRETURN.
+    // Returned already: the closes send no second DELEGRETURN.
     let from = seen.lock().unwrap().log.len();
     c.close(&fh).await.unwrap();
-    assert_eq!(ops_after(&seen, from), ["CLOSE 1"]);
+    c.close(&r).await.unwrap();
+    assert_eq!(ops_after(&seen, from), ["CLOSE 2", "CLOSE 1"]);
+    c.shutdown().await;
+}
+
+/// A write open asks for no delegation; a write delegation granted anyway is returned at once,
+/// and a CB_GETATTR before its return is answered (see `deleg`: write delegations).
+#[tokio::test]
+async fn a_writer_wants_no_delegation_and_returns_a_write_delegation_at_once() {
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: true,
+        delegate: true,
+        ignore_want: true,
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    let from = seen.lock().unwrap().log.len();
+    let (fh, _) = c.create("/d/f", 0o644, CreateMode::Truncate).await.unwrap();
+    assert_eq!(seen.lock().unwrap().want_no_deleg, 1);
+    let ops = ops_after(&seen, from);
+    assert!(ops.contains(&"DELEGRETURN d1".to_string()), "{ops:?}");
+    assert_eq!(c.delegations_held(), 0);
+    c.close(&fh).await.unwrap();
     c.shutdown().await;
 }
 

@@ -836,7 +836,14 @@ impl Client {
 
     /// An OPEN of `fh` came with `d`: records it, or returns it at once when it cannot be
     /// kept (see [`deleg::Granted`]). The delegation stateid kept, if any.
-    async fn delegation_granted(&self, fh: &NfsFh4, d: &OpenDelegation4) -> Option<Stateid4> {
+    /// `attr`: the file's size and change as the OPEN's GETATTR saw them (a write
+    /// delegation's CB_GETATTR answer until it is returned, which is at once: see [`deleg`]).
+    async fn delegation_granted(
+        &self,
+        fh: &NfsFh4,
+        d: &OpenDelegation4,
+        attr: Option<(u64, u64)>,
+    ) -> Option<Stateid4> {
         let (stateid, kind) = match d {
             OpenDelegation4::Read(d) => (d.stateid, deleg::Kind::Read),
             OpenDelegation4::Write(d) => (d.stateid, deleg::Kind::Write),
@@ -844,10 +851,12 @@ impl Client {
         };
         let granted = {
             let mut cbs = self.inner.callbacks.lock().expect("callbacks lock");
-            if cbs.up {
-                cbs.delegations.granted(fh, stateid, kind)
-            } else {
-                deleg::Granted::ReturnNow
+            match (cbs.up, kind, attr) {
+                (true, deleg::Kind::Read, _) => cbs.delegations.granted(fh, stateid, kind),
+                (true, deleg::Kind::Write, Some((size, change))) => {
+                    cbs.delegations.write_granted(fh, stateid, size, change)
+                }
+                _ => deleg::Granted::ReturnNow,
             }
         };
         match granted {
@@ -859,6 +868,12 @@ impl Client {
                         NfsArgop4::Delegreturn(stateid),
                     ])
                     .await;
+                self.inner
+                    .callbacks
+                    .lock()
+                    .expect("callbacks lock")
+                    .delegations
+                    .returned(fh, stateid);
                 None
             }
         }

@@ -244,8 +244,11 @@ impl Client {
         let clientid = self.inner.session.lock().expect("session lock").clientid;
         let n = self.inner.opens.fetch_add(1, Ordering::Relaxed);
         let owner = format!("open-{n}").into_bytes();
-        // Without a back channel a delegation could never be recalled: ask for none.
-        let want = if self.back_channel_up() {
+        // Without a back channel a delegation could never be recalled: ask for none. A
+        // writer asks for none either: a write delegation is no use to this client (see
+        // `deleg`: write delegations).
+        let writes = access & sluice_xdr::nfs4::ops::OPEN4_SHARE_ACCESS_WRITE != 0;
+        let want = if self.back_channel_up() && !writes {
             0
         } else {
             sluice_xdr::nfs4::ops::OPEN4_SHARE_WANT_NO_DELEG
@@ -273,8 +276,11 @@ impl Client {
             return Err(Error::Other("OPEN returned no result".into()));
         };
         let fhandle = find_fh(&res)?;
+        let attr = super::find_attr(&res)?;
         // Recorded (returned at the last close or on recall), or returned at once.
-        let delegation = self.delegation_granted(&fhandle, &open.delegation).await;
+        let delegation = self
+            .delegation_granted(&fhandle, &open.delegation, Some((attr.size, attr.change)))
+            .await;
         let fh = Fh {
             fh: fhandle,
             stateid: Stateid4 {
@@ -292,7 +298,7 @@ impl Client {
         if !tracked {
             tracing::debug!("too many opens to track; this one is not reopened after a restart");
         }
-        Ok((fh, super::find_attr(&res)?))
+        Ok((fh, attr))
     }
 
     /// `ops` after PUTFH `dir`, ending with GETFH and GETATTR: the new object.

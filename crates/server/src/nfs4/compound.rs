@@ -80,6 +80,7 @@
 //! the landing and the op ([`Nfs4::settle`]): an op never truncates under held data.
 
 use super::data::{DataDone, DataOp, DataOps, DataReq, ReadPlusDone, Settle};
+use super::deleg::GetattrView;
 use super::digest::Digest;
 use super::idmap::IdMap;
 use super::map::{self, AttrCtx};
@@ -99,7 +100,7 @@ use crate::io::writebehind::{SizeFix, WriteBehindDriver};
 use crate::splice::{LentPipe, SplicedData};
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
-use sluice_xdr::nfs4::attrs::AttrValues;
+use sluice_xdr::nfs4::attrs::{num as attr_num, AttrValues};
 use sluice_xdr::nfs4::compound::{
     padding_after, Compound4Args, Compound4Res, CompoundError, CompoundLimits,
 };
@@ -624,6 +625,9 @@ impl Eval {
         if let (Some(o), Some(t)) = (&self.observer, self.op_started.take()) {
             o.op_done(r.opnum(), status, t);
         }
+        if status != Nfsstat4::OK {
+            tracing::trace!(op = ?r.opnum(), ?status, "NFSv4 op failed");
+        }
         self.res.results.push(r);
         if status != Nfsstat4::OK {
             self.res.status = status;
@@ -910,8 +914,13 @@ impl Nfs4 {
             lock_stateids: st.locks().len() as u64,
             locks: st.locks().ranges.len() as u64,
             grace: st.grace_stats(),
-            delegations_read: st.delegations().live() as u64,
-            delegations_write: 0,
+            delegations_read: st.delegations().live_by_kind().0 as u64,
+            delegations_write: st.delegations().live_by_kind().1 as u64,
+            delegations_granted_read: st.delegations().counters.granted
+                - st.delegations().counters.granted_write,
+            delegations_granted_write: st.delegations().counters.granted_write,
+            cb_getattr_sent: st.delegations().counters.cb_getattr_sent,
+            cb_getattr_answered: st.delegations().counters.cb_getattr_answered,
             recalls_sent: st.delegations().counters.recalls_sent,
             recalls_answered: st.delegations().counters.recalls_answered,
             recalls_timed_out: st.delegations().counters.recalls_timed_out,
@@ -1321,7 +1330,15 @@ impl Nfs4 {
             Fh::Pseudo(n) => self.pseudo_fattr(*n, lease_time, ctx.minor, req),
             Fh::Export { idx, fh } => {
                 let (fs, _) = self.gate(call, *idx)?;
-                self.export_fattr(fs, *idx, fh, lease_time, ctx.minor, req)
+                // Another client's write delegation: its holder's size and change
+                // (CB_GETATTR, `deleg.rs`), or NFS4ERR_DELAY while it is asked.
+                let view = if req.contains(attr_num::SIZE) || req.contains(attr_num::CHANGE) {
+                    self.state()
+                        .deleg_getattr(call.now, ctx.clientid, fh.as_bytes())?
+                } else {
+                    GetattrView::Server
+                };
+                self.export_fattr_as(fs, *idx, fh, (lease_time, ctx.minor), req, view)
             }
         }
     }
@@ -1484,6 +1501,20 @@ impl Nfs4 {
         minor: u32,
         req: &Bitmap4,
     ) -> Result<Fattr4, Nfsstat4> {
+        self.export_fattr_as(fs, idx, fh, (lease_time, minor), req, GetattrView::Server)
+    }
+
+    /// [`Nfs4::export_fattr`] with a write delegation holder's size and change over the
+    /// server's (`deleg.rs`: CB_GETATTR).
+    fn export_fattr_as(
+        &self,
+        fs: &dyn FileSystem,
+        idx: usize,
+        fh: &FileHandle,
+        (lease_time, minor): (u32, u32),
+        req: &Bitmap4,
+        view: GetattrView,
+    ) -> Result<Fattr4, Nfsstat4> {
         let since = self.write_behind.as_ref().map(|wb| wb.epoch());
         let mut attr = fs.getattr(fh).map_err(map::status)?;
         // Writes write-behind holds were acknowledged (UNSTABLE) but are not in the backend
@@ -1492,6 +1523,10 @@ impl Nfs4 {
             if wb.fix_size(fh.as_bytes(), &mut attr, since) == SizeFix::Uncertain {
                 attr = fs.getattr(fh).map_err(map::status)?;
             }
+        }
+        if let GetattrView::Holder { size, change_bump } = view {
+            attr.size = size.unwrap_or(attr.size);
+            attr.change = attr.change.wrapping_add(change_bump);
         }
         let mounted_on_fileid = if *fh == fs.root_handle() {
             self.pseudo
@@ -1668,14 +1703,13 @@ impl Nfs4 {
         }
         let delegation = {
             let mut st = self.state();
-            // Writing, or denying others' reads, conflicts with other clients' read
-            // delegations: recalled first, NFS4ERR_DELAY meanwhile (`deleg.rs`). A reclaim
-            // runs in grace, when no delegation exists yet.
-            if !reclaim
-                && (access & OPEN4_SHARE_ACCESS_WRITE != 0
-                    || a.share_deny & OPEN4_SHARE_DENY_READ != 0)
-            {
-                st.break_delegations(call.now, Some(clientid), fh.as_bytes(), true)?;
+            // Writing, or denying others' reads, conflicts with other clients' delegations;
+            // reading, with their write delegations: recalled first, NFS4ERR_DELAY meanwhile
+            // (`deleg.rs`). A reclaim runs in grace, when no delegation exists yet.
+            if !reclaim {
+                let write = access & OPEN4_SHARE_ACCESS_WRITE != 0
+                    || a.share_deny & OPEN4_SHARE_DENY_READ != 0;
+                st.break_delegations(call.now, Some(clientid), fh.as_bytes(), write)?;
             }
             let open = match reclaim {
                 true => State4::reclaim_open,
@@ -1693,7 +1727,11 @@ impl Nfs4 {
             ctx.stateid = Some(stateid);
             match a.claim {
                 OpenClaim4::Null(_) | OpenClaim4::Fh => {
-                    st.open_delegation(call.now, clientid, fh.as_bytes(), a.share_access)
+                    let now_attrs = crate::nfs4::deleg::SizeChange {
+                        size: attr.size,
+                        change: attr.change,
+                    };
+                    st.open_delegation(call.now, clientid, fh.as_bytes(), a.share_access, now_attrs)
                 }
                 // Under a delegation the client already has, or a reclaim.
                 _ => OpenDelegation4::None,

@@ -5,33 +5,85 @@
 //! the open table.
 //!
 //! # What is granted
-//! Read delegations only. A read delegation lets a client serve opens for reading, READs and
-//! GETATTRs from its cache; a write delegation would also let it cache writes and the file's
-//! size, which needs CB_GETATTR to answer other clients' GETATTRs and a space limit. knfsd
-//! granted read delegations only for most of its life and behaved well with the Linux client;
-//! write delegations are left for later: an OPEN for writing, or one whose want bits ask for
-//! a write delegation, gets none (OPEN_DELEGATE_NONE_EXT with WND4_WRITE_DELEG_NOT_SUPP_FTYPE
-//! when the client used the 4.1 want bits, plain OPEN_DELEGATE_NONE otherwise).
+//! A read delegation lets a client serve opens for reading, READs and GETATTRs from its
+//! cache. A write delegation also lets it cache writes and the file's size, and open the file
+//! any way without asking (§10.4): other clients' GETATTRs then need CB_GETATTR (below), and
+//! every other client's access to the file is a conflict. knfsd grants write delegations
+//! since 6.6 and asks their holders with CB_GETATTR since 6.10; this follows it.
 //!
-//! A read delegation goes to an OPEN for reading only (no write access) when
+//! A read delegation goes to an OPEN for reading only (no write access), a write delegation
+//! to an OPEN for reading and writing (OPEN4_SHARE_ACCESS_BOTH), when
 //! ```text
-//!   the client did not say OPEN4_SHARE_ACCESS_WANT_NO_DELEG
+//!   the client did not say OPEN4_SHARE_WANT_NO_DELEG
 //!   its back channel works (PathState::Up)        (§10.2.1: we must be able to recall it)
-//!   no other client has the file open for writing or denies reading   (caller's check)
+//!   read:  no other client has the file open for writing or denies reading (caller's check),
+//!          and no other client holds a write delegation of it
+//!   write: no other client has the file open at all, nor holds any delegation of it,
+//!          and write delegations are on (`DelegConfig::write`, `--write-delegations`)
 //!   no recall of the file is under way, and none ended recently  (the "recently recalled" set)
 //!   the client holds no delegation of the file already
 //!   the per-client and overall bounds leave room
 //! ```
 //! Other clients may hold read delegations of the same file at the same time, as in knfsd:
-//! readers do not conflict.
+//! readers do not conflict. A write-only OPEN gets no write delegation (WND4_NOT_SUPP_UPGRADE
+//! when asked by want bits), as in knfsd 6.6: the holder of a write delegation reads under
+//! it too (a page cache fills partial pages), and the v4 data path does not check READ
+//! permission per op, so the OPEN itself must have been allowed to read. A write delegation
+//! carries no space limit (NFS_LIMIT_SIZE of 2^64-1 bytes, as knfsd) and an empty ACE.
+//!
+//! Write delegations are off unless asked for (`--write-delegations`). Measured with the
+//! Linux 6.1 client in the kernel guest: stat and read by another client, recalls, and
+//! fcntl/flock between two clients work with them (`interop_kernel_v42.rs` turns them on);
+//! but the kill -9 restart test (`interop_kernel_grace.rs`) lost its byte-range lock: the
+//! holder had opened its file for reading and writing, got a write delegation, took its
+//! fcntl lock locally under it (no LOCK reached the server), and after the restart the
+//! server saw no LOCK reclaim either. The likely cause (read from the client's behaviour,
+//! not traced inside it): Linux asks the delegation back with CLAIM_PREVIOUS, this server
+//! answers with none (delegations are not reclaimed, below), and the client skips reclaiming
+//! locks of an open it still counts as delegated. Delegation reclaim on CLAIM_PREVIOUS is
+//! the next step; until then the default keeps locks safe.
+//!
+//! # Conflicts
+//! | op of another client | read delegation | write delegation |
+//! |---|---|---|
+//! | OPEN for reading, READ (anonymous too) | none | recall |
+//! | OPEN for writing or denying reads, WRITE, SETATTR, REMOVE, RENAME, LINK, COPY's target | recall | recall |
+//! | GETATTR of size or change | none | CB_GETATTR (below), no recall |
+//!
+//! The holder's own ops never conflict: it reads and writes under the delegation stateid
+//! (a WRITE under a read delegation's is NFS4ERR_OPENMODE), or under its open stateids.
+//!
+//! # CB_GETATTR (§10.4.3, §20.1)
+//! A write delegation's holder may have written data the server has not seen, so another
+//! client's GETATTR asking for the size or the change attribute is answered from the holder's
+//! view. Nothing here waits (knfsd holds the GETATTR for a few milliseconds instead):
+//! ```text
+//!   GETATTR(size|change) of another client
+//!     ├ fresh answer (< CB_GETATTR_FRESH old) ─▶ OK with the holder's size and change
+//!     └ else ─▶ CB_GETATTR(fh, {size, change}) queued; NFS4ERR_DELAY; the client retries
+//!   CB_GETATTR answered OK ─▶ stored with its time; the retry finds it
+//!   CB_GETATTR error, no answer, no path ─▶ the delegation is recalled (the GETATTR keeps
+//!     getting NFS4ERR_DELAY until it is returned or revoked, like any conflicting op)
+//! ```
+//! The change attribute other clients see: the holder's answer is compared with the last one
+//! (at first with the size and change of the grant, which the holder also started from); each
+//! answer that differs counts once, and the server's own change plus that count is shown,
+//! with the reported size (the server's own size until the holder reports a change). So the
+//! change moves on whenever the holder reports something new (§10.4.3's rule that a modified
+//! file shows a new change value) and never goes back while the delegation lasts. After the
+//! return the server's own attribute shows the holder's flushed data; LocalFs's change is
+//! made from the ctime in nanoseconds, so the flush moves it far past the count. An answer
+//! serves the first GETATTR after it, however late (a client that backs off longer than
+//! the freshness must still get its answer: Linux doubles its wait after each DELAY, up to
+//! 15 s), and every GETATTR within [`CB_GETATTR_FRESH`] (2 s) of it: less than Linux's own
+//! attribute cache.
 //!
 //! # Life of a delegation
 //! ```text
 //!   granted (OPEN) ──DELEGRETURN──────────────────────────────────────────▶ gone
-//!     │ a conflicting op from another client (OPEN for write, WRITE, SETATTR,
-//!     │ REMOVE, RENAME, LINK, anonymous WRITE): the op gets NFS4ERR_DELAY;
-//!     │ or from an NFSv3 client (WRITE, SETATTR, REMOVE, RENAME, LINK, truncating
-//!     │ CREATE): the v3 op gets NFS3ERR_JUKEBOX
+//!     │ a conflicting op from another client (the table above), or a CB_GETATTR that
+//!     │ failed: the op gets NFS4ERR_DELAY; or from an NFSv3 client (WRITE, SETATTR,
+//!     │ REMOVE, RENAME, LINK, truncating CREATE): the v3 op gets NFS3ERR_JUKEBOX
 //!     ▼
 //!   recalling ── CB_RECALL queued on a session of the holder ── sent (the clock starts)
 //!     │ DELEGRETURN ──────────────────────────────────────────────────────▶ gone
@@ -47,7 +99,11 @@
 //! out (the path is down, the queue full) starts the clock when that is found out, so a
 //! dead client never blocks the file for longer than a lease. A client that answers
 //! CB_RECALL with NFS4ERR_DELAY, or whose slot was busy, gets the recall queued again at the
-//! next tick, under the same clock. Nothing here waits: the conflicting caller is told
+//! next tick, under the same clock. So does one that answers NFS4ERR_BADHANDLE or
+//! NFS4ERR_BAD_STATEID: the CB_RECALL overtook the OPEN reply that granted the delegation,
+//! and the client does not know it yet (knfsd retries these too). Seen with the Linux client
+//! when two clients open a file at once: the first got a write delegation, the second's OPEN
+//! recalled it before the first had taken it in; answered as a refusal, that cost a lease. Nothing here waits: the conflicting caller is told
 //! NFS4ERR_DELAY and retries, and revocation happens in [`DelegTable::tick`].
 //!
 //! # NFSv3 callers
@@ -88,10 +144,11 @@ use super::open::Other;
 use super::{Entropy, Nfsstat4};
 use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{
-    OpenDelegation4, OpenNoneDelegation4, OpenReadDelegation4, OPEN4_SHARE_ACCESS_WRITE,
+    NfsSpaceLimit4, OpenDelegation4, OpenNoneDelegation4, OpenReadDelegation4,
+    OpenWriteDelegation4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_WRITE,
     OPEN4_SHARE_WANT_CANCEL, OPEN4_SHARE_WANT_MASK, OPEN4_SHARE_WANT_NO_DELEG,
-    OPEN4_SHARE_WANT_NO_PREFERENCE, OPEN4_SHARE_WANT_WRITE_DELEG, WND4_CANCELLED, WND4_NOT_WANTED,
-    WND4_WRITE_DELEG_NOT_SUPP_FTYPE,
+    OPEN4_SHARE_WANT_NO_PREFERENCE, OPEN4_SHARE_WANT_READ_DELEG, OPEN4_SHARE_WANT_WRITE_DELEG,
+    WND4_CANCELLED, WND4_NOT_SUPP_UPGRADE, WND4_NOT_WANTED, WND4_WRITE_DELEG_NOT_SUPP_FTYPE,
 };
 use sluice_xdr::nfs4::{ClientId4, Nfsace4, SessionId4, Stateid4, OTHER_SIZE};
 use std::collections::{HashMap, VecDeque};
@@ -107,6 +164,12 @@ const DELEG_INDEX_BIT: u32 = 0x4000_0000;
 pub const RECENT_FOR: Duration = Duration::from_secs(30);
 /// Recently recalled files remembered at most (module notes).
 pub const RECENT_MAX: usize = 4096;
+/// How long a CB_GETATTR answer stands in for the holder's view of the file (module notes:
+/// CB_GETATTR). 2 s: longer than a client's first retry after NFS4ERR_DELAY (Linux waits
+/// 100 ms, the sluice client 1 s... at most), shorter than Linux's own attribute cache
+/// (`acregmin`, 3 s), so a client that polls a file's size sees the holder's writes as soon
+/// as it would see a local writer's.
+pub const CB_GETATTR_FRESH: Duration = Duration::from_secs(2);
 
 /// The bounds of the table (module notes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +179,9 @@ pub struct DelegConfig {
     pub per_client_max: usize,
     /// Delegations overall. Default 16384 (a record is ~200 bytes: ~3 MiB at the bound).
     pub total_max: usize,
+    /// Grant write delegations (module notes: why they are off by default). `sluice serve
+    /// --write-delegations` turns them on.
+    pub write: bool,
 }
 
 impl Default for DelegConfig {
@@ -123,8 +189,61 @@ impl Default for DelegConfig {
         Self {
             per_client_max: 1024,
             total_max: 16384,
+            write: false,
         }
     }
+}
+
+/// Read or write delegation (`open_delegation_type4`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Read,
+    Write,
+}
+
+/// A file's size and change attribute (bytes; the opaque counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SizeChange {
+    pub size: u64,
+    pub change: u64,
+}
+
+/// Where a write delegation's CB_GETATTR stands (module notes: CB_GETATTR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CbGetattr {
+    /// None asked, or the last answer is stale.
+    Idle,
+    /// Another client's GETATTR wants one: to be queued by the caller.
+    Wanted,
+    /// On its way as (session, token).
+    Queued(SessionId4, u64),
+    /// Answered at this time; `true` once a GETATTR has used the answer.
+    Answered(Instant, bool),
+}
+
+/// What a write delegation's holder told us of the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteView {
+    /// The server's size and change when the delegation was granted (the holder's start).
+    pub granted: SizeChange,
+    /// The last size and change the holder reported (`granted` until it reports).
+    pub last: SizeChange,
+    /// How many CB_GETATTR answers reported something new (module notes): the change
+    /// attribute other clients see is the server's plus this.
+    pub bumps: u64,
+    pub getattr: CbGetattr,
+}
+
+/// The answer to another client's GETATTR of size or change (module notes: CB_GETATTR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GetattrView {
+    /// No other client holds a write delegation: the server's own attributes.
+    Server,
+    /// The holder's view: the size it reported if it modified the file (`None`: the
+    /// server's), and what to add to the server's change attribute.
+    Holder { size: Option<u64>, change_bump: u64 },
+    /// A CB_GETATTR or a recall is under way: NFS4ERR_DELAY.
+    Delay,
 }
 
 /// Where one delegation stands.
@@ -149,12 +268,34 @@ pub struct Deleg {
     /// The file, as the open table keys it (the export handle's bytes, also its `nfs_fh4`).
     pub file: Bytes,
     pub status: DelegStatus,
+    /// `Some` for a write delegation.
+    pub write: Option<WriteView>,
+}
+
+impl Deleg {
+    pub fn kind(&self) -> Kind {
+        match self.write {
+            Some(_) => Kind::Write,
+            None => Kind::Read,
+        }
+    }
+
+    fn live(&self) -> bool {
+        !matches!(self.status, DelegStatus::Revoked(_))
+    }
 }
 
 /// Counters for `sluice stats` (monotonic).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DelegCounters {
+    /// Delegations granted, read and write.
     pub granted: u64,
+    pub granted_write: u64,
+    /// CB_GETATTRs put on the wire, and answered with attributes.
+    pub cb_getattr_sent: u64,
+    pub cb_getattr_answered: u64,
+    /// CB_GETATTRs that failed (an error, no answer): each recalls its delegation.
+    pub cb_getattr_failed: u64,
     /// CB_RECALLs put on the wire.
     pub recalls_sent: u64,
     /// CB_RECALLs the client answered (any status but a transport failure).
@@ -176,6 +317,10 @@ pub struct GrantAsk {
     pub callback_up: bool,
     /// Another client has the file open for writing, or denies reading.
     pub contended: bool,
+    /// Another client has the file open at all (a write delegation needs a sole opener).
+    pub others_open: bool,
+    /// The file's size and change now (a write delegation's starting point).
+    pub attrs: SizeChange,
 }
 
 /// How a recall answer came back (from the back channel's [`super::backchan::CbDone`]).
@@ -261,15 +406,28 @@ impl DelegTable {
             OPEN4_SHARE_WANT_CANCEL => return none(OpenNoneDelegation4::Why(WND4_CANCELLED)),
             _ => {}
         }
-        if ask.contended || self.file_busy(now, clientid, file) {
+        let writer = ask.share_access & OPEN4_SHARE_ACCESS_WRITE != 0;
+        if ask.contended
+            || self.file_busy(now, clientid, file)
+            || self.others_write_deleg(clientid, file)
+            || (writer && (ask.others_open || self.others_deleg(clientid, file)))
+        {
             // The signal bit (OPEN4_SHARE_SIGNAL_DELEG_WHEN_RESRC_AVAIL) is not honoured:
             // no CB_PUSH_DELEG is promised.
             return none(OpenNoneDelegation4::Contention(false));
         }
-        let writer = ask.share_access & OPEN4_SHARE_ACCESS_WRITE != 0;
         if writer || want == OPEN4_SHARE_WANT_WRITE_DELEG {
-            // Write delegations are not offered (module notes), on any file type.
-            return none(OpenNoneDelegation4::Why(WND4_WRITE_DELEG_NOT_SUPP_FTYPE));
+            if !self.cfg.write {
+                return none(OpenNoneDelegation4::Why(WND4_WRITE_DELEG_NOT_SUPP_FTYPE));
+            }
+            // A write delegation lets the holder read too (its page cache fills partial
+            // pages under it), so it goes to an open that may read as well, as knfsd's:
+            // a read-only open asking for one, or a write-only open, gets none.
+            if ask.share_access & OPEN4_SHARE_ACCESS_BOTH != OPEN4_SHARE_ACCESS_BOTH
+                || want == OPEN4_SHARE_WANT_READ_DELEG
+            {
+                return none(OpenNoneDelegation4::Why(WND4_NOT_SUPP_UPGRADE));
+            }
         }
         if !ask.callback_up
             || self.count_for(clientid) >= self.cfg.per_client_max
@@ -282,12 +440,19 @@ impl DelegTable {
             return none(OpenNoneDelegation4::Contention(false));
         }
         let other = self.new_other(entropy);
+        let write = writer.then_some(WriteView {
+            granted: ask.attrs,
+            last: ask.attrs,
+            bumps: 0,
+            getattr: CbGetattr::Idle,
+        });
         self.delegs.insert(
             other,
             Deleg {
                 clientid,
                 file: Bytes::copy_from_slice(file),
                 status: DelegStatus::Held,
+                write,
             },
         );
         self.by_file
@@ -297,20 +462,34 @@ impl DelegTable {
         *self.per_client.entry(clientid).or_default() += 1;
         self.counters.granted += 1;
         self.publish();
+        let stateid = Stateid4 { seqid: 1, other };
+        // An empty ACE: the client checks access with ACCESS itself (§10.4.1 allows it;
+        // Linux ignores the field).
+        let permissions = Nfsace4::default();
+        if writer {
+            self.counters.granted_write += 1;
+            return OpenDelegation4::Write(OpenWriteDelegation4 {
+                stateid,
+                recall: false,
+                // No limit on how far the holder may grow the file before it flushes
+                // (§10.4.1's space limit), as knfsd: NFS_LIMIT_SIZE of 2^64-1 bytes. The
+                // backend's ENOSPC reaches the holder on its WRITEs and COMMIT.
+                space_limit: NfsSpaceLimit4::Size(u64::MAX),
+                permissions,
+            });
+        }
         OpenDelegation4::Read(OpenReadDelegation4 {
-            stateid: Stateid4 { seqid: 1, other },
+            stateid,
             recall: false,
-            // An empty ACE: the client checks access with ACCESS itself (§10.4.1 allows it;
-            // Linux ignores the field).
-            permissions: Nfsace4::default(),
+            permissions,
         })
     }
 
     /// The delegations of other clients on `file` that an op of `clientid` conflicts with:
-    /// every one for a namespace op or a write (`write`), none for a read (read delegations
-    /// only). Those not being recalled yet are marked recalling (and the file recently
-    /// recalled); the caller queues a CB_RECALL for each of [`DelegTable::to_queue`].
-    /// Empty: the op may go on.
+    /// every one for a namespace op or a write (`write`), the write delegations for a read
+    /// (an OPEN for reading, READ). Those not being recalled yet are marked recalling (and
+    /// the file recently recalled); the caller queues a CB_RECALL for each of
+    /// [`DelegTable::to_queue`]. Empty: the op may go on.
     pub fn conflicts(
         &mut self,
         now: Instant,
@@ -318,16 +497,13 @@ impl DelegTable {
         file: &[u8],
         write: bool,
     ) -> Vec<Other> {
-        if !write {
-            return Vec::new();
-        }
         let Some(list) = self.by_file.get(file) else {
             return Vec::new();
         };
         let mut out = Vec::new();
         for o in list {
             let d = self.delegs.get_mut(o).expect("by_file and delegs agree");
-            if d.clientid == clientid || matches!(d.status, DelegStatus::Revoked(_)) {
+            if d.clientid == clientid || !d.live() || (!write && d.write.is_none()) {
                 continue;
             }
             if d.status == DelegStatus::Held {
@@ -395,6 +571,11 @@ impl DelegTable {
             self.counters.recalls_sent += 1;
         } else if self.orphans.contains(&(*session, token)) {
             self.counters.recalls_sent += 1;
+        } else if self.delegs.values().any(|d| {
+            d.write
+                .is_some_and(|w| w.getattr == CbGetattr::Queued(*session, token))
+        }) {
+            self.counters.cb_getattr_sent += 1;
         }
     }
 
@@ -437,6 +618,139 @@ impl DelegTable {
             }
         }
         true
+    }
+
+    /// Another client's GETATTR of `file` asking for its size or change (§10.4.3; module
+    /// notes: CB_GETATTR). A write delegation of another client that has no fresh
+    /// CB_GETATTR answer is marked [`CbGetattr::Wanted`]: the caller queues one for each of
+    /// [`DelegTable::getattrs_to_queue`] and answers NFS4ERR_DELAY.
+    pub fn getattr_view(&mut self, now: Instant, clientid: ClientId4, file: &[u8]) -> GetattrView {
+        let Some(list) = self.by_file.get(file) else {
+            return GetattrView::Server;
+        };
+        for o in list {
+            let d = self.delegs.get_mut(o).expect("by_file and delegs agree");
+            if d.clientid == clientid || !d.live() {
+                continue;
+            }
+            let Some(w) = d.write.as_mut() else {
+                continue;
+            };
+            if d.status != DelegStatus::Held {
+                return GetattrView::Delay; // being recalled: its return settles the file
+            }
+            return match w.getattr {
+                // An answer serves the first GETATTR after it however late that comes (a
+                // client backing off past CB_GETATTR_FRESH must not ask again forever), then
+                // every one within CB_GETATTR_FRESH of it.
+                CbGetattr::Answered(at, used)
+                    if !used || now.saturating_duration_since(at) < CB_GETATTR_FRESH =>
+                {
+                    w.getattr = CbGetattr::Answered(at, true);
+                    GetattrView::Holder {
+                        size: (w.bumps > 0).then_some(w.last.size),
+                        change_bump: w.bumps,
+                    }
+                }
+                CbGetattr::Wanted | CbGetattr::Queued(..) => GetattrView::Delay,
+                CbGetattr::Idle | CbGetattr::Answered(..) => {
+                    w.getattr = CbGetattr::Wanted;
+                    GetattrView::Delay
+                }
+            };
+        }
+        GetattrView::Server
+    }
+
+    /// CB_GETATTRs to queue: (holder, file, the delegation's `other`).
+    pub fn getattrs_to_queue(&self) -> Vec<(ClientId4, Bytes, Other)> {
+        let mut v: Vec<_> = self
+            .delegs
+            .iter()
+            .filter(|(_, d)| {
+                d.status == DelegStatus::Held
+                    && d.write.is_some_and(|w| w.getattr == CbGetattr::Wanted)
+            })
+            .map(|(o, d)| (d.clientid, d.file.clone(), *o))
+            .collect();
+        v.sort_unstable_by_key(|e| e.2);
+        v
+    }
+
+    /// The CB_GETATTR of `other` was queued as `token` on `session`; or could not be queued
+    /// (`None`): the delegation is recalled instead, as knfsd does when the holder cannot
+    /// tell us what it wrote.
+    pub fn getattr_queued(
+        &mut self,
+        now: Instant,
+        other: &Other,
+        token: Option<(SessionId4, u64)>,
+    ) {
+        let Some(d) = self.delegs.get_mut(other) else {
+            return;
+        };
+        let Some(w) = d.write.as_mut() else {
+            return;
+        };
+        match token {
+            Some((sid, t)) => w.getattr = CbGetattr::Queued(sid, t),
+            None => {
+                w.getattr = CbGetattr::Idle;
+                self.counters.cb_getattr_failed += 1;
+                self.start_recall(now, other);
+            }
+        }
+    }
+
+    /// The callback `token` of `session` finished: if it is a CB_GETATTR, its answer
+    /// (`Some`: the size and change the holder reported; `None`: an error or no answer,
+    /// which recalls the delegation). Not a CB_GETATTR: false.
+    pub fn getattr_answered(
+        &mut self,
+        now: Instant,
+        session: &SessionId4,
+        token: u64,
+        answer: Option<SizeChange>,
+    ) -> bool {
+        let Some((other, d)) = self.delegs.iter_mut().find(|(_, d)| {
+            d.write
+                .is_some_and(|w| w.getattr == CbGetattr::Queued(*session, token))
+        }) else {
+            return false;
+        };
+        let other = *other;
+        let w = d.write.as_mut().expect("matched above");
+        match answer {
+            Some(seen) => {
+                self.counters.cb_getattr_answered += 1;
+                if seen != w.last {
+                    // Something new since the last answer (or since the grant): the file
+                    // changed in the holder's cache, so its change attribute moves on.
+                    w.bumps += 1;
+                    w.last = seen;
+                }
+                w.getattr = CbGetattr::Answered(now, false);
+            }
+            None => {
+                self.counters.cb_getattr_failed += 1;
+                w.getattr = CbGetattr::Idle;
+                if d.status == DelegStatus::Held {
+                    self.start_recall(now, &other);
+                }
+            }
+        }
+        true
+    }
+
+    /// Live delegations by kind: (read, write).
+    pub fn live_by_kind(&self) -> (usize, usize) {
+        self.delegs
+            .values()
+            .filter(|d| d.live())
+            .fold((0, 0), |(r, w), d| match d.kind() {
+                Kind::Read => (r + 1, w),
+                Kind::Write => (r, w + 1),
+            })
     }
 
     /// Revokes the recalls whose clock ran past `lease` at `now`; returns them.
@@ -613,6 +927,11 @@ impl DelegTable {
         self.delegs.get(other)
     }
 
+    /// Where the delegation `other` stands, if it exists.
+    pub fn status_of(&self, other: &Other) -> Option<DelegStatus> {
+        self.delegs.get(other).map(|d| d.status.clone())
+    }
+
     // ----- helpers -------------------------------------------------------------------------
 
     /// Another client's recall of `file` is under way, or the file was recalled recently.
@@ -628,6 +947,42 @@ impl DelegTable {
                 .recent
                 .iter()
                 .any(|(f, t)| f[..] == *file && now.saturating_duration_since(*t) < RECENT_FOR)
+    }
+
+    /// Another client holds a live write delegation of `file`.
+    fn others_write_deleg(&self, clientid: ClientId4, file: &[u8]) -> bool {
+        self.by_file.get(file).is_some_and(|l| {
+            l.iter().any(|o| {
+                let d = &self.delegs[o];
+                d.clientid != clientid && d.live() && d.write.is_some()
+            })
+        })
+    }
+
+    /// Another client holds a live delegation of `file`, of either kind.
+    fn others_deleg(&self, clientid: ClientId4, file: &[u8]) -> bool {
+        self.by_file.get(file).is_some_and(|l| {
+            l.iter().any(|o| {
+                let d = &self.delegs[o];
+                d.clientid != clientid && d.live()
+            })
+        })
+    }
+
+    /// Marks a held delegation recalling (the caller's tick or queue_recalls sends it).
+    fn start_recall(&mut self, now: Instant, other: &Other) {
+        let Some(d) = self.delegs.get_mut(other) else {
+            return;
+        };
+        if d.status != DelegStatus::Held {
+            return;
+        }
+        d.status = DelegStatus::Recalling {
+            queued: None,
+            since: None,
+        };
+        let file = d.file.clone();
+        self.remember_recall(now, &file);
     }
 
     fn remember_recall(&mut self, now: Instant, file: &[u8]) {

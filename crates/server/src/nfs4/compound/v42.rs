@@ -320,6 +320,8 @@ impl Nfs4 {
             let mut st = self.state();
             st.check_io(clientid, &src_sid, src.as_bytes(), false)?;
             st.check_io(clientid, &dst_sid, dst_fh.as_bytes(), true)?;
+            // The source is read: another client's write delegation of it is recalled.
+            st.break_delegations(call.now, Some(clientid), src.as_bytes(), false)?;
             st.break_delegations(call.now, Some(clientid), dst_fh.as_bytes(), true)?;
         }
         self.settle(src)?;

@@ -1,7 +1,7 @@
 use super::*;
 use crate::nfs4::SplitMix;
 use sluice_xdr::nfs4::ops::{
-    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_WANT_ANY_DELEG,
+    NfsSpaceLimit4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_WANT_ANY_DELEG,
     OPEN4_SHARE_WANT_READ_DELEG, WND4_WRITE_DELEG_NOT_SUPP_FTYPE,
 };
 
@@ -11,7 +11,11 @@ const LEASE: Duration = Duration::from_secs(90);
 const SID: SessionId4 = [7; 16];
 
 fn table() -> (DelegTable, SplitMix) {
-    (DelegTable::new(9, DelegConfig::default()), SplitMix(3))
+    let cfg = DelegConfig {
+        write: true,
+        ..DelegConfig::default()
+    };
+    (DelegTable::new(9, cfg), SplitMix(3))
 }
 
 fn ask(share_access: u32) -> GrantAsk {
@@ -19,6 +23,11 @@ fn ask(share_access: u32) -> GrantAsk {
         share_access,
         callback_up: true,
         contended: false,
+        others_open: false,
+        attrs: SizeChange {
+            size: 10,
+            change: 100,
+        },
     }
 }
 
@@ -57,7 +66,15 @@ fn a_sole_reader_gets_a_read_delegation_and_readers_share_it() {
 
 #[test]
 fn want_bits_writers_contention_and_no_back_channel_get_none_with_a_why() {
-    let (mut t, mut e) = table();
+    // With write delegations off (the default), as before they existed.
+    let mut t = DelegTable::new(
+        9,
+        DelegConfig {
+            write: false,
+            ..DelegConfig::default()
+        },
+    );
+    let mut e = SplitMix(3);
     let now = Instant::now();
     let r = OPEN4_SHARE_ACCESS_READ;
     let ext = |w| OpenDelegation4::NoneExt(OpenNoneDelegation4::Why(w));
@@ -263,6 +280,7 @@ fn the_bounds_stop_grants_and_the_recent_set_is_bounded() {
         DelegConfig {
             per_client_max: 2,
             total_max: 3,
+            write: true,
         },
     );
     let mut e = SplitMix(1);
@@ -344,4 +362,222 @@ fn the_published_count_follows_live_delegations_for_the_nfsv3_gate() {
     read_grant(&mut t, &mut e, t0 + LEASE, B, b"h");
     t.remove_client(B);
     assert_eq!((n(), t.len()), (0, 0));
+}
+
+fn write_grant(
+    t: &mut DelegTable,
+    e: &mut SplitMix,
+    now: Instant,
+    c: ClientId4,
+    f: &[u8],
+) -> Stateid4 {
+    match t.grant(now, c, f, ask(OPEN4_SHARE_ACCESS_BOTH), e) {
+        OpenDelegation4::Write(w) => {
+            assert_eq!(w.space_limit, NfsSpaceLimit4::Size(u64::MAX));
+            w.stateid
+        }
+        other => panic!("no write delegation: {other:?}"),
+    }
+}
+
+#[test]
+fn a_sole_opener_for_reading_and_writing_gets_a_write_delegation_and_only_then() {
+    use sluice_xdr::nfs4::ops::OPEN4_SHARE_ACCESS_WRITE;
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let both = OPEN4_SHARE_ACCESS_BOTH;
+    let ext = |w| OpenDelegation4::NoneExt(OpenNoneDelegation4::Why(w));
+    // Write-only: none (the holder must be allowed to read too).
+    assert_eq!(
+        t.grant(now, A, b"f", ask(OPEN4_SHARE_ACCESS_WRITE), &mut e),
+        OpenDelegation4::None
+    );
+    assert_eq!(
+        t.grant(
+            now,
+            A,
+            b"f",
+            ask(OPEN4_SHARE_ACCESS_WRITE | OPEN4_SHARE_WANT_WRITE_DELEG),
+            &mut e
+        ),
+        ext(WND4_NOT_SUPP_UPGRADE)
+    );
+    // Another client's open, of any kind, is contention.
+    let mut others = ask(both | OPEN4_SHARE_WANT_ANY_DELEG);
+    others.others_open = true;
+    assert_eq!(
+        t.grant(now, A, b"f", others, &mut e),
+        OpenDelegation4::NoneExt(OpenNoneDelegation4::Contention(false))
+    );
+    // Another client's read delegation too.
+    read_grant(&mut t, &mut e, now, B, b"g");
+    assert_eq!(
+        t.grant(now, A, b"g", ask(both), &mut e),
+        OpenDelegation4::None
+    );
+    assert!(t.is_empty() || t.live_by_kind() == (1, 0));
+    // The sole opener gets one; nobody else gets anything on that file meanwhile.
+    let w = write_grant(&mut t, &mut e, now, A, b"f");
+    assert_eq!(t.live_by_kind(), (1, 1));
+    assert_eq!(t.counters.granted_write, 1);
+    assert_eq!(
+        t.grant(now, B, b"f", ask(OPEN4_SHARE_ACCESS_READ), &mut e),
+        OpenDelegation4::None
+    );
+    assert_eq!(t.get(&w.other).unwrap().kind(), Kind::Write);
+    // Turned off: none, said so by want bits.
+    let mut off = DelegTable::new(
+        9,
+        DelegConfig {
+            write: false,
+            ..DelegConfig::default()
+        },
+    );
+    assert_eq!(
+        off.grant(
+            now,
+            A,
+            b"f",
+            ask(both | OPEN4_SHARE_WANT_WRITE_DELEG),
+            &mut e
+        ),
+        ext(WND4_WRITE_DELEG_NOT_SUPP_FTYPE)
+    );
+}
+
+#[test]
+fn any_access_of_another_client_recalls_a_write_delegation_but_reads_spare_read_ones() {
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let w = write_grant(&mut t, &mut e, now, A, b"f");
+    let r = read_grant(&mut t, &mut e, now, A, b"g");
+    // B reads g: no conflict with A's read delegation; reads f: recalls A's write one.
+    assert!(t.conflicts(now, B, b"g", false).is_empty());
+    assert!(t.conflicts(now, A, b"f", false).is_empty(), "its own");
+    assert_eq!(t.conflicts(now, B, b"f", false), vec![w.other]);
+    assert_eq!(t.to_queue(), vec![(w, A, Bytes::from_static(b"f"))]);
+    assert_eq!(t.conflicts(now, B, b"g", true), vec![r.other]);
+}
+
+#[test]
+fn cb_getattr_answers_other_clients_getattrs_and_moves_the_change_on() {
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let w = write_grant(&mut t, &mut e, now, A, b"f");
+    // The holder's own GETATTR, and files without a write delegation: the server's values.
+    assert_eq!(t.getattr_view(now, A, b"f"), GetattrView::Server);
+    assert_eq!(t.getattr_view(now, B, b"g"), GetattrView::Server);
+    // B asks: DELAY, one CB_GETATTR wanted however often it asks.
+    assert_eq!(t.getattr_view(now, B, b"f"), GetattrView::Delay);
+    assert_eq!(t.getattr_view(now, B, b"f"), GetattrView::Delay);
+    assert_eq!(
+        t.getattrs_to_queue(),
+        vec![(A, Bytes::from_static(b"f"), w.other)]
+    );
+    t.getattr_queued(now, &w.other, Some((SID, 5)));
+    assert!(t.getattrs_to_queue().is_empty());
+    t.recall_sent(now, &SID, 5);
+    assert_eq!(t.counters.cb_getattr_sent, 1);
+    assert_eq!(
+        t.getattr_view(now, B, b"f"),
+        GetattrView::Delay,
+        "still out"
+    );
+    // Unchanged since the grant (size 10, change 100): the server's own values.
+    let same = SizeChange {
+        size: 10,
+        change: 100,
+    };
+    assert!(t.getattr_answered(now, &SID, 5, Some(same)));
+    assert!(!t.getattr_answered(now, &SID, 5, Some(same)), "once");
+    assert_eq!(
+        t.getattr_view(now, B, b"f"),
+        GetattrView::Holder {
+            size: None,
+            change_bump: 0
+        }
+    );
+    // Stale after CB_GETATTR_FRESH: asked again; now the holder has written.
+    let later = now + CB_GETATTR_FRESH;
+    assert_eq!(t.getattr_view(later, B, b"f"), GetattrView::Delay);
+    t.getattr_queued(later, &w.other, Some((SID, 6)));
+    let grown = SizeChange {
+        size: 4096,
+        change: 101,
+    };
+    t.getattr_answered(later, &SID, 6, Some(grown));
+    assert_eq!(
+        t.getattr_view(later, B, b"f"),
+        GetattrView::Holder {
+            size: Some(4096),
+            change_bump: 1
+        }
+    );
+    // The same answer again does not move it; a new one does.
+    let later2 = later + CB_GETATTR_FRESH;
+    t.getattr_view(later2, B, b"f");
+    t.getattr_queued(later2, &w.other, Some((SID, 7)));
+    t.getattr_answered(later2, &SID, 7, Some(grown));
+    assert_eq!(
+        t.getattr_view(later2, B, b"f"),
+        GetattrView::Holder {
+            size: Some(4096),
+            change_bump: 1
+        }
+    );
+    assert_eq!(t.counters.cb_getattr_answered, 3);
+    // An answer nobody used yet serves the first GETATTR however late it comes.
+    let late = later2 + CB_GETATTR_FRESH * 5;
+    t.getattr_view(late, B, b"f");
+    t.getattr_queued(late, &w.other, Some((SID, 8)));
+    t.getattr_answered(late, &SID, 8, Some(grown));
+    let later3 = late + CB_GETATTR_FRESH * 3;
+    assert!(matches!(
+        t.getattr_view(later3, B, b"f"),
+        GetattrView::Holder { .. }
+    ));
+    assert_eq!(
+        t.getattr_view(later3 + CB_GETATTR_FRESH, B, b"f"),
+        GetattrView::Delay
+    );
+    assert_eq!(
+        t.status_of(&w.other),
+        Some(DelegStatus::Held),
+        "never recalled"
+    );
+}
+
+#[test]
+fn a_failed_or_unsendable_cb_getattr_recalls_the_write_delegation() {
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let w = write_grant(&mut t, &mut e, now, A, b"f");
+    t.getattr_view(now, B, b"f");
+    t.getattr_queued(now, &w.other, Some((SID, 1)));
+    assert!(t.getattr_answered(now, &SID, 1, None));
+    assert_eq!(t.counters.cb_getattr_failed, 1);
+    assert!(matches!(
+        t.status_of(&w.other),
+        Some(DelegStatus::Recalling { .. })
+    ));
+    assert_eq!(t.to_queue().len(), 1, "the recall waits to be queued");
+    assert_eq!(t.getattr_view(now, B, b"f"), GetattrView::Delay);
+    assert!(
+        t.getattrs_to_queue().is_empty(),
+        "no CB_GETATTR while recalling"
+    );
+    // No path at all: recalled at once too.
+    let w2 = write_grant(&mut t, &mut e, now, A, b"h");
+    t.getattr_view(now, B, b"h");
+    t.getattr_queued(now, &w2.other, None);
+    assert!(matches!(
+        t.status_of(&w2.other),
+        Some(DelegStatus::Recalling { .. })
+    ));
+    // The recalled file is recently recalled: no new write delegation on it.
+    t.delegreturn(A, &w, b"f").unwrap();
+    assert_eq!(
+        t.grant(now, A, b"f", ask(OPEN4_SHARE_ACCESS_BOTH), &mut e),
+        OpenDelegation4::None
+    );
 }

@@ -14,12 +14,15 @@
 //! ```
 
 use super::super::backchan::{CbDone, PathState};
-use super::super::deleg::{GrantAsk, RecallAnswer};
+use super::super::deleg::{GetattrView, GrantAsk, Kind, RecallAnswer, SizeChange};
 use super::super::open::IoState;
 use super::super::Nfsstat4;
 use super::State4;
-use sluice_xdr::nfs4::callback::{CbArgop4, CbRecallArgs, CbResop4};
+use sluice_xdr::nfs4::attrs::{num, AttrValues};
+use sluice_xdr::nfs4::callback::{CbArgop4, CbGetattrArgs, CbRecallArgs, CbResop4};
+use sluice_xdr::nfs4::ops::Res4;
 use sluice_xdr::nfs4::ops::{OpenDelegation4, OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_READ};
+use sluice_xdr::nfs4::Bitmap4;
 use sluice_xdr::nfs4::{ClientId4, NfsFh4, SessionId4, Stateid4};
 use std::time::Instant;
 
@@ -32,23 +35,27 @@ impl State4 {
         clientid: ClientId4,
         file: &[u8],
         share_access: u32,
+        attrs: SizeChange,
     ) -> OpenDelegation4 {
         let contended = self.opens.iter_file(file).any(|o| {
             o.clientid != clientid
                 && (o.access & OPEN4_SHARE_ACCESS_WRITE != 0 || o.deny & OPEN4_SHARE_DENY_READ != 0)
         });
+        let others_open = self.opens.iter_file(file).any(|o| o.clientid != clientid);
         let ask = GrantAsk {
             share_access,
             callback_up: self.callback_session(clientid, true).is_some(),
             contended,
+            others_open,
+            attrs,
         };
         self.delegs
             .grant(now, clientid, file, ask, self.entropy.as_mut())
     }
 
     /// The recall gate (RFC 8881 §10.4.1): an op of `clientid` on `file` that writes it or
-    /// changes its name or attributes (`write`) conflicts with every other client's read
-    /// delegation of it. Courtesy holders are expired at once; live ones are recalled and the
+    /// changes its name or attributes (`write`) conflicts with every other client's
+    /// delegation of it; one that reads it, with other clients' write delegations. Courtesy holders are expired at once; live ones are recalled and the
     /// op gets NFS4ERR_DELAY until they return (or lose) them. `clientid` is `None` for a
     /// caller with no client (nothing is its own then).
     pub fn break_delegations(
@@ -97,7 +104,8 @@ impl State4 {
         self.delegs.delegreturn(clientid, stateid, file)
     }
 
-    /// A delegation stateid used for I/O: the holder's own, READ only (a read delegation).
+    /// A delegation stateid used for I/O: the holder's own; a read delegation's for READ
+    /// only (NFS4ERR_OPENMODE for a write), a write delegation's for both.
     pub(super) fn check_deleg_io(
         &self,
         clientid: ClientId4,
@@ -105,11 +113,57 @@ impl State4 {
         file: &[u8],
         write: bool,
     ) -> Result<IoState, Nfsstat4> {
-        self.delegs.check(clientid, stateid, Some(file))?;
-        if write {
+        let d = self.delegs.check(clientid, stateid, Some(file))?;
+        if write && d.kind() == Kind::Read {
             return Err(Nfsstat4::OPENMODE);
         }
         Ok(IoState::Deleg(stateid.other))
+    }
+
+    /// A GETATTR of `clientid` (`None`: no client) on `file` that asks for the size or the
+    /// change attribute (§10.4.3; `deleg.rs`: CB_GETATTR): the server's own attributes, the
+    /// write delegation holder's view from a fresh CB_GETATTR answer, or NFS4ERR_DELAY while
+    /// one is asked for (queued here) or the delegation is recalled.
+    pub fn deleg_getattr(
+        &mut self,
+        now: Instant,
+        clientid: Option<ClientId4>,
+        file: &[u8],
+    ) -> Result<GetattrView, Nfsstat4> {
+        if self.delegs.is_empty() {
+            return Ok(GetattrView::Server);
+        }
+        match self.delegs.getattr_view(now, clientid.unwrap_or(0), file) {
+            GetattrView::Delay => {
+                self.queue_getattrs(now);
+                self.queue_recalls(now);
+                Err(Nfsstat4::DELAY)
+            }
+            v => Ok(v),
+        }
+    }
+
+    /// Queues the CB_GETATTRs another client's GETATTR wants, on a session of the holder;
+    /// one that cannot be queued recalls the delegation.
+    fn queue_getattrs(&mut self, now: Instant) {
+        let mut recalled = false;
+        for (holder, file, other) in self.delegs.getattrs_to_queue() {
+            let token = match self.callback_session(holder, false) {
+                Some(sid) => {
+                    let op = CbArgop4::Getattr(CbGetattrArgs {
+                        fh: NfsFh4(file),
+                        attr_request: Bitmap4::from_bits(&[num::CHANGE, num::SIZE]),
+                    });
+                    self.queue_callback(&sid, vec![op]).ok().map(|t| (sid, t))
+                }
+                None => None,
+            };
+            recalled |= token.is_none();
+            self.delegs.getattr_queued(now, &other, token);
+        }
+        if recalled {
+            self.queue_recalls(now);
+        }
     }
 
     /// OPEN with CLAIM_DELEGATE_CUR / CLAIM_DELEG_CUR_FH (§18.16.3): the delegation must be
@@ -144,19 +198,40 @@ impl State4 {
         }
     }
 
-    /// The callbacks `done` of session `sid` as recall answers.
+    /// The callbacks `done` of session `sid` as recall and CB_GETATTR answers.
     pub(super) fn recalls_done(&mut self, now: Instant, sid: &SessionId4, done: &[CbDone]) {
+        let mut recall = false;
         for d in done {
+            let seen = match &d.result {
+                Ok(res) => match res.results.get(1) {
+                    Some(CbResop4::Getattr(Res4::Ok(f))) => cb_getattr_values(f),
+                    _ => None,
+                },
+                Err(_) => None,
+            };
+            if self.delegs.getattr_answered(now, sid, d.token, seen) {
+                recall |= seen.is_none();
+                continue;
+            }
             let answer = match &d.result {
                 Ok(res) => match res.results.get(1) {
                     Some(CbResop4::Recall(Nfsstat4::OK)) => RecallAnswer::Ok,
                     Some(CbResop4::Recall(Nfsstat4::DELAY)) => RecallAnswer::Delay,
+                    // The CB_RECALL overtook the OPEN reply that granted the delegation: the
+                    // client does not know it yet (Linux answers BADHANDLE). Sent again at
+                    // the next tick under the same clock, as knfsd retries it (`deleg.rs`).
+                    Some(CbResop4::Recall(Nfsstat4::BADHANDLE | Nfsstat4::BAD_STATEID)) => {
+                        RecallAnswer::Delay
+                    }
                     _ => RecallAnswer::Refused,
                 },
                 Err(Nfsstat4::DELAY) => RecallAnswer::Delay,
                 Err(_) => RecallAnswer::Lost,
             };
             self.delegs.recall_answered(now, sid, d.token, answer);
+        }
+        if recall {
+            self.queue_recalls(now);
         }
     }
 
@@ -184,4 +259,14 @@ impl State4 {
         ids.sort_unstable();
         ids.first().copied()
     }
+}
+
+/// The size and change of a CB_GETATTR answer (§20.1.2); `None` when either is missing or
+/// the values do not decode (the holder's answer is then no use: its delegation is recalled).
+pub fn cb_getattr_values(f: &sluice_xdr::nfs4::Fattr4) -> Option<SizeChange> {
+    let v = AttrValues::decode(f).ok()?.values;
+    Some(SizeChange {
+        size: v.size?,
+        change: v.change?,
+    })
 }

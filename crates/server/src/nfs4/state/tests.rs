@@ -1,4 +1,5 @@
 use super::*;
+use crate::nfs4::deleg::SizeChange;
 use crate::nfs4::SplitMix;
 use proptest::prelude::*;
 use sluice_xdr::nfs4::ops::{
@@ -10,6 +11,10 @@ use std::time::Duration;
 fn state() -> State4 {
     let cfg = Config4 {
         boot_epoch: 77,
+        delegs: crate::nfs4::deleg::DelegConfig {
+            write: true,
+            ..Default::default()
+        },
         ..Config4::default()
     };
     State4::new(cfg, Box::new(SplitMix(5)))
@@ -1013,12 +1018,13 @@ fn a_delegation_needs_a_working_back_channel_and_a_conflict_queues_a_cb_recall()
     let (b, _) = mount(&mut st, now, b"no back channel");
     st.open(now, b, b"o", b"g", 1, 0).unwrap();
     assert_eq!(
-        st.open_delegation(now, b, b"g", 1),
+        st.open_delegation(now, b, b"g", 1, SizeChange::default()),
         OpenDelegation4::None,
         "no back channel, no delegation"
     );
     st.open(now, a, b"o", b"f", 1, 0).unwrap();
-    let OpenDelegation4::Read(d) = st.open_delegation(now, a, b"f", 1) else {
+    let OpenDelegation4::Read(d) = st.open_delegation(now, a, b"f", 1, SizeChange::default())
+    else {
         panic!("a sole reader with a back channel gets one")
     };
     assert_eq!(
@@ -1087,7 +1093,7 @@ fn a_courtesy_holder_loses_its_delegation_at_once_to_a_conflict() {
     let (b, sb) = mount(&mut st, now, b"writer");
     st.open(now, a, b"o", b"f", 1, 0).unwrap();
     assert!(matches!(
-        st.open_delegation(now, a, b"f", 1),
+        st.open_delegation(now, a, b"f", 1, SizeChange::default()),
         OpenDelegation4::Read(_)
     ));
     let later = now + Config4::default().lease + Duration::from_secs(1);
@@ -1098,4 +1104,94 @@ fn a_courtesy_holder_loses_its_delegation_at_once_to_a_conflict() {
     assert_eq!(st.break_delegations(later, Some(b), b"f", true), Ok(()));
     assert!(st.clients().get(a).is_err(), "expired whole");
     assert!(st.delegations().is_empty());
+}
+
+proptest! {
+    /// A CB_GETATTR answer's attributes come from the holder: any bytes under any mask give
+    /// values or `None` (the delegation is then recalled), never a panic.
+    #[test]
+    fn cb_getattr_values_of_hostile_attributes_never_panic(
+        mask in proptest::collection::vec(any::<u32>(), 0..4),
+        vals in proptest::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let f = sluice_xdr::nfs4::Fattr4 {
+            mask: sluice_xdr::nfs4::Bitmap4(mask),
+            vals: Bytes::from(vals),
+        };
+        let _ = super::delegs::cb_getattr_values(&f);
+    }
+}
+
+#[test]
+fn cb_getattr_values_need_both_size_and_change() {
+    use sluice_xdr::nfs4::attrs::AttrValues;
+    let both = AttrValues {
+        size: Some(5),
+        change: Some(9),
+        ..AttrValues::default()
+    };
+    assert_eq!(
+        super::delegs::cb_getattr_values(&both.encode()),
+        Some(SizeChange { size: 5, change: 9 })
+    );
+    let size_only = AttrValues {
+        size: Some(5),
+        ..AttrValues::default()
+    };
+    assert_eq!(super::delegs::cb_getattr_values(&size_only.encode()), None);
+}
+
+/// A CB_RECALL answered NFS4ERR_BADHANDLE overtook the OPEN reply that granted the
+/// delegation (the Linux client, two clients opening at once): it is sent again at the next
+/// tick, not left to run out the lease.
+#[test]
+fn a_recall_answered_badhandle_is_sent_again() {
+    use crate::nfs4::backchan::{CbCall, CbOutcome};
+    use sluice_xdr::nfs4::callback::{CbArgop4, CbCompound4Res, CbResop4, CbSequenceResOk};
+    use sluice_xdr::nfs4::ops::{OpenDelegation4, Res4};
+    let now = Instant::now();
+    let mut st = state();
+    let (a, sa) = holder(&mut st, now, b"holder");
+    let (b, _) = mount(&mut st, now, b"other");
+    st.open(now, a, b"o", b"f", 3, 0).unwrap();
+    let OpenDelegation4::Write(_) = st.open_delegation(now, a, b"f", 3, SizeChange::default())
+    else {
+        panic!("a sole opener for reading and writing gets a write delegation")
+    };
+    assert_eq!(
+        st.break_delegations(now, Some(b), b"f", false),
+        Err(Nfsstat4::DELAY)
+    );
+    let sends = st.poll_callbacks(now);
+    let CbCall::Compound(args) = &sends[0].1.call else {
+        panic!("{sends:?}")
+    };
+    let Some(CbArgop4::Sequence(s)) = args.ops.first() else {
+        panic!("{args:?}")
+    };
+    let reply = CbOutcome::Compound(CbCompound4Res {
+        status: Nfsstat4::BADHANDLE,
+        tag: args.tag.clone(),
+        results: vec![
+            CbResop4::Sequence(Res4::Ok(CbSequenceResOk {
+                sessionid: s.sessionid,
+                sequenceid: s.sequenceid,
+                slotid: 0,
+                highest_slotid: 0,
+                target_highest_slotid: 0,
+            })),
+            CbResop4::Recall(Nfsstat4::BADHANDLE),
+        ],
+    });
+    st.handle_callback(now, &sa, sends[0].1.token, reply);
+    assert!(st.delegations().has_unqueued_recall(), "to be sent again");
+    st.tick(now + Duration::from_millis(500));
+    let again = st.poll_callbacks(now + Duration::from_millis(500));
+    assert!(
+        again
+            .iter()
+            .any(|(_, c)| matches!(&c.call, CbCall::Compound(a)
+            if a.ops.iter().any(|o| matches!(o, CbArgop4::Recall(_))))),
+        "{again:?}"
+    );
 }
