@@ -194,6 +194,9 @@ if [ "$NFSV" != 3 ]; then
     echo "Issue 15: \`sluice cp\` over NFSv$NFSV from ganesha / \`nfs-cat\` over NFSv4.0 (\`version=4\`) from ganesha: $(ratio gan.sluice-cp gan.nfs-cat 1.5) (target >= 1.5)."
     echo
 fi
+own() { local r; r=$(ratio "$1.sluice-cat" "$1.bench-own" 0.9); echo "${r%% |*}"; }
+echo "Against the best client's own timing (its start-up left out, a stricter comparison than the table's): sluice cat / best $(own sl) from sluice serve, $(own gan) from ganesha."
+echo
 echo "Upload of $SIZE (source in /dev/shm): \`sluice cp\` to \`sluice serve\` (defaults) / local \`dd bs=1M conv=fdatasync\` into the same file system: $(ratio up.sluice-cp up.dd 0.6) (target >= 0.6). Spread: sluice cp $(spread up.sluice-cp), dd $(spread up.dd)."
 echo
 wu=$(arr "${WCPU[up]}"); wd=$(arr "${WCPU[wd]}")
