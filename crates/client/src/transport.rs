@@ -421,8 +421,8 @@ struct Auto {
 }
 
 /// How often (in calls started) the automatic `nconnect` adds up the readers' counters: often
-/// next to a window of 32 MiB of 1 MiB READs, rare next to everything else a call costs.
-const LOOK_EVERY_CALLS: u64 = 8;
+/// next to a window of 16 MiB of 1 MiB READs, rare next to everything else a call costs.
+const LOOK_EVERY_CALLS: u64 = 4;
 
 impl Connections {
     /// The connections of a client that so far has only `first`.

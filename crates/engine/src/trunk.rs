@@ -64,9 +64,10 @@ impl Default for TrunkConfig {
     fn default() -> Self {
         TrunkConfig {
             max: 1,
-            // 32 MiB: about 10 ms at the loopback rates where this matters, long enough to
-            // hold a few hundred socket reads, short next to a file worth trunking for.
-            window_bytes: 32 * MIB,
+            // 16 MiB: about 5 ms at the loopback rates where this matters, long enough to
+            // hold some 64 socket reads of 256 KiB, short next to a file worth trunking for
+            // (32 MiB windows left the first 40 MiB of a 512 MiB read on one connection).
+            window_bytes: 16 * MIB,
             busy_fraction: 0.8,
             gain_min: 1.1,
         }
