@@ -305,7 +305,69 @@ struct Command {
 impl RpcClient {
     /// Connects to `addr` and starts the driver task. Fails if the first connection cannot be
     /// made: a server that is not there at all is an error for the user, not a wait.
-    pub async fn connect(addr: SocketAddr, mut config: RpcConfig) -> io::Result<RpcClient> {
+    pub async fn connect(addr: SocketAddr, config: RpcConfig) -> io::Result<RpcClient> {
+        let (client, run) = Self::open(addr, config).await?;
+        tokio::spawn(run);
+        Ok(client)
+    }
+
+    /// Like [`RpcClient::connect`], but the connection's driver, reader and writer run on a
+    /// thread of their own (a current-thread runtime there), which ends when the last handle
+    /// and call are gone. For a caller on a current-thread runtime (the client commands) that
+    /// wants a further connection to receive in parallel with its first: on one runtime thread,
+    /// N connections' readers take turns on one core, and the copy of the replies out of the
+    /// sockets, which is what more connections are for, is not spread at all.
+    pub async fn connect_on_own_thread(
+        addr: SocketAddr,
+        config: RpcConfig,
+    ) -> io::Result<RpcClient> {
+        let (tx, rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("sluice-conn".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    match Self::open(addr, config).await {
+                        Ok((client, run)) => {
+                            if tx.send(Ok(client)).is_ok() {
+                                run.await;
+                            }
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                        }
+                    }
+                });
+            })?;
+        rx.await
+            .map_err(|_| io::Error::other("the connection's thread ended before it connected"))?
+    }
+
+    /// A further connection that receives in parallel with the caller's: on a thread of its
+    /// own ([`RpcClient::connect_on_own_thread`]) from a current-thread runtime, as a task of
+    /// a multi-thread one (whose workers already spread the connections' readers).
+    pub async fn connect_parallel(addr: SocketAddr, config: RpcConfig) -> io::Result<RpcClient> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::current().runtime_flavor() {
+            RuntimeFlavor::CurrentThread => Self::connect_on_own_thread(addr, config).await,
+            _ => Self::connect(addr, config).await,
+        }
+    }
+
+    /// The socket and the handle, and the driver to run (on whatever runtime the caller picks).
+    async fn open(
+        addr: SocketAddr,
+        mut config: RpcConfig,
+    ) -> io::Result<(RpcClient, impl Future<Output = ()> + Send + 'static)> {
         if config.server_name.is_empty() {
             config.server_name = addr.ip().to_string();
         }
@@ -326,14 +388,14 @@ impl RpcClient {
         let recv = Arc::new(RecvGauge::default());
         let xid_seed: u32 = rand::thread_rng().gen();
         let driver = Driver::new(addr, config, xid_seed, stats.clone(), recv.clone());
-        tokio::spawn(driver.run(rx, socket));
-        Ok(RpcClient {
+        let client = RpcClient {
             commands: tx,
             stats,
             recv,
             addr,
             udp,
-        })
+        };
+        Ok((client, driver.run(rx, socket)))
     }
 
     /// True for a UDP transport.
@@ -441,7 +503,7 @@ impl Connections {
         let addr = self.first().peer_addr();
         let mut have = *self.active.get_mut();
         while have < n {
-            let more = RpcClient::connect(addr, config.clone())
+            let more = RpcClient::connect_parallel(addr, config.clone())
                 .await
                 .map_err(|e| {
                     format!(
@@ -539,7 +601,7 @@ impl Connections {
             Some(a) => a.config.clone(),
             None => return Err(io::Error::other("this client's connection count is fixed")),
         };
-        RpcClient::connect(self.first().peer_addr(), config).await
+        RpcClient::connect_parallel(self.first().peer_addr(), config).await
     }
 
     /// Puts a new connection in slot `i` (from `growth_due`), not carrying calls yet.
@@ -559,6 +621,7 @@ impl Connections {
         }
         tracing::debug!(
             conns = i + 1,
+            received = self.recv_counters().bytes,
             "automatic nconnect: the receive path was the limit, one more connection"
         );
     }
