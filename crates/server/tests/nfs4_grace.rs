@@ -22,9 +22,10 @@ use sluice_server::nfs4::stable;
 use sluice_server::ServerConfig;
 use sluice_xdr::nfs4::ops::{
     LockArgs, LockRes, Locker4, LocktArgs, LocktRes, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4,
-    OpenToLockOwner4, Openflag4, ReadArgs, Res4, SetattrArgs, WriteArgs, OPEN4_SHARE_ACCESS_BOTH,
-    OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_NONE,
-    OPEN4_SHARE_DENY_WRITE, OPEN_DELEGATE_NONE, WRITE_LT,
+    OpenDelegation4, OpenToLockOwner4, Openflag4, ReadArgs, Res4, SetattrArgs, WriteArgs,
+    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
+    OPEN4_SHARE_DENY_NONE, OPEN4_SHARE_DENY_WRITE, OPEN_DELEGATE_NONE, OPEN_DELEGATE_READ,
+    OPEN_DELEGATE_WRITE, WRITE_LT,
 };
 use sluice_xdr::nfs4::{LockOwner4, NfsFh4, Nfsstat4, Opaque4, StableHow4, StateOwner4, Stateid4};
 use std::net::SocketAddr;
@@ -317,6 +318,79 @@ async fn an_open_and_a_lock_are_reclaimed_and_grace_ends_early() {
         records(&s),
         vec![owner_bytes("host-a"), owner_bytes("host-b")]
     );
+}
+
+/// A server restart: the client's CLAIM_PREVIOUS names the read delegation it held, and gets
+/// one back (RFC 8881 §10.2.1; the Linux client keeps byte-range locks local under a
+/// delegation and skips their reclaim for an open it counts as delegated, so a refusal would
+/// lose them): with `recall` set, since this client has no back channel, and DELEGRETURN
+/// takes it. A write delegation named so is not granted back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_delegation_named_at_claim_previous_is_granted_back() {
+    let (mut s, _) = start(TestDirs::new("nfs4-grace-deleg"), LONG_GRACE).await;
+    std::fs::write(s.export.join("r"), b"read under a delegation").unwrap();
+    std::fs::write(s.export.join("w"), b"written under one").unwrap();
+    let mut a = V4::mount(&s, "host-d").await;
+    assert_eq!(reclaim_complete(&mut a).await, Nfsstat4::OK);
+    let (_, fr) = a
+        .open(&s.export, "or", "r", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    let (_, fw) = a
+        .open(&s.export, "ow", "w", false, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    drop(a);
+    crash_and_restart(&mut s).await;
+    let mut a = V4::mount(&s, "host-d").await;
+    let claim = |t| OpenClaim4::Previous(t);
+    let (st, res) = on(
+        &mut a,
+        &fr,
+        vec![open_claim(
+            "or",
+            OPEN4_SHARE_ACCESS_READ,
+            0,
+            claim(OPEN_DELEGATE_READ),
+        )],
+    )
+    .await;
+    assert_eq!(st, Nfsstat4::OK, "{res:?}");
+    let NfsResop4::Open(Res4::Ok(o)) = &res[2] else {
+        panic!("{res:?}")
+    };
+    let OpenDelegation4::Read(d) = &o.delegation else {
+        panic!("no read delegation back: {:?}", o.delegation)
+    };
+    assert!(d.recall, "no back channel: granted with recall set");
+    let deleg = d.stateid;
+    let (st, res) = on(
+        &mut a,
+        &fw,
+        vec![open_claim(
+            "ow",
+            OPEN4_SHARE_ACCESS_BOTH,
+            0,
+            claim(OPEN_DELEGATE_WRITE),
+        )],
+    )
+    .await;
+    assert_eq!(st, Nfsstat4::OK, "{res:?}");
+    let NfsResop4::Open(Res4::Ok(o)) = &res[2] else {
+        panic!("{res:?}")
+    };
+    assert!(
+        matches!(o.delegation, OpenDelegation4::None),
+        "a write delegation is not granted back: {:?}",
+        o.delegation
+    );
+    let (st, res) = on(&mut a, &fr, vec![NfsArgop4::Delegreturn(deleg)]).await;
+    assert_eq!(
+        st,
+        Nfsstat4::OK,
+        "DELEGRETURN of the reclaimed one: {res:?}"
+    );
+    assert_eq!(reclaim_complete(&mut a).await, Nfsstat4::OK);
 }
 
 /// The metrics once they hold `line` (the lease task reports grace's end within its tick of

@@ -1559,9 +1559,9 @@ impl Nfs4 {
     /// caller's delegation, of a regular file in an export; then the recall gate of other
     /// clients' delegations (for a writer), the share reservation in the state core, and the
     /// delegation grant (`deleg.rs`). CLAIM_PREVIOUS reclaims an open of the current handle in
-    /// grace (NO_GRACE / RECLAIM_BAD otherwise), every other claim is NFS4ERR_GRACE in grace
-    /// (`state/recovery.rs`); CLAIM_DELEGATE_PREV / CLAIM_DELEG_PREV_FH are NOTSUPP
-    /// (delegations are not reclaimed: `deleg.rs`).
+    /// grace (NO_GRACE / RECLAIM_BAD otherwise), with the read delegation it names granted
+    /// back; every other claim is NFS4ERR_GRACE in grace (`state/recovery.rs`);
+    /// CLAIM_DELEGATE_PREV / CLAIM_DELEG_PREV_FH are NOTSUPP (`deleg.rs`, "Reboot recovery").
     fn open(&self, call: &Call<'_>, ctx: &mut Ctx, a: &OpenArgs) -> Result<OpenResOk, Nfsstat4> {
         let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
         // Grace before anything is created, the stable record before anything is granted.
@@ -1592,7 +1592,7 @@ impl Nfs4 {
                 return Err(Nfsstat4::INVAL)
             }
             // CLAIM_PREVIOUS names the file by the current handle, as CLAIM_FH does; the
-            // delegation it asks back is not granted (delegations are not reclaimed).
+            // delegation it asks back is decided after the open (below).
             OpenClaim4::Fh | OpenClaim4::Previous(_) => Self::open_existing(fs, cur)?,
             // The holder opens under its delegation (§18.16.3; Linux does so before it
             // returns one it has local opens under): by handle, or by name in the current
@@ -1613,7 +1613,7 @@ impl Nfs4 {
                     .check_delegate_cur(clientid, &sid, found.fh.as_bytes())?;
                 Self::open_existing(fs, found.fh)?
             }
-            // Delegations do not survive a restart (see `deleg.rs`).
+            // A client's own reboot: no delegation reclaim (see `deleg.rs`).
             OpenClaim4::DelegatePrev(_) | OpenClaim4::DelegPrevFh => return Err(Nfsstat4::NOTSUPP),
             OpenClaim4::Null(name) => {
                 check_name(&name.0)?;
@@ -1733,7 +1733,12 @@ impl Nfs4 {
                     };
                     st.open_delegation(call.now, clientid, fh.as_bytes(), a.share_access, now_attrs)
                 }
-                // Under a delegation the client already has, or a reclaim.
+                // A reclaim gets the read delegation it names back (`deleg.rs`, "Reboot
+                // recovery").
+                OpenClaim4::Previous(dtype) => {
+                    st.reclaimed_delegation(call.now, clientid, fh.as_bytes(), dtype)
+                }
+                // Under a delegation the client already has.
                 _ => OpenDelegation4::None,
             }
         };

@@ -135,10 +135,23 @@
 //! a delegation is an optimisation, so a full table just stops granting them.
 //!
 //! # Reboot recovery
-//! Delegations do not survive a restart: CLAIM_DELEGATE_PREV and CLAIM_DELEG_PREV_FH are
-//! answered NFS4ERR_NOTSUPP, which §18.16.3 allows for a server that does not offer
-//! delegation reclaim (knfsd answers the same). CLAIM_PREVIOUS with a delegation type asks
-//! for none back.
+//! CLAIM_DELEGATE_PREV and CLAIM_DELEG_PREV_FH (a client that rebooted itself) are answered
+//! NFS4ERR_NOTSUPP, which §18.16.3 allows (knfsd answers the same).
+//!
+//! A *server* restart is different: the client reclaims each open with CLAIM_PREVIOUS and
+//! names the delegation it held (`delegate_type`). A read delegation named so is granted back
+//! ([`DelegTable::grant_reclaimed`]), as knfsd does, in grace, where no other client can have
+//! taken conflicting state: with its `recall` flag set when the back channel is not up yet,
+//! which asks the client to return it at once (the clock of a recall starts then). This is
+//! not an optimisation. The Linux client keeps byte-range locks local under a delegation, and
+//! at reclaim it skips the locks of an open it still counts as delegated (its
+//! `nfs4_lock_reclaim` returns early for such a state): a delegation refused at
+//! CLAIM_PREVIOUS would leave those locks unknown to the restarted server. Granted back, the
+//! delegation still covers them, and a later recall makes the client send them (LOCK) before
+//! its DELEGRETURN.
+//!
+//! Write delegations are not granted back (knfsd grants none either); that is why they are
+//! off by default (the first section).
 
 use super::open::Other;
 use super::{Entropy, Nfsstat4};
@@ -871,6 +884,55 @@ impl DelegTable {
     /// (SEQ4_STATUS_RECALLABLE_STATE_REVOKED).
     pub fn has_revoked(&self, clientid: ClientId4) -> bool {
         self.revoked_per_client.contains_key(&clientid)
+    }
+
+    /// OPEN CLAIM_PREVIOUS that names a read delegation (module notes, "Reboot recovery"):
+    /// granted back, in grace, whatever the want bits or the recently-recalled set say; with
+    /// `recall` set, and the recall's clock running from `now`, when the client's back channel
+    /// is not up. The bounds still hold.
+    pub fn grant_reclaimed(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+        file: &[u8],
+        callback_up: bool,
+        entropy: &mut dyn Entropy,
+    ) -> OpenDelegation4 {
+        if self.count_for(clientid) >= self.cfg.per_client_max
+            || self.delegs.len() >= self.cfg.total_max
+            || self.held_by(clientid, file).is_some()
+        {
+            return OpenDelegation4::None;
+        }
+        let other = self.new_other(entropy);
+        let status = match callback_up {
+            true => DelegStatus::Held,
+            false => DelegStatus::Recalling {
+                queued: None,
+                since: Some(now),
+            },
+        };
+        self.delegs.insert(
+            other,
+            Deleg {
+                clientid,
+                file: Bytes::copy_from_slice(file),
+                status,
+                write: None,
+            },
+        );
+        self.by_file
+            .entry(Bytes::copy_from_slice(file))
+            .or_default()
+            .push(other);
+        *self.per_client.entry(clientid).or_default() += 1;
+        self.counters.granted += 1;
+        self.publish();
+        OpenDelegation4::Read(OpenReadDelegation4 {
+            stateid: Stateid4 { seqid: 1, other },
+            recall: !callback_up,
+            permissions: Nfsace4::default(),
+        })
     }
 
     /// The live delegation `clientid` holds on `file`, if any.

@@ -581,3 +581,29 @@ fn a_failed_or_unsendable_cb_getattr_recalls_the_write_delegation() {
         OpenDelegation4::None
     );
 }
+
+/// CLAIM_PREVIOUS after a server restart (module notes, "Reboot recovery"): the read
+/// delegation is granted back. With the back channel up it is held; without, it goes out
+/// with `recall` set and is revoked a lease later unless returned. One per client and file.
+#[test]
+fn a_reclaimed_read_delegation_is_held_or_already_recalled() {
+    let (mut t, mut e) = table();
+    let t0 = Instant::now();
+    let OpenDelegation4::Read(up) = t.grant_reclaimed(t0, A, b"f", true, &mut e) else {
+        panic!("none granted back")
+    };
+    assert!(!up.recall);
+    assert_eq!(t.get(&up.stateid.other).unwrap().status, DelegStatus::Held);
+    assert_eq!(
+        t.grant_reclaimed(t0, A, b"f", true, &mut e),
+        OpenDelegation4::None,
+        "one per client and file"
+    );
+    let OpenDelegation4::Read(down) = t.grant_reclaimed(t0, B, b"f", false, &mut e) else {
+        panic!("none granted back")
+    };
+    assert!(down.recall, "no back channel: return it at once");
+    assert!(t.tick(t0 + LEASE / 2, LEASE).is_empty());
+    assert_eq!(t.tick(t0 + LEASE, LEASE), vec![down.stateid.other]);
+    assert_eq!(t.delegreturn(A, &up.stateid, b"f"), Ok(()));
+}

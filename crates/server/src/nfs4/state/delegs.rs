@@ -21,7 +21,9 @@ use super::State4;
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::callback::{CbArgop4, CbGetattrArgs, CbRecallArgs, CbResop4};
 use sluice_xdr::nfs4::ops::Res4;
-use sluice_xdr::nfs4::ops::{OpenDelegation4, OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_READ};
+use sluice_xdr::nfs4::ops::{
+    OpenDelegation4, OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_READ, OPEN_DELEGATE_READ,
+};
 use sluice_xdr::nfs4::Bitmap4;
 use sluice_xdr::nfs4::{ClientId4, NfsFh4, SessionId4, Stateid4};
 use std::time::Instant;
@@ -51,6 +53,23 @@ impl State4 {
         };
         self.delegs
             .grant(now, clientid, file, ask, self.entropy.as_mut())
+    }
+
+    /// OPEN CLAIM_PREVIOUS's delegation (see [`super::super::deleg::DelegTable::grant_reclaimed`]):
+    /// a read delegation the client names is granted back, none of another kind.
+    pub fn reclaimed_delegation(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+        file: &[u8],
+        delegate_type: u32,
+    ) -> OpenDelegation4 {
+        if delegate_type != OPEN_DELEGATE_READ {
+            return OpenDelegation4::None;
+        }
+        let callback_up = self.callback_session(clientid, true).is_some();
+        self.delegs
+            .grant_reclaimed(now, clientid, file, callback_up, self.entropy.as_mut())
     }
 
     /// The recall gate (RFC 8881 §10.4.1): an op of `clientid` on `file` that writes it or
