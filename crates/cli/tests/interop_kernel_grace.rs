@@ -116,6 +116,16 @@ fn linux_client_reclaims_its_lock_and_stream_across_a_kill9_restart() {
         common::file_len(&stream)
     );
 
+    // The read lock, held under a read delegation: once the guest asks, a second client
+    // opens the file for writing (which recalls the delegation, so the client hands its locks
+    // to the server first) and tests for a write lock at the server.
+    let asked = common::wait_until(Duration::from_secs(240), Duration::from_millis(50), || {
+        out.join("rlock-check").exists() || guest.is_finished()
+    });
+    let conflict = (asked && out.join("rlock-check").exists())
+        .then(|| second_client_lock_test(&port, &export_s));
+    std::fs::write(out.join("rrelease"), b"").unwrap();
+
     let run = guest.join().expect("the guest thread");
     let log = server.log_text();
     let guest_log = logs_of(&results);
@@ -169,6 +179,16 @@ fn linux_client_reclaims_its_lock_and_stream_across_a_kill9_restart() {
         Some(1.0),
         "{prom}"
     );
+    match conflict {
+        Some(Ok(Some(c))) => eprintln!("kernel-grace: the read lock is the server's: {c:?}"),
+        Some(Ok(None)) => panic!(
+            "after the restart the server does not know the guest's read lock: a second \
+             client's write LOCKT found the file free\n{}",
+            run.stdout
+        ),
+        Some(Err(e)) => panic!("the second client's check failed: {e}"),
+        None => panic!("the guest never asked for the read-lock check:\n{guest_log}"),
+    }
     let locks = value("sluice_nfs4_op_calls_total{op=\"LOCK\"}").unwrap_or(0.0);
     let lock_errors = value("sluice_nfs4_op_errors_total{op=\"LOCK\"}").unwrap_or(0.0);
     assert!(locks >= 1.0, "the restarted server saw no LOCK:\n{prom}");
@@ -182,6 +202,49 @@ fn linux_client_reclaims_its_lock_and_stream_across_a_kill9_restart() {
         killed.elapsed(),
         run.stdout
     );
+}
+
+/// From a second NFSv4.1 client: open `kernel-grace/rlocked` for writing (recalling the
+/// guest's read delegation, if it holds one, which makes the guest send its cached locks to
+/// the server) and LOCKT a write lock on all of it: the conflict, if any.
+fn second_client_lock_test(
+    port: &str,
+    export: &str,
+) -> Result<Option<sluice_client::v4::LockConflict>, String> {
+    use sluice_client::v4::{Client, CreateMode, Minor, V4Options};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let url = sluice_client::url::NfsUrl::parse(&format!(
+            "nfs://127.0.0.1:{port}{export}?version=4.1"
+        ))
+        .map_err(|e| e.to_string())?;
+        let c = Client::connect(
+            &url,
+            &sluice_client::ClientOptions::default(),
+            Minor::V1,
+            V4Options::default(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let path = format!("{export}/kernel-grace/rlocked");
+        let (fh, _) = tokio::time::timeout(
+            Duration::from_secs(120),
+            c.create(&path, 0o644, CreateMode::Truncate),
+        )
+        .await
+        .map_err(|_| "the write open waited 120 s".to_string())?
+        .map_err(|e| e.to_string())?;
+        let r = c
+            .test_lock(&fh, b"second-client", true, 0, u64::MAX)
+            .await
+            .map_err(|e| e.to_string());
+        let _ = c.close(&fh).await;
+        c.shutdown().await;
+        r
+    })
 }
 
 /// A plain HTTP/1.0 GET of the server's metrics endpoint: the body.

@@ -6,6 +6,10 @@
  *                                     until RELEASE exists, then write and fsync under the
  *                                     lock (EIO here means the client lost the lock), unlock;
  *                                     exit 0 when all of that worked
+ *   kc-lock hold-read FILE READY RELEASE
+ *                                     read-lock all of FILE opened read-only (so the client
+ *                                     may hold it under a read delegation), create READY,
+ *                                     wait until RELEASE exists, unlock; exit 0 when it worked
  *   kc-lock probe FILE                try F_SETLK write on all of FILE from a new process:
  *                                     print "held" (exit 0) or "free" (exit 1)
  */
@@ -48,6 +52,23 @@ static int hold(const char *file, const char *ready, const char *release) {
     return 0;
 }
 
+static int hold_read(const char *file, const char *ready, const char *release) {
+    int fd = open(file, O_RDONLY);
+    if (fd < 0) { perror("open"); return 2; }
+    if (setlk(fd, F_RDLCK) != 0) { perror("F_SETLK read"); return 2; }
+    int r = open(ready, O_WRONLY | O_CREAT, 0644);
+    if (r < 0) { perror("ready marker"); return 2; }
+    close(r);
+    printf("kc-lock: holding a read lock on %s\n", file);
+    fflush(stdout);
+    struct stat st;
+    for (int i = 0; i < 6000 && stat(release, &st) != 0; i++) usleep(100000);
+    if (setlk(fd, F_UNLCK) != 0) { perror("F_UNLCK"); return 3; }
+    close(fd);
+    printf("kc-lock: released the read lock on %s\n", file);
+    return 0;
+}
+
 static int probe(const char *file) {
     int fd = open(file, O_RDWR);
     if (fd < 0) { perror("open"); return 2; }
@@ -63,7 +84,8 @@ static int probe(const char *file) {
 
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "hold") == 0) return hold(argv[2], argv[3], argv[4]);
+    if (argc == 5 && strcmp(argv[1], "hold-read") == 0) return hold_read(argv[2], argv[3], argv[4]);
     if (argc == 3 && strcmp(argv[1], "probe") == 0) return probe(argv[2]);
-    fprintf(stderr, "usage: kc-lock hold FILE READY RELEASE | kc-lock probe FILE\n");
+    fprintf(stderr, "usage: kc-lock hold|hold-read FILE READY RELEASE | kc-lock probe FILE\n");
     return 2;
 }

@@ -55,6 +55,17 @@ while [ ! -e "$KC_OUT/locked" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); d
 [ "$("$LOCK" probe "$W/locked")" = held ] && pass "a second process finds the lock held" \
     || fail "a second process could take the lock before the restart"
 
+# A read lock on a file opened read-only: the client may hold it under a read delegation and
+# keep the lock local; across the restart the delegation is reclaimed with it. The host checks
+# from a second client, after the stream, that the server knows the lock (rlock-check /
+# rrelease in $KC_OUT).
+echo "read-locked" > "$W/rlocked"
+"$LOCK" hold-read "$W/rlocked" "$KC_OUT/rlocked" "$KC_OUT/rrelease" > /tmp/rholder.log 2>&1 &
+RHOLDER=$!
+i=0
+while [ ! -e "$KC_OUT/rlocked" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e "$KC_OUT/rlocked" ] && pass "fcntl read lock taken" || { fail "no read lock: $(cat /tmp/rholder.log)"; finish; }
+
 # The stream: one open file written a MiB at a time, paced so that the host's kill falls
 # inside it; conv=fsync makes the end wait for every byte to be on the server's disk.
 kc_log "stream of $MIB MiB starts"
@@ -85,6 +96,14 @@ hrc=$?
 cat /tmp/holder.log
 [ "$hrc" = 0 ] && pass "the holder wrote under its lock after the restart and released it" \
     || fail "the holder failed after the restart (rc $hrc): the lock was lost"
+# The read lock: the host opens the file for writing from its own client (a recall of the
+# delegation, if there is one) and tests the lock at the server, then lets the holder go.
+: > "$KC_OUT/rlock-check"
+wait $RHOLDER
+rrc=$?
+cat /tmp/rholder.log
+[ "$rrc" = 0 ] && pass "the read-lock holder kept and released its lock" \
+    || fail "the read-lock holder failed (rc $rrc)"
 cat /proc/self/mountstats 2>/dev/null | grep -E '^\s+(OPEN|LOCK|RECLAIM_COMPLETE|WRITE):' | kc_save ops.txt
 kc_umount "$MNT" && pass "umount" || fail "umount"
 finish
