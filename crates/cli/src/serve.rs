@@ -130,10 +130,13 @@ pub struct ServeArgs {
     /// map are refused (NFS4ERR_BADOWNER), never turned into nobody.
     #[arg(long, value_name = "DOMAIN", value_parser = parse_idmap_domain)]
     pub idmap_domain: Option<String>,
-    /// Grant NFSv4.1 write delegations too: to a client that opens a file for reading and
-    /// writing with no other client on it (its holder answers other clients' GETATTRs with
-    /// CB_GETATTR and is recalled by any other client's access). Off by default: the Linux
-    /// client did not reclaim byte-range locks it held under one after a server restart.
+    /// Grant no NFSv4.1 write delegations, only read ones. By default a client that opens a
+    /// file for reading and writing with no other client on it gets one (its holder answers
+    /// other clients' GETATTRs with CB_GETATTR and is recalled by any other client's access).
+    #[arg(long, conflicts_with = "write_delegations")]
+    pub no_write_delegations: bool,
+    /// Grant NFSv4.1 write delegations (the default; kept for scripts that asked for them
+    /// when they were off by default).
     #[arg(long)]
     pub write_delegations: bool,
 }
@@ -297,7 +300,7 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         lease: Duration::from_secs(u64::from(a.lease_secs)),
         grace: a.grace_secs.map(|s| Duration::from_secs(u64::from(s))),
         idmap_domain: a.idmap_domain.clone(),
-        write_delegations: a.write_delegations,
+        write_delegations: !a.no_write_delegations,
         // Not flags: the defaults' reasons are in `nfs4::Config4`.
         nfs4_limits: Default::default(),
         net,

@@ -123,7 +123,7 @@ fn linux_client_reclaims_its_lock_and_stream_across_a_kill9_restart() {
         out.join("rlock-check").exists() || guest.is_finished()
     });
     let conflict = (asked && out.join("rlock-check").exists())
-        .then(|| second_client_lock_test(&port, &export_s));
+        .then(|| second_client_lock_tests(&port, &export_s));
     std::fs::write(out.join("rrelease"), b"").unwrap();
 
     let run = guest.join().expect("the guest thread");
@@ -179,16 +179,40 @@ fn linux_client_reclaims_its_lock_and_stream_across_a_kill9_restart() {
         Some(1.0),
         "{prom}"
     );
-    match conflict {
-        Some(Ok(Some(c))) => eprintln!("kernel-grace: the read lock is the server's: {c:?}"),
-        Some(Ok(None)) => panic!(
-            "after the restart the server does not know the guest's read lock: a second \
-             client's write LOCKT found the file free\n{}",
-            run.stdout
-        ),
+    let (write_lock, read_lock) = match conflict {
+        Some(Ok(both)) => both,
         Some(Err(e)) => panic!("the second client's check failed: {e}"),
-        None => panic!("the guest never asked for the read-lock check:\n{guest_log}"),
+        None => panic!("the guest never asked for the lock check:\n{guest_log}"),
+    };
+    for (what, found, write) in [("write", write_lock, true), ("read", read_lock, false)] {
+        let c = found.unwrap_or_else(|| {
+            panic!(
+                "after the restart the server does not know the guest's {what} lock: a second \
+                 client's write LOCKT found the file free\n{}",
+                run.stdout
+            )
+        });
+        assert_eq!(c.write, write, "{what} lock: {c:?}");
+        eprintln!("kernel-grace: the guest's {what} lock is the server's: {c:?}");
     }
+    // The restarted server granted delegations back at CLAIM_PREVIOUS (its counters start at
+    // zero): the guest held both files under one (write delegations are on by default), which
+    // is what made the server-side lock checks above worth making.
+    let granted = |kind: &str| {
+        value(&format!(
+            "sluice_nfs4_delegations_granted_total{{type=\"{kind}\"}}"
+        ))
+        .unwrap_or(0.0)
+    };
+    eprintln!(
+        "kernel-grace: delegations granted by the restarted server: {} read, {} write",
+        granted("read"),
+        granted("write")
+    );
+    assert!(
+        granted("read") >= 1.0 && granted("write") >= 1.0,
+        "no read and write delegation granted back after the restart:\n{prom}"
+    );
     let locks = value("sluice_nfs4_op_calls_total{op=\"LOCK\"}").unwrap_or(0.0);
     let lock_errors = value("sluice_nfs4_op_errors_total{op=\"LOCK\"}").unwrap_or(0.0);
     assert!(locks >= 1.0, "the restarted server saw no LOCK:\n{prom}");
@@ -204,13 +228,21 @@ fn linux_client_reclaims_its_lock_and_stream_across_a_kill9_restart() {
     );
 }
 
-/// From a second NFSv4.1 client: open `kernel-grace/rlocked` for writing (recalling the
-/// guest's read delegation, if it holds one, which makes the guest send its cached locks to
-/// the server) and LOCKT a write lock on all of it: the conflict, if any.
-fn second_client_lock_test(
+/// From a second NFSv4.1 client, each file opened so that a delegation the guest holds it
+/// under is recalled (which makes the guest's client send its cached locks to the server
+/// first), then LOCKT of a write lock on all of it: the conflicts found on `locked` (opened
+/// for reading: that recalls a write delegation) and on `rlocked` (opened for writing).
+#[allow(clippy::type_complexity)]
+fn second_client_lock_tests(
     port: &str,
     export: &str,
-) -> Result<Option<sluice_client::v4::LockConflict>, String> {
+) -> Result<
+    (
+        Option<sluice_client::v4::LockConflict>,
+        Option<sluice_client::v4::LockConflict>,
+    ),
+    String,
+> {
     use sluice_client::v4::{Client, CreateMode, Minor, V4Options};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -229,21 +261,30 @@ fn second_client_lock_test(
         )
         .await
         .map_err(|e| e.to_string())?;
-        let path = format!("{export}/kernel-grace/rlocked");
-        let (fh, _) = tokio::time::timeout(
-            Duration::from_secs(120),
-            c.create(&path, 0o644, CreateMode::Truncate),
-        )
-        .await
-        .map_err(|_| "the write open waited 120 s".to_string())?
-        .map_err(|e| e.to_string())?;
+        let limit = Duration::from_secs(120);
+        let waited = |what: &str| format!("opening {what} waited {limit:?}");
+        let locked = format!("{export}/kernel-grace/locked");
+        let (fh, _) = tokio::time::timeout(limit, c.open(&locked))
+            .await
+            .map_err(|_| waited("locked"))?
+            .map_err(|e| e.to_string())?;
+        let w = c
+            .test_lock(&fh, b"second-client", true, 0, u64::MAX)
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = c.close(&fh).await;
+        let rlocked = format!("{export}/kernel-grace/rlocked");
+        let (fh, _) = tokio::time::timeout(limit, c.create(&rlocked, 0o644, CreateMode::Truncate))
+            .await
+            .map_err(|_| waited("rlocked"))?
+            .map_err(|e| e.to_string())?;
         let r = c
             .test_lock(&fh, b"second-client", true, 0, u64::MAX)
             .await
-            .map_err(|e| e.to_string());
+            .map_err(|e| e.to_string())?;
         let _ = c.close(&fh).await;
         c.shutdown().await;
-        r
+        Ok((w, r))
     })
 }
 

@@ -90,9 +90,8 @@ pub struct ServerConfig {
     /// NFSv4 owners as `name@domain` from the system's user and group databases
     /// (`--idmap-domain`); `None` (the default): numeric strings. See [`nfs4::idmap`].
     pub idmap_domain: Option<String>,
-    /// Grant NFSv4.1 write delegations (`--write-delegations`; default false: the Linux
-    /// client's byte-range locks under one were not reclaimed after a restart, see
-    /// [`nfs4::deleg`]). Read delegations are always offered.
+    /// Grant NFSv4.1 write delegations (default true; `--no-write-delegations` sets it false).
+    /// Read delegations are always offered. See [`nfs4::deleg`].
     pub write_delegations: bool,
     /// NFSv4.1 state limits: client records, sessions per client, open stateids per client
     /// and overall. Defaults and why: [`nfs4::Config4`]; what hitting each answers: the
@@ -121,7 +120,7 @@ impl Default for ServerConfig {
             grace: None,
             idmap_domain: None,
             nfs4_limits: nfs4::StateLimits::default(),
-            write_delegations: false,
+            write_delegations: true,
         }
     }
 }

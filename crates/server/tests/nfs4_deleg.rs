@@ -1176,11 +1176,12 @@ async fn a_failed_cb_getattr_recalls_and_write_delegations_can_be_turned_off() {
     assert_eq!(other.send(write).await.status, Nfsstat4::OK);
     drop(holder);
 
-    // Without --write-delegations (the default).
+    // With --no-write-delegations (they are on by default).
     let dirs = TestDirs::new("nfs4-wdeleg-off");
     std::fs::write(dirs.export().join("f"), b"x").unwrap();
-    let config = dirs.config();
-    assert!(!config.write_delegations, "off by default");
+    let mut config = dirs.config();
+    assert!(config.write_delegations, "on by default");
+    config.write_delegations = false;
     let bound = sluice_server::bind(config).await.unwrap();
     let addr = bound.local_addr().unwrap();
     let server = bound.server.clone();

@@ -324,9 +324,9 @@ async fn an_open_and_a_lock_are_reclaimed_and_grace_ends_early() {
 /// one back (RFC 8881 §10.2.1; the Linux client keeps byte-range locks local under a
 /// delegation and skips their reclaim for an open it counts as delegated, so a refusal would
 /// lose them): with `recall` set, since this client has no back channel, and DELEGRETURN
-/// takes it. A write delegation named so is not granted back.
+/// takes it. A write delegation named so is granted back the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_read_delegation_named_at_claim_previous_is_granted_back() {
+async fn a_delegation_named_at_claim_previous_is_granted_back() {
     let (mut s, _) = start(TestDirs::new("nfs4-grace-deleg"), LONG_GRACE).await;
     std::fs::write(s.export.join("r"), b"read under a delegation").unwrap();
     std::fs::write(s.export.join("w"), b"written under one").unwrap();
@@ -379,10 +379,16 @@ async fn a_read_delegation_named_at_claim_previous_is_granted_back() {
     let NfsResop4::Open(Res4::Ok(o)) = &res[2] else {
         panic!("{res:?}")
     };
-    assert!(
-        matches!(o.delegation, OpenDelegation4::None),
-        "a write delegation is not granted back: {:?}",
-        o.delegation
+    let OpenDelegation4::Write(w) = &o.delegation else {
+        panic!("no write delegation back: {:?}", o.delegation)
+    };
+    assert!(w.recall, "no back channel: granted with recall set");
+    let wdeleg = w.stateid;
+    let (st, res) = on(&mut a, &fw, vec![NfsArgop4::Delegreturn(wdeleg)]).await;
+    assert_eq!(
+        st,
+        Nfsstat4::OK,
+        "DELEGRETURN of the reclaimed write one: {res:?}"
     );
     let (st, res) = on(&mut a, &fr, vec![NfsArgop4::Delegreturn(deleg)]).await;
     assert_eq!(

@@ -87,6 +87,16 @@ GOT="$(sha "$W/stream.bin")"
     || fail "stream sha256 $GOT, source $SRC"
 echo "$SRC ${KG_WORK:-kernel-grace}/stream.bin" | kc_save sums.txt
 
+# Both locks, at the server: the host opens each file from its own client in a way that
+# recalls a delegation the guest may hold it under (the client then sends its locks) and tests
+# for a conflicting lock at the server; then it lets the read-lock holder go.
+: > "$KC_OUT/rlock-check"
+wait $RHOLDER
+rrc=$?
+cat /tmp/rholder.log
+[ "$rrc" = 0 ] && pass "the read-lock holder kept and released its lock" \
+    || fail "the read-lock holder failed (rc $rrc)"
+
 # The lock after the restart: still held for the others, and still the holder's.
 [ "$("$LOCK" probe "$W/locked")" = held ] && pass "after the restart a second process still finds the lock held" \
     || fail "after the restart a second process could take the lock"
@@ -96,14 +106,6 @@ hrc=$?
 cat /tmp/holder.log
 [ "$hrc" = 0 ] && pass "the holder wrote under its lock after the restart and released it" \
     || fail "the holder failed after the restart (rc $hrc): the lock was lost"
-# The read lock: the host opens the file for writing from its own client (a recall of the
-# delegation, if there is one) and tests the lock at the server, then lets the holder go.
-: > "$KC_OUT/rlock-check"
-wait $RHOLDER
-rrc=$?
-cat /tmp/rholder.log
-[ "$rrc" = 0 ] && pass "the read-lock holder kept and released its lock" \
-    || fail "the read-lock holder failed (rc $rrc)"
 cat /proc/self/mountstats 2>/dev/null | grep -E '^\s+(OPEN|LOCK|RECLAIM_COMPLETE|WRITE):' | kc_save ops.txt
 kc_umount "$MNT" && pass "umount" || fail "umount"
 finish

@@ -1736,7 +1736,11 @@ impl Nfs4 {
                 // A reclaim gets the read delegation it names back (`deleg.rs`, "Reboot
                 // recovery").
                 OpenClaim4::Previous(dtype) => {
-                    st.reclaimed_delegation(call.now, clientid, fh.as_bytes(), dtype)
+                    let now_attrs = crate::nfs4::deleg::SizeChange {
+                        size: attr.size,
+                        change: attr.change,
+                    };
+                    st.reclaimed_delegation(call.now, clientid, fh.as_bytes(), dtype, now_attrs)
                 }
                 // Under a delegation the client already has.
                 _ => OpenDelegation4::None,

@@ -19,7 +19,8 @@
 //!   read:  no other client has the file open for writing or denies reading (caller's check),
 //!          and no other client holds a write delegation of it
 //!   write: no other client has the file open at all, nor holds any delegation of it,
-//!          and write delegations are on (`DelegConfig::write`, `--write-delegations`)
+//!          and write delegations are on (`DelegConfig::write`; `--no-write-delegations`
+//!          turns them off)
 //!   no recall of the file is under way, and none ended recently  (the "recently recalled" set)
 //!   the client holds no delegation of the file already
 //!   the per-client and overall bounds leave room
@@ -31,17 +32,17 @@
 //! permission per op, so the OPEN itself must have been allowed to read. A write delegation
 //! carries no space limit (NFS_LIMIT_SIZE of 2^64-1 bytes, as knfsd) and an empty ACE.
 //!
-//! Write delegations are off unless asked for (`--write-delegations`). Measured with the
-//! Linux 6.1 client in the kernel guest: stat and read by another client, recalls, and
-//! fcntl/flock between two clients work with them (`interop_kernel_v42.rs` turns them on);
-//! but the kill -9 restart test (`interop_kernel_grace.rs`) lost its byte-range lock: the
-//! holder had opened its file for reading and writing, got a write delegation, took its
-//! fcntl lock locally under it (no LOCK reached the server), and after the restart the
-//! server saw no LOCK reclaim either. The likely cause (read from the client's behaviour,
-//! not traced inside it): Linux asks the delegation back with CLAIM_PREVIOUS, this server
-//! answers with none (delegations are not reclaimed, below), and the client skips reclaiming
-//! locks of an open it still counts as delegated. Delegation reclaim on CLAIM_PREVIOUS is
-//! the next step; until then the default keeps locks safe.
+//! Write delegations are on by default (`--no-write-delegations` turns them off). Measured
+//! with the Linux 6.1 client in the kernel guest: stat and read by another client, recalls,
+//! and fcntl/flock between two clients work with them (`interop_kernel_v42.rs`). They were
+//! off by default for a while because the kill -9 restart test (`interop_kernel_grace.rs`)
+//! lost a byte-range lock: Linux takes fcntl locks locally under a delegation, and at
+//! reclaim skips the locks of an open it still counts as delegated, so when this server
+//! answered CLAIM_PREVIOUS with no delegation the lock never reached the restarted server.
+//! The same held for read locks under read delegations. Both kinds are now granted back at
+//! CLAIM_PREVIOUS ("Reboot recovery" below), and that test checks from a second client that
+//! the restarted server knows both a write lock and a read lock the guest held under
+//! delegations.
 //!
 //! # Conflicts
 //! | op of another client | read delegation | write delegation |
@@ -150,8 +151,9 @@
 //! delegation still covers them, and a later recall makes the client send them (LOCK) before
 //! its DELEGRETURN.
 //!
-//! Write delegations are not granted back (knfsd grants none either); that is why they are
-//! off by default (the first section).
+//! A write delegation named so is granted back too, when write delegations are on (knfsd
+//! grants none; without one, Linux loses the locks it held under it, as above). Its view of
+//! the size and change starts from the file's at the reclaim.
 
 use super::open::Other;
 use super::{Entropy, Nfsstat4};
@@ -192,8 +194,8 @@ pub struct DelegConfig {
     pub per_client_max: usize,
     /// Delegations overall. Default 16384 (a record is ~200 bytes: ~3 MiB at the bound).
     pub total_max: usize,
-    /// Grant write delegations (module notes: why they are off by default). `sluice serve
-    /// --write-delegations` turns them on.
+    /// Grant write delegations (default true; `sluice serve --no-write-delegations` turns
+    /// them off).
     pub write: bool,
 }
 
@@ -202,7 +204,7 @@ impl Default for DelegConfig {
         Self {
             per_client_max: 1024,
             total_max: 16384,
-            write: false,
+            write: true,
         }
     }
 }
@@ -896,9 +898,11 @@ impl DelegTable {
         clientid: ClientId4,
         file: &[u8],
         callback_up: bool,
+        write: Option<SizeChange>,
         entropy: &mut dyn Entropy,
     ) -> OpenDelegation4 {
-        if self.count_for(clientid) >= self.cfg.per_client_max
+        if (write.is_some() && !self.cfg.write)
+            || self.count_for(clientid) >= self.cfg.per_client_max
             || self.delegs.len() >= self.cfg.total_max
             || self.held_by(clientid, file).is_some()
         {
@@ -912,13 +916,19 @@ impl DelegTable {
                 since: Some(now),
             },
         };
+        let view = write.map(|attrs| WriteView {
+            granted: attrs,
+            last: attrs,
+            bumps: 0,
+            getattr: CbGetattr::Idle,
+        });
         self.delegs.insert(
             other,
             Deleg {
                 clientid,
                 file: Bytes::copy_from_slice(file),
                 status,
-                write: None,
+                write: view,
             },
         );
         self.by_file
@@ -928,8 +938,18 @@ impl DelegTable {
         *self.per_client.entry(clientid).or_default() += 1;
         self.counters.granted += 1;
         self.publish();
+        let stateid = Stateid4 { seqid: 1, other };
+        if write.is_some() {
+            self.counters.granted_write += 1;
+            return OpenDelegation4::Write(OpenWriteDelegation4 {
+                stateid,
+                recall: !callback_up,
+                space_limit: NfsSpaceLimit4::Size(u64::MAX),
+                permissions: Nfsace4::default(),
+            });
+        }
         OpenDelegation4::Read(OpenReadDelegation4 {
-            stateid: Stateid4 { seqid: 1, other },
+            stateid,
             recall: !callback_up,
             permissions: Nfsace4::default(),
         })

@@ -589,17 +589,17 @@ fn a_failed_or_unsendable_cb_getattr_recalls_the_write_delegation() {
 fn a_reclaimed_read_delegation_is_held_or_already_recalled() {
     let (mut t, mut e) = table();
     let t0 = Instant::now();
-    let OpenDelegation4::Read(up) = t.grant_reclaimed(t0, A, b"f", true, &mut e) else {
+    let OpenDelegation4::Read(up) = t.grant_reclaimed(t0, A, b"f", true, None, &mut e) else {
         panic!("none granted back")
     };
     assert!(!up.recall);
     assert_eq!(t.get(&up.stateid.other).unwrap().status, DelegStatus::Held);
     assert_eq!(
-        t.grant_reclaimed(t0, A, b"f", true, &mut e),
+        t.grant_reclaimed(t0, A, b"f", true, None, &mut e),
         OpenDelegation4::None,
         "one per client and file"
     );
-    let OpenDelegation4::Read(down) = t.grant_reclaimed(t0, B, b"f", false, &mut e) else {
+    let OpenDelegation4::Read(down) = t.grant_reclaimed(t0, B, b"f", false, None, &mut e) else {
         panic!("none granted back")
     };
     assert!(down.recall, "no back channel: return it at once");

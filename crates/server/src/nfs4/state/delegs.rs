@@ -23,6 +23,7 @@ use sluice_xdr::nfs4::callback::{CbArgop4, CbGetattrArgs, CbRecallArgs, CbResop4
 use sluice_xdr::nfs4::ops::Res4;
 use sluice_xdr::nfs4::ops::{
     OpenDelegation4, OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_READ, OPEN_DELEGATE_READ,
+    OPEN_DELEGATE_WRITE,
 };
 use sluice_xdr::nfs4::Bitmap4;
 use sluice_xdr::nfs4::{ClientId4, NfsFh4, SessionId4, Stateid4};
@@ -63,13 +64,22 @@ impl State4 {
         clientid: ClientId4,
         file: &[u8],
         delegate_type: u32,
+        attrs: SizeChange,
     ) -> OpenDelegation4 {
-        if delegate_type != OPEN_DELEGATE_READ {
-            return OpenDelegation4::None;
-        }
+        let write = match delegate_type {
+            OPEN_DELEGATE_READ => None,
+            OPEN_DELEGATE_WRITE => Some(attrs),
+            _ => return OpenDelegation4::None,
+        };
         let callback_up = self.callback_session(clientid, true).is_some();
-        self.delegs
-            .grant_reclaimed(now, clientid, file, callback_up, self.entropy.as_mut())
+        self.delegs.grant_reclaimed(
+            now,
+            clientid,
+            file,
+            callback_up,
+            write,
+            self.entropy.as_mut(),
+        )
     }
 
     /// The recall gate (RFC 8881 §10.4.1): an op of `clientid` on `file` that writes it or
