@@ -454,29 +454,8 @@ impl DelegTable {
             // One delegation per client and file: the one it has covers this open.
             return none(OpenNoneDelegation4::Contention(false));
         }
-        let other = self.new_other(entropy);
-        let write = writer.then_some(WriteView {
-            granted: ask.attrs,
-            last: ask.attrs,
-            bumps: 0,
-            getattr: CbGetattr::Idle,
-        });
-        self.delegs.insert(
-            other,
-            Deleg {
-                clientid,
-                file: Bytes::copy_from_slice(file),
-                status: DelegStatus::Held,
-                write,
-            },
-        );
-        self.by_file
-            .entry(Bytes::copy_from_slice(file))
-            .or_default()
-            .push(other);
-        *self.per_client.entry(clientid).or_default() += 1;
-        self.counters.granted += 1;
-        self.publish();
+        let write = writer.then_some(ask.attrs);
+        let other = self.insert(clientid, file, DelegStatus::Held, write, entropy);
         let stateid = Stateid4 { seqid: 1, other };
         // An empty ACE: the client checks access with ACCESS itself (§10.4.1 allows it;
         // Linux ignores the field).
@@ -908,7 +887,6 @@ impl DelegTable {
         {
             return OpenDelegation4::None;
         }
-        let other = self.new_other(entropy);
         let status = match callback_up {
             true => DelegStatus::Held,
             false => DelegStatus::Recalling {
@@ -916,28 +894,7 @@ impl DelegTable {
                 since: Some(now),
             },
         };
-        let view = write.map(|attrs| WriteView {
-            granted: attrs,
-            last: attrs,
-            bumps: 0,
-            getattr: CbGetattr::Idle,
-        });
-        self.delegs.insert(
-            other,
-            Deleg {
-                clientid,
-                file: Bytes::copy_from_slice(file),
-                status,
-                write: view,
-            },
-        );
-        self.by_file
-            .entry(Bytes::copy_from_slice(file))
-            .or_default()
-            .push(other);
-        *self.per_client.entry(clientid).or_default() += 1;
-        self.counters.granted += 1;
-        self.publish();
+        let other = self.insert(clientid, file, status, write, entropy);
         let stateid = Stateid4 { seqid: 1, other };
         if write.is_some() {
             self.counters.granted_write += 1;
@@ -953,6 +910,42 @@ impl DelegTable {
             recall: !callback_up,
             permissions: Nfsace4::default(),
         })
+    }
+
+    /// A new record (a write delegation when `write` has the file's size and change at the
+    /// grant), counted and published; its stateid's `other`.
+    fn insert(
+        &mut self,
+        clientid: ClientId4,
+        file: &[u8],
+        status: DelegStatus,
+        write: Option<SizeChange>,
+        entropy: &mut dyn Entropy,
+    ) -> Other {
+        let other = self.new_other(entropy);
+        let write = write.map(|attrs| WriteView {
+            granted: attrs,
+            last: attrs,
+            bumps: 0,
+            getattr: CbGetattr::Idle,
+        });
+        self.delegs.insert(
+            other,
+            Deleg {
+                clientid,
+                file: Bytes::copy_from_slice(file),
+                status,
+                write,
+            },
+        );
+        self.by_file
+            .entry(Bytes::copy_from_slice(file))
+            .or_default()
+            .push(other);
+        *self.per_client.entry(clientid).or_default() += 1;
+        self.counters.granted += 1;
+        self.publish();
+        other
     }
 
     /// The live delegation `clientid` holds on `file`, if any.
