@@ -208,6 +208,12 @@ for cell in $CELLS; do
     4|4.1|4.2) SURL="nfs://127.0.0.1$WORK/export/$(basename "$f")?version=$BENCH_NFS_VERSION&nfsport=$LP" ;;
     *) echo "BENCH_NFS_VERSION must be 3, 4, 4.1 or 4.2" >&2; exit 2 ;;
   esac
+  # One connection for the sluice clients: `sluice link` models a link per TCP connection, so
+  # the automatic nconnect (which adds a connection when the reader's socket reads come back
+  # full, as they do behind the emulator at 1 GB/s) would get a second, private link of the
+  # cell's rate instead of sharing one. The grid measures readahead over one path.
+  SURL="$SURL&nconnect=1"
+  MURL="nfs://127.0.0.1$WORK/export?version=3&nfsport=$LP&mountport=$MLP&nconnect=1"
   # The emulator's own ceiling with these settings: iperf3 through a second link instance.
   PP=$(free_port)
   "$BIN" link --listen 127.0.0.1:"$PP" --to 127.0.0.1:"$IP" --rtt "$rtt" --rate "$rate" 2>>"$WORK/link.log" &
@@ -227,7 +233,7 @@ for cell in $CELLS; do
   done
   cpr=$(time_cp "$SURL")
   row="$row | $(python3 -c "print(f'{$cpr/$bps:.2f}')")"
-  r=$(mount_read "nfs://127.0.0.1$WORK/export?version=3&nfsport=$LP&mountport=$MLP" "$(basename "$f")")
+  r=$(mount_read "$MURL" "$(basename "$f")")
   row="$row | $(python3 -c "print(f'{$r/$bps:.2f}')")"
   r=$(time_read nfs-cat "$LURL")
   row="$row | $(python3 -c "print(f'{$r/$bps:.2f}')") | $(python3 -c "print(f'{$cpr/$r:.2f}' if $r > 0 else '-')") |"
