@@ -108,7 +108,7 @@ async fn read_all(v: &mut V4, fh: &NfsFh4, size: u64, plus: bool, want: &[u8]) -
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a benchmark: bench/read-plus.sh runs it"]
+#[ignore = "a benchmark, not a pass/fail test: bench/read-plus.sh runs it, or cargo test -p sluice-server --test read_plus_bench -- --ignored --nocapture"]
 async fn read_plus_against_read() {
     let size = env_u64("RP_MIB", 256) << 20;
     let pct = env_u64("RP_DATA_PCT", 10);
