@@ -3,6 +3,9 @@
 //! Each test has its own directories, ports and mount point; every command runs under
 //! `timeout`. A missing peer fails the test loudly: nothing is skipped.
 
+#[path = "../../cli/tests/servers/announce.rs"]
+mod announce;
+
 use sluice_client::{Client, ClientOptions};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -91,25 +94,26 @@ impl SluiceServer {
         );
         let export = TempDir::new("sluice-export");
         let state = TempDir::new("sluice-state");
-        let port = free_port_pair();
-        let child = Command::new(&bin)
+        // Port 0, read back from the server's announcement: a port picked here could be taken
+        // by a server another test starts in parallel.
+        let mut child = Command::new(&bin)
             .arg("serve")
             .arg(export.path())
             .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg("127.0.0.1:0")
             .arg("--state-dir")
             .arg(state.path())
             .arg("--no-root-squash")
             .args(extra)
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn sluice serve");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "sluice serve did not listen");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let Some(port) = announce::announced_port(child.stdout.take().expect("piped stdout"))
+        else {
+            let status = child.wait();
+            panic!("sluice serve exited without saying where it listens: {status:?}");
+        };
         SluiceServer {
             export,
             _state: state,

@@ -2,6 +2,9 @@
 //! the sluice server binary, and helpers. (`common/` holds the interop and fault tests' own.)
 #![allow(dead_code)]
 
+mod announce;
+pub use announce::announced_port;
+
 use sha2::{Digest, Sha256};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -177,14 +180,17 @@ impl SluiceServer {
     pub fn start_with(bin: &Path, extra: &[&str], secure: bool) -> SluiceServer {
         let export = TempDir::new("sluice-export");
         let state = TempDir::new("sluice-state");
-        let port = free_port();
+        // Port 0: the server binds a port the kernel picks and says which on stdout. Picking a
+        // free port here and passing it would race with the other tests of this binary, which
+        // start servers in parallel: the loser of a race exits, and its test would talk to the
+        // winner's server until that test ends and kills it.
         // Root as root (like ganesha's No_Root_Squash), and `--secure`: the client binds a
         // reserved source port when it runs as root, as the kernel does.
         let mut cmd = Command::new(bin);
         cmd.arg("serve")
             .arg(export.path())
             .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg("127.0.0.1:0")
             .arg("--no-root-squash")
             .arg("--state-dir")
             .arg(state.path())
@@ -193,19 +199,16 @@ impl SluiceServer {
         if secure && unsafe { libc::geteuid() } == 0 {
             cmd.arg("--secure");
         }
-        let child = cmd
-            .stdout(std::process::Stdio::null())
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("spawn sluice serve");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "sluice serve did not listen"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        let port = announced_port(child.stdout.take().expect("piped stdout"));
+        let Some(port) = port else {
+            let status = child.wait();
+            panic!("sluice serve exited without saying where it listens: {status:?}");
+        };
         SluiceServer {
             export,
             _state: state,
