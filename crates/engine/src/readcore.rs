@@ -19,7 +19,11 @@
 //! Readers share one core: one engine (a stream per reader, so interleaved sequential readers
 //! each keep their window), one cache and one map of READs in flight, so no range is fetched
 //! twice at once. Data leaves the cache when it is delivered, when the engine discards it, or
-//! when no stream covers it any more; what a reader waits for is never evicted.
+//! when no stream covers it any more; what a reader waits for is never evicted. A stream
+//! covers a little behind its reader's frontier too (`StreamInfo::keep_from`): a reader whose
+//! reads run concurrently (the FUSE mount's, several kernel readahead requests at once) asks for
+//! them out of order, and what a late read wants must still be there when it comes, or it
+//! would be fetched again a whole round trip later.
 //!
 //! # Change detection
 //! Attributes seen at open, on revalidation and in READ replies are compared as a
@@ -418,8 +422,8 @@ impl<E> ReadCore<E> {
         self.queue.retain(|r| !(r.offset >= lo && r.end() <= hi));
     }
 
-    /// Drops cached pieces no stream and no other waiting reader covers (data skipped over or
-    /// left behind by a reader that moved on).
+    /// Drops cached pieces no stream (from its `keep_from`) and no other waiting reader covers
+    /// (data skipped over or left behind by a reader that moved on).
     fn evict(&mut self, done_waiter: u64) {
         if self.cache.is_empty() {
             return;
@@ -428,7 +432,7 @@ impl<E> ReadCore<E> {
             .ra
             .streams()
             .iter()
-            .map(|s| (s.position, s.fetched_end))
+            .map(|s| (s.keep_from, s.fetched_end))
             .collect();
         keep.extend(
             self.waiting
@@ -727,5 +731,127 @@ mod tests {
         );
         assert!(core.next_reads().is_empty());
         core.end_read(w);
+    }
+
+    /// A reader like the FUSE mount's: the kernel keeps up to 8 reads of 1 MiB outstanding,
+    /// the daemon begins and finishes them in any order, and replies come back in any order.
+    /// Returns the READs sent twice and the reads the engine took for random access.
+    fn reordered_reader(seed: u64, reorder_reads: u64) -> (u64, u64) {
+        use rand::seq::SliceRandom;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mib = 1u64 << 20;
+        let size = 64 * mib;
+        let config = ReadaheadConfig {
+            reorder_reads,
+            ..ReadaheadConfig::default()
+        };
+        let mut budget = Budget::new(256 * mib);
+        let mut core: ReadCore<String> = ReadCore::new(config, u64::MAX, version(size, 1), t0());
+        let byte = |o: u64| (o / 4096 % 251) as u8;
+        let mut now = t0();
+        let mut next = 0u64;
+        // Reads handed to the daemon: not yet begun (None) or begun (waiter).
+        let mut app: Vec<(u64, Option<u64>)> = Vec::new();
+        let mut wire: Vec<ReadTicket> = Vec::new();
+        let mut sent = std::collections::HashMap::<u64, u64>::new();
+        let mut delivered = 0u64;
+        while delivered < size {
+            // The first read comes alone (the application's own); then the kernel's readahead
+            // keeps the 8 MiB after the oldest unfinished read outstanding (the application
+            // consumes in order, and readahead moves on only as it does).
+            let oldest = app.iter().map(|a| a.0).min().unwrap_or(next);
+            while next < size
+                && next < oldest + 8 * mib
+                && (next == 0 || core.stats().app_reads > 0)
+            {
+                app.push((next, None));
+                next += mib;
+            }
+            now += Duration::from_micros(500);
+            match rng.gen_range(0..3) {
+                0 => {
+                    // The daemon takes the kernel's reads in order and runs each in a task of
+                    // its own: one of the first 4 not yet begun begins.
+                    let mut idle: Vec<usize> =
+                        (0..app.len()).filter(|&i| app[i].1.is_none()).collect();
+                    idle.sort_by_key(|&i| app[i].0);
+                    idle.truncate(4);
+                    if let Some(&i) = idle.choose(&mut rng) {
+                        let (w, _) = core.begin_read(now, app[i].0, mib, &mut budget).unwrap();
+                        app[i].1 = Some(w);
+                    }
+                }
+                1 => {
+                    // A reply arrives.
+                    if !wire.is_empty() {
+                        let t = wire.swap_remove(rng.gen_range(0..wire.len()));
+                        let data: Vec<u8> = (t.range.offset..t.range.end())
+                            .step_by(4096)
+                            .flat_map(|o| std::iter::repeat_n(byte(o), 4096))
+                            .collect();
+                        let rtt = Some(Duration::from_millis(5));
+                        core.on_reply(now, t, Ok(reply(&data, None)), rtt, &mut budget, |o| {
+                            format!("{o}")
+                        });
+                    }
+                }
+                _ => {
+                    // A begun read is looked at.
+                    let begun: Vec<usize> =
+                        (0..app.len()).filter(|&i| app[i].1.is_some()).collect();
+                    if let Some(&i) = begun.choose(&mut rng) {
+                        let (off, w) = (app[i].0, app[i].1.unwrap());
+                        if let ReadPoll::Ready(d) = core.poll_read(w) {
+                            let d = d.concat();
+                            assert_eq!(d.len() as u64, mib);
+                            let page = |k: usize| byte(off + 4096 * k as u64);
+                            assert!(d.chunks(4096).enumerate().all(|(k, p)| {
+                                p.len() == 4096 && p[0] == page(k) && p[4095] == page(k)
+                            }));
+                            core.end_read(w);
+                            app.swap_remove(i);
+                            delivered += mib;
+                        }
+                    }
+                }
+            }
+            for t in core.next_reads() {
+                *sent.entry(t.range.offset).or_default() += 1;
+                wire.push(t);
+            }
+        }
+        let twice = sent.values().map(|&n| n - 1).sum();
+        (twice, core.readahead().stats().random_reads)
+    }
+
+    fn t0() -> Instant {
+        static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *T0.get_or_init(Instant::now)
+    }
+
+    /// Reads that begin out of order keep the stream sequential and find their data: nothing is
+    /// fetched twice. Without the reorder allowance (`reorder_reads` 0), the same reads send
+    /// READs twice (replies evicted before their late read came) and count as random access.
+    #[test]
+    fn reordered_reads_of_a_sequential_reader_fetch_nothing_twice() {
+        let (_, mut rng) = crate::testutil::seeded_rng(
+            "readcore::reordered_reads_of_a_sequential_reader_fetch_nothing_twice",
+        );
+        let (mut twice_without, mut random_without) = (0, 0);
+        for _ in 0..8 {
+            let run = rand::Rng::gen::<u64>(&mut rng);
+            let (twice, random) = reordered_reader(run, 16);
+            assert_eq!(twice, 0, "READs sent twice (run seed {run})");
+            assert_eq!(random, 0, "reads taken for random access (run seed {run})");
+            let (t, r) = reordered_reader(run, 0);
+            twice_without += t;
+            random_without += r;
+        }
+        assert!(
+            twice_without > 0 && random_without > 0,
+            "the scenario must reorder enough to matter: {twice_without} READs twice and \
+             {random_without} random reads without the allowance"
+        );
     }
 }

@@ -73,7 +73,10 @@
 //! # Reads
 //! [`File::read_at`]: the engine of `sluice_engine::readahead` sees every offset the kernel
 //! asks for, so sequential readers get a window that grows with bandwidth × delay (within the
-//! client's readahead budget) and random readers shrink it to what they ask. Data read ahead is
+//! client's readahead budget) and random readers shrink it to what they ask. The kernel hands
+//! over up to 8 MiB of its own readahead at once and those reads run concurrently, so they reach
+//! the engine out of order: its reorder allowance keeps them with their stream and their data
+//! in the cache until they come. Data read ahead is
 //! dropped when the attributes show a change, when this mount writes or truncates the file
 //! (within the attributes' time granularity its own change may not show), and at open when
 //! close-to-open revalidation sees a change.
