@@ -101,23 +101,33 @@ impl Ganesha {
         );
         let export = TempDir::new("ganesha-export");
         let state = TempDir::new("ganesha-state");
-        let port = free_port_pair();
         let script = workspace_root().join("tests/peers/ganesha.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg("start")
-            .arg(export.path())
-            .arg(port.to_string())
-            .arg(state.path())
-            .envs(env.iter().copied())
-            .output()
-            .expect("run ganesha.sh");
-        assert!(
-            out.status.success(),
-            "ganesha.sh start failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        // ganesha cannot be told to pick its own ports: a pair found free here may be taken
+        // by a server another test starts before ganesha binds it. ganesha.sh refuses a busy
+        // port; then another pair is tried.
+        let mut attempts = 0;
+        let port = loop {
+            attempts += 1;
+            let port = free_port_pair();
+            let out = Command::new("bash")
+                .arg(&script)
+                .arg("start")
+                .arg(export.path())
+                .arg(port.to_string())
+                .arg(state.path())
+                .envs(env.iter().copied())
+                .output()
+                .expect("run ganesha.sh");
+            if out.status.success() {
+                break port;
+            }
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                attempts < 3 && err.contains("already in use"),
+                "ganesha.sh start failed: {}{err}",
+                String::from_utf8_lossy(&out.stdout),
+            );
+        };
         Ganesha {
             export,
             state,
