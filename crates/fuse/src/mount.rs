@@ -117,6 +117,11 @@ impl MountArgs {
                 options.uid.unwrap_or(d.auth_ids.0),
                 options.gid.unwrap_or(d.auth_ids.1),
             ),
+            open_trusts_attrs_for: if self.noac {
+                Duration::ZERO
+            } else {
+                d.open_trusts_attrs_for
+            },
             ..d
         }
     }

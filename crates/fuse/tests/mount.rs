@@ -673,6 +673,58 @@ fn mount_reads_go_through_the_autotuned_readahead() {
     });
 }
 
+/// Close-to-open over NFSv3: an open right after the LOOKUP that found the name (one `open(2)`
+/// of a name the kernel has not cached) uses the LOOKUP's attributes; a later open of the same
+/// file asks the server with GETATTR; with `--noac` every open asks. Through `Fs` directly,
+/// counting the client's GETATTR calls.
+#[test]
+fn an_open_right_after_its_lookup_sends_no_getattr_and_a_later_open_does() {
+    use sluice_fuse::fs::ROOT_INO;
+    use sluice_fuse::{Fs, FsConfig};
+    let server = SluiceServer::start();
+    std::fs::write(server.export_dir().join("f"), b"close to open").unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = Client::connect(server.url().as_str(), ClientOptions::default())
+            .await
+            .unwrap();
+        let getattrs = || client.stats().get("NFS3", "GETATTR").map_or(0, |p| p.calls);
+        // 200 ms rather than the default 2 ms, so that a loaded machine's pause between the
+        // LOOKUP and the open does not decide the test.
+        for (config, first_open_asks) in [
+            (
+                FsConfig {
+                    open_trusts_attrs_for: std::time::Duration::from_millis(200),
+                    ..FsConfig::default()
+                },
+                0,
+            ),
+            (
+                FsConfig {
+                    open_trusts_attrs_for: std::time::Duration::ZERO,
+                    ..FsConfig::default()
+                },
+                1,
+            ),
+        ] {
+            let ns: std::sync::Arc<dyn sluice_client::Namespace> =
+                std::sync::Arc::new(client.clone());
+            let fs = Fs::new(ns, "", config).await.unwrap();
+            let node = fs.lookup(ROOT_INO, b"f").await.unwrap();
+            let before = getattrs();
+            let h = fs.open(node.ino, false).await.unwrap().fh;
+            assert_eq!(getattrs() - before, first_open_asks, "first open");
+            assert_eq!(fs.read(h, 0, 100).await.unwrap(), b"close to open");
+            fs.release(h, None).await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            let before = getattrs();
+            let h = fs.open(node.ino, false).await.unwrap().fh;
+            assert_eq!(getattrs() - before, 1, "an open 250 ms after the lookup");
+            fs.release(h, None).await.unwrap();
+        }
+    });
+}
+
 // --- locks over NFSv4.1 ----------------------------------------------------------------------
 
 /// Runs `f` in a forked child and returns its exit code. The child only makes system calls
