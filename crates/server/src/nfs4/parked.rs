@@ -115,7 +115,7 @@ pub struct Parked {
     pub caller: Caller,
 }
 
-/// The parked files, keyed as the open table keys files (the export handle's bytes), and
+/// The parked files, keyed as the open table keys files (`FileSystem::state_key`), and
 /// their journal.
 #[derive(Debug, Default)]
 pub struct ParkedFiles {
