@@ -1332,7 +1332,8 @@ impl Nfs4 {
                 let (fs, _) = self.gate(call, *idx)?;
                 // Another client's write delegation: its holder's size and change
                 // (CB_GETATTR, `deleg.rs`), or NFS4ERR_DELAY while it is asked.
-                let view = if req.contains(attr_num::SIZE) || req.contains(attr_num::CHANGE) {
+                let asks = req.contains(attr_num::SIZE) || req.contains(attr_num::CHANGE);
+                let view = if asks && self.any_delegation() {
                     self.state()
                         .deleg_getattr(call.now, ctx.clientid, &fs.state_key(fh))?
                 } else {
@@ -1867,8 +1868,21 @@ impl Nfs4 {
         fs: &dyn FileSystem,
         fh: &FileHandle,
     ) -> Result<(), Nfsstat4> {
+        if !self.any_delegation() {
+            return Ok(());
+        }
         self.state()
             .break_delegations(call.now, ctx.clientid, &fs.state_key(fh), true)
+    }
+
+    /// Whether any live delegation exists: one atomic load (the count the delegation table
+    /// publishes, as for the NFSv3 recall gate), so that ops which only consult delegations
+    /// (GETATTR, the recall gate) neither take the state lock nor work out a file's key
+    /// when there are none.
+    fn any_delegation(&self) -> bool {
+        self.delegs_published
+            .load(std::sync::atomic::Ordering::Acquire)
+            != 0
     }
 
     /// The same for the object `name` in `dir`, if there is one (a lookup only while some
