@@ -420,8 +420,19 @@ mod tests {
         assert_ne!(state_key(&k, &forged), state_key(&k, via_a.as_bytes()));
         assert_ne!(state_key(&k, &id), id);
         assert_ne!(state_key(&k, elsewhere.as_bytes()), id);
-        for n in 0..=FHSIZE {
+        for n in 0..=FHSIZE + 1 {
             let _ = state_key(&k, &vec![1u8; n]);
+        }
+        let valid = via_a.as_bytes();
+        for n in 0..valid.len() {
+            assert_ne!(state_key(&k, &valid[..n]), id, "prefix of {n} bytes");
+        }
+        for i in 0..valid.len() {
+            for bit in 0..8 {
+                let mut bad = valid.to_vec();
+                bad[i] ^= 1 << bit;
+                assert_ne!(state_key(&k, &bad), id, "byte {i} bit {bit}");
+            }
         }
     }
 
