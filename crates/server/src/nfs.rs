@@ -313,7 +313,7 @@ impl Nfs3 {
         for (fh, write) in &files {
             // Every file is gated (not just the first that conflicts), so that all recalls
             // start now rather than one per retry.
-            recalling |= gate.break_for(now, fh.as_bytes(), *write).is_err();
+            recalling |= gate.break_for(now, &fs.state_key(fh), *write).is_err();
         }
         match recalling {
             true => Err(Nfsstat3::JUKEBOX),

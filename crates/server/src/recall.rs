@@ -36,11 +36,12 @@
 //! RENAME and CREATE look the name up first (one more syscall).
 //!
 //! # The file's identity
-//! The key is the file-system handle's bytes, as the v4 open and delegation tables and the
-//! write-behind key files: v3 and v4 get their handles from the same `FileSystem::lookup`, so
-//! a file reached by the same path has the same bytes in both. A handle carries a hint of the
-//! directory it was found in (`sluice_vfs::handle`), so one file reached through two hard
-//! links has two keys, for v4 callers as for v3 ones: such a change is not seen as a conflict.
+//! The key is `FileSystem::state_key` of the handle, as the v4 open, lock and delegation
+//! tables key files: the file's identity (for a local export, the export and the kernel's
+//! handle of the inode), not the handle's bytes. A handle carries a hint of the directory it
+//! was found in (`sluice_vfs::handle`), so one file reached through two hard links has two
+//! handles, but one key: a v3 change through one name recalls a delegation granted through
+//! the other, as knfsd, which keys delegations by inode.
 //!
 //! # What is not closed
 //! The gate is checked before the change, outside the v4 lock: a v4 OPEN granting a
@@ -61,7 +62,8 @@ pub trait RecallGate: Send + Sync {
     /// would answer `Ok`.
     fn held(&self) -> bool;
 
-    /// An op from a client with no NFSv4 identity changes `file` (`write`: its data, size,
+    /// An op from a client with no NFSv4 identity changes `file` (the handle's
+    /// `FileSystem::state_key`, module notes) (`write`: its data, size,
     /// attributes or names) or reads it: `Err(Recalling)` while delegations that conflict are
     /// being recalled (the recalls are queued by this call), else `Ok`.
     fn break_for(&self, now: Instant, file: &[u8], write: bool) -> Result<(), Recalling>;

@@ -19,6 +19,12 @@
 //!   client) is expired at once. With no delegation the v3 path does not take the v4 state's
 //!   lock at all.
 //!
+//! - One file with hard links in two directories has two handles (each names the directory it
+//!   was found in) but is one file for delegations: a v4 OPEN for writing and a v3 SETATTR
+//!   through the other name recall a read delegation, another client's GETATTR through the
+//!   other name asks the write delegation's holder by CB_GETATTR; CB_RECALL and CB_GETATTR
+//!   carry the handle the holder used.
+//!
 //! Every wait is bounded by [`LIMIT`], so a hang fails the test instead of the suite.
 
 #[macro_use]
@@ -1192,4 +1198,77 @@ async fn a_failed_cb_getattr_recalls_and_write_delegations_can_be_turned_off() {
     let mut holder = Holder::connect(addr, &server, false).await;
     let (_, d, _) = holder.open_both(&dirs.export(), "f", false).await;
     assert!(matches!(d, OpenDelegation4::None), "{d:?}");
+}
+
+/// Hard links `a/f` and `b/f` are one file for delegations (module notes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegation_is_recalled_by_a_conflict_through_another_hard_link() {
+    let dirs = TestDirs::new("nfs4-deleg-links");
+    let export = dirs.export();
+    for d in ["a", "b"] {
+        std::fs::create_dir(export.join(d)).unwrap();
+    }
+    for name in ["f", "g", "h"] {
+        std::fs::write(export.join("a").join(name), b"0123456789").unwrap();
+        std::fs::hard_link(export.join("a").join(name), export.join("b").join(name)).unwrap();
+    }
+    let (addr, server, _metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
+    let (dir_a, dir_b) = (export.join("a"), export.join("b"));
+    let mut holder = Holder::connect(addr, &server, false).await;
+    let mut writer = other_client(addr, "link writer").await;
+
+    // A v4 OPEN for writing through b/f: DELAY, CB_RECALL of the holder's handle (a/f).
+    let (_, d, fa) = holder.open_read(&dir_a, "f").await;
+    let deleg = read_deleg(&d);
+    let r = writer
+        .open(&dir_b, "w", "f", false, OPEN4_SHARE_ACCESS_WRITE, 0)
+        .await;
+    assert_eq!(r.err(), Some(Nfsstat4::DELAY));
+    let recall = holder.next_recall().await;
+    assert_eq!((recall.stateid, &recall.fh), (deleg, &fa));
+    let res = holder
+        .send(vec![NfsArgop4::Putfh(fa), NfsArgop4::Delegreturn(deleg)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let (_, fb) = writer
+        .open(&dir_b, "w", "f", false, OPEN4_SHARE_ACCESS_WRITE, 0)
+        .await
+        .expect("the OPEN goes through after DELEGRETURN");
+
+    // A v3 SETATTR through b/g: JUKEBOX and a CB_RECALL of a/g.
+    let (_, d, ga) = holder.open_read(&dir_a, "g").await;
+    let deleg = read_deleg(&d);
+    let (mut c, root) = v3_client(addr, &export).await;
+    let b3 = v3_lookup(&mut c, &root, "b").await;
+    let gb3 = v3_lookup(&mut c, &b3, "g").await;
+    assert_eq!(
+        status3(&c.nfs(v3_setattr_mode(&gb3, 0o600)).await),
+        v3::Nfsstat3::JUKEBOX
+    );
+    let recall = holder.next_recall().await;
+    assert_eq!((recall.stateid, &recall.fh), (deleg, &ga));
+    holder
+        .send(vec![NfsArgop4::Putfh(ga), NfsArgop4::Delegreturn(deleg)])
+        .await;
+    assert_eq!(
+        status3(&c.nfs(v3_setattr_mode(&gb3, 0o600)).await),
+        v3::Nfsstat3::OK
+    );
+
+    // A write delegation of a/h: another client's GETATTR of b/h asks the holder about a/h.
+    let (_, d, ha) = holder.open_both(&dir_a, "h", false).await;
+    let w = write_deleg(&d);
+    let mut hb = walk_to(&dir_b);
+    hb.extend([support::nfs4::lookup("h"), NfsArgop4::Getfh(())]);
+    let res = writer.send(hb).await;
+    let Some(NfsResop4::Getfh(Res4::Ok(hb))) = res.results.last() else {
+        panic!("{res:?}")
+    };
+    assert_ne!(hb, &ha, "two names, two handles");
+    assert_ne!(fb, hb.clone());
+    assert_eq!(size_change(&mut writer, hb).await, Err(Nfsstat4::DELAY));
+    assert_eq!(holder.next_getattr().await.fh, ha);
+    holder
+        .send(vec![NfsArgop4::Putfh(ha), NfsArgop4::Delegreturn(w)])
+        .await;
 }

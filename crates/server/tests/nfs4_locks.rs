@@ -14,6 +14,7 @@
 //! | §18.2.4 | CLOSE with locks held frees them | `close_with_locks_held_frees_them` |
 //! | §18.39 | RELEASE_LOCKOWNER is NFS4ERR_NOTSUPP in minor version 1 | `lock_stateid_errors` |
 //! | §8.3 | a courtesy client keeps its lock until a conflicting LOCK expires it | `a_courtesy_clients_lock_is_broken_by_a_conflicting_lock` |
+//! | §9.1, §9.7 | one file with hard links in two directories (two handles) is one file for locks and share reservations | `hard_links_in_two_directories_are_one_file_for_locks_and_shares` |
 
 #[macro_use]
 mod support;
@@ -22,7 +23,8 @@ use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{
     ExistLockOwner4, Lock4Denied, LockArgs, LockRes, Locker4, LocktArgs, LocktRes, LockuArgs,
     NfsArgop4, NfsResop4, OpenToLockOwner4, ReadArgs, Res4, StateidList, WriteArgs,
-    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, READW_LT, READ_LT, WRITEW_LT, WRITE_LT,
+    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
+    OPEN4_SHARE_DENY_WRITE, READW_LT, READ_LT, WRITEW_LT, WRITE_LT,
 };
 use sluice_xdr::nfs4::{LockOwner4, NfsFh4, Nfsstat4, Opaque4, StableHow4, Stateid4};
 use std::time::Duration;
@@ -511,4 +513,74 @@ async fn a_courtesy_clients_lock_is_broken_by_a_conflicting_lock() {
     assert_eq!(lb.seqid, 2);
     let res = a.send(vec![]).await;
     assert_eq!(res.status, Nfsstat4::BADSESSION, "A's session went with it");
+}
+
+/// A file with hard links `a/<name>` and `b/<name>` in the export.
+fn linked(s: &TestServer, name: &str) {
+    for d in ["a", "b"] {
+        let _ = std::fs::create_dir(s.export.join(d));
+    }
+    std::fs::write(s.export.join("a").join(name), b"one file, two names").unwrap();
+    std::fs::hard_link(s.export.join("a").join(name), s.export.join("b").join(name)).unwrap();
+}
+
+/// A handle of a file names the directory it was found in too (`sluice_vfs::handle`), so the
+/// two links of one file have two handles; state is the file's, as knfsd keys it by inode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hard_links_in_two_directories_are_one_file_for_locks_and_shares() {
+    let s = TestServer::start(rw()).await;
+    linked(&s, "f");
+    linked(&s, "g");
+    let (dir_a, dir_b) = (s.export.join("a"), s.export.join("b"));
+    let mut a = V4::mount(&s, "link client a").await;
+    let (oa, fa) = a
+        .open(&dir_a, "oa", "f", false, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    let mut b = V4::mount(&s, "link client b").await;
+    let (ob, fb) = b
+        .open(&dir_b, "ob", "f", false, OPEN4_SHARE_ACCESS_BOTH, 0)
+        .await
+        .unwrap();
+    assert_ne!(fa, fb, "two names, two handles");
+
+    // A's WRITE lock through a/f denies B's locks and tests through b/f, and back.
+    let la = granted(lock(&mut a, &fa, lock_new(WRITE_LT, 0, 100, oa.stateid, "la")).await);
+    let d = denied_lock(lock(&mut b, &fb, lock_new(WRITE_LT, 50, 10, ob.stateid, "lb")).await);
+    assert_eq!(d, denial(0, 100, WRITE_LT, a.clientid, "la"));
+    let d = denied_test(test_lock(&mut b, &fb, lockt(READ_LT, 99, 1, "lb")).await);
+    assert_eq!(d, denial(0, 100, WRITE_LT, a.clientid, "la"));
+    assert_eq!(
+        test_lock(&mut b, &fb, lockt(WRITE_LT, 100, ALL, "lb")).await,
+        LocktRes::Ok(())
+    );
+    let lb = granted(lock(&mut b, &fb, lock_new(READ_LT, 200, 10, ob.stateid, "lb")).await);
+    let d = denied_test(test_lock(&mut a, &fa, lockt(WRITE_LT, 205, 1, "la")).await);
+    assert_eq!(d, denial(200, 10, READ_LT, b.clientid, "lb"));
+    // A's LOCKU through a/f lets B's LOCK through b/f in.
+    assert!(matches!(
+        unlock(&mut a, &fa, locku(0, 100, la)).await,
+        Res4::Ok(_)
+    ));
+    granted(lock(&mut b, &fb, lock_exist(WRITE_LT, 50, 10, lb)).await);
+
+    // Share reservations: A's OPEN of a/g denying writes refuses B's write OPEN of b/g; a
+    // read OPEN of b/g is fine.
+    a.open(
+        &dir_a,
+        "sa",
+        "g",
+        false,
+        OPEN4_SHARE_ACCESS_READ,
+        OPEN4_SHARE_DENY_WRITE,
+    )
+    .await
+    .unwrap();
+    let r = b
+        .open(&dir_b, "sb", "g", false, OPEN4_SHARE_ACCESS_WRITE, 0)
+        .await;
+    assert_eq!(r.err(), Some(Nfsstat4::SHARE_DENIED));
+    b.open(&dir_b, "sb", "g", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
 }

@@ -28,6 +28,7 @@
 //! | §18 | every op of part 1 at least once | `every_implemented_op_over_tcp` (plus the tests above) |
 //! | §18.25 | a removed open file stays readable and writable until its last CLOSE | `an_open_file_stays_usable_after_remove` |
 //! | §18.26 | a file renamed over while open keeps its data until its last CLOSE | `a_file_renamed_over_while_open_stays_usable_until_close` |
+//! | §18.25 | the last name of an open file removed through another hard link than it was opened by: kept until its last CLOSE | `the_last_link_of_an_open_file_removed_by_another_name_is_kept_until_close` |
 //! | §18.35, §18.36, §18.16 | state limits: EXCHANGE_ID / OPEN get NFS4ERR_DELAY, CREATE_SESSION over a client's quota NFS4ERR_NOSPC; room after DESTROY_CLIENTID, DESTROY_SESSION, CLOSE | `state_limits_answer_their_errors_and_recover` |
 //! | §18.16.3 | EXCLUSIVE4_1: attributes with the creation; same verifier OK, another EXIST, across a restart | `exclusive4_1_creates_once_and_knows_its_retransmission_after_a_restart` |
 //! | §7.3, §4.2.3 | pseudo handles persist across a restart with the same exports, STALE with others | `pseudo_handles_survive_a_restart_and_go_stale_when_the_exports_change` |
@@ -2055,4 +2056,58 @@ async fn secinfo_state_protection_and_set_ssv_answer_as_knfsd() {
     // CREATE_SESSION starts at the sequence id it was given.
     let (id, seq) = exchange_id(&mut c, b"mach cred").await;
     assert_eq!(create_session(&mut c, id, seq).await.status, Nfsstat4::OK);
+}
+
+/// A file hard-linked as `a/f` and `b/f` is open through `a/f` (its handle names `a`); `a/f`
+/// goes behind the server's back (a local user, or an NFSv3 client); another client then
+/// REMOVEs `b/f`, the last name, through a handle that names `b`. The file is open whichever
+/// name it was opened by (state is the file's, `FileSystem::state_key`): kept under a hidden
+/// name, readable by the opener, gone at its CLOSE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_link_of_an_open_file_removed_by_another_name_is_kept_until_close() {
+    let s = TestServer::start(rw()).await;
+    let (dir_a, dir_b) = (s.export.join("a"), s.export.join("b"));
+    std::fs::create_dir(&dir_a).unwrap();
+    std::fs::create_dir(&dir_b).unwrap();
+    std::fs::write(dir_a.join("f"), b"still here\n").unwrap();
+    std::fs::hard_link(dir_a.join("f"), dir_b.join("f")).unwrap();
+    let mut a = V4::mount(&s, "link opener").await;
+    let mut b = V4::mount(&s, "link remover").await;
+    let (o, fh) = a
+        .open(&dir_a, "opener", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .unwrap();
+    std::fs::remove_file(dir_a.join("f")).unwrap();
+    let mut ops = walk_to(&dir_b);
+    ops.push(NfsArgop4::Remove(component("f")));
+    let res = b.send(ops).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let names = || -> Vec<String> {
+        std::fs::read_dir(&dir_b)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let kept = names();
+    assert!(
+        kept.len() == 1 && kept[0].starts_with(".sluice-open-"),
+        "kept under a hidden name while open: {kept:?}"
+    );
+    let res = a
+        .send(vec![NfsArgop4::Putfh(fh.clone()), read_op(o.stateid)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
+    let NfsResop4::Read(Res4::Ok(r)) = &res.results[2] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(r.data.to_vec(), b"still here\n");
+    let res = a
+        .send(vec![NfsArgop4::Putfh(fh), close_op(o.stateid)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK);
+    assert!(
+        names().is_empty(),
+        "gone with the last CLOSE: {:?}",
+        names()
+    );
 }

@@ -32,6 +32,16 @@ pub trait FileSystem: Send + Sync {
     /// [`handle::export_id_of`](crate::handle::export_id_of)), so a server routes a handle to
     /// the file system that issued it.
     fn export_id(&self) -> ExportId;
+    /// The identity of the object `fh` names, for keying state about it (NFSv4 opens, locks,
+    /// delegations; the recall gate): equal for every handle of one object, whatever else a
+    /// handle carries (a [`LocalFs`] handle of a file has a hint of the directory it was found
+    /// in, so a file with hard links in two directories has two handles), and different for
+    /// different objects. Never fails and never panics: bytes the backend cannot verify get a
+    /// key of their own that no valid handle has. No I/O. Default: the handle's bytes (a backend
+    /// whose handles are already one per object).
+    fn state_key(&self, fh: &FileHandle) -> Bytes {
+        fh.to_bytes()
+    }
     /// Largest READ answered, bytes.
     fn read_bytes_max(&self) -> u32 {
         IO_BYTES_MAX_DEFAULT
@@ -246,6 +256,9 @@ impl FileSystem for LocalFs {
     }
     fn export_id(&self) -> ExportId {
         LocalFs::export_id(self)
+    }
+    fn state_key(&self, fh: &FileHandle) -> Bytes {
+        LocalFs::state_key(self, fh)
     }
     fn read_bytes_max(&self) -> u32 {
         self.config().read_bytes_max

@@ -50,6 +50,17 @@
 //! LOOKUP by name (which clients do after `FsError::Stale`) reconnects it; knfsd's
 //! `subtree_check` has the same property. Exporting the root of a file system avoids all of it:
 //! then every object of the mount is inside and no check is made.
+//!
+//! # One object, many handles
+//! The parent hint makes a handle name a file *and where it was found*: a file with hard links
+//! in two directories has two handles, both valid, and a client that reaches it by both names
+//! holds both. State about the file (NFSv4 share reservations, byte-range locks, delegations)
+//! must not split the same way, or two clients locking the file by two names would not
+//! conflict. [`state_key`] is the file's identity for such state, as knfsd keys its state by
+//! the inode: a tag byte, the export id, the kernel handle's type, length and bytes; no kind,
+//! no parent hint, no MAC. The MAC is checked first, so a forged handle cannot name another
+//! file's state; bytes that fail the check get their own key (another tag byte and the bytes
+//! as sent), which no valid handle maps to.
 
 use super::sys::{KernelHandle, KERNEL_HANDLE_MAX};
 use crate::types::{FileHandle, FsError, FILE_HANDLE_BYTES_MAX as FHSIZE};
@@ -233,6 +244,33 @@ impl HandleKey {
     }
 }
 
+/// The first byte of a [`state_key`] of a valid handle.
+const STATE_KEY_VALID: u8 = 1;
+/// The first byte of a [`state_key`] of bytes that are not a valid handle of the export.
+const STATE_KEY_INVALID: u8 = 0;
+
+/// The identity of the object a handle names (module notes, "One object, many handles"):
+/// equal for every handle of one object, different for different objects and for bytes that
+/// are not a valid handle of `key`'s export. Never fails, no I/O.
+pub(crate) fn state_key(key: &HandleKey, fh: &[u8]) -> Bytes {
+    let mut b = Vec::with_capacity(FHSIZE + 1);
+    match key.decode(fh) {
+        Ok(d) => {
+            b.push(STATE_KEY_VALID);
+            b.extend_from_slice(&key.export().0.to_be_bytes());
+            // `decode` made the type from one byte of the handle.
+            b.push(d.object.ty as u8);
+            b.push(d.object.as_bytes().len() as u8);
+            b.extend_from_slice(d.object.as_bytes());
+        }
+        Err(_) => {
+            b.push(STATE_KEY_INVALID);
+            b.extend_from_slice(fh);
+        }
+    }
+    Bytes::from(b)
+}
+
 /// Reads `<state_dir>/secret`, creating the directory (0700) and the secret (0600, random) on
 /// first start. Concurrent first starts agree on one secret: it is written to a private temporary
 /// file and published with `link(2)`, which fails if another process published first.
@@ -353,6 +391,49 @@ mod tests {
         let other = HandleKey::new(&[8; SECRET_BYTES], ExportId(5));
         assert_eq!(other.decode(&fh).unwrap_err(), FsError::BadHandle);
         assert_eq!(key(6).decode(&fh).unwrap_err(), FsError::Stale);
+    }
+
+    #[test]
+    fn state_key_is_the_object_whatever_the_parent_hint() {
+        let k = key(5);
+        let obj = KernelHandle::new(1, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        let other = KernelHandle::new(1, &[1, 2, 3, 4, 5, 6, 7, 9]).unwrap();
+        let dir_a = KernelHandle::new(1, &[9; 8]).unwrap();
+        let dir_b = KernelHandle::new(1, &[10; 8]).unwrap();
+        let via_a = k.encode(false, &obj, Some(&dir_a)).unwrap();
+        let via_b = k.encode(false, &obj, Some(&dir_b)).unwrap();
+        let bare = k.encode(false, &obj, None).unwrap();
+        assert_ne!(via_a, via_b);
+        let id = state_key(&k, via_a.as_bytes());
+        assert_eq!(state_key(&k, via_b.as_bytes()), id);
+        assert_eq!(state_key(&k, bare.as_bytes()), id);
+        let not = k.encode(false, &other, Some(&dir_a)).unwrap();
+        assert_ne!(state_key(&k, not.as_bytes()), id);
+        // Another export's handle of an equal kernel handle is another object.
+        let k6 = key(6);
+        let elsewhere = k6.encode(false, &obj, None).unwrap();
+        assert_ne!(state_key(&k6, elsewhere.as_bytes()), id);
+        // Forged or foreign bytes never take a valid handle's key, and never panic.
+        let mut forged = via_a.as_bytes().to_vec();
+        *forged.last_mut().unwrap() ^= 1;
+        assert_ne!(state_key(&k, &forged), id);
+        assert_ne!(state_key(&k, &forged), state_key(&k, via_a.as_bytes()));
+        assert_ne!(state_key(&k, &id), id);
+        assert_ne!(state_key(&k, elsewhere.as_bytes()), id);
+        for n in 0..=FHSIZE + 1 {
+            let _ = state_key(&k, &vec![1u8; n]);
+        }
+        let valid = via_a.as_bytes();
+        for n in 0..valid.len() {
+            assert_ne!(state_key(&k, &valid[..n]), id, "prefix of {n} bytes");
+        }
+        for i in 0..valid.len() {
+            for bit in 0..8 {
+                let mut bad = valid.to_vec();
+                bad[i] ^= 1 << bit;
+                assert_ne!(state_key(&k, &bad), id, "byte {i} bit {bit}");
+            }
+        }
     }
 
     #[test]

@@ -521,6 +521,13 @@ impl LocalFs {
         self.key.export()
     }
 
+    /// [`FileSystem::state_key`](crate::FileSystem::state_key): the export id and the kernel
+    /// handle, without the parent hint (see [`handle::HandleKey::identity`]). The MAC is
+    /// checked (no I/O), so forged bytes never name another file's state.
+    pub fn state_key(&self, fh: &FileHandle) -> Bytes {
+        handle::state_key(&self.key, fh.as_bytes())
+    }
+
     /// The canonical path of the export.
     pub fn path(&self) -> &Path {
         &self.config.path

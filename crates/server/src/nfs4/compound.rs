@@ -1332,9 +1332,10 @@ impl Nfs4 {
                 let (fs, _) = self.gate(call, *idx)?;
                 // Another client's write delegation: its holder's size and change
                 // (CB_GETATTR, `deleg.rs`), or NFS4ERR_DELAY while it is asked.
-                let view = if req.contains(attr_num::SIZE) || req.contains(attr_num::CHANGE) {
+                let asks = req.contains(attr_num::SIZE) || req.contains(attr_num::CHANGE);
+                let view = if asks && self.any_delegation() {
                     self.state()
-                        .deleg_getattr(call.now, ctx.clientid, fh.as_bytes())?
+                        .deleg_getattr(call.now, ctx.clientid, &fs.state_key(fh))?
                 } else {
                     GetattrView::Server
                 };
@@ -1600,7 +1601,7 @@ impl Nfs4 {
             OpenClaim4::DelegCurFh(sid) => {
                 let sid = ctx.resolve_stateid(sid)?;
                 self.state()
-                    .check_delegate_cur(clientid, &sid, cur.as_bytes())?;
+                    .check_delegate_cur(clientid, &sid, &fs.state_key(&cur))?;
                 Self::open_existing(fs, cur)?
             }
             OpenClaim4::DelegateCur(c) => {
@@ -1610,7 +1611,7 @@ impl Nfs4 {
                     .map_err(|(e, _)| map::status(e))?;
                 let sid = ctx.resolve_stateid(&c.delegate_stateid)?;
                 self.state()
-                    .check_delegate_cur(clientid, &sid, found.fh.as_bytes())?;
+                    .check_delegate_cur(clientid, &sid, &fs.state_key(&found.fh))?;
                 Self::open_existing(fs, found.fh)?
             }
             // A client's own reboot: no delegation reclaim (see `deleg.rs`).
@@ -1646,7 +1647,7 @@ impl Nfs4 {
                         let truncates = matches!(&how, CreateHow::Unchecked(s) if s.size.is_some());
                         if truncates {
                             if let Ok(existing) = fs.lookup(&caller, &cur, &name.0) {
-                                self.break_delegations(call, ctx, &existing.fh)?;
+                                self.break_delegations(call, ctx, fs, &existing.fh)?;
                                 self.settle(&existing.fh)?;
                             }
                         }
@@ -1701,6 +1702,9 @@ impl Nfs4 {
                 return Err(Nfsstat4::ACCESS);
             }
         }
+        // State is the file's, whichever of its handles (hard links in other directories)
+        // the client came by (`FileSystem::state_key`).
+        let file = fs.state_key(&fh);
         let delegation = {
             let mut st = self.state();
             // Writing, or denying others' reads, conflicts with other clients' delegations;
@@ -1709,7 +1713,7 @@ impl Nfs4 {
             if !reclaim {
                 let write = access & OPEN4_SHARE_ACCESS_WRITE != 0
                     || a.share_deny & OPEN4_SHARE_DENY_READ != 0;
-                st.break_delegations(call.now, Some(clientid), fh.as_bytes(), write)?;
+                st.break_delegations(call.now, Some(clientid), &file, write)?;
             }
             let open = match reclaim {
                 true => State4::reclaim_open,
@@ -1720,7 +1724,7 @@ impl Nfs4 {
                 call.now,
                 clientid,
                 &a.owner.owner.0,
-                fh.as_bytes(),
+                &file,
                 access,
                 a.share_deny,
             )?;
@@ -1731,7 +1735,8 @@ impl Nfs4 {
                         size: attr.size,
                         change: attr.change,
                     };
-                    st.open_delegation(call.now, clientid, fh.as_bytes(), a.share_access, now_attrs)
+                    let fh = fh.as_bytes();
+                    st.open_delegation(call.now, clientid, (&file, fh), a.share_access, now_attrs)
                 }
                 // A reclaim gets the read delegation it names back (`deleg.rs`, "Reboot
                 // recovery").
@@ -1740,7 +1745,8 @@ impl Nfs4 {
                         size: attr.size,
                         change: attr.change,
                     };
-                    st.reclaimed_delegation(call.now, clientid, fh.as_bytes(), dtype, now_attrs)
+                    let fh = fh.as_bytes();
+                    st.reclaimed_delegation(call.now, clientid, (&file, fh), dtype, now_attrs)
                 }
                 // Under a delegation the client already has.
                 _ => OpenDelegation4::None,
@@ -1773,10 +1779,11 @@ impl Nfs4 {
         Ok((fh, attr, cinfo))
     }
 
-    /// The current handle's bytes as the open table keys files (an export handle).
-    fn open_file(ctx: &Ctx) -> Result<Bytes, Nfsstat4> {
+    /// The current file's key in the state tables (an export handle's
+    /// [`FileSystem::state_key`]: the file, whichever of its names it was found by).
+    fn open_file(&self, ctx: &Ctx) -> Result<Bytes, Nfsstat4> {
         match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
-            Fh::Export { fh, .. } => Ok(fh.to_bytes()),
+            Fh::Export { idx, fh } => Ok(self.state_key(*idx, fh)),
             // Nothing in the pseudo tree is ever open.
             Fh::Pseudo(_) => Err(Nfsstat4::BAD_STATEID),
         }
@@ -1785,7 +1792,7 @@ impl Nfs4 {
     /// CLOSE (§18.2).
     fn close(&self, ctx: &mut Ctx, a: &CloseArgs) -> Result<Stateid4, Nfsstat4> {
         let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
-        let file = Self::open_file(ctx)?;
+        let file = self.open_file(ctx)?;
         let sid = ctx.resolve_stateid(&a.open_stateid)?;
         let out = self.state().close(clientid, &sid, &file)?;
         ctx.stateid = Some(out);
@@ -1796,7 +1803,7 @@ impl Nfs4 {
     /// OPEN_DOWNGRADE (§18.18).
     fn open_downgrade(&self, ctx: &mut Ctx, a: &OpenDowngradeArgs) -> Result<Stateid4, Nfsstat4> {
         let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
-        let file = Self::open_file(ctx)?;
+        let file = self.open_file(ctx)?;
         let sid = ctx.resolve_stateid(&a.open_stateid)?;
         let access = a.share_access & !(OPEN4_SHARE_WANT_MASK | 0x3_0000);
         let out = self
@@ -1836,23 +1843,46 @@ impl Nfs4 {
         write: bool,
     ) -> Result<(), Nfsstat4> {
         let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
-        let file = Self::open_file(ctx)?;
+        let file = self.open_file(ctx)?;
         let sid = ctx.resolve_stateid(stateid)?;
         let mut st = self.state();
         st.check_io(clientid, &sid, &file, write)?;
         st.break_delegations(call.now, Some(clientid), &file, write)
     }
 
-    /// The recall gate ([`State4::break_delegations`]) for a change of `fh` (its data, name or
-    /// attributes) by this COMPOUND's client.
+    /// The key of `fh` of export `idx` in the state tables ([`FileSystem::state_key`]).
+    pub(super) fn state_key(&self, idx: usize, fh: &FileHandle) -> Bytes {
+        match self.exports.get(idx) {
+            Some(e) => e.fs.state_key(fh),
+            // Not an export's handle: no state is kept under it; a key of its own.
+            None => fh.to_bytes(),
+        }
+    }
+
+    /// The recall gate ([`State4::break_delegations`]) for a change of `fh` of `fs` (its data,
+    /// name or attributes) by this COMPOUND's client.
     fn break_delegations(
         &self,
         call: &Call<'_>,
         ctx: &Ctx,
+        fs: &dyn FileSystem,
         fh: &FileHandle,
     ) -> Result<(), Nfsstat4> {
+        if !self.any_delegation() {
+            return Ok(());
+        }
         self.state()
-            .break_delegations(call.now, ctx.clientid, fh.as_bytes(), true)
+            .break_delegations(call.now, ctx.clientid, &fs.state_key(fh), true)
+    }
+
+    /// Whether any live delegation exists: one atomic load (the count the delegation table
+    /// publishes, as for the NFSv3 recall gate), so that ops which only consult delegations
+    /// (GETATTR, the recall gate) neither take the state lock nor work out a file's key
+    /// when there are none.
+    fn any_delegation(&self) -> bool {
+        self.delegs_published
+            .load(std::sync::atomic::Ordering::Acquire)
+            != 0
     }
 
     /// The same for the object `name` in `dir`, if there is one (a lookup only while some
@@ -1869,7 +1899,7 @@ impl Nfs4 {
             return Ok(());
         }
         match fs.lookup(caller, dir, name) {
-            Ok(found) => self.break_delegations(call, ctx, &found.fh),
+            Ok(found) => self.break_delegations(call, ctx, fs, &found.fh),
             Err(_) => Ok(()),
         }
     }
@@ -1877,7 +1907,7 @@ impl Nfs4 {
     /// DELEGRETURN (§18.6).
     fn delegreturn(&self, ctx: &Ctx, stateid: &Stateid4) -> Result<(), Nfsstat4> {
         let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
-        let file = Self::open_file(ctx)?;
+        let file = self.open_file(ctx)?;
         let sid = ctx.resolve_stateid(stateid)?;
         self.state().delegreturn(clientid, &sid, &file)
     }
@@ -1998,11 +2028,12 @@ impl Nfs4 {
         if sattr.size.is_some() {
             let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
             let sid = ctx.resolve_stateid(&a.stateid)?;
-            self.state().check_io(clientid, &sid, fh.as_bytes(), true)?;
+            self.state()
+                .check_io(clientid, &sid, &fs.state_key(fh), true)?;
             self.settle(fh)?;
         }
         // Any attribute change is one a read delegation's holder caches (§10.4.1).
-        self.break_delegations(call, ctx, fh)?;
+        self.break_delegations(call, ctx, fs, fh)?;
         fs.setattr(&caller, fh, &sattr, None)
             .map_err(|(e, _)| map::status(e))?;
         Ok(mask)
@@ -2134,7 +2165,7 @@ impl Nfs4 {
             // Nothing there (or nothing the caller may see): the rename decides.
             return Ok(None);
         };
-        let key = target.fh.to_bytes();
+        let key = fs.state_key(&target.fh);
         if target.attr.ftype != FileType::Regular
             || !self.state().opens().is_open(&key)
             || self.parked.is_parked(&key)
@@ -2143,7 +2174,7 @@ impl Nfs4 {
         }
         if fs
             .lookup(caller, from.0, from.1)
-            .is_ok_and(|src| src.fh == target.fh)
+            .is_ok_and(|src| fs.state_key(&src.fh) == key)
         {
             // Two links of one file: the rename changes nothing (POSIX), nothing to keep.
             return Ok(None);
@@ -2202,7 +2233,7 @@ impl Nfs4 {
         }
         check_name(name)?;
         let (fs, caller) = self.gate(call, dir_idx)?;
-        self.break_delegations(call, ctx, file)?; // its link count and ctime change
+        self.break_delegations(call, ctx, fs, file)?; // its link count and ctime change
         let r = fs
             .link(&caller, file, dir, name)
             .map_err(|(e, _)| map::status(e))?;
@@ -2298,9 +2329,9 @@ impl Nfs4 {
             .lookup(&caller, dir, name)
             .map_err(|(e, _)| map::status(e))?;
         if target.attr.ftype != FileType::Directory {
-            self.break_delegations(call, ctx, &target.fh)?;
+            self.break_delegations(call, ctx, fs, &target.fh)?;
         }
-        let key = target.fh.to_bytes();
+        let key = fs.state_key(&target.fh);
         let w = if target.attr.ftype == FileType::Directory {
             fs.rmdir(&caller, dir, name)
         } else if self.state().opens().is_open(&key) && !self.parked.is_parked(&key) {

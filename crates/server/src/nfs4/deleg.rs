@@ -280,8 +280,12 @@ pub enum DelegStatus {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deleg {
     pub clientid: ClientId4,
-    /// The file, as the open table keys it (the export handle's bytes, also its `nfs_fh4`).
+    /// The file, as the open table keys it (`FileSystem::state_key`: one key for all of the
+    /// file's handles, so a conflict through another hard link finds the delegation).
     pub file: Bytes,
+    /// The handle the holder opened the file by (its `nfs_fh4`): what CB_RECALL and
+    /// CB_GETATTR name, since the holder knows the file by it.
+    pub fh: Bytes,
     pub status: DelegStatus,
     /// `Some` for a write delegation.
     pub write: Option<WriteView>,
@@ -401,11 +405,12 @@ impl DelegTable {
     }
 
     /// OPEN's delegation result (module notes: what is granted). A grant creates the record.
+    /// `file`: the file's key in the state tables; `fh`: the handle the client opened it by.
     pub fn grant(
         &mut self,
         now: Instant,
         clientid: ClientId4,
-        file: &[u8],
+        (file, fh): (&[u8], &[u8]),
         ask: GrantAsk,
         entropy: &mut dyn Entropy,
     ) -> OpenDelegation4 {
@@ -455,7 +460,7 @@ impl DelegTable {
             return none(OpenNoneDelegation4::Contention(false));
         }
         let write = writer.then_some(ask.attrs);
-        let other = self.insert(clientid, file, DelegStatus::Held, write, entropy);
+        let other = self.insert(clientid, (file, fh), DelegStatus::Held, write, entropy);
         let stateid = Stateid4 { seqid: 1, other };
         // An empty ACE: the client checks access with ACCESS itself (§10.4.1 allows it;
         // Linux ignores the field).
@@ -515,7 +520,7 @@ impl DelegTable {
     }
 
     /// Recalls that need a CB_RECALL queued (new ones, and those to retry): (stateid, holder,
-    /// file).
+    /// the holder's handle of the file).
     pub fn to_queue(&self) -> Vec<(Stateid4, ClientId4, Bytes)> {
         let mut v: Vec<_> = self
             .delegs
@@ -528,7 +533,7 @@ impl DelegTable {
                         other: *o,
                     },
                     d.clientid,
-                    d.file.clone(),
+                    d.fh.clone(),
                 )
             })
             .collect();
@@ -656,7 +661,8 @@ impl DelegTable {
         GetattrView::Server
     }
 
-    /// CB_GETATTRs to queue: (holder, file, the delegation's `other`).
+    /// CB_GETATTRs to queue: (holder, the holder's handle of the file, the delegation's
+    /// `other`).
     pub fn getattrs_to_queue(&self) -> Vec<(ClientId4, Bytes, Other)> {
         let mut v: Vec<_> = self
             .delegs
@@ -665,7 +671,7 @@ impl DelegTable {
                 d.status == DelegStatus::Held
                     && d.write.is_some_and(|w| w.getattr == CbGetattr::Wanted)
             })
-            .map(|(o, d)| (d.clientid, d.file.clone(), *o))
+            .map(|(o, d)| (d.clientid, d.fh.clone(), *o))
             .collect();
         v.sort_unstable_by_key(|e| e.2);
         v
@@ -875,7 +881,7 @@ impl DelegTable {
         &mut self,
         now: Instant,
         clientid: ClientId4,
-        file: &[u8],
+        (file, fh): (&[u8], &[u8]),
         callback_up: bool,
         write: Option<SizeChange>,
         entropy: &mut dyn Entropy,
@@ -894,7 +900,7 @@ impl DelegTable {
                 since: Some(now),
             },
         };
-        let other = self.insert(clientid, file, status, write, entropy);
+        let other = self.insert(clientid, (file, fh), status, write, entropy);
         let stateid = Stateid4 { seqid: 1, other };
         if write.is_some() {
             self.counters.granted_write += 1;
@@ -917,7 +923,7 @@ impl DelegTable {
     fn insert(
         &mut self,
         clientid: ClientId4,
-        file: &[u8],
+        (file, fh): (&[u8], &[u8]),
         status: DelegStatus,
         write: Option<SizeChange>,
         entropy: &mut dyn Entropy,
@@ -934,6 +940,7 @@ impl DelegTable {
             Deleg {
                 clientid,
                 file: Bytes::copy_from_slice(file),
+                fh: Bytes::copy_from_slice(fh),
                 status,
                 write,
             },

@@ -1,8 +1,9 @@
 //! Open state: open stateids, share reservations, OPEN upgrade, OPEN_DOWNGRADE, CLOSE, and the
 //! stateid checks every op does (RFC 8881 §8.2, §9.7, §18.16, §18.18, §18.2, §18.38, §18.48).
 //!
-//! Keyed by a neutral file id (the export handle's bytes), not by a file system: the core only
-//! needs "same file or not".
+//! Keyed by a neutral file id (the handle's `FileSystem::state_key`, the same for every handle
+//! of one file: hard links in two directories have two handles), not by a file system: the
+//! core only needs "same file or not".
 //!
 //! # Stateids (§8.2)
 //! One open stateid per (client, open owner, file). Its `other` is

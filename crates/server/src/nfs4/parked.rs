@@ -21,6 +21,9 @@
 //!                └─ open, parked already (another link) ──▶ unlink this name only
 //!   CLOSE ──▶ every parked file whose opens are all gone ──▶ unlink its hidden name
 //! ```
+//! "Open" is the file's, whichever name it was opened by: the open table and this one key files
+//! by `FileSystem::state_key`, the same for the handles of a file's hard links in different
+//! directories, so removing the last name through another link than the opener's parks too.
 //! Opens that end without CLOSE (a client expired, DESTROY_CLIENTID) are swept the same way at
 //! the next CLOSE, REMOVE or RENAME anyone sends. The Linux client does the same dance on its side
 //! (`.nfsXXXX`), so in practice it never sends a REMOVE for an open file; other clients do.
@@ -115,7 +118,7 @@ pub struct Parked {
     pub caller: Caller,
 }
 
-/// The parked files, keyed as the open table keys files (the export handle's bytes), and
+/// The parked files, keyed as the open table keys files (`FileSystem::state_key`), and
 /// their journal.
 #[derive(Debug, Default)]
 pub struct ParkedFiles {

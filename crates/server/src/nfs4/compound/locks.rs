@@ -14,7 +14,7 @@ impl Nfs4 {
     pub(super) fn lock(&self, call: &Call<'_>, ctx: &mut Ctx, a: &LockArgs) -> LockRes {
         let run = || -> Result<Stateid4, LockRefused> {
             let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
-            let file = Self::open_file(ctx)?;
+            let file = self.open_file(ctx)?;
             let mut a = a.clone();
             match &mut a.locker {
                 Locker4::New(n) => n.open_stateid = ctx.resolve_stateid(&n.open_stateid)?,
@@ -37,8 +37,9 @@ impl Nfs4 {
     pub(super) fn lockt(&self, call: &Call<'_>, ctx: &Ctx, a: &LocktArgs) -> LocktRes {
         let run = || -> Result<(), LockRefused> {
             let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
-            let (_, _, fh) = self.data_target(call, ctx)?;
-            self.state().lockt(call.now, clientid, fh.as_bytes(), a)
+            let (fs, _, fh) = self.data_target(call, ctx)?;
+            self.state()
+                .lockt(call.now, clientid, &fs.state_key(&fh), a)
         };
         match run() {
             Ok(()) => LocktRes::Ok(()),
@@ -50,7 +51,7 @@ impl Nfs4 {
     /// LOCKU (§18.12): sets the current stateid to the bumped lock stateid.
     pub(super) fn locku(&self, ctx: &mut Ctx, a: &LockuArgs) -> Result<Stateid4, Nfsstat4> {
         let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
-        let file = Self::open_file(ctx)?;
+        let file = self.open_file(ctx)?;
         let mut a = a.clone();
         a.lock_stateid = ctx.resolve_stateid(&a.lock_stateid)?;
         let out = self.state().locku(clientid, &file, &a)?;

@@ -3,12 +3,11 @@
 
 use super::Nfs4;
 use crate::recall::{RecallGate, Recalling};
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 impl RecallGate for Nfs4 {
     fn held(&self) -> bool {
-        self.delegs_published.load(Ordering::Acquire) != 0
+        self.any_delegation()
     }
 
     fn break_for(&self, now: Instant, file: &[u8], write: bool) -> Result<(), Recalling> {

@@ -317,12 +317,13 @@ impl Nfs4 {
         let src_sid = ctx.resolve_stateid(src_stateid)?;
         let dst_sid = ctx.resolve_stateid(dst_stateid)?;
         {
+            let (src_key, dst_key) = (fs.state_key(src), fs.state_key(dst_fh));
             let mut st = self.state();
-            st.check_io(clientid, &src_sid, src.as_bytes(), false)?;
-            st.check_io(clientid, &dst_sid, dst_fh.as_bytes(), true)?;
+            st.check_io(clientid, &src_sid, &src_key, false)?;
+            st.check_io(clientid, &dst_sid, &dst_key, true)?;
             // The source is read: another client's write delegation of it is recalled.
-            st.break_delegations(call.now, Some(clientid), src.as_bytes(), false)?;
-            st.break_delegations(call.now, Some(clientid), dst_fh.as_bytes(), true)?;
+            st.break_delegations(call.now, Some(clientid), &src_key, false)?;
+            st.break_delegations(call.now, Some(clientid), &dst_key, true)?;
         }
         self.settle(src)?;
         self.settle(dst_fh)?;

@@ -18,6 +18,12 @@ fn table() -> (DelegTable, SplitMix) {
     (DelegTable::new(9, cfg), SplitMix(3))
 }
 
+/// A file's key and the handle it was opened by: the same bytes here (the table only compares
+/// keys and hands the handle back in callbacks).
+fn same(file: &[u8]) -> (&[u8], &[u8]) {
+    (file, file)
+}
+
 fn ask(share_access: u32) -> GrantAsk {
     GrantAsk {
         share_access,
@@ -38,7 +44,7 @@ fn read_grant(
     c: ClientId4,
     f: &[u8],
 ) -> Stateid4 {
-    match t.grant(now, c, f, ask(OPEN4_SHARE_ACCESS_READ), e) {
+    match t.grant(now, c, same(f), ask(OPEN4_SHARE_ACCESS_READ), e) {
         OpenDelegation4::Read(r) => r.stateid,
         other => panic!("no read delegation: {other:?}"),
     }
@@ -57,7 +63,7 @@ fn a_sole_reader_gets_a_read_delegation_and_readers_share_it() {
     assert_ne!(a.other, b.other);
     // A asks again: it has one already.
     assert_eq!(
-        t.grant(now, A, b"f", ask(OPEN4_SHARE_ACCESS_READ), &mut e),
+        t.grant(now, A, same(b"f"), ask(OPEN4_SHARE_ACCESS_READ), &mut e),
         OpenDelegation4::None
     );
     assert_eq!(t.live(), 2);
@@ -79,48 +85,66 @@ fn want_bits_writers_contention_and_no_back_channel_get_none_with_a_why() {
     let r = OPEN4_SHARE_ACCESS_READ;
     let ext = |w| OpenDelegation4::NoneExt(OpenNoneDelegation4::Why(w));
     assert_eq!(
-        t.grant(now, A, b"f", ask(r | OPEN4_SHARE_WANT_NO_DELEG), &mut e),
+        t.grant(
+            now,
+            A,
+            same(b"f"),
+            ask(r | OPEN4_SHARE_WANT_NO_DELEG),
+            &mut e
+        ),
         ext(WND4_NOT_WANTED)
     );
     assert_eq!(
-        t.grant(now, A, b"f", ask(r | OPEN4_SHARE_WANT_CANCEL), &mut e),
+        t.grant(now, A, same(b"f"), ask(r | OPEN4_SHARE_WANT_CANCEL), &mut e),
         ext(WND4_CANCELLED)
     );
     // A writer: no write delegations; plain NONE without want bits, NONE_EXT with them.
     assert_eq!(
-        t.grant(now, A, b"f", ask(OPEN4_SHARE_ACCESS_BOTH), &mut e),
+        t.grant(now, A, same(b"f"), ask(OPEN4_SHARE_ACCESS_BOTH), &mut e),
         OpenDelegation4::None
     );
     assert_eq!(
         t.grant(
             now,
             A,
-            b"f",
+            same(b"f"),
             ask(OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_WANT_ANY_DELEG),
             &mut e
         ),
         ext(WND4_WRITE_DELEG_NOT_SUPP_FTYPE)
     );
     assert_eq!(
-        t.grant(now, A, b"f", ask(r | OPEN4_SHARE_WANT_WRITE_DELEG), &mut e),
+        t.grant(
+            now,
+            A,
+            same(b"f"),
+            ask(r | OPEN4_SHARE_WANT_WRITE_DELEG),
+            &mut e
+        ),
         ext(WND4_WRITE_DELEG_NOT_SUPP_FTYPE)
     );
     let mut contended = ask(r | OPEN4_SHARE_WANT_READ_DELEG);
     contended.contended = true;
     assert_eq!(
-        t.grant(now, A, b"f", contended, &mut e),
+        t.grant(now, A, same(b"f"), contended, &mut e),
         OpenDelegation4::NoneExt(OpenNoneDelegation4::Contention(false))
     );
     let mut down = ask(r | OPEN4_SHARE_WANT_READ_DELEG);
     down.callback_up = false;
     assert_eq!(
-        t.grant(now, A, b"f", down, &mut e),
+        t.grant(now, A, same(b"f"), down, &mut e),
         OpenDelegation4::NoneExt(OpenNoneDelegation4::Resource(false))
     );
     assert!(t.is_empty(), "nothing granted");
     // WANT_READ_DELEG and WANT_ANY_DELEG on a read open do get one.
     assert!(matches!(
-        t.grant(now, A, b"f", ask(r | OPEN4_SHARE_WANT_ANY_DELEG), &mut e),
+        t.grant(
+            now,
+            A,
+            same(b"f"),
+            ask(r | OPEN4_SHARE_WANT_ANY_DELEG),
+            &mut e
+        ),
         OpenDelegation4::Read(_)
     ));
 }
@@ -148,7 +172,7 @@ fn a_conflict_recalls_other_clients_delegations_only_and_marks_the_file_recent()
     // No new delegation on a file being recalled, to anyone, nor soon after.
     let later = now + Duration::from_secs(1);
     assert_eq!(
-        t.grant(later, B, b"f", ask(OPEN4_SHARE_ACCESS_READ), &mut e),
+        t.grant(later, B, same(b"f"), ask(OPEN4_SHARE_ACCESS_READ), &mut e),
         OpenDelegation4::None
     );
     t.delegreturn(A, &a, b"f").unwrap();
@@ -157,7 +181,7 @@ fn a_conflict_recalls_other_clients_delegations_only_and_marks_the_file_recent()
         "returned: the op may go on"
     );
     assert_eq!(
-        t.grant(later, A, b"f", ask(OPEN4_SHARE_ACCESS_READ), &mut e),
+        t.grant(later, A, same(b"f"), ask(OPEN4_SHARE_ACCESS_READ), &mut e),
         OpenDelegation4::None,
         "recently recalled"
     );
@@ -289,20 +313,24 @@ fn the_bounds_stop_grants_and_the_recent_set_is_bounded() {
     let resource = OpenDelegation4::NoneExt(OpenNoneDelegation4::Resource(false));
     for f in [&b"1"[..], b"2"] {
         assert!(matches!(
-            t.grant(now, A, f, ask(r), &mut e),
+            t.grant(now, A, same(f), ask(r), &mut e),
             OpenDelegation4::Read(_)
         ));
     }
     assert_eq!(
-        t.grant(now, A, b"3", ask(r), &mut e),
+        t.grant(now, A, same(b"3"), ask(r), &mut e),
         resource,
         "per client"
     );
     assert!(matches!(
-        t.grant(now, B, b"3", ask(r), &mut e),
+        t.grant(now, B, same(b"3"), ask(r), &mut e),
         OpenDelegation4::Read(_)
     ));
-    assert_eq!(t.grant(now, B, b"4", ask(r), &mut e), resource, "overall");
+    assert_eq!(
+        t.grant(now, B, same(b"4"), ask(r), &mut e),
+        resource,
+        "overall"
+    );
     for i in 0..RECENT_MAX + 10 {
         t.remember_recall(now, &(i as u64).to_be_bytes());
     }
@@ -371,7 +399,7 @@ fn write_grant(
     c: ClientId4,
     f: &[u8],
 ) -> Stateid4 {
-    match t.grant(now, c, f, ask(OPEN4_SHARE_ACCESS_BOTH), e) {
+    match t.grant(now, c, same(f), ask(OPEN4_SHARE_ACCESS_BOTH), e) {
         OpenDelegation4::Write(w) => {
             assert_eq!(w.space_limit, NfsSpaceLimit4::Size(u64::MAX));
             w.stateid
@@ -389,14 +417,14 @@ fn a_sole_opener_for_reading_and_writing_gets_a_write_delegation_and_only_then()
     let ext = |w| OpenDelegation4::NoneExt(OpenNoneDelegation4::Why(w));
     // Write-only: none (the holder must be allowed to read too).
     assert_eq!(
-        t.grant(now, A, b"f", ask(OPEN4_SHARE_ACCESS_WRITE), &mut e),
+        t.grant(now, A, same(b"f"), ask(OPEN4_SHARE_ACCESS_WRITE), &mut e),
         OpenDelegation4::None
     );
     assert_eq!(
         t.grant(
             now,
             A,
-            b"f",
+            same(b"f"),
             ask(OPEN4_SHARE_ACCESS_WRITE | OPEN4_SHARE_WANT_WRITE_DELEG),
             &mut e
         ),
@@ -406,13 +434,13 @@ fn a_sole_opener_for_reading_and_writing_gets_a_write_delegation_and_only_then()
     let mut others = ask(both | OPEN4_SHARE_WANT_ANY_DELEG);
     others.others_open = true;
     assert_eq!(
-        t.grant(now, A, b"f", others, &mut e),
+        t.grant(now, A, same(b"f"), others, &mut e),
         OpenDelegation4::NoneExt(OpenNoneDelegation4::Contention(false))
     );
     // Another client's read delegation too.
     read_grant(&mut t, &mut e, now, B, b"g");
     assert_eq!(
-        t.grant(now, A, b"g", ask(both), &mut e),
+        t.grant(now, A, same(b"g"), ask(both), &mut e),
         OpenDelegation4::None
     );
     assert!(t.is_empty() || t.live_by_kind() == (1, 0));
@@ -421,7 +449,7 @@ fn a_sole_opener_for_reading_and_writing_gets_a_write_delegation_and_only_then()
     assert_eq!(t.live_by_kind(), (1, 1));
     assert_eq!(t.counters.granted_write, 1);
     assert_eq!(
-        t.grant(now, B, b"f", ask(OPEN4_SHARE_ACCESS_READ), &mut e),
+        t.grant(now, B, same(b"f"), ask(OPEN4_SHARE_ACCESS_READ), &mut e),
         OpenDelegation4::None
     );
     assert_eq!(t.get(&w.other).unwrap().kind(), Kind::Write);
@@ -437,7 +465,7 @@ fn a_sole_opener_for_reading_and_writing_gets_a_write_delegation_and_only_then()
         off.grant(
             now,
             A,
-            b"f",
+            same(b"f"),
             ask(both | OPEN4_SHARE_WANT_WRITE_DELEG),
             &mut e
         ),
@@ -577,7 +605,7 @@ fn a_failed_or_unsendable_cb_getattr_recalls_the_write_delegation() {
     // The recalled file is recently recalled: no new write delegation on it.
     t.delegreturn(A, &w, b"f").unwrap();
     assert_eq!(
-        t.grant(now, A, b"f", ask(OPEN4_SHARE_ACCESS_BOTH), &mut e),
+        t.grant(now, A, same(b"f"), ask(OPEN4_SHARE_ACCESS_BOTH), &mut e),
         OpenDelegation4::None
     );
 }
@@ -589,21 +617,51 @@ fn a_failed_or_unsendable_cb_getattr_recalls_the_write_delegation() {
 fn a_reclaimed_read_delegation_is_held_or_already_recalled() {
     let (mut t, mut e) = table();
     let t0 = Instant::now();
-    let OpenDelegation4::Read(up) = t.grant_reclaimed(t0, A, b"f", true, None, &mut e) else {
+    let OpenDelegation4::Read(up) = t.grant_reclaimed(t0, A, same(b"f"), true, None, &mut e) else {
         panic!("none granted back")
     };
     assert!(!up.recall);
     assert_eq!(t.get(&up.stateid.other).unwrap().status, DelegStatus::Held);
     assert_eq!(
-        t.grant_reclaimed(t0, A, b"f", true, None, &mut e),
+        t.grant_reclaimed(t0, A, same(b"f"), true, None, &mut e),
         OpenDelegation4::None,
         "one per client and file"
     );
-    let OpenDelegation4::Read(down) = t.grant_reclaimed(t0, B, b"f", false, None, &mut e) else {
+    let OpenDelegation4::Read(down) = t.grant_reclaimed(t0, B, same(b"f"), false, None, &mut e)
+    else {
         panic!("none granted back")
     };
     assert!(down.recall, "no back channel: return it at once");
     assert!(t.tick(t0 + LEASE / 2, LEASE).is_empty());
     assert_eq!(t.tick(t0 + LEASE, LEASE), vec![down.stateid.other]);
     assert_eq!(t.delegreturn(A, &up.stateid, b"f"), Ok(()));
+}
+
+/// Delegations are found by the file's key (the same for all of its handles: hard links in two
+/// directories); the callbacks name the handle the holder opened the file by.
+#[test]
+fn conflicts_go_by_the_key_and_callbacks_name_the_holders_handle() {
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let OpenDelegation4::Write(w) = t.grant(
+        now,
+        A,
+        (b"file", b"fh via a"),
+        ask(OPEN4_SHARE_ACCESS_BOTH),
+        &mut e,
+    ) else {
+        panic!("no write delegation")
+    };
+    assert_eq!(t.held_by(A, b"file"), Some(w.stateid.other));
+    assert_eq!(t.held_by(A, b"fh via a"), None, "the handle is no key");
+    assert_eq!(t.getattr_view(now, B, b"file"), GetattrView::Delay);
+    assert_eq!(
+        t.getattrs_to_queue(),
+        vec![(A, Bytes::from_static(b"fh via a"), w.stateid.other)]
+    );
+    assert_eq!(t.conflicts(now, B, b"file", false), vec![w.stateid.other]);
+    assert_eq!(
+        t.to_queue(),
+        vec![(w.stateid, A, Bytes::from_static(b"fh via a"))]
+    );
 }

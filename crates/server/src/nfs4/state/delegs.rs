@@ -31,12 +31,13 @@ use std::time::Instant;
 
 impl State4 {
     /// OPEN's delegation result, after its open state was created (see
-    /// [`super::super::deleg::DelegTable::grant`]).
+    /// [`super::super::deleg::DelegTable::grant`]). `(file, fh)`: the file's key in the state
+    /// tables and the handle the client opened it by (what its callbacks name).
     pub fn open_delegation(
         &mut self,
         now: Instant,
         clientid: ClientId4,
-        file: &[u8],
+        (file, fh): (&[u8], &[u8]),
         share_access: u32,
         attrs: SizeChange,
     ) -> OpenDelegation4 {
@@ -53,16 +54,17 @@ impl State4 {
             attrs,
         };
         self.delegs
-            .grant(now, clientid, file, ask, self.entropy.as_mut())
+            .grant(now, clientid, (file, fh), ask, self.entropy.as_mut())
     }
 
     /// OPEN CLAIM_PREVIOUS's delegation (see [`super::super::deleg::DelegTable::grant_reclaimed`]):
-    /// a read delegation the client names is granted back, none of another kind.
+    /// a read delegation the client names is granted back, none of another kind. `(file, fh)`
+    /// as for [`State4::open_delegation`].
     pub fn reclaimed_delegation(
         &mut self,
         now: Instant,
         clientid: ClientId4,
-        file: &[u8],
+        (file, fh): (&[u8], &[u8]),
         delegate_type: u32,
         attrs: SizeChange,
     ) -> OpenDelegation4 {
@@ -75,14 +77,15 @@ impl State4 {
         self.delegs.grant_reclaimed(
             now,
             clientid,
-            file,
+            (file, fh),
             callback_up,
             write,
             self.entropy.as_mut(),
         )
     }
 
-    /// The recall gate (RFC 8881 §10.4.1): an op of `clientid` on `file` that writes it or
+    /// The recall gate (RFC 8881 §10.4.1): an op of `clientid` on `file` (its key in the state
+    /// tables, `FileSystem::state_key`: the same for every handle of it) that writes it or
     /// changes its name or attributes (`write`) conflicts with every other client's
     /// delegation of it; one that reads it, with other clients' write delegations. Courtesy holders are expired at once; live ones are recalled and the
     /// op gets NFS4ERR_DELAY until they return (or lose) them. `clientid` is `None` for a

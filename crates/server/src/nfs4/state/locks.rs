@@ -3,7 +3,8 @@
 //! [`super::super::lockstate`] and [`super::super::lock`] (the design notes are there).
 //!
 //! The processor resolves the special "current" stateid in the arguments before calling, and
-//! passes the current file handle's bytes as `file`.
+//! passes the current file's key as `file` (its handle's `FileSystem::state_key`: locks taken
+//! through two hard links of one file conflict, as knfsd's, which are the inode's).
 
 use super::super::lock::{Lock, LockError, LockKind, Owner, Range};
 use super::super::lockstate::LockStates;

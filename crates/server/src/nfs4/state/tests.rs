@@ -1018,12 +1018,13 @@ fn a_delegation_needs_a_working_back_channel_and_a_conflict_queues_a_cb_recall()
     let (b, _) = mount(&mut st, now, b"no back channel");
     st.open(now, b, b"o", b"g", 1, 0).unwrap();
     assert_eq!(
-        st.open_delegation(now, b, b"g", 1, SizeChange::default()),
+        st.open_delegation(now, b, (&b"g"[..], &b"g"[..]), 1, SizeChange::default()),
         OpenDelegation4::None,
         "no back channel, no delegation"
     );
     st.open(now, a, b"o", b"f", 1, 0).unwrap();
-    let OpenDelegation4::Read(d) = st.open_delegation(now, a, b"f", 1, SizeChange::default())
+    let OpenDelegation4::Read(d) =
+        st.open_delegation(now, a, (&b"f"[..], &b"f"[..]), 1, SizeChange::default())
     else {
         panic!("a sole reader with a back channel gets one")
     };
@@ -1093,7 +1094,7 @@ fn a_courtesy_holder_loses_its_delegation_at_once_to_a_conflict() {
     let (b, sb) = mount(&mut st, now, b"writer");
     st.open(now, a, b"o", b"f", 1, 0).unwrap();
     assert!(matches!(
-        st.open_delegation(now, a, b"f", 1, SizeChange::default()),
+        st.open_delegation(now, a, (&b"f"[..], &b"f"[..]), 1, SizeChange::default()),
         OpenDelegation4::Read(_)
     ));
     let later = now + Config4::default().lease + Duration::from_secs(1);
@@ -1154,7 +1155,8 @@ fn a_recall_answered_badhandle_is_sent_again() {
     let (a, sa) = holder(&mut st, now, b"holder");
     let (b, _) = mount(&mut st, now, b"other");
     st.open(now, a, b"o", b"f", 3, 0).unwrap();
-    let OpenDelegation4::Write(_) = st.open_delegation(now, a, b"f", 3, SizeChange::default())
+    let OpenDelegation4::Write(_) =
+        st.open_delegation(now, a, (&b"f"[..], &b"f"[..]), 3, SizeChange::default())
     else {
         panic!("a sole opener for reading and writing gets a write delegation")
     };
