@@ -520,6 +520,14 @@ async fn request_and_reply_size_limits() {
 // Open state: stateids, share reservations, leases
 // =============================================================================================
 
+/// The names in `dir`, as the server's local file system shows them.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
 fn read_op(stateid: Stateid4) -> NfsArgop4 {
     NfsArgop4::Read(ReadArgs {
         stateid,
@@ -849,12 +857,7 @@ async fn an_open_file_stays_usable_after_remove() {
     };
     assert_eq!(r.data.to_vec(), b"before remove\nafter remove\n");
     assert_eq!(attrs(&res.results[4]).size, Some(27));
-    let names = || -> Vec<String> {
-        std::fs::read_dir(&s.export)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect()
-    };
+    let names = || names_in(&s.export);
     let kept = names();
     assert!(
         kept.len() == 1 && kept[0].starts_with(".sluice-open-"),
@@ -2082,12 +2085,7 @@ async fn the_last_link_of_an_open_file_removed_by_another_name_is_kept_until_clo
     ops.push(NfsArgop4::Remove(component("f")));
     let res = b.send(ops).await;
     assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
-    let names = || -> Vec<String> {
-        std::fs::read_dir(&dir_b)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect()
-    };
+    let names = || names_in(&dir_b);
     let kept = names();
     assert!(
         kept.len() == 1 && kept[0].starts_with(".sluice-open-"),
