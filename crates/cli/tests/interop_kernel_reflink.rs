@@ -17,8 +17,9 @@
 
 mod common;
 
-use common::{free_port, repo_root, require_tools, run_peer_script, Sluice, TempDir};
-use std::collections::HashMap;
+use common::{
+    free_port, metric, op_counts, repo_root, require_tools, run_peer_script, Sluice, TempDir,
+};
 use std::process::Command;
 use std::time::Duration;
 
@@ -193,47 +194,4 @@ fn linux_kernel_client_clones_copies_asynchronously_and_reads_sparse_files_on_xf
         "READ_PLUS: {counts} {ops:?}"
     );
     eprintln!("guest READ/READ_PLUS counts: {counts}");
-}
-
-/// `op -> (calls, errors)` of the server's v4 per-op counters (`sluice stats --prometheus`).
-fn op_counts(metrics: &str) -> HashMap<String, (u64, u64)> {
-    let mut ops: HashMap<String, (u64, u64)> = HashMap::new();
-    for line in prometheus(metrics).lines() {
-        for (prefix, errors) in [
-            ("sluice_nfs4_op_calls_total{op=\"", false),
-            ("sluice_nfs4_op_errors_total{op=\"", true),
-        ] {
-            let Some((op, n)) = line.strip_prefix(prefix).and_then(|r| r.split_once("\"} ")) else {
-                continue;
-            };
-            let n: u64 = n
-                .trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("bad line {line}"));
-            let e = ops.entry(op.to_string()).or_default();
-            if errors {
-                e.1 = n;
-            } else {
-                e.0 = n;
-            }
-        }
-    }
-    ops
-}
-
-/// One unlabelled metric (0 when absent).
-fn metric(metrics: &str, name: &str) -> u64 {
-    prometheus(metrics)
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-fn prometheus(metrics: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["stats", "--prometheus", metrics])
-        .output()
-        .expect("run sluice stats");
-    assert!(out.status.success(), "sluice stats: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }

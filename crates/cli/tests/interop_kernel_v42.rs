@@ -24,9 +24,7 @@
 
 mod common;
 
-use common::{free_port, require_tools, run_peer_script, Sluice, TempDir};
-use std::collections::HashMap;
-use std::process::Command;
+use common::{free_port, metric, op_counts, require_tools, run_peer_script, Sluice, TempDir};
 use std::time::Duration;
 
 #[test]
@@ -135,55 +133,6 @@ fn linux_kernel_client_locks_and_v42_ops_reach_the_server() {
     // LOCK's errors are the conflicts (NFS4ERR_DENIED) the guest provoked across clients.
     assert!(ops["LOCK"].1 > 0, "no LOCK was denied: {ops:?}");
     assert!(ops["LOCKT"].1 > 0, "no LOCKT was denied: {ops:?}");
-}
-
-/// `op -> (calls, errors)` of the server's v4 per-op counters, read with `sluice stats
-/// --prometheus` from its metrics endpoint.
-fn op_counts(metrics: &str) -> HashMap<String, (u64, u64)> {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["stats", "--prometheus", metrics])
-        .output()
-        .expect("run sluice stats");
-    assert!(out.status.success(), "sluice stats: {out:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut ops: HashMap<String, (u64, u64)> = HashMap::new();
-    for line in text.lines() {
-        for (prefix, errors) in [
-            ("sluice_nfs4_op_calls_total{op=\"", false),
-            ("sluice_nfs4_op_errors_total{op=\"", true),
-        ] {
-            let Some(rest) = line.strip_prefix(prefix) else {
-                continue;
-            };
-            let Some((op, n)) = rest.split_once("\"} ") else {
-                continue;
-            };
-            let n: u64 = n
-                .trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("bad line {line}"));
-            let e = ops.entry(op.to_string()).or_default();
-            if errors {
-                e.1 = n;
-            } else {
-                e.0 = n;
-            }
-        }
-    }
-    ops
-}
-
-/// One unlabelled metric of the server's metrics endpoint (0 when absent).
-fn metric(metrics: &str, name: &str) -> u64 {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["stats", "--prometheus", metrics])
-        .output()
-        .expect("run sluice stats");
-    assert!(out.status.success(), "sluice stats: {out:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// The last 8 KiB of every log of a kclient run folder (console, run.sh, the guest's output).

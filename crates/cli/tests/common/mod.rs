@@ -721,3 +721,48 @@ pub fn calls_seen(report: &str, prog: &str, proc_: &str) -> Option<u64> {
         it.next()?.strip_prefix("calls=")?.parse().ok()
     })
 }
+
+/// `op -> (calls, errors)` of the server's v4 per-op counters (`sluice stats --prometheus`).
+pub fn op_counts(metrics: &str) -> std::collections::HashMap<String, (u64, u64)> {
+    let mut ops: std::collections::HashMap<String, (u64, u64)> = Default::default();
+    for line in prometheus(metrics).lines() {
+        for (prefix, errors) in [
+            ("sluice_nfs4_op_calls_total{op=\"", false),
+            ("sluice_nfs4_op_errors_total{op=\"", true),
+        ] {
+            let Some((op, n)) = line.strip_prefix(prefix).and_then(|r| r.split_once("\"} ")) else {
+                continue;
+            };
+            let n: u64 = n
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("bad line {line}"));
+            let e = ops.entry(op.to_string()).or_default();
+            if errors {
+                e.1 = n;
+            } else {
+                e.0 = n;
+            }
+        }
+    }
+    ops
+}
+
+/// One unlabelled metric of the server's metrics endpoint (0 when absent).
+pub fn metric(metrics: &str, name: &str) -> u64 {
+    prometheus(metrics)
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The server's metrics endpoint in the Prometheus text format, read with `sluice stats
+/// --prometheus`.
+pub fn prometheus(metrics: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["stats", "--prometheus", metrics])
+        .output()
+        .expect("run sluice stats");
+    assert!(out.status.success(), "sluice stats: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -633,6 +633,19 @@ mod tests {
     }
 
     impl Fixture {
+        /// Asynchronous copies are not run but kept in the returned list, for the test to run
+        /// (or not) when it wants.
+        fn hold_copies(&mut self) -> Arc<std::sync::Mutex<Vec<crate::nfs4::offload::CopyJob>>> {
+            let jobs = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let held = jobs.clone();
+            let spawner: Box<dyn crate::nfs4::offload::CopySpawner> = Box::new(move |job| {
+                held.lock().unwrap().push(job);
+                true
+            });
+            assert!(self.nfs.copy_spawner.set(spawner).is_ok());
+            jobs
+        }
+
         /// A fixture whose session has a back channel the test answers by hand, up.
         fn with_back_channel() -> Fixture {
             use crate::nfs4::backchan::{CbCall, CbOutcome, PathState};
@@ -760,13 +773,7 @@ mod tests {
         use sluice_xdr::nfs4::callback::OffloadInfo4;
         const LEN: u64 = sluice_vfs::COPY_BYTES_MAX + (8 << 20);
         let mut f = Fixture::with_back_channel();
-        let jobs = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let held = jobs.clone();
-        let spawner: Box<dyn crate::nfs4::offload::CopySpawner> = Box::new(move |job| {
-            held.lock().unwrap().push(job);
-            true
-        });
-        assert!(f.nfs.copy_spawner.set(spawner).is_ok());
+        let jobs = f.hold_copies();
         let data: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
         let src = f.file(0, "src", &data);
         let copy = |dst: &NfsFh4| {
@@ -913,13 +920,7 @@ mod tests {
         };
         for down in [false, true] {
             let mut f = Fixture::with_back_channel_unprobed();
-            let jobs = Arc::new(std::sync::Mutex::new(Vec::new()));
-            let held = jobs.clone();
-            let spawner: Box<dyn crate::nfs4::offload::CopySpawner> = Box::new(move |job| {
-                held.lock().unwrap().push(job);
-                true
-            });
-            assert!(f.nfs.copy_spawner.set(spawner).is_ok());
+            let jobs = f.hold_copies();
             let data: Vec<u8> = (0..LEN).map(|i| (i % 249) as u8).collect();
             let src = f.file(0, "src", &data);
             let dst = f.file(0, "dst", b"");
