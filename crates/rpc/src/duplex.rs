@@ -51,8 +51,9 @@
 //!    ([`CallError::TooManyInFlight`]), because the caller (a lease manager) is the one that
 //!    can choose to wait, retry or revoke.
 //!
-//! What is shared is the wire format: the call header builder and the reply decoder are the
-//! client table's, so a callback reply maps to the same [`RpcError`]s.
+//! What is shared is the wire format: the call header builder, the reply decoder and
+//! [`classify`] live in [`crate::msg`], below both tables, so a callback reply maps to the same
+//! [`RpcError`]s.
 //!
 //! # Timeouts start at send
 //! A call's deadline is `now + timeout` where `now` is when [`OutgoingCalls::poll_transmit`]
@@ -74,34 +75,14 @@
 //! bound keeps small. Everything that iterates over calls does so in start order, so a
 //! simulation is a pure function of its inputs.
 
-use crate::client::{build_call, decode_reply, ProcId, Reply, RpcError, Transmit};
+pub use crate::msg::{classify, MsgKind};
+
+use crate::msg::{build_call, decode_reply, ProcId, Reply, RpcError, Transmit};
 use bytes::Bytes;
-use sluice_xdr::rpc::{OpaqueAuth, MSG_CALL, MSG_REPLY};
-use sluice_xdr::Reader;
+use sluice_xdr::rpc::OpaqueAuth;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::time::{Duration, Instant};
-
-/// What a record is, from its first eight bytes (RFC 5531 §9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MsgKind {
-    /// `msg_type` CALL: the peer calls us; answer it.
-    Call { xid: u32 },
-    /// `msg_type` REPLY: an answer to one of our calls; match it in our table.
-    Reply { xid: u32 },
-    /// Shorter than eight bytes, or an undefined `msg_type`.
-    Garbage,
-}
-
-/// Sorts a record into CALL, REPLY or garbage. Never panics on any input.
-pub fn classify(record: &[Bytes]) -> MsgKind {
-    let mut r = Reader::new(record);
-    match (r.get_u32(), r.get_u32()) {
-        (Ok(xid), Ok(MSG_CALL)) => MsgKind::Call { xid },
-        (Ok(xid), Ok(MSG_REPLY)) => MsgKind::Reply { xid },
-        _ => MsgKind::Garbage,
-    }
-}
 
 /// Settings of an [`OutgoingCalls`] table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //! ```text
 //!   socket bytes ──push──► record::RecordDecoder ──next_record──► Vec<Bytes> (one RPC message)
 //!                                                                     │
-//!                          duplex::classify (msg_type) on either side ┤
+//!                             msg::classify (msg_type) on either side ┤
 //!                                                                     │
 //!              server side: CALL ─► server::parse_call ◄──────────────┤
 //!                 │  CallParse::Call ─► drc::ReplyCache ─► handler ─► server::success_header
@@ -24,6 +24,8 @@
 //! | module     | what                                                              |
 //! |------------|-------------------------------------------------------------------|
 //! | [`record`] | TCP record marking (RFC 5531 §11), zero-copy, bounded             |
+//! | [`msg`]    | the message codec both tables share: CALL builder, REPLY decoder,|
+//! |            | CALL/REPLY classification                                         |
 //! | [`server`] | call header parsing and authentication outcome, reply builders    |
 //! | [`rtt`]    | per-timer-class RTT estimator with a variance floor and backoff   |
 //! | [`client`] | the client call table: XIDs, slots, retransmit policy, events     |
@@ -34,6 +36,7 @@
 pub mod client;
 pub mod drc;
 pub mod duplex;
+pub mod msg;
 pub mod record;
 pub mod rtt;
 pub mod server;
