@@ -58,7 +58,7 @@ pub mod proc_ {
 /// SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK) plus WRITE, whose replay after a COMMIT would be
 /// harmless but wasteful. RFC 1813 §4.4 only says that some are not idempotent.
 ///
-/// Reply bounds, built from [`crate::procs`]' sizes (status S = 4, post_op_attr A = 88, wcc_data
+/// Reply bounds, built from [`sizes`] (status S = 4, post_op_attr A = 88, wcc_data
 /// W = 116, post_op_fh3 H = 72): GETATTR S+84; SETATTR, REMOVE, RMDIR S+W; LOOKUP S+68+2A;
 /// ACCESS S+A+4; READLINK S+A+4+PATH_MAX; READ S+A+count+eof+length (12)+3 bytes of padding,
 /// plus the data; WRITE S+W+count+committed+verifier; CREATE, MKDIR, SYMLINK, MKNOD S+H+A+W;
@@ -68,9 +68,9 @@ pub mod proc_ {
 pub static PROCS: [crate::procs::ProcInfo; 22] = TABLE;
 
 const TABLE: [crate::procs::ProcInfo; 22] = {
-    use crate::procs::sizes::*;
     use crate::procs::{row, ReplyBound::*, TimerClass::*};
     use proc_::*;
+    use sizes::*;
     const S: u32 = STATUS;
     const A: u32 = POST_OP_ATTR;
     const W: u32 = WCC_DATA;
@@ -1633,6 +1633,25 @@ fn post_op_attr_len(a: &PostOpAttr) -> usize {
     }
 }
 
+/// Wire sizes the NFSv3 reply bounds are built from (RFC 1813 §2.6, §3.3), in bytes.
+pub(crate) mod sizes {
+    /// `nfsstat3` (or any enum status).
+    pub const STATUS: u32 = 4;
+    /// `fattr3`: type, mode, nlink, uid, gid (5 × 4); size, used, rdev, fsid, fileid (5 × 8);
+    /// atime, mtime, ctime (3 × 8).
+    pub const FATTR3: u32 = 5 * 4 + 5 * 8 + 3 * 8;
+    /// `post_op_attr`: a discriminant and perhaps the attributes.
+    pub const POST_OP_ATTR: u32 = 4 + FATTR3;
+    /// `pre_op_attr`: a discriminant and perhaps size, mtime, ctime.
+    pub const PRE_OP_ATTR: u32 = 4 + 8 + 8 + 8;
+    pub const WCC_DATA: u32 = PRE_OP_ATTR + POST_OP_ATTR;
+    /// `nfs_fh3`: its length and at most 64 bytes.
+    pub const FH3: u32 = 4 + super::FHSIZE as u32;
+    pub const POST_OP_FH3: u32 = 4 + FH3;
+    /// A verifier (`writeverf3`, `cookieverf3`).
+    pub const VERF: u32 = super::VERIFIER_SIZE as u32;
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -2408,6 +2427,14 @@ mod procs_tests {
     use super::*;
     use crate::procs::{ReplyBound, TimerClass};
     use crate::to_bytes;
+
+    #[test]
+    fn the_v3_attribute_sizes_are_the_rfc_ones() {
+        // RFC 1813 §2.6: fattr3 is 84 bytes on the wire, wcc_data 116 with both halves present.
+        assert_eq!(sizes::FATTR3, 84);
+        assert_eq!(sizes::WCC_DATA, 116);
+        assert_eq!(sizes::POST_OP_FH3, 72);
+    }
 
     #[test]
     fn each_row_sits_at_its_procedure_number() {

@@ -139,25 +139,6 @@ pub fn lookup(table: &'static [ProcInfo], proc_: u32) -> Option<&'static ProcInf
     table.get(proc_ as usize)
 }
 
-/// Wire sizes the NFSv3 and MOUNT bounds are built from (RFC 1813 §2.6, §3.3), in bytes.
-pub(crate) mod sizes {
-    /// `nfsstat3` (or any enum status).
-    pub const STATUS: u32 = 4;
-    /// `fattr3`: type, mode, nlink, uid, gid (5 × 4); size, used, rdev, fsid, fileid (5 × 8);
-    /// atime, mtime, ctime (3 × 8).
-    pub const FATTR3: u32 = 5 * 4 + 5 * 8 + 3 * 8;
-    /// `post_op_attr`: a discriminant and perhaps the attributes.
-    pub const POST_OP_ATTR: u32 = 4 + FATTR3;
-    /// `pre_op_attr`: a discriminant and perhaps size, mtime, ctime.
-    pub const PRE_OP_ATTR: u32 = 4 + 8 + 8 + 8;
-    pub const WCC_DATA: u32 = PRE_OP_ATTR + POST_OP_ATTR;
-    /// `nfs_fh3`: its length and at most 64 bytes.
-    pub const FH3: u32 = 4 + crate::nfs3::FHSIZE as u32;
-    pub const POST_OP_FH3: u32 = 4 + FH3;
-    /// A verifier (`writeverf3`, `cookieverf3`).
-    pub const VERF: u32 = crate::nfs3::VERIFIER_SIZE as u32;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,68 +169,5 @@ mod tests {
         for (i, c) in TimerClass::ALL.iter().enumerate() {
             assert_eq!(c.index(), i);
         }
-    }
-
-    #[test]
-    fn the_v3_attribute_sizes_are_the_rfc_ones() {
-        // RFC 1813 §2.6: fattr3 is 84 bytes on the wire, wcc_data 116 with both halves present.
-        assert_eq!(sizes::FATTR3, 84);
-        assert_eq!(sizes::WCC_DATA, 116);
-        assert_eq!(sizes::POST_OP_FH3, 72);
-    }
-    #[test]
-    fn the_other_tables_sit_at_their_procedure_numbers() {
-        use crate::{mount3, nfs4, portmap};
-        /// A table and its (procedure number constant, name) pairs.
-        type Named = (&'static [ProcInfo], &'static [(u32, &'static str)]);
-        let tables: [Named; 3] = [
-            (
-                &mount3::PROCS,
-                &[
-                    (mount3::proc_::NULL, "NULL"),
-                    (mount3::proc_::MNT, "MNT"),
-                    (mount3::proc_::DUMP, "DUMP"),
-                    (mount3::proc_::UMNT, "UMNT"),
-                    (mount3::proc_::UMNTALL, "UMNTALL"),
-                    (mount3::proc_::EXPORT, "EXPORT"),
-                ],
-            ),
-            (
-                &portmap::PROCS,
-                &[
-                    (portmap::proc_::NULL, "NULL"),
-                    (portmap::proc_::SET, "SET"),
-                    (portmap::proc_::UNSET, "UNSET"),
-                    (portmap::proc_::GETPORT, "GETPORT"),
-                    (portmap::proc_::DUMP, "DUMP"),
-                    (portmap::proc_::CALLIT, "CALLIT"),
-                ],
-            ),
-            (
-                &nfs4::PROCS,
-                &[
-                    (nfs4::proc_::NULL, "NULL"),
-                    (nfs4::proc_::COMPOUND, "COMPOUND"),
-                ],
-            ),
-        ];
-        for (table, named) in tables {
-            assert_eq!(table.len(), named.len());
-            for (i, row) in table.iter().enumerate() {
-                assert_eq!(row.num as usize, i);
-            }
-            for &(num, name) in named {
-                assert_eq!(table[num as usize].name, name);
-            }
-            // Only NFSv3 has an RPC-level duplicate request cache; every other call is Other to
-            // the client's RTT estimator (it used TimerClass::Other for MOUNT and PORTMAP).
-            assert!(table.iter().all(|r| !r.non_idempotent));
-            assert!(table.iter().all(|r| r.timer == TimerClass::Other));
-        }
-        assert_eq!(
-            mount3::proc_::NAMES,
-            ["NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"]
-        );
-        assert_eq!(portmap::proc_::NAMES[5], "CALLIT");
     }
 }
