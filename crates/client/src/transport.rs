@@ -1303,34 +1303,8 @@ async fn udp_socket(addr: SocketAddr, privileged: bool) -> io::Result<UdpSocket>
 /// the kernel (`RcvbufErrors`) on a perfectly healthy loopback and costs a retransmit timeout.
 pub const UDP_BUFFER_BYTES: usize = 4 << 20;
 
-/// Sets SO_RCVBUF/SO_SNDBUF, past `net.core.rmem_max` when running as root (SO_*BUFFORCE).
-/// Best effort: a smaller buffer only costs throughput, so failures are ignored.
-pub fn set_udp_buffers(sock: &UdpSocket, bytes: usize) {
-    use std::os::fd::AsRawFd;
-    let fd = sock.as_raw_fd();
-    let val = bytes.min(i32::MAX as usize) as libc::c_int;
-    for (force, plain) in [
-        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-    ] {
-        for opt in [force, plain] {
-            // SAFETY: fd is a valid socket for the life of `sock`; the option value is a c_int
-            // whose size we pass.
-            let rc = unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    opt,
-                    &val as *const libc::c_int as *const libc::c_void,
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            if rc == 0 {
-                break;
-            }
-        }
-    }
-}
+/// Moved to the `tcp` crate, shared with the server; this path stays for callers.
+pub use sluice_tcp::set_udp_buffers;
 
 /// Reserved source ports the client may use: 665..=1023, as the Linux client.
 const RESERVED_PORTS: u16 = 1024 - 665;

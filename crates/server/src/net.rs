@@ -497,36 +497,9 @@ fn advance(segs: &[Bytes], mut idx: usize, mut off: usize, mut n: usize) -> (usi
 /// healthy network.
 pub const UDP_BUFFER_BYTES: usize = 8 << 20;
 
-/// Sets SO_RCVBUF/SO_SNDBUF, past `net.core.rmem_max` as root (SO_*BUFFORCE); best effort.
-fn set_udp_buffers(sock: &UdpSocket, bytes: usize) {
-    let fd = sock.as_raw_fd();
-    let val = bytes.min(i32::MAX as usize) as libc::c_int;
-    for opts in [
-        [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF],
-        [libc::SO_SNDBUFFORCE, libc::SO_SNDBUF],
-    ] {
-        for opt in opts {
-            // SAFETY: fd is a valid socket for the life of `sock`; the value is a c_int of the
-            // size passed.
-            let rc = unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    opt,
-                    &val as *const libc::c_int as *const libc::c_void,
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            if rc == 0 {
-                break;
-            }
-        }
-    }
-}
-
 /// Serves RPC over UDP: one datagram is one record (no record marking).
 pub async fn serve_udp<S: Service>(sock: UdpSocket, svc: Arc<S>, cfg: NetConfig) -> io::Result<()> {
-    set_udp_buffers(&sock, UDP_BUFFER_BYTES);
+    sluice_tcp::set_udp_buffers(&sock, UDP_BUFFER_BYTES);
     let sock = Arc::new(sock);
     let calls = Arc::new(Semaphore::new(cfg.calls_in_flight_max));
     loop {

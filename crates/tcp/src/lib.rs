@@ -1,4 +1,5 @@
-//! TCP socket settings that the client and the server drivers share.
+//! Socket settings that the client and the server drivers share: the congestion control of a
+//! TCP connection within this host, and the buffers of a UDP socket.
 //!
 //! # The congestion control of a connection within this host
 //! BBR is a common host default, and it paces: every segment leaves at a rate the algorithm
@@ -23,6 +24,16 @@
 //! wants. The switch is best effort; a failure leaves the host's default, which still works.
 //! Both ends apply it, because the sender's congestion control is the one that paces: the
 //! server's for READ replies, the client's for WRITE payloads.
+
+//!
+//! # UDP socket buffers
+//! Over UDP the socket buffer is the only queue between the wire and the driver: the kernel
+//! drops a datagram that finds it full (`RcvbufErrors`) and the peer retransmits on a healthy
+//! network. The host default (about 208 KiB) holds six 32 KiB READ replies or WRITE calls.
+//! [`set_udp_buffers`] asks for more, past `net.core.rmem_max` / `wmem_max` when the process
+//! may (SO_RCVBUFFORCE / SO_SNDBUFFORCE need CAP_NET_ADMIN), else up to those limits. Best
+//! effort: a smaller buffer only costs throughput. Each driver picks its size and says why
+//! (the client's `transport::UDP_BUFFER_BYTES`, the server's `net::UDP_BUFFER_BYTES`).
 
 use std::io;
 use std::net::IpAddr;
@@ -96,10 +107,66 @@ pub fn set(sock: &impl AsRawFd, name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Sets SO_RCVBUF and SO_SNDBUF of a UDP socket to `bytes`, forcing past the host limits when
+/// permitted (see the module docs). Best effort: failures are ignored.
+pub fn set_udp_buffers(sock: &impl AsRawFd, bytes: usize) {
+    let fd = sock.as_raw_fd();
+    let val = bytes.min(i32::MAX as usize) as libc::c_int;
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        for opt in [force, plain] {
+            // SAFETY: fd is a valid socket for the life of `sock`; the option value is a c_int
+            // whose size we pass.
+            let rc = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    opt,
+                    &val as *const libc::c_int as *const libc::c_void,
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if rc == 0 {
+                break;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::{Ipv4Addr, Ipv6Addr, TcpListener, TcpStream};
+    use std::net::{Ipv4Addr, Ipv6Addr, TcpListener, TcpStream, UdpSocket};
+
+    fn sockopt_int(sock: &impl AsRawFd, opt: libc::c_int) -> libc::c_int {
+        let mut val: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `val` is a writable c_int and `len` its size; the descriptor is valid.
+        let rc = unsafe {
+            libc::getsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&mut val as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0, "getsockopt: {}", io::Error::last_os_error());
+        val
+    }
+
+    /// 64 KiB is below every sane `rmem_max`/`wmem_max`, so even without privilege both
+    /// buffers reach it (Linux reports twice the value asked for, its bookkeeping share).
+    #[test]
+    fn udp_buffers_are_set_on_both_directions() {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let bytes = 64 << 10;
+        set_udp_buffers(&sock, bytes);
+        assert!(sockopt_int(&sock, libc::SO_RCVBUF) as usize >= bytes);
+        assert!(sockopt_int(&sock, libc::SO_SNDBUF) as usize >= bytes);
+    }
 
     #[test]
     fn only_paced_loopback_connections_switch() {
