@@ -33,6 +33,9 @@
 //! * **Otherwise** (UDP, dontcache and direct exports, no pipe free): `preadv2` into pooled
 //!   chunks sent as an iovec; nothing allocates more than a chunk.
 //!
+//! Each way reads the data its own way and ends in the same code (`finish_read`): readahead
+//! started, bytes counted, attributes fixed for held writes, `eof` only with no held data beyond.
+//!
 //! **A spliced payload is the last thing in its reply.** The pipe's bytes are sent after
 //! everything the handler encoded, so a caller passes `splice_ok = true` only when nothing
 //! follows the READ's data: a v3 READ reply over TCP, or an NFSv4 COMPOUND whose last op is this
@@ -83,6 +86,8 @@ use crate::backend::{
 };
 use crate::io::pool::PooledChunk;
 use crate::io::seq::Readahead;
+/// Moved to [`crate::io`], beside [`crate::io::Hooks::spawn`] that uses it; this path stays.
+pub use crate::io::spawn;
 use crate::io::writebehind::SizeFix;
 use crate::io::Engine;
 use crate::splice::{LentPipe, PipePool, SPLICE_MIN_BYTES};
@@ -409,21 +414,17 @@ impl DataPath<'_> {
                         pipe.fill(f.as_fd(), offset, count)
                     })
                     .ok()?;
-                if let Some(ra) = ahead {
-                    fs.readahead_hint(&fh, ra.offset, ra.len);
-                }
-                stats.wire_read_bytes.record(ok.count as u64);
-                stats.backend_read_bytes.record(ok.count as u64);
-                let mut attr = Some(ok.attr);
-                fix_post_op(&io, &*fs, &fh, &mut attr, since);
-                let end = offset + ok.count as u64;
-                let eof = ok.eof && attr.is_none_or(|at| at.size <= end);
-                Some(ReadDone {
-                    count: ok.count as u32,
-                    eof,
-                    attr,
-                    data: ReadData::Spliced(pipe),
-                })
+                Some(finish_read(
+                    &*fs,
+                    &fh,
+                    offset,
+                    ok,
+                    ReadData::Spliced(pipe),
+                    ahead,
+                    since,
+                    &stats,
+                    &io,
+                ))
             })
             .await
             .flatten()
@@ -485,17 +486,6 @@ pub fn fix_post_op(
     }
 }
 
-/// `f` on the blocking pool; `None` if it panicked (logged).
-pub async fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(v) => Some(v),
-        Err(e) => {
-            tracing::error!("NFS handler failed: {e}");
-            None
-        }
-    }
-}
-
 /// READ of `count` bytes into pooled chunks; starts server readahead for a sequential reader.
 fn read_chunks(
     fs: &dyn FileSystem,
@@ -523,8 +513,8 @@ fn read_chunks(
     read_reply(fs, fh, offset, res, bufs, ahead, since, stats, io)
 }
 
-/// The answer to a READ whose data the file system placed in `bufs`: the chunks as the payload,
-/// server readahead started, attributes fixed for held writes.
+/// The answer to a READ whose data the file system placed in `bufs`: the chunks as the payload
+/// (the unused ones go back to the pool), then [`finish_read`].
 #[allow(clippy::too_many_arguments)]
 fn read_reply(
     fs: &dyn FileSystem,
@@ -538,9 +528,6 @@ fn read_reply(
     io: &Engine,
 ) -> Res<ReadDone, Option<Attr>> {
     let ok = res?;
-    if let Some(ra) = ahead {
-        fs.readahead_hint(fh, ra.offset, ra.len);
-    }
     let mut data = Payload::new();
     let mut left = ok.count;
     for b in bufs {
@@ -551,6 +538,46 @@ fn read_reply(
         data.push(b.into_bytes(n));
         left -= n;
     }
+    Ok(finish_read(
+        fs,
+        fh,
+        offset,
+        ok,
+        ReadData::Chunks(data),
+        ahead,
+        since,
+        stats,
+        io,
+    ))
+}
+
+/// The end every READ shares, whichever of the four ways its data came (splice, RWF_NOWAIT,
+/// io_uring, blocking chunks): server readahead started for a sequential reader (`ahead`, from
+/// the sequential table), the byte counters, the post-op attributes fixed for held writes
+/// (`since`: the write-behind epoch read before the file system read the attributes), and
+/// `eof` only when no held data lies beyond what was read. It runs on the thread the read ran
+/// on, so a blocking read's epilogue stays off the async threads.
+///
+/// The start is not shared as one call because where it sits is each way's reason for being:
+/// every way reads `since` before the file system reads, but the chunk and splice paths observe
+/// the READ in the sequential table before reading, while the RWF_NOWAIT and io_uring paths
+/// observe it only once the read succeeded, so a READ they hand on to the blocking path is not
+/// counted twice.
+#[allow(clippy::too_many_arguments)]
+fn finish_read(
+    fs: &dyn FileSystem,
+    fh: &FileHandle,
+    offset: u64,
+    ok: backend::ReadOk,
+    data: ReadData,
+    ahead: Option<Readahead>,
+    since: u64,
+    stats: &Stats,
+    io: &Engine,
+) -> ReadDone {
+    if let Some(ra) = ahead {
+        fs.readahead_hint(fh, ra.offset, ra.len);
+    }
     stats.wire_read_bytes.record(ok.count as u64);
     stats.backend_read_bytes.record(ok.count as u64);
     let mut attr = Some(ok.attr);
@@ -558,12 +585,12 @@ fn read_reply(
     let end = offset + ok.count as u64;
     // Held data beyond what was read: not the end of the file yet.
     let eof = ok.eof && attr.is_none_or(|at| at.size <= end);
-    Ok(ReadDone {
+    ReadDone {
         count: ok.count as u32,
         eof,
         attr,
-        data: ReadData::Chunks(data),
-    })
+        data,
+    }
 }
 
 /// What [`read_nowait`] did.

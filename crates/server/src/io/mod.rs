@@ -160,8 +160,19 @@ impl Hooks {
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Option<T> {
         match self.blocking {
-            Blocking::Pool => crate::datapath::spawn(f).await,
+            Blocking::Pool => spawn(f).await,
             Blocking::Inline => Some(f()),
+        }
+    }
+}
+
+/// `f` on the blocking pool; `None` if it panicked (logged).
+pub async fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::error!("NFS handler failed: {e}");
+            None
         }
     }
 }
