@@ -448,7 +448,7 @@ fn random_4k_reads_fetch_at_most_1_1_times_what_was_asked() {
     for mode in [ReadaheadMode::Auto, ReadaheadMode::Fixed(128 * KIB)] {
         let mut sim = Sim::new(link(1_000, 300_000_000), GIB);
         let f = sim.add_file(mode_config(mode), 4 * GIB);
-        let seed = 0x5eed_4c1b;
+        let seed = sluice_testkit::seed::seed("random_4k_reads_fetch_at_most_1_1", 0x5eed_4c1b);
         sim.add_reader(Reader {
             pattern: Pattern::Random {
                 left: 20_000,

@@ -980,7 +980,7 @@ mod tests {
 
     impl Sim {
         fn new(seed: u64, rtt: (Duration, Duration), loss: f64) -> Self {
-            println!("simulation seed {seed:#x}");
+            let seed = sluice_testkit::seed::seed("rpc::client simulation", seed);
             Sim {
                 now: base_instant(),
                 rng: ChaCha8Rng::seed_from_u64(seed),

@@ -597,8 +597,7 @@ mod tests {
     /// purpose, and every record is demultiplexed by `classify` to the right side.
     #[test]
     fn both_directions_interleave_on_one_connection_with_overlapping_xids() {
-        let seed = 0x0bac_c4a1;
-        println!("simulation seed {seed:#x}");
+        let seed = sluice_testkit::seed::seed("duplex::both_directions_interleave", 0x0bac_c4a1);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let t0 = base_instant();
         let mut now = t0;

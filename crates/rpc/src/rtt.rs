@@ -294,8 +294,8 @@ mod tests {
 
     #[test]
     fn jittery_samples_never_exceed_the_rto() {
-        let seed = 0x5eed_0001;
-        println!("seed {seed:#x}");
+        let seed =
+            sluice_testkit::seed::seed("rtt::jittery_samples_never_exceed_the_rto", 0x5eed_0001);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut e = RttEstimator::new(RttConfig {
             rto_min: Duration::ZERO,

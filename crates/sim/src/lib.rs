@@ -101,15 +101,10 @@ pub use sluice_engine::readahead::ReadaheadMode;
 pub use sluice_rpc::client::Transport;
 pub use world::run;
 
-/// The seed to use: `SLUICE_SEED` if set (to replay a printed seed), else `default`.
+/// The seed to use: `SLUICE_SEED` if set (to replay a printed seed), else `default`; printed
+/// first ([`sluice_testkit::seed::seed`]).
 ///
 /// For tests and examples: the simulator itself takes its seed from the [`Scenario`].
 pub fn seed_from_env(default: u64) -> u64 {
-    match std::env::var("SLUICE_SEED") {
-        Ok(s) => s
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("SLUICE_SEED={s:?} is not a u64")),
-        Err(_) => default,
-    }
+    sluice_testkit::seed::seed("sluice-sim", default)
 }

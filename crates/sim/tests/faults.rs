@@ -35,19 +35,9 @@ fn check(seed: u64) -> FaultReport {
     r
 }
 
-/// `SLUICE_SEED=n` (one seed), else `SLUICE_SIM_SEEDS=a..b`, else `default`.
+/// `SLUICE_SEED=n` (one seed), else `SLUICE_SIM_SEEDS=a..b`, else `default`; printed first.
 fn seeds(default: Range<u64>) -> Range<u64> {
-    if let Ok(s) = std::env::var("SLUICE_SEED") {
-        let n: u64 = s.trim().parse().expect("SLUICE_SEED is a u64");
-        return n..n + 1;
-    }
-    match std::env::var("SLUICE_SIM_SEEDS") {
-        Ok(s) => {
-            let (a, b) = s.split_once("..").expect("SLUICE_SIM_SEEDS=a..b");
-            a.trim().parse().expect("a u64")..b.trim().parse().expect("a u64")
-        }
-        Err(_) => default,
-    }
+    sluice_testkit::seed::seeds("faults", default)
 }
 
 /// Totals over a range of seeds, so that a suite that never exercised a fault fails.
@@ -90,8 +80,7 @@ fn run_range(range: Range<u64>) -> Totals {
 
 #[test]
 fn nothing_is_lost_under_resets_stalls_restarts_and_eio() {
-    let explicit =
-        std::env::var("SLUICE_SEED").is_ok() || std::env::var("SLUICE_SIM_SEEDS").is_ok();
+    let explicit = sluice_testkit::seed::chosen();
     let t = run_range(seeds(0..30));
     if !explicit {
         // The fixed range must have exercised every fault and the resend path.

@@ -130,19 +130,9 @@ fn check(seed: u64) {
     );
 }
 
-/// `SLUICE_SEED=n` (one seed), else `SLUICE_SIM_SEEDS=a..b`, else `default`.
+/// `SLUICE_SEED=n` (one seed), else `SLUICE_SIM_SEEDS=a..b`, else `default`; printed first.
 fn seeds(default: Range<u64>) -> Range<u64> {
-    if let Ok(s) = std::env::var("SLUICE_SEED") {
-        let n: u64 = s.trim().parse().expect("SLUICE_SEED is a u64");
-        return n..n + 1;
-    }
-    match std::env::var("SLUICE_SIM_SEEDS") {
-        Ok(s) => {
-            let (a, b) = s.split_once("..").expect("SLUICE_SIM_SEEDS=a..b");
-            a.trim().parse().expect("a u64")..b.trim().parse().expect("a u64")
-        }
-        Err(_) => default,
-    }
+    sluice_testkit::seed::seeds("long_run", default)
 }
 
 #[test]

@@ -14,19 +14,9 @@ use sluice_sim::v4::{run_v4, V4Report, V4Scenario};
 use std::ops::Range;
 use std::time::Instant;
 
-/// `SLUICE_SEED=n` (one seed), else `SLUICE_SIM_SEEDS=a..b`, else `default`.
+/// `SLUICE_SEED=n` (one seed), else `SLUICE_SIM_SEEDS=a..b`, else `default`; printed first.
 fn seeds(default: Range<u64>) -> Range<u64> {
-    if let Ok(s) = std::env::var("SLUICE_SEED") {
-        let n: u64 = s.trim().parse().expect("SLUICE_SEED is a u64");
-        return n..n + 1;
-    }
-    match std::env::var("SLUICE_SIM_SEEDS") {
-        Ok(s) => {
-            let (a, b) = s.split_once("..").expect("SLUICE_SIM_SEEDS=a..b");
-            a.trim().parse().expect("a u64")..b.trim().parse().expect("a u64")
-        }
-        Err(_) => default,
-    }
+    sluice_testkit::seed::seeds("v4_state", default)
 }
 
 /// Sums over a range of seeds, so that a suite that never reached a case fails.
@@ -85,8 +75,7 @@ fn run_range(range: Range<u64>) -> Totals {
 
 #[test]
 fn slots_leases_and_courtesy_clients_hold_their_invariants() {
-    let explicit =
-        std::env::var("SLUICE_SEED").is_ok() || std::env::var("SLUICE_SIM_SEEDS").is_ok();
+    let explicit = sluice_testkit::seed::chosen();
     let t = run_range(seeds(0..300));
     if !explicit {
         // The fixed range must have reached every case the invariants are about.
@@ -153,8 +142,7 @@ fn a_recall_the_holder_never_honours_ends_in_revocation_after_the_lease() {
         late_sends += u64::from(sc.driver_delay > sc.lease);
         v3_writers += u64::from(sc.v3_writer);
     }
-    let explicit =
-        std::env::var("SLUICE_SEED").is_ok() || std::env::var("SLUICE_SIM_SEEDS").is_ok();
+    let explicit = sluice_testkit::seed::chosen();
     if !explicit {
         assert_eq!(kinds.len(), 3, "every kind of holder ran");
         assert!(

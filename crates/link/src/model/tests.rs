@@ -420,14 +420,10 @@ fn stream_jitter_keeps_fifo_and_mean_delay() {
 }
 
 /// Randomised simulation: any configuration, any offer pattern; the model
-/// keeps its invariants. Prints the seed; replay with `SLUICE_LINK_SEED=<n>`.
+/// keeps its invariants. Prints the seed; replay with `SLUICE_SEED=<n>`.
 #[test]
 fn randomized_invariants_replayable_from_seed() {
-    let seed = std::env::var("SLUICE_LINK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random::<u64>);
-    println!("SLUICE_LINK_SEED={seed}");
+    let seed = sluice_testkit::seed::seed_or_fresh("link::model randomized_invariants");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for _ in 0..50 {
         let cfg = LinkConfig {
