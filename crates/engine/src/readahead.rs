@@ -72,7 +72,9 @@
 //!   min_rtt) of the RTT samples the caller reports. `rtt_jitter` is RTP's interarrival jitter
 //!   (RFC 3550 §6.4.1) applied to consecutive RTT samples: `J += (|R_i - R_{i-1}| - J) / 16`
 //!   (the plain mean of the differences until there are 16, so that the few rounds before the
-//!   full-pipe test below keeps it do not see it still rising from 0).
+//!   full-pipe test below keeps it do not see it still rising from 0). Both filters are
+//!   `sluice_rpc::rtt`'s (`WindowedExtreme`, `RttJitter::new`), shared with the RPC client's
+//!   UDP congestion window, which asks the same question of its replies.
 //!   A difference of consecutive samples does not see a standing queue at all, and sees a
 //!   growing one only by its slope per sample, about one chunk's serialization time whatever the
 //!   window (each completed READ adds at most one more behind the others), so `need` stays at
@@ -179,6 +181,7 @@
 //! believes the range is requested and unconsumed; it does not know what the caller evicted.
 //! EOF comes from the caller (`file_size` on every read); no fetch ever extends past it.
 
+use sluice_rpc::rtt::{Extreme, RttJitter, WindowedExtreme};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -1298,92 +1301,6 @@ impl PipeState {
         self.full = true;
         self.rounds_since_probe = 0;
         RoundEnd::Filled
-    }
-}
-
-/// The RTP interarrival jitter estimator (RFC 3550 §6.4.1) applied to RTT samples: the
-/// smoothed absolute difference between consecutive samples, `J += (|R_i - R_{i-1}| - J) / 16`,
-/// in nanoseconds. A shift of every sample (a standing queue) does not change a difference, and
-/// a queue that ramps while the window grows only adds its slope per sample.
-#[derive(Debug, Clone, Copy, Default)]
-struct RttJitter {
-    /// `None` before the first sample.
-    last_ns: Option<u64>,
-    jitter_ns: u64,
-    /// Differences seen, up to 16: until then the estimate is their plain mean, so that it
-    /// is not biased toward its start at 0 while the first rounds are measured (the full-pipe
-    /// test freezes it after a few rounds).
-    differences: u64,
-}
-
-impl RttJitter {
-    fn update(&mut self, sample_ns: u64) {
-        if let Some(last) = self.last_ns {
-            let d = u128::from(sample_ns.abs_diff(last));
-            self.differences = (self.differences + 1).min(16);
-            let n = u128::from(self.differences);
-            self.jitter_ns = (((n - 1) * u128::from(self.jitter_ns) + d) / n) as u64;
-        }
-        self.last_ns = Some(sample_ns);
-    }
-
-    fn get_ns(&self) -> Option<u64> {
-        self.last_ns.map(|_| self.jitter_ns)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Extreme {
-    Min,
-    Max,
-}
-
-/// A windowed minimum or maximum: a monotonic queue of (time, value) in which every sample is
-/// better than all later ones; the front is the answer, expired samples leave from the front.
-#[derive(Debug, Clone)]
-struct WindowedExtreme {
-    which: Extreme,
-    samples: VecDeque<(Instant, u64)>,
-}
-
-impl WindowedExtreme {
-    /// Bound on the queue; a monotonic queue rarely holds more than a handful.
-    const SAMPLES_MAX: usize = 64;
-
-    fn new(which: Extreme) -> Self {
-        WindowedExtreme {
-            which,
-            samples: VecDeque::new(),
-        }
-    }
-
-    fn update(&mut self, now: Instant, value: u64, window: Duration) {
-        while let Some(&(t, _)) = self.samples.front() {
-            if now.saturating_duration_since(t) > window {
-                self.samples.pop_front();
-            } else {
-                break;
-            }
-        }
-        while let Some(&(_, v)) = self.samples.back() {
-            let dominated = match self.which {
-                Extreme::Min => v >= value,
-                Extreme::Max => v <= value,
-            };
-            if dominated {
-                self.samples.pop_back();
-            } else {
-                break;
-            }
-        }
-        if self.samples.len() >= Self::SAMPLES_MAX {
-            self.samples.pop_front();
-        }
-        self.samples.push_back((now, value));
-    }
-
-    fn get(&self) -> Option<u64> {
-        self.samples.front().map(|&(_, v)| v)
     }
 }
 

@@ -80,7 +80,7 @@
 //!   signal must tell our queueing from the path's own jitter (on a path whose RTT is uniform in
 //!   [0.2, 40] ms the mean is 100 × the minimum with no queue at all). A standing queue *shifts*
 //!   every sample, jitter *spreads* them, so the table keeps, over all valid RTT samples (Karn's
-//!   rule): `rtt_min`, the minimum over 10 s; `rtt_smoothed` (gain 1/8); and `rtt_jitter`, the
+//!   rule; the filters are [`crate::rtt`]'s, shared with the readahead window): `rtt_min`, the minimum over 10 s; `rtt_smoothed` (gain 1/8); and `rtt_jitter`, the
 //!   RTP interarrival jitter of RFC 3550 §6.4.1 applied to consecutive samples (`J += (|R_i -
 //!   R_{i-1}| - J) / 16`), which no shift changes. `rtt_min + 3 × rtt_jitter` is the RTT of a
 //!   late call on the unqueued path (for RTTs uniform in [a, b], about b). The window holds
@@ -114,7 +114,7 @@
 pub use crate::msg::{ProcId, Reply, RpcError, Transmit};
 
 use crate::msg::{build_call, classify, decode_reply, MsgKind};
-use crate::rtt::{RttConfig, RttEstimator, TimerClass};
+use crate::rtt::{Extreme, RttConfig, RttEstimator, RttJitter, TimerClass, WindowedExtreme};
 use bytes::Bytes;
 use sluice_xdr::rpc::OpaqueAuth;
 use std::collections::{HashMap, VecDeque};
@@ -769,10 +769,9 @@ struct Cwnd {
     transmissions: u64,
     /// Timeouts of transmissions tagged below this belong to a loss event already answered.
     recovery_tx_seq: u64,
-    rtt_min: WindowedMin,
+    rtt_min: WindowedExtreme,
     rtt_smoothed_ns: Option<u64>,
-    rtt_last_ns: u64,
-    rtt_jitter_ns: u64,
+    rtt_jitter: RttJitter,
 }
 
 impl Cwnd {
@@ -792,10 +791,9 @@ impl Cwnd {
             full_replies: 0,
             transmissions: 0,
             recovery_tx_seq: 0,
-            rtt_min: WindowedMin::default(),
+            rtt_min: WindowedExtreme::new(Extreme::Min),
             rtt_smoothed_ns: None,
-            rtt_last_ns: 0,
-            rtt_jitter_ns: 0,
+            rtt_jitter: RttJitter::from_zero(),
         }
     }
 
@@ -860,17 +858,12 @@ impl Cwnd {
     fn observe(&mut self, now: Instant, rtt: Duration) {
         let r = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX);
         self.rtt_min.update(now, r, Self::RTT_MIN_WINDOW);
-        match self.rtt_smoothed_ns {
-            None => self.rtt_smoothed_ns = Some(r),
-            Some(srtt) => {
-                // srtt = 7/8 srtt + 1/8 R; J = 15/16 J + 1/16 |R - R_prev| (u128: no overflow).
-                let s = (7 * u128::from(srtt) + u128::from(r)) / 8;
-                self.rtt_smoothed_ns = Some(s as u64);
-                let d = u128::from(r.abs_diff(self.rtt_last_ns));
-                self.rtt_jitter_ns = ((15 * u128::from(self.rtt_jitter_ns) + d) / 16) as u64;
-            }
-        }
-        self.rtt_last_ns = r;
+        // srtt = 7/8 srtt + 1/8 R (u128: no overflow); the jitter starts from 0 (RFC 3550).
+        self.rtt_smoothed_ns = Some(match self.rtt_smoothed_ns {
+            None => r,
+            Some(srtt) => ((7 * u128::from(srtt) + u128::from(r)) / 8) as u64,
+        });
+        self.rtt_jitter.update(r);
     }
 
     /// True while the smoothed RTT sits above the unqueued late RTT by one more minimum RTT:
@@ -879,41 +872,9 @@ impl Cwnd {
         let (Some(srtt), Some(min)) = (self.rtt_smoothed_ns, self.rtt_min.get()) else {
             return false;
         };
-        let late = min.saturating_add(self.rtt_jitter_ns.saturating_mul(Self::JITTER_MULTIPLIER));
+        let jitter_ns = self.rtt_jitter.get_ns().unwrap_or(0);
+        let late = min.saturating_add(jitter_ns.saturating_mul(Self::JITTER_MULTIPLIER));
         srtt >= late.saturating_add(min)
-    }
-}
-
-/// A windowed minimum: a monotonic queue of (time, value), each value below every later one;
-/// the front is the minimum, expired samples leave from the front.
-#[derive(Debug, Default)]
-struct WindowedMin {
-    samples: VecDeque<(Instant, u64)>,
-}
-
-impl WindowedMin {
-    /// Bound on the queue (a limit on everything); a monotonic queue rarely holds a handful.
-    const SAMPLES_MAX: usize = 64;
-
-    fn update(&mut self, now: Instant, value: u64, window: Duration) {
-        while self
-            .samples
-            .front()
-            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > window)
-        {
-            self.samples.pop_front();
-        }
-        while self.samples.back().is_some_and(|&(_, v)| v >= value) {
-            self.samples.pop_back();
-        }
-        if self.samples.len() >= Self::SAMPLES_MAX {
-            self.samples.pop_front();
-        }
-        self.samples.push_back((now, value));
-    }
-
-    fn get(&self) -> Option<u64> {
-        self.samples.front().map(|&(_, v)| v)
     }
 }
 

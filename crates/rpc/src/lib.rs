@@ -27,7 +27,8 @@
 //! | [`msg`]    | the message codec both tables share: CALL builder, REPLY decoder,|
 //! |            | CALL/REPLY classification                                         |
 //! | [`server`] | call header parsing and authentication outcome, reply builders    |
-//! | [`rtt`]    | per-timer-class RTT estimator with a variance floor and backoff   |
+//! | [`rtt`]    | per-timer-class RTT estimator with a variance floor and backoff;  |
+//! |            | the path filters (windowed min/max, jitter) the windows share     |
 //! | [`client`] | the client call table: XIDs, slots, retransmit policy, events     |
 //! | [`drc`]    | the server's duplicate request cache                              |
 //! | [`duplex`] | calls both ways on one connection: CALL/REPLY demultiplexing and  |

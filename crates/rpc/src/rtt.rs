@@ -1,4 +1,28 @@
-//! Round-trip time estimation and the retransmit timeout (RTO), per timer class.
+//! Round-trip time estimation: the retransmit timeout (RTO) per timer class, and the pieces of
+//! the path estimate (windowed minimum, jitter) that the congestion and readahead windows use.
+//! Pure: time and samples are parameters, as in Linux's `net/sunrpc/timer.c`.
+//!
+//! # Two estimates, one module
+//! Three places in the tree measured RTTs, and they ask two different questions:
+//!
+//! | question                                   | estimate                     | used by                  |
+//! |--------------------------------------------|------------------------------|--------------------------|
+//! | how long before a call is presumed lost?   | [`RttEstimator`]: srtt +     | the client call table's  |
+//! | (an upper bound, queueing included)        | margin, per class, backoff   | UDP retransmit timers    |
+//! | what is the path's RTT without our queue,  | [`WindowedExtreme`] minimum  | the UDP congestion       |
+//! | and how far do samples spread around it?   | + [`RttJitter`]              | window's standing-queue  |
+//! | (a floor and a spread, blind to a shift)   |                              | hold; the readahead      |
+//! |                                            |                              | window's BDP (`rtt_late`)|
+//!
+//! An RTO must stay above every ordinary sample, so it follows the mean and the mean deviation
+//! (Jacobson/Karels); a queue we build ourselves raises it, as it should. A window that must
+//! not build a queue needs the opposite: the minimum says what the path costs unqueued, and
+//! the RTP jitter of consecutive samples says how wide its ordinary spread is, which a standing
+//! queue (a shift of every sample) does not change. So the two stay two estimators; what they
+//! share is here once: the windowed extreme (also the readahead's windowed maximum of delivery
+//! rate) and the jitter, each with the options its users need.
+//!
+//! # The RTO, per class
 //!
 //! # Why per class
 //! An NFS server answers a GETATTR from memory in microseconds and a cold 1 MiB READ after a disk
@@ -46,6 +70,7 @@
 //!
 //! Time is a parameter: samples are `Duration`s computed by the caller from its `now`.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Which RTT estimate a call uses. Defined beside the procedure tables that choose it
@@ -227,6 +252,126 @@ impl Default for RttEstimator {
     }
 }
 
+/// Which extreme a [`WindowedExtreme`] keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extreme {
+    Min,
+    Max,
+}
+
+/// A windowed minimum or maximum (BBR's min_rtt and max_bw filters): a monotonic queue of
+/// (time, value) in which every sample is better than all later ones; the front is the answer,
+/// expired samples leave from the front. O(1) amortised per sample.
+#[derive(Debug, Clone)]
+pub struct WindowedExtreme {
+    which: Extreme,
+    samples: VecDeque<(Instant, u64)>,
+}
+
+impl WindowedExtreme {
+    /// Bound on the queue (a limit on everything); a monotonic queue rarely holds more than a
+    /// handful. Past it the oldest sample leaves early.
+    pub const SAMPLES_MAX: usize = 64;
+
+    pub fn new(which: Extreme) -> Self {
+        WindowedExtreme {
+            which,
+            samples: VecDeque::new(),
+        }
+    }
+
+    /// Adds `value` seen at `now`; samples older than `window` before `now` expire.
+    pub fn update(&mut self, now: Instant, value: u64, window: Duration) {
+        while self
+            .samples
+            .front()
+            .is_some_and(|&(t, _)| now.saturating_duration_since(t) > window)
+        {
+            self.samples.pop_front();
+        }
+        while self.samples.back().is_some_and(|&(_, v)| match self.which {
+            Extreme::Min => v >= value,
+            Extreme::Max => v <= value,
+        }) {
+            self.samples.pop_back();
+        }
+        if self.samples.len() >= Self::SAMPLES_MAX {
+            self.samples.pop_front();
+        }
+        self.samples.push_back((now, value));
+    }
+
+    /// The extreme of the samples in the window; `None` before the first.
+    pub fn get(&self) -> Option<u64> {
+        self.samples.front().map(|&(_, v)| v)
+    }
+}
+
+/// The RTP interarrival jitter estimator (RFC 3550 §6.4.1) applied to RTT samples: the
+/// smoothed absolute difference between consecutive samples, `J += (|R_i - R_{i-1}| - J) / 16`,
+/// in nanoseconds. A shift of every sample (a standing queue) does not change a difference, and
+/// a queue that ramps while a window grows only adds its slope per sample.
+///
+/// Two starts, one per user:
+/// * [`RttJitter::new`] (the readahead window): until 16 differences are seen the estimate is
+///   their plain mean, so that it is not biased toward its start at 0 while the first rounds
+///   are measured (the readahead's full-pipe test freezes it after a few rounds).
+/// * [`RttJitter::from_zero`] (the UDP congestion window): RFC 3550's own start, `J = 0` and
+///   the gain 1/16 from the first difference; the window's hold test then starts strict (a
+///   small jitter makes a standing queue easier to see) and loosens as spread is measured.
+#[derive(Debug, Clone, Copy)]
+pub struct RttJitter {
+    /// `None` before the first sample.
+    last_ns: Option<u64>,
+    jitter_ns: u64,
+    /// Differences seen, up to 16 (the gain's denominator): the weight of the next one is
+    /// 1/differences.
+    differences: u64,
+}
+
+impl RttJitter {
+    /// The gain's denominator, RFC 3550's 16.
+    const GAIN_DENOMINATOR: u64 = 16;
+
+    /// Plain mean of the first 16 differences, then gain 1/16 (see the type docs).
+    pub fn new() -> Self {
+        RttJitter {
+            last_ns: None,
+            jitter_ns: 0,
+            differences: 0,
+        }
+    }
+
+    /// Gain 1/16 from the first difference, starting at 0 (see the type docs).
+    pub fn from_zero() -> Self {
+        RttJitter {
+            differences: Self::GAIN_DENOMINATOR - 1,
+            ..Self::new()
+        }
+    }
+
+    pub fn update(&mut self, sample_ns: u64) {
+        if let Some(last) = self.last_ns {
+            let d = u128::from(sample_ns.abs_diff(last));
+            self.differences = (self.differences + 1).min(Self::GAIN_DENOMINATOR);
+            let n = u128::from(self.differences);
+            self.jitter_ns = (((n - 1) * u128::from(self.jitter_ns) + d) / n) as u64;
+        }
+        self.last_ns = Some(sample_ns);
+    }
+
+    /// The jitter in nanoseconds: `None` before the first sample, 0 after only one.
+    pub fn get_ns(&self) -> Option<u64> {
+        self.last_ns.map(|_| self.jitter_ns)
+    }
+}
+
+impl Default for RttJitter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,5 +500,45 @@ mod tests {
         assert_eq!(e.rto_with_backoff(TimerClass::Read, 1), 600 * MS);
         assert_eq!(e.rto_with_backoff(TimerClass::Read, 3), 2400 * MS);
         assert_eq!(e.rto_with_backoff(TimerClass::Read, 0), 600 * MS);
+    }
+
+    #[test]
+    fn windowed_extremes_keep_the_best_sample_of_the_window() {
+        let t0 = crate::test_util::base_instant();
+        let w = Duration::from_secs(10);
+        let mut min = WindowedExtreme::new(Extreme::Min);
+        let mut max = WindowedExtreme::new(Extreme::Max);
+        assert_eq!(min.get(), None);
+        for (s, v) in [(0, 5u64), (1, 9), (2, 3), (3, 7)] {
+            min.update(t0 + Duration::from_secs(s), v, w);
+            max.update(t0 + Duration::from_secs(s), v, w);
+        }
+        assert_eq!((min.get(), max.get()), (Some(3), Some(9)));
+        // 3 (at 2 s) expires at 12 s; 7 (at 3 s) is then the best left.
+        min.update(t0 + Duration::from_secs(13) - MS, 8, w);
+        assert_eq!(min.get(), Some(7));
+        max.update(t0 + Duration::from_secs(12), 1, w);
+        assert_eq!(max.get(), Some(7), "9 (at 1 s) expired");
+    }
+
+    #[test]
+    fn jitter_ignores_a_shift_and_starts_as_its_users_need() {
+        let mut warm = RttJitter::new();
+        let mut cold = RttJitter::from_zero();
+        assert_eq!(warm.get_ns(), None);
+        for r in [100, 200] {
+            warm.update(r);
+            cold.update(r);
+        }
+        // One difference of 100: its mean, or 1/16 of it from 0.
+        assert_eq!(warm.get_ns(), Some(100));
+        assert_eq!(cold.get_ns(), Some(6));
+        // Every sample shifted by a standing queue: the same differences, the same jitter.
+        let (mut a, mut b) = (RttJitter::new(), RttJitter::new());
+        for r in [100u64, 130, 90, 160, 120] {
+            a.update(r);
+            b.update(r + 1_000_000);
+        }
+        assert_eq!(a.get_ns(), b.get_ns());
     }
 }
