@@ -17,6 +17,11 @@
 //! into a segment every [`Writer::SEGMENT_BYTES`]; bulk data ([`Writer::put_payload`]) is appended as
 //! the caller's own segments without a copy. The result is an iovec ready for `writev`.
 
+// First: the declaration macros are textually scoped, and every protocol module uses them.
+#[macro_use]
+mod decl;
+#[cfg(test)]
+pub(crate) mod arb;
 pub mod mount3;
 pub mod nfs3;
 pub mod nfs4;

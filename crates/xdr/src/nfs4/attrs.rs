@@ -133,7 +133,7 @@ pub const NFS4_CHANGE_TYPE_IS_VERSION_COUNTER_NOPNFS: u32 = 2;
 pub const NFS4_CHANGE_TYPE_IS_TIME_METADATA: u32 = 3;
 pub const NFS4_CHANGE_TYPE_IS_UNDEFINED: u32 = 4;
 
-xdr4_struct!(
+xdr_struct!(
     /// `mode_masked4`: set only the mode bits in `mask_bits`.
     ModeMasked4 {
         value_to_set: u32,
@@ -141,18 +141,18 @@ xdr4_struct!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `mode_umask4` (RFC 8275): a create mode and the umask the server applies when the parent
     /// has no inheritable ACL.
     ModeUmask4 { mode: u32, umask: u32 }
 );
 
-xdr4_array!(
+xdr_array!(
     /// `fattr4_acl`: `nfsace4<>`.
     Acl4(Nfsace4, "fattr4_acl", MAX_ARRAY)
 );
 
-xdr4_array!(
+xdr_array!(
     /// `layouttype4<>` as in `fs_layout_types`; kept as raw numbers.
     LayoutTypes4(u32, "layout types", 16)
 );

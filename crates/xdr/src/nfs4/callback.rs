@@ -31,7 +31,7 @@ pub mod proc_ {
     pub const NAMES: [&str; 2] = ["CB_NULL", "CB_COMPOUND"];
 }
 
-xdr4_enum!(
+xdr_enum!(
     /// `nfs_cb_opnum4`.
     CbOpnum4 {
         GETATTR = 3 => "CB_GETATTR",
@@ -51,14 +51,14 @@ xdr4_enum!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `CB_GETATTR4args`.
     CbGetattrArgs {
         fh: NfsFh4,
         attr_request: Bitmap4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `CB_RECALL4args`.
     CbRecallArgs {
         stateid: Stateid4,
@@ -67,7 +67,7 @@ xdr4_struct!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `layoutrecall_file4`.
     LayoutrecallFile4 {
         fh: NfsFh4,
@@ -76,7 +76,7 @@ xdr4_struct!(
         stateid: Stateid4,
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `layoutrecall4` (`switch (layoutrecall_type4)`).
     #[derive(Default)]
     Layoutrecall4("layoutrecall_type4") {
@@ -86,7 +86,7 @@ xdr4_union!(
         3u32 => All,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `CB_LAYOUTRECALL4args`.
     CbLayoutrecallArgs {
         layout_type: LayoutType4,
@@ -104,22 +104,22 @@ pub const NOTIFY4_ADD_ENTRY: u32 = 3;
 pub const NOTIFY4_RENAME_ENTRY: u32 = 4;
 pub const NOTIFY4_CHANGE_COOKIE_VERIFIER: u32 = 5;
 
-xdr4_bytes!(
+xdr_bytes!(
     /// `notifylist4`: the XDR of the notifications in `notify_mask` order, like `attrlist4`.
     NotifyList4("notifylist4", MAX_FATTR_BYTES)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `notify4`: a mask and its values, kept raw as `fattr4` is.
     Notify4 {
         mask: Bitmap4,
         vals: NotifyList4,
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `notify4<>`.
     NotifyList(Notify4, "notify4<>", MAX_ARRAY)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `CB_NOTIFY4args`.
     CbNotifyArgs {
         stateid: Stateid4,
@@ -127,7 +127,7 @@ xdr4_struct!(
         changes: NotifyList,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `CB_PUSH_DELEG4args`.
     CbPushDelegArgs {
         fh: NfsFh4,
@@ -142,7 +142,7 @@ pub const RCA4_TYPE_MASK_DIR_DLG: u32 = 2;
 pub const RCA4_TYPE_MASK_FILE_LAYOUT: u32 = 3;
 pub const RCA4_TYPE_MASK_BLK_LAYOUT: u32 = 4;
 
-xdr4_struct!(
+xdr_struct!(
     /// `CB_RECALL_ANY4args` (and `CB_RECALLABLE_OBJ_AVAIL4args`).
     CbRecallAnyArgs {
         objects_to_keep: u32,
@@ -150,29 +150,29 @@ xdr4_struct!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `referring_call4`.
     ReferringCall4 {
         sequenceid: u32,
         slotid: u32,
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `referring_call4<>`.
     ReferringCalls(ReferringCall4, "referring_call4<>", MAX_ARRAY)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `referring_call_list4`.
     ReferringCallList4 {
         sessionid: SessionId4,
         calls: ReferringCalls,
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `referring_call_list4<>`.
     ReferringCallLists(ReferringCallList4, "referring_call_list4<>", MAX_ARRAY)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `CB_SEQUENCE4args`.
     CbSequenceArgs {
         sessionid: SessionId4,
@@ -183,7 +183,7 @@ xdr4_struct!(
         referring_call_lists: ReferringCallLists,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `CB_SEQUENCE4resok`.
     CbSequenceResOk {
         sessionid: SessionId4,
@@ -193,14 +193,14 @@ xdr4_struct!(
         target_highest_slotid: u32,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `CB_WANTS_CANCELLED4args`.
     CbWantsCancelledArgs {
         contended_wants_cancelled: bool,
         resourced_wants_cancelled: bool,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `CB_NOTIFY_LOCK4args`.
     CbNotifyLockArgs {
         fh: NfsFh4,
@@ -211,14 +211,14 @@ xdr4_struct!(
 /// `notify_deviceid_type4` bit numbers.
 pub const NOTIFY_DEVICEID4_CHANGE: u32 = 1;
 pub const NOTIFY_DEVICEID4_DELETE: u32 = 2;
-xdr4_struct!(
+xdr_struct!(
     /// `notify_deviceid_delete4` (one of the values inside a [`Notify4`]).
     NotifyDeviceidDelete4 {
         layout_type: LayoutType4,
         deviceid: DeviceId4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `notify_deviceid_change4`.
     NotifyDeviceidChange4 {
         layout_type: LayoutType4,
@@ -275,7 +275,7 @@ impl super::arb::Arb for OffloadInfo4 {
         }
     }
 }
-xdr4_struct!(
+xdr_struct!(
     /// `CB_OFFLOAD4args` (RFC 7862 §16.1).
     CbOffloadArgs {
         fh: NfsFh4,

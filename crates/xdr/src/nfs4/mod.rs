@@ -110,223 +110,6 @@ pub const MAX_ARRAY: usize = 1024;
 /// limit of the transport is the real memory bound.
 pub const MAX_DATA_WIRE: usize = crate::nfs3::MAX_DATA_WIRE;
 
-// ---------------------------------------------------------------------------------------------
-// Declaration macros: every type below gets Pack, Unpack and (for tests) Arb from one place.
-// ---------------------------------------------------------------------------------------------
-
-/// A struct whose XDR form is its fields in order.
-macro_rules! xdr4_struct {
-    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $field:ident : $ty:ty),* $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, Eq, Default)]
-        pub struct $name { $($(#[$fm])* pub $field: $ty),* }
-        impl $crate::Pack for $name {
-            #[allow(unused_variables)]
-            fn pack(&self, w: &mut $crate::Writer) {
-                $($crate::Pack::pack(&self.$field, w);)*
-            }
-        }
-        impl $crate::Unpack for $name {
-            #[allow(unused_variables)]
-            fn unpack(r: &mut $crate::Reader<'_>) -> $crate::Result<Self> {
-                Ok(Self { $($field: <$ty as $crate::Unpack>::unpack(r)?),* })
-            }
-        }
-        #[cfg(test)]
-        impl $crate::nfs4::arb::Arb for $name {
-            #[allow(unused_variables)]
-            fn arb(g: &mut $crate::nfs4::arb::Gen) -> Self {
-                Self { $($field: $crate::nfs4::arb::Arb::arb(g)),* }
-            }
-        }
-    };
-}
-
-/// A 32-bit enum as a newtype with named constants and RFC names; unknown values survive.
-macro_rules! xdr4_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$cm:meta])* $c:ident = $v:expr => $s:expr),* $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-        pub struct $name(pub u32);
-        impl $name {
-            $($(#[$cm])* pub const $c: Self = Self($v);)*
-            /// Every named value, in declaration order.
-            pub const ALL: &'static [Self] = &[$(Self($v)),*];
-            /// The RFC name, or "UNKNOWN".
-            pub const fn name(self) -> &'static str {
-                match self.0 {
-                    $(x if x == $v => $s,)*
-                    _ => "UNKNOWN",
-                }
-            }
-        }
-        impl $crate::Pack for $name {
-            fn pack(&self, w: &mut $crate::Writer) {
-                w.put_u32(self.0)
-            }
-        }
-        impl $crate::Unpack for $name {
-            fn unpack(r: &mut $crate::Reader<'_>) -> $crate::Result<Self> {
-                Ok(Self(r.get_u32()?))
-            }
-        }
-        #[cfg(test)]
-        impl $crate::nfs4::arb::Arb for $name {
-            fn arb(g: &mut $crate::nfs4::arb::Gen) -> Self {
-                if g.below(8) == 0 {
-                    Self(g.u32())
-                } else {
-                    Self::ALL[g.below(Self::ALL.len())]
-                }
-            }
-        }
-    };
-}
-
-/// Expands to its first argument; lets an optional `($ty)` in a macro bind a pattern variable.
-macro_rules! xdr4_bind {
-    ($v:ident, $ty:ty) => {
-        $v
-    };
-}
-
-/// A discriminated union (`union x switch (u32-like d) { case A: T a; case B: void; ... }`) as a
-/// Rust enum. With `default => Other`, discriminants without an arm decode to `Other(d)` with no
-/// body (the RFC's `default: void`); without it they are [`DecodeError::BadDiscriminant`].
-macro_rules! xdr4_union {
-    (@enum $(#[$m:meta])* $name:ident [$($other:ident)?] { $($(#[$vm:meta])* $disc:literal => $var:ident $(($ty:ty))?),* $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, Eq)]
-        pub enum $name {
-            $($(#[$vm])* $var $(($ty))?,)*
-            $(
-                /// A discriminant with no arm of its own (the union's `default: void`).
-                $other(u32),
-            )?
-        }
-        impl $name {
-            /// The discriminant this value encodes with.
-            pub fn discriminant(&self) -> u32 {
-                match self {
-                    $(Self::$var $((xdr4_bind!(_v, $ty)))? => ($disc).into(),)*
-                    $(Self::$other(d) => *d,)?
-                }
-            }
-        }
-        impl $crate::Pack for $name {
-            fn pack(&self, w: &mut $crate::Writer) {
-                w.put_u32(self.discriminant());
-                match self {
-                    $(Self::$var $((xdr4_bind!(v, $ty)))? => { $($crate::Pack::pack(xdr4_bind!(v, $ty), w);)? })*
-                    $(Self::$other(_) => {})?
-                }
-            }
-        }
-        #[cfg(test)]
-        impl $crate::nfs4::arb::Arb for $name {
-            fn arb(g: &mut $crate::nfs4::arb::Gen) -> Self {
-                #[allow(unused_variables)]
-                let choices: &[fn(&mut $crate::nfs4::arb::Gen) -> Self] = &[
-                    $(|g| Self::$var $(( <$ty as $crate::nfs4::arb::Arb>::arb(g) ))?,)*
-                    $(|_g| Self::$other(0x7fff_fff0),)?
-                ];
-                let i = g.below(choices.len());
-                choices[i](g)
-            }
-        }
-    };
-    ($(#[$m:meta])* $name:ident ($what:expr) default => $other:ident { $($body:tt)* }) => {
-        xdr4_union!(@enum $(#[$m])* $name [$other] { $($body)* });
-        xdr4_union!(@unpack $name ($what) [$other] { $($body)* });
-    };
-    ($(#[$m:meta])* $name:ident ($what:expr) { $($body:tt)* }) => {
-        xdr4_union!(@enum $(#[$m])* $name [] { $($body)* });
-        xdr4_union!(@unpack $name ($what) [] { $($body)* });
-    };
-    (@unpack $name:ident ($what:expr) [$($other:ident)?] { $($(#[$vm:meta])* $disc:literal => $var:ident $(($ty:ty))?),* $(,)? }) => {
-        impl $crate::Unpack for $name {
-            fn unpack(r: &mut $crate::Reader<'_>) -> $crate::Result<Self> {
-                let d = r.get_u32()?;
-                $(
-                    if d == u32::from($disc) {
-                        return Ok(Self::$var $(( <$ty as $crate::Unpack>::unpack(r)? ))?);
-                    }
-                )*
-                $(return Ok(Self::$other(d));)?
-                #[allow(unreachable_code)]
-                Err($crate::DecodeError::BadDiscriminant { what: $what, value: d })
-            }
-        }
-    };
-}
-
-/// A byte string with a decode bound, as a newtype over [`Bytes`].
-macro_rules! xdr4_bytes {
-    ($(#[$m:meta])* $name:ident ($what:expr, $max:expr)) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
-        pub struct $name(pub ::bytes::Bytes);
-        impl $name {
-            /// The decode bound in bytes.
-            pub const MAX_BYTES: usize = $max;
-        }
-        impl $crate::Pack for $name {
-            fn pack(&self, w: &mut $crate::Writer) {
-                debug_assert!(self.0.len() <= $max, "{} over its bound", $what);
-                w.put_opaque(&self.0)
-            }
-        }
-        impl $crate::Unpack for $name {
-            fn unpack(r: &mut $crate::Reader<'_>) -> $crate::Result<Self> {
-                Ok(Self(r.get_opaque($what, $max)?))
-            }
-        }
-        impl From<&'static [u8]> for $name {
-            fn from(b: &'static [u8]) -> Self {
-                Self(::bytes::Bytes::from_static(b))
-            }
-        }
-        impl std::ops::Deref for $name {
-            type Target = [u8];
-            fn deref(&self) -> &[u8] {
-                &self.0
-            }
-        }
-        #[cfg(test)]
-        impl $crate::nfs4::arb::Arb for $name {
-            fn arb(g: &mut $crate::nfs4::arb::Gen) -> Self {
-                Self(g.bytes(($max as usize).min(24)))
-            }
-        }
-    };
-}
-
-/// A counted array with a decode bound (`T x<max>`), as a newtype over `Vec<T>`.
-macro_rules! xdr4_array {
-    ($(#[$m:meta])* $name:ident ($ty:ty, $what:expr, $max:expr)) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, Eq, Default)]
-        pub struct $name(pub Vec<$ty>);
-        impl $crate::Pack for $name {
-            fn pack(&self, w: &mut $crate::Writer) {
-                w.put_array(&self.0)
-            }
-        }
-        impl $crate::Unpack for $name {
-            fn unpack(r: &mut $crate::Reader<'_>) -> $crate::Result<Self> {
-                Ok(Self(r.get_array($what, $max)?))
-            }
-        }
-        #[cfg(test)]
-        impl $crate::nfs4::arb::Arb for $name {
-            fn arb(g: &mut $crate::nfs4::arb::Gen) -> Self {
-                let n = g.below(($max as usize).min(3) + 1);
-                Self((0..n).map(|_| $crate::nfs4::arb::Arb::arb(g)).collect())
-            }
-        }
-    };
-}
-
 pub mod attrs;
 #[macro_use]
 pub mod ops;
@@ -337,7 +120,7 @@ pub mod compound;
 // nfsstat4
 // ---------------------------------------------------------------------------------------------
 
-xdr4_enum!(
+xdr_enum!(
     /// `nfsstat4` (RFC 8881 §15.1, RFC 7862 §11.1, RFC 8276 §8.3).
     Nfsstat4 {
         OK = 0 => "NFS4_OK",
@@ -479,43 +262,43 @@ pub type SessionId4 = [u8; SESSIONID_SIZE];
 /// `deviceid4`.
 pub type DeviceId4 = [u8; DEVICEID_SIZE];
 
-xdr4_bytes!(
+xdr_bytes!(
     /// `nfs_fh4`: an opaque handle of at most [`FHSIZE`] (128) bytes.
     NfsFh4("nfs_fh4", FHSIZE)
 );
-xdr4_bytes!(
+xdr_bytes!(
     /// `component4`: one path component, not interpreted here (see the module notes).
     Component4("component4", MAX_NAME_WIRE)
 );
-xdr4_bytes!(
+xdr_bytes!(
     /// `linktext4`: a symlink target.
     Linktext4("linktext4", MAX_PATH_WIRE)
 );
-xdr4_bytes!(
+xdr_bytes!(
     /// Any other `utf8string` (`utf8str_cs`, `utf8str_cis`, `utf8str_mixed`): owners, groups,
     /// domains, tags, netids, universal addresses. Not checked for UTF-8 here.
     Utf8Str("utf8string", MAX_UTF8_WIRE)
 );
-xdr4_bytes!(
+xdr_bytes!(
     /// An `opaque <NFS4_OPAQUE_LIMIT>`: state owners, client owner ids, server scopes and major ids.
     Opaque4("opaque", OPAQUE_LIMIT)
 );
-xdr4_bytes!(
+xdr_bytes!(
     /// `sec_oid4`: a GSS mechanism OID (DER). Real ones are about 10 bytes.
     SecOid4("sec_oid4", OPAQUE_LIMIT)
 );
-xdr4_bytes!(
+xdr_bytes!(
     /// `gsshandle4_t`: an RPCSEC_GSS context handle.
     GssHandle4("gsshandle4_t", OPAQUE_LIMIT)
 );
-xdr4_bytes!(
+xdr_bytes!(
     /// Layout-type-specific bodies (`layout_content4.loc_body`, `device_addr4.da_addr_body`,
     /// `layoutupdate4.lou_body`, ...): opaque to everything but the layout driver. Bounded like
     /// an attribute list.
     LayoutBody("layout body", MAX_FATTR_BYTES)
 );
 
-xdr4_array!(
+xdr_array!(
     /// `pathname4`: a sequence of components.
     Pathname4(Component4, "pathname4", MAX_ARRAY)
 );
@@ -583,7 +366,7 @@ impl arb::Arb for Stateid4 {
     }
 }
 
-xdr4_struct!(
+xdr_struct!(
     /// `nfstime4`: seconds since the epoch (signed) and nanoseconds.
     Nfstime4 {
         seconds: i64,
@@ -591,7 +374,7 @@ xdr4_struct!(
     }
 );
 
-xdr4_union!(
+xdr_union!(
     /// `settime4`: how SETATTR sets a time (`time_how4` SET_TO_SERVER_TIME4 / SET_TO_CLIENT_TIME4).
     Settime4("time_how4") {
         0u32 => ServerTime,
@@ -599,7 +382,7 @@ xdr4_union!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `change_info4`: the directory's change attribute before and after a modifying op.
     ChangeInfo4 {
         atomic: bool,
@@ -608,7 +391,7 @@ xdr4_struct!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `specdata4`: device numbers.
     Specdata4 {
         specdata1: u32,
@@ -616,12 +399,12 @@ xdr4_struct!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `fsid4`.
     Fsid4 { major: u64, minor: u64 }
 );
 
-xdr4_enum!(
+xdr_enum!(
     /// `nfs_ftype4`.
     Ftype4 {
         REG = 1 => "NF4REG",
@@ -636,7 +419,7 @@ xdr4_enum!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `netaddr4` (and 4.0's `clientaddr4`): a netid ("tcp", "tcp6") and a universal address.
     Netaddr4 {
         netid: Utf8Str,
@@ -644,7 +427,7 @@ xdr4_struct!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `nfs_impl_id4`: who implemented the peer (EXCHANGE_ID).
     NfsImplId4 {
         domain: Utf8Str,
@@ -653,7 +436,7 @@ xdr4_struct!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `state_owner4` (`open_owner4`, `lock_owner4`): client id and an opaque owner.
     StateOwner4 {
         clientid: ClientId4,
@@ -665,7 +448,7 @@ pub type OpenOwner4 = StateOwner4;
 /// `lock_owner4`.
 pub type LockOwner4 = StateOwner4;
 
-xdr4_struct!(
+xdr_struct!(
     /// `nfsace4`: one access control entry.
     Nfsace4 {
         acetype: u32,
@@ -675,7 +458,7 @@ xdr4_struct!(
     }
 );
 
-xdr4_enum!(
+xdr_enum!(
     /// `layouttype4` (RFC 8881 §3.3.13, RFC 8435 for flexfiles).
     LayoutType4 {
         NFSV4_1_FILES = 1 => "LAYOUT4_NFSV4_1_FILES",
@@ -685,7 +468,7 @@ xdr4_enum!(
     }
 );
 
-xdr4_enum!(
+xdr_enum!(
     /// `layoutiomode4`.
     LayoutIomode4 {
         READ = 1 => "LAYOUTIOMODE4_READ",
@@ -694,7 +477,7 @@ xdr4_enum!(
     }
 );
 
-xdr4_enum!(
+xdr_enum!(
     /// `stable_how4`.
     StableHow4 {
         UNSTABLE = 0 => "UNSTABLE4",
@@ -843,116 +626,10 @@ impl arb::Arb for Fattr4 {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Test support: a tiny deterministic generator of arbitrary values for every type here.
-// ---------------------------------------------------------------------------------------------
-
+/// The generator of arbitrary values moved to the crate root ([`crate::arb`]), shared by every
+/// program's declarations; this path stays for the v4 modules' tests.
 #[cfg(test)]
-pub(crate) mod arb {
-    //! `Arb` builds an arbitrary value of a wire type from a seeded generator. The declaration
-    //! macros implement it for every struct, union and enum, so a round-trip property over all
-    //! ops needs one proptest strategy (a seed) instead of a hand-written one per type.
-
-    use crate::Payload;
-    use bytes::Bytes;
-
-    /// xorshift64*: small, deterministic, good enough to pick shapes and values.
-    pub struct Gen(u64);
-
-    impl Gen {
-        pub fn new(seed: u64) -> Self {
-            Gen(seed | 1)
-        }
-        pub fn u64(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            self.0 = x;
-            x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        pub fn u32(&mut self) -> u32 {
-            (self.u64() >> 32) as u32
-        }
-        /// Uniform in `0..n` (n > 0).
-        pub fn below(&mut self, n: usize) -> usize {
-            (self.u64() % n as u64) as usize
-        }
-        pub fn bytes(&mut self, max: usize) -> Bytes {
-            let n = self.below(max + 1);
-            Bytes::from((0..n).map(|_| self.u32() as u8).collect::<Vec<u8>>())
-        }
-    }
-
-    pub trait Arb: Sized {
-        fn arb(g: &mut Gen) -> Self;
-    }
-
-    impl Arb for u32 {
-        fn arb(g: &mut Gen) -> Self {
-            g.u32()
-        }
-    }
-    impl Arb for u64 {
-        fn arb(g: &mut Gen) -> Self {
-            g.u64()
-        }
-    }
-    impl Arb for i64 {
-        fn arb(g: &mut Gen) -> Self {
-            g.u64() as i64
-        }
-    }
-    impl Arb for bool {
-        fn arb(g: &mut Gen) -> Self {
-            g.below(2) == 1
-        }
-    }
-    impl Arb for () {
-        fn arb(_g: &mut Gen) -> Self {}
-    }
-    impl<const N: usize> Arb for [u8; N] {
-        fn arb(g: &mut Gen) -> Self {
-            let mut a = [0u8; N];
-            for b in a.iter_mut() {
-                *b = g.u32() as u8;
-            }
-            a
-        }
-    }
-    impl<T: Arb> Arb for Option<T> {
-        fn arb(g: &mut Gen) -> Self {
-            if g.below(2) == 0 {
-                None
-            } else {
-                Some(T::arb(g))
-            }
-        }
-    }
-    impl<T: Arb> Arb for Box<T> {
-        fn arb(g: &mut Gen) -> Self {
-            Box::new(T::arb(g))
-        }
-    }
-    impl Arb for crate::rpc::AuthSys {
-        fn arb(g: &mut Gen) -> Self {
-            let n = g.below(4);
-            crate::rpc::AuthSys {
-                stamp: g.u32(),
-                machine_name: g.bytes(16),
-                uid: g.u32(),
-                gid: g.u32(),
-                gids: (0..n).map(|_| g.u32()).collect(),
-            }
-        }
-    }
-    impl Arb for Payload {
-        fn arb(g: &mut Gen) -> Self {
-            let n = g.below(3);
-            Payload::from_chunks((0..n).map(|_| g.bytes(40)).collect())
-        }
-    }
-}
+pub(crate) use crate::arb;
 
 #[cfg(test)]
 mod tests {

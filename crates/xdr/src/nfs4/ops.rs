@@ -28,7 +28,7 @@ use super::{
 use crate::rpc::AuthSys;
 use crate::{DecodeError, Pack, Payload, Reader, Result, Unpack, Writer};
 
-xdr4_enum!(
+xdr_enum!(
     /// `nfs_opnum4`: every op number of 4.0, 4.1, 4.2 and RFC 8276, and OP_ILLEGAL.
     Opnum4 {
         ACCESS = 3 => "ACCESS",
@@ -194,7 +194,7 @@ pub(crate) fn arb_error(g: &mut super::arb::Gen, except: &[Nfsstat4]) -> Nfsstat
 }
 
 /// A result union with NFS4_OK, extra error arms that carry a body, and `default: void`.
-macro_rules! xdr4_res {
+macro_rules! nfs4_res {
     ($(#[$m:meta])* $name:ident { Ok($ok:ty) $(, $st:ident => $var:ident($ty:ty))* $(,)? }) => {
         $(#[$m])*
         #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,11 +238,11 @@ macro_rules! xdr4_res {
             }
         }
         #[cfg(test)]
-        impl $crate::nfs4::arb::Arb for $name {
-            fn arb(g: &mut $crate::nfs4::arb::Gen) -> Self {
-                use $crate::nfs4::arb::Arb;
+        impl $crate::arb::Arb for $name {
+            fn arb(g: &mut $crate::arb::Gen) -> Self {
+                use $crate::arb::Arb;
                 #[allow(unused_variables)]
-                let choices: &[fn(&mut $crate::nfs4::arb::Gen) -> Self] = &[
+                let choices: &[fn(&mut $crate::arb::Gen) -> Self] = &[
                     |g| Self::Ok(Arb::arb(g)),
                     $(|g| Self::$var(<$ty as Arb>::arb(g)),)*
                     |g| Self::Err($crate::nfs4::ops::arb_error(g, &[$($crate::nfs4::Nfsstat4::$st),*])),
@@ -266,17 +266,17 @@ pub const ACCESS4_EXTEND: u32 = 0x08;
 pub const ACCESS4_DELETE: u32 = 0x10;
 pub const ACCESS4_EXECUTE: u32 = 0x20;
 
-xdr4_struct!(
+xdr_struct!(
     /// `ACCESS4args`.
     AccessArgs { access: u32 }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `ACCESS4resok`.
     AccessResOk { supported: u32, access: u32 }
 );
 pub type AccessRes = Res4<AccessResOk>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `CLOSE4args`. `seqid` is ignored in 4.1 (RFC 8881 §18.2.3).
     CloseArgs {
         seqid: u32,
@@ -285,14 +285,14 @@ xdr4_struct!(
 );
 pub type CloseRes = Res4<Stateid4>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `COMMIT4args`.
     CommitArgs { offset: u64, count: u32 }
 );
 /// `COMMIT4res`: the write verifier.
 pub type CommitRes = Res4<Verifier4>;
 
-xdr4_union!(
+xdr_union!(
     /// `createtype4`: what CREATE makes (regular files are made by OPEN). Other types decode to
     /// `Other` so that the server can answer NFS4ERR_BADTYPE.
     #[derive(Default)]
@@ -307,7 +307,7 @@ xdr4_union!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `CREATE4args`.
     CreateArgs {
         objtype: Createtype4,
@@ -315,7 +315,7 @@ xdr4_struct!(
         createattrs: Fattr4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `CREATE4resok`.
     CreateResOk {
         cinfo: ChangeInfo4,
@@ -330,7 +330,7 @@ pub const WRITE_LT: u32 = 2;
 pub const READW_LT: u32 = 3;
 pub const WRITEW_LT: u32 = 4;
 
-xdr4_struct!(
+xdr_struct!(
     /// `open_to_lock_owner4`: the first lock of a lock owner, tied to an open.
     OpenToLockOwner4 {
         open_seqid: u32,
@@ -339,14 +339,14 @@ xdr4_struct!(
         lock_owner: LockOwner4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `exist_lock_owner4`.
     ExistLockOwner4 {
         lock_stateid: Stateid4,
         lock_seqid: u32,
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `locker4` (`switch (bool new_lock_owner)`).
     Locker4("locker4") {
         1u32 => New(OpenToLockOwner4),
@@ -359,7 +359,7 @@ impl Default for Locker4 {
     }
 }
 
-xdr4_struct!(
+xdr_struct!(
     /// `LOCK4args`. `locktype` is a `nfs_lock_type4` ([`READ_LT`] ...).
     LockArgs {
         locktype: u32,
@@ -369,7 +369,7 @@ xdr4_struct!(
         locker: Locker4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `LOCK4denied`: the conflicting lock.
     Lock4Denied {
         offset: u64,
@@ -378,12 +378,12 @@ xdr4_struct!(
         owner: LockOwner4,
     }
 );
-xdr4_res!(
+nfs4_res!(
     /// `LOCK4res`.
     LockRes { Ok(Stateid4), DENIED => Denied(Lock4Denied) }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `LOCKT4args`.
     LocktArgs {
         locktype: u32,
@@ -392,12 +392,12 @@ xdr4_struct!(
         owner: LockOwner4,
     }
 );
-xdr4_res!(
+nfs4_res!(
     /// `LOCKT4res`.
     LocktRes { Ok(()), DENIED => Denied(Lock4Denied) }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `LOCKU4args`.
     LockuArgs {
         locktype: u32,
@@ -433,14 +433,14 @@ pub const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x4;
 pub const OPEN4_RESULT_PRESERVE_UNLINKED: u32 = 0x8;
 pub const OPEN4_RESULT_MAY_NOTIFY_LOCK: u32 = 0x20;
 
-xdr4_struct!(
+xdr_struct!(
     /// `creatverfattr`: EXCLUSIVE4_1's verifier and attributes.
     CreatVerfAttr {
         verf: Verifier4,
         attrs: Fattr4,
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `createhow4` (`switch (createmode4 mode)`).
     Createhow4("createmode4") {
         0u32 => Unchecked(Fattr4),
@@ -449,7 +449,7 @@ xdr4_union!(
         3u32 => Exclusive41(CreatVerfAttr),
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `openflag4` (`switch (opentype4 opentype)`); `default: void`.
     #[derive(Default)]
     Openflag4("opentype4") default => Other {
@@ -465,14 +465,14 @@ pub const OPEN_DELEGATE_READ: u32 = 1;
 pub const OPEN_DELEGATE_WRITE: u32 = 2;
 pub const OPEN_DELEGATE_NONE_EXT: u32 = 3;
 
-xdr4_struct!(
+xdr_struct!(
     /// `open_claim_delegate_cur4`.
     OpenClaimDelegateCur4 {
         delegate_stateid: Stateid4,
         file: Component4,
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `open_claim4` (`switch (open_claim_type4 claim)`).
     #[derive(Default)]
     OpenClaim4("open_claim_type4") {
@@ -487,7 +487,7 @@ xdr4_union!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `OPEN4args`.
     OpenArgs {
         seqid: u32,
@@ -499,14 +499,14 @@ xdr4_struct!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `nfs_modified_limit4`.
     NfsModifiedLimit4 {
         num_blocks: u32,
         bytes_per_block: u32,
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `nfs_space_limit4` (`switch (limit_by4 limitby)`).
     NfsSpaceLimit4("limit_by4") {
         1u32 => Size(u64),
@@ -518,7 +518,7 @@ impl Default for NfsSpaceLimit4 {
         NfsSpaceLimit4::Size(0)
     }
 }
-xdr4_struct!(
+xdr_struct!(
     /// `open_read_delegation4`.
     OpenReadDelegation4 {
         stateid: Stateid4,
@@ -526,7 +526,7 @@ xdr4_struct!(
         permissions: Nfsace4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `open_write_delegation4`.
     OpenWriteDelegation4 {
         stateid: Stateid4,
@@ -545,7 +545,7 @@ pub const WND4_NOT_SUPP_UPGRADE: u32 = 5;
 pub const WND4_NOT_SUPP_DOWNGRADE: u32 = 6;
 pub const WND4_CANCELLED: u32 = 7;
 pub const WND4_IS_DIR: u32 = 8;
-xdr4_union!(
+xdr_union!(
     /// `open_none_delegation4` (`switch (why_no_delegation4 ond_why)`); the other reasons carry
     /// nothing and decode to `Why(reason)`.
     OpenNoneDelegation4("why_no_delegation4") default => Why {
@@ -553,7 +553,7 @@ xdr4_union!(
         2u32 => Resource(bool),
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `open_delegation4` (`switch (open_delegation_type4 delegation_type)`).
     #[derive(Default)]
     OpenDelegation4("open_delegation_type4") {
@@ -564,7 +564,7 @@ xdr4_union!(
         3u32 => NoneExt(OpenNoneDelegation4),
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `OPEN4resok`.
     OpenResOk {
         stateid: Stateid4,
@@ -576,14 +576,14 @@ xdr4_struct!(
 );
 pub type OpenRes = Res4<OpenResOk>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `OPEN_CONFIRM4args` (4.0 only).
     OpenConfirmArgs {
         open_stateid: Stateid4,
         seqid: u32,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `OPEN_DOWNGRADE4args`.
     OpenDowngradeArgs {
         open_stateid: Stateid4,
@@ -593,7 +593,7 @@ xdr4_struct!(
     }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `READ4args`.
     ReadArgs {
         stateid: Stateid4,
@@ -645,7 +645,7 @@ impl super::arb::Arb for ReadResOk {
 }
 pub type ReadRes = Res4<ReadResOk>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `READDIR4args`. `dircount` bounds the names and cookies, `maxcount` the whole reply.
     ReaddirArgs {
         cookie: u64,
@@ -655,7 +655,7 @@ xdr4_struct!(
         attr_request: Bitmap4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `entry4` without its link.
     Entry4 {
         cookie: u64,
@@ -721,14 +721,14 @@ pub type ReadlinkRes = Res4<Linktext4>;
 pub type RemoveRes = Res4<ChangeInfo4>;
 pub type LinkRes = Res4<ChangeInfo4>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `RENAME4args` (source directory is the saved handle, target the current one).
     RenameArgs {
         oldname: Component4,
         newname: Component4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `RENAME4resok`.
     RenameResOk {
         source_cinfo: ChangeInfo4,
@@ -741,7 +741,7 @@ pub type RenameRes = Res4<RenameResOk>;
 pub const RPC_GSS_SVC_NONE: u32 = 1;
 pub const RPC_GSS_SVC_INTEGRITY: u32 = 2;
 pub const RPC_GSS_SVC_PRIVACY: u32 = 3;
-xdr4_struct!(
+xdr_struct!(
     /// `rpcsec_gss_info`.
     RpcsecGssInfo {
         oid: SecOid4,
@@ -749,27 +749,27 @@ xdr4_struct!(
         service: u32,
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `secinfo4` (`switch (uint32_t flavor)`): RPCSEC_GSS (6) carries its mechanism; any other
     /// flavor (AUTH_NONE, AUTH_SYS) is just the number.
     Secinfo4("secinfo4") default => Flavor {
         6u32 => Gss(RpcsecGssInfo),
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `SECINFO4resok`: the flavors in the server's order of preference.
     SecinfoList(Secinfo4, "SECINFO4resok", MAX_ARRAY)
 );
 pub type SecinfoRes = Res4<SecinfoList>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `SETATTR4args`.
     SetattrArgs {
         stateid: Stateid4,
         obj_attributes: Fattr4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `SETATTR4res`: a status and, whatever it is, the attributes that were set.
     SetattrRes {
         status: Nfsstat4,
@@ -782,21 +782,21 @@ impl OpStatus for SetattrRes {
     }
 }
 
-xdr4_struct!(
+xdr_struct!(
     /// `nfs_client_id4` (4.0).
     NfsClientId4 {
         verifier: Verifier4,
         id: Opaque4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `cb_client4` (4.0).
     CbClient4 {
         cb_program: u32,
         cb_location: Netaddr4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `SETCLIENTID4args` (4.0 only).
     SetclientidArgs {
         client: NfsClientId4,
@@ -804,18 +804,18 @@ xdr4_struct!(
         callback_ident: u32,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `SETCLIENTID4resok`.
     SetclientidResOk {
         clientid: ClientId4,
         setclientid_confirm: Verifier4,
     }
 );
-xdr4_res!(
+nfs4_res!(
     /// `SETCLIENTID4res`.
     SetclientidRes { Ok(SetclientidResOk), CLID_INUSE => ClidInuse(Netaddr4) }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `SETCLIENTID_CONFIRM4args` (4.0 only).
     SetclientidConfirmArgs {
         clientid: ClientId4,
@@ -861,7 +861,7 @@ impl super::arb::Arb for WriteArgs {
         }
     }
 }
-xdr4_struct!(
+xdr_struct!(
     /// `WRITE4resok`.
     WriteResOk {
         count: u32,
@@ -875,7 +875,7 @@ pub type WriteRes = Res4<WriteResOk>;
 // 4.1 operations (RFC 8881 §18.33 - §18.51)
 // ---------------------------------------------------------------------------------------------
 
-xdr4_struct!(
+xdr_struct!(
     /// `gss_cb_handles4`.
     GssCbHandles4 {
         service: u32,
@@ -883,7 +883,7 @@ xdr4_struct!(
         handle_from_client: GssHandle4,
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `callback_sec_parms4` (`switch (uint32_t cb_secflavor)`): how the server authenticates
     /// its callbacks.
     CallbackSecParms4("callback_sec_parms4") {
@@ -892,11 +892,11 @@ xdr4_union!(
         6u32 => Gss(GssCbHandles4),
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `callback_sec_parms4<>`.
     CallbackSecParmsList(CallbackSecParms4, "callback_sec_parms4<>", MAX_ARRAY)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `BACKCHANNEL_CTL4args`.
     BackchannelCtlArgs {
         cb_program: u32,
@@ -912,7 +912,7 @@ pub const CDFC4_BACK_OR_BOTH: u32 = 0x7;
 pub const CDFS4_FORE: u32 = 0x1;
 pub const CDFS4_BACK: u32 = 0x2;
 pub const CDFS4_BOTH: u32 = 0x3;
-xdr4_struct!(
+xdr_struct!(
     /// `BIND_CONN_TO_SESSION4args`.
     BindConnToSessionArgs {
         sessid: SessionId4,
@@ -920,7 +920,7 @@ xdr4_struct!(
         use_conn_in_rdma_mode: bool,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `BIND_CONN_TO_SESSION4resok`.
     BindConnToSessionResOk {
         sessid: SessionId4,
@@ -942,36 +942,36 @@ pub const EXCHGID4_FLAG_MASK_PNFS: u32 = 0x0007_0000;
 pub const EXCHGID4_FLAG_UPD_CONFIRMED_REC_A: u32 = 0x4000_0000;
 pub const EXCHGID4_FLAG_CONFIRMED_R: u32 = 0x8000_0000;
 
-xdr4_struct!(
+xdr_struct!(
     /// `client_owner4`.
     ClientOwner4 {
         verifier: Verifier4,
         ownerid: Opaque4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `server_owner4`.
     ServerOwner4 {
         minor_id: u64,
         major_id: Opaque4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `state_protect_ops4`.
     StateProtectOps4 {
         must_enforce: Bitmap4,
         must_allow: Bitmap4,
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `sec_oid4<>`.
     SecOidList(SecOid4, "sec_oid4<>", MAX_ARRAY)
 );
-xdr4_array!(
+xdr_array!(
     /// `gsshandle4_t<>`.
     GssHandleList(GssHandle4, "gsshandle4_t<>", MAX_ARRAY)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `ssv_sp_parms4`.
     SsvSpParms4 {
         ops: StateProtectOps4,
@@ -981,7 +981,7 @@ xdr4_struct!(
         num_gss_handles: u32,
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `state_protect4_a` (`switch (state_protect_how4 spa_how)`).
     #[derive(Default)]
     StateProtect4A("state_protect_how4") {
@@ -991,7 +991,7 @@ xdr4_union!(
         2u32 => Ssv(SsvSpParms4),
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `ssv_prot_info4`.
     SsvProtInfo4 {
         ops: StateProtectOps4,
@@ -1002,7 +1002,7 @@ xdr4_struct!(
         handles: GssHandleList,
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `state_protect4_r`.
     #[derive(Default)]
     StateProtect4R("state_protect_how4") {
@@ -1012,11 +1012,11 @@ xdr4_union!(
         2u32 => Ssv(SsvProtInfo4),
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `nfs_impl_id4<1>`.
     ImplIdList(NfsImplId4, "nfs_impl_id4<1>", 1)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `EXCHANGE_ID4args`.
     ExchangeIdArgs {
         clientowner: ClientOwner4,
@@ -1025,7 +1025,7 @@ xdr4_struct!(
         client_impl_id: ImplIdList,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `EXCHANGE_ID4resok`.
     ExchangeIdResOk {
         clientid: ClientId4,
@@ -1043,11 +1043,11 @@ pub type ExchangeIdRes = Res4<ExchangeIdResOk>;
 pub const CREATE_SESSION4_FLAG_PERSIST: u32 = 0x1;
 pub const CREATE_SESSION4_FLAG_CONN_BACK_CHAN: u32 = 0x2;
 pub const CREATE_SESSION4_FLAG_CONN_RDMA: u32 = 0x4;
-xdr4_array!(
+xdr_array!(
     /// `ca_rdma_ird<1>`.
     RdmaIrd(u32, "ca_rdma_ird", 1)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `channel_attrs4`: sizes in bytes, counts of ops and slots.
     ChannelAttrs4 {
         headerpadsize: u32,
@@ -1059,7 +1059,7 @@ xdr4_struct!(
         rdma_ird: RdmaIrd,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `CREATE_SESSION4args`.
     CreateSessionArgs {
         clientid: ClientId4,
@@ -1071,7 +1071,7 @@ xdr4_struct!(
         sec_parms: CallbackSecParmsList,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `CREATE_SESSION4resok`.
     CreateSessionResOk {
         sessionid: SessionId4,
@@ -1083,7 +1083,7 @@ xdr4_struct!(
 );
 pub type CreateSessionRes = Res4<CreateSessionResOk>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `GET_DIR_DELEGATION4args`.
     GetDirDelegationArgs {
         signal_deleg_avail: bool,
@@ -1094,7 +1094,7 @@ xdr4_struct!(
         dir_attributes: Bitmap4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `GET_DIR_DELEGATION4resok`.
     GetDirDelegationResOk {
         cookieverf: Verifier4,
@@ -1104,7 +1104,7 @@ xdr4_struct!(
         dir_attributes: Bitmap4,
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `GET_DIR_DELEGATION4res_non_fatal` (`switch (gddrnf4_status)`): GDD4_OK or GDD4_UNAVAIL
     /// with whether the server will signal availability.
     GetDirDelegationNonFatal("gddrnf4_status") {
@@ -1114,7 +1114,7 @@ xdr4_union!(
 );
 pub type GetDirDelegationRes = Res4<GetDirDelegationNonFatal>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `GETDEVICEINFO4args`.
     GetdeviceinfoArgs {
         device_id: DeviceId4,
@@ -1123,26 +1123,26 @@ xdr4_struct!(
         notify_types: Bitmap4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `device_addr4`.
     DeviceAddr4 {
         layout_type: LayoutType4,
         addr_body: LayoutBody,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `GETDEVICEINFO4resok`.
     GetdeviceinfoResOk {
         device_addr: DeviceAddr4,
         notification: Bitmap4,
     }
 );
-xdr4_res!(
+nfs4_res!(
     /// `GETDEVICEINFO4res`: on NFS4ERR_TOOSMALL, the `maxcount` that would do.
     GetdeviceinfoRes { Ok(GetdeviceinfoResOk), TOOSMALL => TooSmall(u32) }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `GETDEVICELIST4args`.
     GetdevicelistArgs {
         layout_type: LayoutType4,
@@ -1151,11 +1151,11 @@ xdr4_struct!(
         cookieverf: Verifier4,
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `deviceid4<>`.
     DeviceIdList(DeviceId4, "deviceid4<>", MAX_ARRAY)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `GETDEVICELIST4resok`.
     GetdevicelistResOk {
         cookie: u64,
@@ -1166,14 +1166,14 @@ xdr4_struct!(
 );
 pub type GetdevicelistRes = Res4<GetdevicelistResOk>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `layoutupdate4`.
     LayoutUpdate4 {
         layout_type: LayoutType4,
         body: LayoutBody,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `LAYOUTCOMMIT4args`. `newoffset4` and `newtime4` are `switch (bool)` unions, the same wire
     /// form as an XDR optional.
     LayoutcommitArgs {
@@ -1189,7 +1189,7 @@ xdr4_struct!(
 /// `LAYOUTCOMMIT4resok`: `newsize4`, the new file size if it changed.
 pub type LayoutcommitRes = Res4<Option<u64>>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `LAYOUTGET4args`.
     LayoutgetArgs {
         signal_layout_avail: bool,
@@ -1202,14 +1202,14 @@ xdr4_struct!(
         maxcount: u32,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `layout_content4`.
     LayoutContent4 {
         layout_type: LayoutType4,
         body: LayoutBody,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `layout4`.
     Layout4 {
         offset: u64,
@@ -1218,11 +1218,11 @@ xdr4_struct!(
         content: LayoutContent4,
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `layout4<>`.
     LayoutList(Layout4, "layout4<>", MAX_ARRAY)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `LAYOUTGET4resok`.
     LayoutgetResOk {
         return_on_close: bool,
@@ -1230,12 +1230,12 @@ xdr4_struct!(
         layouts: LayoutList,
     }
 );
-xdr4_res!(
+nfs4_res!(
     /// `LAYOUTGET4res`: on NFS4ERR_LAYOUTTRYLATER, whether the server will signal availability.
     LayoutgetRes { Ok(LayoutgetResOk), LAYOUTTRYLATER => TryLater(bool) }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `layoutreturn_file4`.
     LayoutreturnFile4 {
         offset: u64,
@@ -1244,7 +1244,7 @@ xdr4_struct!(
         body: LayoutBody,
     }
 );
-xdr4_union!(
+xdr_union!(
     /// `layoutreturn4` (`switch (layoutreturn_type4)`): FILE carries the range; FSID (2) and ALL
     /// (3) decode to `Other`.
     Layoutreturn4("layoutreturn_type4") default => Other {
@@ -1256,7 +1256,7 @@ impl Default for Layoutreturn4 {
         Layoutreturn4::Other(3)
     }
 }
-xdr4_struct!(
+xdr_struct!(
     /// `LAYOUTRETURN4args`.
     LayoutreturnArgs {
         reclaim: bool,
@@ -1287,7 +1287,7 @@ pub const SEQ4_STATUS_BACKCHANNEL_FAULT: u32 = 0x0000_0400;
 pub const SEQ4_STATUS_DEVID_CHANGED: u32 = 0x0000_0800;
 pub const SEQ4_STATUS_DEVID_DELETED: u32 = 0x0000_1000;
 
-xdr4_struct!(
+xdr_struct!(
     /// `SEQUENCE4args`.
     SequenceArgs {
         sessionid: SessionId4,
@@ -1297,7 +1297,7 @@ xdr4_struct!(
         cachethis: bool,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `SEQUENCE4resok`.
     SequenceResOk {
         sessionid: SessionId4,
@@ -1310,25 +1310,25 @@ xdr4_struct!(
 );
 pub type SequenceRes = Res4<SequenceResOk>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `SET_SSV4args`.
     SetSsvArgs { ssv: Opaque4, digest: Opaque4 }
 );
 /// `SET_SSV4resok`: the digest.
 pub type SetSsvRes = Res4<Opaque4>;
 
-xdr4_array!(
+xdr_array!(
     /// `stateid4<>`.
     StateidList(Stateid4, "stateid4<>", MAX_ARRAY)
 );
-xdr4_array!(
+xdr_array!(
     /// `nfsstat4<>`.
     StatusList(Nfsstat4, "nfsstat4<>", MAX_ARRAY)
 );
 /// `TEST_STATEID4resok`: one status per stateid.
 pub type TestStateidRes = Res4<StatusList>;
 
-xdr4_union!(
+xdr_union!(
     /// `deleg_claim4` (`switch (open_claim_type4 dc_claim)`).
     #[derive(Default)]
     DelegClaim4("deleg_claim4") {
@@ -1338,7 +1338,7 @@ xdr4_union!(
         1u32 => Previous(u32),
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `WANT_DELEGATION4args`.
     WantDelegationArgs {
         want: u32,
@@ -1351,7 +1351,7 @@ pub type WantDelegationRes = Res4<OpenDelegation4>;
 // 4.2 operations (RFC 7862 §15) and extended attributes (RFC 8276 §8.4)
 // ---------------------------------------------------------------------------------------------
 
-xdr4_struct!(
+xdr_struct!(
     /// `ALLOCATE4args` and `DEALLOCATE4args`.
     AllocateArgs {
         stateid: Stateid4,
@@ -1360,7 +1360,7 @@ xdr4_struct!(
     }
 );
 
-xdr4_union!(
+xdr_union!(
     /// `netloc4` (`switch (netloc_type4 nl_type)`).
     Netloc4("netloc_type4") {
         1u32 => Name(Utf8Str),
@@ -1368,11 +1368,11 @@ xdr4_union!(
         3u32 => Netaddr(Netaddr4),
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `netloc4<>`.
     NetlocList(Netloc4, "netloc4<>", MAX_ARRAY)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `COPY4args`.
     CopyArgs {
         src_stateid: Stateid4,
@@ -1385,11 +1385,11 @@ xdr4_struct!(
         source_server: NetlocList,
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `stateid4<1>`.
     StateidOpt(Stateid4, "stateid4<1>", 1)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `write_response4`.
     WriteResponse4 {
         callback_id: StateidOpt,
@@ -1398,26 +1398,26 @@ xdr4_struct!(
         writeverf: Verifier4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `copy_requirements4`.
     CopyRequirements4 {
         consecutive: bool,
         synchronous: bool,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `COPY4resok`.
     CopyResOk {
         response: WriteResponse4,
         requirements: CopyRequirements4,
     }
 );
-xdr4_res!(
+nfs4_res!(
     /// `COPY4res`: on NFS4ERR_OFFLOAD_NO_REQS, the requirements the server could meet.
     CopyRes { Ok(CopyResOk), OFFLOAD_NO_REQS => NoReqs(CopyRequirements4) }
 );
 
-xdr4_struct!(
+xdr_struct!(
     /// `COPY_NOTIFY4args`.
     CopyNotifyArgs {
         src_stateid: Stateid4,
@@ -1429,7 +1429,7 @@ impl Default for Netloc4 {
         Netloc4::Name(Utf8Str::default())
     }
 }
-xdr4_struct!(
+xdr_struct!(
     /// `COPY_NOTIFY4resok`.
     CopyNotifyResOk {
         lease_time: Nfstime4,
@@ -1439,7 +1439,7 @@ xdr4_struct!(
 );
 pub type CopyNotifyRes = Res4<CopyNotifyResOk>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `IO_ADVISE4args`.
     IoAdviseArgs {
         stateid: Stateid4,
@@ -1451,7 +1451,7 @@ xdr4_struct!(
 /// `IO_ADVISE4resok`: the hints the server will act on.
 pub type IoAdviseRes = Res4<Bitmap4>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `device_error4`.
     DeviceError4 {
         deviceid: DeviceId4,
@@ -1459,11 +1459,11 @@ xdr4_struct!(
         opnum: Opnum4,
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `device_error4<>`.
     DeviceErrorList(DeviceError4, "device_error4<>", MAX_ARRAY)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `LAYOUTERROR4args`.
     LayouterrorArgs {
         offset: u64,
@@ -1472,11 +1472,11 @@ xdr4_struct!(
         errors: DeviceErrorList,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `io_info4`.
     IoInfo4 { count: u64, bytes: u64 }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `LAYOUTSTATS4args`.
     LayoutstatsArgs {
         offset: u64,
@@ -1489,11 +1489,11 @@ xdr4_struct!(
     }
 );
 
-xdr4_array!(
+xdr_array!(
     /// `nfsstat4<1>`.
     StatusOpt(Nfsstat4, "nfsstat4<1>", 1)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `OFFLOAD_STATUS4resok`.
     OffloadStatusResOk {
         count: u64,
@@ -1506,7 +1506,7 @@ pub type OffloadStatusRes = Res4<OffloadStatusResOk>;
 pub const NFS4_CONTENT_DATA: u32 = 0;
 pub const NFS4_CONTENT_HOLE: u32 = 1;
 
-xdr4_struct!(
+xdr_struct!(
     /// `READ_PLUS4args`.
     ReadPlusArgs {
         stateid: Stateid4,
@@ -1544,22 +1544,22 @@ impl super::arb::Arb for Data4 {
         }
     }
 }
-xdr4_struct!(
+xdr_struct!(
     /// `data_info4`: a hole.
     DataInfo4 { offset: u64, length: u64 }
 );
-xdr4_union!(
+xdr_union!(
     /// `read_plus_content` (`switch (data_content4)`).
     ReadPlusContent("data_content4") default => Other {
         0u32 => Data(Data4),
         1u32 => Hole(DataInfo4),
     }
 );
-xdr4_array!(
+xdr_array!(
     /// `read_plus_content<>`.
     ReadPlusContents(ReadPlusContent, "read_plus_content<>", MAX_ARRAY)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `read_plus_res4`.
     ReadPlusResOk {
         eof: bool,
@@ -1568,7 +1568,7 @@ xdr4_struct!(
 );
 pub type ReadPlusRes = Res4<ReadPlusResOk>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `SEEK4args`. `what` is a `data_content4`.
     SeekArgs {
         stateid: Stateid4,
@@ -1576,17 +1576,17 @@ xdr4_struct!(
         what: u32,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `seek_res4`.
     SeekResOk { eof: bool, offset: u64 }
 );
 pub type SeekRes = Res4<SeekResOk>;
 
-xdr4_bytes!(
+xdr_bytes!(
     /// The pattern of WRITE_SAME (`adb_pattern`): one block, bounded like an xattr value.
     Pattern4("adb_pattern", MAX_XATTR_VALUE_WIRE)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `app_data_block4`.
     AppDataBlock4 {
         offset: u64,
@@ -1598,7 +1598,7 @@ xdr4_struct!(
         pattern: Pattern4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `WRITE_SAME4args`.
     WriteSameArgs {
         stateid: Stateid4,
@@ -1608,7 +1608,7 @@ xdr4_struct!(
 );
 pub type WriteSameRes = Res4<WriteResponse4>;
 
-xdr4_struct!(
+xdr_struct!(
     /// `CLONE4args`.
     CloneArgs {
         src_stateid: Stateid4,
@@ -1619,7 +1619,7 @@ xdr4_struct!(
     }
 );
 
-xdr4_bytes!(
+xdr_bytes!(
     /// `xattrvalue4`.
     XattrValue4("xattrvalue4", MAX_XATTR_VALUE_WIRE)
 );
@@ -1627,7 +1627,7 @@ xdr4_bytes!(
 pub const SETXATTR4_EITHER: u32 = 0;
 pub const SETXATTR4_CREATE: u32 = 1;
 pub const SETXATTR4_REPLACE: u32 = 2;
-xdr4_struct!(
+xdr_struct!(
     /// `SETXATTR4args`. Keys are `component4`s.
     SetxattrArgs {
         option: u32,
@@ -1635,15 +1635,15 @@ xdr4_struct!(
         value: XattrValue4,
     }
 );
-xdr4_struct!(
+xdr_struct!(
     /// `LISTXATTRS4args`.
     ListxattrsArgs { cookie: u64, maxcount: u32 }
 );
-xdr4_array!(
+xdr_array!(
     /// `xattrkey4<>`.
     XattrKeyList(Component4, "xattrkey4<>", MAX_DIR_ENTRIES)
 );
-xdr4_struct!(
+xdr_struct!(
     /// `LISTXATTRS4resok`.
     ListxattrsResOk {
         cookie: u64,
