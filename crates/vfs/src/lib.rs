@@ -24,19 +24,23 @@
 //! ```
 //!
 //! # Modules
-//! * [`types`]: handles, attributes, before/after pairs, [`FsError`]. Pure.
-//! * [`fs`]: the [`FileSystem`] trait, and its implementation by [`LocalFs`].
+//! * [`types`]: the trait's vocabulary: handles, attributes, before/after pairs, [`FsError`],
+//!   the [`Caller`], and each operation's arguments and results. Pure.
+//! * [`fs`]: the [`FileSystem`] trait.
 //! * [`memfs`]: [`MemFs`], the same trait in memory with injected faults. Pure.
 //! * [`exports`]: export options and `/etc/exports` parsing, squashing. Pure.
 //! * [`handle`]: the file handle layout, its MAC and the secret in the state directory.
 //! * [`creds`]: per-thread fsuid/fsgid/groups switching.
 //! * [`openfiles`]: the bounded cache of open descriptors.
 //! * `iomode`: the cache modes per export (buffered, dontcache, direct) behind READ and WRITE.
-//! * `localfs`: [`LocalFs`], the 21 procedures (NULL needs no backend), and NFSv4.2's range
-//!   operations: SEEK (`lseek` SEEK_DATA/SEEK_HOLE), ALLOCATE and DEALLOCATE (`fallocate`),
-//!   COPY (`copy_file_range`, at most [`COPY_BYTES_MAX`] a call) and CLONE (`FICLONERANGE`).
-//! * `sys`: one wrapper per system call, where nearly all of the crate's `unsafe` lives (the
-//!   other block is `sync_file_range` in `openfiles`).
+//! * `localfs`: [`LocalFs`], which implements [`FileSystem`] directly: the 21 procedures (NULL
+//!   needs no backend) and NFSv4.2's range operations: SEEK (`lseek` SEEK_DATA/SEEK_HOLE),
+//!   ALLOCATE and DEALLOCATE (`fallocate`), COPY (`copy_file_range`, at most
+//!   [`COPY_BYTES_MAX`] a call) and CLONE (`FICLONERANGE`). One file per role: setup, handle
+//!   resolution and confinement, permissions, directories, data, and the procedures.
+//! * `sys`: one wrapper per system call, and nearly all of the crate's `unsafe`. The other
+//!   three blocks: `sync_file_range` in `openfiles`, and two in `iomode` that view a bounce
+//!   buffer's aligned pages as bytes.
 
 mod attr;
 pub mod creds;
