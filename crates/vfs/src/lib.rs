@@ -4,15 +4,15 @@
 //! `nfs4proc.c`). This crate does not depend on the XDR crate: the compiler keeps it neutral.
 //!
 //! The RPC layer decodes a call, picks the export from the handle ([`handle::export_id_of`]),
-//! works out the caller's credentials for this client ([`exports::Export::options_for`] and
-//! [`Caller::new`], which squashes), and calls one synchronous method of a [`FileSystem`]
+//! passes the export gate ([`gate::admit`]: the client's rule, `secure`, squashing) for the
+//! [`Caller`] it runs as, and calls one synchronous method of a [`FileSystem`]
 //! ([`LocalFs`]) inside `tokio::task::spawn_blocking`. Each method returns neutral results: on
 //! failure an [`FsError`] together with the attributes the failure reply carries
 //! (`Res<T, F>` = `Result<T, (FsError, F)>`); each protocol maps `FsError` to its status once.
 //!
 //! ```text
 //!          handler (async)                          file system (this crate, blocking)
-//!   decode ─► export, Caller ─► spawn_blocking ─► LocalFs::op(&caller, &fh, ...)
+//!   decode ─► export, gate ─► spawn_blocking ─► LocalFs::op(&caller, &fh, ...)
 //!                                                   │ 1. resolve handle as root     (handle.rs)
 //!                                                   │    MAC, open_by_handle_at, confinement
 //!                                                   │ 2. pre-op attributes           (attr.rs)
@@ -29,6 +29,8 @@
 //! * [`fs`]: the [`FileSystem`] trait.
 //! * [`memfs`]: [`MemFs`], the same trait in memory with injected faults. Pure.
 //! * [`exports`]: export options and `/etc/exports` parsing, squashing. Pure.
+//! * [`gate`]: the export gate every protocol calls ([`gate::admit`]): the client's rule,
+//!   `secure`, squashing; a neutral [`gate::Refusal`] each protocol maps to its status. Pure.
 //! * [`handle`]: the file handle layout, its MAC and the secret in the state directory.
 //! * [`creds`]: per-thread fsuid/fsgid/groups switching.
 //! * [`openfiles`]: the bounded cache of open descriptors.
@@ -46,6 +48,7 @@ mod attr;
 pub mod creds;
 pub mod exports;
 pub mod fs;
+pub mod gate;
 pub mod handle;
 mod iomode;
 mod localfs;
