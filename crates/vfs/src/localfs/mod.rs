@@ -3,12 +3,12 @@
 //! # Rules every procedure follows
 //! * **Handles are resolved as root, operations run as the client.** `open_by_handle_at` needs
 //!   CAP_DAC_READ_SEARCH, so the handle becomes an `O_PATH` descriptor first; then a
-//!   [`CredGuard`] switches the thread to the caller's fsuid/fsgid/groups and the operation is a
-//!   `*at()` call relative to that descriptor, checked by the kernel. Where the kernel cannot
-//!   check (I/O on a descriptor the server opened), the check is explicit: `faccessat2` with
-//!   `AT_EACCESS` under the caller's credentials, plus knfsd's *owner override* (the owner may
-//!   read and write their file whatever its mode, so that "create 0444, then write" works, as it
-//!   does locally with an open descriptor).
+//!   [`CredGuard`](crate::creds::CredGuard) switches the thread to the caller's fsuid/fsgid/groups
+//!   and the operation is a `*at()` call relative to that descriptor, checked by the kernel. Where
+//!   the kernel cannot check (I/O on a descriptor the server opened), the check is explicit:
+//!   `faccessat2` with `AT_EACCESS` under the caller's credentials, plus knfsd's *owner override*
+//!   (the owner may read and write their file whatever its mode, so that "create 0444, then write"
+//!   works, as it does locally with an open descriptor).
 //! * **Names are one component.** Empty names, `/` and NUL are `FsError::Acces`, names over 255 bytes
 //!   `FsError::NameTooLong`. Final symlinks are never followed (`O_NOFOLLOW`, `AT_SYMLINK_NOFOLLOW`).
 //!   `..` of the export root is the root (as knfsd), so no name leads out of the export.
@@ -48,6 +48,9 @@
 //! * `dir`: directory machinery: names, making and unlinking, attributes, READDIR entries.
 //! * `data`: the open-file cache, the cache modes, and the READ fast paths of the data path.
 //! * `procs`: [`FileSystem`](crate::FileSystem) for [`LocalFs`], every procedure's body.
+//!
+//! A trait's implementation is one block, so the procedures stay together in `procs` (in the
+//! trait's order, no forwarding layer); the other files hold what they share, one role each.
 
 // The failure side of every procedure carries the failure reply's body (attributes, wcc data),
 // which is as large as the success side; boxing it would add an allocation to every error reply.

@@ -38,7 +38,7 @@ impl FileSystem for LocalFs {
     }
 
     /// [`FileSystem::state_key`](crate::FileSystem::state_key): the export id and the kernel
-    /// handle, without the parent hint (see [`handle::HandleKey::identity`]). The MAC is
+    /// handle, without the parent hint (see `handle::state_key`). The MAC is
     /// checked (no I/O), so forged bytes never name another file's state.
     fn state_key(&self, fh: &FileHandle) -> Bytes {
         handle::state_key(&self.key, fh.as_bytes())
