@@ -502,13 +502,9 @@ fn read_chunks(
         return Err((FsError::Delay, None));
     };
     let ahead = io.seq.observe_read(fh.as_bytes(), offset, u64::from(count));
-    let res = match fs.local() {
-        Some(local) => local.read(caller, fh, offset, &mut bufs),
-        // A backend without the local fast path reads through the trait.
-        None => {
-            let mut slices: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut()).collect();
-            fs.read(caller, fh, offset, &mut slices)
-        }
+    let res = {
+        let mut slices: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut()).collect();
+        fs.read(caller, fh, offset, &mut slices)
     };
     read_reply(fs, fh, offset, res, bufs, ahead, since, stats, io)
 }

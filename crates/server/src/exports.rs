@@ -1,8 +1,9 @@
 //! What every protocol version's handlers share about exports: the export list entry (its file
-//! system and client rules), the caller an export sees for a call's credentials (squashing,
-//! anonymous ids), and the bound on a directory listing's reply. NFSv3 (`nfs.rs`), MOUNT
-//! (`mountd.rs`) and NFSv4 (`nfs4/`) all use these; none of them is any version's own.
+//! system and client rules), the identity a call brings to the export gate ([`gate::admit`], in
+//! the version-neutral layer), and the bound on a directory listing's reply. NFSv3 (`nfs.rs`),
+//! MOUNT (`mountd.rs`) and NFSv4 (`nfs4/`) all use these; none of them is any version's own.
 
+use crate::backend::gate;
 use crate::backend::{Caller, Cred, Export, ExportOptions, FileSystem};
 use sluice_rpc::server::Credentials;
 use std::sync::Arc;
@@ -18,12 +19,17 @@ pub struct ExportEntry {
     pub export: Export,
 }
 
-/// The credentials a call runs with: AUTH_SYS ids, or the export's anonymous ids for AUTH_NONE,
-/// then squashed by the export's rules.
+/// The identity a call claims, for the export gate ([`gate::admit`]): AUTH_SYS ids, or none
+/// for AUTH_NONE (the gate gives it the export's anonymous ids).
+pub fn identity(cred: &Credentials) -> Option<Cred> {
+    match cred {
+        Credentials::Sys(a) => Some(Cred::new(a.uid, a.gid).with_groups(&a.gids)),
+        Credentials::None => None,
+    }
+}
+
+/// The credentials a call runs with under one client rule: AUTH_SYS ids, or the rule's
+/// anonymous ids for AUTH_NONE, then squashed ([`gate::caller`], what the gate admits with).
 pub fn caller_for(cred: &Credentials, opts: &ExportOptions) -> Caller {
-    let c = match cred {
-        Credentials::Sys(a) => Cred::new(a.uid, a.gid).with_groups(&a.gids),
-        Credentials::None => Cred::new(opts.anonuid, opts.anongid),
-    };
-    Caller::new(&c, opts)
+    gate::caller(opts, identity(cred).as_ref())
 }

@@ -25,7 +25,8 @@
 //! for a real non-directory; more than [`SYMLINKS_MAX`] links in one path answers NOENT, as a
 //! failed `realpath` (ELOOP) ends in mountd's `stat` failing.
 
-use crate::exports::{caller_for, ExportEntry};
+use crate::backend::gate::{self, Program, Refusal};
+use crate::exports::{identity, ExportEntry};
 use crate::service::Peer;
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
@@ -134,11 +135,20 @@ impl Mountd {
         else {
             return MntRes::Err(Mountstat3::NOENT);
         };
-        let Some(opts) = entry.export.options_for(peer.addr.ip()) else {
-            tracing::warn!(addr = %peer.addr, path = text, "MNT refused: client not allowed by the export's rules");
-            return MntRes::Err(Mountstat3::ACCES);
+        let caller = match gate::admit(
+            &entry.export,
+            peer.addr,
+            identity(cred).as_ref(),
+            Program::Mount,
+        ) {
+            Ok(caller) => caller,
+            // MOUNT is not held to `secure` (see `gate`), so only NotListed arises; knfsd's
+            // mountd answers ACCES to both.
+            Err(Refusal::NotListed | Refusal::InsecurePort) => {
+                tracing::warn!(addr = %peer.addr, path = text, "MNT refused: client not allowed by the export's rules");
+                return MntRes::Err(Mountstat3::ACCES);
+            }
         };
-        let caller = caller_for(cred, opts);
         let fs = entry.fs.clone();
         let export_path = entry.export.path.clone();
         let walked = tokio::task::spawn_blocking(move || {

@@ -50,6 +50,8 @@ use std::sync::Arc;
 
 pub(crate) mod map;
 
+use crate::backend::gate::{self, Program, Refusal};
+use crate::exports::identity;
 pub use crate::exports::{caller_for, ExportEntry, READDIR_REPLY_BYTES_MAX};
 
 /// The NFSv3 program.
@@ -257,16 +259,19 @@ impl Nfs3 {
             .iter()
             .find(|e| e.fs.export_id() == id)
             .ok_or(Nfsstat3::STALE)?;
-        let opts = entry
-            .export
-            .options_for(peer.addr.ip())
-            .ok_or(Nfsstat3::ACCES)?;
-        if opts.secure && peer.addr.port() >= 1024 {
-            // knfsd answers a request from an unprivileged port on a `secure` export with
-            // NFSERR_PERM; the client should mount with a reserved port or the export be `insecure`.
-            return Err(Nfsstat3::PERM);
-        }
-        Ok((entry.fs.clone(), caller_for(cred, opts)))
+        let caller = gate::admit(
+            &entry.export,
+            peer.addr,
+            identity(cred).as_ref(),
+            Program::Nfs,
+        )
+        .map_err(|refusal| match refusal {
+            Refusal::NotListed => Nfsstat3::ACCES,
+            // knfsd's answer; the client should mount with a reserved port or the export
+            // be `insecure`.
+            Refusal::InsecurePort => Nfsstat3::PERM,
+        })?;
+        Ok((entry.fs.clone(), caller))
     }
 
     /// The recall gate ([`crate::recall`]) for what a call `touches`: NFS3ERR_JUKEBOX while

@@ -5,22 +5,25 @@
 //! whose failure side carries the attributes a failure reply needs. The methods block (system
 //! calls, `fsync`): async callers run them on a blocking pool.
 //!
-//! Backends: [`LocalFs`] (a real directory). READ and WRITE fast paths that only a real
-//! directory has (`RWF_NOWAIT` reads from the page cache, splice, io_uring on the cached
-//! descriptor) stay inherent methods of `LocalFs`; the trait holds what every backend can do.
+//! Backends: [`LocalFs`] (a real directory, `localfs/`, which implements the trait directly)
+//! and [`MemFs`](crate::MemFs) (in memory, with injected faults, for tests and the simulator).
+//! A backend may also live in a crate of its own (the CephFS backend does, keeping foreign
+//! code out of this crate), written against the trait and the types re-exported at this
+//! crate's root ([`types`](crate::types) holds the trait's vocabulary). READ fast paths that
+//! only a real directory has (`RWF_NOWAIT` reads from the page cache, splice, io_uring on the
+//! cached descriptor) stay inherent methods of `LocalFs`, reached through
+//! [`FileSystem::local`]; the trait holds what every backend can do.
 
 // As in `localfs`: the failure side carries the failure reply's attributes, as large as the
 // success side; boxing it would add an allocation to every error reply.
 #![allow(clippy::result_large_err)]
 
 use crate::handle::ExportId;
-use crate::localfs::{
-    Caller, CopyOk, CreateHow, CreateOk, DirEntry, FsInfo, FsStat, LinkRes, LocalFs, LookupOk,
-    PathConf, ReadOk, ReaddirOk, RenameWcc, SeekOk, SeekWhat, StableHow, WriteOk,
-    IO_BYTES_MAX_DEFAULT,
-};
+use crate::localfs::LocalFs;
 use crate::types::{
-    Attr, ChangeKind, DeviceId, FileHandle, FileType, FsError, Res, SetAttr, Time, Wcc,
+    Attr, Caller, ChangeKind, CopyOk, CreateHow, CreateOk, DeviceId, DirEntry, FileHandle,
+    FileType, FsError, FsInfo, FsStat, LinkRes, LookupOk, PathConf, ReadOk, ReaddirOk, RenameWcc,
+    Res, SeekOk, SeekWhat, SetAttr, StableHow, Time, Wcc, WriteOk, IO_BYTES_MAX_DEFAULT,
 };
 use bytes::Bytes;
 
@@ -244,219 +247,5 @@ pub trait FileSystem: Send + Sync {
     ) -> Res<Wcc, Wcc> {
         let _ = (caller, src, src_offset, dst_offset, count);
         Err((FsError::NotSupp, Wcc::after(self.getattr(dst).ok())))
-    }
-}
-
-impl FileSystem for LocalFs {
-    fn root_handle(&self) -> FileHandle {
-        LocalFs::root_handle(self)
-    }
-    fn clone_blksize(&self) -> u32 {
-        LocalFs::clone_blksize(self)
-    }
-    fn export_id(&self) -> ExportId {
-        LocalFs::export_id(self)
-    }
-    fn state_key(&self, fh: &FileHandle) -> Bytes {
-        LocalFs::state_key(self, fh)
-    }
-    fn read_bytes_max(&self) -> u32 {
-        self.config().read_bytes_max
-    }
-    fn readahead_hint(&self, fh: &FileHandle, offset: u64, len: u64) {
-        LocalFs::readahead_hint(self, fh, offset, len)
-    }
-    fn local(&self) -> Option<&LocalFs> {
-        Some(self)
-    }
-    fn write_verifier(&self) -> [u8; 8] {
-        LocalFs::write_verifier(self)
-    }
-    fn reset_write_verifier(&self) {
-        LocalFs::reset_write_verifier(self)
-    }
-    fn getattr(&self, fh: &FileHandle) -> Result<Attr, FsError> {
-        LocalFs::getattr(self, fh)
-    }
-    fn setattr(
-        &self,
-        caller: &Caller,
-        fh: &FileHandle,
-        sattr: &SetAttr,
-        guard: Option<Time>,
-    ) -> Res<Wcc, Wcc> {
-        LocalFs::setattr(self, caller, fh, sattr, guard)
-    }
-    fn lookup(
-        &self,
-        caller: &Caller,
-        dir: &FileHandle,
-        name: &[u8],
-    ) -> Res<LookupOk, Option<Attr>> {
-        LocalFs::lookup(self, caller, dir, name)
-    }
-    fn access(
-        &self,
-        caller: &Caller,
-        fh: &FileHandle,
-        requested: u32,
-    ) -> Res<(u32, Option<Attr>), Option<Attr>> {
-        LocalFs::access(self, caller, fh, requested)
-    }
-    fn readlink(&self, fh: &FileHandle) -> Res<(Vec<u8>, Option<Attr>), Option<Attr>> {
-        LocalFs::readlink(self, fh)
-    }
-    fn read(
-        &self,
-        caller: &Caller,
-        fh: &FileHandle,
-        offset: u64,
-        bufs: &mut [&mut [u8]],
-    ) -> Res<ReadOk, Option<Attr>> {
-        LocalFs::read(self, caller, fh, offset, bufs)
-    }
-    fn write(
-        &self,
-        caller: &Caller,
-        fh: &FileHandle,
-        offset: u64,
-        data: &[Bytes],
-        stable: StableHow,
-    ) -> Res<WriteOk, Wcc> {
-        LocalFs::write(self, caller, fh, offset, data, stable)
-    }
-    fn write_flush(
-        &self,
-        caller: &Caller,
-        fh: &FileHandle,
-        offset: u64,
-        data: &[Bytes],
-        flush_bytes: u64,
-    ) -> Res<WriteOk, Wcc> {
-        LocalFs::write_flush(self, caller, fh, offset, data, flush_bytes)
-    }
-    fn commit(&self, caller: &Caller, fh: &FileHandle, offset: u64, count: u32) -> Res<Wcc, Wcc> {
-        LocalFs::commit(self, caller, fh, offset, count)
-    }
-    fn create(
-        &self,
-        caller: &Caller,
-        dir: &FileHandle,
-        name: &[u8],
-        how: CreateHow,
-    ) -> Res<CreateOk, Wcc> {
-        LocalFs::create(self, caller, dir, name, how)
-    }
-    fn mkdir(
-        &self,
-        caller: &Caller,
-        dir: &FileHandle,
-        name: &[u8],
-        sattr: &SetAttr,
-    ) -> Res<CreateOk, Wcc> {
-        LocalFs::mkdir(self, caller, dir, name, sattr)
-    }
-    fn symlink(
-        &self,
-        caller: &Caller,
-        dir: &FileHandle,
-        name: &[u8],
-        target: &[u8],
-        sattr: &SetAttr,
-    ) -> Res<CreateOk, Wcc> {
-        LocalFs::symlink(self, caller, dir, name, target, sattr)
-    }
-    fn mknod(
-        &self,
-        caller: &Caller,
-        dir: &FileHandle,
-        name: &[u8],
-        ftype: FileType,
-        sattr: &SetAttr,
-        rdev: DeviceId,
-    ) -> Res<CreateOk, Wcc> {
-        LocalFs::mknod(self, caller, dir, name, ftype, sattr, rdev)
-    }
-    fn remove(&self, caller: &Caller, dir: &FileHandle, name: &[u8]) -> Res<Wcc, Wcc> {
-        LocalFs::remove(self, caller, dir, name)
-    }
-    fn rmdir(&self, caller: &Caller, dir: &FileHandle, name: &[u8]) -> Res<Wcc, Wcc> {
-        LocalFs::rmdir(self, caller, dir, name)
-    }
-    fn rename(
-        &self,
-        caller: &Caller,
-        from_dir: &FileHandle,
-        from_name: &[u8],
-        to_dir: &FileHandle,
-        to_name: &[u8],
-    ) -> Res<RenameWcc, RenameWcc> {
-        LocalFs::rename(self, caller, from_dir, from_name, to_dir, to_name)
-    }
-    fn link(
-        &self,
-        caller: &Caller,
-        fh: &FileHandle,
-        dir: &FileHandle,
-        name: &[u8],
-    ) -> Res<LinkRes, LinkRes> {
-        LocalFs::link(self, caller, fh, dir, name)
-    }
-    fn readdir(
-        &self,
-        caller: &Caller,
-        dir: &FileHandle,
-        cookie: u64,
-        cookieverf: [u8; 8],
-        plus: bool,
-        visit: &mut dyn FnMut(DirEntry<'_>) -> bool,
-    ) -> Res<ReaddirOk, Option<Attr>> {
-        LocalFs::readdir(self, caller, dir, cookie, cookieverf, plus, visit)
-    }
-    fn fsstat(&self, fh: &FileHandle) -> Res<FsStat, Option<Attr>> {
-        LocalFs::fsstat(self, fh)
-    }
-    fn fsinfo(&self, fh: &FileHandle) -> Res<FsInfo, Option<Attr>> {
-        LocalFs::fsinfo(self, fh)
-    }
-    fn pathconf(&self, fh: &FileHandle) -> Res<PathConf, Option<Attr>> {
-        LocalFs::pathconf(self, fh)
-    }
-    fn seek(
-        &self,
-        caller: &Caller,
-        fh: &FileHandle,
-        offset: u64,
-        what: SeekWhat,
-    ) -> Res<SeekOk, Option<Attr>> {
-        LocalFs::seek(self, caller, fh, offset, what)
-    }
-    fn allocate(&self, caller: &Caller, fh: &FileHandle, offset: u64, len: u64) -> Res<Wcc, Wcc> {
-        LocalFs::allocate(self, caller, fh, offset, len, false)
-    }
-    fn deallocate(&self, caller: &Caller, fh: &FileHandle, offset: u64, len: u64) -> Res<Wcc, Wcc> {
-        LocalFs::allocate(self, caller, fh, offset, len, true)
-    }
-    fn copy_range(
-        &self,
-        caller: &Caller,
-        src: &FileHandle,
-        src_offset: u64,
-        dst: &FileHandle,
-        dst_offset: u64,
-        count: u64,
-    ) -> Res<CopyOk, Wcc> {
-        LocalFs::copy_range(self, caller, src, src_offset, dst, dst_offset, count)
-    }
-    fn clone_range(
-        &self,
-        caller: &Caller,
-        src: &FileHandle,
-        src_offset: u64,
-        dst: &FileHandle,
-        dst_offset: u64,
-        count: u64,
-    ) -> Res<Wcc, Wcc> {
-        LocalFs::clone_range(self, caller, src, src_offset, dst, dst_offset, count)
     }
 }

@@ -56,7 +56,7 @@
 //! in two directories has two handles, both valid, and a client that reaches it by both names
 //! holds both. State about the file (NFSv4 share reservations, byte-range locks, delegations)
 //! must not split the same way, or two clients locking the file by two names would not
-//! conflict. [`state_key`] is the file's identity for such state, as knfsd keys its state by
+//! conflict. `state_key` is the file's identity for such state, as knfsd keys its state by
 //! the inode: a tag byte, the export id, the kernel handle's type, length and bytes; no kind,
 //! no parent hint, no MAC. The MAC is checked first, so a forged handle cannot name another
 //! file's state; bytes that fail the check get their own key (another tag byte and the bytes

@@ -115,9 +115,9 @@
 //! mode: `POSIX_FADV_WILLNEED` fills the page cache, which direct reads do not use.
 
 use super::exports::{IoMode, IoModes};
-use super::localfs::StableHow;
 use super::openfiles::{DirectFd, OpenFile};
 use super::sys;
+use super::types::StableHow;
 use bytes::Bytes;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::ops::Range;

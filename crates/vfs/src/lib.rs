@@ -4,15 +4,15 @@
 //! `nfs4proc.c`). This crate does not depend on the XDR crate: the compiler keeps it neutral.
 //!
 //! The RPC layer decodes a call, picks the export from the handle ([`handle::export_id_of`]),
-//! works out the caller's credentials for this client ([`exports::Export::options_for`] and
-//! [`Caller::new`], which squashes), and calls one synchronous method of a [`FileSystem`]
+//! passes the export gate ([`gate::admit`]: the client's rule, `secure`, squashing) for the
+//! [`Caller`] it runs as, and calls one synchronous method of a [`FileSystem`]
 //! ([`LocalFs`]) inside `tokio::task::spawn_blocking`. Each method returns neutral results: on
 //! failure an [`FsError`] together with the attributes the failure reply carries
 //! (`Res<T, F>` = `Result<T, (FsError, F)>`); each protocol maps `FsError` to its status once.
 //!
 //! ```text
 //!          handler (async)                          file system (this crate, blocking)
-//!   decode ─► export, Caller ─► spawn_blocking ─► LocalFs::op(&caller, &fh, ...)
+//!   decode ─► export, gate ─► spawn_blocking ─► LocalFs::op(&caller, &fh, ...)
 //!                                                   │ 1. resolve handle as root     (handle.rs)
 //!                                                   │    MAC, open_by_handle_at, confinement
 //!                                                   │ 2. pre-op attributes           (attr.rs)
@@ -24,24 +24,31 @@
 //! ```
 //!
 //! # Modules
-//! * [`types`]: handles, attributes, before/after pairs, [`FsError`]. Pure.
-//! * [`fs`]: the [`FileSystem`] trait, and its implementation by [`LocalFs`].
+//! * [`types`]: the trait's vocabulary: handles, attributes, before/after pairs, [`FsError`],
+//!   the [`Caller`], and each operation's arguments and results. Pure.
+//! * [`fs`]: the [`FileSystem`] trait.
 //! * [`memfs`]: [`MemFs`], the same trait in memory with injected faults. Pure.
 //! * [`exports`]: export options and `/etc/exports` parsing, squashing. Pure.
+//! * [`gate`]: the export gate every protocol calls ([`gate::admit`]): the client's rule,
+//!   `secure`, squashing; a neutral [`gate::Refusal`] each protocol maps to its status. Pure.
 //! * [`handle`]: the file handle layout, its MAC and the secret in the state directory.
 //! * [`creds`]: per-thread fsuid/fsgid/groups switching.
 //! * [`openfiles`]: the bounded cache of open descriptors.
 //! * `iomode`: the cache modes per export (buffered, dontcache, direct) behind READ and WRITE.
-//! * `localfs`: [`LocalFs`], the 21 procedures (NULL needs no backend), and NFSv4.2's range
-//!   operations: SEEK (`lseek` SEEK_DATA/SEEK_HOLE), ALLOCATE and DEALLOCATE (`fallocate`),
-//!   COPY (`copy_file_range`, at most [`COPY_BYTES_MAX`] a call) and CLONE (`FICLONERANGE`).
-//! * `sys`: one wrapper per system call, where nearly all of the crate's `unsafe` lives (the
-//!   other block is `sync_file_range` in `openfiles`).
+//! * `localfs`: [`LocalFs`], which implements [`FileSystem`] directly: the 21 procedures (NULL
+//!   needs no backend) and NFSv4.2's range operations: SEEK (`lseek` SEEK_DATA/SEEK_HOLE),
+//!   ALLOCATE and DEALLOCATE (`fallocate`), COPY (`copy_file_range`, at most
+//!   [`COPY_BYTES_MAX`] a call) and CLONE (`FICLONERANGE`). One file per role: setup, handle
+//!   resolution and confinement, permissions, directories, data, and the procedures.
+//! * `sys`: one wrapper per system call, and nearly all of the crate's `unsafe`. The other
+//!   three blocks: `sync_file_range` in `openfiles`, and two in `iomode` that view a bounce
+//!   buffer's aligned pages as bytes.
 
 mod attr;
 pub mod creds;
 pub mod exports;
 pub mod fs;
+pub mod gate;
 pub mod handle;
 mod iomode;
 mod localfs;

@@ -34,14 +34,11 @@
 
 use crate::fs::FileSystem;
 use crate::handle::{export_id_of, ExportId, HANDLE_VERSION};
-use crate::localfs::{
-    access, Caller, CopyOk, CreateHow, CreateOk, DirEntry, FsInfo, FsStat, LinkRes, LookupOk,
-    PathConf, ReadOk, ReaddirOk, RenameWcc, SeekOk, SeekWhat, StableHow, WriteOk, COPY_BYTES_MAX,
-    NAME_MAX,
-};
 use crate::types::{
-    Attr, ChangeKind, DeviceId, FileHandle, FileType, FsError, Res, SetAttr, SetTime, Time, Wcc,
-    WccAttr,
+    access, Attr, Caller, ChangeKind, CopyOk, CreateHow, CreateOk, DeviceId, DirEntry, FileHandle,
+    FileType, FsError, FsInfo, FsStat, LinkRes, LookupOk, PathConf, ReadOk, ReaddirOk, RenameWcc,
+    Res, SeekOk, SeekWhat, SetAttr, SetTime, StableHow, Time, Wcc, WccAttr, WriteOk,
+    COPY_BYTES_MAX, NAME_MAX,
 };
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
@@ -1099,7 +1096,7 @@ impl FileSystem for MemFs {
         target: &[u8],
         sattr: &SetAttr,
     ) -> Res<CreateOk, Wcc> {
-        if target.len() > crate::localfs::SYMLINK_TARGET_MAX {
+        if target.len() > crate::types::SYMLINK_TARGET_MAX {
             let st = self.lock();
             return Err((FsError::NameTooLong, self.wcc_of(&st, dir)));
         }
@@ -1331,7 +1328,7 @@ impl FileSystem for MemFs {
     fn fsinfo(&self, fh: &FileHandle) -> Res<FsInfo, Option<Attr>> {
         let st = self.lock();
         let id = self.id_of(&st, fh).map_err(|e| (e, None))?;
-        use crate::localfs::{fsprops, IO_BYTES_MAX_DEFAULT, READDIR_BYTES_PREF_DEFAULT};
+        use crate::types::{fsprops, IO_BYTES_MAX_DEFAULT, READDIR_BYTES_PREF_DEFAULT};
         Ok(FsInfo {
             rtmax: IO_BYTES_MAX_DEFAULT,
             rtpref: IO_BYTES_MAX_DEFAULT,

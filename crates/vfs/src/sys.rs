@@ -1,8 +1,11 @@
 //! Thin, safe wrappers around the Linux system calls the backend needs.
 //!
-//! Every `unsafe` block of the backend lives here, each one a single libc call whose pointer
+//! Nearly every `unsafe` block of the crate lives here, each one a single libc call whose pointer
 //! arguments come from live Rust references (so they are valid for the duration of the call) and
-//! whose returned descriptors are wrapped in [`OwnedFd`] at once (so none can leak).
+//! whose returned descriptors are wrapped in [`OwnedFd`] at once (so none can leak). The three
+//! elsewhere: `sync_file_range` in `openfiles` (`OpenFile::start_writeback`, integer arguments
+//! on a descriptor it owns), and two in `iomode` that view a bounce buffer's page-aligned pages
+//! as one byte slice (no system call).
 //!
 //! Names are passed as [`CStr`]; the callers build them from names already validated to contain no
 //! `/` and no NUL, so a single path component is all the kernel ever sees from a client, except
@@ -627,6 +630,48 @@ pub(crate) fn getdents64(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize
         };
         cvt_long(ret).map(|n| n as usize)
     })
+}
+
+/// One `linux_dirent64`.
+pub(crate) struct Dirent<'a> {
+    pub(crate) ino: u64,
+    pub(crate) off: u64,
+    pub(crate) name: &'a [u8],
+}
+
+/// Parses the records `getdents64` wrote: `d_ino` u64, `d_off` i64, `d_reclen` u16, `d_type`
+/// u8, then the NUL-terminated name, padded to `d_reclen`.
+pub(crate) struct Dirents<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Dirents<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Dirents { buf }
+    }
+}
+
+impl<'a> Iterator for Dirents<'a> {
+    type Item = Dirent<'a>;
+
+    fn next(&mut self) -> Option<Dirent<'a>> {
+        const NAME_AT: usize = 19;
+        let b = self.buf;
+        if b.len() < NAME_AT {
+            return None;
+        }
+        let ino = u64::from_ne_bytes(b[0..8].try_into().ok()?);
+        let off = u64::from_ne_bytes(b[8..16].try_into().ok()?);
+        let reclen = u16::from_ne_bytes(b[16..18].try_into().ok()?) as usize;
+        if reclen < NAME_AT || reclen > b.len() {
+            debug_assert!(false, "malformed dirent record");
+            return None;
+        }
+        let raw = &b[NAME_AT..reclen];
+        let name = &raw[..raw.iter().position(|&c| c == 0).unwrap_or(raw.len())];
+        self.buf = &b[reclen..];
+        Some(Dirent { ino, off, name })
+    }
 }
 
 /// Fills `buf` from the kernel's random number generator.

@@ -1,5 +1,9 @@
 //! The protocol-free vocabulary of the file-system layer: handles, attributes, before/after
-//! pairs, and an errno-like error.
+//! pairs, an errno-like error, and the arguments and results of every
+//! [`FileSystem`](crate::FileSystem) operation (the [`Caller`], [`CreateHow`], [`ReadOk`],
+//! [`DirEntry`], ...). Every backend (`localfs`, `memfs`, a backend in another crate) and the
+//! cache modes behind READ and WRITE (`iomode`) take these from here, so none of them imports
+//! another backend.
 //!
 //! Each type carries what *every* NFS version needs and nothing shaped by one wire format:
 //!
@@ -31,6 +35,8 @@
 //! `LocalFs` (another process may change the directory between the two `statx` calls); an
 //! in-memory backend that does the whole operation under its own lock may claim it.
 
+use crate::creds::Cred;
+use crate::exports::{squash, ExportOptions};
 use bytes::Bytes;
 
 /// Longest handle this layer issues or accepts, bytes. RFC 1813's NFS3_FHSIZE; NFSv4 allows 128
@@ -324,6 +330,233 @@ impl std::error::Error for FsError {}
 /// A result whose failure carries what the failure reply needs besides the error (attributes,
 /// before/after pairs), in this layer's types.
 pub type Res<T, F> = Result<T, (FsError, F)>;
+
+// --- The arguments and results of the trait's operations ---------------------------------------
+
+/// Longest file name (bytes), as Linux `NAME_MAX`.
+pub const NAME_MAX: usize = 255;
+
+/// Longest symlink target (bytes): Linux `PATH_MAX` minus the terminating NUL.
+pub const SYMLINK_TARGET_MAX: usize = 4095;
+
+/// Default for READ and WRITE sizes offered in FSINFO: 1 MiB, the Linux client's maximum.
+pub const IO_BYTES_MAX_DEFAULT: u32 = 1 << 20;
+/// Default preferred READDIR size in FSINFO: 64 KiB. The Linux client uses it as the request size
+/// for READDIR(PLUS); larger pages mean fewer round trips for big directories.
+pub const READDIR_BYTES_PREF_DEFAULT: u32 = 64 << 10;
+
+/// The permission bits ACCESS asks about and grants. NFSv3's ACCESS3 (RFC 1813 §3.3.4) and
+/// NFSv4's ACCESS4 (RFC 8881 §18.1) use these same values, so both map them unchanged.
+pub mod access {
+    pub const READ: u32 = 0x0001;
+    pub const LOOKUP: u32 = 0x0002;
+    pub const MODIFY: u32 = 0x0004;
+    pub const EXTEND: u32 = 0x0008;
+    pub const DELETE: u32 = 0x0010;
+    pub const EXECUTE: u32 = 0x0020;
+}
+
+/// What the file system supports, as [`FsInfo::properties`] bits. The values are those of
+/// FSINFO3 (RFC 1813 §3.3.19), so v3 sends them unchanged; v4 answers the same facts as separate
+/// attributes (`link_support`, `symlink_support`, `homogeneous`, `cansettime`).
+pub mod fsprops {
+    pub const LINK: u32 = 0x0001;
+    pub const SYMLINK: u32 = 0x0002;
+    pub const HOMOGENEOUS: u32 = 0x0008;
+    pub const CANSETTIME: u32 = 0x0010;
+}
+
+/// Who is asking, after the export's squashing, and whether the export is read-only for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub cred: Cred,
+    pub read_only: bool,
+}
+
+impl Caller {
+    /// The caller as the export's options for its client make it: squashed credentials and the
+    /// client's `ro`/`rw`.
+    pub fn new(cred: &Cred, opts: &ExportOptions) -> Caller {
+        Caller {
+            cred: squash(cred, opts),
+            read_only: opts.read_only,
+        }
+    }
+
+    /// A caller with these exact credentials on a writable export.
+    pub fn with_cred(cred: Cred) -> Caller {
+        Caller {
+            cred,
+            read_only: false,
+        }
+    }
+}
+
+/// `stable_how` (RFC 1813 §3.3.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StableHow {
+    Unstable = 0,
+    DataSync = 1,
+    FileSync = 2,
+}
+
+/// `createhow3` (RFC 1813 §3.3.8), and NFSv4.1's EXCLUSIVE4_1 (RFC 8881 §18.16.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateHow {
+    Unchecked(SetAttr),
+    Guarded(SetAttr),
+    Exclusive([u8; 8]),
+    /// EXCLUSIVE with attributes set in the same step as the creation: the mode at the
+    /// `mknod`, the rest before the file is handed back; a retransmission that finds its
+    /// own file sets nothing again. The times are the verifier's, so `atime`/`mtime` and
+    /// `size` must not be set (the v4 layer refuses them: `suppattr_exclcreat`).
+    Exclusive41([u8; 8], SetAttr),
+}
+
+impl CreateHow {
+    /// The verifier of an exclusive create.
+    pub fn verifier(&self) -> Option<[u8; 8]> {
+        match self {
+            CreateHow::Exclusive(v) | CreateHow::Exclusive41(v, _) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LookupOk {
+    pub fh: FileHandle,
+    pub attr: Attr,
+    pub dir_attr: Option<Attr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOk {
+    /// Bytes placed in the caller's buffers, in order.
+    pub count: usize,
+    pub eof: bool,
+    pub attr: Attr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOk {
+    pub count: usize,
+    /// How stable the data is now (as asked: the backend never does less, nor more).
+    pub committed: StableHow,
+    pub wcc: Wcc,
+}
+
+/// What SEEK looks for: `lseek`'s `SEEK_DATA` or `SEEK_HOLE` (RFC 7862 §15.11, `data_content4`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeekWhat {
+    Data,
+    Hole,
+}
+
+/// Where SEEK landed. `eof`: the offset is the end of the file (SEEK_HOLE found only the
+/// implicit hole at the end, or SEEK_DATA found no data after the offset and answers the size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeekOk {
+    pub offset: u64,
+    pub eof: bool,
+}
+
+/// A server-side copy: how many bytes were copied (maybe fewer than asked: at most
+/// [`COPY_BYTES_MAX`], and never past the source's end), and the destination's attributes.
+/// The data is as stable as an UNSTABLE WRITE's: in the page cache until a COMMIT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyOk {
+    pub count: u64,
+    pub wcc: Wcc,
+}
+
+/// The most bytes one server-side copy moves, 32 MiB. A copy runs on a blocking-pool thread
+/// and holds it until done: at page-cache speed (about 1-4 GB/s here) 32 MiB takes 10-30 ms,
+/// short enough that a COPY never starves READs and WRITEs of threads, and long enough that a
+/// large copy costs one round trip per 32 MiB. A shorter copy is allowed by RFC 7862 §15.2.3
+/// (`wr_count` < `ca_count`); the Linux client, like `copy_file_range(2)` callers, asks again
+/// for the rest.
+pub const COPY_BYTES_MAX: u64 = 32 << 20;
+
+/// CREATE, MKDIR, SYMLINK, MKNOD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateOk {
+    pub fh: FileHandle,
+    pub attr: Attr,
+    pub dir_wcc: Wcc,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RenameWcc {
+    pub from_dir: Wcc,
+    pub to_dir: Wcc,
+}
+
+/// LINK's reply body (the same on success and failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinkRes {
+    pub attr: Option<Attr>,
+    pub dir_wcc: Wcc,
+}
+
+/// One directory entry offered to the READDIR(PLUS) callback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry<'a> {
+    pub fileid: u64,
+    pub name: &'a [u8],
+    /// Resume after this entry by passing it as the next call's cookie.
+    pub cookie: u64,
+    /// READDIRPLUS only, and only when the entry can be looked up by the caller.
+    pub attr: Option<Attr>,
+    /// READDIRPLUS only, as `attr`.
+    pub fh: Option<FileHandle>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReaddirOk {
+    pub dir_attr: Option<Attr>,
+    pub cookieverf: [u8; 8],
+    /// True when the callback took every entry up to the end of the directory.
+    pub eof: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsStat {
+    pub tbytes: u64,
+    pub fbytes: u64,
+    pub abytes: u64,
+    pub tfiles: u64,
+    pub ffiles: u64,
+    pub afiles: u64,
+    pub invarsec: u32,
+    pub attr: Option<Attr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsInfo {
+    pub rtmax: u32,
+    pub rtpref: u32,
+    pub rtmult: u32,
+    pub wtmax: u32,
+    pub wtpref: u32,
+    pub wtmult: u32,
+    pub dtpref: u32,
+    pub maxfilesize: u64,
+    pub time_delta: Time,
+    pub properties: u32,
+    pub attr: Option<Attr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathConf {
+    pub linkmax: u32,
+    pub name_max: u32,
+    pub no_trunc: bool,
+    pub chown_restricted: bool,
+    pub case_insensitive: bool,
+    pub case_preserving: bool,
+    pub attr: Option<Attr>,
+}
 
 #[cfg(test)]
 mod tests {

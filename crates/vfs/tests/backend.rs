@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use sluice_vfs::exports::parse_exports;
+use sluice_vfs::FileSystem;
 use sluice_vfs::{
     access, Caller, CreateHow, Cred, DeviceId, ExportId, FileHandle, FileType, FsError, LocalFs,
     LocalFsConfig, SetAttr, SetTime, StableHow, Time,
@@ -133,7 +134,7 @@ fn read_all(
     let mut bufs = vec![vec![0u8; len]];
     let r = fx
         .fs
-        .read(caller, fh, offset, &mut bufs)
+        .read(caller, fh, offset, &mut [&mut bufs[0][..]])
         .map_err(|(s, _)| s)?;
     let mut v = bufs.remove(0);
     v.truncate(r.count);
@@ -165,7 +166,9 @@ fn handles_survive_a_restart() {
     assert_eq!(again.getattr(&file).unwrap().fileid, attr.fileid);
     assert_eq!(again.getattr(&dir).unwrap().ftype, FileType::Directory);
     let mut buf = [vec![0u8; 16]];
-    let r = again.read(&root(), &file, 0, &mut buf).unwrap();
+    let r = again
+        .read(&root(), &file, 0, &mut [&mut buf[0][..]])
+        .unwrap();
     assert_eq!(&buf[0][..r.count], b"hello");
     assert!(r.eof);
 }
@@ -266,8 +269,12 @@ fn read_write_in_chunks() {
         assert!(w.wcc.before.is_some());
         assert_eq!(w.wcc.after.unwrap().size, 5010);
     }
-    let mut bufs = vec![vec![0u8; 3000], vec![0u8; 3000]];
-    let r = fx.fs.read(&root(), &f, 0, &mut bufs).unwrap();
+    let mut bufs = [vec![0u8; 3000], vec![0u8; 3000]];
+    let [a, b] = &mut bufs;
+    let r = fx
+        .fs
+        .read(&root(), &f, 0, &mut [&mut a[..], &mut b[..]])
+        .unwrap();
     assert_eq!(r.count, 5010);
     assert!(r.eof);
     let all: Vec<u8> = bufs.concat();

@@ -3,6 +3,7 @@
 //! for non-directories. Confinement must then find the file through its parent hint. Skipped
 //! (with a message) where loop devices or mkfs.ext4 are unavailable.
 
+use sluice_vfs::FileSystem;
 use sluice_vfs::{Caller, Cred, FileHandle, FsError, LocalFs, LocalFsConfig};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -128,7 +129,7 @@ fn file_handles_resolve_from_a_cold_cache_and_stay_confined() {
     let me = Caller::with_cred(Cred::root());
     assert!(fs.getattr(&sub).is_ok());
     let mut buf = [vec![0u8; 16]];
-    let r = fs.read(&me, &f, 0, &mut buf).unwrap();
+    let r = fs.read(&me, &f, 0, &mut [&mut buf[0][..]]).unwrap();
     assert_eq!(&buf[0][..r.count], b"inside");
     assert!(fs.getattr(&top).is_ok());
     // Moved out of the export: never served again.

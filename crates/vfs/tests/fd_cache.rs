@@ -2,6 +2,7 @@
 //! it counts the process's descriptors, which other tests running in parallel would disturb.
 
 use bytes::Bytes;
+use sluice_vfs::FileSystem;
 use sluice_vfs::{Caller, CreateHow, Cred, LocalFs, LocalFsConfig, SetAttr, StableHow};
 use std::path::PathBuf;
 
@@ -42,7 +43,7 @@ fn bounded_and_leak_free_under_heavy_use() {
                 let data = Bytes::from(vec![round; 100 + i]);
                 fs.write(&me, fh, 0, &[data], StableHow::Unstable).unwrap();
                 let mut buf = [vec![0u8; 4096]];
-                let r = fs.read(&me, fh, 0, &mut buf).unwrap();
+                let r = fs.read(&me, fh, 0, &mut [&mut buf[0][..]]).unwrap();
                 assert_eq!(r.count, 100 + i);
                 if i % 50 == 0 {
                     fs.commit(&me, fh, 0, 0).unwrap();

@@ -6,6 +6,7 @@
 //! Seeds: each test prints its seed; `SLUICE_SEED=<n>` replays one.
 
 use bytes::Bytes;
+use sluice_vfs::FileSystem;
 use sluice_vfs::{
     Caller, CreateHow, Cred, FileHandle, IoMode, IoModes, LocalFs, LocalFsConfig, SetAttr,
     StableHow,

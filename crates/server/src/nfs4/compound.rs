@@ -35,8 +35,8 @@
 //! export's root, where the fsid changes (§7.4); LOOKUPP from an export root comes back to the
 //! pseudo tree. Every op on an export handle passes the export's gate first: the client's
 //! rules (no rule matching its address: NFS4ERR_ACCESS, as v3 answers ACCES), `secure`
-//! (an unprivileged source port: NFS4ERR_PERM, knfsd's answer), and squashing, exactly as
-//! [`crate::exports::caller_for`] does for v3. Only AUTH_SYS and AUTH_NONE reach this layer, and
+//! (an unprivileged source port: NFS4ERR_PERM, knfsd's answer), and squashing: one gate for all,
+//! [`crate::backend::gate::admit`]. Only AUTH_SYS and AUTH_NONE reach this layer, and
 //! every export accepts both, so SECINFO and SECINFO_NO_NAME answer those two and
 //! NFS4ERR_WRONGSEC does not arise yet: knfsd answers it in v4 (ACCES in v3) for a flavor or
 //! transport security an export does not accept, which is where it will come from here once
@@ -90,12 +90,13 @@ use super::session::SequenceCall;
 use super::slots::SlotDecision;
 use super::state::State4;
 use super::{ConnId, Nfsstat4, Principal};
+use crate::backend::gate::{self, Program, Refusal};
 use crate::backend::{
     Caller, ChangeKind, CreateHow, DeviceId, FileHandle, FileSystem, FileType, FsStat, StableHow,
     Wcc,
 };
 use crate::datapath::ReadData;
-use crate::exports::{caller_for, ExportEntry};
+use crate::exports::{identity, ExportEntry};
 use crate::io::writebehind::{SizeFix, WriteBehindDriver};
 use crate::splice::{LentPipe, SplicedData};
 use bytes::Bytes;
@@ -1224,14 +1225,17 @@ impl Nfs4 {
     /// the export's rules and squashing (see the module notes).
     fn gate(&self, call: &Call<'_>, idx: usize) -> Result<(&dyn FileSystem, Caller), Nfsstat4> {
         let entry = self.exports.get(idx).ok_or(Nfsstat4::STALE)?;
-        let opts = entry
-            .export
-            .options_for(call.addr.ip())
-            .ok_or(Nfsstat4::ACCESS)?;
-        if opts.secure && call.addr.port() >= 1024 {
-            return Err(Nfsstat4::PERM);
-        }
-        Ok((&*entry.fs, caller_for(call.cred, opts)))
+        let caller = gate::admit(
+            &entry.export,
+            call.addr,
+            identity(call.cred).as_ref(),
+            Program::Nfs,
+        )
+        .map_err(|refusal| match refusal {
+            Refusal::NotListed => Nfsstat4::ACCESS,
+            Refusal::InsecurePort => Nfsstat4::PERM,
+        })?;
+        Ok((&*entry.fs, caller))
     }
 
     /// The root of export `idx`, if the caller may enter it.
