@@ -61,7 +61,8 @@ pub struct ServeArgs {
     /// Exports file in /etc/exports syntax, instead of DIR and the flags above.
     #[arg(long, value_name = "FILE", conflicts_with = "dir")]
     pub exports: Option<PathBuf>,
-    /// Where the file-handle secret is kept (handles stay valid across restarts with the same one).
+    /// What must outlive a restart: the file-handle secret (handles stay valid with the same
+    /// one), the NFSv4 boot epoch and client records, and files kept open after REMOVE.
     #[arg(long, default_value = "/var/lib/sluice")]
     pub state_dir: PathBuf,
     /// Largest READ offered to clients (FSINFO rtmax), e.g. 1M.

@@ -1,8 +1,8 @@
 //! Issue #14, the NFSv4.2 pieces that need more than ext4, through the Linux kernel client in
 //! one guest boot (`tests/peers/guest/kernel-reflink.sh` through `tests/peers/kclient.sh`):
 //! `sluice serve` exports a directory on a small XFS with reflinks (`tests/peers/reflink-fs.sh`:
-//! an image on a loop device; the test is skipped, saying why, only where loop devices or
-//! mkfs.xfs are missing), and a fresh vers=4.2 mount
+//! an image on a loop device; where loop devices or mkfs.xfs are missing the test fails saying
+//! why, unless `SLUICE_TEST_SKIP` names `reflink`, docs/testing.md), and a fresh vers=4.2 mount
 //! - copies a 40 MiB file with copy_file_range right after the mount: more than one COPY chunk
 //!   (32 MiB), so the server makes it asynchronous even though the session's back channel is
 //!   still being probed (`sluice_nfs4_cb_offload_total` 1, one COPY), with the right contents;
@@ -16,6 +16,8 @@
 //!   it is positive.
 
 mod common;
+#[path = "../../../tests/support/needs.rs"]
+mod needs;
 
 use common::{
     free_port, metric, op_counts, repo_root, require_tools, run_peer_script, Sluice, TempDir,
@@ -48,11 +50,12 @@ fn linux_kernel_client_clones_copies_asynchronously_and_reads_sparse_files_on_xf
         .output()
         .expect("run reflink-fs.sh");
     if out.status.code() == Some(77) {
-        eprintln!(
-            "SKIPPED: no XFS with reflinks on this machine: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+        return needs::missing(
+            "reflink",
+            String::from_utf8_lossy(&out.stderr).trim(),
+            "Run the test as root on a machine with loop devices (/dev/loop-control), mkfs.xfs \
+             (apt-get install xfsprogs) and a kernel with XFS",
         );
-        return;
     }
     assert!(out.status.success(), "reflink-fs.sh mount: {out:?}");
     let _fs = ReflinkFs(xfs.clone());

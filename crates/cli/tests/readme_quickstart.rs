@@ -8,6 +8,9 @@
 //! this also proves the fall-back to 2049): `sluice ls nfs://127.0.0.1/` lists the export with
 //! its allowed clients, `ls` and `cat` of the export read back a file placed in it, and `cp`
 //! writes into it as root, squashed to the anonymous user, as the quick start promises.
+//! Then the lines of the README's second ```sh block (the quick start's `sluice ls`, `cp` and
+//! `cat`) run verbatim too, each through `sh -c` in the directory the server was started in,
+//! with the `sluice` this test built first on the PATH: the file they copy in reads back.
 //!
 //! Port 2049 must be free: a test that silently skipped would prove nothing, so a taken port
 //! fails with a message saying what holds it up. No other test listens on 2049.
@@ -97,6 +100,35 @@ fn the_readme_first_command_serves_a_default_export_reachable_on_bare_urls() {
     use std::os::unix::fs::MetadataExt;
     assert_eq!(std::fs::metadata(&written).unwrap().uid(), 65534);
 
+    // The quick start's client lines, verbatim.
+    let notes = b"notes for the README's quick start\n";
+    std::fs::write(work.join("notes.txt"), notes).unwrap();
+    let lines = sh_block(&readme, 1);
+    assert!(
+        lines.len() >= 3,
+        "the README's second ```sh block should hold the quick start's ls, cp and cat: {lines:?}"
+    );
+    for line in &lines {
+        let out = run_verbatim(line, &work);
+        if line.starts_with("sluice ls nfs://127.0.0.1/ ") {
+            assert!(
+                out.contains(&abs_s),
+                "`{line}` did not list the export: {out}"
+            );
+        }
+        if line.starts_with("sluice cat ") {
+            assert_eq!(
+                out.as_bytes(),
+                notes,
+                "`{line}` did not read the copied file back"
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read(abs.join("notes.txt")).expect("the quick start's cp wrote notes.txt"),
+        notes
+    );
+
     drop(server);
     let _ = std::fs::remove_dir_all(&work);
 }
@@ -106,6 +138,49 @@ fn first_command(readme: &str) -> Option<String> {
     let start = readme.find("```sh\n")? + "```sh\n".len();
     let line = readme[start..].lines().next()?;
     Some(line.to_string())
+}
+
+/// The lines of the `n`-th (from 0) ```sh block, as written (comments are the shell's).
+fn sh_block(readme: &str, n: usize) -> Vec<String> {
+    readme
+        .split("```sh\n")
+        .nth(n + 1)
+        .and_then(|rest| rest.split("```").next())
+        .map(|block| {
+            block
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs one README line with `sh -c` in `dir` (its `$PWD`), the test's `sluice` first on the
+/// PATH; fails the test unless it succeeds. Its standard output.
+fn run_verbatim(line: &str, dir: &Path) -> String {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_sluice")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .current_dir(dir)
+        .env("PWD", dir)
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn sh -c");
+    assert!(
+        out.status.success(),
+        "the README's line `{line}` failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The README's command running in its own process group (cargo, then the server it starts);

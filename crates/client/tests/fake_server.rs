@@ -39,6 +39,16 @@ struct Fake {
     silent_v4: bool,
     /// NFSv4 calls seen (and dropped when `silent_v4`).
     v4_calls: usize,
+    /// WRITEs and COMMITs in the order they arrived.
+    arrivals: Vec<Arrival>,
+}
+
+/// One WRITE or COMMIT as the fake server saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arrival {
+    /// A WRITE at this offset (a retransmission of the same XID is not logged again).
+    Write(u64),
+    Commit,
 }
 
 type Shared = Arc<Mutex<Fake>>;
@@ -162,6 +172,7 @@ fn handle(rec: &[Bytes], fake: &Shared) -> Option<Vec<Bytes>> {
             let a = WriteArgs::unpack(&mut r).unwrap();
             if f.xids[&call.xid] == 1 {
                 f.writes += 1;
+                f.arrivals.push(Arrival::Write(a.offset));
                 if f.drop_on_write == Some(f.writes) {
                     f.drop_on_write = None;
                     return None;
@@ -190,6 +201,7 @@ fn handle(rec: &[Bytes], fake: &Shared) -> Option<Vec<Bytes>> {
         }
         (nfs3::PROGRAM, proc_::COMMIT) => {
             f.commits += 1;
+            f.arrivals.push(Arrival::Commit);
             f.disk = f.memory.clone();
             CommitRes::Ok(CommitResOk {
                 file_wcc: WccData::default(),
@@ -261,40 +273,79 @@ async fn a_verifier_change_makes_the_client_resend_unstable_data() {
 /// COMMITs go out while the file is still being written (every half of `commit_bytes_max`),
 /// and a server restart in the middle loses only what no COMMIT had confirmed: the client
 /// resends at most `commit_bytes_max` plus its WRITEs in flight, and the file is complete.
+///
+/// Checked on the order of the calls at the server, which the client decides, not on how many
+/// COMMITs happened to be answered by some moment: the writer is one task on one connection
+/// (nconnect fixed at 1) with its window pinned at 4 WRITEs (4 slots, `write_depth` 4), so
+/// each WRITE after the 4th is sent once the oldest is answered, and a COMMIT follows every
+/// second answered WRITE (128 KiB, half of `commit_bytes_max`), after the previous COMMIT
+/// returned. The arrivals are then the same in every run, however the threads are scheduled.
 #[tokio::test]
 async fn commits_overlap_with_writing_and_a_restart_costs_only_the_uncommitted_part() {
+    const WSIZE: u64 = 64 << 10;
+    const WINDOW_WRITES: usize = 4;
     let fake = Shared::default();
     // 2 MiB in 64 KiB WRITEs = 32; the server "reboots" before the 20th.
     fake.lock().unwrap().restart_before_write = Some(20);
     let port = serve(fake.clone()).await;
     let url = format!("nfs://127.0.0.1/export?nfsport={port}&mountport={port}");
-    let opts = ClientOptions {
+    let mut opts = ClientOptions {
         commit_bytes_max: 256 << 10,
+        write_depth: WINDOW_WRITES,
         ..ClientOptions::default()
     };
+    opts.rpc.table.max_in_flight = WINDOW_WRITES;
+    opts.fixed_nconnect(1);
     let c = Client::connect(url.as_str(), opts).await.unwrap();
+    assert_eq!(u64::from(c.wsize()), WSIZE);
     let data = pattern(2 << 20);
     let f = c.create_file("/f", 0o644).await.unwrap();
     let mut w = f.writer();
     w.write(&data).await.unwrap();
-    let commits_before_finish = fake.lock().unwrap().commits;
     let n = w.finish().await.unwrap();
     assert_eq!(n, data.len() as u64);
-    assert_eq!(fake.lock().unwrap().verf, 1, "one restart");
     let st = fake.lock().unwrap();
+    assert_eq!(st.verf, 1, "one restart");
     assert!(st.disk == data, "the disk image lost data");
-    // One COMMIT per 128 KiB acknowledged: about 16 for 2 MiB, nearly all before finish()
-    // (a writer that drained and committed only at commit_bytes_max sent 8).
+    // COMMITs interleave with the WRITEs: one after every second WRITE answered once the
+    // window is full, 13 before the file's last WRITE is sent (a writer that committed only
+    // at commit_bytes_max would send 7, one that committed only at finish() none).
+    let last = data.len() as u64 - WSIZE;
+    let last_at = st
+        .arrivals
+        .iter()
+        .position(|a| *a == Arrival::Write(last))
+        .expect("the last WRITE arrived");
+    let commits_while_writing = st.arrivals[..last_at]
+        .iter()
+        .filter(|a| **a == Arrival::Commit)
+        .count();
     assert!(
-        commits_before_finish >= 12,
-        "only {commits_before_finish} COMMITs while writing"
+        commits_while_writing >= 12,
+        "only {commits_while_writing} COMMITs before the last WRITE: {:?}",
+        st.arrivals
     );
-    // Lost: at most 256 KiB (4 WRITEs) not yet confirmed plus the window (at most 64 here,
-    // but 4 at this near-zero latency) answered and not yet processed.
+    // No stretch of the file goes by without a COMMIT: between two COMMITs at most the
+    // half of commit_bytes_max that triggers one, plus the window, of new WRITEs.
+    let mut writes_since_commit = 0;
+    for a in &st.arrivals[..last_at] {
+        match a {
+            Arrival::Commit => writes_since_commit = 0,
+            Arrival::Write(_) => writes_since_commit += 1,
+        }
+        assert!(
+            writes_since_commit <= 2 + WINDOW_WRITES,
+            "{writes_since_commit} WRITEs in a row without a COMMIT: {:?}",
+            st.arrivals
+        );
+    }
+    // Lost: at most 256 KiB (4 WRITEs) not yet confirmed plus the window answered and not
+    // yet processed.
     let resent = st.writes - 32;
     assert!(
-        (1..=4 + 8).contains(&resent),
-        "{resent} WRITEs resent after the restart"
+        (1..=4 + WINDOW_WRITES).contains(&resent),
+        "{resent} WRITEs resent after the restart: {:?}",
+        st.arrivals
     );
 }
 

@@ -13,12 +13,19 @@
 //!   not available in this container, and ext4 metadata corruption yields EUCLEAN/EBADMSG, not
 //!   EIO; the shutdown ioctl is the realistic EIO that works here.)
 //!
-//! Both need root (mount, losetup); without it each test prints why and passes vacuously.
-//! The errno mapping itself is also checked through the public API, which needs nothing.
+//! Each NOSPC test also proves the file system really was full when NOSPC came back (statvfs:
+//! less free space than the MiB that did not fit), so it cannot pass on a status that meant
+//! something else.
+//!
+//! Both need root (mount, losetup) and e2fsprogs; where they are missing each test fails with
+//! what to install, unless `SLUICE_TEST_SKIP` names `tmpfs` or `loop` (docs/testing.md). The
+//! errno mapping itself is also checked through the public API, which needs nothing.
 //! The server fixture and the client are `support`'s (shared with `wire.rs` and `hostile.rs`).
 
 #[macro_use]
 mod support;
+#[path = "../../../tests/support/needs.rs"]
+mod needs;
 
 use bytes::Bytes;
 use sluice_xdr::nfs3::*;
@@ -29,13 +36,22 @@ use support::*;
 
 const MIB: usize = 1 << 20;
 
+/// What to do where `mount -t tmpfs` fails.
+const NEEDS_ROOT: &str = "Run the test as root (mount)";
+/// What to do where an ext4 image cannot be loop-mounted.
+const NEEDS_LOOP: &str = "Run the test as root on a machine with loop devices \
+                          (/dev/loop-control) and mkfs.ext4 (apt-get install e2fsprogs)";
+
 // =============================================================================================
 // ENOSPC
 // =============================================================================================
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_sync_writes_past_a_full_tmpfs_are_nospc_and_earlier_files_are_intact() {
-    let Some(fs) = Mount::tmpfs("8m") else { return };
+    let fs = match Mount::tmpfs("8m") {
+        Ok(fs) => fs,
+        Err(why) => return needs::missing("tmpfs", &why, NEEDS_ROOT),
+    };
     let s = TestServer::exporting(&[fs.path()]).await;
     let mut c = s.connect().await;
     let root = c.mnt_path(fs.path()).await;
@@ -61,6 +77,7 @@ async fn file_sync_writes_past_a_full_tmpfs_are_nospc_and_earlier_files_are_inta
         Some(&Nfsstat3::NOSPC),
         "a FILE_SYNC WRITE past the end of an 8 MiB file system: {statuses:?}"
     );
+    assert_full(&fs);
     assert!(
         statuses.len() >= 4,
         "{statuses:?}: several MiB fitted first"
@@ -84,7 +101,10 @@ async fn file_sync_writes_past_a_full_tmpfs_are_nospc_and_earlier_files_are_inta
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unstable_writes_past_a_full_tmpfs_are_nospc_at_commit_at_the_latest() {
-    let Some(fs) = Mount::tmpfs("8m") else { return };
+    let fs = match Mount::tmpfs("8m") {
+        Ok(fs) => fs,
+        Err(why) => return needs::missing("tmpfs", &why, NEEDS_ROOT),
+    };
     let s = TestServer::exporting(&[fs.path()]).await;
     let mut c = s.connect().await;
     let root = c.mnt_path(fs.path()).await;
@@ -118,6 +138,7 @@ async fn unstable_writes_past_a_full_tmpfs_are_nospc_at_commit_at_the_latest() {
          said NOSPC: WRITEs {write_statuses:?}, COMMIT {}",
         commit_status.name()
     );
+    assert_full(&fs);
     check_committed(&write_statuses, commit_status, &fs);
     check_intact(&mut c, &root, "keep", &keep, &fs).await;
     assert_eq!(remove(&mut c, &root, "big").await.status(), Nfsstat3::OK);
@@ -133,7 +154,10 @@ async fn unstable_writes_past_a_full_tmpfs_are_nospc_at_commit_at_the_latest() {
 /// was stable. A failed flush now changes the export's write verifier, so clients resend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_commit_after_nospc_does_not_report_lost_data_as_stable() {
-    let Some(fs) = Mount::tmpfs("8m") else { return };
+    let fs = match Mount::tmpfs("8m") {
+        Ok(fs) => fs,
+        Err(why) => return needs::missing("tmpfs", &why, NEEDS_ROOT),
+    };
     let s = TestServer::exporting(&[fs.path()]).await;
     let mut c = s.connect().await;
     let root = c.mnt_path(fs.path()).await;
@@ -158,6 +182,15 @@ async fn a_second_commit_after_nospc_does_not_report_lost_data_as_stable() {
     let first = commit_verf(&mut c, &big).await;
     let second = commit_verf(&mut c, &big).await;
     println!("COMMIT: {first:?}, again: {second:?}, WRITE verifier {verf:?}");
+    // The scenario happened: the file system filled up and the server said so, at a WRITE or
+    // at the first COMMIT; otherwise the check below would pass on a run that never failed.
+    assert!(
+        write_statuses.contains(&Nfsstat3::NOSPC) || first.0 == Nfsstat3::NOSPC,
+        "16 MiB written UNSTABLE to an 8 MiB file system and neither a WRITE nor the first \
+         COMMIT said NOSPC: WRITEs {write_statuses:?}, COMMIT {}",
+        first.0.name()
+    );
+    assert_full(&fs);
     for (status, commit_verf) in [first, second] {
         if status == Nfsstat3::OK && commit_verf == verf {
             check_committed(&write_statuses, status, &fs);
@@ -178,6 +211,27 @@ async fn commit_verf(c: &mut Rpc, fh: &NfsFh3) -> (Nfsstat3, Option<[u8; 8]>) {
         NfsResult::Ok(ok) => (Nfsstat3::OK, Some(ok.verf)),
         NfsResult::Err(s, _) => (s, None),
     }
+}
+
+/// The file system behind `fs` is full: less free space than the MiB the failed WRITE or
+/// flush tried to store. Proves that a NOSPC seen just before was the disk's ENOSPC.
+fn assert_full(fs: &Mount) {
+    let free = free_bytes(fs.path());
+    assert!(
+        free < MIB as u64,
+        "NOSPC was answered but the file system still has {free} bytes free"
+    );
+}
+
+/// Bytes free for an unprivileged writer on the file system holding `path` (statvfs).
+fn free_bytes(path: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: statvfs writes only into `st`, which outlives the call; `c` is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    assert_eq!(rc, 0, "statvfs: {}", std::io::Error::last_os_error());
+    st.f_bavail as u64 * st.f_frsize as u64
 }
 
 /// A COMMIT that succeeds promises every WRITE answered OK before it is on the file system.
@@ -207,8 +261,9 @@ fn check_committed(write_statuses: &[Nfsstat3], commit_status: Nfsstat3, fs: &Mo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_system_that_fails_with_eio_gives_nfs3err_io_and_other_exports_serve_on() {
-    let Some(ext4) = Mount::ext4_loop(32) else {
-        return;
+    let ext4 = match Mount::ext4_loop(32) {
+        Ok(fs) => fs,
+        Err(why) => return needs::missing("loop", &why, NEEDS_LOOP),
     };
     let other = TempDir::new();
     let s = TestServer::exporting(&[ext4.path(), other.path()]).await;
@@ -371,9 +426,8 @@ fn run(cmd: &mut Command) -> Result<(), String> {
 }
 
 impl Mount {
-    /// A tmpfs of `size` (mount's syntax), or `None` (with a message) where mounting is not
-    /// allowed.
-    fn tmpfs(size: &str) -> Option<Mount> {
+    /// A tmpfs of `size` (mount's syntax), or why mounting one failed.
+    fn tmpfs(size: &str) -> Result<Mount, String> {
         let dir = scratch("tmpfs");
         match run(Command::new("mount")
             .args(["-t", "tmpfs", "-o"])
@@ -381,17 +435,17 @@ impl Mount {
             .arg("tmpfs")
             .arg(&dir))
         {
-            Ok(()) => Some(Mount { dir, image: None }),
+            Ok(()) => Ok(Mount { dir, image: None }),
             Err(e) => {
-                println!("SKIPPED: cannot mount a tmpfs (needs root): {e}");
                 let _ = std::fs::remove_dir(&dir);
-                None
+                Err(format!("cannot mount a tmpfs: {e}"))
             }
         }
     }
 
-    /// An ext4 file system of `mib` MiB in a sparse image under /tmp, loop-mounted.
-    fn ext4_loop(mib: u64) -> Option<Mount> {
+    /// An ext4 file system of `mib` MiB in a sparse image under /tmp, loop-mounted, or why
+    /// that failed.
+    fn ext4_loop(mib: u64) -> Result<Mount, String> {
         let image = std::env::temp_dir().join(format!(
             "sluice-ext4-{}-{}.img",
             std::process::id(),
@@ -408,17 +462,14 @@ impl Mount {
                 .arg(&dir))
         });
         match made {
-            Ok(()) => Some(Mount {
+            Ok(()) => Ok(Mount {
                 dir,
                 image: Some(image),
             }),
             Err(e) => {
-                println!(
-                    "SKIPPED: cannot loop-mount an ext4 image (needs root and mkfs.ext4): {e}"
-                );
                 let _ = std::fs::remove_dir(&dir);
                 let _ = std::fs::remove_file(&image);
-                None
+                Err(format!("cannot loop-mount an ext4 image: {e}"))
             }
         }
     }

@@ -14,7 +14,7 @@
 //! | §15.2 | COPY: source past its end INVAL, a directory WRONG_TYPE, no saved handle NOFILEHANDLE, bad stateid, inter-server NOTSUPP | `copy_error_paths` |
 //! | §15.2 | COPY between two exports: XDEV | `copy_between_exports_is_xdev` |
 //! | §15.13 | CLONE: NOTSUPP without reflinks (or the range shared where there are) | `clone_shares_or_is_not_supported` |
-//! | §15.13, §12.2.1 | CLONE on XFS with reflinks (a loop device, `tests/peers/reflink-fs.sh`; skipped, saying why, where there are none): `clone_blksize` the block size there and 0 on ext4; whole file and aligned range share extents (FIEMAP) with the right bytes; misaligned offsets, a length neither whole blocks nor to the end, a source offset past the end, overlapping ranges of one file INVAL; across exports XDEV | `clone_on_a_reflink_file_system_shares_extents_and_checks_ranges` |
+//! | §15.13, §12.2.1 | CLONE on XFS with reflinks (a loop device, `tests/peers/reflink-fs.sh`; fails saying why where there are none, unless `SLUICE_TEST_SKIP` names `reflink`): `clone_blksize` the block size there and 0 on ext4; whole file and aligned range share extents (FIEMAP) with the right bytes; misaligned offsets, a length neither whole blocks nor to the end, a source offset past the end, overlapping ranges of one file INVAL; across exports XDEV | `clone_on_a_reflink_file_system_shares_extents_and_checks_ranges` |
 //! | §15.11, §15.2 | SEEK and COPY right after UNSTABLE WRITEs see the written data (held writes land first) | `seek_and_copy_right_after_unstable_writes_see_the_data` |
 //! | | each op counted by name in the per-op statistics, errors apart | `the_v42_ops_are_counted_in_the_per_op_stats` |
 //! | §15.3, §15.10 | COPY_NOTIFY: NOTSUPP; READ_PLUS too with `--no-read-plus` | `copy_notify_is_not_supported_nor_read_plus_when_turned_off` |
@@ -28,6 +28,8 @@
 
 #[macro_use]
 mod support;
+#[path = "../../../tests/support/needs.rs"]
+mod needs;
 
 use bytes::Bytes;
 use sluice_xdr::nfs4::attrs::num;
@@ -1424,14 +1426,19 @@ mod offload {
 }
 
 /// An XFS file system with reflinks on a loop device (`tests/peers/reflink-fs.sh`), unmounted
-/// and detached when dropped; `None` (with the reason printed) where this machine cannot make
-/// one.
+/// and detached when dropped.
 struct ReflinkFs {
     dir: std::path::PathBuf,
 }
 
+/// What an XFS with reflinks on a loop device takes.
+const NEEDS_REFLINK: &str = "Run the test as root on a machine with loop devices \
+                             (/dev/loop-control), mkfs.xfs (apt-get install xfsprogs) and a \
+                             kernel with XFS";
+
 impl ReflinkFs {
-    fn mount(dir: std::path::PathBuf) -> Option<ReflinkFs> {
+    /// Mounts one on `dir`, or says why this machine cannot (the script's exit 77).
+    fn mount(dir: std::path::PathBuf) -> Result<ReflinkFs, String> {
         let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests/peers/reflink-fs.sh");
         let out = std::process::Command::new("bash")
@@ -1441,14 +1448,8 @@ impl ReflinkFs {
             .output()
             .expect("run reflink-fs.sh");
         match out.status.code() {
-            Some(0) => Some(ReflinkFs { dir }),
-            Some(77) => {
-                eprintln!(
-                    "SKIPPED (no XFS with reflinks here): {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-                None
-            }
+            Some(0) => Ok(ReflinkFs { dir }),
+            Some(77) => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
             _ => panic!("reflink-fs.sh mount: {out:?}"),
         }
     }
@@ -1498,8 +1499,9 @@ async fn clone_status(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clone_on_a_reflink_file_system_shares_extents_and_checks_ranges() {
     let dirs = support::TestDirs::new("nfs42-clone");
-    let Some(fs) = ReflinkFs::mount(dirs.base.join("xfs")) else {
-        return;
+    let fs = match ReflinkFs::mount(dirs.base.join("xfs")) {
+        Ok(fs) => fs,
+        Err(why) => return needs::missing("reflink", &why, NEEDS_REFLINK),
     };
     let xfs = fs.dir.join("export");
     std::fs::create_dir(&xfs).unwrap();

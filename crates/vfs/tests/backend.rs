@@ -12,6 +12,9 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+#[path = "../../../tests/support/needs.rs"]
+mod needs;
+
 /// A temporary directory holding an export and a state directory; removed on drop.
 struct Fixture {
     base: PathBuf,
@@ -1243,8 +1246,12 @@ fn writable_descriptor_replaces_a_read_only_one() {
             .unwrap_or(false)
     };
     if !chattr("+i") {
-        eprintln!("chattr unavailable; skipping");
-        return;
+        return needs::missing(
+            "chattr",
+            "`chattr +i` failed",
+            "Run the test as root with chattr (apt-get install e2fsprogs) on a file system \
+             with the immutable flag (ext4, XFS, btrfs)",
+        );
     }
     assert_eq!(read_all(&fx, &root(), &f, 0, 3).unwrap().0, b"abc");
     assert_eq!(write(&fx, &root(), &f, 0, b"x").unwrap_err(), FsError::Perm);

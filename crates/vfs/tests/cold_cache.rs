@@ -1,12 +1,16 @@
 //! Handles after a cold start: a loop-mounted ext4 is unmounted and mounted again, so the
 //! kernel's dentry cache knows nothing and `open_by_handle_at` returns *disconnected* dentries
-//! for non-directories. Confinement must then find the file through its parent hint. Skipped
-//! (with a message) where loop devices or mkfs.ext4 are unavailable.
+//! for non-directories. Confinement must then find the file through its parent hint. Needs root,
+//! loop devices and mkfs.ext4; without them it fails saying so, unless `SLUICE_TEST_SKIP` names
+//! `loop` (docs/testing.md).
 
 use sluice_vfs::FileSystem;
 use sluice_vfs::{Caller, Cred, FileHandle, FsError, LocalFs, LocalFsConfig};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "../../../tests/support/needs.rs"]
+mod needs;
 
 struct LoopFs {
     base: PathBuf,
@@ -16,7 +20,8 @@ struct LoopFs {
 }
 
 impl LoopFs {
-    fn new() -> Option<LoopFs> {
+    /// A fresh loop-mounted ext4, or why it could not be made.
+    fn new() -> Result<LoopFs, String> {
         let base = PathBuf::from(format!("/tmp/sluice-cold-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).unwrap();
@@ -34,11 +39,13 @@ impl LoopFs {
             mnt,
             mounted: false,
         };
-        if !ok || !fs.mount() {
-            eprintln!("cannot make or mount a loop ext4; skipping");
-            return None;
+        if !ok {
+            return Err("mkfs.ext4 failed or is missing".into());
         }
-        Some(fs)
+        if !fs.mount() {
+            return Err("cannot loop-mount the ext4 image".into());
+        }
+        Ok(fs)
     }
 
     fn mount(&mut self) -> bool {
@@ -96,8 +103,16 @@ fn walk(fs: &LocalFs, path: &str) -> FileHandle {
 
 #[test]
 fn file_handles_resolve_from_a_cold_cache_and_stay_confined() {
-    let Some(mut lfs) = LoopFs::new() else {
-        return;
+    let mut lfs = match LoopFs::new() {
+        Ok(fs) => fs,
+        Err(why) => {
+            return needs::missing(
+                "loop",
+                &why,
+                "Run the test as root on a machine with loop devices (/dev/loop-control) and \
+                 mkfs.ext4 (apt-get install e2fsprogs)",
+            )
+        }
     };
     let state = lfs.base.join("state");
     for d in ["export/sub", "export/other", "outside"] {

@@ -1,7 +1,9 @@
 //! Cache modes per export (issue #5): every mode returns the same bytes for any offset and
 //! length, including the mixed ones (`io_write=direct` with buffered reads, and the reverse). Each test runs on a directory of the real disk (under `CARGO_TARGET_TMPDIR`) and on a
-//! tmpfs mounted for it under /tmp (skipped with a message when mounting is not permitted), and
-//! compares every READ against a reference model of the file. Needs root (`open_by_handle_at`).
+//! tmpfs mounted for it under /tmp, and compares every READ against a reference model of the
+//! file. Needs root (`open_by_handle_at`, mount) and util-linux's fincore; where the tmpfs
+//! cannot be mounted or fincore is missing the test fails saying so, unless `SLUICE_TEST_SKIP`
+//! names `tmpfs` or `fincore` (docs/testing.md).
 //!
 //! Seeds: each test prints its seed; `SLUICE_SEED=<n>` replays one.
 
@@ -14,6 +16,9 @@ use sluice_vfs::{
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[path = "../../../tests/support/needs.rs"]
+mod needs;
 
 /// The modes under test: one for both directions, or READ's and WRITE's.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -276,12 +281,11 @@ fn a_file_written_in_one_mode_reads_the_same_in_every_other() {
 }
 
 /// What each mode leaves in the page cache after writing and reading 4 MiB (measured with
-/// util-linux `fincore`; skipped without it, and for modes the file system refused).
+/// util-linux `fincore`; without it the test fails unless `SLUICE_TEST_SKIP` names `fincore`).
 #[test]
 fn each_mode_leaves_the_page_cache_as_promised() {
-    let Some(place) = places("residency").into_iter().next() else {
-        return;
-    };
+    // The real disk: the first place, always there.
+    let place = places("residency").swap_remove(0);
     let mut rng = Rng::new(seed("each_mode_leaves_the_page_cache_as_promised"));
     for mode in MODES {
         let fs = place.fs(mode);
@@ -296,8 +300,11 @@ fn each_mode_leaves_the_page_cache_as_promised() {
         }
         check_read(&fs, &fh, 0, 4 * MIB, &mut rng, &data, &place.name);
         let Some(resident) = resident_bytes(&place.export().join(&name)) else {
-            eprintln!("io_modes: fincore unavailable; residency not checked");
-            return;
+            return needs::missing(
+                "fincore",
+                "`fincore --bytes` gave no residency",
+                "apt-get install util-linux",
+            );
         };
         let effective = Mode::split(fs.read_mode(), fs.write_mode());
         eprintln!(
@@ -585,8 +592,13 @@ fn places(test: &str) -> Vec<Place> {
             mounted: true,
         }));
     } else {
-        eprintln!("io_modes: cannot mount a tmpfs (not root?); tmpfs cases skipped");
         let _ = std::fs::remove_dir_all(&dir);
+        // Skipped (when SLUICE_TEST_SKIP says so): the tmpfs cases only; the disk's run.
+        needs::missing(
+            "tmpfs",
+            "cannot mount a tmpfs for the tmpfs cases",
+            "Run the test as root (mount)",
+        );
     }
     out
 }

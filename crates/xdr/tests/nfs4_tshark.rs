@@ -3,7 +3,8 @@
 //! RPC-over-TCP records and read back by `tshark`, which must find nothing malformed, see the op
 //! numbers we sent, and read attribute values where we put them.
 //!
-//! Skipped (with a message) when `tshark` is not installed; scripts/install-deps.sh installs it.
+//! Needs `tshark` (scripts/install-deps.sh installs it); without it the test fails saying so,
+//! unless `SLUICE_TEST_SKIP` names `tshark` (docs/testing.md).
 
 use bytes::Bytes;
 use sluice_xdr::nfs4::attrs::AttrValues;
@@ -16,6 +17,9 @@ use sluice_xdr::nfs4::ops::*;
 use sluice_xdr::nfs4::*;
 use sluice_xdr::{to_bytes, Pack, Payload, Writer};
 use std::process::Command;
+
+#[path = "../../../tests/support/needs.rs"]
+mod needs;
 
 const SERVER_PORT: u16 = 2049;
 const CLIENT_PORT: u16 = 40_123;
@@ -496,9 +500,12 @@ fn tshark(pcap: &std::path::Path, args: &[&str]) -> String {
 
 #[test]
 fn tshark_reads_our_compounds_as_we_meant_them() {
-    if Command::new("tshark").arg("--version").output().is_err() {
-        eprintln!("tshark not installed: skipped");
-        return;
+    if let Err(e) = Command::new("tshark").arg("--version").output() {
+        return needs::missing(
+            "tshark",
+            &format!("cannot run tshark: {e}"),
+            "Install it: apt-get install tshark (or bash scripts/install-deps.sh)",
+        );
     }
     let mut pcap = Pcap::new();
     let mut want_ops = Vec::new();
