@@ -18,9 +18,12 @@
 //! client's sizes if they can hold one such call (NFS4ERR_TOOSMALL otherwise, as knfsd does)
 //! and use at most [`BACK_SLOTS_MAX`] slot.
 
-use super::backchan::{BackChan, PathState};
-use super::slots::{SlotDecision, SlotTable};
-use super::{ConnId, Nfsstat4};
+pub mod digest;
+pub mod slots;
+
+use crate::callback::{BackChan, PathState};
+use crate::sessions::slots::{SlotDecision, SlotTable};
+use crate::{ConnId, Nfsstat4};
 use sluice_xdr::nfs4::ops::{
     CallbackSecParms4, ChannelAttrs4, RdmaIrd, CDFC4_BACK, CDFC4_BACK_OR_BOTH, CDFC4_FORE,
     CDFC4_FORE_OR_BOTH, CDFS4_BACK, CDFS4_BOTH, CDFS4_FORE, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,

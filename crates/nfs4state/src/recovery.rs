@@ -1,5 +1,5 @@
-//! Restart recovery in [`State4`]: the grace period ([`super::super::grace`]) and the
-//! bookkeeping of the stable client records ([`super::super::stable`]), as pure entry points.
+//! Restart recovery in [`State4`]: the grace period ([`crate::recovery::grace`]) and the
+//! bookkeeping of the stable client records ([`crate::recovery::records`]), as pure entry points.
 //! The driver does the file I/O and the logging; this module decides.
 //!
 //! # When a client's record is written (and why then)
@@ -41,9 +41,13 @@
 //! | the same under a stateid of this instance | as usual | as usual |
 //! | RECLAIM_COMPLETE | may end grace early (AllReclaimed) | as usual |
 
-use super::super::grace::{Grace, GraceEnd, GraceStats};
-use super::super::Nfsstat4;
-use super::State4;
+pub mod grace;
+pub mod parked;
+pub mod records;
+
+use crate::recovery::grace::{Grace, GraceEnd, GraceStats};
+use crate::Nfsstat4;
+use crate::State4;
 use bytes::Bytes;
 use sluice_xdr::nfs4::{ClientId4, Stateid4};
 use std::time::{Duration, Instant};
@@ -59,7 +63,7 @@ pub struct RecoveryTick {
 
 /// Where restart recovery stands in [`State4`] (its fields, kept together).
 #[derive(Debug, Default)]
-pub(super) struct Recovery {
+pub(crate) struct Recovery {
     /// `None` until [`State4::start_grace`]: a state without restart recovery (tests, a server
     /// without a store) behaves as after a skipped grace.
     grace: Option<Grace>,
@@ -160,7 +164,7 @@ impl State4 {
 
     /// When [`State4::recovery_tick`] next has something to do (grace's deadline), if ever;
     /// owners gone and an end not yet reported are handled by the driver's next regular tick.
-    pub(super) fn recovery_wakeup(&self) -> Option<Instant> {
+    pub(crate) fn recovery_wakeup(&self) -> Option<Instant> {
         self.recovery.grace.as_ref().and_then(Grace::next_wakeup)
     }
 
@@ -202,7 +206,7 @@ impl State4 {
     }
 
     /// RECLAIM_COMPLETE's part in grace: may end it early.
-    pub(super) fn grace_reclaim_complete(
+    pub(crate) fn grace_reclaim_complete(
         &mut self,
         now: Instant,
         clientid: ClientId4,
@@ -223,10 +227,10 @@ impl State4 {
     }
 
     /// A client record is about to go for real: its owner's stable record may go with it.
-    pub(super) fn note_gone(&mut self, clientid: ClientId4) {
+    pub(crate) fn note_gone(&mut self, clientid: ClientId4) {
         // Bounded: past the bound a removal is dropped, which costs at most a longer grace
         // after a crash (module notes), never a reclaim.
-        if self.recovery.gone.len() >= super::super::grace::RECORDS_MAX {
+        if self.recovery.gone.len() >= crate::recovery::grace::RECORDS_MAX {
             return;
         }
         if let Ok(rec) = self.clients.get(clientid) {

@@ -35,7 +35,7 @@
 //! sequence id after every answer but STALE_CLIENTID and DELAY); knfsd checks the channel
 //! attributes before the slot and does not.
 
-use super::{Nfsstat4, Principal};
+use crate::{Nfsstat4, Principal};
 use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{
     CreateSessionResOk, ExchangeIdArgs, StateProtect4A, EXCHGID4_FLAG_BIND_PRINC_STATEID,

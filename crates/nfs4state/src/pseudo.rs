@@ -32,7 +32,7 @@
 //! and reads it again. (Two export lists hashing alike, 1 in 2^32, would keep stale handles
 //! and listings until the next change; indices past the new tree's end are still STALE.)
 
-use super::Nfsstat4;
+use crate::Nfsstat4;
 use bytes::Bytes;
 use sluice_xdr::nfs4::Fsid4;
 
