@@ -39,11 +39,12 @@
 //! At most one call of each kind in flight (the probe's CB_NULL, the slot's CB_COMPOUND) and
 //! [`QUEUED_MAX`] CB_COMPOUNDs waiting for the slot; more are refused with NFS4ERR_DELAY.
 
-use crate::{ConnId, Nfsstat4};
+use crate::ids::ConnId;
 use sluice_xdr::nfs4::callback::{
     CbArgop4, CbCompound4Args, CbCompound4Res, CbResop4, CbSequenceArgs, ReferringCallLists,
 };
 use sluice_xdr::nfs4::ops::{CallbackSecParms4, Res4};
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{SessionId4, Utf8Str};
 use sluice_xdr::rpc::AuthSys;
 use std::collections::VecDeque;

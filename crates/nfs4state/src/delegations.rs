@@ -18,8 +18,7 @@ pub mod table;
 use crate::callback::{CbDone, PathState};
 use crate::delegations::table::{GetattrView, GrantAsk, Kind, RecallAnswer, SizeChange};
 use crate::opens::IoState;
-use crate::Nfsstat4;
-use crate::State4;
+use crate::state::State4;
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::callback::{CbArgop4, CbGetattrArgs, CbRecallArgs, CbResop4};
 use sluice_xdr::nfs4::ops::Res4;
@@ -28,6 +27,7 @@ use sluice_xdr::nfs4::ops::{
     OPEN_DELEGATE_WRITE,
 };
 use sluice_xdr::nfs4::Bitmap4;
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, NfsFh4, SessionId4, Stateid4};
 use std::time::Instant;
 

@@ -26,7 +26,7 @@
 //! The databases are behind [`IdDatabase`] so this module stays pure: tests pass a fake, the
 //! server passes the system's (`sluice_server::nfs4::idmap::SystemIds`, NSS through libc).
 
-use crate::Nfsstat4;
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::Utf8Str;
 use std::sync::Arc;
 

@@ -65,35 +65,11 @@
 //! the processor, not here; the processor resolves the special "current" stateid before it
 //! calls [`state::State4::check_io`] and friends.
 //!
-//! # Identity and staleness
-//! Client ids, session ids and stateid `other` fields all carry the server instance's
-//! `boot_epoch` (a 32-bit value the driver picks at start, e.g. seconds since the Unix epoch, as
-//! knfsd does): an id from an earlier instance is recognised as stale (NFS4ERR_STALE_CLIENTID /
-//! NFS4ERR_STALE_STATEID) instead of aliasing a new record. The parts a peer should not be able
-//! to guess (4 bytes of every stateid `other` and session id) come from an injected
-//! [`Entropy`] so tests are deterministic.
 //!
-//! # Bounds (and what happens at them)
-//! | table | bound (default) | at the bound |
-//! |---|---|---|
-//! | client records | [`Config4::clients_max`] (1024) | courtesy clients are expired first; else EXCHANGE_ID gets NFS4ERR_DELAY |
-//! | sessions per client | [`Config4::sessions_per_client_max`] (8) | CREATE_SESSION gets NFS4ERR_DELAY (not cached) |
-//! | slots per session | [`sessions::ChannelLimits::slots_max`] (64) | negotiated down; a higher slot id is NFS4ERR_BADSLOT |
-//! | reply cache, all sessions | [`Config4::reply_cache_bytes_max`] (64 MiB) | CREATE_SESSION grants fewer slots; none fit: NFS4ERR_DELAY |
-//! | cached reply per slot | `maxresponsesize_cached` (≤ 4 KiB) | NFS4ERR_REP_TOO_BIG_TO_CACHE (the processor checks) |
-//! | connections per session | [`sessions::CONNS_PER_SESSION_MAX`] (16) | the oldest binding is forgotten |
-//! | callbacks per session | one CB_NULL and one CB_COMPOUND in flight, [`callback::QUEUED_MAX`] (16) queued | NFS4ERR_DELAY to the queuer |
-//! | open stateids per client | [`Config4::opens_per_client_max`] (4096) | OPEN gets NFS4ERR_DELAY |
-//! | open stateids overall | [`Config4::opens_max`] (65536) | OPEN gets NFS4ERR_DELAY |
-//! | lock stateids, locked ranges per client | [`Config4::locks_per_client_max`] (4096 each) | LOCK (and a splitting LOCKU) gets NFS4ERR_DELAY |
-//! | lock stateids, locked ranges overall | [`Config4::locks_max`] (65536 each) | LOCK (and a splitting LOCKU) gets NFS4ERR_DELAY |
-//! | delegations per client / overall | [`delegations::table::DelegConfig`] (1024 / 16384) | OPEN grants none (OPEN_DELEGATE_NONE_EXT, WND4_RESOURCE) |
-//! | pseudo tree | [`pseudo::PSEUDO_NODES_MAX`] nodes | building from the export list fails |
-//!
-//! NFS4ERR_RESOURCE is not used: in minor version 1 a COMPOUND's own limits are the session's
-//! (NFS4ERR_REQ_TOO_BIG, REP_TOO_BIG, TOO_MANY_OPS, RFC 8881 §2.10.6.4), and knfsd answers a
-//! full state table with NFS4ERR_DELAY ("jukebox"). So do we, since every bound here frees up
-//! with time (leases expire, clients close files).
+//! # Where the shared vocabulary is
+//! [`config`] holds [`Config4`] and the table of bounds; [`ids`] the identity and staleness
+//! rules of client ids, session ids and stateids, and [`Entropy`]. This file declares the
+//! modules and re-exports what callers name most; no module imports through it.
 
 // Tests build virtual clocks on a real `Instant` base; the library itself never reads a clock
 // (enforced by clippy.toml).
@@ -101,8 +77,10 @@
 
 pub mod callback;
 pub mod clients;
+pub mod config;
 pub mod delegations;
 pub mod idmap;
+pub mod ids;
 pub mod locks;
 pub mod offload;
 pub mod opens;
@@ -112,140 +90,8 @@ pub mod sessions;
 pub mod state;
 pub mod store;
 
+pub use config::{Config4, StateLimits};
+pub use ids::{ConnId, Entropy, Principal, SplitMix};
 pub use sluice_xdr::nfs4::Nfsstat4;
 pub use state::State4;
 pub use store::{MemStore, StateStore, StoreError};
-
-use std::time::Duration;
-
-/// Settings of the NFSv4.1 state cores. Fields carry their unit; defaults say why.
-#[derive(Debug, Clone)]
-pub struct Config4 {
-    /// Lease time (the `lease_time` attribute, RFC 8881 §8.3). Default 90 s, the value of knfsd
-    /// and ganesha: long enough that a client renewing every third of it survives a short
-    /// network outage, short enough that a crashed client's share reservations clear soon.
-    pub lease: Duration,
-    /// How long an expired client with state is kept as a courtesy client before it is
-    /// expired anyway. Default 24 h, knfsd's value: a laptop that slept overnight gets its
-    /// opens back if nobody wanted its files.
-    pub courtesy_max: Duration,
-    /// Client records (confirmed and unconfirmed) at most. Default 1024: a record with its
-    /// sessions costs at most ~300 KiB of slot cache, so 1024 caps that at ~300 MiB in the
-    /// worst case and far less in practice (slots are allocated as they are used).
-    pub clients_max: usize,
-    /// Sessions per client. Default 8: the Linux client uses one per server (plus one during
-    /// trunking discovery); 8 leaves room without letting one client hoard slot memory.
-    pub sessions_per_client_max: usize,
-    /// Open stateids per client. Default 4096, well above a desktop's open files.
-    pub opens_per_client_max: usize,
-    /// Open stateids overall. Default 65536 (about 10 MiB of records).
-    pub opens_max: usize,
-    /// Lock stateids per client, and byte ranges locked per client (each bound apart).
-    /// Default 4096, as for opens: a lock owner per process and file, and ranges enough for
-    /// a database's row locks on one client.
-    pub locks_per_client_max: usize,
-    /// Lock stateids overall, and byte ranges locked overall. Default 65536: a range costs
-    /// ~100 bytes and a stateid ~150, so ~16 MiB at the bound.
-    pub locks_max: usize,
-    /// The server instance: stamped into client ids, session ids and stateids so that ids from
-    /// an earlier instance are recognised as stale. The driver passes e.g. boot seconds.
-    pub boot_epoch: u32,
-    /// Channel attribute limits for CREATE_SESSION.
-    pub channel: sessions::ChannelLimits,
-    /// Reply cache reserved over all sessions: each session reserves
-    /// `maxrequests × maxresponsesize_cached` at CREATE_SESSION, which gets fewer slots when
-    /// the budget runs low (and NFS4ERR_DELAY when not even one fits), as knfsd does with its
-    /// DRC memory. Default 64 MiB: 256 sessions at the full 64 slots × 4 KiB, and many more
-    /// at the few slots a client really asks for; without it the other bounds multiply to
-    /// 1024 clients × 8 sessions × 256 KiB = 2 GiB.
-    pub reply_cache_bytes_max: usize,
-    /// `so_major_id` of EXCHANGE_ID: the same value on two addresses tells a client they are
-    /// one server (trunking, RFC 8881 §2.10.5). The driver passes e.g. the host name.
-    pub server_owner: bytes::Bytes,
-    /// `eir_server_scope`: servers sharing a scope share owner names. Default "sluice".
-    pub server_scope: bytes::Bytes,
-    /// Delegation bounds ([`crate::delegations::table`]).
-    pub delegs: delegations::table::DelegConfig,
-}
-
-impl Default for Config4 {
-    fn default() -> Self {
-        Self {
-            lease: Duration::from_secs(90),
-            courtesy_max: Duration::from_secs(24 * 3600),
-            clients_max: 1024,
-            sessions_per_client_max: 8,
-            opens_per_client_max: 4096,
-            opens_max: 65536,
-            locks_per_client_max: 4096,
-            locks_max: 65536,
-            boot_epoch: 1,
-            channel: sessions::ChannelLimits::default(),
-            reply_cache_bytes_max: 64 << 20,
-            server_owner: bytes::Bytes::from_static(b"sluice"),
-            server_scope: bytes::Bytes::from_static(b"sluice"),
-            delegs: delegations::table::DelegConfig::default(),
-        }
-    }
-}
-
-/// The table limits of [`Config4`] that a server's configuration sets
-/// (`ServerConfig::nfs4_limits`); defaults are [`Config4`]'s.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StateLimits {
-    pub clients_max: usize,
-    pub sessions_per_client_max: usize,
-    pub opens_per_client_max: usize,
-    pub opens_max: usize,
-}
-
-impl Default for StateLimits {
-    fn default() -> Self {
-        let c = Config4::default();
-        StateLimits {
-            clients_max: c.clients_max,
-            sessions_per_client_max: c.sessions_per_client_max,
-            opens_per_client_max: c.opens_per_client_max,
-            opens_max: c.opens_max,
-        }
-    }
-}
-
-/// Where unguessable bytes come from. Production passes an OS-seeded generator; tests a
-/// seeded one, so that a run is a function of its seed.
-pub trait Entropy {
-    fn fill(&mut self, buf: &mut [u8]);
-}
-
-/// A small deterministic generator (splitmix64). Not cryptographic: it makes ids hard to guess
-/// by accident, not against an attacker who can watch the wire (who could read them anyway).
-#[derive(Debug, Clone)]
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-impl Entropy for SplitMix {
-    fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let v = self.next_u64().to_be_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
-
-/// Who made a request, as the client-record rules compare it (RFC 8881 §2.4: the principal).
-/// For AUTH_SYS the processor builds it from uid, gid and machine name; an opaque byte string
-/// here so the cores do not depend on the RPC layer's credential types.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct Principal(pub bytes::Bytes);
-
-/// A connection's identity, chosen by the driver (unique while the connection lives).
-pub type ConnId = u64;

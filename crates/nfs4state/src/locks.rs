@@ -12,12 +12,12 @@ pub mod stateids;
 use crate::locks::ranges::{Lock, LockError, LockKind, Owner, Range};
 use crate::locks::stateids::LockStates;
 use crate::opens::{IoState, Other};
-use crate::Nfsstat4;
-use crate::State4;
+use crate::state::State4;
 use sluice_xdr::nfs4::ops::{
     Lock4Denied, LockArgs, Locker4, LocktArgs, LockuArgs, OPEN4_SHARE_ACCESS_READ,
     OPEN4_SHARE_ACCESS_WRITE,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, LockOwner4, Opaque4, Stateid4};
 use std::time::Instant;
 
@@ -240,7 +240,8 @@ fn denied(l: &Lock) -> Lock4Denied {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Config4, Principal, SplitMix};
+    use crate::config::Config4;
+    use crate::ids::{Principal, SplitMix};
     use bytes::Bytes;
     use sluice_xdr::nfs4::ops::{
         CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs, ExchangeIdArgs,

@@ -37,10 +37,11 @@
 //! the table. Each running copy is one task of the driver doing one chunk at a time, so the
 //! bound on copies is the bound on copy tasks.
 
+use crate::ids::Entropy;
 use crate::opens::Other;
-use crate::{Entropy, Nfsstat4};
 use bytes::Bytes;
 use sluice_vfs::{Caller, FileHandle, FileSystem};
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, SessionId4, Stateid4, OTHER_SIZE};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -305,7 +306,7 @@ impl CopyTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SplitMix;
+    use crate::ids::SplitMix;
 
     const S1: SessionId4 = [1; 16];
 

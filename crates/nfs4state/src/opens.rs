@@ -34,9 +34,10 @@
 //! subset that some OPEN of the owner used (knfsd keeps the same record as bitmaps of access
 //! and deny modes seen); anything else is NFS4ERR_INVAL.
 
-use crate::{Entropy, Nfsstat4};
+use crate::ids::Entropy;
 use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_WRITE};
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, Stateid4, OTHER_SIZE};
 use std::collections::HashMap;
 
@@ -465,7 +466,7 @@ pub(crate) fn check_stateid<'a, S>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::SplitMix;
+    use crate::ids::SplitMix;
 
     const R: u32 = 1;
     const W: u32 = 2;

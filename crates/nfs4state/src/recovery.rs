@@ -46,9 +46,9 @@ pub mod parked;
 pub mod records;
 
 use crate::recovery::grace::{Grace, GraceEnd, GraceStats};
-use crate::Nfsstat4;
-use crate::State4;
+use crate::state::State4;
 use bytes::Bytes;
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, Stateid4};
 use std::time::{Duration, Instant};
 
@@ -59,21 +59,6 @@ pub struct RecoveryTick {
     pub forget: Vec<Bytes>,
     /// Grace ended since the last tick (or was skipped at start): the driver logs it.
     pub ended: Option<GraceEnd>,
-}
-
-/// Where restart recovery stands in [`State4`] (its fields, kept together).
-#[derive(Debug, Default)]
-pub(crate) struct Recovery {
-    /// `None` until [`State4::start_grace`]: a state without restart recovery (tests, a server
-    /// without a store) behaves as after a skipped grace.
-    grace: Option<Grace>,
-    /// The owners the stable store holds, as far as this instance knows.
-    stable: std::collections::HashSet<Bytes>,
-    /// Owners of clients destroyed or expired since the last tick. At most one entry per
-    /// client record removed, drained every tick.
-    gone: Vec<Bytes>,
-    /// Grace ended (or was skipped) and the driver has not been told yet.
-    ended: Option<GraceEnd>,
 }
 
 impl State4 {

@@ -39,14 +39,16 @@
 
 use crate::callback::{CbDone, CbOutcome, CbSend, PathState};
 use crate::clients::{ClientTable, CreateSessionStep, ExchangeOutcome};
+use crate::config::Config4;
 use crate::delegations::table::DelegTable;
+use crate::ids::{ConnId, Entropy, Principal};
 use crate::locks::stateids::LockStates;
 use crate::offload::{CopyEnd, CopyTable, COPIES_MAX, COPIES_PER_CLIENT_MAX};
 use crate::opens::Other;
 use crate::opens::{IoState, OpenTable, Share};
+use crate::recovery::grace::{Grace, GraceEnd};
 use crate::sessions::slots::SlotDecision;
 use crate::sessions::{negotiate_back, negotiate_fore, SequenceCall, Session};
-use crate::{Config4, ConnId, Entropy, Nfsstat4, Principal};
 use bytes::Bytes;
 use sluice_xdr::nfs4::callback::{CbArgop4, CbOffloadArgs, OffloadInfo4};
 use sluice_xdr::nfs4::ops::{
@@ -55,6 +57,7 @@ use sluice_xdr::nfs4::ops::{
     CREATE_SESSION4_FLAG_CONN_BACK_CHAN, CREATE_SESSION4_FLAG_CONN_RDMA,
     CREATE_SESSION4_FLAG_PERSIST, SEQ4_STATUS_CB_PATH_DOWN, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, Opaque4, SessionId4, Stateid4};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -93,7 +96,7 @@ pub struct State4 {
     /// Told when a back channel may have calls to make (see [`State4::set_callback_waker`]).
     pub(crate) callback_waker: Option<Box<dyn Fn() + Send>>,
     /// Grace period and stable client records ([`crate::recovery`]).
-    pub(crate) recovery: crate::recovery::Recovery,
+    pub(crate) recovery: Recovery,
 }
 
 impl State4 {
@@ -108,7 +111,7 @@ impl State4 {
             entropy,
             next_session: 1,
             callback_waker: None,
-            recovery: crate::recovery::Recovery::default(),
+            recovery: Recovery::default(),
             cfg,
         }
     }
@@ -875,8 +878,21 @@ impl std::fmt::Debug for State4 {
     }
 }
 
-pub use crate::locks::LockRefused;
-pub use crate::recovery::RecoveryTick;
+/// Where restart recovery stands in [`State4`] (its fields, kept together; the entry points
+/// that use them are [`crate::recovery`]'s).
+#[derive(Debug, Default)]
+pub(crate) struct Recovery {
+    /// `None` until [`State4::start_grace`]: a state without restart recovery (tests, a server
+    /// without a store) behaves as after a skipped grace.
+    pub(crate) grace: Option<Grace>,
+    /// The owners the stable store holds, as far as this instance knows.
+    pub(crate) stable: std::collections::HashSet<Bytes>,
+    /// Owners of clients destroyed or expired since the last tick. At most one entry per
+    /// client record removed, drained every tick.
+    pub(crate) gone: Vec<Bytes>,
+    /// Grace ended (or was skipped) and the driver has not been told yet.
+    pub(crate) ended: Option<GraceEnd>,
+}
 
 #[cfg(test)]
 mod tests;

@@ -40,7 +40,8 @@ pub mod stats;
 // The v4 drivers' paths from before they moved under `nfs4/`, kept for their callers.
 pub use nfs4::callback::conn as backchannel;
 pub use nfs4::idmap as sysids;
-pub use nfs4::{callback, lease, offload};
+pub use nfs4::offload::driver as offload;
+pub use nfs4::{callback, lease};
 
 /// Who sent a call and over what: the types every program's handlers take (outside the crate,
 /// name them from here; where they are defined is the crate's business).

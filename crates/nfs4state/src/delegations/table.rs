@@ -1,7 +1,7 @@
 //! Delegations (RFC 8881 §10.2, §10.4, §18.16 OPEN's `open_delegation4`, §18.6 DELEGRETURN,
 //! §20.2 CB_RECALL): which client may cache a file, which recalls are under way, which
 //! delegations were revoked. Pure: time is an argument, callbacks are tokens that
-//! [`crate::State4`] hands to the back channel, conflicts are decided by the caller's view of
+//! [`crate::state::State4`] hands to the back channel, conflicts are decided by the caller's view of
 //! the open table.
 //!
 //! # What is granted
@@ -111,7 +111,7 @@
 //! sluice serves v3 and v4 on one export, so a v3 change of a delegated file must recall the
 //! delegation too, or the holder keeps serving its cached copy. The v3 procedures reach this
 //! table only through the server's `recall::RecallGate`, which its COMPOUND processor (`Nfs4`)
-//! implements with [`crate::State4::break_delegations`] and no client id: the same recall,
+//! implements with [`crate::state::State4::break_delegations`] and no client id: the same recall,
 //! clock, revocation and courtesy rules as for a v4 caller, with NFS3ERR_JUKEBOX in place of
 //! NFS4ERR_DELAY (as knfsd answers a v3 client while it breaks a lease). The v3 hot path
 //! reads [`DelegTable::published`], the live count this table keeps in an atomic as
@@ -155,8 +155,8 @@
 //! grants none; without one, Linux loses the locks it held under it, as above). Its view of
 //! the size and change starts from the file's at the reclaim.
 
+use crate::ids::Entropy;
 use crate::opens::Other;
-use crate::{Entropy, Nfsstat4};
 use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{
     NfsSpaceLimit4, OpenDelegation4, OpenNoneDelegation4, OpenReadDelegation4,
@@ -165,6 +165,7 @@ use sluice_xdr::nfs4::ops::{
     OPEN4_SHARE_WANT_NO_PREFERENCE, OPEN4_SHARE_WANT_READ_DELEG, OPEN4_SHARE_WANT_WRITE_DELEG,
     WND4_CANCELLED, WND4_NOT_SUPP_UPGRADE, WND4_NOT_WANTED, WND4_WRITE_DELEG_NOT_SUPP_FTYPE,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, Nfsace4, SessionId4, Stateid4, OTHER_SIZE};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -44,9 +44,9 @@
 //! heavy case, thousands), and the total bound caps the worst case; a per-file interval tree
 //! would pay off only past that.
 
-use crate::Nfsstat4;
 use bytes::Bytes;
 use sluice_xdr::nfs4::ClientId4;
+use sluice_xdr::nfs4::Nfsstat4;
 use std::collections::HashMap;
 
 /// A lock owner (`lock_owner4`): the client and its opaque owner bytes. In minor version 1

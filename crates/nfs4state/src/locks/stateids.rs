@@ -41,13 +41,14 @@
 //!
 //! # Bounds
 //! Lock stateids per client and overall, and lock ranges per client and overall (the same two
-//! numbers, [`crate::Config4::locks_per_client_max`] and [`crate::Config4::locks_max`]); at a
+//! numbers, [`crate::config::Config4::locks_per_client_max`] and [`crate::config::Config4::locks_max`]); at a
 //! bound courtesy clients are expired first, then the answer is NFS4ERR_DELAY.
 
+use crate::ids::Entropy;
 use crate::locks::ranges::{LockError, LockTable, Owner, Range};
 use crate::opens::Other;
-use crate::{Entropy, Nfsstat4};
 use bytes::Bytes;
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, Stateid4, OTHER_SIZE};
 use std::collections::HashMap;
 
@@ -278,8 +279,8 @@ impl LockStates {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::SplitMix;
     use crate::locks::ranges::LockKind;
-    use crate::SplitMix;
 
     fn b(s: &'static [u8]) -> Bytes {
         Bytes::from_static(s)

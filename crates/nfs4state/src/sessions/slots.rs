@@ -37,8 +37,8 @@
 //! whose digest differs from the original's is answered NFS4ERR_SEQ_FALSE_RETRY instead of
 //! someone else's cached reply.
 
-use crate::Nfsstat4;
 use bytes::Bytes;
+use sluice_xdr::nfs4::Nfsstat4;
 
 /// What to do with a SEQUENCE that passed the slot checks.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 use super::*;
 use crate::delegations::table::SizeChange;
-use crate::SplitMix;
+use crate::ids::SplitMix;
+use crate::locks::LockRefused;
 use proptest::prelude::*;
 use sluice_xdr::nfs4::ops::{
     CallbackSecParmsList, ChannelAttrs4, ClientOwner4, RdmaIrd, StateProtect4A,

@@ -13,14 +13,15 @@
 //!                                                        └─ then wake again (a next call)
 //! ```
 //! Which connection, which slot and sequence id, what a reply means: all in
-//! [`crate::nfs4::backchan`]. Calls in flight are bounded there (one CB_NULL and one
-//! CB_COMPOUND per session), so the tasks spawned here are too.
+//! [`sluice_nfs4state::callback`] (also reached as `crate::nfs4::backchan`). Calls in flight
+//! are bounded there (one CB_NULL and one CB_COMPOUND per session), so the tasks spawned here
+//! are too. The connections' handles the calls go out on are [`conn`]'s.
 
 pub mod conn;
 
-use crate::nfs4::backchan::{CbCall, CbCred, CbOutcome, CbSend, CALL_TIMEOUT};
 use crate::nfs4::compound::Nfs4;
 use conn::Connections;
+use sluice_nfs4state::callback::{CbCall, CbCred, CbOutcome, CbSend, CALL_TIMEOUT};
 use sluice_rpc::client::ProcId;
 use sluice_xdr::nfs4::callback::{self as cb, CbCompound4Res};
 use sluice_xdr::nfs4::compound::CompoundLimits;

@@ -62,7 +62,13 @@ pub use sluice_nfs4state::recovery::records as stable;
 pub use sluice_nfs4state::recovery::{grace, parked};
 pub use sluice_nfs4state::sessions as session;
 pub use sluice_nfs4state::sessions::{digest, slots};
-pub use sluice_nfs4state::state;
+/// [`sluice_nfs4state::state`], with the two results its entry points return from the
+/// behaviour modules, where they were named before.
+pub mod state {
+    pub use sluice_nfs4state::locks::LockRefused;
+    pub use sluice_nfs4state::recovery::RecoveryTick;
+    pub use sluice_nfs4state::state::*;
+}
 pub use sluice_nfs4state::{
     Config4, ConnId, Entropy, Nfsstat4, Principal, SplitMix, State4, StateLimits,
 };
