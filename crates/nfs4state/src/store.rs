@@ -32,6 +32,10 @@
 //! client retries, or the server refuses to start). The backing storage's own error travels
 //! as an `io::Error` source, the common currency of OS and cluster client libraries alike.
 //!
+//! # Testing a store
+//! [`check_contract`] is the rules above as one check; each implementation's tests run it over
+//! a fresh store ([`MemStore`] here, the state directory's store in the server).
+//!
 //! # Bounds
 //! Names are at most [`NAME_BYTES_MAX`] bytes of `[a-z0-9._-]`; a reader names the most it
 //! will take of a record (`bytes_max`), so a damaged record cannot make the server read
@@ -165,9 +169,65 @@ impl StateStore for MemStore {
     }
 }
 
+/// The contract every [`StateStore`] keeps, as one check a store's own tests call over a fresh,
+/// empty store: the memory store's here, the state directory's in the server, and the next
+/// implementation's (a cluster's) the same way. Panics at the first broken rule; for tests.
+pub fn check_contract(store: &dyn StateStore) {
+    let name = "contract-check";
+    assert!(
+        store.get(name, 16).unwrap().is_none(),
+        "a fresh store has no record"
+    );
+    store.put(name, b"first").unwrap();
+    assert_eq!(store.get(name, 16).unwrap().unwrap(), b"first");
+    store.put(name, b"2nd").unwrap();
+    assert_eq!(
+        store.get(name, 16).unwrap().unwrap(),
+        b"2nd",
+        "a put replaces the record whole"
+    );
+    store.put(name, b"").unwrap();
+    assert_eq!(
+        store.get(name, 16).unwrap().unwrap(),
+        b"",
+        "an empty record is a record"
+    );
+    store.put(name, &[7; 10]).unwrap();
+    assert!(
+        store.get(name, 10).unwrap().is_some(),
+        "a record at the bound is read"
+    );
+    assert!(
+        matches!(
+            store.get(name, 9),
+            Err(StoreError::TooLarge { bytes_max: 9, .. })
+        ),
+        "a record over the reader's bound is refused"
+    );
+    store.delete(name).unwrap();
+    assert!(
+        store.get(name, 16).unwrap().is_none(),
+        "a deleted record is gone"
+    );
+    store.delete(name).unwrap();
+    for bad in ["", "a/b", "../x", ".hidden", "UPPER"] {
+        assert!(
+            matches!(store.put(bad, b""), Err(StoreError::BadName { .. })),
+            "{bad:?} is not a record name"
+        );
+        assert!(matches!(store.get(bad, 1), Err(StoreError::BadName { .. })));
+        assert!(matches!(store.delete(bad), Err(StoreError::BadName { .. })));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memory_store_keeps_the_contract() {
+        check_contract(&MemStore::default());
+    }
 
     #[test]
     fn a_record_is_read_back_replaced_and_deleted() {

@@ -129,6 +129,12 @@ mod tests {
     }
 
     #[test]
+    fn the_directory_store_keeps_the_contract() {
+        let d = TempDir::new("store-contract");
+        sluice_nfs4state::store::check_contract(&DirStore::new(&d.0));
+    }
+
+    #[test]
     fn a_record_is_a_file_replaced_whole_and_deleted() {
         let d = TempDir::new("store-rw");
         let s = DirStore::new(&d.0);
