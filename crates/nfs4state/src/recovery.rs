@@ -1,9 +1,11 @@
 //! Restart recovery in [`State4`]: the grace period ([`crate::recovery::grace`]) and the
 //! bookkeeping of the stable client records ([`crate::recovery::records`]), as pure entry points.
-//! The driver does the file I/O and the logging; this module decides.
+//! The COMPOUND processor writes the records through a [`crate::store::StateStore`] and the
+//! driver logs; this module decides. The files kept open after REMOVE or RENAME
+//! ([`crate::recovery::parked`]) are the third thing a restart must know of.
 //!
 //! # When a client's record is written (and why then)
-//! A record must be on disk before the client is granted any state it could need to reclaim
+//! A record must be durable in the store before the client is granted any state it could need to reclaim
 //! after a crash; otherwise a crash right after the grant leaves a client that holds state the
 //! restarted server refuses to let it reclaim (RECLAIM_BAD). knfsd writes the record of a 4.1
 //! client at its RECLAIM_COMPLETE, relying on the client's duty (RFC 8881 §18.51.3) to send it
