@@ -7,10 +7,12 @@
 //!        │        plus its handler; duplicate request cache, stats and request logs off the rows)
 //!        ├─ portmap   (answers for the one port)
 //!        ├─ mountd    (export roots, mount list)
-//!        ├─ nfs4      (NFSv4.1/4.2: the COMPOUND processor over sans-IO state cores; `lease`
-//!        │             is the task that ticks their leases and the grace period after a
-//!        │             restart (`nfs4::grace`), `callback` the one that makes the
-//!        │             back channels' calls over `backchannel`'s connection handles)
+//!        ├─ nfs4      (NFSv4.1/4.2: the COMPOUND processor over the sans-IO state of the
+//!        │             `sluice-nfs4state` crate, and its drivers: `nfs4::lease` ticks leases
+//!        │             and the grace period after a restart, `nfs4::callback` makes the back
+//!        │             channels' calls over the connection handles of `nfs4::callback::conn`,
+//!        │             `nfs4::offload` runs asynchronous COPYs, `nfs4::store` keeps the state
+//!        │             that outlives a restart in the state directory)
 //!        └─ nfs       (the 22 procedures: wire types <-> neutral types, in `nfs/map.rs` only;
 //!            │         changes pass the v4 delegations' recall gate through `recall`'s trait)
 //!            └─ backend = the `sluice-vfs` crate (the FileSystem trait and LocalFs: handles,
@@ -18,27 +20,28 @@
 //! ```
 //! Wire formats live in `sluice-xdr`, RPC framing and call parsing in `sluice-rpc`; both pure.
 
-pub mod backchannel;
-pub mod callback;
 /// The file-system layer (its own crate, `sluice-vfs`), under the name the server has always used.
 pub use sluice_vfs as backend;
 pub mod datapath;
 pub mod exports;
 pub mod io;
-pub mod lease;
 pub mod memlimit;
 pub mod metrics;
 pub mod mountd;
 pub mod net;
 pub mod nfs;
 pub mod nfs4;
-pub mod offload;
 pub mod portmap;
 pub mod recall;
 pub mod service;
 pub mod splice;
 pub mod stats;
-pub mod sysids;
+
+// The v4 drivers' paths from before they moved under `nfs4/`, kept for their callers.
+pub use nfs4::callback::conn as backchannel;
+pub use nfs4::idmap as sysids;
+pub use nfs4::offload::driver as offload;
+pub use nfs4::{callback, lease};
 
 /// Who sent a call and over what: the types every program's handlers take (outside the crate,
 /// name them from here; where they are defined is the crate's business).
@@ -319,7 +322,9 @@ fn nfs4_service(
             .create(&config.state_dir)
             .map_err(|e| format!("state directory {}: {e}", config.state_dir.display()))?;
     }
-    let boot_epoch = nfs4::stable::next_boot_epoch(&config.state_dir, now_secs)
+    let store: Arc<dyn nfs4::store::StateStore> =
+        Arc::new(nfs4::store::DirStore::new(&config.state_dir));
+    let boot_epoch = nfs4::stable::next_boot_epoch(store.as_ref(), now_secs)
         .map_err(|e| format!("NFSv4 boot epoch in {}: {e}", config.state_dir.display()))?;
     let cfg = nfs4::Config4 {
         lease: config.lease,
@@ -337,13 +342,13 @@ fn nfs4_service(
     let mut state = nfs4::State4::new(cfg, Box::new(nfs4::SplitMix(os_seed())));
     // Restart recovery: the clients that held state before are named by the stable records;
     // grace lasts until they have all reclaimed, at most `grace` (see `nfs4::grace`).
-    let stable = nfs4::stable::StableClients::open(&config.state_dir).map_err(|e| {
+    let stable = nfs4::stable::StableClients::open(store.clone()).map_err(|e| {
         format!(
             "NFSv4 client records in {}: {e}",
             config.state_dir.display()
         )
     })?;
-    let records: Vec<Vec<u8>> = stable.owners().cloned().collect();
+    let records: Vec<Vec<u8>> = stable.owners();
     let grace = config.grace.unwrap_or(config.lease);
     if !records.is_empty() {
         info!(
@@ -363,9 +368,8 @@ fn nfs4_service(
     let mut service = nfs4::compound::Nfs4::new(exports, state, generation)
         .map_err(|e| format!("NFSv4 pseudo file system: {e:?}"))?;
     service.write_behind = Some(engine.wb.clone());
-    service.records = Some(Arc::new(std::sync::Mutex::new(stable)));
-    service.parked =
-        nfs4::parked::ParkedFiles::with_journal(config.state_dir.join(nfs4::parked::JOURNAL_NAME));
+    service.records = Some(Arc::new(stable));
+    service.parked = nfs4::parked::ParkedFiles::with_store(store);
     let swept = service.sweep_parked();
     if swept > 0 {
         info!("unlinked {swept} file(s) an earlier run kept open after their REMOVE or RENAME");

@@ -86,6 +86,14 @@ fn no_protocol_handler_imports_from_the_socket_driver() {
     assert!(files.len() > 4, "the nfs/ tree was not found");
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
+        // The callback driver's connection handles (`nfs4/callback/conn.rs`) are a driver
+        // beside the socket driver, not a handler: its tests start a real socket driver to
+        // call back over. Its library code is held to the rule all the same.
+        let text = if f.ends_with("nfs4/callback/conn.rs") {
+            text.split("#[cfg(test)]").next().unwrap_or("").to_string()
+        } else {
+            text
+        };
         for (n, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
             for driver in ["crate::net", "super::net", "sluice_server::net"] {
@@ -169,9 +177,11 @@ fn the_nfsv3_handlers_reach_delegations_only_through_the_recall_trait() {
     );
 }
 
-/// The COMPOUND processor (`src/nfs4/`) hands asynchronous COPYs to a `CopySpawner` it owns
-/// (`nfs4::offload`); the tokio driver (`src/offload.rs`) implements it and imports nfs4, so
-/// nothing in nfs4 outside its tests may import the driver back (an import cycle).
+/// The COMPOUND processor (`src/nfs4/compound*`) hands asynchronous COPYs to a `CopySpawner`
+/// it owns (`sluice_nfs4state::offload`, re-exported as `nfs4::offload`); the tokio driver
+/// (`src/nfs4/offload/driver.rs`, also reached as `crate::offload`) implements it and
+/// imports the processor, so nothing in nfs4 outside its tests may import the driver back (an
+/// import cycle).
 #[test]
 fn nfs4_does_not_import_the_copy_driver() {
     let mut dirs = vec![manifest("src/nfs4")];
@@ -182,12 +192,19 @@ fn nfs4_does_not_import_the_copy_driver() {
                 dirs.push(path);
                 continue;
             }
+            if path.ends_with("nfs4/offload/driver.rs") {
+                continue; // the driver itself
+            }
             let text = std::fs::read_to_string(&path).unwrap();
             let code = text.split("#[cfg(test)]").next().unwrap_or("");
             let imports = code
                 .lines()
                 .filter(|l| !l.trim_start().starts_with("//"))
-                .any(|l| l.contains("crate::offload"));
+                .any(|l| {
+                    l.contains("crate::offload")
+                        || l.contains("offload::run")
+                        || l.contains("offload::drive")
+                });
             assert!(
                 !imports,
                 "{} imports crate::offload: depend on nfs4::offload::CopySpawner instead",

@@ -91,11 +91,8 @@ async fn stats(addr: SocketAddr) -> String {
 /// The owners the state directory's client records name.
 fn records(s: &TestServer) -> Vec<Vec<u8>> {
     let dir = s.config.state_dir.clone();
-    stable::StableClients::open(&dir)
-        .unwrap()
-        .owners()
-        .cloned()
-        .collect()
+    let store = std::sync::Arc::new(sluice_server::nfs4::store::DirStore::new(dir));
+    stable::StableClients::open(store).unwrap().owners()
 }
 
 fn owner_bytes(name: &str) -> Vec<u8> {

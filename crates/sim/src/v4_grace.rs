@@ -1,6 +1,6 @@
 //! The NFSv4.1 grace period after a server crash, in virtual time: the real COMPOUND processor
 //! and state cores over one `MemFs` (the "disk" that survives the crash) and one
-//! [`MemRecords`] (the stable client records, likewise), two server instances one after the
+//! [`MemStore`] (the state store holding the stable client records, likewise), two server instances one after the
 //! other, and clients that held state, come back or do not, and newcomers that never held any.
 //! Ticks follow the lease task's rule ([`sluice_server::lease::sleep_for`] over
 //! [`Nfs4::tick`]); the only clock is the one this module advances.
@@ -37,7 +37,8 @@ use sluice_server::exports::ExportEntry;
 use sluice_server::lease;
 use sluice_server::nfs4::compound::{Call, Nfs4, Outcome};
 use sluice_server::nfs4::grace::EndReason;
-use sluice_server::nfs4::stable::MemRecords;
+use sluice_server::nfs4::stable::StableClients;
+use sluice_server::nfs4::store::MemStore;
 use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
@@ -143,7 +144,7 @@ struct World {
     epoch: Instant,
     now: Duration,
     fs: Arc<MemFs>,
-    records: Arc<MemRecords>,
+    records: Arc<MemStore>,
     nfs: Nfs4,
     cred: Credentials,
     root: NfsFh4,
@@ -240,7 +241,9 @@ pub fn run_grace(sc: &GraceScenario, epoch: Instant) -> GraceReport {
         }
     }
     want.sort();
-    let got = w.records.owners();
+    let got = StableClients::open(w.records.clone())
+        .expect("the memory store reads")
+        .owners();
     if got != want {
         w.violation(format!(
             "records {:?}, want {:?}",
@@ -268,7 +271,7 @@ fn newcomer_owner(n: usize) -> String {
 impl World {
     fn new(sc: GraceScenario, epoch: Instant) -> Self {
         let fs = Arc::new(MemFs::new(MemFsConfig::default()));
-        let records = Arc::new(MemRecords::default());
+        let records = Arc::new(MemStore::default());
         let nfs = Self::instance(&sc, &fs, &records, 7, epoch, false);
         World {
             report: GraceReport {
@@ -299,7 +302,7 @@ impl World {
     fn instance(
         sc: &GraceScenario,
         fs: &Arc<MemFs>,
-        records: &Arc<MemRecords>,
+        records: &Arc<MemStore>,
         boot_epoch: u32,
         epoch: Instant,
         grace: bool,
@@ -327,11 +330,13 @@ impl World {
             },
             Box::new(SplitMix(sc.seed)),
         );
+        let records =
+            Arc::new(StableClients::open(records.clone()).expect("the memory store reads"));
         if grace {
             state.start_grace(epoch, records.owners(), sc.lease);
         }
         let mut nfs = Nfs4::new(Arc::new(exports), state, 1).expect("one export");
-        nfs.records = Some(records.clone());
+        nfs.records = Some(records);
         nfs
     }
 

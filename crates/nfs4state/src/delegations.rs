@@ -1,11 +1,11 @@
 //! Delegations as [`State4`] entry points: the grant at OPEN, the recall gate every
 //! conflicting op passes, DELEGRETURN, and the recalls' CB_RECALLs over the holder's back
-//! channel (the table and its design notes are in [`super::super::deleg`]).
+//! channel (the table and its design notes are in [`crate::delegations::table`]).
 //!
 //! ```text
 //!   OPEN (read, sole reader) ─ open_delegation ─▶ DelegTable::grant
 //!   conflicting op of another client ─ break_delegations ─▶ DelegTable::conflicts
-//!     (an NFSv3 op through crate::recall: no client id, NFS3ERR_JUKEBOX for the DELAY)
+//!     (an NFSv3 op through the server's `recall::RecallGate`: no client id, NFS3ERR_JUKEBOX for the DELAY)
 //!        │ holder is a courtesy client: expired at once, the op goes on
 //!        └ else: CB_RECALL queued (queue_recalls), the op gets NFS4ERR_DELAY
 //!   poll_callbacks(now) ──▶ recall_sent (the clock starts)
@@ -13,11 +13,12 @@
 //!   tick(now) ─▶ DelegTable::tick: revoked after the lease; unqueued recalls queued again
 //! ```
 
-use super::super::backchan::{CbDone, PathState};
-use super::super::deleg::{GetattrView, GrantAsk, Kind, RecallAnswer, SizeChange};
-use super::super::open::IoState;
-use super::super::Nfsstat4;
-use super::State4;
+pub mod table;
+
+use crate::callback::{CbDone, PathState};
+use crate::delegations::table::{GetattrView, GrantAsk, Kind, RecallAnswer, SizeChange};
+use crate::opens::IoState;
+use crate::state::State4;
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::callback::{CbArgop4, CbGetattrArgs, CbRecallArgs, CbResop4};
 use sluice_xdr::nfs4::ops::Res4;
@@ -26,12 +27,13 @@ use sluice_xdr::nfs4::ops::{
     OPEN_DELEGATE_WRITE,
 };
 use sluice_xdr::nfs4::Bitmap4;
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, NfsFh4, SessionId4, Stateid4};
 use std::time::Instant;
 
 impl State4 {
     /// OPEN's delegation result, after its open state was created (see
-    /// [`super::super::deleg::DelegTable::grant`]). `(file, fh)`: the file's key in the state
+    /// [`crate::delegations::table::DelegTable::grant`]). `(file, fh)`: the file's key in the state
     /// tables and the handle the client opened it by (what its callbacks name).
     pub fn open_delegation(
         &mut self,
@@ -57,7 +59,7 @@ impl State4 {
             .grant(now, clientid, (file, fh), ask, self.entropy.as_mut())
     }
 
-    /// OPEN CLAIM_PREVIOUS's delegation (see [`super::super::deleg::DelegTable::grant_reclaimed`]):
+    /// OPEN CLAIM_PREVIOUS's delegation (see [`crate::delegations::table::DelegTable::grant_reclaimed`]):
     /// a read delegation the client names is granted back, none of another kind. `(file, fh)`
     /// as for [`State4::open_delegation`].
     pub fn reclaimed_delegation(
@@ -138,7 +140,7 @@ impl State4 {
 
     /// A delegation stateid used for I/O: the holder's own; a read delegation's for READ
     /// only (NFS4ERR_OPENMODE for a write), a write delegation's for both.
-    pub(super) fn check_deleg_io(
+    pub(crate) fn check_deleg_io(
         &self,
         clientid: ClientId4,
         stateid: &Stateid4,
@@ -153,7 +155,7 @@ impl State4 {
     }
 
     /// A GETATTR of `clientid` (`None`: no client) on `file` that asks for the size or the
-    /// change attribute (§10.4.3; `deleg.rs`: CB_GETATTR): the server's own attributes, the
+    /// change attribute (§10.4.3; [`crate::delegations::table`]: CB_GETATTR): the server's own attributes, the
     /// write delegation holder's view from a fresh CB_GETATTR answer, or NFS4ERR_DELAY while
     /// one is asked for (queued here) or the delegation is recalled.
     pub fn deleg_getattr(
@@ -211,7 +213,7 @@ impl State4 {
 
     /// Queues a CB_RECALL for every recall that has none on its way, on a session of the
     /// holder whose back channel works; with none, the recall's clock starts now.
-    pub(super) fn queue_recalls(&mut self, now: Instant) {
+    pub(crate) fn queue_recalls(&mut self, now: Instant) {
         for (stateid, holder, file) in self.delegs.to_queue() {
             let token = match self.callback_session(holder, false) {
                 Some(sid) => {
@@ -231,7 +233,7 @@ impl State4 {
     }
 
     /// The callbacks `done` of session `sid` as recall and CB_GETATTR answers.
-    pub(super) fn recalls_done(&mut self, now: Instant, sid: &SessionId4, done: &[CbDone]) {
+    pub(crate) fn recalls_done(&mut self, now: Instant, sid: &SessionId4, done: &[CbDone]) {
         let mut recall = false;
         for d in done {
             let seen = match &d.result {
@@ -251,7 +253,7 @@ impl State4 {
                     Some(CbResop4::Recall(Nfsstat4::DELAY)) => RecallAnswer::Delay,
                     // The CB_RECALL overtook the OPEN reply that granted the delegation: the
                     // client does not know it yet (Linux answers BADHANDLE). Sent again at
-                    // the next tick under the same clock, as knfsd retries it (`deleg.rs`).
+                    // the next tick under the same clock, as knfsd retries it ([`crate::delegations::table`]).
                     Some(CbResop4::Recall(Nfsstat4::BADHANDLE | Nfsstat4::BAD_STATEID)) => {
                         RecallAnswer::Delay
                     }
@@ -268,7 +270,7 @@ impl State4 {
     }
 
     /// Applies the delegation clock at `now`: revocations, and recalls to queue again.
-    pub(super) fn tick_delegations(&mut self, now: Instant) {
+    pub(crate) fn tick_delegations(&mut self, now: Instant) {
         self.delegs.tick(now, self.cfg.lease);
         if self.delegs.has_unqueued_recall() {
             self.queue_recalls(now);

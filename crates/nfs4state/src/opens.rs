@@ -22,7 +22,7 @@
 //! ```
 //!
 //! Not returned (yet): NFS4ERR_EXPIRED and NFS4ERR_ADMIN_REVOKED. State is never revoked
-//! piecemeal here: a client expires as a whole (see `state.rs`), after which its session is
+//! piecemeal here: a client expires as a whole (see [`crate::state`]), after which its session is
 //! gone and it learns of the loss from SEQUENCE (NFS4ERR_BADSESSION) and CREATE_SESSION
 //! (NFS4ERR_STALE_CLIENTID) before it can present a stateid; its old stateids are then just
 //! unknown (BAD_STATEID). Revocation of single states comes with delegations and locks.
@@ -34,9 +34,10 @@
 //! subset that some OPEN of the owner used (knfsd keeps the same record as bitmaps of access
 //! and deny modes seen); anything else is NFS4ERR_INVAL.
 
-use super::{Entropy, Nfsstat4};
+use crate::ids::Entropy;
 use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_WRITE};
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, Stateid4, OTHER_SIZE};
 use std::collections::HashMap;
 
@@ -464,8 +465,8 @@ pub(crate) fn check_stateid<'a, S>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::SplitMix;
     use super::*;
+    use crate::ids::SplitMix;
 
     const R: u32 = 1;
     const W: u32 = 2;

@@ -44,33 +44,36 @@
 //! ([`is_hidden_name`]), so clients never list them; LOOKUP of one still works.
 //!
 //! Opens do not survive a restart (there is no restart recovery yet), so neither should the
-//! parked files: the server keeps a journal of them in its state directory
-//! (`<state dir>/nfs4-parked`, one line per file: export id, directory handle, hidden name),
+//! parked files: the server keeps a journal of them in its state store (the record
+//! [`JOURNAL_NAME`], one line per file: export id, directory handle, hidden name),
 //! rewritten whole at each change and written *before* the file is parked, so that a crash
 //! at any point leaves no hidden name unrecorded. At start-up [`ParkedFiles::leftovers`]
 //! reads it and the service unlinks each name that still is that file's hidden name
-//! (`Nfs4::sweep_parked`), then empties the journal. Without a state directory (tests that
-//! build the service in memory) there is no journal and nothing to sweep.
+//! (`Nfs4::sweep_parked`), then empties the journal. Without a store (tests that build the
+//! service in memory) there is no journal and nothing to sweep.
+//!
+//! This module is the bookkeeping: the table, the journal's format and its writes through
+//! [`StateStore`]; the renames and unlinks are the COMPOUND processor's, through the
+//! file-system layer.
 //!
 //! Bound: one entry per open file, so never more than the open table's `opens_max`; the
 //! journal is read at most [`JOURNAL_BYTES_MAX`] bytes.
 
-use crate::backend::{Caller, ExportId, FileHandle};
+use crate::store::{names, StateStore, StoreError};
 use bytes::Bytes;
+use sluice_vfs::{Caller, ExportId, FileHandle};
 use std::collections::HashMap;
-use std::io::Write;
-use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The prefix of every hidden name.
 const HIDDEN_PREFIX: &[u8] = b".sluice-open-";
 
-/// The journal's name in the state directory.
-pub const JOURNAL_NAME: &str = "nfs4-parked";
+/// The journal's name in the state store.
+pub const JOURNAL_NAME: &str = names::PARKED;
 
 /// The most of the journal read at start-up: 65,536 opens (the default `opens_max`) at about
 /// 150 bytes a line is under 10 MiB; 16 MiB leaves room without trusting a damaged file's size.
-pub const JOURNAL_BYTES_MAX: u64 = 16 << 20;
+pub const JOURNAL_BYTES_MAX: usize = 16 << 20;
 
 /// The hidden name a removed open file is kept under. The file id makes it unique per file
 /// system, and a second REMOVE of another link to the same file finds it parked already.
@@ -123,16 +126,16 @@ pub struct Parked {
 #[derive(Debug, Default)]
 pub struct ParkedFiles {
     files: Mutex<HashMap<Bytes, Parked>>,
-    /// `<state dir>/nfs4-parked`; `None`: not kept across restarts.
-    journal: Option<PathBuf>,
+    /// The store holding the journal; `None`: not kept across restarts.
+    journal: Option<Arc<dyn StateStore>>,
 }
 
 impl ParkedFiles {
-    /// Parked files recorded in the journal at `path` (see the module notes).
-    pub fn with_journal(path: PathBuf) -> Self {
+    /// Parked files recorded in the journal in `store` (see the module notes).
+    pub fn with_store(store: Arc<dyn StateStore>) -> Self {
         ParkedFiles {
             files: Mutex::default(),
-            journal: Some(path),
+            journal: Some(store),
         }
     }
 
@@ -143,7 +146,7 @@ impl ParkedFiles {
     /// Records `file` as parked, in the journal first: call it before the file gets its
     /// hidden name, and [`ParkedFiles::unpark`] if that then fails. An error writing the
     /// journal parks nothing.
-    pub fn park(&self, file: Bytes, p: Parked) -> std::io::Result<()> {
+    pub fn park(&self, file: Bytes, p: Parked) -> Result<(), StoreError> {
         let mut files = self.lock();
         files.insert(file.clone(), p);
         if let Err(e) = self.write_journal(&files) {
@@ -178,17 +181,12 @@ impl ParkedFiles {
     /// The parked files an earlier run left in the journal, which is emptied (call once, at
     /// start-up, before anything is parked). Lines that do not parse are skipped.
     pub fn leftovers(&self) -> Vec<Leftover> {
-        let Some(path) = &self.journal else {
+        let Some(store) = &self.journal else {
             return Vec::new();
         };
-        let mut text = Vec::new();
-        let read = std::fs::File::open(path).and_then(|f| {
-            use std::io::Read;
-            f.take(JOURNAL_BYTES_MAX).read_to_end(&mut text)
-        });
-        if read.is_err() {
+        let Ok(Some(text)) = store.get(JOURNAL_NAME, JOURNAL_BYTES_MAX) else {
             return Vec::new();
-        }
+        };
         let out = text.split(|&b| b == b'\n').filter_map(parse_line).collect();
         let _ = self.write_journal(&self.lock());
         out
@@ -207,11 +205,12 @@ impl ParkedFiles {
         self.files.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Rewrites the journal with `files` (a new file renamed over the old, so a crash leaves
-    /// one or the other whole). Parking is rare (a REMOVE or RENAME of an open file), so a
-    /// whole rewrite, at most `opens_max` lines, costs less than keeping an append log tidy.
-    fn write_journal(&self, files: &HashMap<Bytes, Parked>) -> std::io::Result<()> {
-        let Some(path) = &self.journal else {
+    /// Rewrites the journal with `files` (the store replaces a record atomically, so a crash
+    /// leaves one or the other whole). Parking is rare (a REMOVE or RENAME of an open file),
+    /// so a whole rewrite, at most `opens_max` lines, costs less than keeping an append log
+    /// tidy.
+    fn write_journal(&self, files: &HashMap<Bytes, Parked>) -> Result<(), StoreError> {
+        let Some(store) = &self.journal else {
             return Ok(());
         };
         let mut text = Vec::new();
@@ -224,11 +223,7 @@ impl ParkedFiles {
             text.extend_from_slice(&p.name);
             text.push(b'\n');
         }
-        let tmp = path.with_extension("tmp");
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&text)?;
-        f.sync_data()?;
-        std::fs::rename(&tmp, path)
+        store.put(JOURNAL_NAME, &text)
     }
 }
 
@@ -262,7 +257,8 @@ fn parse_line(line: &[u8]) -> Option<Leftover> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Cred;
+    use crate::store::MemStore;
+    use sluice_vfs::Cred;
 
     fn parked(name: &[u8]) -> Parked {
         Parked {
@@ -300,20 +296,18 @@ mod tests {
     /// empty); a damaged line is skipped, not fatal.
     #[test]
     fn the_journal_gives_an_earlier_runs_parked_files_back_once() {
-        let dir = std::env::temp_dir().join(format!("sluice-parked-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(JOURNAL_NAME);
-        let run1 = ParkedFiles::with_journal(path.clone());
+        let store = Arc::new(MemStore::default());
+        let run1 = ParkedFiles::with_store(store.clone());
         run1.park(Bytes::from_static(b"a"), parked(&hidden_name(0xa)))
             .unwrap();
         run1.park(Bytes::from_static(b"b"), parked(&hidden_name(0xb)))
             .unwrap();
         assert_eq!(run1.take_closed(|f| f == b"a").len(), 1);
         // The crash: run 1 never closes `a`. A damaged line is appended.
-        let mut text = std::fs::read(&path).unwrap();
+        let mut text = store.get(JOURNAL_NAME, JOURNAL_BYTES_MAX).unwrap().unwrap();
         text.extend_from_slice(b"zz 0102 .sluice-open-x\n");
-        std::fs::write(&path, text).unwrap();
-        let run2 = ParkedFiles::with_journal(path.clone());
+        store.put(JOURNAL_NAME, &text).unwrap();
+        let run2 = ParkedFiles::with_store(store.clone());
         let left = run2.leftovers();
         assert_eq!(
             left,
@@ -325,7 +319,6 @@ mod tests {
             }]
         );
         assert!(run2.leftovers().is_empty(), "given back once");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Lock stateids (RFC 8881 §8.2, §9.1, §18.10-§18.12): one per (client, lock owner, file),
-//! tied to the open it was created from, over the byte-range table of [`super::lock`].
+//! tied to the open it was created from, over the byte-range table of [`crate::locks::ranges`].
 //!
 //! # Life of a lock stateid
 //! ```text
@@ -41,13 +41,14 @@
 //!
 //! # Bounds
 //! Lock stateids per client and overall, and lock ranges per client and overall (the same two
-//! numbers, [`super::Config4::locks_per_client_max`] and [`super::Config4::locks_max`]); at a
+//! numbers, [`crate::config::Config4::locks_per_client_max`] and [`crate::config::Config4::locks_max`]); at a
 //! bound courtesy clients are expired first, then the answer is NFS4ERR_DELAY.
 
-use super::lock::{LockError, LockTable, Owner, Range};
-use super::open::Other;
-use super::{Entropy, Nfsstat4};
+use crate::ids::Entropy;
+use crate::locks::ranges::{LockError, LockTable, Owner, Range};
+use crate::opens::Other;
 use bytes::Bytes;
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, Stateid4, OTHER_SIZE};
 use std::collections::HashMap;
 
@@ -110,14 +111,14 @@ impl LockStates {
     }
 
     /// Checks a lock stateid of `clientid` (of `file`, when given), as open stateids are
-    /// checked (`open.rs`'s table).
+    /// checked ([`crate::opens`]' table).
     pub fn check(
         &self,
         clientid: ClientId4,
         stateid: &Stateid4,
         file: Option<&[u8]>,
     ) -> Result<&LockState, Nfsstat4> {
-        super::open::check_stateid(
+        crate::opens::check_stateid(
             self.boot_epoch,
             &self.states,
             clientid,
@@ -277,9 +278,9 @@ impl LockStates {
 
 #[cfg(test)]
 mod tests {
-    use super::super::lock::LockKind;
-    use super::super::SplitMix;
     use super::*;
+    use crate::ids::SplitMix;
+    use crate::locks::ranges::LockKind;
 
     fn b(s: &'static [u8]) -> Bytes {
         Bytes::from_static(s)

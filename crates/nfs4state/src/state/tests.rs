@@ -1,6 +1,7 @@
 use super::*;
-use crate::nfs4::deleg::SizeChange;
-use crate::nfs4::SplitMix;
+use crate::delegations::table::SizeChange;
+use crate::ids::SplitMix;
+use crate::locks::LockRefused;
 use proptest::prelude::*;
 use sluice_xdr::nfs4::ops::{
     CallbackSecParmsList, ChannelAttrs4, ClientOwner4, RdmaIrd, StateProtect4A,
@@ -11,7 +12,7 @@ use std::time::Duration;
 fn state() -> State4 {
     let cfg = Config4 {
         boot_epoch: 77,
-        delegs: crate::nfs4::deleg::DelegConfig {
+        delegs: crate::delegations::table::DelegConfig {
             write: true,
             ..Default::default()
         },
@@ -703,7 +704,7 @@ fn back_session(st: &mut State4, now: Instant, clientid: ClientId4, sequence: u3
 
 /// Runs every callback `poll_callbacks` asks for, the client answering each as it should.
 fn answer_all(st: &mut State4) -> usize {
-    use crate::nfs4::backchan::{CbCall, CbOutcome};
+    use crate::callback::{CbCall, CbOutcome};
     use sluice_xdr::nfs4::callback::{CbArgop4, CbCompound4Res, CbResop4, CbSequenceResOk};
     use sluice_xdr::nfs4::ops::Res4;
     let mut n = 0;
@@ -740,7 +741,7 @@ fn answer_all(st: &mut State4) -> usize {
 
 #[test]
 fn a_back_channel_is_probed_and_its_loss_is_reported_per_session_and_per_client() {
-    use crate::nfs4::backchan::PathState;
+    use crate::callback::PathState;
     use sluice_xdr::nfs4::ops::{CDFC4_BACK, SEQ4_STATUS_CB_PATH_DOWN_SESSION};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -801,7 +802,7 @@ fn a_back_channel_is_probed_and_its_loss_is_reported_per_session_and_per_client(
         now,
         &a,
         sends[0].1.token,
-        crate::nfs4::backchan::CbOutcome::NullOk,
+        crate::callback::CbOutcome::NullOk,
     );
     assert_eq!(
         answer_all(&mut st),
@@ -815,7 +816,7 @@ fn a_back_channel_is_probed_and_its_loss_is_reported_per_session_and_per_client(
 
 #[test]
 fn backchannel_ctl_changes_the_program_and_probes_again() {
-    use crate::nfs4::backchan::PathState;
+    use crate::callback::PathState;
     use sluice_xdr::nfs4::ops::CallbackSecParms4;
     let now = Instant::now();
     let mut st = state();
@@ -833,7 +834,7 @@ fn backchannel_ctl_changes_the_program_and_probes_again() {
     );
 }
 
-// ----- restart recovery (state/recovery.rs) --------------------------------------------------
+// ----- restart recovery (recovery.rs) ------- --------------------------------------------------
 
 const GRACE: Duration = Duration::from_secs(90);
 
@@ -875,7 +876,7 @@ fn reclaims_run_in_grace_and_new_state_waits() {
         .recovery_tick(t0)
         .ended
         .expect("the only recorded client reclaimed");
-    assert_eq!(end.reason, crate::nfs4::grace::EndReason::AllReclaimed);
+    assert_eq!(end.reason, crate::recovery::grace::EndReason::AllReclaimed);
     assert!(!st.in_grace());
     assert_eq!(
         st.open(t0, b, b"ob", b"f", 2, 0),
@@ -903,7 +904,7 @@ fn a_client_that_completed_may_not_reclaim_and_grace_waits_for_the_others() {
     assert_eq!(st.next_wakeup().map(|t| t <= t0 + GRACE), Some(true));
     let tick = st.recovery_tick(t0 + GRACE);
     let end = tick.ended.unwrap();
-    assert_eq!(end.reason, crate::nfs4::grace::EndReason::Deadline);
+    assert_eq!(end.reason, crate::recovery::grace::EndReason::Deadline);
     // host-b never came back: its record goes; host-a is live and keeps its own.
     assert_eq!(tick.forget, vec![Bytes::from_static(b"host-b")]);
     assert_eq!(st.record_needed(a), None);
@@ -915,7 +916,7 @@ fn no_records_no_grace() {
     let mut st = restarted(t0, &[]);
     assert!(!st.in_grace());
     let end = st.recovery_tick(t0).ended.unwrap();
-    assert_eq!(end.reason, crate::nfs4::grace::EndReason::Skipped);
+    assert_eq!(end.reason, crate::recovery::grace::EndReason::Skipped);
     let (a, _) = mount(&mut st, t0, b"host-a");
     assert!(st.open(t0, a, b"o", b"f", 1, 0).is_ok());
     assert_eq!(
@@ -1000,16 +1001,13 @@ fn holder(st: &mut State4, now: Instant, owner: &'static [u8]) -> (ClientId4, Se
     st.sequence(now, &s, &seq(0, 1)).unwrap();
     st.complete(&s, 0, None);
     answer_all(st);
-    assert_eq!(
-        st.callback_path(&s),
-        Some(crate::nfs4::backchan::PathState::Up)
-    );
+    assert_eq!(st.callback_path(&s), Some(crate::callback::PathState::Up));
     (e.clientid, s)
 }
 
 #[test]
 fn a_delegation_needs_a_working_back_channel_and_a_conflict_queues_a_cb_recall() {
-    use crate::nfs4::backchan::{CbCall, CbOutcome};
+    use crate::callback::{CbCall, CbOutcome};
     use sluice_xdr::nfs4::callback::{CbArgop4, CbCompound4Res, CbResop4, CbSequenceResOk};
     use sluice_xdr::nfs4::ops::{OpenDelegation4, Res4};
     let now = Instant::now();
@@ -1119,7 +1117,7 @@ proptest! {
             mask: sluice_xdr::nfs4::Bitmap4(mask),
             vals: Bytes::from(vals),
         };
-        let _ = super::delegs::cb_getattr_values(&f);
+        let _ = crate::delegations::cb_getattr_values(&f);
     }
 }
 
@@ -1132,14 +1130,17 @@ fn cb_getattr_values_need_both_size_and_change() {
         ..AttrValues::default()
     };
     assert_eq!(
-        super::delegs::cb_getattr_values(&both.encode()),
+        crate::delegations::cb_getattr_values(&both.encode()),
         Some(SizeChange { size: 5, change: 9 })
     );
     let size_only = AttrValues {
         size: Some(5),
         ..AttrValues::default()
     };
-    assert_eq!(super::delegs::cb_getattr_values(&size_only.encode()), None);
+    assert_eq!(
+        crate::delegations::cb_getattr_values(&size_only.encode()),
+        None
+    );
 }
 
 /// A CB_RECALL answered NFS4ERR_BADHANDLE overtook the OPEN reply that granted the
@@ -1147,7 +1148,7 @@ fn cb_getattr_values_need_both_size_and_change() {
 /// tick, not left to run out the lease.
 #[test]
 fn a_recall_answered_badhandle_is_sent_again() {
-    use crate::nfs4::backchan::{CbCall, CbOutcome};
+    use crate::callback::{CbCall, CbOutcome};
     use sluice_xdr::nfs4::callback::{CbArgop4, CbCompound4Res, CbResop4, CbSequenceResOk};
     use sluice_xdr::nfs4::ops::{OpenDelegation4, Res4};
     let now = Instant::now();

@@ -35,7 +35,7 @@
 //! sequence id after every answer but STALE_CLIENTID and DELAY); knfsd checks the channel
 //! attributes before the slot and does not.
 
-use super::{Nfsstat4, Principal};
+use crate::ids::Principal;
 use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{
     CreateSessionResOk, ExchangeIdArgs, StateProtect4A, EXCHGID4_FLAG_BIND_PRINC_STATEID,
@@ -43,6 +43,7 @@ use sluice_xdr::nfs4::ops::{
     EXCHGID4_FLAG_SUPP_MOVED_MIGR, EXCHGID4_FLAG_SUPP_MOVED_REFER,
     EXCHGID4_FLAG_UPD_CONFIRMED_REC_A, EXCHGID4_FLAG_USE_NON_PNFS,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, Verifier4};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -33,20 +33,22 @@
 //!
 //! Open owners have no table of their own (an open stateid is per client, owner and file)
 //! and CLOSE frees its stateid at once, so both are inside the open bounds; so are parked
-//! files (`parked.rs`, one per open file). A back channel queues at most
-//! `backchan::QUEUED_MAX` calls. Unconfirmed and state-less records also expire with their
+//! files ([`crate::recovery::parked`], one per open file). A back channel queues at most
+//! [`crate::callback::QUEUED_MAX`] calls. Unconfirmed and state-less records also expire with their
 //! lease ([`State4::tick`]).
 
-use super::backchan::{CbDone, CbOutcome, CbSend, PathState};
-use super::client::{ClientTable, CreateSessionStep, ExchangeOutcome};
-use super::deleg::DelegTable;
-use super::lockstate::LockStates;
-use super::offload::{CopyEnd, CopyTable, COPIES_MAX, COPIES_PER_CLIENT_MAX};
-use super::open::Other;
-use super::open::{IoState, OpenTable, Share};
-use super::session::{negotiate_back, negotiate_fore, SequenceCall, Session};
-use super::slots::SlotDecision;
-use super::{Config4, ConnId, Entropy, Nfsstat4, Principal};
+use crate::callback::{CbDone, CbOutcome, CbSend, PathState};
+use crate::clients::{ClientTable, CreateSessionStep, ExchangeOutcome};
+use crate::config::Config4;
+use crate::delegations::table::DelegTable;
+use crate::ids::{ConnId, Entropy, Principal};
+use crate::locks::stateids::LockStates;
+use crate::offload::{CopyEnd, CopyTable, COPIES_MAX, COPIES_PER_CLIENT_MAX};
+use crate::opens::Other;
+use crate::opens::{IoState, OpenTable, Share};
+use crate::recovery::grace::{Grace, GraceEnd};
+use crate::sessions::slots::SlotDecision;
+use crate::sessions::{negotiate_back, negotiate_fore, SequenceCall, Session};
 use bytes::Bytes;
 use sluice_xdr::nfs4::callback::{CbArgop4, CbOffloadArgs, OffloadInfo4};
 use sluice_xdr::nfs4::ops::{
@@ -55,6 +57,7 @@ use sluice_xdr::nfs4::ops::{
     CREATE_SESSION4_FLAG_CONN_BACK_CHAN, CREATE_SESSION4_FLAG_CONN_RDMA,
     CREATE_SESSION4_FLAG_PERSIST, SEQ4_STATUS_CB_PATH_DOWN, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, Opaque4, SessionId4, Stateid4};
 use std::collections::HashMap;
 use std::time::Instant;
@@ -78,22 +81,22 @@ pub struct SequenceOutcome {
 
 /// All NFSv4.1 state of one server instance.
 pub struct State4 {
-    cfg: Config4,
-    clients: ClientTable,
-    sessions: HashMap<SessionId4, Session>,
-    opens: OpenTable,
-    /// Lock stateids and byte-range locks (`state/locks.rs`).
-    locks: LockStates,
-    /// Delegations (`deleg.rs`, entry points in `state/delegs.rs`).
-    delegs: DelegTable,
-    /// Asynchronous COPYs and their copy stateids (`offload.rs`).
-    copies: CopyTable,
-    entropy: Box<dyn Entropy + Send>,
-    next_session: u32,
+    pub(crate) cfg: Config4,
+    pub(crate) clients: ClientTable,
+    pub(crate) sessions: HashMap<SessionId4, Session>,
+    pub(crate) opens: OpenTable,
+    /// Lock stateids and byte-range locks ([`crate::locks`]).
+    pub(crate) locks: LockStates,
+    /// Delegations ([`crate::delegations::table`], entry points in [`crate::delegations`]).
+    pub(crate) delegs: DelegTable,
+    /// Asynchronous COPYs and their copy stateids ([`crate::offload`]).
+    pub(crate) copies: CopyTable,
+    pub(crate) entropy: Box<dyn Entropy + Send>,
+    pub(crate) next_session: u32,
     /// Told when a back channel may have calls to make (see [`State4::set_callback_waker`]).
-    callback_waker: Option<Box<dyn Fn() + Send>>,
-    /// Grace period and stable client records (`state/recovery.rs`).
-    recovery: recovery::Recovery,
+    pub(crate) callback_waker: Option<Box<dyn Fn() + Send>>,
+    /// Grace period and stable client records ([`crate::recovery`]).
+    pub(crate) recovery: Recovery,
 }
 
 impl State4 {
@@ -108,7 +111,7 @@ impl State4 {
             entropy,
             next_session: 1,
             callback_waker: None,
-            recovery: recovery::Recovery::default(),
+            recovery: Recovery::default(),
             cfg,
         }
     }
@@ -206,7 +209,7 @@ impl State4 {
 
     /// RECLAIM_COMPLETE (§18.51): the client reclaims no more (its later reclaims are
     /// NFS4ERR_NO_GRACE) and grace stops waiting for it, which may end grace early
-    /// (`state/recovery.rs`); a second one is NFS4ERR_COMPLETE_ALREADY. `one_fs`
+    /// ([`crate::recovery`]); a second one is NFS4ERR_COMPLETE_ALREADY. `one_fs`
     /// (rca_one_fs) completions are accepted and change nothing, as knfsd does.
     pub fn reclaim_complete(
         &mut self,
@@ -233,9 +236,9 @@ impl State4 {
     ///
     /// `sr_status_flags` (§18.46.3) carries only what this state knows to be true:
     /// CB_PATH_DOWN (no session of the client can be called back), CB_PATH_DOWN_SESSION and
-    /// BACKCHANNEL_FAULT (this session's back channel; see [`super::backchan`]), and
+    /// BACKCHANNEL_FAULT (this session's back channel; see [`crate::callback`]), and
     /// RECALLABLE_STATE_REVOKED while the client has revoked delegations it has not freed
-    /// (`deleg.rs`). The others cannot arise yet, and are never set: an expired client loses
+    /// ([`crate::delegations::table`]). The others cannot arise yet, and are never set: an expired client loses
     /// its record, sessions and opens together, so its next SEQUENCE is NFS4ERR_BADSESSION
     /// rather than a session with EXPIRED_ALL/SOME_STATE_REVOKED; a courtesy client that
     /// comes back has lost nothing; there is no administrative revocation, no persistent
@@ -331,8 +334,8 @@ impl State4 {
     }
 
     /// The callbacks to make now, each over its session's newest back-channel connection
-    /// (see [`super::backchan::BackChan::poll`]); the driver sends them at `now`, which
-    /// starts a recall's clock (`deleg.rs`).
+    /// (see [`crate::callback::BackChan::poll`]); the driver sends them at `now`, which
+    /// starts a recall's clock ([`crate::delegations::table`]).
     pub fn poll_callbacks(&mut self, now: Instant) -> Vec<(SessionId4, CbSend)> {
         let mut ids: Vec<SessionId4> = self.sessions.keys().copied().collect();
         ids.sort_unstable(); // a deterministic order for tests and simulations
@@ -367,7 +370,7 @@ impl State4 {
         };
         self.recalls_done(now, sessionid, &done);
         for d in &done {
-            // A CB_OFFLOAD the client answered ends its copy stateid (`offload.rs`).
+            // A CB_OFFLOAD the client answered ends its copy stateid ([`crate::offload`]).
             self.copies
                 .callback_done(sessionid, d.token, d.result.is_ok());
         }
@@ -471,7 +474,7 @@ impl State4 {
     }
 
     /// The share reservation of an OPEN or of its reclaim.
-    fn open_share(
+    pub(crate) fn open_share(
         &mut self,
         now: Instant,
         clientid: ClientId4,
@@ -521,7 +524,7 @@ impl State4 {
         self.opens.downgrade(clientid, stateid, file, share)
     }
 
-    /// CLOSE (§18.2): the open's lock stateids and locks go with it (see `lockstate.rs`).
+    /// CLOSE (§18.2): the open's lock stateids and locks go with it (see [`crate::locks::stateids`]).
     pub fn close(
         &mut self,
         clientid: ClientId4,
@@ -542,7 +545,7 @@ impl State4 {
         write: bool,
     ) -> Result<IoState, Nfsstat4> {
         // I/O under a special stateid bypasses (or, for READ bypass, ignores) share
-        // reservations a reclaim may yet re-establish: refused in grace (`state/recovery.rs`).
+        // reservations a reclaim may yet re-establish: refused in grace ([`crate::recovery`]).
         if *stateid == Stateid4::ANONYMOUS || *stateid == Stateid4::READ_BYPASS {
             self.check_grace_new_state()?;
         }
@@ -587,7 +590,7 @@ impl State4 {
         self.opens.free(clientid, stateid)
     }
 
-    // ----- asynchronous copies (`offload.rs`) ----------------------------------------------
+    // ----- asynchronous copies ([`crate::offload`]) ----------------------------------------------
 
     /// A new asynchronous COPY of `clientid` over `sessionid`, `copied` bytes into it: its copy
     /// stateid, or the error that makes the COPY synchronous instead (NFS4ERR_DELAY: the copy
@@ -831,7 +834,7 @@ impl State4 {
     }
 
     /// Expires the courtesy client that has been one longest (never `keep`); false if none.
-    fn expire_oldest_courtesy(&mut self, keep: ClientId4) -> bool {
+    pub(crate) fn expire_oldest_courtesy(&mut self, keep: ClientId4) -> bool {
         match self.clients.oldest_courtesy(&[keep]) {
             Some(c) => {
                 self.expire(c);
@@ -843,7 +846,7 @@ impl State4 {
 
     /// Expires a client for real: record, sessions, opens (and its stable record, at the
     /// next [`State4::recovery_tick`]).
-    fn expire(&mut self, clientid: ClientId4) {
+    pub(crate) fn expire(&mut self, clientid: ClientId4) {
         self.note_gone(clientid);
         self.clients.remove(clientid);
         self.forget_client_state(clientid);
@@ -875,11 +878,21 @@ impl std::fmt::Debug for State4 {
     }
 }
 
-mod delegs;
-mod locks;
-mod recovery;
-pub use locks::LockRefused;
-pub use recovery::RecoveryTick;
+/// Where restart recovery stands in [`State4`] (its fields, kept together; the entry points
+/// that use them are [`crate::recovery`]'s).
+#[derive(Debug, Default)]
+pub(crate) struct Recovery {
+    /// `None` until [`State4::start_grace`]: a state without restart recovery (tests, a server
+    /// without a store) behaves as after a skipped grace.
+    pub(crate) grace: Option<Grace>,
+    /// The owners the stable store holds, as far as this instance knows.
+    pub(crate) stable: std::collections::HashSet<Bytes>,
+    /// Owners of clients destroyed or expired since the last tick. At most one entry per
+    /// client record removed, drained every tick.
+    pub(crate) gone: Vec<Bytes>,
+    /// Grace ended (or was skipped) and the driver has not been told yet.
+    pub(crate) ended: Option<GraceEnd>,
+}
 
 #[cfg(test)]
 mod tests;

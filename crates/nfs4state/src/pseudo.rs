@@ -32,9 +32,9 @@
 //! and reads it again. (Two export lists hashing alike, 1 in 2^32, would keep stale handles
 //! and listings until the next change; indices past the new tree's end are still STALE.)
 
-use super::Nfsstat4;
 use bytes::Bytes;
 use sluice_xdr::nfs4::Fsid4;
+use sluice_xdr::nfs4::Nfsstat4;
 
 /// The `fsid` of every pseudo directory. Export fsids come from 32-bit export ids
 /// (`sluice_vfs::ExportId`), so a major of 2^32 can never equal one: crossing from the pseudo

@@ -1,9 +1,11 @@
-//! Restart recovery in [`State4`]: the grace period ([`super::super::grace`]) and the
-//! bookkeeping of the stable client records ([`super::super::stable`]), as pure entry points.
-//! The driver does the file I/O and the logging; this module decides.
+//! Restart recovery in [`State4`]: the grace period ([`crate::recovery::grace`]) and the
+//! bookkeeping of the stable client records ([`crate::recovery::records`]), as pure entry points.
+//! The COMPOUND processor writes the records through a [`crate::store::StateStore`] and the
+//! driver logs; this module decides. The files kept open after REMOVE or RENAME
+//! ([`crate::recovery::parked`]) are the third thing a restart must know of.
 //!
 //! # When a client's record is written (and why then)
-//! A record must be on disk before the client is granted any state it could need to reclaim
+//! A record must be durable in the store before the client is granted any state it could need to reclaim
 //! after a crash; otherwise a crash right after the grant leaves a client that holds state the
 //! restarted server refuses to let it reclaim (RECLAIM_BAD). knfsd writes the record of a 4.1
 //! client at its RECLAIM_COMPLETE, relying on the client's duty (RFC 8881 §18.51.3) to send it
@@ -41,10 +43,14 @@
 //! | the same under a stateid of this instance | as usual | as usual |
 //! | RECLAIM_COMPLETE | may end grace early (AllReclaimed) | as usual |
 
-use super::super::grace::{Grace, GraceEnd, GraceStats};
-use super::super::Nfsstat4;
-use super::State4;
+pub mod grace;
+pub mod parked;
+pub mod records;
+
+use crate::recovery::grace::{Grace, GraceEnd, GraceStats};
+use crate::state::State4;
 use bytes::Bytes;
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, Stateid4};
 use std::time::{Duration, Instant};
 
@@ -55,21 +61,6 @@ pub struct RecoveryTick {
     pub forget: Vec<Bytes>,
     /// Grace ended since the last tick (or was skipped at start): the driver logs it.
     pub ended: Option<GraceEnd>,
-}
-
-/// Where restart recovery stands in [`State4`] (its fields, kept together).
-#[derive(Debug, Default)]
-pub(super) struct Recovery {
-    /// `None` until [`State4::start_grace`]: a state without restart recovery (tests, a server
-    /// without a store) behaves as after a skipped grace.
-    grace: Option<Grace>,
-    /// The owners the stable store holds, as far as this instance knows.
-    stable: std::collections::HashSet<Bytes>,
-    /// Owners of clients destroyed or expired since the last tick. At most one entry per
-    /// client record removed, drained every tick.
-    gone: Vec<Bytes>,
-    /// Grace ended (or was skipped) and the driver has not been told yet.
-    ended: Option<GraceEnd>,
 }
 
 impl State4 {
@@ -160,7 +151,7 @@ impl State4 {
 
     /// When [`State4::recovery_tick`] next has something to do (grace's deadline), if ever;
     /// owners gone and an end not yet reported are handled by the driver's next regular tick.
-    pub(super) fn recovery_wakeup(&self) -> Option<Instant> {
+    pub(crate) fn recovery_wakeup(&self) -> Option<Instant> {
         self.recovery.grace.as_ref().and_then(Grace::next_wakeup)
     }
 
@@ -202,7 +193,7 @@ impl State4 {
     }
 
     /// RECLAIM_COMPLETE's part in grace: may end it early.
-    pub(super) fn grace_reclaim_complete(
+    pub(crate) fn grace_reclaim_complete(
         &mut self,
         now: Instant,
         clientid: ClientId4,
@@ -223,10 +214,10 @@ impl State4 {
     }
 
     /// A client record is about to go for real: its owner's stable record may go with it.
-    pub(super) fn note_gone(&mut self, clientid: ClientId4) {
+    pub(crate) fn note_gone(&mut self, clientid: ClientId4) {
         // Bounded: past the bound a removal is dropped, which costs at most a longer grace
         // after a crash (module notes), never a reclaim.
-        if self.recovery.gone.len() >= super::super::grace::RECORDS_MAX {
+        if self.recovery.gone.len() >= crate::recovery::grace::RECORDS_MAX {
             return;
         }
         if let Ok(rec) = self.clients.get(clientid) {

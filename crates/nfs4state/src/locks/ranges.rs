@@ -44,9 +44,9 @@
 //! heavy case, thousands), and the total bound caps the worst case; a per-file interval tree
 //! would pay off only past that.
 
-use super::Nfsstat4;
 use bytes::Bytes;
 use sluice_xdr::nfs4::ClientId4;
+use sluice_xdr::nfs4::Nfsstat4;
 use std::collections::HashMap;
 
 /// A lock owner (`lock_owner4`): the client and its opaque owner bytes. In minor version 1
@@ -58,7 +58,7 @@ pub struct Owner {
 }
 
 /// A lock's type. The blocking types (READW_LT, WRITEW_LT) map to these: the server never
-/// queues a waiter (see `lockstate.rs`).
+/// queues a waiter (see [`crate::locks::stateids`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LockKind {
     Read,

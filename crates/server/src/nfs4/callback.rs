@@ -13,12 +13,15 @@
 //!                                                        └─ then wake again (a next call)
 //! ```
 //! Which connection, which slot and sequence id, what a reply means: all in
-//! [`crate::nfs4::backchan`]. Calls in flight are bounded there (one CB_NULL and one
-//! CB_COMPOUND per session), so the tasks spawned here are too.
+//! [`sluice_nfs4state::callback`] (also reached as `crate::nfs4::backchan`). Calls in flight
+//! are bounded there (one CB_NULL and one CB_COMPOUND per session), so the tasks spawned here
+//! are too. The connections' handles the calls go out on are [`conn`]'s.
 
-use crate::backchannel::Connections;
-use crate::nfs4::backchan::{CbCall, CbCred, CbOutcome, CbSend, CALL_TIMEOUT};
+pub mod conn;
+
 use crate::nfs4::compound::Nfs4;
+use conn::Connections;
+use sluice_nfs4state::callback::{CbCall, CbCred, CbOutcome, CbSend, CALL_TIMEOUT};
 use sluice_rpc::client::ProcId;
 use sluice_xdr::nfs4::callback::{self as cb, CbCompound4Res};
 use sluice_xdr::nfs4::compound::CompoundLimits;
@@ -68,7 +71,7 @@ fn lock(nfs4: &Nfs4) -> std::sync::MutexGuard<'_, crate::nfs4::State4> {
 }
 
 /// Makes one call and says how it went.
-async fn call(back: &crate::backchannel::BackChannel, send: &CbSend) -> CbOutcome {
+async fn call(back: &conn::BackChannel, send: &CbSend) -> CbOutcome {
     let cred = match &send.cred {
         CbCred::None => OpaqueAuth::none(),
         CbCred::Sys(a) => a.to_opaque_auth(),

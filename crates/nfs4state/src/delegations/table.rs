@@ -1,7 +1,7 @@
 //! Delegations (RFC 8881 §10.2, §10.4, §18.16 OPEN's `open_delegation4`, §18.6 DELEGRETURN,
 //! §20.2 CB_RECALL): which client may cache a file, which recalls are under way, which
 //! delegations were revoked. Pure: time is an argument, callbacks are tokens that
-//! [`super::State4`] hands to the back channel, conflicts are decided by the caller's view of
+//! [`crate::state::State4`] hands to the back channel, conflicts are decided by the caller's view of
 //! the open table.
 //!
 //! # What is granted
@@ -110,13 +110,13 @@
 //! # NFSv3 callers
 //! sluice serves v3 and v4 on one export, so a v3 change of a delegated file must recall the
 //! delegation too, or the holder keeps serving its cached copy. The v3 procedures reach this
-//! table only through [`crate::recall::RecallGate`], which [`super::compound::Nfs4`]
-//! implements with [`super::State4::break_delegations`] and no client id: the same recall,
+//! table only through the server's `recall::RecallGate`, which its COMPOUND processor (`Nfs4`)
+//! implements with [`crate::state::State4::break_delegations`] and no client id: the same recall,
 //! clock, revocation and courtesy rules as for a v4 caller, with NFS3ERR_JUKEBOX in place of
 //! NFS4ERR_DELAY (as knfsd answers a v3 client while it breaks a lease). The v3 hot path
 //! reads [`DelegTable::published`], the live count this table keeps in an atomic as
 //! records come and go, and takes no lock while it is 0. Which v3 procedures conflict, and
-//! what is left open, is in [`crate::recall`].
+//! what is left open, is in the server's `recall` module.
 //!
 //! # Recently recalled files
 //! knfsd keeps a bloom filter of files recalled in the last 30-60 s and grants no delegation
@@ -155,8 +155,8 @@
 //! grants none; without one, Linux loses the locks it held under it, as above). Its view of
 //! the size and change starts from the file's at the reclaim.
 
-use super::open::Other;
-use super::{Entropy, Nfsstat4};
+use crate::ids::Entropy;
+use crate::opens::Other;
 use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{
     NfsSpaceLimit4, OpenDelegation4, OpenNoneDelegation4, OpenReadDelegation4,
@@ -165,6 +165,7 @@ use sluice_xdr::nfs4::ops::{
     OPEN4_SHARE_WANT_NO_PREFERENCE, OPEN4_SHARE_WANT_READ_DELEG, OPEN4_SHARE_WANT_WRITE_DELEG,
     WND4_CANCELLED, WND4_NOT_SUPP_UPGRADE, WND4_NOT_WANTED, WND4_WRITE_DELEG_NOT_SUPP_FTYPE,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, Nfsace4, SessionId4, Stateid4, OTHER_SIZE};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -342,7 +343,7 @@ pub struct GrantAsk {
     pub attrs: SizeChange,
 }
 
-/// How a recall answer came back (from the back channel's [`super::backchan::CbDone`]).
+/// How a recall answer came back (from the back channel's [`crate::callback::CbDone`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecallAnswer {
     /// CB_RECALL answered OK: the client will DELEGRETURN.
@@ -398,7 +399,7 @@ impl DelegTable {
 
     /// The number of live delegations (held or being recalled: revoked ones conflict with
     /// nothing), kept up to date as they come and go: a caller outside the state's lock reads
-    /// it to skip the lock when it is 0 (the NFSv3 recall gate, [`crate::recall`]). Only a
+    /// it to skip the lock when it is 0 (the NFSv3 recall gate, the server's `recall` module). Only a
     /// hint: decide under the lock.
     pub fn published(&self) -> Arc<AtomicUsize> {
         self.published.clone()
@@ -826,7 +827,7 @@ impl DelegTable {
         stateid: &Stateid4,
         file: Option<&[u8]>,
     ) -> Result<&Deleg, Nfsstat4> {
-        let d = super::open::check_stateid(
+        let d = crate::opens::check_stateid(
             self.boot_epoch,
             &self.delegs,
             clientid,

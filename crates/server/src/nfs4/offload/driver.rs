@@ -1,5 +1,6 @@
 //! The asynchronous COPY driver (RFC 7862 §15.2): the thin task that does the copies the
-//! COMPOUND handed off (see `nfs4::compound::v42` for when, `nfs4::offload` for the table).
+//! COMPOUND handed off (see `nfs4::compound::v42` for when, [`sluice_nfs4state::offload`] for
+//! the table and the `CopySpawner` seam).
 //!
 //! ```text
 //!   COPY (async) ─▶ State4::start_copy ─▶ copy stateid ─▶ reply at once
@@ -11,12 +12,12 @@
 //! One chunk at a time per copy, each a `copy_file_range` of at most
 //! [`sluice_vfs::COPY_BYTES_MAX`]: a cancel takes effect within one chunk (10-30 ms at page
 //! cache speed), and a blocking-pool thread is never held longer than a synchronous COPY holds
-//! it. The copies are bounded by the table (`nfs4::offload::COPIES_MAX`), so the tasks are.
+//! it. The copies are bounded by the table ([`COPIES_MAX`](sluice_nfs4state::offload::COPIES_MAX)), so the tasks are.
 
 use crate::nfs4::compound::Nfs4;
 use crate::nfs4::map;
-use crate::nfs4::offload::{CopyEnd, CopyJob, CopySpawner};
 use crate::nfs4::Nfsstat4;
+use sluice_nfs4state::offload::{CopyEnd, CopyJob, CopySpawner};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 

@@ -1,20 +1,23 @@
 //! LOCK, LOCKT and LOCKU (RFC 8881 §18.10-§18.12) as [`State4`] entry points: the argument
 //! checks, the open or lock stateid presented, courtesy clients in the way, then the change in
-//! [`super::super::lockstate`] and [`super::super::lock`] (the design notes are there).
+//! [`crate::locks::stateids`] and [`crate::locks::ranges`] (the design notes are there).
 //!
 //! The processor resolves the special "current" stateid in the arguments before calling, and
 //! passes the current file's key as `file` (its handle's `FileSystem::state_key`: locks taken
 //! through two hard links of one file conflict, as knfsd's, which are the inode's).
 
-use super::super::lock::{Lock, LockError, LockKind, Owner, Range};
-use super::super::lockstate::LockStates;
-use super::super::open::{IoState, Other};
-use super::super::Nfsstat4;
-use super::State4;
+pub mod ranges;
+pub mod stateids;
+
+use crate::locks::ranges::{Lock, LockError, LockKind, Owner, Range};
+use crate::locks::stateids::LockStates;
+use crate::opens::{IoState, Other};
+use crate::state::State4;
 use sluice_xdr::nfs4::ops::{
     Lock4Denied, LockArgs, Locker4, LocktArgs, LockuArgs, OPEN4_SHARE_ACCESS_READ,
     OPEN4_SHARE_ACCESS_WRITE,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, LockOwner4, Opaque4, Stateid4};
 use std::time::Instant;
 
@@ -45,7 +48,7 @@ impl State4 {
         let kind = LockKind::from_wire(a.locktype)?;
         let range = Range::from_wire(a.offset, a.length)?;
         self.clients.get(clientid)?;
-        // Grace (`state/recovery.rs`): reclaims only in grace, new locks only after it.
+        // Grace ([`crate::recovery`]): reclaims only in grace, new locks only after it.
         if a.reclaim {
             self.check_reclaim(clientid)?;
         } else {
@@ -153,7 +156,7 @@ impl State4 {
 
     /// READ / WRITE under a lock stateid: checked as one, then its open's access decides
     /// (the Linux client does I/O under the lock stateid while it holds locks).
-    pub(super) fn check_lock_io(
+    pub(crate) fn check_lock_io(
         &self,
         clientid: ClientId4,
         stateid: &Stateid4,
@@ -236,8 +239,9 @@ fn denied(l: &Lock) -> Lock4Denied {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::{Config4, Principal, SplitMix};
     use super::*;
+    use crate::config::Config4;
+    use crate::ids::{Principal, SplitMix};
     use bytes::Bytes;
     use sluice_xdr::nfs4::ops::{
         CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs, ExchangeIdArgs,

@@ -30,15 +30,15 @@
 //! back (the Linux client does), a retired slot accepts 1 as well as the next id, as knfsd
 //! does since it learned to shrink slot tables; but not the request that last ran as 1 there
 //! (same digest): that is its retransmission, overtaken by the shrink, and gets the retry
-//! answer instead of running twice (found by the simulator, `sluice_sim::v4`).
+//! answer instead of running twice (found by the simulator, `sluice_sim::v4`, which drives the server over these cores).
 //!
 //! False retries (§2.10.6.1.3): the caller passes a digest of the request's operations and its
-//! principal ([`super::digest`]: what it catches and what it cannot); a retry
+//! principal ([`crate::sessions::digest`]: what it catches and what it cannot); a retry
 //! whose digest differs from the original's is answered NFS4ERR_SEQ_FALSE_RETRY instead of
 //! someone else's cached reply.
 
-use super::Nfsstat4;
 use bytes::Bytes;
+use sluice_xdr::nfs4::Nfsstat4;
 
 /// What to do with a SEQUENCE that passed the slot checks.
 #[derive(Debug, Clone, PartialEq, Eq)]

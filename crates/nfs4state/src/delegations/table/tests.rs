@@ -1,5 +1,5 @@
 use super::*;
-use crate::nfs4::SplitMix;
+use crate::ids::SplitMix;
 use sluice_xdr::nfs4::ops::{
     NfsSpaceLimit4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_WANT_ANY_DELEG,
     OPEN4_SHARE_WANT_READ_DELEG, WND4_WRITE_DELEG_NOT_SUPP_FTYPE,

@@ -39,7 +39,7 @@
 //! table's own bound is lower), and an owner leaves it when its client is destroyed or expires
 //! ([`Grace::client_gone`]). Past the bound RECLAIM_COMPLETE gets NFS4ERR_DELAY.
 
-use super::Nfsstat4;
+use sluice_xdr::nfs4::Nfsstat4;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 

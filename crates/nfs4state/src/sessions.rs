@@ -18,14 +18,18 @@
 //! client's sizes if they can hold one such call (NFS4ERR_TOOSMALL otherwise, as knfsd does)
 //! and use at most [`BACK_SLOTS_MAX`] slot.
 
-use super::backchan::{BackChan, PathState};
-use super::slots::{SlotDecision, SlotTable};
-use super::{ConnId, Nfsstat4};
+pub mod digest;
+pub mod slots;
+
+use crate::callback::{BackChan, PathState};
+use crate::ids::ConnId;
+use crate::sessions::slots::{SlotDecision, SlotTable};
 use sluice_xdr::nfs4::ops::{
     CallbackSecParms4, ChannelAttrs4, RdmaIrd, CDFC4_BACK, CDFC4_BACK_OR_BOTH, CDFC4_FORE,
     CDFC4_FORE_OR_BOTH, CDFS4_BACK, CDFS4_BOTH, CDFS4_FORE, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
     SEQ4_STATUS_BACKCHANNEL_FAULT, SEQ4_STATUS_CB_PATH_DOWN_SESSION,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ClientId4, SessionId4};
 use std::collections::VecDeque;
 

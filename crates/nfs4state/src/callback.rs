@@ -1,6 +1,6 @@
 //! One session's back channel (RFC 8881 §2.10.3.1, §20): which credentials callbacks carry,
 //! the server's own slot for CB_SEQUENCE, whether the path to the client works, and what a
-//! callback's reply means. Pure: the driver (`crate::callback`) sends what
+//! callback's reply means. Pure: the driver (`sluice_server::nfs4::callback`) sends what
 //! [`BackChan::poll`] hands it over the connection the session names and feeds the outcome
 //! back to [`BackChan::handle_reply`].
 //!
@@ -23,7 +23,7 @@
 //! down until then, so a dead client costs one probe, not a retry loop.
 //!
 //! # The slot
-//! One slot ([`super::session::BACK_SLOTS_MAX`]): callbacks are rare and serialised per
+//! One slot ([`crate::sessions::BACK_SLOTS_MAX`]): callbacks are rare and serialised per
 //! session, as in knfsd. Its sequence id starts at 1 (§2.10.6.1) and moves on only when the
 //! client answered CB_SEQUENCE with OK: that is the only evidence that it saw the id. A call
 //! that timed out or whose connection died leaves the id where it was, so the next call reuses
@@ -39,11 +39,12 @@
 //! At most one call of each kind in flight (the probe's CB_NULL, the slot's CB_COMPOUND) and
 //! [`QUEUED_MAX`] CB_COMPOUNDs waiting for the slot; more are refused with NFS4ERR_DELAY.
 
-use super::{ConnId, Nfsstat4};
+use crate::ids::ConnId;
 use sluice_xdr::nfs4::callback::{
     CbArgop4, CbCompound4Args, CbCompound4Res, CbResop4, CbSequenceArgs, ReferringCallLists,
 };
 use sluice_xdr::nfs4::ops::{CallbackSecParms4, Res4};
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{SessionId4, Utf8Str};
 use sluice_xdr::rpc::AuthSys;
 use std::collections::VecDeque;
