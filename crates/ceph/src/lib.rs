@@ -10,7 +10,9 @@
 //! * `mount`: [`CephMount`], one libcephfs session: bounded mount time, reclaim after a
 //!   restart, the MDS's cache callbacks, and per-call counts and latency ([`CephStats`]).
 //! * `cephfs`: [`CephFs`], the trait over `ceph_ll_*`: handles from (ino, snapid) with a MAC,
-//!   attributes from `ceph_statx` with Ceph's change counter, locks pushed down to Ceph.
+//!   attributes from `ceph_statx` with Ceph's change counter, and byte-range locks taken in
+//!   Ceph ([`CephFs::set_lock`], which other Ceph clients see; the NFSv4 LOCK handlers do not
+//!   call it yet, and no delegation is backed by Ceph yet).
 
 mod cephfs;
 pub mod ffi;
