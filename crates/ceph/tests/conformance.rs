@@ -32,6 +32,38 @@ fn cephfs_passes_the_backend_suite_and_matches_localfs() {
     compare_with_local(&|| cluster.fresh(), &local, 1..=SEEDS);
     eprintln!("random comparison: {:?}", t0.elapsed());
     let _ = std::fs::remove_dir_all(&base);
+
+    // Handles outlive the session that issued them: a new session on the same export (a
+    // restarted or another sluice head with the same secret) resolves them through the MDS.
+    let path = cluster.fresh_dir("h");
+    let (fh, fileid) = {
+        let first = cluster.export(&path);
+        let root = sluice_vfs::Caller::with_cred(sluice_vfs::Cred::root());
+        let made = first
+            .create(
+                &root,
+                &first.root_handle(),
+                b"kept",
+                sluice_vfs::CreateHow::Unchecked(sluice_vfs::SetAttr::default()),
+            )
+            .unwrap();
+        (made.fh, made.attr.fileid)
+    };
+    let second = cluster.export(&path);
+    assert_eq!(second.getattr(&fh).unwrap().fileid, fileid);
+    assert_eq!(
+        second
+            .lookup(
+                &sluice_vfs::Caller::with_cred(sluice_vfs::Cred::root()),
+                &second.root_handle(),
+                b"kept"
+            )
+            .unwrap()
+            .fh,
+        fh
+    );
+    drop(second);
+
     let stats = cluster.admin().stats();
     eprintln!("admin mount stats: {stats:?}");
 }
