@@ -210,30 +210,33 @@ impl Lib {
     /// Opens [`LIBRARY`] and resolves every call, once per process (later calls share it).
     pub fn load() -> Result<&'static Lib, String> {
         static LIB: std::sync::OnceLock<Result<Lib, String>> = std::sync::OnceLock::new();
-        LIB.get_or_init(|| {
-            let name = format!("{LIBRARY}\0");
-            // SAFETY: a NUL-terminated name; RTLD_NOW fails here rather than at a later call.
-            let handle = unsafe { libc::dlopen(name.as_ptr().cast(), libc::RTLD_NOW) };
-            if handle.is_null() {
-                // SAFETY: dlerror returns a thread-local message or NULL.
-                let why = unsafe { libc::dlerror() };
-                let why = if why.is_null() {
-                    String::new()
-                } else {
-                    // SAFETY: non-null, NUL-terminated by dlerror.
-                    unsafe { CStr::from_ptr(why) }
-                        .to_string_lossy()
-                        .into_owned()
-                };
-                return Err(format!(
-                    "cannot load {LIBRARY} ({why}): install the Debian package {PACKAGE} \
-                     (or run scripts/install-deps.sh)"
-                ));
-            }
-            Lib::resolve(handle)
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+        LIB.get_or_init(|| Lib::open(LIBRARY))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Opens the library file `name` and resolves every call (the handle is never closed).
+    fn open(name: &str) -> Result<Lib, String> {
+        let cname = format!("{name}\0");
+        // SAFETY: a NUL-terminated name; RTLD_NOW fails here rather than at a later call.
+        let handle = unsafe { libc::dlopen(cname.as_ptr().cast(), libc::RTLD_NOW) };
+        if handle.is_null() {
+            // SAFETY: dlerror returns a thread-local message or NULL.
+            let why = unsafe { libc::dlerror() };
+            let why = if why.is_null() {
+                String::new()
+            } else {
+                // SAFETY: non-null, NUL-terminated by dlerror.
+                unsafe { CStr::from_ptr(why) }
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            return Err(format!(
+                "cannot load {name} ({why}): install the Debian package {PACKAGE} \
+                 (or run scripts/install-deps.sh)"
+            ));
+        }
+        Lib::resolve(handle)
     }
 
     /// The library's version string ("16.2.15").
@@ -252,6 +255,16 @@ impl Lib {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_library_names_the_package_to_install() {
+        let err = match Lib::open("libcephfs-not-here.so.9") {
+            Ok(_) => panic!("loaded a library that does not exist"),
+            Err(e) => e,
+        };
+        assert!(err.contains("libcephfs-not-here.so.9"), "{err}");
+        assert!(err.contains(PACKAGE), "{err}");
+    }
 
     #[test]
     fn statx_has_the_c_layout() {
