@@ -13,7 +13,9 @@
 # DIR gets: ceph.conf, monmap, mon/ osd/ mds/ (daemon data), run/ (pid files, admin sockets),
 # log/ (daemon and client logs), port (the mon's port).
 # Environment: CEPH_START_TIMEOUT (s, default 60), CEPH_MEMSTORE_BYTES (the OSD's capacity,
-# default 2 GiB; memory is used only for what is written).
+# default 2 GiB; memory is used only for what is written), CEPH_MGR=1 (also start a manager and
+# wait until the cluster reports its capacity: without one, statfs answers 0 bytes; it costs
+# ~300 MB and ~8 s).
 set -euo pipefail
 
 SELF="$(readlink -f "${BASH_SOURCE[0]}")"
@@ -32,6 +34,17 @@ free_port() {
 
 # The ceph CLI against DIR's cluster, bounded so a dead mon never hangs the caller.
 cli() { timeout -k 2 15 ceph -c "$CONF" --connect-timeout 10 "$@"; }
+
+# A mon command, retried a few times (a busy mon was seen to refuse one now and then); dies
+# with its last error.
+retry() {
+    local i out
+    for i in 1 2 3 4 5; do
+        out="$(cli "$@" 2>&1)" && return 0
+        sleep 1
+    done
+    die "ceph $*: $out"
+}
 
 alive() {   # pid $1 exists and is not a zombie
     local line
@@ -76,6 +89,7 @@ keyring = $DIR/keyring
 mon_data = $DIR/mon/\$name
 osd_data = $DIR/osd/\$name
 mds_data = $DIR/mds/\$name
+mgr_data = $DIR/mgr/\$name
 osd_objectstore = memstore
 # The OSD does not place itself in the CRUSH map (nor set its device class): on a busy machine
 # its own update was seen to fail its start with EPERM now and then. The start step places it.
@@ -97,7 +111,7 @@ do_start() {
     if [ -r "$CONF" ] && do_status; then echo "$CONF"; return 0; fi
     do_stop
     rm -rf "$DIR/mon" "$DIR/osd" "$DIR/mds" "$DIR/run" "$DIR/log" "$DIR/monmap" "$DIR/keyring"
-    mkdir -p "$DIR/mon/mon.a" "$DIR/mds/mds.a" "$DIR/run" "$DIR/log"
+    mkdir -p "$DIR/mon/mon.a" "$DIR/mds/mds.a" "$DIR/mgr/mgr.x" "$DIR/run" "$DIR/log"
     local fsid port osd_uuid osd_id t0 deadline
     t0=$(date +%s.%N)
     deadline=$(( $(date +%s) + ${CEPH_START_TIMEOUT:-60} ))
@@ -121,19 +135,26 @@ do_start() {
     mkdir -p "$DIR/osd/osd.$osd_id"
     ceph-osd -c "$CONF" -i "$osd_id" --mkfs --osd-uuid "$osd_uuid" >"$DIR/log/mkfs-osd.out" 2>&1 \
         || die "ceph-osd --mkfs failed: $(tail -3 "$DIR/log/mkfs-osd.out")"
-    cli osd crush add "osd.$osd_id" 1.0 root=default host=localhost >/dev/null 2>&1 \
-        || die "ceph osd crush add failed"
+    retry osd crush add "osd.$osd_id" 1.0 root=default host=localhost
     ceph-osd -c "$CONF" -i "$osd_id" >"$DIR/log/osd.out" 2>&1 \
         || die "ceph-osd did not start: $(tail -3 "$DIR/log/osd.out")"
     ceph-mds -c "$CONF" -i a >"$DIR/log/mds.out" 2>&1 || die "ceph-mds did not start: $(tail -3 "$DIR/log/mds.out")"
-    cli osd pool create cephfs_meta 8 >/dev/null 2>&1 || die "pool create cephfs_meta failed"
-    cli osd pool create cephfs_data 8 >/dev/null 2>&1 || die "pool create cephfs_data failed"
-    cli fs new cephfs cephfs_meta cephfs_data >/dev/null 2>&1 || die "ceph fs new failed"
+    retry osd pool create cephfs_meta 8
+    retry osd pool create cephfs_data 8
+    retry fs new cephfs cephfs_meta cephfs_data
     until do_status; do
         [ "$(date +%s)" -lt "$deadline" ] \
             || die "MDS not up:active after ${CEPH_START_TIMEOUT:-60} s (see $DIR/log/): $(cli fs dump 2>&1 | grep -m1 'up:' || true)"
         sleep 0.2
     done
+    if [ "${CEPH_MGR:-0}" = 1 ]; then
+        need ceph-mgr
+        ceph-mgr -c "$CONF" -i x >"$DIR/log/mgr.out" 2>&1 || die "ceph-mgr did not start: $(tail -3 "$DIR/log/mgr.out")"
+        until cli df 2>/dev/null | awk '/TOTAL/ { exit !($2 > 0) }'; do
+            [ "$(date +%s)" -lt "$deadline" ] || die "the manager reported no capacity in time (see $DIR/log/)"
+            sleep 0.5
+        done
+    fi
     echo "ceph.sh: cluster up in $(echo "$(date +%s.%N) - $t0" | bc | cut -c1-4) s, mon 127.0.0.1:$port" >&2
     echo "$CONF"
 }

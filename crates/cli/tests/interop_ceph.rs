@@ -1,10 +1,13 @@
 //! `sluice serve ceph:/vol` on a private one-node Ceph cluster (tests/peers/ceph.sh), with
 //! ceph-fuse as the independent reader and writer: what `sluice cp` writes through sluice is
 //! read back byte for byte through ceph-fuse, and a file changed through ceph-fuse is read
-//! through sluice with its new contents. Needs root, /dev/fuse and the ceph packages
+//! through sluice with its new contents; and the client scenarios every server passes
+//! (tests/scenarios) against the Ceph export, with files placed through ceph-fuse. Needs root, /dev/fuse and the ceph packages
 //! (scripts/install-deps.sh).
 
 mod common;
+mod scenarios;
+mod servers;
 
 use common::{free_port, pattern, SluiceProc, TempDir};
 use std::path::{Path, PathBuf};
@@ -26,7 +29,8 @@ fn script() -> PathBuf {
 }
 
 impl Rig {
-    fn start() -> Rig {
+    /// `mgr`: also a Ceph manager, without which the cluster reports no capacity (FSSTAT 0).
+    fn start(mgr: bool) -> Rig {
         common::require_tools(&["ceph-fuse", "ceph-mon", "fusermount3"]);
         let dir = TempDir::new("ceph");
         let cluster = dir.path().join("cluster");
@@ -34,6 +38,7 @@ impl Rig {
             .arg(script())
             .arg("start")
             .arg(&cluster)
+            .env("CEPH_MGR", if mgr { "1" } else { "0" })
             .output()
             .expect("run tests/peers/ceph.sh");
         let mut rig = Rig {
@@ -147,7 +152,7 @@ fn read(path: &Path) -> Vec<u8> {
 
 #[test]
 fn ceph_export_is_coherent_with_ceph_fuse() {
-    let rig = Rig::start();
+    let rig = Rig::start(false);
     let local = rig.dir.path().join("local.bin");
     // 9 MiB + 5: several 1 MiB WRITEs and a short tail.
     let data = pattern(26, (9 << 20) + 5);
@@ -172,4 +177,34 @@ fn ceph_export_is_coherent_with_ceph_fuse() {
     let back = rig.dir.path().join("back.bin");
     sluice(&["cp", &rig.url("copied.bin"), back.to_str().unwrap()]);
     assert!(read(&back) == data, "sluice reads back what it wrote");
+}
+
+/// The client scenarios (library round trip, cp both ways up to 256 MiB, nconnect, trees,
+/// 10,000 entries, namespace commands, error messages) against a Ceph export, the files the
+/// scenarios place on the server's side going in through ceph-fuse.
+struct CephServer<'a> {
+    rig: &'a Rig,
+    export: PathBuf,
+}
+
+impl servers::Server for CephServer<'_> {
+    fn export_dir(&self) -> &Path {
+        &self.export
+    }
+    fn url(&self, rel: &str) -> String {
+        format!("nfs://127.0.0.1:{}/vol{rel}", self.rig.port)
+    }
+    fn name(&self) -> &str {
+        "sluice-ceph"
+    }
+}
+
+#[test]
+fn client_scenarios_against_a_ceph_export() {
+    let rig = Rig::start(true);
+    let server = CephServer {
+        export: rig.fuse.join("vol"),
+        rig: &rig,
+    };
+    servers::runtime().block_on(scenarios::all(&server));
 }
