@@ -26,6 +26,14 @@ APT_PACKAGES=(
   python3             # kclient build.sh (module closure, vmlinux extraction)
   ca-certificates
   xfsprogs            # mkfs.xfs: the CLONE test's reflink=1 file system on a loop device
+  # tests/peers/ceph.sh: a private one-node Ceph cluster on loopback for the CephFS backend
+  # (crates/ceph loads libcephfs.so.2 at run time; ceph-fuse is the tests' independent reader)
+  ceph-mon
+  ceph-osd
+  ceph-mds
+  ceph-common
+  ceph-fuse
+  libcephfs-dev
 )
 
 missing=()
@@ -37,7 +45,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # tshark asks whether non-root users may capture; answer non-interactively.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-  # Installing nfs-ganesha / rpcbind would start their system services, which listen on all
+  # Installing nfs-ganesha / rpcbind / the ceph daemons would start their system services, which listen on all
   # interfaces (rpcbind on port 111). We only ever run private loopback instances
   # (tests/peers/ganesha.sh), so forbid service starts during the install with the standard
   # policy-rc.d mechanism (honoured by invoke-rc.d and deb-systemd-invoke).

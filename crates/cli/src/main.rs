@@ -5,6 +5,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 mod bench;
+mod ceph;
 mod serve;
 mod stdout;
 

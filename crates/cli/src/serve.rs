@@ -19,8 +19,18 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Directory to export (or use --exports FILE for several) [default: ./sluice-export,
-    /// created world-writable and sticky if missing].
+    /// created world-writable and sticky if missing]. `ceph:PATH` exports the directory PATH
+    /// of a Ceph file system (with --ceph-conf); clients mount it as PATH.
     pub dir: Option<PathBuf>,
+    /// The Ceph cluster's ceph.conf, for a `ceph:PATH` export (exports' `ceph_conf=`).
+    #[arg(long, value_name = "FILE")]
+    pub ceph_conf: Option<PathBuf>,
+    /// The Ceph file system's name [default: the cluster's default] (exports' `ceph_fs=`).
+    #[arg(long, value_name = "NAME")]
+    pub ceph_fs: Option<String>,
+    /// The Ceph client id to authenticate as [default: admin] (exports' `ceph_id=`).
+    #[arg(long, value_name = "ID")]
+    pub ceph_id: Option<String>,
     /// Address and port for NFS, MOUNT and PORTMAP.
     #[arg(long, default_value = "127.0.0.1:2049")]
     pub listen: SocketAddr,
@@ -185,8 +195,18 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     if args.dir.is_none() && args.exports.is_none() {
         args.dir = Some(default_export()?);
     }
-    let config = config_from(&args)?;
-    let bound = sluice_server::bind(config).await?;
+    let (mut config, ceph_specs) = config_and_ceph(&args)?;
+    let (bound, ceph_banner) = if ceph_specs.is_empty() {
+        (sluice_server::bind(config).await?, Vec::new())
+    } else {
+        // libcephfs mounts block (bounded by the mount timeout): off the async threads.
+        let (config, entries, banner) = tokio::task::spawn_blocking(move || {
+            crate::ceph::open_all(&mut config, &ceph_specs).map(|(e, b)| (config, e, b))
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        (sluice_server::bind_exports(config, entries).await?, banner)
+    };
     let addr = bound.local_addr().map_err(|e| e.to_string())?;
     let paths: Vec<PathBuf> = bound
         .config
@@ -195,6 +215,9 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         .map(|e| e.path.clone())
         .collect();
     println!("{}", greeting(addr, &paths));
+    for line in ceph_banner {
+        println!("{line}");
+    }
     tokio::select! {
         r = sluice_server::run(bound) => r,
         _ = tokio::signal::ctrl_c() => {
@@ -267,14 +290,45 @@ extern "C" {
     fn libc_geteuid() -> u32;
 }
 
+#[cfg(test)]
 fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
+    config_and_ceph(a).map(|(c, _)| c)
+}
+
+/// The server's configuration, and the settings of its Ceph exports (`ceph:PATH`).
+fn config_and_ceph(a: &ServeArgs) -> Result<(ServerConfig, Vec<crate::ceph::CephSpec>), String> {
+    let mut ceph = Vec::new();
     let exports = match (&a.exports, &a.dir) {
         (Some(file), _) => {
             let text =
                 std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let (text, specs) = crate::ceph::split_exports(&text)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            ceph = specs;
             parse_exports(&text).map_err(|e| format!("{}: {e}", file.display()))?
         }
-        (None, Some(dir)) => vec![export_from_flags(a, dir)?],
+        (None, Some(dir)) => match crate::ceph::ceph_path(&dir.to_string_lossy()) {
+            Some(path) => {
+                if !path.starts_with('/') {
+                    return Err(format!(
+                        "{}: a Ceph path must be absolute (ceph:/dir)",
+                        dir.display()
+                    ));
+                }
+                let conf = a
+                    .ceph_conf
+                    .clone()
+                    .ok_or("a ceph:PATH export needs --ceph-conf FILE (the cluster's ceph.conf)")?;
+                ceph.push(crate::ceph::CephSpec {
+                    path: path.to_string(),
+                    conf,
+                    fs_name: a.ceph_fs.clone(),
+                    client_id: a.ceph_id.clone(),
+                });
+                vec![export_from_flags(a, std::path::Path::new(path))?]
+            }
+            None => vec![export_from_flags(a, dir)?],
+        },
         (None, None) => return Err("give a directory to export, or --exports FILE".into()),
     };
     if a.rtmax < 4096 || a.wtmax < 4096 {
@@ -286,7 +340,7 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
         ..Default::default()
     };
     net.record_bytes_max = net.record_bytes_max.max(a.wtmax as usize + 64 * 1024);
-    Ok(ServerConfig {
+    let config = ServerConfig {
         listen: a.listen,
         exports,
         state_dir: a.state_dir.clone(),
@@ -314,7 +368,8 @@ fn config_from(a: &ServeArgs) -> Result<ServerConfig, String> {
             io.write_behind.clustering = !a.no_clustering;
             io
         },
-    })
+    };
+    Ok((config, ceph))
 }
 
 fn export_from_flags(a: &ServeArgs, dir: &std::path::Path) -> Result<Export, String> {

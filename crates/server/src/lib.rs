@@ -154,8 +154,9 @@ pub async fn bind(mut config: ServerConfig) -> Result<Bound, String> {
     bind_exports(config, entries).await
 }
 
-/// Opens each configured export as a [`LocalFs`] (canonicalising its path in `config`).
-fn open_exports(config: &mut ServerConfig) -> Result<Vec<nfs::ExportEntry>, String> {
+/// Opens each configured export as a [`LocalFs`] (canonicalising its path in `config`). Public
+/// for `sluice serve`, which opens Ceph exports itself and serves both with [`bind_exports`].
+pub fn open_exports(config: &mut ServerConfig) -> Result<Vec<nfs::ExportEntry>, String> {
     let mut entries = Vec::new();
     for export in &mut config.exports {
         let canonical = std::fs::canonicalize(&export.path)

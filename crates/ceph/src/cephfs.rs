@@ -1,0 +1,1824 @@
+//! [`CephFs`]: the version-neutral [`FileSystem`] over a directory of a Ceph file system.
+//!
+//! Every method resolves its handles to libcephfs inodes, makes the `ceph_ll_*` calls and
+//! turns `ceph_statx` into [`Attr`]; NFSv3 and NFSv4 reach it through the same handlers and
+//! data path as a local directory (the data path's local-only fast paths see
+//! [`FileSystem::local`] answer `None` and use the trait's READ and WRITE).
+//!
+//! ```text
+//!   handler ─► CephFs::op(&caller, &fh, ...)
+//!                │ 1. handle → (ino, snapid) → Inode*   ceph_ll_lookup_inode when not cached
+//!                │ 2. UserPerm of the caller            the MDS and the client check access
+//!                │ 3. ceph_ll_* call(s)                 counted and timed (CephStats)
+//!                │ 4. ceph_statx → Attr                 change = Ceph's change counter
+//!                └─ references put back: sluice holds no inode between calls
+//! ```
+//!
+//! # Handles
+//! A handle names (ino, snapid), MAC'd like a local handle (see `sluice_vfs::handle`), in the
+//! same envelope so [`sluice_vfs::export_id_of`] routes it:
+//!
+//! ```text
+//!  0       1               5      6      7      8            16           24       36
+//!  +-------+---------------+------+------+------+------------+------------+--------+
+//!  | ver=1 | export id (BE)| 0x43 | 0    | 16   | ino (BE)   | snapid (BE)|  MAC   |
+//!  +-------+---------------+------+------+------+------------+------------+--------+
+//! ```
+//! The MAC key is `HMAC-SHA256(secret, "sluice ceph handle v1" || export id)`, the secret the
+//! state directory's (the same file LocalFs uses). Inode numbers are the cluster's, so a handle
+//! is the same after a restart and on every sluice head given the same secret and export id.
+//! An inode that is not in this client's cache (after a restart, or on another head) is found
+//! through the MDS with `ceph_ll_lookup_inode`; only an inode that no longer exists is
+//! [`FsError::Stale`]. One object has one handle, so the default [`FileSystem::state_key`] (the
+//! handle's bytes) is the object's identity.
+//!
+//! # Permissions
+//! Calls that create or change a name run with the caller's credentials (`UserPerm`), so
+//! libcephfs and the MDS check them, and new objects belong to the caller. READ, WRITE and
+//! COMMIT check the mode bits here, as knfsd does (the owner may always read and write its own
+//! file: a client that created a file 0444 still writes it), then open the file as the mount's
+//! own user.
+//!
+//! # Coherence
+//! libcephfs holds capabilities from the MDS for what it caches; when another Ceph client
+//! (ceph-fuse, the kernel client, another sluice head) changes a file, the MDS revokes them
+//! and the next GETATTR or READ here goes to the cluster. [`Attr::change`] is Ceph's change
+//! counter (`stx_version`), bumped by every change of data or metadata, wherever it was made:
+//! [`ChangeKind::Counter`].
+
+// As in sluice_vfs: the failure side carries the failure reply's attributes.
+#![allow(clippy::result_large_err)]
+
+use crate::ffi::{self, Fh, Inode, Statx, UserPerm, Vino};
+use crate::mount::{CallKind, CephConfig, CephError, CephMount, CephStats};
+use bytes::Bytes;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use sluice_vfs::handle::{load_or_create_secret, SECRET_BYTES};
+use sluice_vfs::{
+    access, fsprops, Attr, Caller, ChangeKind, CopyOk, CreateHow, CreateOk, DeviceId, DirEntry,
+    ExportId, FileHandle, FileSystem, FileType, FsError, FsInfo, FsStat, LinkRes, LookupOk,
+    PathConf, ReadOk, ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat, SetAttr, SetTime, StableHow,
+    Time, Wcc, WccAttr, WriteOk, COPY_BYTES_MAX, IO_BYTES_MAX_DEFAULT, NAME_MAX,
+    READDIR_BYTES_PREF_DEFAULT, SYMLINK_TARGET_MAX,
+};
+use std::ffi::CString;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The handle layout version (the envelope LocalFs uses).
+const HANDLE_VERSION: u8 = 1;
+/// The kind byte of a Ceph handle (LocalFs uses 0..=2).
+const KIND_CEPH: u8 = 0x43;
+const MAC_BYTES: usize = 12;
+const HANDLE_BYTES: usize = 8 + 16 + MAC_BYTES;
+/// Bytes read or written per libcephfs call in a server-side copy.
+const COPY_CHUNK_BYTES: usize = 1 << 20;
+
+/// One Ceph export: where it is and how handles are made.
+#[derive(Debug, Clone)]
+pub struct CephFsConfig {
+    pub ceph: CephConfig,
+    /// The server's state directory (the handle secret).
+    pub state_dir: PathBuf,
+    /// The export id in handles and the `fsid` of attributes. Default: from
+    /// `ceph:<fs name>:<path>` ([`ExportId::from_path`]).
+    pub export_id: Option<ExportId>,
+    /// FSINFO's read and write sizes, bytes. Default [`IO_BYTES_MAX_DEFAULT`].
+    pub io_bytes_max: u32,
+}
+
+impl CephFsConfig {
+    pub fn new(ceph: CephConfig, state_dir: impl Into<PathBuf>) -> CephFsConfig {
+        CephFsConfig {
+            ceph,
+            state_dir: state_dir.into(),
+            export_id: None,
+            io_bytes_max: IO_BYTES_MAX_DEFAULT,
+        }
+    }
+
+    /// The default export id of this export (see [`CephFsConfig::export_id`]).
+    pub fn default_export_id(&self) -> ExportId {
+        let fs = self.ceph.fs_name.as_deref().unwrap_or("");
+        ExportId::from_path(std::path::Path::new(&format!(
+            "ceph:{fs}:{}",
+            self.ceph.path
+        )))
+    }
+}
+
+/// A directory of a Ceph file system, served through libcephfs.
+pub struct CephFs {
+    mount: Arc<CephMount>,
+    root: *mut Inode,
+    root_vino: Vino,
+    root_fh: FileHandle,
+    export: ExportId,
+    mac: Hmac<Sha256>,
+    verifier: AtomicU64,
+    config: CephFsConfig,
+}
+
+// SAFETY: `root` is a reference held for the lifetime of the mount; libcephfs calls on it are
+// thread-safe.
+unsafe impl Send for CephFs {}
+unsafe impl Sync for CephFs {}
+
+/// An inode reference for the duration of one call.
+struct InodeRef<'a> {
+    fs: &'a CephFs,
+    ptr: *mut Inode,
+    vino: Vino,
+    st: Statx,
+}
+
+impl Drop for InodeRef<'_> {
+    fn drop(&mut self) {
+        if self.ptr != self.fs.root {
+            self.fs.mount.put(self.ptr);
+        }
+    }
+}
+
+/// A caller's credentials in libcephfs's form.
+struct Perm<'a> {
+    fs: &'a CephFs,
+    ptr: *mut UserPerm,
+}
+
+impl Drop for Perm<'_> {
+    fn drop(&mut self) {
+        // SAFETY: created by ceph_userperm_new, destroyed once.
+        unsafe { (self.fs.mount.lib.ceph_userperm_destroy)(self.ptr) };
+    }
+}
+
+/// An open file for the duration of one call.
+struct OpenFh<'a> {
+    fs: &'a CephFs,
+    ptr: *mut Fh,
+}
+
+impl Drop for OpenFh<'_> {
+    fn drop(&mut self) {
+        let m = &self.fs.mount;
+        // SAFETY: opened by ceph_ll_open / ceph_ll_create, closed once.
+        m.call(CallKind::Open, || unsafe {
+            (m.lib.ceph_ll_close)(m.cmount, self.ptr)
+        });
+    }
+}
+
+fn err(r: i32) -> FsError {
+    FsError::from_errno(-r)
+}
+
+impl CephFs {
+    /// Mounts the export's directory (see [`CephMount::mount`]) and loads the handle secret.
+    pub fn new(config: CephFsConfig) -> Result<CephFs, CephError> {
+        let mount = Arc::new(CephMount::mount(&config.ceph)?);
+        let secret = load_or_create_secret(&config.state_dir).map_err(|e| CephError::Call {
+            what: format!("state directory {}: {e}", config.state_dir.display()),
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+        })?;
+        CephFs::with_mount(mount, config, &secret)
+    }
+
+    /// A file system on an existing mount (whose root is the export's directory).
+    pub fn with_mount(
+        mount: Arc<CephMount>,
+        config: CephFsConfig,
+        secret: &[u8; SECRET_BYTES],
+    ) -> Result<CephFs, CephError> {
+        let export = config
+            .export_id
+            .unwrap_or_else(|| config.default_export_id());
+        let mut kdf = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC takes any key size");
+        kdf.update(b"sluice ceph handle v1");
+        kdf.update(&export.0.to_be_bytes());
+        let key = kdf.finalize().into_bytes();
+        let mac = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes any key size");
+        let mut root = std::ptr::null_mut();
+        // SAFETY: mounted handle, out-pointer to a local.
+        let r = mount.call(CallKind::Lookup, || unsafe {
+            (mount.lib.ceph_ll_lookup_root)(mount.cmount, &mut root)
+        });
+        if r < 0 {
+            return Err(CephError::Call {
+                what: "looking up the export root".into(),
+                errno: -r,
+            });
+        }
+        let mut fs = CephFs {
+            mount,
+            root,
+            root_vino: Vino {
+                ino: 0,
+                snapid: ffi::NOSNAP,
+            },
+            root_fh: FileHandle::default(),
+            export,
+            mac,
+            verifier: AtomicU64::new(random_u64()),
+            config,
+        };
+        let st = fs.statx(root).map_err(|e| CephError::Call {
+            what: format!("getattr of the export root: {e}"),
+            errno: libc::EIO,
+        })?;
+        fs.root_vino = Vino {
+            ino: st.stx_ino,
+            snapid: ffi::NOSNAP,
+        };
+        fs.root_fh = fs.handle(fs.root_vino);
+        Ok(fs)
+    }
+
+    /// The mount under this file system (cluster address, statistics).
+    pub fn mount(&self) -> &CephMount {
+        &self.mount
+    }
+
+    pub fn config(&self) -> &CephFsConfig {
+        &self.config
+    }
+
+    /// The libcephfs calls made so far, with their time, and the MDS's callbacks.
+    pub fn stats(&self) -> CephStats {
+        self.mount.stats()
+    }
+
+    // --- Handles -----------------------------------------------------------------------------
+
+    fn handle(&self, vino: Vino) -> FileHandle {
+        let mut b = Vec::with_capacity(HANDLE_BYTES);
+        b.push(HANDLE_VERSION);
+        b.extend_from_slice(&self.export.0.to_be_bytes());
+        b.extend_from_slice(&[KIND_CEPH, 0, 16]);
+        b.extend_from_slice(&vino.ino.to_be_bytes());
+        b.extend_from_slice(&vino.snapid.to_be_bytes());
+        let mut m = self.mac.clone();
+        m.update(&b);
+        let tag = m.finalize().into_bytes();
+        b.extend_from_slice(&tag[..MAC_BYTES]);
+        FileHandle::new(Bytes::from(b)).expect("36 bytes fit a handle")
+    }
+
+    fn decode(&self, fh: &FileHandle) -> Result<Vino, FsError> {
+        let b = fh.as_bytes();
+        if b.len() != HANDLE_BYTES || b[0] != HANDLE_VERSION || b[5] != KIND_CEPH {
+            return Err(FsError::BadHandle);
+        }
+        if b[1..5] != self.export.0.to_be_bytes() {
+            return Err(FsError::Stale);
+        }
+        let (body, tag) = b.split_at(HANDLE_BYTES - MAC_BYTES);
+        let mut m = self.mac.clone();
+        m.update(body);
+        m.verify_truncated_left(tag)
+            .map_err(|_| FsError::BadHandle)?;
+        let ino = u64::from_be_bytes(body[8..16].try_into().expect("8 bytes"));
+        let snapid = u64::from_be_bytes(body[16..24].try_into().expect("8 bytes"));
+        Ok(Vino { ino, snapid })
+    }
+
+    /// The inode a handle names, with fresh attributes. Not in libcephfs's cache: asked of the
+    /// MDS by number. Gone: STALE.
+    fn resolve(&self, fh: &FileHandle) -> Result<InodeRef<'_>, FsError> {
+        let vino = self.decode(fh)?;
+        if vino == self.root_vino {
+            let st = self.statx(self.root)?;
+            return Ok(self.inode_ref(self.root, vino, st));
+        }
+        let m = &self.mount;
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: mounted handle, out-pointer to a local.
+        let r = m.call(CallKind::Lookup, || unsafe {
+            if vino.snapid == ffi::NOSNAP {
+                (m.lib.ceph_ll_lookup_inode)(m.cmount, vino.ino, &mut ptr)
+            } else {
+                (m.lib.ceph_ll_lookup_vino)(m.cmount, vino, &mut ptr)
+            }
+        });
+        if r < 0 || ptr.is_null() {
+            return Err(match -r {
+                libc::ENOENT | libc::ESTALE => FsError::Stale,
+                _ if r >= 0 => FsError::Stale,
+                _ => err(r),
+            });
+        }
+        let mut inode = self.inode_ref(ptr, vino, Statx::default());
+        inode.st = self.statx(ptr)?;
+        if inode.st.stx_nlink == 0 {
+            return Err(FsError::Stale);
+        }
+        Ok(inode)
+    }
+
+    fn inode_ref(&self, ptr: *mut Inode, vino: Vino, st: Statx) -> InodeRef<'_> {
+        InodeRef {
+            fs: self,
+            ptr,
+            vino,
+            st,
+        }
+    }
+
+    /// Adopts a reference returned by a lookup or create, with the attributes it came with.
+    fn adopt(&self, ptr: *mut Inode, st: Statx, snapid: u64) -> InodeRef<'_> {
+        let vino = Vino {
+            ino: st.stx_ino,
+            snapid,
+        };
+        self.inode_ref(ptr, vino, st)
+    }
+
+    // --- Calls ------------------------------------------------------------------------------
+
+    fn root_perm(&self) -> Perm<'_> {
+        self.perm(&Caller::with_cred(sluice_vfs::Cred::root()))
+    }
+
+    fn perm(&self, caller: &Caller) -> Perm<'_> {
+        let c = &caller.cred;
+        let mut gids: Vec<libc::gid_t> = c.gids.clone();
+        // SAFETY: copies the group list.
+        let ptr = unsafe {
+            (self.mount.lib.ceph_userperm_new)(c.uid, c.gid, gids.len() as i32, gids.as_mut_ptr())
+        };
+        Perm { fs: self, ptr }
+    }
+
+    fn statx(&self, inode: *mut Inode) -> Result<Statx, FsError> {
+        let m = &self.mount;
+        let perm = self.root_perm();
+        let mut st = Statx::default();
+        // SAFETY: a live inode reference, out-pointer to a local.
+        let r = m.call(CallKind::Getattr, || unsafe {
+            (m.lib.ceph_ll_getattr)(m.cmount, inode, &mut st, ffi::STATX_WANT, 0, perm.ptr)
+        });
+        if r < 0 {
+            return Err(err(r));
+        }
+        Ok(st)
+    }
+
+    fn attr(&self, st: &Statx) -> Attr {
+        let t = |ts: ffi::Timespec| Time {
+            seconds: ts.tv_sec,
+            nseconds: ts.tv_nsec.clamp(0, 999_999_999) as u32,
+        };
+        Attr {
+            ftype: ftype(u32::from(st.stx_mode)),
+            mode: u32::from(st.stx_mode) & 0o7777,
+            nlink: st.stx_nlink,
+            uid: st.stx_uid,
+            gid: st.stx_gid,
+            size: st.stx_size,
+            used: st.stx_blocks.saturating_mul(512),
+            rdev: DeviceId {
+                major: libc::major(st.stx_rdev),
+                minor: libc::minor(st.stx_rdev),
+            },
+            fsid: u64::from(self.export.0),
+            fileid: st.stx_ino,
+            atime: t(st.stx_atime),
+            mtime: t(st.stx_mtime),
+            ctime: t(st.stx_ctime),
+            change: st.stx_version,
+        }
+    }
+
+    /// Fresh attributes of a held inode, or none.
+    fn post(&self, i: &InodeRef<'_>) -> Option<Attr> {
+        self.statx(i.ptr).ok().map(|st| self.attr(&st))
+    }
+
+    fn wcc_after(&self, before: WccAttr, i: &InodeRef<'_>) -> Wcc {
+        Wcc::new(Some(before), self.post(i))
+    }
+
+    fn open(&self, i: &InodeRef<'_>, flags: i32) -> Result<OpenFh<'_>, FsError> {
+        let m = &self.mount;
+        let perm = self.root_perm();
+        let mut fh = std::ptr::null_mut();
+        // SAFETY: a live inode, out-pointer to a local.
+        let r = m.call(CallKind::Open, || unsafe {
+            (m.lib.ceph_ll_open)(m.cmount, i.ptr, flags, &mut fh, perm.ptr)
+        });
+        if r < 0 {
+            return Err(err(r));
+        }
+        Ok(OpenFh { fs: self, ptr: fh })
+    }
+
+    fn lookup_child(
+        &self,
+        dir: &InodeRef<'_>,
+        name: &CString,
+        perm: &Perm<'_>,
+    ) -> Result<InodeRef<'_>, FsError> {
+        let m = &self.mount;
+        let mut out = std::ptr::null_mut();
+        let mut st = Statx::default();
+        // SAFETY: live inode and perm, NUL-terminated name, out-pointers to locals.
+        let r = m.call(CallKind::Lookup, || unsafe {
+            (m.lib.ceph_ll_lookup)(
+                m.cmount,
+                dir.ptr,
+                name.as_ptr(),
+                &mut out,
+                &mut st,
+                ffi::STATX_WANT,
+                ffi::AT_SYMLINK_NOFOLLOW,
+                perm.ptr,
+            )
+        });
+        if r < 0 {
+            return Err(err(r));
+        }
+        Ok(self.adopt(out, st, dir.vino.snapid))
+    }
+
+    /// A directory about to change: resolved, checked, with its before attributes.
+    fn modify_dir(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+    ) -> Result<(InodeRef<'_>, WccAttr), (FsError, Wcc)> {
+        let d = self.resolve(dir).map_err(|e| (e, Wcc::default()))?;
+        let pre = WccAttr::of(&self.attr(&d.st));
+        let fail = |e| (e, Wcc::new(Some(pre), Some(self.attr(&d.st))));
+        if caller.read_only {
+            return Err(fail(FsError::RoFs));
+        }
+        if ftype(u32::from(d.st.stx_mode)) != FileType::Directory {
+            return Err(fail(FsError::NotDir));
+        }
+        Ok((d, pre))
+    }
+
+    /// The common part of MKDIR, SYMLINK and MKNOD: `make` creates `name` in the directory
+    /// and returns the new inode's reference and attributes.
+    fn make(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        sattr: &SetAttr,
+        make: impl FnOnce(&InodeRef<'_>, &CString, &Perm<'_>) -> Result<(*mut Inode, Statx), FsError>,
+    ) -> Res<CreateOk, Wcc> {
+        let (d, pre) = self.modify_dir(caller, dir)?;
+        let fail = |e| (e, self.wcc_after(pre, &d));
+        let name = new_name(name).map_err(fail)?;
+        let perm = self.perm(caller);
+        let (ptr, st) = make(&d, &name, &perm).map_err(fail)?;
+        let obj = self.adopt(ptr, st, d.vino.snapid);
+        let rest = SetAttr {
+            mode: None,
+            ..*sattr
+        };
+        self.apply_sattr(&obj, &rest, &perm).map_err(fail)?;
+        let attr = self.post(&obj).unwrap_or_else(|| self.attr(&obj.st));
+        Ok(CreateOk {
+            fh: self.handle(obj.vino),
+            attr,
+            dir_wcc: self.wcc_after(pre, &d),
+        })
+    }
+
+    /// SETATTR's changes in LocalFs's order: size, owner, mode, times.
+    fn apply_sattr(&self, i: &InodeRef<'_>, s: &SetAttr, perm: &Perm<'_>) -> Result<(), FsError> {
+        let mut steps: Vec<(i32, Statx)> = Vec::new();
+        if let Some(size) = s.size {
+            steps.push((
+                ffi::SETATTR_SIZE,
+                Statx {
+                    stx_size: size,
+                    ..Statx::default()
+                },
+            ));
+        }
+        let mut own = (0, Statx::default());
+        if let Some(uid) = s.uid {
+            own.0 |= ffi::SETATTR_UID;
+            own.1.stx_uid = uid;
+        }
+        if let Some(gid) = s.gid {
+            own.0 |= ffi::SETATTR_GID;
+            own.1.stx_gid = gid;
+        }
+        if own.0 != 0 {
+            steps.push(own);
+        }
+        if let Some(mode) = s.mode {
+            steps.push((
+                ffi::SETATTR_MODE,
+                Statx {
+                    stx_mode: (mode & 0o7777) as u16,
+                    ..Statx::default()
+                },
+            ));
+        }
+        let mut times = (0, Statx::default());
+        let ts = |t: Time| ffi::Timespec {
+            tv_sec: t.seconds,
+            tv_nsec: i64::from(t.nseconds),
+        };
+        match s.atime {
+            SetTime::DontChange => {}
+            SetTime::ServerTime => times.0 |= ffi::SETATTR_ATIME | ffi::SETATTR_ATIME_NOW,
+            SetTime::ClientTime(t) => {
+                times.0 |= ffi::SETATTR_ATIME;
+                times.1.stx_atime = ts(t);
+            }
+        }
+        match s.mtime {
+            SetTime::DontChange => {}
+            SetTime::ServerTime => times.0 |= ffi::SETATTR_MTIME | ffi::SETATTR_MTIME_NOW,
+            SetTime::ClientTime(t) => {
+                times.0 |= ffi::SETATTR_MTIME;
+                times.1.stx_mtime = ts(t);
+            }
+        }
+        if times.0 != 0 {
+            steps.push(times);
+        }
+        let m = &self.mount;
+        for (mask, mut st) in steps {
+            // SAFETY: live inode and perm, a statx carrying the masked fields.
+            let r = m.call(CallKind::Setattr, || unsafe {
+                (m.lib.ceph_ll_setattr)(m.cmount, i.ptr, &mut st, mask, perm.ptr)
+            });
+            if r < 0 {
+                return Err(err(r));
+            }
+        }
+        Ok(())
+    }
+
+    fn unlink(&self, caller: &Caller, dir: &FileHandle, name: &[u8], rmdir: bool) -> Res<Wcc, Wcc> {
+        let (d, pre) = self.modify_dir(caller, dir)?;
+        let fail = |e| (e, self.wcc_after(pre, &d));
+        if name == b"." || name == b".." {
+            return Err(fail(if rmdir {
+                FsError::Inval
+            } else {
+                FsError::Acces
+            }));
+        }
+        let name = lookup_name(name).map_err(fail)?;
+        let perm = self.perm(caller);
+        let m = &self.mount;
+        if !rmdir {
+            // Linux's unlink(2) of a directory is EISDIR; libcephfs answers EISDIR too, but
+            // check first so the error does not depend on the MDS's order of checks.
+            if let Ok(c) = self.lookup_child(&d, &name, &perm) {
+                if ftype(u32::from(c.st.stx_mode)) == FileType::Directory {
+                    return Err(fail(FsError::IsDir));
+                }
+            }
+        }
+        // SAFETY: live inode and perm, NUL-terminated name.
+        let r = m.call(CallKind::Remove, || unsafe {
+            if rmdir {
+                (m.lib.ceph_ll_rmdir)(m.cmount, d.ptr, name.as_ptr(), perm.ptr)
+            } else {
+                (m.lib.ceph_ll_unlink)(m.cmount, d.ptr, name.as_ptr(), perm.ptr)
+            }
+        });
+        if r < 0 {
+            return Err(fail(err(r)));
+        }
+        Ok(self.wcc_after(pre, &d))
+    }
+
+    /// Read permission for READ: read or execute bits, or ownership.
+    fn may_read(&self, caller: &Caller, st: &Statx) -> Result<(), FsError> {
+        match ftype(u32::from(st.stx_mode)) {
+            FileType::Regular => {}
+            FileType::Directory => return Err(FsError::IsDir),
+            _ => return Err(FsError::Inval),
+        }
+        if caller.cred.uid != st.stx_uid && !may(st, caller, 0o4) && !may(st, caller, 0o1) {
+            return Err(FsError::Acces);
+        }
+        Ok(())
+    }
+
+    /// Write permission for WRITE and COMMIT: the write bit or ownership, on a writable export.
+    fn may_write(&self, caller: &Caller, st: &Statx) -> Result<(), FsError> {
+        if caller.read_only {
+            return Err(FsError::RoFs);
+        }
+        match ftype(u32::from(st.stx_mode)) {
+            FileType::Regular => {}
+            FileType::Directory => return Err(FsError::IsDir),
+            _ => return Err(FsError::Inval),
+        }
+        if caller.cred.uid != st.stx_uid && !may(st, caller, 0o2) {
+            return Err(FsError::Acces);
+        }
+        Ok(())
+    }
+
+    fn read_into(&self, f: &OpenFh<'_>, offset: u64, buf: &mut [u8]) -> Result<usize, FsError> {
+        let m = &self.mount;
+        let mut done = 0;
+        while done < buf.len() {
+            let rest = &mut buf[done..];
+            // SAFETY: open file, a buffer of the given length.
+            let r = m.call(CallKind::Read, || unsafe {
+                (m.lib.ceph_ll_read)(
+                    m.cmount,
+                    f.ptr,
+                    (offset + done as u64) as i64,
+                    rest.len() as u64,
+                    rest.as_mut_ptr().cast(),
+                )
+            });
+            if r < 0 {
+                return Err(err(r));
+            }
+            if r == 0 {
+                break;
+            }
+            done += r as usize;
+        }
+        Ok(done)
+    }
+
+    fn write_all(&self, f: &OpenFh<'_>, offset: u64, data: &[u8]) -> Result<(), FsError> {
+        let m = &self.mount;
+        let mut done = 0;
+        while done < data.len() {
+            let rest = &data[done..];
+            // SAFETY: open file, a buffer of the given length.
+            let r = m.call(CallKind::Write, || unsafe {
+                (m.lib.ceph_ll_write)(
+                    m.cmount,
+                    f.ptr,
+                    (offset + done as u64) as i64,
+                    rest.len() as u64,
+                    rest.as_ptr().cast(),
+                )
+            });
+            if r < 0 {
+                return Err(err(r));
+            }
+            if r == 0 {
+                return Err(FsError::Io);
+            }
+            done += r as usize;
+        }
+        Ok(())
+    }
+
+    fn fsync(&self, f: &OpenFh<'_>, data_only: bool) -> Result<(), FsError> {
+        let m = &self.mount;
+        // SAFETY: open file.
+        let r = m.call(CallKind::Fsync, || unsafe {
+            (m.lib.ceph_ll_fsync)(m.cmount, f.ptr, i32::from(data_only))
+        });
+        if r < 0 {
+            return Err(err(r));
+        }
+        Ok(())
+    }
+
+    fn fallocate(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        mode: i32,
+        offset: u64,
+        len: u64,
+    ) -> Res<Wcc, Wcc> {
+        let i = self.resolve(fh).map_err(|e| (e, Wcc::default()))?;
+        let pre = WccAttr::of(&self.attr(&i.st));
+        let fail = |e| (e, self.wcc_after(pre, &i));
+        self.may_write(caller, &i.st).map_err(fail)?;
+        if offset.checked_add(len).is_none_or(|e| e > i64::MAX as u64) {
+            return Err(fail(FsError::FBig));
+        }
+        let f = self.open(&i, libc::O_WRONLY).map_err(fail)?;
+        if mode == 0 {
+            // ALLOCATE: Ceph reserves nothing; only a range past the end changes the file.
+            let end = offset + len;
+            if end > i.st.stx_size {
+                let s = SetAttr {
+                    size: Some(end),
+                    ..SetAttr::default()
+                };
+                self.apply_sattr(&i, &s, &self.root_perm()).map_err(fail)?;
+            }
+        } else {
+            let m = &self.mount;
+            // SAFETY: open file.
+            let r = m.call(CallKind::Write, || unsafe {
+                (m.lib.ceph_ll_fallocate)(m.cmount, f.ptr, mode, offset as i64, len as i64)
+            });
+            if r < 0 {
+                return Err(fail(err(r)));
+            }
+        }
+        drop(f);
+        Ok(self.wcc_after(pre, &i))
+    }
+
+    /// Byte-range lock on `fh` through Ceph (`ceph_ll_setlk`), so other Ceph clients see it:
+    /// `lock_type` is `F_RDLCK`, `F_WRLCK` or `F_UNLCK`; `len` 0 is to the end of the file;
+    /// `owner` tells lock owners apart. A conflict is [`FsError::Delay`] (EAGAIN). The lock
+    /// belongs to the open file returned, and goes with it when it is dropped.
+    pub fn set_lock(
+        &self,
+        fh: &FileHandle,
+        lock_type: i16,
+        offset: u64,
+        len: u64,
+        owner: u64,
+    ) -> Result<CephLock, FsError> {
+        let i = self.resolve(fh)?;
+        let flags = if lock_type == libc::F_WRLCK as i16 {
+            libc::O_RDWR
+        } else {
+            libc::O_RDONLY
+        };
+        let f = self.open(&i, flags)?;
+        self.setlk(f.ptr, lock_type, offset, len, owner)?;
+        let ptr = f.ptr;
+        std::mem::forget(f);
+        Ok(CephLock {
+            mount: self.mount.clone(),
+            fh: ptr,
+            owner,
+        })
+    }
+
+    fn setlk(
+        &self,
+        f: *mut Fh,
+        lock_type: i16,
+        offset: u64,
+        len: u64,
+        owner: u64,
+    ) -> Result<(), FsError> {
+        let m = &self.mount;
+        // SAFETY: zeroed is a valid flock.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = lock_type;
+        fl.l_whence = libc::SEEK_SET as i16;
+        fl.l_start = offset as i64;
+        fl.l_len = len as i64;
+        // SAFETY: open file, a flock on the stack; sleep = 0 (never blocks).
+        let r = m.call(CallKind::Lock, || unsafe {
+            (m.lib.ceph_ll_setlk)(m.cmount, f, &mut fl, owner, 0)
+        });
+        if r < 0 {
+            return Err(err(r));
+        }
+        Ok(())
+    }
+}
+
+/// A byte-range lock held in Ceph (see [`CephFs::set_lock`]); released when dropped.
+pub struct CephLock {
+    mount: Arc<CephMount>,
+    fh: *mut Fh,
+    owner: u64,
+}
+
+// SAFETY: the open file is used only through the mount, whose calls are thread-safe.
+unsafe impl Send for CephLock {}
+unsafe impl Sync for CephLock {}
+
+impl Drop for CephLock {
+    fn drop(&mut self) {
+        let m = &self.mount;
+        // SAFETY: zeroed is a valid flock; an open file we own, unlocked then closed once.
+        unsafe {
+            let mut fl: libc::flock = std::mem::zeroed();
+            fl.l_type = libc::F_UNLCK as i16;
+            fl.l_whence = libc::SEEK_SET as i16;
+            m.call(CallKind::Lock, || {
+                (m.lib.ceph_ll_setlk)(m.cmount, self.fh, &mut fl, self.owner, 0)
+            });
+            m.call(CallKind::Open, || (m.lib.ceph_ll_close)(m.cmount, self.fh));
+        }
+    }
+}
+
+impl Drop for CephFs {
+    fn drop(&mut self) {
+        self.mount.put(self.root);
+    }
+}
+
+impl FileSystem for CephFs {
+    fn root_handle(&self) -> FileHandle {
+        self.root_fh.clone()
+    }
+    fn export_id(&self) -> ExportId {
+        self.export
+    }
+    fn read_bytes_max(&self) -> u32 {
+        self.config.io_bytes_max
+    }
+    fn change_kind(&self) -> ChangeKind {
+        ChangeKind::Counter
+    }
+    fn write_verifier(&self) -> [u8; 8] {
+        self.verifier.load(Ordering::Relaxed).to_be_bytes()
+    }
+    fn reset_write_verifier(&self) {
+        self.verifier.store(random_u64(), Ordering::Relaxed);
+    }
+
+    fn getattr(&self, fh: &FileHandle) -> Result<Attr, FsError> {
+        let i = self.resolve(fh)?;
+        Ok(self.attr(&i.st))
+    }
+
+    fn setattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        sattr: &SetAttr,
+        guard: Option<Time>,
+    ) -> Res<Wcc, Wcc> {
+        let i = self.resolve(fh).map_err(|e| (e, Wcc::default()))?;
+        let pre = WccAttr::of(&self.attr(&i.st));
+        let fail = |e| (e, self.wcc_after(pre, &i));
+        if guard.is_some_and(|ctime| ctime != pre.ctime) {
+            return Err(fail(FsError::NotSync));
+        }
+        if caller.read_only {
+            return Err(fail(FsError::RoFs));
+        }
+        let kind = ftype(u32::from(i.st.stx_mode));
+        if sattr.size.is_some() {
+            match kind {
+                FileType::Directory => return Err(fail(FsError::IsDir)),
+                FileType::Regular => {}
+                _ => return Err(fail(FsError::Inval)),
+            }
+        }
+        let owner = caller.cred.uid == 0 || caller.cred.uid == i.st.stx_uid;
+        if let Some(size) = sattr.size {
+            // Truncation by the owner needs no write bit (as WRITE), so it is made as root
+            // after the check here; the rest runs as the caller (the MDS checks ownership).
+            if !owner && !may(&i.st, caller, 0o2) {
+                return Err(fail(FsError::Acces));
+            }
+            let s = SetAttr {
+                size: Some(size),
+                ..SetAttr::default()
+            };
+            self.apply_sattr(&i, &s, &self.root_perm()).map_err(fail)?;
+        }
+        let rest = SetAttr {
+            size: None,
+            ..*sattr
+        };
+        self.apply_sattr(&i, &rest, &self.perm(caller))
+            .map_err(fail)?;
+        Ok(self.wcc_after(pre, &i))
+    }
+
+    fn lookup(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> Res<LookupOk, Option<Attr>> {
+        let d = self.resolve(dir).map_err(|e| (e, None))?;
+        let fail = |e| (e, self.post(&d));
+        if ftype(u32::from(d.st.stx_mode)) != FileType::Directory {
+            return Err(fail(FsError::NotDir));
+        }
+        let perm = self.perm(caller);
+        let at_root = d.vino == self.root_vino;
+        if name == b"." || (name == b".." && at_root) {
+            if !may(&d.st, caller, 0o1) {
+                return Err(fail(FsError::Acces));
+            }
+            let attr = self.attr(&d.st);
+            return Ok(LookupOk {
+                fh: self.handle(d.vino),
+                attr,
+                dir_attr: Some(attr),
+            });
+        }
+        let name = lookup_name(name).map_err(fail)?;
+        let c = self.lookup_child(&d, &name, &perm).map_err(fail)?;
+        Ok(LookupOk {
+            fh: self.handle(c.vino),
+            attr: self.attr(&c.st),
+            dir_attr: self.post(&d),
+        })
+    }
+
+    fn access(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        requested: u32,
+    ) -> Res<(u32, Option<Attr>), Option<Attr>> {
+        let i = self.resolve(fh).map_err(|e| (e, None))?;
+        let st = &i.st;
+        let dir = ftype(u32::from(st.stx_mode)) == FileType::Directory;
+        let mut granted = 0;
+        if may(st, caller, 0o4) {
+            granted |= access::READ;
+        }
+        if may(st, caller, 0o1) {
+            granted |= if dir { access::LOOKUP } else { access::EXECUTE };
+        }
+        if !caller.read_only && may(st, caller, 0o2) {
+            granted |= access::MODIFY | access::EXTEND;
+            if dir && may(st, caller, 0o1) {
+                granted |= access::DELETE;
+            }
+        }
+        Ok((granted & requested, Some(self.attr(st))))
+    }
+
+    fn readlink(&self, fh: &FileHandle) -> Res<(Vec<u8>, Option<Attr>), Option<Attr>> {
+        let i = self.resolve(fh).map_err(|e| (e, None))?;
+        let attr = Some(self.attr(&i.st));
+        if ftype(u32::from(i.st.stx_mode)) != FileType::Symlink {
+            return Err((FsError::Inval, attr));
+        }
+        let m = &self.mount;
+        let perm = self.root_perm();
+        let mut buf = vec![0u8; SYMLINK_TARGET_MAX + 1];
+        // SAFETY: live inode and perm, a buffer of the given length.
+        let r = m.call(CallKind::Readlink, || unsafe {
+            (m.lib.ceph_ll_readlink)(
+                m.cmount,
+                i.ptr,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                perm.ptr,
+            )
+        });
+        if r < 0 {
+            return Err((err(r), attr));
+        }
+        buf.truncate(r as usize);
+        Ok((buf, attr))
+    }
+
+    fn read(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        bufs: &mut [&mut [u8]],
+    ) -> Res<ReadOk, Option<Attr>> {
+        let i = self.resolve(fh).map_err(|e| (e, None))?;
+        let fail = |e| (e, Some(self.attr(&i.st)));
+        self.may_read(caller, &i.st).map_err(fail)?;
+        let f = self.open(&i, libc::O_RDONLY).map_err(fail)?;
+        let mut count = 0;
+        let mut pos = offset;
+        for b in bufs.iter_mut() {
+            let n = self.read_into(&f, pos, b).map_err(fail)?;
+            count += n;
+            pos += n as u64;
+            if n < b.len() {
+                break;
+            }
+        }
+        drop(f);
+        let attr = self.post(&i).unwrap_or_else(|| self.attr(&i.st));
+        let eof = offset.saturating_add(count as u64) >= attr.size;
+        Ok(ReadOk { count, eof, attr })
+    }
+
+    fn write(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[Bytes],
+        stable: StableHow,
+    ) -> Res<WriteOk, Wcc> {
+        let i = self.resolve(fh).map_err(|e| (e, Wcc::default()))?;
+        let pre = WccAttr::of(&self.attr(&i.st));
+        let fail = |e| (e, self.wcc_after(pre, &i));
+        self.may_write(caller, &i.st).map_err(fail)?;
+        let total: u64 = data.iter().map(|b| b.len() as u64).sum();
+        if offset
+            .checked_add(total)
+            .is_none_or(|e| e > i64::MAX as u64)
+        {
+            return Err(fail(FsError::FBig));
+        }
+        let f = self.open(&i, libc::O_WRONLY).map_err(fail)?;
+        let mut pos = offset;
+        for b in data {
+            self.write_all(&f, pos, b).map_err(fail)?;
+            pos += b.len() as u64;
+        }
+        if stable != StableHow::Unstable {
+            self.fsync(&f, stable == StableHow::DataSync)
+                .map_err(fail)?;
+        }
+        drop(f);
+        Ok(WriteOk {
+            count: total as usize,
+            committed: stable,
+            wcc: self.wcc_after(pre, &i),
+        })
+    }
+
+    fn commit(&self, caller: &Caller, fh: &FileHandle, _offset: u64, _count: u32) -> Res<Wcc, Wcc> {
+        let i = self.resolve(fh).map_err(|e| (e, Wcc::default()))?;
+        let pre = WccAttr::of(&self.attr(&i.st));
+        let fail = |e| (e, self.wcc_after(pre, &i));
+        self.may_write(caller, &i.st).map_err(fail)?;
+        // libcephfs flushes a file's dirty data as a whole: the range is not narrower.
+        let f = self.open(&i, libc::O_WRONLY).map_err(fail)?;
+        self.fsync(&f, true).map_err(fail)?;
+        drop(f);
+        Ok(self.wcc_after(pre, &i))
+    }
+
+    fn create(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        how: CreateHow,
+    ) -> Res<CreateOk, Wcc> {
+        let (d, pre) = self.modify_dir(caller, dir)?;
+        let fail = |e| (e, self.wcc_after(pre, &d));
+        if name == b"." || name == b".." {
+            return Err(fail(FsError::Exist));
+        }
+        let cname = new_name(name).map_err(fail)?;
+        let (mode, sattr) = match how {
+            CreateHow::Unchecked(s) | CreateHow::Guarded(s) | CreateHow::Exclusive41(_, s) => {
+                (s.mode.unwrap_or(0), Some(s))
+            }
+            CreateHow::Exclusive(_) => (0, None),
+        };
+        let perm = self.perm(caller);
+        let m = &self.mount;
+        let mut out = std::ptr::null_mut();
+        let mut fhp = std::ptr::null_mut();
+        let mut st = Statx::default();
+        let flags = libc::O_CREAT | libc::O_EXCL | libc::O_RDWR;
+        // SAFETY: live inode and perm, NUL-terminated name, out-pointers to locals.
+        let r = m.call(CallKind::Create, || unsafe {
+            (m.lib.ceph_ll_create)(
+                m.cmount,
+                d.ptr,
+                cname.as_ptr(),
+                (mode & 0o7777) | libc::S_IFREG,
+                flags,
+                &mut out,
+                &mut fhp,
+                &mut st,
+                ffi::STATX_WANT,
+                0,
+                perm.ptr,
+            )
+        });
+        let exists = r == -libc::EEXIST;
+        if r < 0 && (!exists || matches!(how, CreateHow::Guarded(_))) {
+            return Err(fail(err(r)));
+        }
+        let obj = if exists {
+            self.lookup_child(&d, &cname, &perm).map_err(fail)?
+        } else {
+            if !fhp.is_null() {
+                drop(OpenFh { fs: self, ptr: fhp });
+            }
+            self.adopt(out, st, d.vino.snapid)
+        };
+        let is_reg = ftype(u32::from(obj.st.stx_mode)) == FileType::Regular;
+        match (how.verifier(), exists) {
+            (Some(verf), false) => {
+                let (mt, at) = exclusive_times(verf);
+                let s = SetAttr {
+                    atime: SetTime::ClientTime(at),
+                    mtime: SetTime::ClientTime(mt),
+                    ..SetAttr::default()
+                };
+                self.apply_sattr(&obj, &s, &perm).map_err(fail)?;
+            }
+            (Some(verf), true) => {
+                let (mt, at) = exclusive_times(verf);
+                let same = is_reg
+                    && obj.st.stx_size == 0
+                    && obj.st.stx_mtime.tv_sec == mt.seconds
+                    && obj.st.stx_atime.tv_sec == at.seconds;
+                if !same {
+                    return Err(fail(FsError::Exist));
+                }
+            }
+            (_, true) if !is_reg => return Err(fail(FsError::Exist)),
+            _ => {}
+        }
+        if let Some(mut s) = sattr {
+            s.mode = None;
+            if exists && how.verifier().is_some() {
+                s = SetAttr::default();
+            } else if exists {
+                // UNCHECKED over an existing file: only the size applies (as knfsd).
+                s = SetAttr {
+                    size: s.size,
+                    ..SetAttr::default()
+                };
+            }
+            if let Some(size) = s.size {
+                if exists {
+                    self.may_write(caller, &obj.st).map_err(fail)?;
+                }
+                let sz = SetAttr {
+                    size: Some(size),
+                    ..SetAttr::default()
+                };
+                self.apply_sattr(&obj, &sz, &self.root_perm())
+                    .map_err(fail)?;
+                s.size = None;
+            }
+            self.apply_sattr(&obj, &s, &perm).map_err(fail)?;
+        }
+        let attr = self.post(&obj).unwrap_or_else(|| self.attr(&obj.st));
+        Ok(CreateOk {
+            fh: self.handle(obj.vino),
+            attr,
+            dir_wcc: self.wcc_after(pre, &d),
+        })
+    }
+
+    fn mkdir(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        sattr: &SetAttr,
+    ) -> Res<CreateOk, Wcc> {
+        let mode = sattr.mode.unwrap_or(0) & 0o7777;
+        self.make(caller, dir, name, sattr, |d, name, perm| {
+            let m = &self.mount;
+            let mut out = std::ptr::null_mut();
+            let mut st = Statx::default();
+            // SAFETY: live inode and perm, NUL-terminated name, out-pointers to locals.
+            let r = m.call(CallKind::Create, || unsafe {
+                (m.lib.ceph_ll_mkdir)(
+                    m.cmount,
+                    d.ptr,
+                    name.as_ptr(),
+                    mode,
+                    &mut out,
+                    &mut st,
+                    ffi::STATX_WANT,
+                    0,
+                    perm.ptr,
+                )
+            });
+            if r < 0 {
+                return Err(err(r));
+            }
+            Ok((out, st))
+        })
+    }
+
+    fn symlink(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        target: &[u8],
+        sattr: &SetAttr,
+    ) -> Res<CreateOk, Wcc> {
+        let target = match CString::new(target) {
+            _ if target.len() > SYMLINK_TARGET_MAX => Err(FsError::NameTooLong),
+            Ok(c) => Ok(c),
+            Err(_) => Err(FsError::Inval),
+        };
+        let sattr = SetAttr {
+            mode: None,
+            size: None,
+            ..*sattr
+        };
+        self.make(caller, dir, name, &sattr, |d, name, perm| {
+            let target = target?;
+            let m = &self.mount;
+            let mut out = std::ptr::null_mut();
+            let mut st = Statx::default();
+            // SAFETY: live inode and perm, NUL-terminated strings, out-pointers to locals.
+            let r = m.call(CallKind::Create, || unsafe {
+                (m.lib.ceph_ll_symlink)(
+                    m.cmount,
+                    d.ptr,
+                    name.as_ptr(),
+                    target.as_ptr(),
+                    &mut out,
+                    &mut st,
+                    ffi::STATX_WANT,
+                    0,
+                    perm.ptr,
+                )
+            });
+            if r < 0 {
+                return Err(err(r));
+            }
+            Ok((out, st))
+        })
+    }
+
+    fn mknod(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        name: &[u8],
+        ftype_: FileType,
+        sattr: &SetAttr,
+        rdev: DeviceId,
+    ) -> Res<CreateOk, Wcc> {
+        let (kind, dev) = match ftype_ {
+            FileType::CharDevice => (libc::S_IFCHR, libc::makedev(rdev.major, rdev.minor)),
+            FileType::BlockDevice => (libc::S_IFBLK, libc::makedev(rdev.major, rdev.minor)),
+            FileType::Socket => (libc::S_IFSOCK, 0),
+            FileType::Fifo => (libc::S_IFIFO, 0),
+            _ => {
+                let wcc = match self.resolve(dir) {
+                    Ok(d) => Wcc::after(Some(self.attr(&d.st))),
+                    Err(_) => Wcc::default(),
+                };
+                return Err((FsError::BadType, wcc));
+            }
+        };
+        if matches!(kind, libc::S_IFCHR | libc::S_IFBLK) && caller.cred.uid != 0 {
+            // Only root makes device nodes (as mknod(2) without CAP_MKNOD).
+            let wcc = match self.resolve(dir) {
+                Ok(d) => Wcc::after(Some(self.attr(&d.st))),
+                Err(_) => Wcc::default(),
+            };
+            return Err((FsError::Perm, wcc));
+        }
+        let mode = kind | (sattr.mode.unwrap_or(0) & 0o7777);
+        self.make(caller, dir, name, sattr, |d, name, perm| {
+            let m = &self.mount;
+            let mut out = std::ptr::null_mut();
+            let mut st = Statx::default();
+            // SAFETY: live inode and perm, NUL-terminated name, out-pointers to locals.
+            let r = m.call(CallKind::Create, || unsafe {
+                (m.lib.ceph_ll_mknod)(
+                    m.cmount,
+                    d.ptr,
+                    name.as_ptr(),
+                    mode,
+                    dev,
+                    &mut out,
+                    &mut st,
+                    ffi::STATX_WANT,
+                    0,
+                    perm.ptr,
+                )
+            });
+            if r < 0 {
+                return Err(err(r));
+            }
+            Ok((out, st))
+        })
+    }
+
+    fn remove(&self, caller: &Caller, dir: &FileHandle, name: &[u8]) -> Res<Wcc, Wcc> {
+        self.unlink(caller, dir, name, false)
+    }
+
+    fn rmdir(&self, caller: &Caller, dir: &FileHandle, name: &[u8]) -> Res<Wcc, Wcc> {
+        self.unlink(caller, dir, name, true)
+    }
+
+    fn rename(
+        &self,
+        caller: &Caller,
+        from_dir: &FileHandle,
+        from_name: &[u8],
+        to_dir: &FileHandle,
+        to_name: &[u8],
+    ) -> Res<RenameWcc, RenameWcc> {
+        if sluice_vfs::export_id_of(to_dir.as_bytes()).is_some_and(|e| e != self.export) {
+            return Err((FsError::Xdev, RenameWcc::default()));
+        }
+        let (fd, fpre) = self.modify_dir(caller, from_dir).map_err(|(e, w)| {
+            (
+                e,
+                RenameWcc {
+                    from_dir: w,
+                    ..Default::default()
+                },
+            )
+        })?;
+        let (td, tpre) = self.modify_dir(caller, to_dir).map_err(|(e, w)| {
+            (
+                e,
+                RenameWcc {
+                    from_dir: self.wcc_after(fpre, &fd),
+                    to_dir: w,
+                },
+            )
+        })?;
+        let wccs = || RenameWcc {
+            from_dir: self.wcc_after(fpre, &fd),
+            to_dir: self.wcc_after(tpre, &td),
+        };
+        let fail = |e| (e, wccs());
+        let dots = |n: &[u8]| n == b"." || n == b"..";
+        if dots(from_name) || dots(to_name) {
+            return Err(fail(FsError::Inval));
+        }
+        let from = lookup_name(from_name).map_err(fail)?;
+        let to = new_name(to_name).map_err(fail)?;
+        let perm = self.perm(caller);
+        // Refuse here what rename(2) refuses for the kinds of the two names. Measured on
+        // libcephfs 16.2: a ceph_ll_rename that fails (a missing source) leaves the target
+        // name marked as being renamed, and the next lookup of that name waits forever
+        // ("rename is on the way, will wait for dn"), so failures must not reach it.
+        let source = self.lookup_child(&fd, &from, &perm).map_err(fail)?;
+        let src_dir = ftype(u32::from(source.st.stx_mode)) == FileType::Directory;
+        match self.lookup_child(&td, &to, &perm) {
+            Ok(target) if target.vino == source.vino => return Ok(wccs()),
+            Ok(target) => {
+                let dst_dir = ftype(u32::from(target.st.stx_mode)) == FileType::Directory;
+                if src_dir && !dst_dir {
+                    return Err(fail(FsError::NotDir));
+                }
+                if !src_dir && dst_dir {
+                    return Err(fail(FsError::IsDir));
+                }
+                if dst_dir && self.has_entries(&target, &perm).map_err(fail)? {
+                    return Err(fail(FsError::NotEmpty));
+                }
+            }
+            Err(FsError::NoEnt) => {}
+            Err(e) => return Err(fail(e)),
+        }
+        drop(source);
+        let m = &self.mount;
+        // SAFETY: live inodes and perm, NUL-terminated names.
+        let r = m.call(CallKind::Rename, || unsafe {
+            (m.lib.ceph_ll_rename)(
+                m.cmount,
+                fd.ptr,
+                from.as_ptr(),
+                td.ptr,
+                to.as_ptr(),
+                perm.ptr,
+            )
+        });
+        if r < 0 {
+            return Err(fail(match -r {
+                // Renaming a directory into itself: EINVAL, as rename(2).
+                libc::EBUSY => FsError::Acces,
+                _ => err(r),
+            }));
+        }
+        Ok(wccs())
+    }
+
+    fn link(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> Res<LinkRes, LinkRes> {
+        if sluice_vfs::export_id_of(dir.as_bytes()).is_some_and(|e| e != self.export) {
+            return Err((FsError::Xdev, LinkRes::default()));
+        }
+        let obj = self.resolve(fh).map_err(|e| (e, LinkRes::default()))?;
+        let (d, pre) = self.modify_dir(caller, dir).map_err(|(e, w)| {
+            (
+                e,
+                LinkRes {
+                    attr: self.post(&obj),
+                    dir_wcc: w,
+                },
+            )
+        })?;
+        let res = || LinkRes {
+            attr: self.post(&obj),
+            dir_wcc: self.wcc_after(pre, &d),
+        };
+        let fail = |e| (e, res());
+        if name == b"." || name == b".." {
+            return Err(fail(FsError::Exist));
+        }
+        if ftype(u32::from(obj.st.stx_mode)) == FileType::Directory {
+            return Err(fail(FsError::IsDir));
+        }
+        let name = new_name(name).map_err(fail)?;
+        let perm = self.perm(caller);
+        let m = &self.mount;
+        // SAFETY: live inodes and perm, NUL-terminated name.
+        let r = m.call(CallKind::Link, || unsafe {
+            (m.lib.ceph_ll_link)(m.cmount, obj.ptr, d.ptr, name.as_ptr(), perm.ptr)
+        });
+        if r < 0 {
+            return Err(fail(err(r)));
+        }
+        Ok(res())
+    }
+
+    fn readdir(
+        &self,
+        caller: &Caller,
+        dir: &FileHandle,
+        cookie: u64,
+        cookieverf: [u8; 8],
+        plus: bool,
+        visit: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> Res<ReaddirOk, Option<Attr>> {
+        let d = self.resolve(dir).map_err(|e| (e, None))?;
+        let fail = |e| (e, Some(self.attr(&d.st)));
+        if ftype(u32::from(d.st.stx_mode)) != FileType::Directory {
+            return Err(fail(FsError::NotDir));
+        }
+        let verf = self.cookie_verifier(d.vino);
+        if cookie != 0 && cookieverf != [0; 8] && cookieverf != verf {
+            return Err(fail(FsError::BadCookie));
+        }
+        let perm = self.perm(caller);
+        let m = &self.mount;
+        let mut dirp = std::ptr::null_mut();
+        // SAFETY: live inode and perm, out-pointer to a local.
+        let r = m.call(CallKind::Readdir, || unsafe {
+            (m.lib.ceph_ll_opendir)(m.cmount, d.ptr, &mut dirp, perm.ptr)
+        });
+        if r < 0 {
+            return Err(fail(err(r)));
+        }
+        struct Dir<'a>(&'a CephMount, *mut ffi::DirResult);
+        impl Drop for Dir<'_> {
+            fn drop(&mut self) {
+                // SAFETY: opened by ceph_ll_opendir, released once.
+                unsafe { (self.0.lib.ceph_ll_releasedir)(self.0.cmount, self.1) };
+            }
+        }
+        let dirh = Dir(m, dirp);
+        if cookie != 0 {
+            // SAFETY: an open directory stream.
+            unsafe { (m.lib.ceph_seekdir)(m.cmount, dirh.1, cookie as i64) };
+        }
+        let at_root = d.vino == self.root_vino;
+        let eof = loop {
+            // SAFETY: zeroed is a valid dirent and statx.
+            let mut de: libc::dirent = unsafe { std::mem::zeroed() };
+            let mut st = Statx::default();
+            let mut out: *mut Inode = std::ptr::null_mut();
+            let want = if plus { ffi::STATX_WANT } else { 0 };
+            // SAFETY: an open directory stream, out-pointers to locals.
+            let r = m.call(CallKind::Readdir, || unsafe {
+                (m.lib.ceph_readdirplus_r)(
+                    m.cmount,
+                    dirh.1,
+                    &mut de,
+                    &mut st,
+                    want,
+                    ffi::AT_SYMLINK_NOFOLLOW,
+                    if plus { &mut out } else { std::ptr::null_mut() },
+                )
+            });
+            if r < 0 {
+                return Err(fail(err(r)));
+            }
+            if r == 0 {
+                break true;
+            }
+            let entry_ref = (!out.is_null()).then(|| self.adopt(out, st, d.vino.snapid));
+            // SAFETY: d_name is NUL-terminated by libcephfs.
+            let name = unsafe { std::ffi::CStr::from_ptr(de.d_name.as_ptr()) }.to_bytes();
+            let dotdot_at_root = at_root && name == b"..";
+            let fileid = if dotdot_at_root { d.vino.ino } else { de.d_ino };
+            let (attr, fh) = match (&entry_ref, plus) {
+                (_, true) if dotdot_at_root || name == b"." => {
+                    (Some(self.attr(&d.st)), Some(self.handle(d.vino)))
+                }
+                (Some(e), true) => (Some(self.attr(&e.st)), Some(self.handle(e.vino))),
+                _ => (None, None),
+            };
+            let entry = DirEntry {
+                fileid,
+                name,
+                cookie: de.d_off as u64,
+                attr,
+                fh,
+            };
+            if !visit(entry) {
+                break false;
+            }
+        };
+        drop(dirh);
+        Ok(ReaddirOk {
+            dir_attr: self.post(&d),
+            cookieverf: verf,
+            eof,
+        })
+    }
+
+    fn fsstat(&self, fh: &FileHandle) -> Res<FsStat, Option<Attr>> {
+        let i = self.resolve(fh).map_err(|e| (e, None))?;
+        let post = Some(self.attr(&i.st));
+        let m = &self.mount;
+        // SAFETY: zeroed is a valid statvfs.
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: live inode, out-pointer to a local.
+        let r = m.call(CallKind::Statfs, || unsafe {
+            (m.lib.ceph_ll_statfs)(m.cmount, i.ptr, &mut s)
+        });
+        if r < 0 {
+            return Err((err(r), post));
+        }
+        let unit = if s.f_frsize > 0 {
+            s.f_frsize
+        } else {
+            s.f_bsize
+        };
+        Ok(FsStat {
+            tbytes: s.f_blocks.saturating_mul(unit),
+            fbytes: s.f_bfree.saturating_mul(unit),
+            abytes: s.f_bavail.saturating_mul(unit),
+            tfiles: s.f_files,
+            ffiles: s.f_ffree,
+            afiles: s.f_ffree,
+            invarsec: 0,
+            attr: post,
+        })
+    }
+
+    fn fsinfo(&self, fh: &FileHandle) -> Res<FsInfo, Option<Attr>> {
+        let i = self.resolve(fh).map_err(|e| (e, None))?;
+        let io = self.config.io_bytes_max;
+        Ok(FsInfo {
+            rtmax: io,
+            rtpref: io,
+            rtmult: 4096,
+            wtmax: io,
+            wtpref: io,
+            wtmult: 4096,
+            dtpref: READDIR_BYTES_PREF_DEFAULT,
+            maxfilesize: i64::MAX as u64,
+            time_delta: Time {
+                seconds: 0,
+                nseconds: 1,
+            },
+            properties: fsprops::LINK
+                | fsprops::SYMLINK
+                | fsprops::HOMOGENEOUS
+                | fsprops::CANSETTIME,
+            attr: Some(self.attr(&i.st)),
+        })
+    }
+
+    fn pathconf(&self, fh: &FileHandle) -> Res<PathConf, Option<Attr>> {
+        let i = self.resolve(fh).map_err(|e| (e, None))?;
+        Ok(PathConf {
+            // The MDS has no small link limit; the POSIX minimum a client may rely on is not
+            // the right answer either, so say what ext4 says.
+            linkmax: 65000,
+            name_max: NAME_MAX as u32,
+            no_trunc: true,
+            chown_restricted: true,
+            case_insensitive: false,
+            case_preserving: true,
+            attr: Some(self.attr(&i.st)),
+        })
+    }
+
+    /// CephFS keeps no hole map a client can ask for: every byte before the end is data.
+    fn seek(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        offset: u64,
+        what: SeekWhat,
+    ) -> Res<SeekOk, Option<Attr>> {
+        let i = self.resolve(fh).map_err(|e| (e, None))?;
+        let attr = self.attr(&i.st);
+        self.may_read(caller, &i.st).map_err(|e| (e, Some(attr)))?;
+        if offset >= attr.size {
+            return Err((FsError::Nxio, Some(attr)));
+        }
+        Ok(match what {
+            SeekWhat::Data => SeekOk { offset, eof: false },
+            SeekWhat::Hole => SeekOk {
+                offset: attr.size,
+                eof: true,
+            },
+        })
+    }
+
+    /// CephFS does not reserve space; ALLOCATE extends the size (the range reads as zeros).
+    fn allocate(&self, caller: &Caller, fh: &FileHandle, offset: u64, len: u64) -> Res<Wcc, Wcc> {
+        self.fallocate(caller, fh, 0, offset, len)
+    }
+
+    fn deallocate(&self, caller: &Caller, fh: &FileHandle, offset: u64, len: u64) -> Res<Wcc, Wcc> {
+        self.fallocate(
+            caller,
+            fh,
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            offset,
+            len,
+        )
+    }
+
+    /// A copy through this client (READ and WRITE in chunks): libcephfs 16 has no
+    /// server-side copy in its low-level API.
+    fn copy_range(
+        &self,
+        caller: &Caller,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        count: u64,
+    ) -> Res<CopyOk, Wcc> {
+        let d = self.resolve(dst).map_err(|e| (e, Wcc::default()))?;
+        let pre = WccAttr::of(&self.attr(&d.st));
+        let fail = |e| (e, self.wcc_after(pre, &d));
+        let s = self.resolve(src).map_err(fail)?;
+        self.may_write(caller, &d.st).map_err(fail)?;
+        self.may_read(caller, &s.st).map_err(fail)?;
+        let Some(left) = s.st.stx_size.checked_sub(src_offset) else {
+            return Err(fail(FsError::Inval));
+        };
+        let want = match count {
+            0 => left,
+            n => n.min(left),
+        }
+        .min(COPY_BYTES_MAX);
+        if s.vino == d.vino && src_offset < dst_offset + want && dst_offset < src_offset + want {
+            return Err(fail(FsError::Inval));
+        }
+        if dst_offset
+            .checked_add(want)
+            .is_none_or(|e| e > i64::MAX as u64)
+        {
+            return Err(fail(FsError::FBig));
+        }
+        let sf = self.open(&s, libc::O_RDONLY).map_err(fail)?;
+        let df = self.open(&d, libc::O_WRONLY).map_err(fail)?;
+        let mut buf = vec![0u8; COPY_CHUNK_BYTES.min(want as usize)];
+        let mut done = 0u64;
+        while done < want {
+            let n = ((want - done) as usize).min(buf.len());
+            let got = self
+                .read_into(&sf, src_offset + done, &mut buf[..n])
+                .map_err(fail)?;
+            if got == 0 {
+                break;
+            }
+            self.write_all(&df, dst_offset + done, &buf[..got])
+                .map_err(fail)?;
+            done += got as u64;
+        }
+        drop((sf, df));
+        Ok(CopyOk {
+            count: done,
+            wcc: self.wcc_after(pre, &d),
+        })
+    }
+}
+
+impl CephFs {
+    /// Whether a directory has entries besides `.` and `..`.
+    fn has_entries(&self, d: &InodeRef<'_>, perm: &Perm<'_>) -> Result<bool, FsError> {
+        let m = &self.mount;
+        let mut dirp = std::ptr::null_mut();
+        // SAFETY: live inode and perm, out-pointer to a local.
+        let r = m.call(CallKind::Readdir, || unsafe {
+            (m.lib.ceph_ll_opendir)(m.cmount, d.ptr, &mut dirp, perm.ptr)
+        });
+        if r < 0 {
+            return Err(err(r));
+        }
+        let mut found = false;
+        loop {
+            // SAFETY: zeroed is a valid dirent and statx.
+            let mut de: libc::dirent = unsafe { std::mem::zeroed() };
+            let mut st = Statx::default();
+            // SAFETY: an open directory stream, out-pointers to locals, no inode wanted.
+            let r = m.call(CallKind::Readdir, || unsafe {
+                (m.lib.ceph_readdirplus_r)(
+                    m.cmount,
+                    dirp,
+                    &mut de,
+                    &mut st,
+                    0,
+                    ffi::AT_SYMLINK_NOFOLLOW,
+                    std::ptr::null_mut(),
+                )
+            });
+            if r <= 0 {
+                break;
+            }
+            // SAFETY: d_name is NUL-terminated by libcephfs.
+            let name = unsafe { std::ffi::CStr::from_ptr(de.d_name.as_ptr()) }.to_bytes();
+            if name != b"." && name != b".." {
+                found = true;
+                break;
+            }
+        }
+        // SAFETY: opened above, released once.
+        unsafe { (m.lib.ceph_ll_releasedir)(m.cmount, dirp) };
+        Ok(found)
+    }
+
+    fn cookie_verifier(&self, vino: Vino) -> [u8; 8] {
+        let mut m = self.mac.clone();
+        m.update(b"cookie verifier");
+        m.update(&vino.ino.to_be_bytes());
+        m.update(&vino.snapid.to_be_bytes());
+        m.finalize().into_bytes()[..8].try_into().expect("8 bytes")
+    }
+}
+
+fn ftype(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFBLK => FileType::BlockDevice,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFIFO => FileType::Fifo,
+        _ => FileType::Regular,
+    }
+}
+
+/// Whether the mode bits give the caller `want` (rwx as 4/2/1). Root may do anything except
+/// execute a file with no execute bit.
+fn may(st: &Statx, caller: &Caller, want: u32) -> bool {
+    let c = &caller.cred;
+    let mode = u32::from(st.stx_mode);
+    if c.uid == 0 {
+        return want & 1 == 0 || ftype(mode) == FileType::Directory || mode & 0o111 != 0;
+    }
+    let bits = if st.stx_uid == c.uid {
+        mode >> 6
+    } else if c.in_group(st.stx_gid) {
+        mode >> 3
+    } else {
+        mode
+    } & 7;
+    bits & want == want
+}
+
+/// A name to look up or remove: no `/`, no NUL, not empty, at most NAME_MAX bytes.
+fn lookup_name(name: &[u8]) -> Result<CString, FsError> {
+    if name.len() > NAME_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    if name.is_empty() || name.contains(&b'/') {
+        return Err(FsError::Acces);
+    }
+    CString::new(name).map_err(|_| FsError::Acces)
+}
+
+/// A name to create: as [`lookup_name`], and not `.` or `..` (they exist).
+fn new_name(name: &[u8]) -> Result<CString, FsError> {
+    if name == b"." || name == b".." {
+        return Err(FsError::Exist);
+    }
+    lookup_name(name)
+}
+
+/// The times an EXCLUSIVE create stores its verifier in, as LocalFs and knfsd: mtime seconds
+/// from the first 4 bytes, atime seconds from the last 4, high bits cleared.
+fn exclusive_times(verf: [u8; 8]) -> (Time, Time) {
+    let a = i64::from(u32::from_be_bytes(verf[..4].try_into().expect("4")) & 0x7fff_ffff);
+    let b = i64::from(u32::from_be_bytes(verf[4..].try_into().expect("4")) & 0x7fff_ffff);
+    (
+        Time {
+            seconds: a,
+            nseconds: 0,
+        },
+        Time {
+            seconds: b,
+            nseconds: 0,
+        },
+    )
+}
+
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: a buffer of 8 bytes.
+    let r = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, 0) };
+    if r != 8 {
+        // Not secret, only different per start: the time will do.
+        return std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+    }
+    u64::from_be_bytes(b)
+}

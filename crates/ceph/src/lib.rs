@@ -1,0 +1,22 @@
+//! The CephFS backend: sluice serving a directory of a Ceph file system, so that several sluice
+//! heads can serve one file system (scale-out runs on Ceph's distributed engine, not ours).
+//!
+//! Foreign code stays here, out of `sluice_vfs`: the version-neutral layer knows only its
+//! [`FileSystem`](sluice_vfs::FileSystem) trait, which [`CephFs`] implements.
+//!
+//! # Modules
+//! * `ffi`: the libcephfs calls used, as a table of function pointers filled by `dlopen` when
+//!   the first Ceph export is configured (a binary without Ceph installed runs as before).
+//! * `mount`: [`CephMount`], one libcephfs session: bounded mount time, reclaim after a
+//!   restart, the MDS's cache callbacks, and per-call counts and latency ([`CephStats`]).
+//! * `cephfs`: [`CephFs`], the trait over `ceph_ll_*`: handles from (ino, snapid) with a MAC,
+//!   attributes from `ceph_statx` with Ceph's change counter, and byte-range locks taken in
+//!   Ceph ([`CephFs::set_lock`], which other Ceph clients see; the NFSv4 LOCK handlers do not
+//!   call it yet, and no delegation is backed by Ceph yet).
+
+mod cephfs;
+pub mod ffi;
+mod mount;
+
+pub use cephfs::{CephFs, CephFsConfig, CephLock};
+pub use mount::{CallKind, CephConfig, CephError, CephMount, CephStats, MOUNT_TIMEOUT_DEFAULT};

@@ -1,0 +1,490 @@
+//! [`CephMount`]: one libcephfs client session, mounted on a directory of a Ceph file system,
+//! with the calls sluice makes counted and timed, and the cache callbacks registered.
+//!
+//! # Bounded start
+//! A monitor that does not answer must not hang `sluice serve`. libcephfs waits
+//! `client_mount_timeout` for the monitors and the MDS map, 300 s by default; we set it to
+//! [`CephConfig::mount_timeout`] (10 s by default) and also give up on the whole mount after
+//! that time plus a margin, in a thread of its own, so even a call that ignores the option
+//! returns an error naming the monitors that were tried. (The abandoned thread and its client
+//! are leaked: a failed start ends the process anyway.)
+//!
+//! # Restart and reclaim (RFC 8881 §8.4.2, on Ceph)
+//! A gateway that restarts must get back the caps and locks its previous instance held, or
+//! the MDS keeps them until that session times out (a minute or more) and every NFS client's
+//! reclaim conflicts with them. libcephfs has the calls for this: the session is tagged with a
+//! stable uuid (`ceph_set_uuid`, one per node and export: [`CephConfig::uuid`]), and before
+//! mounting, `ceph_start_reclaim(uuid)` + `ceph_finish_reclaim` ask the MDS to drop whatever
+//! an earlier session with the same uuid still holds. The MDS answers ENOENT when there is
+//! nothing to reclaim (a first start), which is not an error.
+//!
+//! # Callbacks
+//! libcephfs tells its user when the MDS revoked cached data or metadata of an inode
+//! (`ino_cb`, `dentry_cb`) and when it wants inode references back under cache pressure
+//! (`ino_release_cb`). sluice keeps no attributes or data of its own beyond one request, and
+//! holds an inode reference only during a call (and the export root's for the mount's
+//! lifetime), so there is nothing to drop: the callbacks count what the MDS asked (shown in
+//! [`CephStats`]) and every next request goes through libcephfs, whose caps are then gone.
+
+use crate::ffi::{self, CallbackArgs, Inode, Lib, MountInfo, Vino};
+use std::ffi::{CStr, CString};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Default for [`CephConfig::mount_timeout`]: long enough for a healthy cluster (a one-node test
+/// cluster mounts in well under a second), short enough that a wrong address fails a start
+/// quickly.
+pub const MOUNT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
+
+/// How to reach a Ceph file system and which directory of it to mount.
+#[derive(Debug, Clone)]
+pub struct CephConfig {
+    /// The cluster's ceph.conf (monitor addresses, authentication).
+    pub conf: PathBuf,
+    /// The file system's name (`ceph fs ls`); `None`: the cluster's default.
+    pub fs_name: Option<String>,
+    /// The client id to authenticate as (`client.<id>`); `None`: libcephfs's default, `admin`.
+    pub client_id: Option<String>,
+    /// The directory inside the Ceph file system to mount ("/" for the whole file system).
+    pub path: String,
+    /// Give up mounting after this long. Default [`MOUNT_TIMEOUT_DEFAULT`].
+    pub mount_timeout: Duration,
+    /// The session's stable identity for reclaim after a restart (see the module notes); `None`:
+    /// no reclaim (each start is a new client to the MDS).
+    pub uuid: Option<String>,
+}
+
+impl CephConfig {
+    pub fn new(conf: impl Into<PathBuf>, path: impl Into<String>) -> CephConfig {
+        CephConfig {
+            conf: conf.into(),
+            fs_name: None,
+            client_id: None,
+            path: path.into(),
+            mount_timeout: MOUNT_TIMEOUT_DEFAULT,
+            uuid: None,
+        }
+    }
+}
+
+/// Why a Ceph export cannot be served.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CephError {
+    /// libcephfs could not be loaded (the message names the package to install).
+    #[error("{0}")]
+    Library(String),
+    #[error("ceph: {what} failed: {}", errno_text(*errno))]
+    Call { what: String, errno: i32 },
+    /// The mount failed or timed out; the text names the monitors tried and the configuration.
+    #[error("{0}")]
+    Mount(String),
+}
+
+fn errno_text(errno: i32) -> String {
+    format!(
+        "{} (errno {errno})",
+        std::io::Error::from_raw_os_error(errno)
+    )
+}
+
+/// One counted kind of libcephfs call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    Lookup,
+    Getattr,
+    Setattr,
+    Open,
+    Read,
+    Write,
+    Fsync,
+    Create,
+    Remove,
+    Rename,
+    Link,
+    Readdir,
+    Readlink,
+    Statfs,
+    Lock,
+    Other,
+}
+
+impl CallKind {
+    pub const ALL: [CallKind; 16] = [
+        CallKind::Lookup,
+        CallKind::Getattr,
+        CallKind::Setattr,
+        CallKind::Open,
+        CallKind::Read,
+        CallKind::Write,
+        CallKind::Fsync,
+        CallKind::Create,
+        CallKind::Remove,
+        CallKind::Rename,
+        CallKind::Link,
+        CallKind::Readdir,
+        CallKind::Readlink,
+        CallKind::Statfs,
+        CallKind::Lock,
+        CallKind::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CallKind::Lookup => "lookup",
+            CallKind::Getattr => "getattr",
+            CallKind::Setattr => "setattr",
+            CallKind::Open => "open",
+            CallKind::Read => "read",
+            CallKind::Write => "write",
+            CallKind::Fsync => "fsync",
+            CallKind::Create => "create",
+            CallKind::Remove => "remove",
+            CallKind::Rename => "rename",
+            CallKind::Link => "link",
+            CallKind::Readdir => "readdir",
+            CallKind::Readlink => "readlink",
+            CallKind::Statfs => "statfs",
+            CallKind::Lock => "lock",
+            CallKind::Other => "other",
+        }
+    }
+}
+
+/// Calls made and the time spent in them, per kind, and the MDS's requests through the
+/// callbacks, since the mount.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CephStats {
+    /// (kind, calls, total time in libcephfs in nanoseconds), in [`CallKind::ALL`] order.
+    pub calls: Vec<(CallKind, u64, u64)>,
+    /// Inode data/metadata invalidations from the MDS (`ino_cb`).
+    pub invalidations: u64,
+    /// Directory entry invalidations (`dentry_cb`).
+    pub dentry_invalidations: u64,
+    /// Requests to release inode references under cache pressure (`ino_release_cb`).
+    pub release_requests: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    calls: [AtomicU64; CallKind::ALL.len()],
+    nanos: [AtomicU64; CallKind::ALL.len()],
+    invalidations: AtomicU64,
+    dentry_invalidations: AtomicU64,
+    release_requests: AtomicU64,
+}
+
+/// A mounted libcephfs client. Unmounted and released on drop.
+pub struct CephMount {
+    pub(crate) lib: &'static Lib,
+    pub(crate) cmount: *mut MountInfo,
+    counters: Arc<Counters>,
+    /// Kept alive for libcephfs's callbacks (its `handle` points at it).
+    _callbacks: Box<(CallbackArgs, Arc<Counters>)>,
+    mons: String,
+    fs_name: String,
+}
+
+// SAFETY: a libcephfs mount may be used from many threads at once (the client serializes
+// internally); the raw pointer is only freed in Drop.
+unsafe impl Send for CephMount {}
+unsafe impl Sync for CephMount {}
+
+struct SendPtr<T>(*mut T);
+// SAFETY: moved once to the mounting thread and back; used by one thread at a time.
+unsafe impl<T> Send for SendPtr<T> {}
+
+impl CephMount {
+    /// Loads libcephfs, reads the configuration and mounts `config.path`, within
+    /// `config.mount_timeout`.
+    pub fn mount(config: &CephConfig) -> Result<CephMount, CephError> {
+        let lib = Lib::load().map_err(CephError::Library)?;
+        let id = config.client_id.as_deref().map(cstring).transpose()?;
+        let mut cmount: *mut MountInfo = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; the id is NUL-terminated or NULL.
+        let r = unsafe {
+            (lib.ceph_create)(
+                &mut cmount,
+                id.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+            )
+        };
+        check("ceph_create", r)?;
+        let fail_release = |e: CephError, cmount: *mut MountInfo| {
+            // SAFETY: created above, not mounted.
+            unsafe { (lib.ceph_release)(cmount) };
+            e
+        };
+        let conf = cstring(&config.conf.to_string_lossy())?;
+        // SAFETY: live handle, NUL-terminated path.
+        let r = unsafe { (lib.ceph_conf_read_file)(cmount, conf.as_ptr()) };
+        if let Err(e) = check(&format!("reading {}", config.conf.display()), r) {
+            return Err(fail_release(e, cmount));
+        }
+        let secs = config.mount_timeout.as_secs().max(1).to_string();
+        for (k, v) in [
+            ("client_mount_timeout", secs.as_str()),
+            // Monitor commands and OSD operations must fail too rather than wait forever.
+            ("rados_mon_op_timeout", secs.as_str()),
+        ] {
+            let (k, v) = (cstring(k)?, cstring(v)?);
+            // SAFETY: live handle, NUL-terminated strings.
+            unsafe { (lib.ceph_conf_set)(cmount, k.as_ptr(), v.as_ptr()) };
+        }
+        let mons = conf_get(lib, cmount, "mon_host").unwrap_or_else(|| "(none)".into());
+        let fs_name = config.fs_name.clone().unwrap_or_else(|| "(default)".into());
+        let counters = Arc::new(Counters::default());
+        let mut callbacks = Box::new((
+            CallbackArgs {
+                handle: std::ptr::null_mut(),
+                ino_cb: Some(on_ino_invalidate),
+                dentry_cb: Some(on_dentry_invalidate),
+                switch_intr_cb: None,
+                remount_cb: None,
+                umask_cb: None,
+                ino_release_cb: Some(on_ino_release),
+            },
+            counters.clone(),
+        ));
+        callbacks.0.handle = Arc::as_ptr(&callbacks.1) as *mut libc::c_void;
+
+        let mount_err = |why: String| {
+            CephError::Mount(format!(
+                "ceph: could not mount {} of file system {fs_name} within {:?}: monitors {mons} \
+                 (from {}): {why}",
+                config.path,
+                config.mount_timeout,
+                config.conf.display()
+            ))
+        };
+        // Everything that talks to the cluster runs in a thread we can stop waiting for.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let job = {
+            let cm = SendPtr(cmount);
+            let fs = config.fs_name.clone();
+            let path = config.path.clone();
+            let uuid = config.uuid.clone();
+            let cb = SendPtr(&mut callbacks.0 as *mut CallbackArgs);
+            move || {
+                let cm = cm;
+                let cb = cb;
+                let r = mount_steps(lib, cm.0, fs, path, uuid, cb.0);
+                let _ = tx.send((r, cm));
+            }
+        };
+        std::thread::Builder::new()
+            .name("ceph-mount".into())
+            .spawn(job)
+            .map_err(|e| mount_err(format!("cannot start a thread: {e}")))?;
+        let margin = Duration::from_secs(5);
+        match rx.recv_timeout(config.mount_timeout + margin) {
+            Ok((Ok(()), _)) => {}
+            Ok((Err(e), cm)) => {
+                // SAFETY: not mounted (mount_steps failed); released once.
+                unsafe { (lib.ceph_release)(cm.0) };
+                return Err(mount_err(e));
+            }
+            Err(_) => {
+                // The client is left to its thread (see the module notes).
+                std::mem::forget(callbacks);
+                return Err(mount_err("no answer".into()));
+            }
+        }
+        Ok(CephMount {
+            lib,
+            cmount,
+            counters,
+            _callbacks: callbacks,
+            mons,
+            fs_name,
+        })
+    }
+
+    /// The monitor addresses from the configuration, for the start-up banner.
+    pub fn monitors(&self) -> &str {
+        &self.mons
+    }
+
+    /// The file system's name as configured ("(default)" when none was).
+    pub fn fs_name(&self) -> &str {
+        &self.fs_name
+    }
+
+    /// libcephfs's version.
+    pub fn library_version(&self) -> String {
+        self.lib.version()
+    }
+
+    pub fn stats(&self) -> CephStats {
+        let c = &self.counters;
+        CephStats {
+            calls: CallKind::ALL
+                .iter()
+                .enumerate()
+                .map(|(i, k)| {
+                    (
+                        *k,
+                        c.calls[i].load(Ordering::Relaxed),
+                        c.nanos[i].load(Ordering::Relaxed),
+                    )
+                })
+                .collect(),
+            invalidations: c.invalidations.load(Ordering::Relaxed),
+            dentry_invalidations: c.dentry_invalidations.load(Ordering::Relaxed),
+            release_requests: c.release_requests.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Runs one libcephfs call, counting it and its time under `kind`.
+    pub(crate) fn call<T>(&self, kind: CallKind, f: impl FnOnce() -> T) -> T {
+        let t0 = Instant::now();
+        let r = f();
+        let i = CallKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+        self.counters.calls[i].fetch_add(1, Ordering::Relaxed);
+        let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.counters.nanos[i].fetch_add(ns, Ordering::Relaxed);
+        r
+    }
+
+    /// Releases an inode reference taken by a lookup or create.
+    pub(crate) fn put(&self, inode: *mut Inode) {
+        if !inode.is_null() {
+            // SAFETY: a reference we own, released once.
+            unsafe { (self.lib.ceph_ll_put)(self.cmount, inode) };
+        }
+    }
+}
+
+impl Drop for CephMount {
+    fn drop(&mut self) {
+        // SAFETY: mounted by `mount`, released once.
+        unsafe {
+            (self.lib.ceph_unmount)(self.cmount);
+            (self.lib.ceph_release)(self.cmount);
+        }
+    }
+}
+
+/// The steps that talk to the cluster, in the mounting thread. Errors are short texts for
+/// [`CephError::Mount`].
+fn mount_steps(
+    lib: &'static Lib,
+    cmount: *mut MountInfo,
+    fs: Option<String>,
+    path: String,
+    uuid: Option<String>,
+    callbacks: *mut CallbackArgs,
+) -> Result<(), String> {
+    let step = |what: &str, r: i32| -> Result<(), String> {
+        if r < 0 {
+            Err(format!("{what}: {}", errno_text(-r)))
+        } else {
+            Ok(())
+        }
+    };
+    // SAFETY (all calls below): a live handle from ceph_create, NUL-terminated strings that
+    // outlive the calls, and a callback table that outlives the mount (boxed in CephMount).
+    unsafe {
+        step(
+            "ceph_init (connecting to the monitors)",
+            (lib.ceph_init)(cmount),
+        )?;
+        if let Some(fs) = fs {
+            let c = CString::new(fs).map_err(|_| "file system name has a NUL".to_string())?;
+            step(
+                "selecting the file system",
+                (lib.ceph_select_filesystem)(cmount, c.as_ptr()),
+            )?;
+        }
+        if let Some(uuid) = uuid {
+            let c = CString::new(uuid).map_err(|_| "uuid has a NUL".to_string())?;
+            // Ask the MDS to drop what an earlier instance with our uuid still holds. ENOENT:
+            // there was none; other failures are logged and the mount goes on (the old
+            // session then times out as it would without reclaim).
+            let r = (lib.ceph_start_reclaim)(cmount, c.as_ptr(), ffi::RECLAIM_RESET);
+            if r == 0 {
+                (lib.ceph_finish_reclaim)(cmount);
+                tracing::info!("ceph: reclaimed the previous instance's session");
+            } else if r != -libc::ENOENT {
+                tracing::warn!("ceph: reclaim failed: {}", errno_text(-r));
+            }
+            (lib.ceph_set_uuid)(cmount, c.as_ptr());
+        }
+        (lib.ceph_ll_register_callbacks)(cmount, callbacks);
+        let p = CString::new(path.clone()).map_err(|_| "path has a NUL".to_string())?;
+        step(
+            &format!("mounting {path}"),
+            (lib.ceph_mount)(cmount, p.as_ptr()),
+        )?;
+    }
+    Ok(())
+}
+
+fn conf_get(lib: &Lib, cmount: *mut MountInfo, key: &str) -> Option<String> {
+    let k = CString::new(key).ok()?;
+    let mut buf = vec![0 as libc::c_char; 1024];
+    // SAFETY: live handle, a buffer of the given length.
+    let r = unsafe { (lib.ceph_conf_get)(cmount, k.as_ptr(), buf.as_mut_ptr(), buf.len()) };
+    if r < 0 {
+        return None;
+    }
+    // SAFETY: libcephfs NUL-terminates within the buffer on success.
+    Some(
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+pub(crate) fn cstring(s: &str) -> Result<CString, CephError> {
+    CString::new(s).map_err(|_| CephError::Call {
+        what: format!("{s:?} contains a NUL byte"),
+        errno: libc::EINVAL,
+    })
+}
+
+fn check(what: &str, r: i32) -> Result<(), CephError> {
+    if r < 0 {
+        Err(CephError::Call {
+            what: what.to_string(),
+            errno: -r,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+fn counters<'a>(handle: *mut libc::c_void) -> Option<&'a Counters> {
+    // SAFETY: `handle` is the Arc<Counters> pointer registered with the callbacks, alive as
+    // long as the mount.
+    unsafe { (handle as *const Counters).as_ref() }
+}
+
+unsafe extern "C" fn on_ino_invalidate(
+    handle: *mut libc::c_void,
+    _ino: Vino,
+    _off: i64,
+    _len: i64,
+) {
+    if let Some(c) = counters(handle) {
+        c.invalidations.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+unsafe extern "C" fn on_dentry_invalidate(
+    handle: *mut libc::c_void,
+    _dir: Vino,
+    _ino: Vino,
+    _name: *const libc::c_char,
+    _len: libc::size_t,
+) {
+    if let Some(c) = counters(handle) {
+        c.dentry_invalidations.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+unsafe extern "C" fn on_ino_release(handle: *mut libc::c_void, _ino: Vino) {
+    if let Some(c) = counters(handle) {
+        c.release_requests.fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,111 @@
+//! A private one-node Ceph cluster for a test binary (tests/peers/ceph.sh), and fresh CephFs
+//! exports on it. A missing Ceph installation fails the test with what to install.
+
+#![allow(dead_code)]
+
+use sluice_ceph::{CephConfig, CephFs, CephFsConfig};
+use sluice_vfs::{Caller, Cred, FileSystem, SetAttr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The cluster, stopped (and its directory removed) on drop.
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub conf: PathBuf,
+    admin: Option<CephFs>,
+    next: AtomicU32,
+}
+
+impl Cluster {
+    pub fn start(tag: &str) -> Cluster {
+        let dir = PathBuf::from(format!("/tmp/sluice-ceph-{tag}-{}", std::process::id()));
+        let script = repo_root().join("tests/peers/ceph.sh");
+        let t0 = std::time::Instant::now();
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .expect("run tests/peers/ceph.sh");
+        if !out.status.success() {
+            // Kill whatever the failed start left running before failing.
+            let _ = Command::new("bash")
+                .arg(&script)
+                .arg("stop")
+                .arg(&dir)
+                .status();
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        assert!(
+            out.status.success(),
+            "tests/peers/ceph.sh start failed (run scripts/install-deps.sh for the ceph \
+             packages): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let conf = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
+        eprintln!("ceph cluster up in {:?}: {}", t0.elapsed(), conf.display());
+        let mut c = Cluster {
+            dir,
+            conf,
+            admin: None,
+            next: AtomicU32::new(0),
+        };
+        c.admin = Some(c.export("/"));
+        c
+    }
+
+    /// The configuration of an export of `path` with the cluster's secret in its state dir.
+    pub fn config(&self, path: &str) -> CephFsConfig {
+        let mut cfg = CephFsConfig::new(CephConfig::new(&self.conf, path), self.dir.join("state"));
+        cfg.ceph.fs_name = Some("cephfs".into());
+        cfg
+    }
+
+    pub fn export(&self, path: &str) -> CephFs {
+        CephFs::new(self.config(path)).unwrap_or_else(|e| panic!("mount {path}: {e}"))
+    }
+
+    /// The whole file system, as root.
+    pub fn admin(&self) -> &CephFs {
+        self.admin.as_ref().expect("mounted at start")
+    }
+
+    /// A new empty directory `/<prefix><n>` (mode 0777 so tests can act as any user), and its
+    /// path.
+    pub fn fresh_dir(&self, prefix: &str) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}{n}");
+        let a = self.admin();
+        let root = Caller::with_cred(Cred::root());
+        let s = SetAttr {
+            mode: Some(0o777),
+            ..SetAttr::default()
+        };
+        a.mkdir(&root, &a.root_handle(), name.as_bytes(), &s)
+            .unwrap_or_else(|e| panic!("mkdir {name}: {:?}", e.0));
+        format!("/{name}")
+    }
+
+    /// A fresh export on a new empty directory.
+    pub fn fresh(&self) -> Box<dyn FileSystem> {
+        let p = self.fresh_dir("e");
+        Box::new(self.export(&p))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.admin = None;
+        let _ = Command::new("bash")
+            .arg(repo_root().join("tests/peers/ceph.sh"))
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,89 @@
+//! Byte-range locks pushed down to Ceph (`CephFs::set_lock`, `ceph_ll_setlk`) conflict with
+//! fcntl locks taken by another Ceph client, ceph-fuse, both ways. Needs root, /dev/fuse and the
+//! ceph packages.
+
+mod common;
+
+use sluice_vfs::{Caller, CreateHow, Cred, FileSystem, FsError, SetAttr};
+use std::os::fd::AsRawFd;
+use std::process::{Command, Stdio};
+
+/// A ceph-fuse mount of the cluster's root, unmounted on drop.
+struct Fuse(std::path::PathBuf);
+
+impl Drop for Fuse {
+    fn drop(&mut self) {
+        let _ = Command::new("fusermount3").arg("-u").arg(&self.0).status();
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// fcntl(F_SETLK) of the whole file: Ok, or the errno.
+fn fcntl_lock(f: &std::fs::File, kind: i32) -> Result<(), i32> {
+    // SAFETY: zeroed is a valid flock; a live descriptor.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as i16;
+    fl.l_whence = libc::SEEK_SET as i16;
+    // SAFETY: a live descriptor and a flock on the stack.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &fl) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+}
+
+#[test]
+fn locks_conflict_between_sluice_and_ceph_fuse_both_ways() {
+    let cluster = common::Cluster::start("locks");
+    let mnt = cluster.dir.join("fuse");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let st = Command::new("timeout")
+        .arg("30")
+        .arg("ceph-fuse")
+        .arg("-c")
+        .arg(&cluster.conf)
+        .arg(&mnt)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("run ceph-fuse (install the ceph-fuse package)");
+    assert!(st.success(), "ceph-fuse could not mount the test cluster");
+    let _fuse = Fuse(mnt.clone());
+
+    let fs = cluster.admin();
+    let root = Caller::with_cred(Cred::root());
+    let made = fs
+        .create(
+            &root,
+            &fs.root_handle(),
+            b"locked",
+            CreateHow::Unchecked(SetAttr {
+                mode: Some(0o644),
+                ..SetAttr::default()
+            }),
+        )
+        .unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(mnt.join("locked"))
+        .unwrap();
+
+    // Held through sluice: ceph-fuse's fcntl is refused; released: granted.
+    let held = fs
+        .set_lock(&made.fh, libc::F_WRLCK as i16, 0, 0, 1)
+        .expect("a lock on a file nobody locks");
+    let e = fcntl_lock(&file, libc::F_WRLCK).unwrap_err();
+    assert!(e == libc::EAGAIN || e == libc::EACCES, "errno {e}");
+    drop(held);
+    fcntl_lock(&file, libc::F_WRLCK).expect("granted once sluice released its lock");
+
+    // Held through ceph-fuse: sluice's lock is refused; released: granted.
+    assert_eq!(
+        fs.set_lock(&made.fh, libc::F_RDLCK as i16, 0, 0, 2).err(),
+        Some(FsError::Delay)
+    );
+    fcntl_lock(&file, libc::F_UNLCK).unwrap();
+    let again = fs.set_lock(&made.fh, libc::F_WRLCK as i16, 0, 0, 3);
+    assert!(again.is_ok(), "granted once ceph-fuse released its lock");
+}

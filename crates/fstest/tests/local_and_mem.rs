@@ -1,0 +1,60 @@
+//! The conformance suite against the two backends of `sluice_vfs`: LocalFs (needs root: it
+//! switches credentials) and MemFs, and MemFs against LocalFs in the randomized comparison.
+
+use sluice_fstest::{compare_with_local, run_suite, run_suite_with_macs};
+use sluice_vfs::memfs::MemFsConfig;
+use sluice_vfs::{FileSystem, LocalFs, LocalFsConfig, MemFs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Fresh LocalFs exports under one directory removed at the end.
+struct Locals {
+    base: PathBuf,
+    next: AtomicU32,
+}
+
+impl Locals {
+    fn new(tag: &str) -> Locals {
+        let base = PathBuf::from(format!("/tmp/sluice-fstest-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        Locals {
+            base,
+            next: AtomicU32::new(0),
+        }
+    }
+
+    fn make(&self) -> Box<dyn FileSystem> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let dir = self.base.join(format!("e{n}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        Box::new(LocalFs::new(LocalFsConfig::new(&dir).state_dir(self.base.join("state"))).unwrap())
+    }
+}
+
+impl Drop for Locals {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base);
+    }
+}
+
+#[test]
+fn localfs_passes_the_backend_suite() {
+    let l = Locals::new("local");
+    run_suite_with_macs(&|| l.make());
+}
+
+#[test]
+fn memfs_passes_the_backend_suite() {
+    run_suite(&|| Box::new(MemFs::new(MemFsConfig::default())));
+}
+
+#[test]
+fn memfs_matches_localfs_on_random_operations() {
+    let l = Locals::new("cmp");
+    compare_with_local(
+        &|| Box::new(MemFs::new(MemFsConfig::default())),
+        &|| l.make(),
+        1..=8,
+    );
+}
