@@ -103,6 +103,38 @@ fn the_readme_has_one_row_per_command_and_its_links_resolve() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The "Where is" table names files; a refactor that moves one must move the row with it.
+/// A path is written from the repository root (`crates/...`) or, after the first one in a
+/// row, from `crates/` (`engine/src/readcore.rs`).
+#[test]
+fn every_file_the_readmes_where_is_table_names_exists() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    let table: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| l.trim() != "## Where is")
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .collect();
+    assert!(!table.is_empty(), "README has no \"## Where is\" section");
+    let mut problems = Vec::new();
+    for line in table.iter().filter(|l| l.starts_with('|')) {
+        for (i, quoted) in line.split('`').enumerate() {
+            let is_path = i % 2 == 1 && quoted.contains('/') && !quoted.contains(' ');
+            if !is_path {
+                continue;
+            }
+            let root = repo_root();
+            let found = root.join(quoted).exists() || root.join("crates").join(quoted).exists();
+            if !found {
+                problems.push(format!(
+                    "README's Where is table names `{quoted}`, which does not exist"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// The help text of `sluice ARGS`, or of `sluice --help` when `args` is empty.
 fn help(args: &[&str]) -> String {
     let args: Vec<&str> = if args.is_empty() {
