@@ -22,6 +22,7 @@
 //! | `tshark`  | tshark (Debian package `tshark`)                                     |
 //! | `chattr`  | root and chattr (e2fsprogs) on a file system with the immutable flag |
 //! | `fincore` | util-linux's fincore                                                 |
+//! | `bbr`     | a kernel with the tcp_bbr congestion control (modprobe tcp_bbr)      |
 
 #![allow(dead_code)]
 

@@ -135,6 +135,11 @@ pub fn set_udp_buffers(sock: &impl AsRawFd, bytes: usize) {
     }
 }
 
+/// The suite's skip policy (docs/testing.md), for the BBR test below.
+#[cfg(test)]
+#[path = "../../../tests/support/needs.rs"]
+mod needs;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,8 +190,8 @@ mod tests {
     }
 
     /// On a real socket: a loopback connection forced to BBR comes out of `tune` on cubic or
-    /// reno, and one already on reno is left alone. Skipped (with a message) where the kernel
-    /// has no BBR to force.
+    /// reno, and one already on reno is left alone. A kernel with no BBR to force fails it,
+    /// unless `SLUICE_TEST_SKIP=bbr` says so on purpose (docs/testing.md).
     #[test]
     fn a_loopback_socket_on_bbr_is_switched_and_others_are_left_alone() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -196,7 +201,11 @@ mod tests {
         assert_eq!(tune(&sock, addr.ip()).unwrap(), None);
         assert_eq!(get(&sock).unwrap(), "reno");
         if let Err(e) = set(&sock, "bbr") {
-            eprintln!("skipped: this kernel cannot put a socket on bbr ({e})");
+            crate::needs::missing(
+                "bbr",
+                &format!("this kernel cannot put a socket on bbr ({e})"),
+                "load the tcp_bbr module (modprobe tcp_bbr)",
+            );
             return;
         }
         assert_eq!(get(&sock).unwrap(), "bbr");
