@@ -99,7 +99,8 @@ pub mod session;
 #[cfg(test)]
 mod fake;
 
-use crate::client::{checked_nconnect, credentials, resolve, ClientOptions};
+use crate::identity::{credentials, resolve};
+use crate::options::{checked_nconnect, ClientOptions};
 use crate::proto::{
     Call, CommitCall, FileContext, FileError, FileOptions, FileProtocol, ReadCall, ReadReply,
     Stability, Version, WriteCall, WriteReply,
@@ -670,7 +671,7 @@ impl Client {
     /// The handle and attributes of `path` (absolute on the server's pseudo file system:
     /// PUTROOTFH, then one LOOKUP per component).
     pub async fn lookup(&self, path: &str) -> Result<(NfsFh4, Attr), Error> {
-        let comps: Vec<&str> = crate::client::components(path).collect();
+        let comps: Vec<&str> = crate::url::components(path).collect();
         // Besides the LOOKUPs: SEQUENCE, PUTROOTFH or PUTFH, GETFH, GETATTR.
         let per = (self.inner.ops_max - 4) as usize;
         let mut fh: Option<NfsFh4> = None;
@@ -909,25 +910,36 @@ impl Client {
     }
 
     /// Ends the session and the client id (DESTROY_SESSION, DESTROY_CLIENTID). Calls after it
-    /// fail; dropping the last handle without it does the same in the background.
+    /// fail; dropping the last handle without it does the same in the background. Gives up
+    /// after [`SHUTDOWN_WAIT`]: a server that is gone must not keep the caller (a mount that
+    /// was just unmounted) waiting; its lease ends the state instead.
     pub async fn shutdown(&self) {
         if self.inner.closed.swap(true, Ordering::SeqCst) {
             return;
         }
-        // DESTROY_SESSION outside a SEQUENCE must come on a connection bound to the session.
-        self.ensure_bound(0).await;
-        let (sessionid, clientid) = {
-            let s = self.inner.session.lock().expect("session lock");
-            (s.sessionid, s.clientid)
+        let goodbye = async {
+            // DESTROY_SESSION outside a SEQUENCE must come on a connection bound to the session.
+            self.ensure_bound(0).await;
+            let (sessionid, clientid) = {
+                let s = self.inner.session.lock().expect("session lock");
+                (s.sessionid, s.clientid)
+            };
+            destroy(
+                self.inner.conns.first(),
+                &self.inner.cred,
+                self.inner.minor,
+                sessionid,
+                clientid,
+            )
+            .await;
         };
-        destroy(
-            self.inner.conns.first(),
-            &self.inner.cred,
-            self.inner.minor,
-            sessionid,
-            clientid,
-        )
-        .await;
+        if tokio::time::timeout(SHUTDOWN_WAIT, goodbye).await.is_err() {
+            tracing::debug!(
+                "{}: no answer to DESTROY_SESSION within {SHUTDOWN_WAIT:?}; the server's lease \
+                 will end the state",
+                self.inner.url
+            );
+        }
     }
 
     /// Sends `ops` after a SEQUENCE and waits for the reply (recovering the session as needed).
@@ -1871,7 +1883,7 @@ const OWNER_BYTES_MAX: usize = 1024;
 /// `mount:` and its mount point; see the module docs). A `tag` too long for the owner's 1 KiB
 /// is replaced by its 64-bit FNV-1a hash, which is stable across builds.
 pub fn stable_owner(uid: u32, tag: &str) -> Vec<u8> {
-    let host = String::from_utf8_lossy(&crate::client::hostname()).into_owned();
+    let host = String::from_utf8_lossy(&crate::identity::hostname()).into_owned();
     let owner = format!("sluice/{host}/{uid}/{tag}");
     if owner.len() <= OWNER_BYTES_MAX {
         return owner.into_bytes();
@@ -1891,7 +1903,7 @@ fn instance_owner() -> Vec<u8> {
     let n = INSTANCES.fetch_add(1, Ordering::Relaxed);
     // SAFETY: geteuid has no preconditions and cannot fail.
     let uid = unsafe { libc::geteuid() };
-    let host = String::from_utf8_lossy(&crate::client::hostname()).into_owned();
+    let host = String::from_utf8_lossy(&crate::identity::hostname()).into_owned();
     format!("sluice/{host}/{uid}/{}/{n}", std::process::id()).into_bytes()
 }
 
@@ -2174,6 +2186,13 @@ async fn destroy(
     let _ = lone_op(rpc, cred, minor, NfsArgop4::DestroySession(sessionid), None).await;
     let _ = lone_op(rpc, cred, minor, NfsArgop4::DestroyClientid(clientid), None).await;
 }
+
+/// How long [`Client::shutdown`] waits for DESTROY_SESSION and DESTROY_CLIENTID: 3 s. Two
+/// round trips take milliseconds on a LAN and well under a second over a WAN, so a live server
+/// has answered long before; a dead or unreachable one never will (a hard mount would retry
+/// forever), and the state it holds ends with the lease (90 s by default) anyway. The bound is
+/// what lets `sluice mount` exit at once after an unmount whatever the server does.
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 
 /// Renews the lease while the client is idle, until the client is gone or shut down.
 async fn renew_loop(inner: Weak<Inner>) {
