@@ -587,13 +587,13 @@ fn stats_name_the_version(s: &dyn Server) {
 /// positional write, a size change on the open file, a hard link, rename, and a listing resumed
 /// from an entry's cookie.
 async fn namespace_api(s: &dyn Server) {
-    use sluice_client::namespace::{self, CreateMode, Cursor};
+    use sluice_client::namespace::{CreateMode, Cursor};
     use sluice_client::namespace::{FileType, SetAttr, Status};
     for (version, want) in [("3", ProtoVersion::V3), ("4.1", ProtoVersion::V4_1)] {
         let dir_name = format!("ns-api-{}", version.replace('.', "_"));
         std::fs::create_dir(s.export_dir().join(&dir_name)).unwrap();
         let url = NfsUrl::parse(&url_of(s, "", Some(version))).unwrap();
-        let ns = namespace::connect(&url, &ClientOptions::default())
+        let ns = sluice_client::connect(&url, &ClientOptions::default())
             .await
             .unwrap();
         assert_eq!(ns.version(), want);

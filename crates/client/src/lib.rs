@@ -13,10 +13,11 @@
 //!     ├──────────────────────────────┐
 //!   v3/                              v4/
 //!     client.rs  MOUNT, FSINFO,        mod.rs      Client, its error and attribute types
-//!                typed calls for all   connect.rs  EXCHANGE_ID, CREATE_SESSION, trunking
+//!                typed calls for all   setup.rs    EXCHANGE_ID, CREATE_SESSION, trunking
 //!                22 procedures         send.rs     SEQUENCE-led COMPOUNDs over the slot table
 //!     dir.rs     READDIR(PLUS) pages   recover.rs  session and state recovery after a restart
-//!     namespace.rs  Namespace + Open3  namespace.rs, callback.rs, deleg.rs, lock.rs, ...
+//!     namespace.rs  Namespace + Open3  ops.rs, namespace.rs (+ Open4), callback.rs, deleg.rs,
+//!                                      lock.rs, and the sans-IO session.rs, reopen.rs
 //!     │                                │
 //!   file.rs        File: read_at / sequential reader, UNSTABLE write-behind + COMMIT
 //!     │  read.rs   tokio driver of sluice_engine::readcore and its readahead engine

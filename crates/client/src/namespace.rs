@@ -35,7 +35,6 @@
 //! once, as `cp` between them does), so its methods return boxed futures ([`Fut`]); a call is a
 //! round trip, so the allocation is noise.
 
-pub use crate::connect::{choose, connect, falls_back, Choice};
 pub use crate::neutral::{
     Attr, Error, FileType, Handle, LockConflict, SetAttr, SetTime, Status, Time, NOBODY_ID,
 };

@@ -106,7 +106,7 @@ struct Inner {
     dir_bytes: u32,
     options: ClientOptions,
     stats: Mutex<ClientStats>,
-    /// Why v3 was chosen over v4, when `namespace::connect` fell back (shown in `--stats`).
+    /// Why v3 was chosen over v4, when `crate::connect` fell back (shown in `--stats`).
     version_note: std::sync::OnceLock<String>,
     /// What all files of this client share: the readahead budget, read statistics.
     files: FileContext,

@@ -456,7 +456,7 @@ async fn a_silent_server_fails_the_probe_with_an_error_that_falls_back() {
         matches!(&e, Error::Connect(m) if m.contains("no answer")),
         "{e}"
     );
-    assert!(crate::namespace::falls_back(&e));
+    assert!(crate::connect::falls_back(&e));
 }
 
 /// What the server saw from log line `from` on.
