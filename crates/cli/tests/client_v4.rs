@@ -587,13 +587,13 @@ fn stats_name_the_version(s: &dyn Server) {
 /// positional write, a size change on the open file, a hard link, rename, and a listing resumed
 /// from an entry's cookie.
 async fn namespace_api(s: &dyn Server) {
-    use sluice_client::namespace::{self, CreateMode, Cursor};
-    use sluice_xdr::nfs3::{Ftype3, Nfsstat3, Sattr3};
+    use sluice_client::namespace::{CreateMode, Cursor};
+    use sluice_client::namespace::{FileType, SetAttr, Status};
     for (version, want) in [("3", ProtoVersion::V3), ("4.1", ProtoVersion::V4_1)] {
         let dir_name = format!("ns-api-{}", version.replace('.', "_"));
         std::fs::create_dir(s.export_dir().join(&dir_name)).unwrap();
         let url = NfsUrl::parse(&url_of(s, "", Some(version))).unwrap();
-        let ns = namespace::connect(&url, &ClientOptions::default())
+        let ns = sluice_client::connect(&url, &ClientOptions::default())
             .await
             .unwrap();
         assert_eq!(ns.version(), want);
@@ -605,7 +605,7 @@ async fn namespace_api(s: &dyn Server) {
             let f = ns.create(&dir, &name, 0o600, how).await.unwrap();
             f.close().await.unwrap();
             let again = ns.create(&dir, &name, 0o600, how).await.err().unwrap();
-            assert_eq!(again.status(), Some(Nfsstat3::EXIST), "{tag} {how:?}");
+            assert_eq!(again.status(), Some(Status::EXIST), "{tag} {how:?}");
             let (_, a) = ns.lookup(&dir, &name).await.unwrap();
             assert_eq!(a.mode & 0o777, 0o600, "{tag} {how:?} mode");
         }
@@ -614,9 +614,9 @@ async fn namespace_api(s: &dyn Server) {
         let mut w = f.writer();
         w.write_at(0, b"hello, world").await.unwrap();
         w.finish().await.unwrap();
-        f.set_attr(&Sattr3 {
+        f.set_attr(&SetAttr {
             size: Some(5),
-            ..Sattr3::default()
+            ..SetAttr::default()
         })
         .await
         .unwrap();
@@ -639,21 +639,17 @@ async fn namespace_api(s: &dyn Server) {
         f.close().await.unwrap();
         assert_eq!(calls("LOOKUP"), lookups, "{tag} open_path sent a LOOKUP");
         let e = ns.open_path(&format!("{rel}/{dir_name}")).await.err();
-        assert_eq!(
-            e.unwrap().status(),
-            Some(Nfsstat3::ISDIR),
-            "{tag} directory"
-        );
+        assert_eq!(e.unwrap().status(), Some(Status::ISDIR), "{tag} directory");
         let e = ns.open_path(&format!("{rel}/{dir_name}/nope")).await.err();
-        assert_eq!(e.unwrap().status(), Some(Nfsstat3::NOENT), "{tag} missing");
+        assert_eq!(e.unwrap().status(), Some(Status::NOENT), "{tag} missing");
         ns.link(&fh, &dir, "hard").await.unwrap();
         assert_eq!(ns.getattr(&fh).await.unwrap().nlink, 2, "{tag} link");
         ns.rename(&dir, "hard", &dir, "renamed").await.unwrap();
         let (dfh, da) = ns.mkdir(&dir, "sub", 0o755).await.unwrap();
-        assert_eq!(da.ftype, Ftype3::DIR, "{tag}");
+        assert_eq!(da.ftype, FileType::DIR, "{tag}");
         ns.symlink(&dfh, "lnk", "../renamed").await.unwrap();
         let (lfh, la) = ns.lookup(&dfh, "lnk").await.unwrap();
-        assert_eq!(la.ftype, Ftype3::LNK, "{tag}");
+        assert_eq!(la.ftype, FileType::LNK, "{tag}");
         assert_eq!(ns.readlink(&lfh).await.unwrap(), "../renamed", "{tag}");
         // A listing read whole, then again from the first entry's cookie (as a mount resumes
         // at an offset): the rest, each name once.

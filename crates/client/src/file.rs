@@ -1,8 +1,8 @@
 //! [`File`]: positional reads ([`File::read_at`]) and sequential ones ([`FileReader`]) through
 //! the autotuned readahead of [`crate::read`], and unstable write-behind with COMMIT and
 //! verifier checking ([`FileWriter`]). The write policy is in [`sluice_engine::plan`]; this
-//! module only issues the calls it asks for, through [`FileProtocol`] (any NFS version; `File`
-//! alone means the v3 [`Client`]'s).
+//! module only issues the calls it asks for, through [`FileProtocol`] (any NFS version;
+//! the crate root's `File` alias, without a parameter, is the v3 client's).
 //!
 //! ```text
 //!  read_at / FileReader ──► read::FileShared (engine, cache, READs in flight) ──► [READ][READ]..
@@ -23,14 +23,12 @@
 //! held for resending stays within `commit_bytes_max` (plus the WRITEs in flight), and the
 //! final COMMIT at `finish` covers at most half of it: no long stall at the end of a big file.
 
-use crate::client::Client;
 use crate::error::NfsError;
 use crate::proto::{CommitCall, FileError, FileProtocol, Stability, WriteCall};
 use crate::read::FileShared;
 use bytes::{Bytes, BytesMut};
 use sluice_engine::plan::{UnstableLog, Verifier};
 use sluice_engine::writewindow::{WriteWindow, WriteWindowConfig};
-use sluice_xdr::nfs3::Sattr3;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,7 +41,7 @@ const COMMIT_ROUNDS_MAX: usize = 8;
 /// An open file: a handle, the attributes seen when it was opened, and its read state
 /// (readahead streams, cached data, READs in flight), shared by all clones. Dropping the last
 /// clone closes it: its readahead budget goes back to the client.
-pub struct File<P: FileProtocol = Client> {
+pub struct File<P: FileProtocol> {
     client: P,
     fh: P::Handle,
     attr: P::Attr,
@@ -209,13 +207,6 @@ impl<P: FileProtocol> File<P> {
     }
 }
 
-impl File<Client> {
-    /// Sets attributes (mode, owner, size, times).
-    pub async fn set_attr(&self, attrs: Sattr3) -> Result<(), NfsError> {
-        self.client.setattr(&self.fh, attrs, None).await.map(|_| ())
-    }
-}
-
 /// Writes all of `chunks` with vectored writes: one syscall for a whole rsize of reply
 /// segments where the sink takes them (no gathering copy). Consumes the chunks as written.
 async fn write_all_vectored<W: AsyncWrite + Unpin + ?Sized>(
@@ -269,7 +260,7 @@ impl<E: std::error::Error> std::error::Error for ReadToError<E> {}
 
 /// A sequential reader: application reads of rsize from offset 0, through the file's
 /// readahead (see [`crate::read`]). Delivers the file in order, in zero-copy chunks.
-pub struct FileReader<P: FileProtocol = Client> {
+pub struct FileReader<P: FileProtocol> {
     file: File<P>,
     pos: u64,
     step: u64,
@@ -307,7 +298,7 @@ impl<P: FileProtocol> FileReader<P> {
 /// Sequential write-behind: UNSTABLE WRITEs of wsize, several in flight, then COMMIT with
 /// verifier checking. Call [`FileWriter::finish`]: until it returns Ok, nothing is known to be
 /// on stable storage.
-pub struct FileWriter<P: FileProtocol = Client> {
+pub struct FileWriter<P: FileProtocol> {
     file: File<P>,
     /// Offset of the next byte handed to a WRITE.
     offset: u64,

@@ -1,28 +1,33 @@
 //! The sluice NFS client library: NFSv3 ([`Client`]) and NFSv4.1/4.2 ([`v4::Client`]) under
-//! one file layer (the `sluice` binary's client commands, in the cli crate, are built on it).
+//! one version-neutral namespace and one file layer (the `sluice` binary's client commands,
+//! in the cli crate, and the FUSE mount, in the fuse crate, are built on it).
 //!
 //! ```text
-//!   (cli crate: cp, cat, ls, stat, mkdir, rm, mv)   the `sluice` binary's commands
-//!     │
-//!   Namespace (namespace.rs)   the version-neutral file system the commands are written
-//!     │                  over: lookup, readdir pages, create, open, rename, setattr...;
-//!     │                  connect() picks 3, 4.1 or 4.2 (none asked: 4.2, 4.1, then 3)
-//!   Client (client.rs)   mount, FSINFO, typed calls for all 22 procedures, path helpers,
-//!     │                  per-procedure statistics (v4::Client beside it, over a session)
-//!   File (file.rs)       read_at / sequential reader, UNSTABLE write-behind + COMMIT
-//!     │   ├─ read.rs     tokio driver of sluice_engine::readcore (cache, READs in flight,
-//!     │   │              waiting readers, change detection: pure) and its readahead engine
-//!     │   │              (autotuned window, streams, global budget)
-//!     │   └─ sluice_engine::plan   pure policy: UnstableLog (what a COMMIT must still
-//!     │                  cover, what to resend after a verifier change)
-//!     │
-//!   FileProtocol (proto.rs)   the only way File reaches the server: start_read/start_write
-//!     │                  (pipelined), commit, getattr, with neutral handle/attr/error types;
-//!     │                  implemented by Client (v3) and by v4::Client (a SEQUENCE-led
-//!     │                  COMPOUND per call; v4/session.rs is its pure slot table and lease)
-//!   RpcClient (transport.rs)   tokio driver around sluice_rpc::client::CallTable: one TCP
-//!                              connection (or UDP socket), many calls by XID, reconnect and
-//!                              resend (TCP) or RTO retransmission (UDP, the table's)
+//!   cli: cat ls stat cp ...     fuse: lookup getattr read write ...
+//!     │ Arc<dyn Namespace>
+//!   connect.rs          connect(url): picks 3, 4.1 or 4.2 (none asked: 4.2, 4.1, then 3);
+//!     │                 the only module that names both versions
+//!   namespace.rs        Namespace: lookup, readdir pages, create, open, rename, setattr ...
+//!     │  open.rs        OpenFile: one File over an OpenCalls object the version made
+//!     │  neutral.rs     Handle, Attr (change attribute, 64-bit times), SetAttr, Status, Error
+//!     ├──────────────────────────────┐
+//!   v3/                              v4/
+//!     client.rs  MOUNT, FSINFO,        mod.rs      Client, its error and attribute types
+//!                typed calls for all   setup.rs    EXCHANGE_ID, CREATE_SESSION, trunking
+//!                22 procedures         send.rs     SEQUENCE-led COMPOUNDs over the slot table
+//!     dir.rs     READDIR(PLUS) pages   recover.rs  session and state recovery after a restart
+//!     namespace.rs  Namespace + Open3  ops.rs, namespace.rs (+ Open4), callback.rs, deleg.rs,
+//!                                      lock.rs, and the sans-IO session.rs, reopen.rs
+//!     │                                │
+//!   file.rs        File: read_at / sequential reader, UNSTABLE write-behind + COMMIT
+//!     │  read.rs   tokio driver of sluice_engine::readcore and its readahead engine
+//!   proto.rs       FileProtocol: what File needs (start_read/start_write, commit, getattr),
+//!     │            with the protocol's own handle/attr/error types; both Clients implement it
+//!   transport.rs   RpcClient: tokio driver around sluice_rpc::client::CallTable (TCP
+//!                  connections or a UDP socket, many calls by XID, reconnect and resend)
+//!
+//!   beside: options.rs (ClientOptions), identity.rs (credentials, host name, server address),
+//!           url.rs (nfs:// URLs), error.rs (the v3 client's NfsError), stats.rs
 //! ```
 //!
 //! Everything that decides (XIDs, retransmission, readahead, what to resend) is sans-IO code in
@@ -39,23 +44,29 @@
 //! # Ok(()) }
 //! ```
 
-pub mod client;
-pub mod dir;
+pub mod connect;
 pub mod error;
 pub mod file;
+pub mod identity;
 pub mod namespace;
+pub mod neutral;
+pub mod open;
+pub mod options;
 pub mod proto;
 pub mod read;
 pub mod stats;
 pub mod transport;
 pub mod url;
+pub mod v3;
 pub mod v4;
 
-pub use client::{list_exports, Client, ClientOptions, DirEntry, ExportInfo, IntoNfsUrl, Pending};
-pub use dir::DirPages;
+/// The v3 client's modules under their old paths.
+pub use v3::{client, dir};
+
+pub use connect::connect;
 pub use error::NfsError;
-pub use file::{File, FileReader, FileWriter};
-pub use namespace::{connect, Handle, Namespace, OpenFile, ProtoVersion};
+pub use namespace::{Handle, Namespace, OpenFile, ProtoVersion};
+pub use options::ClientOptions;
 pub use proto::{FileProtocol, Stability, Version};
 pub use read::parse_readahead;
 pub use sluice_engine::readahead::ReadaheadMode;
@@ -64,3 +75,11 @@ pub use sluice_xdr::nfs3;
 pub use stats::{ClientStats, ProcStats, ReadStats};
 pub use transport::{RpcClient, RpcConfig};
 pub use url::NfsUrl;
+pub use v3::{list_exports, Client, DirEntry, DirPages, ExportInfo, IntoNfsUrl, Pending};
+
+/// A file of a client ([`file::File`]); without a parameter, the v3 [`Client`]'s.
+pub type File<P = Client> = file::File<P>;
+/// [`file::FileReader`]; without a parameter, the v3 [`Client`]'s.
+pub type FileReader<P = Client> = file::FileReader<P>;
+/// [`file::FileWriter`]; without a parameter, the v3 [`Client`]'s.
+pub type FileWriter<P = Client> = file::FileWriter<P>;

@@ -3,11 +3,13 @@
 //! [`crate::File`], its reader ([`crate::read`]) and [`crate::FileWriter`] decide what to read
 //! ahead, what to keep, when to COMMIT and what to resend; none of that depends on the NFS
 //! version. What does is how a READ, WRITE, COMMIT or GETATTR travels, what a handle and an
-//! attribute set look like, and how errors are told. [`FileProtocol`] is that seam: the NFSv3
-//! [`crate::Client`] implements it here, and an NFSv4.1 client implements it with its own
-//! handle, attribute and error types (a SEQUENCE + PUTFH + READ compound is one `start_read`),
-//! reusing the readahead, write-behind and close-to-open logic unchanged. No type of the
-//! trait comes from `sluice_xdr::nfs3`.
+//! attribute set look like, and how errors are told. [`FileProtocol`] is that seam,
+//! implemented three times: by the NFSv3 [`crate::Client`] (`v3/client.rs`), by
+//! [`crate::v4::Client`] with its own handle, attribute and error types (a SEQUENCE + PUTFH +
+//! READ compound is one `start_read`, `v4/send.rs`), and by [`crate::open::OpenProto`], the
+//! neutral one [`crate::OpenFile`] runs over whatever the version. The readahead, write-behind
+//! and close-to-open logic is the same for all three. No type of the trait comes from
+//! `sluice_xdr::nfs3`.
 //!
 //! # Pipelining
 //! `start_read` and `start_write` return once the call is *sent* (their outer future may wait

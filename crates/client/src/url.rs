@@ -264,6 +264,11 @@ pub(crate) fn normalize_path(p: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
+/// Path components, without empty ones and ".".
+pub fn components(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|c| !c.is_empty() && *c != ".")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

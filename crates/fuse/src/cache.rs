@@ -15,7 +15,7 @@
 //! The kernel is told the same numbers as entry and attribute TTLs, so that it asks us again
 //! exactly when our own cache would have asked the server.
 
-use sluice_xdr::nfs3::{Fattr3, Ftype3};
+use sluice_client::namespace::{Attr, FileType};
 use std::time::{Duration, Instant};
 
 /// The four timeouts of the Linux NFS client's mount options, same names and defaults.
@@ -53,8 +53,8 @@ impl AttrCacheConfig {
         }
     }
 
-    fn bounds(&self, ftype: Ftype3) -> (Duration, Duration) {
-        if ftype == Ftype3::DIR {
+    fn bounds(&self, ftype: FileType) -> (Duration, Duration) {
+        if ftype == FileType::DIR {
             (self.acdirmin, self.acdirmax.max(self.acdirmin))
         } else {
             (self.acregmin, self.acregmax.max(self.acregmin))
@@ -65,18 +65,30 @@ impl AttrCacheConfig {
 /// Attributes with the time they were fetched and how long they stay valid.
 #[derive(Debug, Clone, Copy)]
 pub struct CachedAttr {
-    pub attr: Fattr3,
+    pub attr: Attr,
     pub fetched_at: Instant,
     pub timeout: Duration,
+    /// An update showed a change of the data that no open has acted on yet (see
+    /// [`CachedAttr::take_data_changed`]).
+    data_changed: bool,
 }
 
 impl CachedAttr {
-    pub fn new(attr: Fattr3, now: Instant, config: &AttrCacheConfig) -> Self {
+    pub fn new(attr: Attr, now: Instant, config: &AttrCacheConfig) -> Self {
         CachedAttr {
             attr,
             fetched_at: now,
             timeout: config.bounds(attr.ftype).0,
+            data_changed: false,
         }
+    }
+
+    /// True once after an update showed a change of the data, whichever path fetched the
+    /// attributes (a LOOKUP or a GETATTR before the open, the open's own). The kernel drops
+    /// its cached pages by itself when size or mtime move, but not for a change only the NFSv4
+    /// change attribute shows: an open asks this to tell it to.
+    pub fn take_data_changed(&mut self) -> bool {
+        std::mem::take(&mut self.data_changed)
     }
 
     /// True while the attributes may be used without asking the server.
@@ -95,11 +107,12 @@ impl CachedAttr {
         self.timeout = Duration::ZERO;
     }
 
-    /// New attributes arrived. Returns true if the file's data may have changed (size, mtime
-    /// or ctime differ), in which case the timeout falls back to its minimum.
-    pub fn update(&mut self, attr: Fattr3, now: Instant, config: &AttrCacheConfig) -> bool {
+    /// New attributes arrived. Returns true if the file's data may have changed (see
+    /// [`data_changed`]), in which case the timeout falls back to its minimum.
+    pub fn update(&mut self, attr: Attr, now: Instant, config: &AttrCacheConfig) -> bool {
         let (min, max) = config.bounds(attr.ftype);
         let changed = data_changed(&self.attr, &attr);
+        self.data_changed |= changed;
         self.timeout = if changed || attr.ftype != self.attr.ftype {
             min
         } else {
@@ -112,26 +125,28 @@ impl CachedAttr {
     }
 }
 
-/// True if `new` shows a change of the file's contents or metadata relative to `old`
-/// (what Linux's `nfs_update_inode` treats as "invalidate the data cache").
-pub fn data_changed(old: &Fattr3, new: &Fattr3) -> bool {
-    old.size != new.size || old.mtime != new.mtime || old.ctime != new.ctime
+/// True if `new` shows a change of the file's contents or metadata relative to `old` (what
+/// Linux's `nfs_update_inode` treats as "invalidate the data cache"): the NFSv4 change
+/// attribute where the server has one, so a write that kept size and mtime still shows; size
+/// and mtime where it has none (NFSv3). See [`Attr::changed_since`].
+pub fn data_changed(old: &Attr, new: &Attr) -> bool {
+    new.changed_since(old)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_xdr::nfs3::Nfstime3;
+    use sluice_client::namespace::Time;
 
-    fn file(size: u64, mtime: u32) -> Fattr3 {
-        Fattr3 {
-            ftype: Ftype3::REG,
+    fn file(size: u64, mtime: i64) -> Attr {
+        Attr {
+            ftype: FileType::REG,
             size,
-            mtime: Nfstime3 {
+            mtime: Time {
                 seconds: mtime,
                 nseconds: 0,
             },
-            ..Fattr3::default()
+            ..Attr::default()
         }
     }
 
@@ -152,6 +167,40 @@ mod tests {
     }
 
     #[test]
+    fn the_change_attribute_shows_a_change_that_kept_size_and_mtime() {
+        let old = Attr {
+            change: Some(1),
+            ..file(10, 5)
+        };
+        let new = Attr {
+            change: Some(2),
+            ..file(10, 5)
+        };
+        assert!(data_changed(&old, &new), "v4: the change attribute moved");
+        assert!(!data_changed(&old, &old));
+        assert!(
+            !data_changed(&file(10, 5), &file(10, 5)),
+            "v3: same size and mtime"
+        );
+        assert!(data_changed(&file(10, 5), &file(10, 6)), "v3: mtime moved");
+    }
+
+    #[test]
+    fn a_change_seen_by_any_update_is_reported_once() {
+        let cfg = AttrCacheConfig::default();
+        let t0 = Instant::now();
+        let mut c = CachedAttr::new(file(10, 5), t0, &cfg);
+        assert!(!c.take_data_changed());
+        assert!(c.update(file(10, 6), t0, &cfg), "a LOOKUP sees the change");
+        assert!(
+            !c.update(file(10, 6), t0, &cfg),
+            "the open's GETATTR does not"
+        );
+        assert!(c.take_data_changed(), "but the open learns of it");
+        assert!(!c.take_data_changed(), "once");
+    }
+
+    #[test]
     fn a_change_resets_the_timeout_to_the_minimum() {
         let cfg = AttrCacheConfig::default();
         let t0 = Instant::now();
@@ -167,9 +216,9 @@ mod tests {
     fn directories_use_the_directory_bounds_and_invalidate_forces_a_fetch() {
         let cfg = AttrCacheConfig::default();
         let t0 = Instant::now();
-        let dir = Fattr3 {
-            ftype: Ftype3::DIR,
-            ..Fattr3::default()
+        let dir = Attr {
+            ftype: FileType::DIR,
+            ..Attr::default()
         };
         let mut c = CachedAttr::new(dir, t0, &cfg);
         assert_eq!(c.timeout, Duration::from_secs(30));

@@ -27,8 +27,10 @@
 //! - Names: a positive LOOKUP or READDIRPLUS entry is reused while the directory's cached mtime
 //!   equals the mtime it was cached under and the directory's attributes are fresh; any change
 //!   of the directory makes its entries be looked up again (Linux's dentry revalidation).
-//! - Close-to-open (RFC 1813 §4.11 practice): `open` sends GETATTR; if size, mtime or ctime
-//!   changed, the caller is told to drop cached pages. `flush`/`release`/`fsync` write the
+//! - Close-to-open (RFC 1813 §4.11 practice): `open` sends GETATTR; if the file changed since
+//!   the attributes the cache held (the NFSv4 change attribute where the server has one, else
+//!   size and mtime; `cache::data_changed`), or an earlier LOOKUP or GETATTR saw it
+//!   change, the caller is told to drop cached pages. `flush`/`release`/`fsync` write the
 //!   dirty data and COMMIT it before returning. The exception is an open right after a LOOKUP
 //!   (the kernel sends LOOKUP and then OPEN for one `open(2)` of a name it has not cached):
 //!   attributes from the server less than [`FsConfig::open_trusts_attrs_for`] (2 ms) old are
@@ -42,7 +44,7 @@
 //! Reads and writes go through the client library's [`OpenFile`] (its `File` reader and
 //! writer), the same code `sluice cp` and `sluice cat` use, over NFSv3 or v4; this module adds
 //! only what a mount needs on top. Handles are the neutral [`Handle`], attributes the neutral
-//! [`Fattr3`] (see [`sluice_client::namespace`]).
+//! [`Attr`] (see [`sluice_client::namespace`]).
 //!
 //! # Open state (NFSv4)
 //! A FUSE open of a file with no open state yet is an OPEN (CLAIM_FH) with the access asked
@@ -91,10 +93,9 @@
 use crate::cache::{data_changed, AttrCacheConfig, CachedAttr};
 use bytes::Bytes;
 use sluice_client::namespace::{
-    CreateMode, Error as NsError, FsStat, Handle, Namespace, OpenFile, ProtoVersion, SpecialKind,
-    Writer,
+    Attr, CreateMode, Error as NsError, FileType, FsStat, Handle, Namespace, OpenFile,
+    ProtoVersion, SetAttr as NsSetAttr, SetTime, SpecialKind, Status, Time, Writer,
 };
-use sluice_xdr::nfs3::{Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, SetTime};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -149,7 +150,7 @@ impl Default for FsConfig {
 #[derive(Debug, Clone, Copy)]
 pub struct Node {
     pub ino: Ino,
-    pub attr: Fattr3,
+    pub attr: Attr,
     pub ttl: Duration,
 }
 
@@ -166,7 +167,7 @@ pub struct Opened {
 pub struct DirItem {
     pub ino: Ino,
     pub name: Bytes,
-    pub ftype: Option<Ftype3>,
+    pub ftype: Option<FileType>,
 }
 
 /// Attribute changes asked by setattr (chmod, chown, truncate, utimens).
@@ -259,9 +260,9 @@ struct Inode {
 
 struct NameEntry {
     fh: Handle,
-    attr: Fattr3,
+    attr: Attr,
     fetched_at: Instant,
-    dir_mtime: Nfstime3,
+    dir_mtime: Time,
 }
 
 impl Fs {
@@ -275,8 +276,8 @@ impl Fs {
         } else {
             ns.lookup_path(path).await?
         };
-        if attr.ftype != Ftype3::DIR {
-            return Err(NsError::local(Nfsstat3::NOTDIR));
+        if attr.ftype != FileType::DIR {
+            return Err(NsError::local(Status::NOTDIR));
         }
         let now = Instant::now();
         let mut inodes = HashMap::new();
@@ -357,7 +358,7 @@ impl Fs {
         let (fh, attr) = match self.ns.lookup(&dir, name_str).await {
             Ok(r) => r,
             Err(e) => {
-                if e.status() == Some(Nfsstat3::NOENT) {
+                if e.status() == Some(Status::NOENT) {
                     self.lock_tables().names.remove(&key);
                 }
                 return Err(errno(&e));
@@ -429,7 +430,7 @@ impl Fs {
             }
         }
         let fh = self.fh_of(ino)?;
-        let sattr = Sattr3 {
+        let sattr = NsSetAttr {
             mode: set.mode.map(|m| m & 0o7777),
             uid: set.uid,
             gid: set.gid,
@@ -489,10 +490,10 @@ impl Fs {
         if let Some((uid, gid)) = owner {
             // The neutral CREATE sets the mode only; the caller's ids follow (under the open,
             // so NFSv4 sees the stateid).
-            let ids = Sattr3 {
+            let ids = NsSetAttr {
                 uid: Some(uid),
                 gid: Some(gid),
-                ..Sattr3::default()
+                ..NsSetAttr::default()
             };
             match file.set_attr_attrs(&ids).await {
                 Ok(a) => attr = a,
@@ -662,7 +663,7 @@ impl Fs {
             items.push(DirItem {
                 ino,
                 name: Bytes::from_static(dot),
-                ftype: Some(Ftype3::DIR),
+                ftype: Some(FileType::DIR),
             });
         }
         {
@@ -753,7 +754,8 @@ impl Fs {
             let now = Instant::now();
             let mut t = self.lock_tables();
             match t.inodes.get_mut(&ino) {
-                Some(i) => i.attr.update(attr, now, &self.config.attr),
+                // A change the LOOKUP or GETATTR before this open saw counts too.
+                Some(i) => i.attr.update(attr, now, &self.config.attr) | i.attr.take_data_changed(),
                 None => true,
             }
         };
@@ -1040,13 +1042,13 @@ impl Fs {
     /// The node's attributes as cached, fresh or not.
     /// The cached attributes if the server sent them less than
     /// [`FsConfig::open_trusts_attrs_for`] ago.
-    fn just_fetched_attr(&self, ino: Ino) -> Option<Fattr3> {
+    fn just_fetched_attr(&self, ino: Ino) -> Option<Attr> {
         let t = self.lock_tables();
         let a = &t.inodes.get(&ino)?.attr;
         (a.fetched_at.elapsed() < self.config.open_trusts_attrs_for).then_some(a.attr)
     }
 
-    fn cached_attr(&self, ino: Ino) -> Fattr3 {
+    fn cached_attr(&self, ino: Ino) -> Attr {
         self.lock_tables()
             .inodes
             .get(&ino)
@@ -1055,7 +1057,7 @@ impl Fs {
     }
 
     /// Interns `fh` with `attr` (fetched at `at`) and counts a kernel lookup if `count`.
-    fn remember(&self, fh: Handle, attr: Fattr3, at: Instant, count: bool) -> Node {
+    fn remember(&self, fh: Handle, attr: Attr, at: Instant, count: bool) -> Node {
         let mut t = self.lock_tables();
         let ino = match t.by_fh.get(&fh) {
             Some(&ino) => ino,
@@ -1085,7 +1087,7 @@ impl Fs {
         Node { ino, attr, ttl }
     }
 
-    fn node(&self, ino: Ino, attr: Fattr3) -> Node {
+    fn node(&self, ino: Ino, attr: Attr) -> Node {
         let ttl = self
             .lock_tables()
             .inodes
@@ -1095,7 +1097,7 @@ impl Fs {
     }
 
     /// The node's attributes, from the cache or by GETATTR.
-    async fn fresh_attr(&self, ino: Ino) -> FsResult<Fattr3> {
+    async fn fresh_attr(&self, ino: Ino) -> FsResult<Attr> {
         let (fh, cached) = {
             let t = self.lock_tables();
             let i = t.inodes.get(&ino).ok_or(Errno(libc::ESTALE))?;
@@ -1110,11 +1112,11 @@ impl Fs {
         Ok(attr)
     }
 
-    async fn getattr_rpc(&self, fh: &Handle) -> FsResult<Fattr3> {
+    async fn getattr_rpc(&self, fh: &Handle) -> FsResult<Attr> {
         self.ns.getattr(fh).await.map_err(|e| errno(&e))
     }
 
-    fn update_attr(&self, ino: Ino, attr: Fattr3) {
+    fn update_attr(&self, ino: Ino, attr: Attr) {
         let now = Instant::now();
         if let Some(i) = self.lock_tables().inodes.get_mut(&ino) {
             i.attr.update(attr, now, &self.config.attr);
@@ -1142,9 +1144,9 @@ impl Fs {
         dir: Ino,
         name: Bytes,
         fh: &Handle,
-        attr: Fattr3,
+        attr: Attr,
         now: Instant,
-        dir_mtime: Option<Nfstime3>,
+        dir_mtime: Option<Time>,
     ) {
         let Some(dir_mtime) = dir_mtime else { return };
         let mut t = self.lock_tables();
@@ -1179,15 +1181,15 @@ impl Fs {
         &self,
         parent: Ino,
         fh: Handle,
-        mut attr: Fattr3,
+        mut attr: Attr,
         owner: Option<(u32, u32)>,
     ) -> FsResult<Node> {
         self.invalidate_attr(parent);
         if let Some((uid, gid)) = owner {
-            let ids = Sattr3 {
+            let ids = NsSetAttr {
                 uid: Some(uid),
                 gid: Some(gid),
-                ..Sattr3::default()
+                ..NsSetAttr::default()
             };
             attr = self
                 .ns
@@ -1209,7 +1211,7 @@ impl Fs {
     // --- helpers: open files -------------------------------------------------------------------
 
     /// The namespace's open (NFSv4: OPEN with READ or BOTH access).
-    async fn ns_open(&self, fh: &Handle, attr: Fattr3, write: bool) -> FsResult<OpenFile> {
+    async fn ns_open(&self, fh: &Handle, attr: Attr, write: bool) -> FsResult<OpenFile> {
         self.ns.open(fh, attr, write).await.map_err(|e| errno(&e))
     }
 
@@ -1409,55 +1411,74 @@ fn set_time(t: Option<Option<SystemTime>>) -> SetTime {
     }
 }
 
-/// A `SystemTime` as `nfstime3` (seconds since 1970 as u32; earlier times clamp to 0).
-pub fn nfstime(t: SystemTime) -> Nfstime3 {
+/// A `SystemTime` as a neutral [`Time`] (signed seconds since 1970).
+pub fn nfstime(t: SystemTime) -> Time {
     match t.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(d) => Nfstime3 {
-            seconds: d.as_secs().min(u32::MAX as u64) as u32,
+        Ok(d) => Time {
+            seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
             nseconds: d.subsec_nanos(),
         },
-        Err(_) => Nfstime3::default(),
+        Err(e) => {
+            // Before 1970: whole seconds down, nanoseconds up from there.
+            let d = e.duration();
+            let (s, n) = (d.as_secs() as i64, d.subsec_nanos());
+            if n == 0 {
+                Time {
+                    seconds: -s,
+                    nseconds: 0,
+                }
+            } else {
+                Time {
+                    seconds: -s - 1,
+                    nseconds: 1_000_000_000 - n,
+                }
+            }
+        }
     }
 }
 
-/// `nfstime3` as a `SystemTime`.
-pub fn system_time(t: Nfstime3) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::new(t.seconds as u64, t.nseconds.min(999_999_999))
+/// A neutral [`Time`] as a `SystemTime`.
+pub fn system_time(t: Time) -> SystemTime {
+    let n = t.nseconds.min(999_999_999);
+    if t.seconds >= 0 {
+        SystemTime::UNIX_EPOCH + Duration::new(t.seconds as u64, n)
+    } else {
+        SystemTime::UNIX_EPOCH - Duration::from_secs(t.seconds.unsigned_abs())
+            + Duration::from_nanos(u64::from(n))
+    }
 }
 
 /// The errno for an NFS error (RFC 1813 §2.6; the values below 10000 are Linux errnos except
 /// where Linux numbers differ; NFSv4's own statuses as Linux's client maps them).
 pub fn errno(e: &NsError) -> Errno {
     let Some(s) = e.status() else {
-        let timeout = matches!(e, NsError::V3(e) if e.is_timeout());
+        let timeout = e.is_timeout();
         return Errno(if timeout { libc::ETIMEDOUT } else { libc::EIO });
     };
     Errno(match s {
         // NFS4ERR_DENIED, NFS4ERR_LOCKED, NFS4ERR_GRACE: try again later.
-        Nfsstat3(10010) | Nfsstat3(10012) | Nfsstat3(10013) => libc::EAGAIN,
-        Nfsstat3(10015) => libc::EACCES,  // NFS4ERR_SHARE_DENIED
-        Nfsstat3(10038) => libc::EBADF,   // NFS4ERR_OPENMODE
-        Nfsstat3(10029) => libc::ELOOP,   // NFS4ERR_SYMLINK
-        Nfsstat3(10045) => libc::EDEADLK, // NFS4ERR_DEADLOCK
-        Nfsstat3(10083) => libc::EINVAL,  // NFS4ERR_WRONG_TYPE
-        Nfsstat3::NAMETOOLONG => libc::ENAMETOOLONG,
-        Nfsstat3::NOTEMPTY => libc::ENOTEMPTY,
-        Nfsstat3::DQUOT => libc::EDQUOT,
-        Nfsstat3::STALE | Nfsstat3::BADHANDLE => libc::ESTALE,
-        Nfsstat3::REMOTE => libc::EREMOTE,
-        Nfsstat3::NOTSUPP => libc::EOPNOTSUPP,
-        Nfsstat3::BADTYPE => libc::EINVAL,
-        Nfsstat3::JUKEBOX => libc::EAGAIN,
-        Nfsstat3::TOOSMALL | Nfsstat3::SERVERFAULT | Nfsstat3::NOT_SYNC | Nfsstat3::BAD_COOKIE => {
-            libc::EIO
-        }
-        Nfsstat3(v) if v > 0 && v < 128 => v as i32,
+        Status(10010) | Status(10012) | Status(10013) => libc::EAGAIN,
+        Status(10015) => libc::EACCES,  // NFS4ERR_SHARE_DENIED
+        Status(10038) => libc::EBADF,   // NFS4ERR_OPENMODE
+        Status(10029) => libc::ELOOP,   // NFS4ERR_SYMLINK
+        Status(10045) => libc::EDEADLK, // NFS4ERR_DEADLOCK
+        Status(10083) => libc::EINVAL,  // NFS4ERR_WRONG_TYPE
+        Status::NAMETOOLONG => libc::ENAMETOOLONG,
+        Status::NOTEMPTY => libc::ENOTEMPTY,
+        Status::DQUOT => libc::EDQUOT,
+        Status::STALE | Status::BADHANDLE => libc::ESTALE,
+        Status::REMOTE => libc::EREMOTE,
+        Status::NOTSUPP => libc::EOPNOTSUPP,
+        Status::BADTYPE => libc::EINVAL,
+        Status::JUKEBOX => libc::EAGAIN,
+        Status::TOOSMALL | Status::SERVERFAULT | Status::NOT_SYNC | Status::BAD_COOKIE => libc::EIO,
+        Status(v) if v > 0 && v < 128 => v as i32,
         _ => libc::EIO,
     })
 }
 
 /// True if two attribute sets differ in what close-to-open cares about.
-pub fn changed(old: &Fattr3, new: &Fattr3) -> bool {
+pub fn changed(old: &Attr, new: &Attr) -> bool {
     data_changed(old, new)
 }
 
@@ -1468,13 +1489,13 @@ mod tests {
     #[test]
     fn nfs_statuses_map_to_linux_errnos() {
         let st = NsError::local;
-        assert_eq!(errno(&st(Nfsstat3::NOENT)), Errno(libc::ENOENT));
-        assert_eq!(errno(&st(Nfsstat3::NOTEMPTY)), Errno(libc::ENOTEMPTY));
-        assert_eq!(errno(&st(Nfsstat3::NAMETOOLONG)), Errno(libc::ENAMETOOLONG));
-        assert_eq!(errno(&st(Nfsstat3::STALE)), Errno(libc::ESTALE));
-        assert_eq!(errno(&st(Nfsstat3::EXIST)), Errno(libc::EEXIST));
+        assert_eq!(errno(&st(Status::NOENT)), Errno(libc::ENOENT));
+        assert_eq!(errno(&st(Status::NOTEMPTY)), Errno(libc::ENOTEMPTY));
+        assert_eq!(errno(&st(Status::NAMETOOLONG)), Errno(libc::ENAMETOOLONG));
+        assert_eq!(errno(&st(Status::STALE)), Errno(libc::ESTALE));
+        assert_eq!(errno(&st(Status::EXIST)), Errno(libc::EEXIST));
         assert_eq!(errno(&NsError::other("x")), Errno(libc::EIO));
-        assert_eq!(errno(&st(Nfsstat3(10010))), Errno(libc::EAGAIN), "DENIED");
+        assert_eq!(errno(&st(Status(10010))), Errno(libc::EAGAIN), "DENIED");
     }
 
     #[test]
@@ -1510,15 +1531,30 @@ mod tests {
 
     #[test]
     fn times_round_trip() {
-        let t = Nfstime3 {
+        let t = Time {
             seconds: 1_700_000_000,
             nseconds: 123_456_789,
         };
         assert_eq!(nfstime(system_time(t)), t);
+        // Times are 64-bit now: before 1970 is kept (the v3 side clamps it when it sends).
+        let early = SystemTime::UNIX_EPOCH - Duration::from_secs(5);
         assert_eq!(
-            nfstime(SystemTime::UNIX_EPOCH - Duration::from_secs(5)),
-            Nfstime3::default()
+            nfstime(early),
+            Time {
+                seconds: -5,
+                nseconds: 0
+            }
         );
+        let early = SystemTime::UNIX_EPOCH - Duration::from_millis(1250);
+        let t = nfstime(early);
+        assert_eq!(
+            t,
+            Time {
+                seconds: -2,
+                nseconds: 750_000_000
+            }
+        );
+        assert_eq!(system_time(t), early);
     }
 
     #[test]
@@ -1535,13 +1571,9 @@ mod tests {
         t.inodes.insert(
             5,
             Inode {
-                fh: Handle::V3(Default::default()),
+                fh: Handle::v3(Default::default()),
                 lookups: 1,
-                attr: CachedAttr::new(
-                    Fattr3::default(),
-                    Instant::now(),
-                    &AttrCacheConfig::default(),
-                ),
+                attr: CachedAttr::new(Attr::default(), Instant::now(), &AttrCacheConfig::default()),
                 names: Vec::new(),
             },
         );

@@ -15,7 +15,7 @@ use fuser::{
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock,
     ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
-use sluice_xdr::nfs3::{Fattr3, Ftype3};
+use sluice_client::namespace::{Attr, FileType as NsType};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -579,21 +579,21 @@ fn signal_pending(pid: u32) -> bool {
     pending & !field("SigBlk:") != 0
 }
 
-fn file_type(t: Ftype3) -> FileType {
+fn file_type(t: NsType) -> FileType {
     match t {
-        Ftype3::DIR => FileType::Directory,
-        Ftype3::LNK => FileType::Symlink,
-        Ftype3::BLK => FileType::BlockDevice,
-        Ftype3::CHR => FileType::CharDevice,
-        Ftype3::SOCK => FileType::Socket,
-        Ftype3::FIFO => FileType::NamedPipe,
+        NsType::DIR => FileType::Directory,
+        NsType::LNK => FileType::Symlink,
+        NsType::BLK => FileType::BlockDevice,
+        NsType::CHR => FileType::CharDevice,
+        NsType::SOCK => FileType::Socket,
+        NsType::FIFO => FileType::NamedPipe,
         _ => FileType::RegularFile,
     }
 }
 
 /// `fattr3` as the kernel's attributes, with the node id in place of the fileid.
 pub fn file_attr(n: &Node) -> FileAttr {
-    let a: &Fattr3 = &n.attr;
+    let a: &Attr = &n.attr;
     FileAttr {
         ino: INodeNo(n.ino),
         size: a.size,

@@ -7,14 +7,18 @@
 //!                                                          ▼
 //!                                       fs.rs (Fs: inodes, attribute/name caches, open files)
 //!                                                          │
-//!                                       sluice_client::OpenFile: File / FileWriter (autotuned
-//!                                         readahead, write-behind + COMMIT: cp and cat's path)
+//!                                       sluice_client::OpenFile: one File for both versions
+//!                                         (autotuned
+//!                                         readahead, write-behind + COMMIT: cp and cat's path),
+//!                                         neutral attributes with the change attribute
 //!                                       Arc<dyn sluice_client::Namespace>: the v3 Client or the
 //!                                         v4::Client (session, OPEN/CLOSE, LOCK/LOCKU), chosen
-//!                                         by namespace::connect as for every command
+//!                                         by sluice_client::connect as for every command
 //! ```
 //!
-//! - [`cache`]: the pure attribute-timeout policy (acregmin/acregmax/acdirmin/acdirmax).
+//! - [`cache`]: the pure attribute-timeout policy (acregmin/acregmax/acdirmin/acdirmax) and the
+//!   change test: the NFSv4 change attribute where the server has one, size and mtime where it
+//!   does not (NFSv3); a change drops the kernel's cached pages at the next open.
 //! - [`fs`]: the async filesystem, testable without a kernel.
 //! - [`fuse`]: translation of `fuser` callbacks, nothing more.
 //! - [`mount`]: [`MountArgs`], [`run`] and [`umount`] for the `sluice` binary.

@@ -1,7 +1,7 @@
 //! `sluice mount` / `sluice umount`: arguments, the mount's life cycle, unmounting.
 //!
 //! ```text
-//!   run(args) ─► preflight (/dev/fuse, fusermount3) ─► namespace::connect (v4.2, 4.1, 3
+//!   run(args) ─► preflight (/dev/fuse, fusermount3) ─► sluice_client::connect (v4.2, 4.1, 3
 //!                 as the URL allows, like every client command) ─► Fs::new
 //!       └─► session thread: Session::new (mount(2) or fusermount3, INIT) ─► Session::run
 //!       └─► wait for: the session ending (someone ran `sluice umount`)  → Ok
@@ -14,7 +14,7 @@ use crate::fs::{Fs, FsConfig};
 use crate::fuse::SluiceFuse;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use sluice_client::client::strip_export;
-use sluice_client::{namespace, ClientOptions, NfsUrl};
+use sluice_client::{ClientOptions, NfsUrl};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -180,7 +180,9 @@ impl Mounted {
     }
 
     /// Waits until the session ends (after an unmount from here or from `sluice umount`),
-    /// then ends the client's state on the server (NFSv4: DESTROY_SESSION, DESTROY_CLIENTID).
+    /// then ends the client's state on the server (NFSv4: DESTROY_SESSION, DESTROY_CLIENTID;
+    /// at most `sluice_client::v4::SHUTDOWN_WAIT`, so a server that is gone does not keep the
+    /// process alive).
     pub async fn wait(self) -> Result<(), MountError> {
         let r = session_result(self.ended.await);
         let _ = self.fs.namespace().shutdown().await;
@@ -215,7 +217,7 @@ pub async fn mount(args: MountArgs) -> Result<Mounted, MountError> {
         uid,
         &format!("mount:{}", place.display()),
     ));
-    let ns = namespace::connect(&url, &options)
+    let ns = sluice_client::connect(&url, &options)
         .await
         .map_err(|e| format!("{}: {e}", args.url))?;
     // The URL's path inside what the namespace's root stands for: the export (v3), the

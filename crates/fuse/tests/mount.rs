@@ -6,6 +6,7 @@
 #[path = "../../cli/tests/servers/announce.rs"]
 mod announce;
 
+use sluice_client::namespace::{SetAttr, SetTime};
 use sluice_client::{Client, ClientOptions};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -226,13 +227,19 @@ struct Mount {
 
 impl Mount {
     fn new(url: &str) -> Mount {
+        Mount::new_with(url, |_| {})
+    }
+
+    /// A mount whose arguments `adjust` changes first.
+    fn new_with(url: &str, adjust: impl FnOnce(&mut sluice_fuse::MountArgs)) -> Mount {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
         let dir = TempDir::new("mnt");
-        let args = sluice_fuse::MountArgs::new(url, dir.path());
+        let mut args = sluice_fuse::MountArgs::new(url, dir.path());
+        adjust(&mut args);
         let mounted = rt
             .block_on(async {
                 tokio::time::timeout(Duration::from_secs(30), sluice_fuse::mount(args)).await
@@ -960,4 +967,121 @@ fn fcntl_and_flock_on_a_v4_1_mount_are_server_locks() {
         assert!(server_op_calls(metrics, op) > 0, "the server saw no {op}");
     }
     m.unmount();
+}
+
+/// A change another client makes over NFSv4 that keeps size and mtime (the same number of
+/// bytes written, then the mtime set back with SETATTR) is seen through the change attribute:
+/// after the attribute cache time the mount serves the new bytes. Size and mtime alone (all
+/// NFSv3 has) could not tell.
+#[test]
+fn a_v4_change_that_keeps_size_and_mtime_is_seen_through_the_change_attribute() {
+    let server = SluiceServer::start();
+    let url = versioned_url(&server, "4.1");
+    let m = Mount::new_with(&url, |a| {
+        a.acregmin = 1;
+        a.acregmax = 1;
+    });
+    std::fs::write(server.export_dir().join("same"), b"old bytes").unwrap();
+    assert_eq!(std::fs::read(m.path().join("same")).unwrap(), b"old bytes");
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (before, after) = rt.block_on(async {
+        let ns = sluice_client::connect(
+            &sluice_client::NfsUrl::parse(&url).unwrap(),
+            &ClientOptions::default(),
+        )
+        .await
+        .expect("connect");
+        let rel = format!("{}/same", server.export_dir().display());
+        let (fh, before) = ns.lookup_path(&rel).await.expect("lookup");
+        let f = ns.open(&fh, before, true).await.expect("open");
+        let mut w = f.writer();
+        w.write(b"new bytes").await.unwrap();
+        w.finish().await.unwrap();
+        f.close().await.unwrap();
+        let restore = SetAttr {
+            mtime: SetTime::ClientTime(before.mtime),
+            ..SetAttr::default()
+        };
+        let after = ns.setattr_attrs(&fh, &restore).await.expect("setattr");
+        ns.shutdown().await.unwrap();
+        (before, after)
+    });
+    assert_eq!(
+        (after.size, after.mtime),
+        (before.size, before.mtime),
+        "size and mtime as they were"
+    );
+    assert!(
+        before.change.is_some(),
+        "a v4 server has a change attribute"
+    );
+    assert_ne!(after.change, before.change, "the change attribute moved");
+
+    // Past the attribute cache time (1 s here), the next open revalidates.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(std::fs::read(m.path().join("same")).unwrap(), b"new bytes");
+    m.unmount();
+}
+
+/// `sluice mount` exits promptly after `sluice umount` even when its server has just gone:
+/// nothing it still owes a dead server (NFSv4's DESTROY_SESSION, calls in flight) keeps the
+/// process alive. (It used to sleep on for 20 s and more.)
+#[test]
+fn a_mount_process_exits_promptly_after_umount_when_its_server_is_gone() {
+    let server = SluiceServer::start();
+    let url = versioned_url(&server, "4.1");
+    let dir = TempDir::new("mnt-proc");
+    let bin = std::env::var("SLUICE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target/debug/sluice"));
+    let mut child = Command::new(&bin)
+        .arg("mount")
+        .arg(&url)
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn sluice mount");
+    let mounted_by = Instant::now() + Duration::from_secs(30);
+    while !is_mounted(dir.path()) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "sluice mount exited before mounting"
+        );
+        assert!(Instant::now() < mounted_by, "not mounted within 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::metadata(dir.path().join(".")).expect("stat through the mount");
+    drop(server);
+
+    let status = Command::new(&bin)
+        .arg("umount")
+        .arg(dir.path())
+        .status()
+        .expect("run sluice umount");
+    assert!(status.success(), "sluice umount: {status:?}");
+    let unmounted = Instant::now();
+    let bound = Duration::from_secs(10);
+    let exited = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if unmounted.elapsed() > bound {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    if exited.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let waited = unmounted.elapsed();
+    assert!(
+        exited.is_some(),
+        "sluice mount still running {waited:?} after umount"
+    );
 }

@@ -40,9 +40,11 @@ use super::{at, CommonArgs, Session};
 use crate::sink::LocalFile;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice_client::namespace::{CreateMode, DirStream, Error, Handle, Namespace, OpenFile};
+use sluice_client::namespace::{
+    Attr, CreateMode, DirStream, Error, FileType, Handle, Namespace, OpenFile, SetAttr, SetTime,
+    Status, Time,
+};
 use sluice_client::url::NfsUrl;
-use sluice_xdr::nfs3::{Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, SetTime};
 use std::future::Future;
 use std::io::IsTerminal;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -90,7 +92,7 @@ enum Node {
     Nfs {
         ns: Arc<dyn Namespace>,
         fh: Handle,
-        attr: Fattr3,
+        attr: Attr,
         url: NfsUrl,
     },
 }
@@ -112,8 +114,8 @@ struct Meta {
     kind: Kind,
     size: u64,
     mode: u32,
-    atime: Nfstime3,
-    mtime: Nfstime3,
+    atime: Time,
+    mtime: Time,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -392,11 +394,11 @@ async fn destination(s: &mut Session, arg: &str, src: &Node) -> Result<(Dir, Str
         let url = super::parse_url(arg)?;
         let (ns, rel) = s.resolve(&url).await?;
         match ns.lookup_path(&rel).await {
-            Ok((fh, attr)) if attr.ftype == Ftype3::DIR => {
+            Ok((fh, attr)) if attr.ftype == FileType::DIR => {
                 return Ok((Dir::Nfs { ns, fh, url }, src_name));
             }
             Ok(_) => {}
-            Err(e) if e.status() == Some(Nfsstat3::NOENT) => {}
+            Err(e) if e.status() == Some(Status::NOENT) => {}
             Err(e) => return Err(at(&url, e)),
         }
         let (fh, name) = ns.lookup_parent(&rel).await.map_err(|e| at(&url, e))?;
@@ -620,9 +622,9 @@ impl Node {
             }
             Node::Nfs { attr, .. } => Ok(Meta {
                 kind: match attr.ftype {
-                    Ftype3::REG => Kind::File,
-                    Ftype3::DIR => Kind::Dir,
-                    Ftype3::LNK => Kind::Symlink,
+                    FileType::REG => Kind::File,
+                    FileType::DIR => Kind::Dir,
+                    FileType::LNK => Kind::Symlink,
                     _ => Kind::Other,
                 },
                 size: attr.size,
@@ -756,10 +758,10 @@ impl Dir {
                 let sub_url = url.join(name);
                 let sub = match ns.mkdir(fh, name, 0o755).await {
                     Ok((h, _)) => h,
-                    Err(e) if e.status() == Some(Nfsstat3::EXIST) => {
+                    Err(e) if e.status() == Some(Status::EXIST) => {
                         let (h, a) = ns.lookup(fh, name).await.map_err(|e| at(&sub_url, e))?;
-                        if a.ftype != Ftype3::DIR {
-                            return Err(at(&sub_url, Error::local(Nfsstat3::NOTDIR)));
+                        if a.ftype != FileType::DIR {
+                            return Err(at(&sub_url, Error::local(Status::NOTDIR)));
                         }
                         h
                     }
@@ -806,12 +808,12 @@ impl Dir {
     }
 }
 
-fn preserve_attrs(meta: Meta) -> Sattr3 {
-    Sattr3 {
+fn preserve_attrs(meta: Meta) -> SetAttr {
+    SetAttr {
         mode: Some(meta.mode & 0o7777),
         atime: SetTime::ClientTime(meta.atime),
         mtime: SetTime::ClientTime(meta.mtime),
-        ..Sattr3::default()
+        ..SetAttr::default()
     }
 }
 
@@ -820,7 +822,7 @@ fn set_local_attrs(p: &Path, meta: Meta) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", p.display()))?;
     let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
         .map_err(|_| format!("{}: NUL in path", p.display()))?;
-    let ts = |t: Nfstime3| libc::timespec {
+    let ts = |t: Time| libc::timespec {
         tv_sec: t.seconds as libc::time_t,
         tv_nsec: t.nseconds as libc::c_long,
     };
@@ -837,9 +839,9 @@ fn set_local_attrs(p: &Path, meta: Meta) -> Result<(), String> {
     Ok(())
 }
 
-fn nfstime(secs: i64, nsecs: i64) -> Nfstime3 {
-    Nfstime3 {
-        seconds: secs.clamp(0, i64::from(u32::MAX)) as u32,
+fn nfstime(secs: i64, nsecs: i64) -> Time {
+    Time {
+        seconds: secs,
         nseconds: nsecs.clamp(0, 999_999_999) as u32,
     }
 }
@@ -888,8 +890,8 @@ mod tests {
             kind: Kind::File,
             size: 1 << 40,
             mode: 0,
-            atime: Nfstime3::default(),
-            mtime: Nfstime3::default(),
+            atime: Time::default(),
+            mtime: Time::default(),
         });
         assert_eq!(u64::from(full) * CHARGE_UNIT_BYTES, FILE_CHARGE_BYTES_MAX);
         let at_once = (TREE_BYTES_IN_FLIGHT_MAX / FILE_CHARGE_BYTES_MAX) as usize;

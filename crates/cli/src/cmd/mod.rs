@@ -8,7 +8,7 @@
 //!
 //! Each is written once over [`sluice_client::namespace::Namespace`], so it works over NFSv3 and
 //! NFSv4.1 / 4.2 alike; a command's `Session` connects with the version each URL asks for
-//! (none: 4.2, 4.1, then 3, see [`sluice_client::namespace::connect`]).
+//! (none: 4.2, 4.1, then 3, see [`sluice_client::connect`]).
 //!
 //! Every command takes `--stats` (per-procedure RPC statistics, READ sizes and depth,
 //! readahead windows and waste, retransmissions and the NFS version chosen, on stderr at the
@@ -23,7 +23,7 @@ pub use ops::{CatArgs, LnArgs, LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
 
 use clap::{Args, Subcommand};
 use sluice_client::client::{is_path_prefix, strip_export, ClientOptions};
-use sluice_client::namespace::{self, Namespace};
+use sluice_client::namespace::Namespace;
 use sluice_client::stats::{ClientStats, ReadStats};
 use sluice_client::url::NfsUrl;
 use std::sync::Arc;
@@ -116,7 +116,7 @@ pub async fn run_with_output(cmd: ClientCmd, out: &mut Out) -> Result<(), String
 }
 
 /// The connections of one command: URLs on the same server and export share a client, of
-/// whichever NFS version [`namespace::connect`] settled on.
+/// whichever NFS version [`sluice_client::connect`] settled on.
 pub(crate) struct Session {
     options: ClientOptions,
     clients: Vec<Arc<dyn Namespace>>,
@@ -175,7 +175,7 @@ impl Session {
                 return Ok((c.clone(), strip_export(&url.path, c.export())));
             }
         }
-        let c = namespace::connect(url, &self.options)
+        let c = sluice_client::connect(url, &self.options)
             .await
             .map_err(|e| format!("{url}: {e}"))?;
         let rel = strip_export(&url.path, c.export());

@@ -4,9 +4,8 @@
 use super::{at, parse_url, CommonArgs, Out, Session};
 use clap::Args;
 use sluice_client::client::components;
-use sluice_client::namespace::{Error, Handle, Namespace};
+use sluice_client::namespace::{Attr, Error, FileType, Handle, Namespace, Status, Time};
 use sluice_client::url::NfsUrl;
-use sluice_xdr::nfs3::{Fattr3, Ftype3, Nfsstat3, Nfstime3};
 use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::Pin;
@@ -139,7 +138,7 @@ pub(crate) async fn ls(a: LsArgs, out: &mut Out) -> Result<(), String> {
         }
         let (c, rel) = s.resolve(&url).await?;
         let (fh, attr) = c.lookup_path(&rel).await.map_err(|e| at(&url, e))?;
-        if attr.ftype != Ftype3::DIR {
+        if attr.ftype != FileType::DIR {
             let line = entry_line(a.long, url.file_name(), &attr, None);
             return write_out(out, &line).await;
         }
@@ -193,7 +192,7 @@ fn list_dir<'a>(
                 e.node = Some(n);
             }
             let target = match &e.node {
-                Some((h, a)) if long && a.ftype == Ftype3::LNK => c.readlink(h).await.ok(),
+                Some((h, a)) if long && a.ftype == FileType::LNK => c.readlink(h).await.ok(),
                 _ => None,
             };
             match &e.node {
@@ -204,7 +203,7 @@ fn list_dir<'a>(
                 }
             }
             if let Some((h, a)) = &e.node {
-                if recursive && a.ftype == Ftype3::DIR {
+                if recursive && a.ftype == FileType::DIR {
                     subdirs.push((e.name.clone(), h.clone()));
                 }
             }
@@ -224,7 +223,7 @@ async fn write_out(out: &mut Out, s: &str) -> Result<(), String> {
     out.flush().await.map_err(|e| format!("stdout: {e}"))
 }
 
-fn entry_line(long: bool, name: &str, a: &Fattr3, target: Option<&str>) -> String {
+fn entry_line(long: bool, name: &str, a: &Attr, target: Option<&str>) -> String {
     if !long {
         return format!("{name}\n");
     }
@@ -317,16 +316,16 @@ pub(crate) async fn mkdir_parents(c: &dyn Namespace, rel: &str) -> Result<Handle
     for name in components(rel) {
         fh = match c.lookup(&fh, name).await {
             Ok((h, attr)) => {
-                if attr.ftype != Ftype3::DIR {
-                    return Err(Error::local(Nfsstat3::NOTDIR));
+                if attr.ftype != FileType::DIR {
+                    return Err(Error::local(Status::NOTDIR));
                 }
                 h
             }
-            Err(e) if e.status() == Some(Nfsstat3::NOENT) => {
+            Err(e) if e.status() == Some(Status::NOENT) => {
                 match c.mkdir(&fh, name, 0o755).await {
                     Ok((h, _)) => h,
                     // Created by someone else meanwhile.
-                    Err(e) if e.status() == Some(Nfsstat3::EXIST) => c.lookup(&fh, name).await?.0,
+                    Err(e) if e.status() == Some(Status::EXIST) => c.lookup(&fh, name).await?.0,
                     Err(e) => return Err(e),
                 }
             }
@@ -344,7 +343,7 @@ pub(crate) async fn rm(a: RmArgs) -> Result<(), String> {
             let (c, rel) = s.resolve(&url).await?;
             let (dir, name) = c.lookup_parent(&rel).await.map_err(|e| at(&url, e))?;
             let (fh, attr) = c.lookup(&dir, &name).await.map_err(|e| at(&url, e))?;
-            if attr.ftype == Ftype3::DIR {
+            if attr.ftype == FileType::DIR {
                 if !a.recursive {
                     return Err(format!("{url}: is a directory (use -r)"));
                 }
@@ -381,12 +380,12 @@ pub(crate) fn remove_tree<'a>(
                     .resolve_entry(fh, &e)
                     .await
                     .map_err(|err| at(&child, err))?;
-                if attr.ftype == Ftype3::DIR {
+                if attr.ftype == FileType::DIR {
                     remove_tree(c, &child, fh, &e.name, &sub).await?;
                 } else {
                     match c.remove(fh, &e.name).await {
                         Ok(_) => {}
-                        Err(err) if err.status() == Some(Nfsstat3::NOENT) => {}
+                        Err(err) if err.status() == Some(Status::NOENT) => {}
                         Err(err) => return Err(at(&child, err)),
                     }
                 }
@@ -412,7 +411,7 @@ pub(crate) async fn mv(a: MvArgs) -> Result<(), String> {
         let (from_dir, from_name) = c.lookup_parent(&src_rel).await.map_err(|e| at(&src, e))?;
         // Moving onto an existing directory moves into it, like mv(1).
         let (to_dir, to_name, shown) = match c.lookup_path(&dst_rel).await {
-            Ok((fh, attr)) if attr.ftype == Ftype3::DIR => (fh, from_name.clone(), dst.join(&from_name)),
+            Ok((fh, attr)) if attr.ftype == FileType::DIR => (fh, from_name.clone(), dst.join(&from_name)),
             _ => {
                 let (d, n) = c.lookup_parent(&dst_rel).await.map_err(|e| at(&dst, e))?;
                 (d, n, dst.clone())
@@ -439,7 +438,7 @@ pub(crate) async fn ln(a: LnArgs) -> Result<(), String> {
         };
         // Onto an existing directory: the link goes in it under the target's name, like ln(1).
         let (dir, name, shown) = match c.lookup_path(&link_rel).await {
-            Ok((fh, attr)) if attr.ftype == Ftype3::DIR && !target_name.is_empty() => {
+            Ok((fh, attr)) if attr.ftype == FileType::DIR && !target_name.is_empty() => {
                 (fh, target_name.clone(), link.join(&target_name))
             }
             _ => {
@@ -471,28 +470,28 @@ pub(crate) async fn ln(a: LnArgs) -> Result<(), String> {
 
 // --- formatting ------------------------------------------------------------------------------
 
-fn type_name(t: Ftype3) -> &'static str {
+fn type_name(t: FileType) -> &'static str {
     match t {
-        Ftype3::REG => "regular file",
-        Ftype3::DIR => "directory",
-        Ftype3::LNK => "symbolic link",
-        Ftype3::BLK => "block device",
-        Ftype3::CHR => "character device",
-        Ftype3::SOCK => "socket",
-        Ftype3::FIFO => "fifo",
+        FileType::REG => "regular file",
+        FileType::DIR => "directory",
+        FileType::LNK => "symbolic link",
+        FileType::BLK => "block device",
+        FileType::CHR => "character device",
+        FileType::SOCK => "socket",
+        FileType::FIFO => "fifo",
         _ => "unknown",
     }
 }
 
 /// "drwxr-xr-x", like ls -l.
-pub(crate) fn mode_string(t: Ftype3, mode: u32) -> String {
+pub(crate) fn mode_string(t: FileType, mode: u32) -> String {
     let kind = match t {
-        Ftype3::DIR => 'd',
-        Ftype3::LNK => 'l',
-        Ftype3::BLK => 'b',
-        Ftype3::CHR => 'c',
-        Ftype3::SOCK => 's',
-        Ftype3::FIFO => 'p',
+        FileType::DIR => 'd',
+        FileType::LNK => 'l',
+        FileType::BLK => 'b',
+        FileType::CHR => 'c',
+        FileType::SOCK => 's',
+        FileType::FIFO => 'p',
         _ => '-',
     };
     let mut s = String::with_capacity(10);
@@ -519,12 +518,12 @@ pub(crate) fn mode_string(t: Ftype3, mode: u32) -> String {
 }
 
 /// "2024-05-01 13:07" (UTC).
-pub(crate) fn format_time(t: Nfstime3) -> String {
+pub(crate) fn format_time(t: Time) -> String {
     let (y, mo, d, h, mi, _) = civil(t.seconds);
     format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}")
 }
 
-fn format_time_full(t: Nfstime3) -> String {
+fn format_time_full(t: Time) -> String {
     let (y, mo, d, h, mi, s) = civil(t.seconds);
     format!(
         "{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{:09} UTC",
@@ -534,8 +533,7 @@ fn format_time_full(t: Nfstime3) -> String {
 
 /// Seconds since the epoch to (year, month, day, hour, minute, second), UTC (the
 /// days-to-civil algorithm of H. Hinnant's date library).
-fn civil(secs: u32) -> (i64, u32, u32, u32, u32, u32) {
-    let secs = i64::from(secs);
+fn civil(secs: i64) -> (i64, u32, u32, u32, u32, u32) {
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400) as u32;
     let z = days + 719_468;
@@ -574,11 +572,11 @@ mod tests {
 
     #[test]
     fn modes_and_times_format_like_ls() {
-        assert_eq!(mode_string(Ftype3::DIR, 0o755), "drwxr-xr-x");
-        assert_eq!(mode_string(Ftype3::REG, 0o4644), "-rwSr--r--");
-        assert_eq!(mode_string(Ftype3::REG, 0o1777), "-rwxrwxrwt");
-        assert_eq!(mode_string(Ftype3::LNK, 0o777), "lrwxrwxrwx");
-        let t = |s| Nfstime3 {
+        assert_eq!(mode_string(FileType::DIR, 0o755), "drwxr-xr-x");
+        assert_eq!(mode_string(FileType::REG, 0o4644), "-rwSr--r--");
+        assert_eq!(mode_string(FileType::REG, 0o1777), "-rwxrwxrwt");
+        assert_eq!(mode_string(FileType::LNK, 0o777), "lrwxrwxrwx");
+        let t = |s| Time {
             seconds: s,
             nseconds: 0,
         };

@@ -456,7 +456,7 @@ async fn a_silent_server_fails_the_probe_with_an_error_that_falls_back() {
         matches!(&e, Error::Connect(m) if m.contains("no answer")),
         "{e}"
     );
-    assert!(crate::namespace::falls_back(&e));
+    assert!(crate::connect::falls_back(&e));
 }
 
 /// What the server saw from log line `from` on.
@@ -912,9 +912,9 @@ async fn a_namespace_open_records_its_delegation_and_its_close_returns_it() {
         ..Seen::default()
     }));
     let c = client(&seen).await;
-    let fh = Handle::V4(NfsFh4::from(&b"fh"[..]));
-    let attr = sluice_xdr::nfs3::Fattr3 {
-        ftype: sluice_xdr::nfs3::Ftype3::REG,
+    let fh = Handle::v4(NfsFh4::from(&b"fh"[..]).0);
+    let attr = crate::namespace::Attr {
+        ftype: crate::namespace::FileType::REG,
         ..Default::default()
     };
     let f = Namespace::open(&c, &fh, attr, false).await.unwrap();

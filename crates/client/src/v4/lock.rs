@@ -35,16 +35,7 @@ use sluice_xdr::nfs4::ops::{
 };
 use sluice_xdr::nfs4::{Nfsstat4, Opaque4, StateOwner4, Stateid4};
 
-/// A lock another owner holds that conflicts with the one asked for (LOCK4denied).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockConflict {
-    pub offset: u64,
-    /// `u64::MAX`: to the end of the file and beyond.
-    pub length: u64,
-    pub write: bool,
-    /// The holder's owner bytes, as the server reports them.
-    pub owner: Bytes,
-}
+pub use crate::neutral::LockConflict;
 
 impl From<&Lock4Denied> for LockConflict {
     fn from(d: &Lock4Denied) -> Self {

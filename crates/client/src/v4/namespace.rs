@@ -12,24 +12,28 @@
 //! | link / rename | PUTFH src, SAVEFH, PUTFH dir, LINK / RENAME |
 //! | setattr | PUTFH, SETATTR (anonymous stateid, or the open's) |
 //!
-//! Attributes come back as `fattr4` and are mapped to the v3 [`Fattr3`] here (see
-//! [`crate::namespace`] for the mapping's rules).
+//! Attributes come back as `fattr4` and are mapped to the neutral [`Attr`] here, change
+//! attribute included (see [`crate::neutral`] for the mapping's rules); [`SetAttr`] goes out
+//! as `fattr4` ([`sattr_values`]). [`OpenFile`]'s calls are [`Open4`]'s: the open's handle and
+//! stateid, CLOSE at the end, and byte-range locks ([`super::lock`]).
 
 use super::{
     component, find_fh, Attr, Client, Error, Fh, OpenClaim4, Openflag4, OPEN4_SHARE_ACCESS_BOTH,
     OPEN4_SHARE_ACCESS_READ,
 };
-use crate::file::File;
 use crate::namespace::{
-    CreateMode, Cursor, Entry, FsStat, Fut, Handle, Namespace, OpenFile, ProtoVersion, SpecialKind,
-    NOBODY_ID,
+    Attr as NsAttr, CreateMode, Cursor, Entry, FileType, FsStat, Fut, Handle, Namespace, OpenFile,
+    ProtoVersion, SetAttr, SetTime, SpecialKind, Status, Time, NOBODY_ID,
 };
-use crate::proto::FileProtocol;
+use crate::neutral::{Device, LockConflict};
+use crate::open::{BoxFut, OpenCalls};
+use crate::proto::{
+    CommitCall, FileContext, FileProtocol, ReadCall, ReadReply, Stability, WriteCall,
+};
 use crate::stats::{ClientStats, ReadStats};
 use crate::transport::TransportStats;
 use crate::url::NfsUrl;
 use bytes::Bytes;
-use sluice_xdr::nfs3::{Fattr3, Ftype3, Nfstime3, Sattr3, SetTime, Specdata3};
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::ops::{
     CreatVerfAttr, CreateArgs, Createhow4, Createtype4, NfsArgop4, NfsResop4, OpenArgs, Res4,
@@ -40,6 +44,7 @@ use sluice_xdr::nfs4::{
     Stateid4, Utf8Str,
 };
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// What the namespace asks for: [`super::ATTR_BITS`] and what `stat` shows besides (fsid,
 /// rawdev).
@@ -56,21 +61,21 @@ fn readdir_attr_request() -> Bitmap4 {
     Bitmap4::from_bits(&bits)
 }
 
-/// `fattr4` as the v3 attribute struct (see [`crate::namespace`]).
-pub fn fattr3(f: &Fattr4) -> Result<Fattr3, Error> {
-    Ok(fattr3_of(&AttrValues::decode(f)?.values))
+/// `fattr4` in the neutral vocabulary (see [`crate::neutral`]).
+pub fn attr_of_fattr(f: &Fattr4) -> Result<NsAttr, Error> {
+    Ok(attr_of(&AttrValues::decode(f)?.values))
 }
 
-fn fattr3_of(v: &AttrValues) -> Fattr3 {
+fn attr_of(v: &AttrValues) -> NsAttr {
     let time = |t: &Option<Nfstime4>| {
         let t = t.clone().unwrap_or_default();
-        Nfstime3 {
-            seconds: t.seconds.clamp(0, i64::from(u32::MAX)) as u32,
+        Time {
+            seconds: t.seconds,
             nseconds: t.nseconds,
         }
     };
-    Fattr3 {
-        ftype: Ftype3(v.ftype.unwrap_or_default().0),
+    NsAttr {
+        ftype: FileType(v.ftype.unwrap_or_default().0),
         mode: v.mode.unwrap_or(0),
         nlink: v.numlinks.unwrap_or(0),
         uid: owner_id(v.owner.as_ref()),
@@ -80,12 +85,12 @@ fn fattr3_of(v: &AttrValues) -> Fattr3 {
         rdev: v
             .rawdev
             .as_ref()
-            .map(|r| Specdata3 {
+            .map(|r| Device {
                 major: r.specdata1,
                 minor: r.specdata2,
             })
             .unwrap_or_default(),
-        // v3's fsid is one number: the major, with the minor folded in.
+        // One number, as v3 has: the major, with the minor folded in.
         fsid: v
             .fsid
             .as_ref()
@@ -94,6 +99,7 @@ fn fattr3_of(v: &AttrValues) -> Fattr3 {
         atime: time(&v.time_access),
         mtime: time(&v.time_modify),
         ctime: time(&v.time_metadata),
+        change: v.change,
     }
 }
 
@@ -105,13 +111,13 @@ pub fn owner_id(owner: Option<&Utf8Str>) -> u32 {
     id.parse().unwrap_or(NOBODY_ID)
 }
 
-/// [`Sattr3`] as `fattr4` for SETATTR or CREATE (owners as numeric strings).
-pub fn sattr_values(a: &Sattr3) -> AttrValues {
+/// [`SetAttr`] as `fattr4` for SETATTR or CREATE (owners as numeric strings).
+pub fn sattr_values(a: &SetAttr) -> AttrValues {
     let time = |t: SetTime| match t {
         SetTime::DontChange => None,
         SetTime::ServerTime => Some(Settime4::ServerTime),
         SetTime::ClientTime(t) => Some(Settime4::ClientTime(Nfstime4 {
-            seconds: i64::from(t.seconds),
+            seconds: t.seconds,
             nseconds: t.nseconds,
         })),
     };
@@ -127,55 +133,78 @@ pub fn sattr_values(a: &Sattr3) -> AttrValues {
     }
 }
 
-fn fh4(h: &Handle) -> Result<&NfsFh4, crate::namespace::Error> {
-    match h {
-        Handle::V4(h) => Ok(h),
-        Handle::V3(_) => Err(crate::namespace::Error::other(
-            "a file handle of another NFS version",
-        )),
+fn fh4(h: &Handle) -> Result<NfsFh4, crate::namespace::Error> {
+    if !h.is_v4() {
+        return Err(crate::namespace::Error::wrong_handle());
     }
+    Ok(NfsFh4(h.bytes().clone()))
 }
 
-/// The last GETATTR result, as `Fattr3`.
-fn find_fattr3(res: &[NfsResop4]) -> Result<Fattr3, Error> {
+/// The last GETATTR result, neutral.
+fn find_ns_attr(res: &[NfsResop4]) -> Result<NsAttr, Error> {
     res.iter()
         .rev()
         .find_map(|r| match r {
-            NfsResop4::Getattr(Res4::Ok(f)) => Some(fattr3(f)),
+            NfsResop4::Getattr(Res4::Ok(f)) => Some(attr_of_fattr(f)),
             _ => None,
         })
         .unwrap_or_else(|| Err(Error::Other("the reply has no attributes".into())))
 }
 
 impl Attr {
-    /// As the v3 attribute struct (fsid and rawdev, not asked for, zero).
-    pub fn to_fattr3(&self) -> Fattr3 {
+    /// In the neutral vocabulary (fsid and rawdev, not asked for, zero).
+    pub fn to_attr(&self) -> NsAttr {
         let id = |s: &str| owner_id(Some(&Utf8Str(Bytes::copy_from_slice(s.as_bytes()))));
-        let time = |t: &Nfstime4| Nfstime3 {
-            seconds: t.seconds.clamp(0, i64::from(u32::MAX)) as u32,
+        let time = |t: &Nfstime4| Time {
+            seconds: t.seconds,
             nseconds: t.nseconds,
         };
-        Fattr3 {
-            ftype: Ftype3(self.ftype.0),
+        NsAttr {
+            ftype: FileType(self.ftype.0),
             mode: self.mode,
             nlink: self.numlinks,
             uid: id(&self.owner),
             gid: id(&self.owner_group),
             size: self.size,
             used: self.space_used,
-            rdev: Specdata3::default(),
+            rdev: Device::default(),
             fsid: 0,
             fileid: self.fileid,
             atime: time(&self.atime),
             mtime: time(&self.mtime),
             ctime: time(&self.ctime),
+            change: Some(self.change),
         }
+    }
+}
+
+/// The v4 client's error in the neutral vocabulary: a status the two lists share is worded as
+/// the v3 client words it, "no such file or directory (NFS4ERR_NOENT)"; the others as the v4
+/// client says them ("EXCHANGE_ID failed: NFS4ERR_MINOR_VERS_MISMATCH").
+impl From<Error> for crate::namespace::Error {
+    fn from(e: Error) -> Self {
+        use sluice_xdr::nfs3::Nfsstat3;
+        let message = match &e {
+            Error::Status { status, .. }
+                if Nfsstat3(status.0).describe() != Nfsstat3(u32::MAX).describe() =>
+            {
+                format!("{} ({})", Nfsstat3(status.0).describe(), status.name())
+            }
+            e => e.to_string(),
+        };
+        let timeout = matches!(
+            e,
+            Error::Rpc(crate::transport::CallError::Rpc(
+                sluice_rpc::client::RpcError::TimedOut
+            ))
+        );
+        crate::namespace::Error::new(e.status().map(|s| Status(s.0)), timeout, message)
     }
 }
 
 impl Client {
     /// SETATTR under the open's stateid (a size change must present one, RFC 8881 §18.30).
-    pub async fn setattr_open(&self, fh: &Fh, attrs: &Sattr3) -> Result<(), Error> {
+    pub async fn setattr_open(&self, fh: &Fh, attrs: &SetAttr) -> Result<(), Error> {
         self.setattr_with(&fh.fh, fh.stateid, attrs).await
     }
 
@@ -184,8 +213,8 @@ impl Client {
         &self,
         fh: &NfsFh4,
         stateid: Stateid4,
-        attrs: &Sattr3,
-    ) -> Result<Fattr3, Error> {
+        attrs: &SetAttr,
+    ) -> Result<NsAttr, Error> {
         let res = self
             .compound(vec![
                 NfsArgop4::Putfh(fh.clone()),
@@ -197,14 +226,14 @@ impl Client {
             ])
             .await?
             .ok()?;
-        find_fattr3(&res)
+        find_ns_attr(&res)
     }
 
     async fn setattr_with(
         &self,
         fh: &NfsFh4,
         stateid: Stateid4,
-        attrs: &Sattr3,
+        attrs: &SetAttr,
     ) -> Result<(), Error> {
         self.compound(vec![
             NfsArgop4::Putfh(fh.clone()),
@@ -302,11 +331,7 @@ impl Client {
     }
 
     /// `ops` after PUTFH `dir`, ending with GETFH and GETATTR: the new object.
-    async fn make_in(
-        &self,
-        dir: &NfsFh4,
-        op: NfsArgop4,
-    ) -> Result<(Handle, sluice_xdr::nfs3::Fattr3), Error> {
+    async fn make_in(&self, dir: &NfsFh4, op: NfsArgop4) -> Result<(Handle, NsAttr), Error> {
         let res = self
             .compound(vec![
                 NfsArgop4::Putfh(dir.clone()),
@@ -316,7 +341,7 @@ impl Client {
             ])
             .await?
             .ok()?;
-        Ok((Handle::V4(find_fh(&res)?), find_fattr3(&res)?))
+        Ok((Handle::v4(find_fh(&res)?.0), find_ns_attr(&res)?))
     }
 
     /// `op` with the saved handle `from` and the current handle `to` (LINK, RENAME).
@@ -360,15 +385,168 @@ impl Client {
         for e in &page.entries {
             cursor.cookie = e.cookie;
             let v = AttrValues::decode(&e.attrs)?.values;
-            let attr = fattr3_of(&v);
+            let attr = attr_of(&v);
             out.push(Entry {
                 name: String::from_utf8_lossy(&e.name).into_owned(),
                 cookie: e.cookie,
                 fileid: attr.fileid,
-                node: v.filehandle.map(|h| (Handle::V4(h), attr)),
+                node: v.filehandle.map(|h| (Handle::v4(h.0), attr)),
             });
         }
         Ok(out)
+    }
+}
+
+impl Client {
+    /// An [`OpenFile`] of the open `fh` (its stateid within).
+    fn open_file(&self, fh: Fh, attr: &Attr) -> OpenFile {
+        OpenFile::new(
+            Arc::new(Open4 {
+                handle: Handle::v4(fh.fh.0.clone()),
+                client: self.clone(),
+                fh,
+            }),
+            attr.to_attr(),
+        )
+    }
+}
+
+/// One open NFSv4 file: the calls of [`OpenFile`], under its open stateid (see
+/// [`crate::open`]).
+struct Open4 {
+    client: Client,
+    fh: Fh,
+    handle: Handle,
+}
+
+// The outer future is the call being sent, the inner one its reply (see `crate::proto`,
+// "Pipelining"): yielding a future is the point.
+#[allow(clippy::async_yields_async)]
+impl OpenCalls for Open4 {
+    fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    fn start_read(
+        &self,
+        offset: u64,
+        count: u32,
+    ) -> BoxFut<'_, ReadCall<NsAttr, crate::namespace::Error>> {
+        Box::pin(async move {
+            let call = FileProtocol::start_read(&self.client, &self.fh, offset, count).await;
+            let call: ReadCall<NsAttr, crate::namespace::Error> = Box::pin(async move {
+                let (reply, rtt) = call.await;
+                let reply = reply.map_err(Into::into).map(|r| ReadReply {
+                    data: r.data,
+                    eof: r.eof,
+                    attr: r.attr.as_ref().map(Attr::to_attr),
+                });
+                (reply, rtt)
+            });
+            call
+        })
+    }
+
+    fn start_write(
+        &self,
+        offset: u64,
+        data: Bytes,
+        stable: Stability,
+    ) -> BoxFut<'_, WriteCall<crate::namespace::Error>> {
+        Box::pin(async move {
+            let call =
+                FileProtocol::start_write(&self.client, &self.fh, offset, data, stable).await;
+            let call: WriteCall<crate::namespace::Error> = Box::pin(async move {
+                let (reply, rtt) = call.await;
+                (reply.map_err(Into::into), rtt)
+            });
+            call
+        })
+    }
+
+    fn start_commit(
+        &self,
+        offset: u64,
+        count: u32,
+    ) -> BoxFut<'_, CommitCall<crate::namespace::Error>> {
+        Box::pin(async move {
+            let call = FileProtocol::start_commit(&self.client, &self.fh, offset, count).await;
+            let call: CommitCall<crate::namespace::Error> =
+                Box::pin(async move { call.await.map_err(Into::into) });
+            call
+        })
+    }
+
+    fn getattr(&self) -> BoxFut<'_, Result<NsAttr, crate::namespace::Error>> {
+        Box::pin(async move {
+            let a = FileProtocol::getattr(&self.client, &self.fh).await?;
+            Ok(a.to_attr())
+        })
+    }
+
+    fn rsize(&self) -> u32 {
+        FileProtocol::rsize(&self.client)
+    }
+    fn wsize(&self) -> u32 {
+        FileProtocol::wsize(&self.client)
+    }
+    fn files(&self) -> &FileContext {
+        FileProtocol::files(&self.client)
+    }
+
+    fn set_attr<'a>(
+        &'a self,
+        attrs: &'a SetAttr,
+    ) -> BoxFut<'a, Result<NsAttr, crate::namespace::Error>> {
+        Box::pin(async move {
+            Ok(self
+                .client
+                .setattr_get(&self.fh.fh, self.fh.stateid, attrs)
+                .await?)
+        })
+    }
+
+    fn close(&self) -> BoxFut<'_, Result<(), crate::namespace::Error>> {
+        Box::pin(async move { Ok(self.client.close(&self.fh).await?) })
+    }
+
+    fn lock<'a>(
+        &'a self,
+        owner: &'a [u8],
+        write: bool,
+        offset: u64,
+        length: u64,
+    ) -> BoxFut<'a, Result<Option<LockConflict>, crate::namespace::Error>> {
+        Box::pin(async move {
+            Ok(self
+                .client
+                .lock(&self.fh, owner, write, offset, length)
+                .await?)
+        })
+    }
+
+    fn test_lock<'a>(
+        &'a self,
+        owner: &'a [u8],
+        write: bool,
+        offset: u64,
+        length: u64,
+    ) -> BoxFut<'a, Result<Option<LockConflict>, crate::namespace::Error>> {
+        Box::pin(async move {
+            Ok(self
+                .client
+                .test_lock(&self.fh, owner, write, offset, length)
+                .await?)
+        })
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        owner: &'a [u8],
+        offset: u64,
+        length: u64,
+    ) -> BoxFut<'a, Result<(), crate::namespace::Error>> {
+        Box::pin(async move { Ok(self.client.unlock(&self.fh, owner, offset, length).await?) })
     }
 }
 
@@ -389,7 +567,7 @@ impl Namespace for Client {
     fn root(&self) -> Handle {
         // The pseudo root has a handle only the server knows; lookups from the root go
         // through PUTROOTFH (lookup_path). An empty handle stands for it.
-        Handle::V4(NfsFh4(Bytes::new()))
+        Handle::v4(Bytes::new())
     }
     fn rsize(&self) -> u32 {
         FileProtocol::rsize(self)
@@ -401,9 +579,9 @@ impl Namespace for Client {
         self.files().options().write_depth_max.max(1)
     }
 
-    fn getattr<'a>(&'a self, fh: &'a Handle) -> Fut<'a, Fattr3> {
+    fn getattr<'a>(&'a self, fh: &'a Handle) -> Fut<'a, NsAttr> {
         Box::pin(async move {
-            let fh = fh4(fh)?;
+            let fh = &fh4(fh)?;
             let res = if fh.0.is_empty() {
                 self.compound(vec![
                     NfsArgop4::Putrootfh(()),
@@ -415,13 +593,13 @@ impl Namespace for Client {
                 self.simple(fh, NfsArgop4::Getattr(ns_attr_request()))
                     .await?
             };
-            Ok(find_fattr3(&res)?)
+            Ok(find_ns_attr(&res)?)
         })
     }
 
-    fn lookup<'a>(&'a self, dir: &'a Handle, name: &'a str) -> Fut<'a, (Handle, Fattr3)> {
+    fn lookup<'a>(&'a self, dir: &'a Handle, name: &'a str) -> Fut<'a, (Handle, NsAttr)> {
         Box::pin(async move {
-            let dir = fh4(dir)?;
+            let dir = &fh4(dir)?;
             let put = if dir.0.is_empty() {
                 NfsArgop4::Putrootfh(())
             } else {
@@ -436,21 +614,21 @@ impl Namespace for Client {
                 ])
                 .await?
                 .ok()?;
-            Ok((Handle::V4(find_fh(&res)?), find_fattr3(&res)?))
+            Ok((Handle::v4(find_fh(&res)?.0), find_ns_attr(&res)?))
         })
     }
 
-    fn lookup_path<'a>(&'a self, path: &'a str) -> Fut<'a, (Handle, Fattr3)> {
+    fn lookup_path<'a>(&'a self, path: &'a str) -> Fut<'a, (Handle, NsAttr)> {
         Box::pin(async move {
             // One COMPOUND for the whole walk; its GETATTR asked for ATTR_BITS, so fsid and
             // rawdev are left zero rather than costing another round trip.
             let (fh, attr) = Client::lookup(self, path).await?;
-            Ok((Handle::V4(fh), attr.to_fattr3()))
+            Ok((Handle::v4(fh.0), attr.to_attr()))
         })
     }
 
     fn read_dir_page<'a>(&'a self, dir: &'a Handle, cursor: &'a mut Cursor) -> Fut<'a, Vec<Entry>> {
-        Box::pin(async move { Ok(self.page4(fh4(dir)?, cursor).await?) })
+        Box::pin(async move { Ok(self.page4(&fh4(dir)?, cursor).await?) })
     }
 
     fn create<'a>(
@@ -479,22 +657,20 @@ impl Namespace for Client {
             };
             let (fh, attr) = self
                 .open_at(
-                    fh4(dir)?,
+                    &fh4(dir)?,
                     OPEN4_SHARE_ACCESS_BOTH,
                     Openflag4::Create(how),
                     OpenClaim4::Null(component(name)?),
                 )
                 .await?;
-            Ok(OpenFile::V4(File::new(self.clone(), fh, attr)))
+            Ok(self.open_file(fh, &attr))
         })
     }
 
-    fn open<'a>(&'a self, fh: &'a Handle, attr: Fattr3, write: bool) -> Fut<'a, OpenFile> {
+    fn open<'a>(&'a self, fh: &'a Handle, attr: NsAttr, write: bool) -> Fut<'a, OpenFile> {
         Box::pin(async move {
-            if attr.ftype == Ftype3::DIR {
-                return Err(crate::namespace::Error::local(
-                    sluice_xdr::nfs3::Nfsstat3::ISDIR,
-                ));
+            if attr.ftype == FileType::DIR {
+                return Err(crate::namespace::Error::local(Status::ISDIR));
             }
             let access = if write {
                 OPEN4_SHARE_ACCESS_BOTH
@@ -502,15 +678,15 @@ impl Namespace for Client {
                 OPEN4_SHARE_ACCESS_READ
             };
             let (fh, attr) = self
-                .open_at(fh4(fh)?, access, Openflag4::NoCreate, OpenClaim4::Fh)
+                .open_at(&fh4(fh)?, access, Openflag4::NoCreate, OpenClaim4::Fh)
                 .await?;
-            Ok(OpenFile::V4(File::new(self.clone(), fh, attr)))
+            Ok(self.open_file(fh, &attr))
         })
     }
 
     fn open_path<'a>(&'a self, path: &'a str) -> Fut<'a, OpenFile> {
         Box::pin(async move {
-            let comps: Vec<&str> = crate::client::components(path).collect();
+            let comps: Vec<&str> = crate::url::components(path).collect();
             // PUTROOTFH, the directories' LOOKUPs, and OPEN CLAIM_NULL of the last name with
             // its GETFH and GETATTR, under one SEQUENCE, when that fits the session.
             let walk = match comps.split_last() {
@@ -533,7 +709,7 @@ impl Namespace for Client {
                     )
                     .await
                 {
-                    Ok((fh, attr)) => return Ok(OpenFile::V4(File::new(self.clone(), fh, attr))),
+                    Ok((fh, attr)) => return Ok(self.open_file(fh, &attr)),
                     // Not a regular file (a directory, a link, a device): the lookup and
                     // `open` below say so as for any other path.
                     Err(e)
@@ -554,7 +730,7 @@ impl Namespace for Client {
         })
     }
 
-    fn mkdir<'a>(&'a self, dir: &'a Handle, name: &'a str, mode: u32) -> Fut<'a, (Handle, Fattr3)> {
+    fn mkdir<'a>(&'a self, dir: &'a Handle, name: &'a str, mode: u32) -> Fut<'a, (Handle, NsAttr)> {
         Box::pin(async move {
             let attrs = AttrValues {
                 mode: Some(mode & 0o7777),
@@ -565,7 +741,7 @@ impl Namespace for Client {
                 objname: component(name)?,
                 createattrs: attrs.encode(),
             });
-            Ok(self.make_in(fh4(dir)?, op).await?)
+            Ok(self.make_in(&fh4(dir)?, op).await?)
         })
     }
 
@@ -576,14 +752,14 @@ impl Namespace for Client {
                 objname: component(name)?,
                 createattrs: AttrValues::default().encode(),
             });
-            self.make_in(fh4(dir)?, op).await?;
+            self.make_in(&fh4(dir)?, op).await?;
             Ok(())
         })
     }
 
     fn readlink<'a>(&'a self, fh: &'a Handle) -> Fut<'a, String> {
         Box::pin(async move {
-            let res = self.simple(fh4(fh)?, NfsArgop4::Readlink(())).await?;
+            let res = self.simple(&fh4(fh)?, NfsArgop4::Readlink(())).await?;
             match res.last() {
                 Some(NfsResop4::Readlink(Res4::Ok(t))) => Ok(String::from_utf8_lossy(&t.0).into()),
                 _ => Err(Error::Other("READLINK returned nothing".into()).into()),
@@ -594,14 +770,14 @@ impl Namespace for Client {
     fn link<'a>(&'a self, fh: &'a Handle, dir: &'a Handle, name: &'a str) -> Fut<'a, ()> {
         Box::pin(async move {
             let op = NfsArgop4::Link(component(name)?);
-            Ok(self.two_handles(fh4(fh)?, fh4(dir)?, op).await?)
+            Ok(self.two_handles(&fh4(fh)?, &fh4(dir)?, op).await?)
         })
     }
 
     fn remove<'a>(&'a self, dir: &'a Handle, name: &'a str) -> Fut<'a, ()> {
         Box::pin(async move {
             let op = NfsArgop4::Remove(component(name)?);
-            self.simple(fh4(dir)?, op).await?;
+            self.simple(&fh4(dir)?, op).await?;
             Ok(())
         })
     }
@@ -623,22 +799,22 @@ impl Namespace for Client {
                 oldname: component(from_name)?,
                 newname: component(to_name)?,
             });
-            Ok(self.two_handles(fh4(from_dir)?, fh4(to_dir)?, op).await?)
+            Ok(self.two_handles(&fh4(from_dir)?, &fh4(to_dir)?, op).await?)
         })
     }
 
-    fn setattr<'a>(&'a self, fh: &'a Handle, attrs: &'a Sattr3) -> Fut<'a, ()> {
+    fn setattr<'a>(&'a self, fh: &'a Handle, attrs: &'a SetAttr) -> Fut<'a, ()> {
         Box::pin(async move {
             Ok(self
-                .setattr_with(fh4(fh)?, Stateid4::ANONYMOUS, attrs)
+                .setattr_with(&fh4(fh)?, Stateid4::ANONYMOUS, attrs)
                 .await?)
         })
     }
 
-    fn setattr_attrs<'a>(&'a self, fh: &'a Handle, attrs: &'a Sattr3) -> Fut<'a, Fattr3> {
+    fn setattr_attrs<'a>(&'a self, fh: &'a Handle, attrs: &'a SetAttr) -> Fut<'a, NsAttr> {
         Box::pin(async move {
             Ok(self
-                .setattr_get(fh4(fh)?, Stateid4::ANONYMOUS, attrs)
+                .setattr_get(&fh4(fh)?, Stateid4::ANONYMOUS, attrs)
                 .await?)
         })
     }
@@ -649,7 +825,7 @@ impl Namespace for Client {
         name: &'a str,
         kind: SpecialKind,
         mode: u32,
-    ) -> Fut<'a, (Handle, Fattr3)> {
+    ) -> Fut<'a, (Handle, NsAttr)> {
         Box::pin(async move {
             let dev = |major, minor| sluice_xdr::nfs4::Specdata4 {
                 specdata1: major,
@@ -670,13 +846,13 @@ impl Namespace for Client {
                 objname: component(name)?,
                 createattrs: attrs.encode(),
             });
-            Ok(self.make_in(fh4(dir)?, op).await?)
+            Ok(self.make_in(&fh4(dir)?, op).await?)
         })
     }
 
     fn statfs<'a>(&'a self, fh: &'a Handle) -> Fut<'a, FsStat> {
         Box::pin(async move {
-            let fh = fh4(fh)?;
+            let fh = &fh4(fh)?;
             let bits = Bitmap4::from_bits(&[
                 num::FILES_AVAIL,
                 num::FILES_FREE,
@@ -747,7 +923,7 @@ mod tests {
     }
 
     #[test]
-    fn fattr4_maps_to_the_v3_attributes() {
+    fn fattr4_maps_to_the_neutral_attributes() {
         let v = AttrValues {
             ftype: Some(Ftype4::DIR),
             mode: Some(0o755),
@@ -762,6 +938,7 @@ mod tests {
             }),
             fsid: Some(Fsid4 { major: 7, minor: 0 }),
             fileid: Some(99),
+            change: Some(41),
             time_modify: Some(Nfstime4 {
                 seconds: -5,
                 nseconds: 1,
@@ -772,28 +949,25 @@ mod tests {
             }),
             ..AttrValues::default()
         };
-        let a = fattr3(&v.encode()).unwrap();
-        assert_eq!(a.ftype, Ftype3::DIR);
+        let a = attr_of_fattr(&v.encode()).unwrap();
+        assert_eq!(a.ftype, FileType::DIR);
+        assert_eq!(a.change, Some(41), "the change attribute is kept");
         assert_eq!((a.mode, a.nlink, a.uid, a.gid), (0o755, 3, 12, 34));
         assert_eq!((a.size, a.used, a.fileid, a.fsid), (4096, 8192, 99, 7));
         assert_eq!((a.rdev.major, a.rdev.minor), (1, 2));
-        assert_eq!(a.mtime.seconds, 0, "before 1970 clamps to 0");
-        assert_eq!(
-            a.atime.seconds,
-            u32::MAX,
-            "past 2106 clamps to the last second"
-        );
+        assert_eq!(a.mtime.seconds, -5, "before 1970 is kept, not clamped");
+        assert_eq!(a.atime.seconds, 1 << 40, "past 2106 is kept, not clamped");
     }
 
     #[test]
-    fn sattr3_maps_to_settable_attributes() {
-        let v = sattr_values(&Sattr3 {
+    fn set_attributes_map_to_settable_attributes() {
+        let v = sattr_values(&SetAttr {
             mode: Some(0o10644),
             uid: Some(5),
             gid: None,
             size: Some(0),
             atime: SetTime::ServerTime,
-            mtime: SetTime::ClientTime(Nfstime3 {
+            mtime: SetTime::ClientTime(Time {
                 seconds: 10,
                 nseconds: 3,
             }),
@@ -811,5 +985,28 @@ mod tests {
             }))
         );
         assert!(v.time_access.is_none() && v.ftype.is_none());
+    }
+
+    #[test]
+    fn v4_statuses_read_as_the_same_v3_status() {
+        use sluice_xdr::nfs4::ops::Opnum4;
+        let e = |s| {
+            crate::namespace::Error::from(Error::Status {
+                op: Opnum4::LOOKUP,
+                status: s,
+            })
+        };
+        assert_eq!(e(Nfsstat4::NOENT).status(), Some(Status::NOENT));
+        assert_eq!(e(Nfsstat4::EXIST).status(), Some(Status::EXIST));
+        assert_eq!(e(Nfsstat4::NOTDIR).status(), Some(Status::NOTDIR));
+        assert_eq!(e(Nfsstat4::NOTEMPTY).status(), Some(Status::NOTEMPTY));
+        assert_eq!(
+            e(Nfsstat4::NOENT).to_string(),
+            "no such file or directory (NFS4ERR_NOENT)"
+        );
+        assert_eq!(
+            e(Nfsstat4::MINOR_VERS_MISMATCH).to_string(),
+            "LOOKUP failed: NFS4ERR_MINOR_VERS_MISMATCH"
+        );
     }
 }

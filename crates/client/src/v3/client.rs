@@ -29,22 +29,24 @@
 //! ([`ClientOptions::readahead_budget_bytes`]).
 
 use crate::error::NfsError;
-use crate::file::File;
+use crate::file::File as FileOf;
+use crate::identity::{credentials, resolve};
+use crate::options::checked_nconnect;
+pub use crate::options::{nconnect_auto_default, ClientOptions, NCONNECT_AUTO_MAX, NCONNECT_MAX};
 use crate::proto::{
     CommitCall, FileContext, FileOptions, FileProtocol, ReadCall, ReadReply, Stability, Version,
     WriteCall, WriteReply,
 };
 use crate::stats::{ClientStats, ReadStats, Sample};
 use crate::transport::{CallError, Connections, PendingCall, RpcClient, RpcConfig};
+pub use crate::url::components;
 use crate::url::NfsUrl;
 use bytes::Bytes;
-use sluice_engine::readahead::ReadaheadMode;
-use sluice_engine::trunk::TrunkConfig;
 use sluice_rpc::client::{CallTableConfig, ProcId, Transport};
 use sluice_rpc::rtt::TimerClass;
 use sluice_xdr::nfs3::{self, proc_, *};
 use sluice_xdr::procs::ProcInfo;
-use sluice_xdr::rpc::{AuthSys, OpaqueAuth};
+use sluice_xdr::rpc::OpaqueAuth;
 use sluice_xdr::{mount3, portmap, Pack, Payload, Reader, Unpack, Writer};
 use std::marker::PhantomData;
 use std::net::SocketAddr;
@@ -54,147 +56,6 @@ use std::time::Duration;
 /// Largest READ/WRITE over UDP: a 32 KiB payload plus headers fits the 64 KiB datagram limit
 /// with room (Linux's UDP default is also 32 KiB).
 pub const UDP_TRANSFER_BYTES_MAX: u32 = 32 * 1024;
-
-/// Settings of a [`Client`].
-#[derive(Debug, Clone)]
-pub struct ClientOptions {
-    /// Transport settings (slots, hard/soft, reconnect backoff).
-    pub rpc: RpcConfig,
-    /// Cap on the READ size; the server's `rtmax` may lower it. Default 1 MiB, Linux's cap.
-    pub rsize_max: u32,
-    /// Cap on the WRITE size; the server's `wtmax` may lower it. Default 1 MiB.
-    pub wsize_max: u32,
-    /// Readahead policy of every file read (see `sluice_engine::readahead`). Default
-    /// [`ReadaheadMode::Auto`]: the window grows while readers keep consuming, up to twice the
-    /// measured bandwidth-delay product. `Fixed(128 KiB)` reproduces Linux >= 5.4's NFS
-    /// default (at most 128 KiB in flight per file), `Fixed(15 MiB)` Linux 4.14's 15 x rsize;
-    /// `Off` fetches only what is read.
-    pub readahead: ReadaheadMode,
-    /// Memory all files of this client may hold in data fetched ahead of their readers and
-    /// not yet consumed. Default 256 MiB: twice the 40 ms x 1 GB/s bandwidth-delay product
-    /// (one fast reader at full window), or 16 readers at 16 MiB each. Demand fetches (what a
-    /// reader waits for) are never refused; readahead beyond the budget waits.
-    pub readahead_budget_bytes: u64,
-    /// Print a line on stderr for every readahead window change (like the kernel's readahead
-    /// debug prints). Default false.
-    pub trace_readahead: bool,
-    /// How long a file's attributes are trusted before a read revalidates them with GETATTR
-    /// (data cached ahead is dropped if size, mtime or ctime changed). Default 3 s, Linux's
-    /// `acregmin`. Every READ reply's post-op attributes also revalidate.
-    pub attr_timeout: Duration,
-    /// Use UDP instead of TCP (also `?proto=udp` in the URL). Default false.
-    pub udp: bool,
-    /// UNSTABLE WRITEs of wsize in flight per writer. Default 4, for the same reason.
-    pub write_depth: usize,
-    /// Uncommitted bytes a writer may hold (for resending after a server restart) before it
-    /// sends a COMMIT. Default 64 MiB: a bound on client memory per open writer.
-    pub commit_bytes_max: u64,
-    /// Credentials (AUTH_SYS); the URL's `uid`/`gid` override these. Default: the process's
-    /// effective ids.
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    /// READDIR(PLUS) reply size asked for; the server's `dtpref` may lower it. Default 64 KiB.
-    pub readdir_bytes: u32,
-    /// TCP connections to the NFS service, 1..=[`NCONNECT_MAX`] (the URL's `nconnect` overrides
-    /// it) to start with. Default 1. Calls go to the connections in turn, each with its own call table,
-    /// reader and writer task: one connection's receive path (the copy of every reply out of the
-    /// socket) runs on one thread at a time, so a single fast stream can be bound by one core
-    /// on the client, which more connections spread over several. Like Linux's `nconnect`
-    /// mount option, and capped like it at 16. UDP has no connections: more than 1 is refused.
-    pub nconnect: usize,
-    /// Automatic `nconnect` (see `sluice_engine::trunk`): the client opens one more connection
-    /// when its receive path turns out to be the limit, up to `max` in all. Default `max`: the
-    /// CPUs, at most [`NCONNECT_AUTO_MAX`]. A URL's `nconnect` fixes the count; so does a
-    /// `max` of `nconnect` ([`ClientOptions::fixed_nconnect`]).
-    pub nconnect_auto: TrunkConfig,
-    /// How long a URL without `version=` waits for the NFSv4 probe (connect, NULL,
-    /// EXCHANGE_ID) before it gives up on v4 and tries v3. Default 5 s; see
-    /// `namespace::V4_PROBE_TIMEOUT`. An explicit `version=4.x` never gives up early.
-    pub v4_probe_timeout: Duration,
-    /// NFSv4 EXCHANGE_ID's client owner. `None` (the default): unique per client instance, as
-    /// a command wants; a long-lived client (the mount) gives a stable one (see the v4 module
-    /// docs, "Client owner").
-    pub v4_owner: Option<Vec<u8>>,
-}
-
-/// Most TCP connections one client opens to the NFS service (Linux's cap for `nconnect`).
-pub const NCONNECT_MAX: usize = 16;
-
-/// Most connections the automatic `nconnect` grows to: each is a reader on its own core, and
-/// past a few the server's send path is the limit.
-pub const NCONNECT_AUTO_MAX: usize = 4;
-
-/// The default ceiling of the automatic `nconnect`: the CPUs, at most [`NCONNECT_AUTO_MAX`].
-pub fn nconnect_auto_default() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, NCONNECT_AUTO_MAX)
-}
-
-/// The connections `url` (its `nconnect`, else the option's) asks for to start with:
-/// 1..=[`NCONNECT_MAX`], and only 1 over UDP; and the most the client may grow to by itself
-/// (the start when the count is fixed), with the rest of the automatic `nconnect`'s settings.
-pub(crate) fn checked_nconnect(
-    url: &NfsUrl,
-    options: &ClientOptions,
-) -> Result<(usize, TrunkConfig), String> {
-    let n = url.nconnect.map_or(options.nconnect, |n| n as usize);
-    if !(1..=NCONNECT_MAX).contains(&n) {
-        return Err(format!("nconnect must be 1 to {NCONNECT_MAX}, not {n}"));
-    }
-    if options.udp && n > 1 {
-        return Err(
-            "nconnect above 1 needs TCP: UDP has no connections to spread calls over".to_string(),
-        );
-    }
-    let max = if url.nconnect.is_some() || options.udp {
-        n
-    } else {
-        options.nconnect_auto.max.clamp(n, NCONNECT_MAX)
-    };
-    Ok((
-        n,
-        TrunkConfig {
-            max,
-            ..options.nconnect_auto
-        },
-    ))
-}
-
-impl ClientOptions {
-    /// Exactly `n` connections, none added automatically (an explicit `--nconnect`).
-    pub fn fixed_nconnect(&mut self, n: usize) {
-        self.nconnect = n;
-        self.nconnect_auto.max = n;
-    }
-}
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        ClientOptions {
-            rpc: RpcConfig::default(),
-            rsize_max: 1 << 20,
-            wsize_max: 1 << 20,
-            readahead: ReadaheadMode::Auto,
-            readahead_budget_bytes: 256 << 20,
-            trace_readahead: false,
-            attr_timeout: Duration::from_secs(3),
-            udp: false,
-            write_depth: 4,
-            commit_bytes_max: 64 << 20,
-            uid: None,
-            gid: None,
-            readdir_bytes: 64 << 10,
-            nconnect: 1,
-            nconnect_auto: TrunkConfig {
-                max: nconnect_auto_default(),
-                ..TrunkConfig::default()
-            },
-            v4_probe_timeout: crate::namespace::V4_PROBE_TIMEOUT,
-            v4_owner: None,
-        }
-    }
-}
 
 /// Anything that names an NFS URL.
 pub trait IntoNfsUrl {
@@ -221,6 +82,9 @@ impl IntoNfsUrl for &String {
     }
 }
 
+/// A file of this client.
+pub type File = FileOf<Client>;
+
 /// A mounted export. Cheap to clone (shared connection and statistics).
 #[derive(Clone)]
 pub struct Client {
@@ -242,7 +106,7 @@ struct Inner {
     dir_bytes: u32,
     options: ClientOptions,
     stats: Mutex<ClientStats>,
-    /// Why v3 was chosen over v4, when `namespace::connect` fell back (shown in `--stats`).
+    /// Why v3 was chosen over v4, when `crate::connect` fell back (shown in `--stats`).
     version_note: std::sync::OnceLock<String>,
     /// What all files of this client share: the readahead budget, read statistics.
     files: FileContext,
@@ -1183,11 +1047,6 @@ fn diropargs(dir: &NfsFh3, name: &str) -> DirOpArgs3 {
     }
 }
 
-/// Path components, without empty ones and ".".
-pub fn components(path: &str) -> impl Iterator<Item = &str> {
-    path.split('/').filter(|c| !c.is_empty() && *c != ".")
-}
-
 /// `min(server max, cap)`, in whole 4 KiB pages when that large; the server's max when it
 /// gives none (0) is taken as no limit.
 fn transfer_size(server_max: u32, cap: u32) -> u32 {
@@ -1209,44 +1068,6 @@ struct RecordLimit;
 impl RecordLimit {
     const PAYLOAD_MAX: u32 =
         (sluice_rpc::record::RecordDecoderConfig::DEFAULT_MAX_RECORD_BYTES - 64 * 1024) as u32;
-}
-
-pub(crate) fn credentials(url: &NfsUrl, options: &ClientOptions) -> OpaqueAuth {
-    // SAFETY: geteuid/getegid have no preconditions and cannot fail.
-    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
-    let uid = url.uid.or(options.uid).unwrap_or(euid);
-    let gid = url.gid.or(options.gid).unwrap_or(egid);
-    AuthSys {
-        stamp: rand::random(),
-        machine_name: Bytes::from(hostname()),
-        uid,
-        gid,
-        gids: vec![gid],
-    }
-    .to_opaque_auth()
-}
-
-pub(crate) fn hostname() -> Vec<u8> {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
-    // truncates, and we stop at the first NUL or the end.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return b"localhost".to_vec();
-    }
-    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    buf[..n.min(sluice_xdr::rpc::MAX_MACHINE_NAME)].to_vec()
-}
-
-pub(crate) async fn resolve(url: &NfsUrl) -> Result<std::net::IpAddr, NfsError> {
-    let port = url.port.unwrap_or(portmap::PORT);
-    let mut addrs = tokio::net::lookup_host((url.host.as_str(), port))
-        .await
-        .map_err(|e| NfsError::Connect(format!("cannot resolve {}: {e}", url.host)))?;
-    addrs
-        .next()
-        .map(|a| a.ip())
-        .ok_or_else(|| NfsError::Connect(format!("{} has no address", url.host)))
 }
 
 /// The UDP call table, keeping what the caller changed from the TCP defaults (slots, queue,
@@ -1542,6 +1363,16 @@ pub fn strip_export(path: &str, export: &str) -> String {
     format!("/{}", rest.join("/"))
 }
 
+impl FileOf<Client> {
+    /// Sets attributes (mode, owner, size, times).
+    pub async fn set_attr(&self, attrs: Sattr3) -> Result<(), NfsError> {
+        self.client()
+            .setattr(self.fh(), attrs, None)
+            .await
+            .map(|_| ())
+    }
+}
+
 // --- the file layer's protocol (crate::proto) --------------------------------------------------
 
 impl FileProtocol for Client {
@@ -1641,32 +1472,6 @@ fn first_bytes(chunks: Vec<Bytes>, mut n: usize) -> Vec<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nconnect_is_automatic_unless_given() {
-        let url = |s: &str| NfsUrl::parse(s).unwrap();
-        let mut o = ClientOptions::default();
-        o.nconnect_auto.max = 4;
-        assert_eq!(checked_nconnect(&url("nfs://h/x"), &o).unwrap().0, 1);
-        assert_eq!(checked_nconnect(&url("nfs://h/x"), &o).unwrap().1.max, 4);
-        // The URL's count is the count.
-        let (n, t) = checked_nconnect(&url("nfs://h/x?nconnect=2"), &o).unwrap();
-        assert_eq!((n, t.max), (2, 2));
-        // So is an explicit option.
-        let mut fixed = o.clone();
-        fixed.fixed_nconnect(3);
-        let (n, t) = checked_nconnect(&url("nfs://h/x"), &fixed).unwrap();
-        assert_eq!((n, t.max), (3, 3));
-        // More to start with than the automatic ceiling: the start wins.
-        let mut many = o.clone();
-        many.nconnect = 8;
-        assert_eq!(checked_nconnect(&url("nfs://h/x"), &many).unwrap().1.max, 8);
-        // UDP has one socket.
-        let mut udp = o.clone();
-        udp.udp = true;
-        assert_eq!(checked_nconnect(&url("nfs://h/x"), &udp).unwrap().1.max, 1);
-        assert!((1..=NCONNECT_AUTO_MAX).contains(&nconnect_auto_default()));
-    }
 
     #[test]
     fn jukebox_pauses_double_from_100_ms_to_2_s_and_stop_after_5_minutes() {

@@ -6,7 +6,7 @@
 //! and attributes with each name, so a walker needs no LOOKUP or GETATTR per entry); a server
 //! that answers NOTSUPP gets plain READDIR from then on (entries without handle or attributes).
 
-use crate::client::{Client, DirEntry};
+use super::client::{Client, DirEntry};
 use crate::error::NfsError;
 use sluice_xdr::nfs3::{NfsFh3, Nfsstat3, Verifier};
 
