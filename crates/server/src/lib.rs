@@ -240,7 +240,8 @@ pub async fn bind_exports(
     // A weak reference: the statistics outlive nothing, and hold no service alive.
     let weak = Arc::downgrade(&nfs4);
     stats.set_nfs4_gauges(Box::new(move || {
-        weak.upgrade().map_or_else(Default::default, |n| n.gauges())
+        weak.upgrade()
+            .map_or_else(Default::default, |n| stats::Gauges4::of(&n))
     }));
     // v3 changes pass the v4 delegations' recall gate first.
     let recall: Arc<dyn recall::RecallGate> = nfs4.clone();

@@ -1,5 +1,6 @@
 //! The NFSv4.1 server's session and lease state in virtual time: the real COMPOUND processor
-//! ([`Nfs4::compound`]) and its state cores ([`sluice_server::nfs4::State4`]) over a `MemFs`
+//! (its one driver loop, [`sluice_server::nfs4::compound::drive`], the loop the service runs,
+//! with an executor that runs everything at once) and its state cores ([`sluice_server::nfs4::State4`]) over a `MemFs`
 //! export, driven by simulated clients through a network that delays, loses, duplicates and
 //! reorders messages. Nothing is a stand-in: every message is an encoded COMPOUND, every reply
 //! the processor's bytes, and leases are ticked the way the server's lease task ticks them
@@ -59,7 +60,7 @@ use sluice_server::backend::memfs::MemFsConfig;
 use sluice_server::backend::{Caller, Cred, Export, ExportOptions, FileHandle, FileSystem, MemFs};
 use sluice_server::exports::ExportEntry;
 use sluice_server::lease;
-use sluice_server::nfs4::compound::{Call, Nfs4, Outcome};
+use sluice_server::nfs4::compound::{drive_ready, Inline, Nfs4, Outcome, Sender};
 use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
@@ -404,7 +405,7 @@ struct World<'a> {
     epoch: Instant,
     now: Duration,
     g: ChaCha8Rng,
-    nfs: Nfs4,
+    nfs: Arc<Nfs4>,
     fs: Arc<MemFs>,
     root_fh: NfsFh4,
     cred: Credentials,
@@ -444,7 +445,7 @@ impl<'a> World<'a> {
             },
             Box::new(SplitMix(sc.seed)),
         );
-        let nfs = Nfs4::new(Arc::new(exports), state, 1).expect("one export");
+        let nfs = Arc::new(Nfs4::new(Arc::new(exports), state, 1).expect("one export"));
         let mut w = World {
             sc,
             epoch,
@@ -1306,14 +1307,16 @@ impl<'a> World<'a> {
     // ----- direct calls (setup and recovery) -----------------------------------------------
 
     fn compound(&self, record: &[u8]) -> Bytes {
-        let call = Call {
+        let from = Sender {
             addr: "127.0.0.1:700".parse().expect("an address"),
             conn: 1,
-            cred: &self.cred,
+            cred: self.cred.clone(),
+        };
+        let exec = Inline {
             now: self.instant(),
             data: None,
         };
-        match self.nfs.compound(&call, record) {
+        match drive_ready(&self.nfs, &exec, &from, record) {
             Outcome::Reply(b) => b,
             Outcome::GarbageArgs => panic!("the simulator sent a malformed COMPOUND"),
         }

@@ -1,5 +1,6 @@
 //! The NFSv4.1 grace period after a server crash, in virtual time: the real COMPOUND processor
-//! and state cores over one `MemFs` (the "disk" that survives the crash) and one
+//! (through its one driver loop, [`sluice_server::nfs4::compound::drive`], as the service runs
+//! it) and state cores over one `MemFs` (the "disk" that survives the crash) and one
 //! [`MemRecords`] (the stable client records, likewise), two server instances one after the
 //! other, and clients that held state, come back or do not, and newcomers that never held any.
 //! Ticks follow the lease task's rule ([`sluice_server::lease::sleep_for`] over
@@ -35,7 +36,7 @@ use sluice_server::backend::memfs::MemFsConfig;
 use sluice_server::backend::{Export, ExportOptions, MemFs};
 use sluice_server::exports::ExportEntry;
 use sluice_server::lease;
-use sluice_server::nfs4::compound::{Call, Nfs4, Outcome};
+use sluice_server::nfs4::compound::{drive_ready, Inline, Nfs4, Outcome, Sender};
 use sluice_server::nfs4::grace::EndReason;
 use sluice_server::nfs4::stable::MemRecords;
 use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
@@ -144,7 +145,7 @@ struct World {
     now: Duration,
     fs: Arc<MemFs>,
     records: Arc<MemRecords>,
-    nfs: Nfs4,
+    nfs: Arc<Nfs4>,
     cred: Credentials,
     root: NfsFh4,
     /// Handles of the holders' files.
@@ -303,7 +304,7 @@ impl World {
         boot_epoch: u32,
         epoch: Instant,
         grace: bool,
-    ) -> Nfs4 {
+    ) -> Arc<Nfs4> {
         let exports = vec![ExportEntry {
             fs: fs.clone(),
             export: Export {
@@ -332,7 +333,7 @@ impl World {
         }
         let mut nfs = Nfs4::new(Arc::new(exports), state, 1).expect("one export");
         nfs.records = Some(records.clone());
-        nfs
+        Arc::new(nfs)
     }
 
     fn instant(&self) -> Instant {
@@ -526,14 +527,16 @@ impl World {
         };
         let mut w = Writer::new();
         args.pack(&mut w);
-        let call = Call {
+        let from = Sender {
             addr: "127.0.0.1:700".parse().expect("an address"),
             conn: 1,
-            cred: &self.cred,
+            cred: self.cred.clone(),
+        };
+        let exec = Inline {
             now: self.instant(),
             data: None,
         };
-        let reply = match self.nfs.compound(&call, &w.into_bytes()) {
+        let reply = match drive_ready(&self.nfs, &exec, &from, &w.into_bytes()) {
             Outcome::Reply(b) => b,
             Outcome::GarbageArgs => panic!("the simulator sent a malformed COMPOUND"),
         };

@@ -1,5 +1,6 @@
 //! A delegation recall to a client that never returns it, in virtual time: the real COMPOUND
-//! processor and [`State4`] over a `MemFs` export, the back channel driven the way the
+//! processor (through its one driver loop, [`sluice_server::nfs4::compound::drive`], as the
+//! service runs it) and [`State4`] over a `MemFs` export, the back channel driven the way the
 //! server's callback task drives it (`poll_callbacks` when woken, `handle_callback` when a
 //! call ends), leases ticked at the lease task's rhythm ([`lease::sleep_for`]).
 //!
@@ -47,7 +48,7 @@ use sluice_server::backend::{Export, ExportOptions, MemFs};
 use sluice_server::exports::ExportEntry;
 use sluice_server::lease;
 use sluice_server::nfs4::backchan::{CbCall, CbOutcome, CALL_TIMEOUT};
-use sluice_server::nfs4::compound::{Call, Nfs4, Outcome};
+use sluice_server::nfs4::compound::{drive_ready, Inline, Nfs4, Outcome, Sender};
 use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
 use sluice_server::recall::RecallGate;
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
@@ -180,7 +181,7 @@ struct World<'a> {
     sc: &'a DelegScenario,
     epoch: Instant,
     now: Duration,
-    nfs: Nfs4,
+    nfs: Arc<Nfs4>,
     cred: Credentials,
     events: BTreeMap<(Duration, u64), Ev>,
     seq: u64,
@@ -228,7 +229,7 @@ impl<'a> World<'a> {
             },
             Box::new(SplitMix(sc.seed)),
         );
-        let nfs = Nfs4::new(Arc::new(exports), state, 1).expect("one export");
+        let nfs = Arc::new(Nfs4::new(Arc::new(exports), state, 1).expect("one export"));
         let woken = Arc::new(AtomicBool::new(false));
         {
             let w = woken.clone();
@@ -549,7 +550,7 @@ impl<'a> World<'a> {
         let status = match self.sc.v3_writer {
             // The v3 WRITE's gate, as `Nfs3` calls it (its JUKEBOX is DELAY here).
             true => Some(
-                match RecallGate::break_for(&self.nfs, self.instant(), &self.fh.0, true) {
+                match RecallGate::break_for(&*self.nfs, self.instant(), &self.fh.0, true) {
                     Ok(()) => Nfsstat4::OK,
                     Err(_) => Nfsstat4::DELAY,
                 },
@@ -768,14 +769,16 @@ impl<'a> World<'a> {
         };
         let mut w = Writer::new();
         args.pack(&mut w);
-        let call = Call {
+        let from = Sender {
             addr: "127.0.0.1:700".parse().expect("an address"),
             conn,
-            cred: &self.cred,
+            cred: self.cred.clone(),
+        };
+        let exec = Inline {
             now: self.instant(),
             data: None,
         };
-        let reply = match self.nfs.compound(&call, &w.into_bytes()) {
+        let reply = match drive_ready(&self.nfs, &exec, &from, &w.into_bytes()) {
             Outcome::Reply(b) => b,
             Outcome::GarbageArgs => panic!("a malformed COMPOUND"),
         };

@@ -79,7 +79,7 @@
 //! a driver cannot land) make the op answer NFS4ERR_DELAY, as does a write held again between
 //! the landing and the op ([`Nfs4::settle`]): an op never truncates under held data.
 
-use super::data::{DataDone, DataOp, DataOps, DataReq, ReadPlusDone, Settle};
+use super::data::{DataDone, DataOp, DataReq, ReadPlusDone, Settle};
 use super::deleg::GetattrView;
 use super::digest::Digest;
 use super::idmap::IdMap;
@@ -130,7 +130,8 @@ use std::time::{Duration, Instant};
 
 /// Sees every op's outcome (per-op statistics): `op_start` just before an op runs,
 /// `op_done` with the status its result carries. The processor reads no clock itself; the
-/// observer does, so this module stays sans-IO. Implemented by [`crate::stats::Stats`].
+/// observer does, so this module stays sans-IO. The server's statistics (`stats::Stats`)
+/// implement it; the processor knows nothing of them.
 pub trait OpObserver: Send + Sync {
     /// An op is about to run; the value comes back in [`OpObserver::op_done`].
     fn op_start(&self) -> Instant;
@@ -175,25 +176,13 @@ pub struct Nfs4 {
     pub read_plus: bool,
 }
 
-/// Who sent a COMPOUND, and for [`Nfs4::compound`] the data path its READ, WRITE and COMMIT
-/// go through (`None`: those ops answer NFS4ERR_NOTSUPP). A driver of [`Eval`] runs data ops
-/// itself and leaves `data` empty.
+/// Who sent a COMPOUND, and when it runs: what a step needs besides the [`Eval`].
 #[derive(Clone)]
 pub struct Call<'a> {
     pub addr: SocketAddr,
     pub conn: ConnId,
     pub cred: &'a Credentials,
     pub now: Instant,
-    pub data: Option<&'a dyn DataOps>,
-}
-
-/// What [`Nfs4::compound`] answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// The encoded `COMPOUND4res`.
-    Reply(Bytes),
-    /// Not a COMPOUND at all: the RPC layer answers GARBAGE_ARGS.
-    GarbageArgs,
 }
 
 /// The encoded `COMPOUND4res`: segments to send as they are (a READ's pooled chunks are among
@@ -904,66 +893,9 @@ impl Nfs4 {
         self.state().conn_closed(conn);
     }
 
-    /// The state gauges of `sluice stats` and `/metrics`.
-    pub fn gauges(&self) -> crate::stats::Gauges4 {
-        let st = self.state();
-        crate::stats::Gauges4 {
-            clients: st.clients().len() as u64,
-            sessions: st.sessions_len() as u64,
-            open_stateids: st.opens().len() as u64,
-            lock_stateids: st.locks().len() as u64,
-            locks: st.locks().ranges.len() as u64,
-            grace: st.grace_stats(),
-            delegations_read: st.delegations().live_by_kind().0 as u64,
-            delegations_write: st.delegations().live_by_kind().1 as u64,
-            delegations_granted_read: st.delegations().counters.granted
-                - st.delegations().counters.granted_write,
-            delegations_granted_write: st.delegations().counters.granted_write,
-            cb_getattr_sent: st.delegations().counters.cb_getattr_sent,
-            cb_getattr_answered: st.delegations().counters.cb_getattr_answered,
-            recalls_sent: st.delegations().counters.recalls_sent,
-            recalls_answered: st.delegations().counters.recalls_answered,
-            recalls_timed_out: st.delegations().counters.recalls_timed_out,
-            delegations_revoked: st.delegations().counters.revoked,
-            async_copies: st.copies_len() as u64,
-            cb_offloads: self
-                .copy_offloads_sent
-                .load(std::sync::atomic::Ordering::Relaxed),
-        }
-    }
-
     fn state(&self) -> MutexGuard<'_, State4> {
         // A panic under the lock is a bug elsewhere; the tables stay usable.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Runs one COMPOUND (the record's procedure arguments) to its encoded reply on the
-    /// caller's thread: data ops go through `call.data` (NFS4ERR_NOTSUPP without one) and are
-    /// never spliced. The service drives an [`Eval`] itself instead; this is the synchronous
-    /// driver for tests and simulations.
-    pub fn compound(&self, call: &Call<'_>, record: &[u8]) -> Outcome {
-        let segs = [Bytes::copy_from_slice(record)];
-        let mut eval = self.begin(&segs, 0, false);
-        loop {
-            match eval.step(self, call) {
-                Step::Data(req) => {
-                    let done = match call.data {
-                        Some(d) => d.run(req).map_err(map::status),
-                        None => Err(Nfsstat4::NOTSUPP),
-                    };
-                    eval.resume(done);
-                }
-                Step::Settle(s) => {
-                    let landed = call.data.is_some_and(|d| d.settle(s, self.settle_wait_max));
-                    eval.settled(landed);
-                }
-                Step::Reply(r) => {
-                    debug_assert!(r.spliced.is_none(), "splicing was not allowed");
-                    return Outcome::Reply(join(r.segs));
-                }
-                Step::GarbageArgs => return Outcome::GarbageArgs,
-            }
-        }
     }
 
     /// Starts evaluating the COMPOUND whose arguments start `args_offset` bytes into the
@@ -2566,9 +2498,11 @@ fn status_of(r: Result<(), Nfsstat4>) -> Nfsstat4 {
     }
 }
 
+pub mod driver;
 mod locks;
 mod recall;
 mod recovery;
+pub use driver::{drive, drive_ready, Driven, Executor, Inline, Outcome, Sender};
 pub use recovery::TickReport;
 #[cfg(test)]
 mod tests;

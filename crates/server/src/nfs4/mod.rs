@@ -7,8 +7,8 @@
 //! not run twice, a lease runs out at a precise instant, a courtesy client keeps its opens until
 //! someone else wants the file. Those are tested here deterministically (unit tests and seeded
 //! random op sequences against invariants). The COMPOUND processor that wires them to the wire
-//! ops and the file-system layer is [`compound`] (its entry point, [`compound::Nfs4::compound`],
-//! is what the RPC service calls); the one mapping between the file-system layer's neutral
+//! ops and the file-system layer is [`compound`] (its one driver loop, [`compound::drive`], is
+//! what the RPC service and the simulator run); the one mapping between the file-system layer's neutral
 //! types and `nfsstat4` / `fattr4` is [`map`].
 //!
 //! # How COMPOUND will use these cores

@@ -4,6 +4,7 @@ use super::*;
 use crate::backend::exports::{ClientMatch, ClientRule, Squash};
 use crate::backend::memfs::MemFsConfig;
 use crate::backend::{Cred, Export, ExportOptions, MemFs, SetAttr};
+use crate::nfs4::data::DataOps;
 use crate::nfs4::pseudo::PSEUDO_FSID;
 use crate::nfs4::{Config4, SplitMix};
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
@@ -75,7 +76,7 @@ fn cred() -> Credentials {
 }
 
 struct Client {
-    nfs: Nfs4,
+    nfs: Arc<Nfs4>,
     cred: Credentials,
     now: Instant,
     /// From 127.0.0.1 on a privileged port (the exports are `secure` by default).
@@ -89,7 +90,7 @@ struct Client {
 impl Client {
     fn new() -> Self {
         Client {
-            nfs: server(),
+            nfs: Arc::new(server()),
             cred: cred(),
             now: Instant::now(),
             addr: "127.0.0.1:700".parse().unwrap(),
@@ -123,7 +124,7 @@ impl Client {
             stats,
         };
         Client {
-            nfs,
+            nfs: Arc::new(nfs),
             data: Some(Box::new(data)),
             _rt: Some(rt),
             ..Client::new()
@@ -138,18 +139,30 @@ impl Client {
         };
         let mut w = Writer::new();
         args.pack(&mut w);
-        let record = w.into_bytes();
-        let call = Call {
-            addr: self.addr,
-            conn: 1,
-            cred: &self.cred,
-            now: self.now,
-            data: self.data.as_deref(),
-        };
-        match self.nfs.compound(&call, &record) {
+        match self.compound(1, &w.into_bytes()) {
             Outcome::Reply(b) => b,
             Outcome::GarbageArgs => panic!("GARBAGE_ARGS"),
         }
+    }
+
+    /// `record` from connection `conn`, through the one driver loop with data ops on this
+    /// client's data path (NFS4ERR_NOTSUPP without one).
+    fn compound(&self, conn: ConnId, record: &[u8]) -> Outcome {
+        let from = Sender {
+            addr: self.addr,
+            conn,
+            cred: self.cred.clone(),
+        };
+        let exec = Inline {
+            now: self.now,
+            data: self.data.as_deref(),
+        };
+        drive_ready(&self.nfs, &exec, &from, record)
+    }
+
+    /// The service, before anything shares it (a test changing its settings).
+    fn nfs_mut(&mut self) -> &mut Nfs4 {
+        Arc::get_mut(&mut self.nfs).expect("the service is not shared yet")
     }
 
     fn send(&self, ops: Vec<NfsArgop4>) -> Compound4Res {
@@ -362,14 +375,7 @@ fn minor_versions_other_than_1_and_2_are_mismatched_with_no_results() {
 #[test]
 fn not_a_compound_is_garbage_args() {
     let c = Client::new();
-    let call = Call {
-        addr: c.addr,
-        conn: 1,
-        cred: &c.cred,
-        now: c.now,
-        data: None,
-    };
-    assert_eq!(c.nfs.compound(&call, &[0, 0]), Outcome::GarbageArgs);
+    assert_eq!(c.compound(1, &[0, 0]), Outcome::GarbageArgs);
 }
 
 #[test]
@@ -1152,8 +1158,7 @@ mod hostile {
             minor in 0u32..4,
         ) {
             let c = Client::new();
-            let call = Call { addr: c.addr, conn: 1, cred: &c.cred, now: c.now, data: None };
-            let _ = c.nfs.compound(&call, &raw);
+            let _ = c.compound(1, &raw);
             let sid = mount(&c);
             let mut w = Writer::new();
             w.put_opaque(b"t1");
@@ -1167,7 +1172,7 @@ mod hostile {
                 record.extend_from_slice(&op.to_be_bytes());
                 record.extend_from_slice(args);
             }
-            match c.nfs.compound(&call, &record) {
+            match c.compound(1, &record) {
                 Outcome::Reply(b) => {
                     let segs = [b];
                     let mut r = Reader::new(&segs);
@@ -1184,13 +1189,6 @@ fn destroy_session_alone_needs_a_bound_connection() {
     let c = Client::new();
     let sid = mount(&c);
     // From a connection the session never saw: refused, the session lives on.
-    let call = Call {
-        addr: c.addr,
-        conn: 99,
-        cred: &c.cred,
-        now: c.now,
-        data: None,
-    };
     let mut w = Writer::new();
     Compound4Args {
         tag: Utf8Str(Bytes::from_static(b"t1")),
@@ -1198,7 +1196,7 @@ fn destroy_session_alone_needs_a_bound_connection() {
         ops: vec![NfsArgop4::DestroySession(sid)],
     }
     .pack(&mut w);
-    let Outcome::Reply(b) = c.nfs.compound(&call, &w.into_bytes()) else {
+    let Outcome::Reply(b) = c.compound(99, &w.into_bytes()) else {
         panic!("GARBAGE_ARGS")
     };
     assert_eq!(decode(&b).status, Nfsstat4::CONN_NOT_BOUND_TO_SESSION);
@@ -1213,7 +1211,7 @@ fn truncation_is_delay_when_held_writes_cannot_land() {
     use crate::stats::Stats;
     let mut c = Client::new();
     let wb = WriteBehindDriver::new(Default::default(), Arc::new(Stats::default()));
-    c.nfs.write_behind = Some(wb.clone());
+    c.nfs_mut().write_behind = Some(wb.clone());
     let sid = mount(&c);
     let mut ops = vec![seq(sid, 1)];
     ops.extend(into_export());
@@ -1265,7 +1263,7 @@ fn truncation_is_delay_when_held_writes_cannot_land() {
     assert_eq!(c.send(ops).status, Nfsstat4::OK);
     // Without held writes REMOVE goes ahead.
     let mut c2 = Client::new();
-    c2.nfs.write_behind = None;
+    c2.nfs_mut().write_behind = None;
     let sid2 = mount(&c2);
     let mut ops = vec![seq(sid2, 1)];
     ops.extend(into_export());
@@ -1610,7 +1608,7 @@ fn anonymous_write_against_a_deny_write_open_is_locked_and_a_read_only_export_is
     let mut e = export("/srv/export", ClientMatch::Any, EXPORT_FSID);
     e.export.clients[0].options.read_only = true;
     let state = State4::new(Config4::default(), Box::new(SplitMix(5)));
-    c.nfs = Nfs4::new(Arc::new(vec![e]), state, 1).unwrap();
+    c.nfs = Arc::new(Nfs4::new(Arc::new(vec![e]), state, 1).unwrap());
     let fs = c.nfs.exports[0].fs.clone();
     let owner = Caller::with_cred(Cred::new(1000, 1000));
     fs.create(
@@ -1674,7 +1672,7 @@ fn the_op_observer_sees_every_op_with_its_status() {
     use std::sync::atomic::Ordering::Relaxed;
     let mut c = Client::new();
     let stats = Arc::new(Stats::default());
-    c.nfs.op_observer = Some(stats.clone());
+    c.nfs_mut().op_observer = Some(stats.clone());
     let sid = mount(&c);
     let res = c.send(vec![seq(sid, 1), NfsArgop4::Putrootfh(()), lookup(b"nope")]);
     assert_eq!(res.status, Nfsstat4::NOENT);
@@ -1808,7 +1806,6 @@ fn drive(c: &Client, ops: Vec<NfsArgop4>, splice_ok: bool) -> (Compound4Res, Vec
         conn: 1,
         cred: &c.cred,
         now: c.now,
-        data: None,
     };
     let data = DirectData::default();
     let mut eval = c.nfs.begin(&segs, 0, splice_ok);
@@ -1999,7 +1996,6 @@ fn a_retry_differing_in_one_payload_byte_or_its_user_is_a_false_retry() {
         conn: 1,
         cred: &c.cred,
         now: c.now,
-        data: None,
     };
     let Step::Reply(r) = c.nfs.begin(&segs, 0, false).step(&c.nfs, &call) else {
         panic!("a replay is answered at once")
@@ -2172,7 +2168,6 @@ fn a_write_payload_is_decoded_as_slices_of_the_received_record() {
         conn: 1,
         cred: &c.cred,
         now: c.now,
-        data: None,
     };
     let mut eval = c.nfs.begin(&segs, header.len(), true);
     let Step::Data(req) = eval.step(&c.nfs, &call) else {

@@ -350,7 +350,7 @@ struct CopyTarget {
 /// export's `ro` rather than the file system.
 #[cfg(test)]
 mod tests {
-    use super::super::{Call, Nfs4, Outcome};
+    use super::super::{drive_ready, Inline, Nfs4, Outcome, Sender};
     use crate::backend::exports::{ClientMatch, ClientRule, Squash};
     use crate::backend::memfs::MemFsConfig;
     use crate::backend::{Caller, CreateHow, Cred, Export, ExportOptions, FileSystem, MemFs};
@@ -441,14 +441,16 @@ mod tests {
             };
             let mut w = Writer::new();
             args.pack(&mut w);
-            let call = Call {
+            let from = Sender {
                 addr: "127.0.0.1:700".parse().unwrap(),
                 conn: 1,
-                cred: &self.cred,
+                cred: self.cred.clone(),
+            };
+            let exec = Inline {
                 now: self.now,
                 data: None,
             };
-            let Outcome::Reply(b) = self.nfs.compound(&call, &w.into_bytes()) else {
+            let Outcome::Reply(b) = drive_ready(&self.nfs, &exec, &from, &w.into_bytes()) else {
                 panic!("GARBAGE_ARGS")
             };
             let segs = [b];
