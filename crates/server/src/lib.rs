@@ -39,6 +39,8 @@ pub mod service;
 pub mod splice;
 pub mod stats;
 pub mod sysids;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 
 /// Who sent a call and over what: the types every program's handlers take (outside the crate,
 /// name them from here; where they are defined is the crate's business).

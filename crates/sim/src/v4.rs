@@ -62,12 +62,12 @@ use sluice_server::exports::ExportEntry;
 use sluice_server::lease;
 use sluice_server::nfs4::compound::{drive_ready, Inline, Nfs4, Outcome, Sender};
 use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
+use sluice_server::testkit::{Session4, SessionConfig};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloseArgs, CreateArgs, CreateSessionArgs,
-    Createhow4, Createtype4, ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs,
-    OpenClaim4, Openflag4, RdmaIrd, Res4, SequenceArgs, StateProtect4A, OPEN4_SHARE_ACCESS_BOTH,
-    OPEN4_SHARE_DENY_BOTH, OPEN4_SHARE_DENY_NONE,
+    CloseArgs, CreateArgs, Createhow4, Createtype4, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4,
+    Openflag4, Res4, SequenceArgs, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_BOTH,
+    OPEN4_SHARE_DENY_NONE,
 };
 use sluice_xdr::nfs4::{
     Bitmap4, Component4, Fattr4, NfsFh4, Opaque4, SessionId4, StateOwner4, Stateid4, Utf8Str,
@@ -1326,46 +1326,15 @@ impl<'a> World<'a> {
         decode_res(&self.compound(&encode_args(ops)))
     }
 
-    /// EXCHANGE_ID and CREATE_SESSION for client `c`.
+    /// EXCHANGE_ID and CREATE_SESSION for client `c` (the shared test client's set-up).
     fn establish(&mut self, c: usize) -> (u64, SessionId4) {
-        let res = self.direct(vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
-            clientowner: ClientOwner4 {
-                verifier: [1; 8],
-                ownerid: Opaque4(Bytes::from(format!("sim client {c}"))),
-            },
-            flags: 0,
-            state_protect: StateProtect4A::None,
-            client_impl_id: ImplIdList(Vec::new()),
-        })]);
-        let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
-            panic!("EXCHANGE_ID failed: {res:?}")
-        };
-        let chan = ChannelAttrs4 {
-            headerpadsize: 0,
-            maxrequestsize: 1 << 20,
-            maxresponsesize: 1 << 20,
-            maxresponsesize_cached: 4096,
-            maxoperations: 16,
-            maxrequests: self.sc.slots,
-            rdma_ird: RdmaIrd(Vec::new()),
-        };
-        let res = self.direct(vec![NfsArgop4::CreateSession(CreateSessionArgs {
-            clientid: e.clientid,
-            sequence: e.sequenceid,
-            flags: 0,
-            fore_chan_attrs: chan.clone(),
-            back_chan_attrs: chan,
-            cb_program: 0x4000_0000,
-            sec_parms: CallbackSecParmsList(Vec::new()),
-        })]);
-        let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
-            panic!("CREATE_SESSION failed: {res:?}")
-        };
+        let cfg = SessionConfig::new(format!("sim client {c}").as_bytes(), self.sc.slots);
+        let s = Session4::establish(&cfg, |ops| self.direct(ops));
         assert_eq!(
-            s.fore_chan_attrs.maxrequests, self.sc.slots,
+            s.granted.fore_chan_attrs.maxrequests, self.sc.slots,
             "slots granted"
         );
-        (e.clientid, s.sessionid)
+        (s.clientid, s.sessionid)
     }
 
     /// A SEQUENCE'd COMPOUND sent straight to the processor on slot 0 (kept in the model).

@@ -33,12 +33,10 @@ use sluice_server::exports::ExportEntry;
 use sluice_server::nfs4::compound::{drive, drive_ready, Executor, Inline, Nfs4, Outcome, Sender};
 use sluice_server::nfs4::data::{DataDone, DataReq, Settle};
 use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
+use sluice_server::testkit::{Session4, SessionConfig};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
-use sluice_xdr::nfs4::ops::{
-    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CommitArgs, CreateSessionArgs,
-    ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, RdmaIrd, Res4, SequenceArgs, StateProtect4A,
-};
-use sluice_xdr::nfs4::{Bitmap4, Component4, Opaque4, SessionId4, Utf8Str};
+use sluice_xdr::nfs4::ops::{CommitArgs, NfsArgop4, NfsResop4, SequenceArgs};
+use sluice_xdr::nfs4::{Bitmap4, Component4, SessionId4, Utf8Str};
 use sluice_xdr::rpc::AuthSys;
 use sluice_xdr::{Pack, Reader, Writer};
 use std::path::PathBuf;
@@ -222,48 +220,10 @@ fn server() -> Nfs4 {
     Nfs4::new(Arc::new(exports), state, 1).expect("one export")
 }
 
-/// EXCHANGE_ID and CREATE_SESSION (one slot) on connection 1.
+/// EXCHANGE_ID and CREATE_SESSION (one slot) on connection 1, by the shared test client.
 fn session(send: &mut impl FnMut(Vec<NfsArgop4>, u64) -> Compound4Res) -> SessionId4 {
-    let res = send(
-        vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
-            clientowner: ClientOwner4 {
-                verifier: [1; 8],
-                ownerid: Opaque4(Bytes::from_static(b"sim cut-off client")),
-            },
-            flags: 0,
-            state_protect: StateProtect4A::None,
-            client_impl_id: ImplIdList(Vec::new()),
-        })],
-        1,
-    );
-    let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
-        panic!("EXCHANGE_ID failed: {res:?}")
-    };
-    let chan = ChannelAttrs4 {
-        headerpadsize: 0,
-        maxrequestsize: 1 << 20,
-        maxresponsesize: 1 << 20,
-        maxresponsesize_cached: 4096,
-        maxoperations: 16,
-        maxrequests: 1,
-        rdma_ird: RdmaIrd(Vec::new()),
-    };
-    let res = send(
-        vec![NfsArgop4::CreateSession(CreateSessionArgs {
-            clientid: e.clientid,
-            sequence: e.sequenceid,
-            flags: 0,
-            fore_chan_attrs: chan.clone(),
-            back_chan_attrs: chan,
-            cb_program: 0x4000_0000,
-            sec_parms: CallbackSecParmsList(Vec::new()),
-        })],
-        1,
-    );
-    let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
-        panic!("CREATE_SESSION failed: {res:?}")
-    };
-    s.sessionid
+    let cfg = SessionConfig::new(b"sim cut-off client", 1);
+    Session4::establish(&cfg, |ops| send(ops, 1)).sessionid
 }
 
 fn sequence(sessionid: SessionId4, sequenceid: u32, cachethis: bool) -> NfsArgop4 {

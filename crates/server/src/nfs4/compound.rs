@@ -30,7 +30,7 @@
 //! theirs.
 
 use super::idmap::IdMap;
-use super::map::{self};
+use super::map;
 use super::parked::ParkedFiles;
 use super::pseudo::{NodeId, PseudoFs};
 use super::state::State4;

@@ -18,6 +18,7 @@ use crate::nfs4::pseudo::PSEUDO_FSID;
 use crate::nfs4::state::State4;
 use crate::nfs4::{Config4, SplitMix};
 use crate::nfs4::{ConnId, Nfsstat4};
+use crate::testkit::{Session4, SessionConfig};
 use bytes::Bytes;
 use core::net::SocketAddr;
 use sluice_rpc::server::Credentials;
@@ -28,9 +29,8 @@ use sluice_xdr::nfs4::ops::{
     ReaddirResOk, Res4, Secinfo4, OPEN4_SHARE_ACCESS_READ,
 };
 use sluice_xdr::nfs4::ops::{
-    AccessArgs, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs,
-    ExchangeIdArgs, ImplIdList, RdmaIrd, ReaddirArgs, SetattrArgs, StateProtect4A, StateidList,
-    ACCESS4_LOOKUP, ACCESS4_MODIFY, ACCESS4_READ, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_NONE,
+    AccessArgs, CallbackSecParmsList, ReaddirArgs, SetattrArgs, StateidList, ACCESS4_LOOKUP,
+    ACCESS4_MODIFY, ACCESS4_READ, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_NONE,
     OPEN4_SHARE_DENY_WRITE,
 };
 use sluice_xdr::nfs4::ops::{CommitArgs, ReadArgs, SequenceArgs, WriteArgs};
@@ -203,47 +203,9 @@ fn decode(b: &Bytes) -> Compound4Res {
     res
 }
 
-fn chan() -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        headerpadsize: 0,
-        maxrequestsize: 1 << 20,
-        maxresponsesize: 1 << 20,
-        maxresponsesize_cached: 4096,
-        maxoperations: 16,
-        maxrequests: 4,
-        rdma_ird: RdmaIrd(Vec::new()),
-    }
-}
-
-/// EXCHANGE_ID, CREATE_SESSION: the session id.
+/// EXCHANGE_ID, CREATE_SESSION (the shared test client, 4 slots): the session id.
 fn mount(c: &Client) -> SessionId4 {
-    let res = c.send(vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
-        clientowner: ClientOwner4 {
-            verifier: [1; 8],
-            ownerid: Opaque4(Bytes::from_static(b"linux client")),
-        },
-        flags: 0,
-        state_protect: StateProtect4A::None,
-        client_impl_id: ImplIdList(Vec::new()),
-    })]);
-    assert_eq!(res.status, Nfsstat4::OK);
-    let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
-        panic!("{res:?}")
-    };
-    let res = c.send(vec![NfsArgop4::CreateSession(CreateSessionArgs {
-        clientid: e.clientid,
-        sequence: e.sequenceid,
-        flags: 0,
-        fore_chan_attrs: chan(),
-        back_chan_attrs: chan(),
-        cb_program: 0x4000_0000,
-        sec_parms: CallbackSecParmsList(Vec::new()),
-    })]);
-    assert_eq!(res.status, Nfsstat4::OK);
-    let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
-        panic!("{res:?}")
-    };
-    s.sessionid
+    Session4::establish(&SessionConfig::new(b"linux client", 4), |ops| c.send(ops)).sessionid
 }
 
 fn seq(sessionid: SessionId4, sequenceid: u32) -> NfsArgop4 {
