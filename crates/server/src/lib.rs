@@ -36,6 +36,8 @@ pub mod recall;
 pub mod service;
 pub mod splice;
 pub mod stats;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 
 // The v4 drivers' paths from before they moved under `nfs4/`, kept for their callers.
 pub use nfs4::callback::conn as backchannel;
@@ -244,7 +246,8 @@ pub async fn bind_exports(
     // A weak reference: the statistics outlive nothing, and hold no service alive.
     let weak = Arc::downgrade(&nfs4);
     stats.set_nfs4_gauges(Box::new(move || {
-        weak.upgrade().map_or_else(Default::default, |n| n.gauges())
+        weak.upgrade()
+            .map_or_else(Default::default, |n| stats::Gauges4::of(&n))
     }));
     // v3 changes pass the v4 delegations' recall gate first.
     let recall: Arc<dyn recall::RecallGate> = nfs4.clone();

@@ -303,10 +303,12 @@ fn nfs3_version() -> Version<Handler> {
     Version::new(nfs3::VERSION, &nfs3::PROCS, handlers.0)
 }
 
-/// NFS v4 (minor versions 1 and 2): NULL, and COMPOUND driven here: the processor's steps
-/// that may call a file system run on the blocking pool (as v3's backend calls do), each
-/// running every op up to the next data op; READ, WRITE and COMMIT run on this task through
-/// the data path v3 uses, so a last READ may be spliced (see `nfs4::data`). Statistics and
+/// NFS v4 (minor versions 1 and 2): NULL, and COMPOUND through the processor's one driver loop
+/// ([`compound4::drive`], the loop the simulator runs too) with this service's executor
+/// ([`Pool`]): the steps that may call a file system run on the blocking pool (as v3's backend
+/// calls do), each running every op up to the next data op; READ, WRITE and COMMIT run on this
+/// task through the data path v3 uses, so a last READ may be spliced (see `nfs4::data`). A
+/// COMPOUND whose connection goes away mid-evaluation frees its slot (the driver's guard). Statistics and
 /// request logs count the COMPOUND as one call under its overall status; each op inside is
 /// counted by the processor's [`compound4::OpObserver`] hook (`stats::OpStats4`).
 ///
@@ -339,95 +341,41 @@ fn nfs4_call<'a>(
             return Handled::Done(done_in_memory(w, header_bytes));
         }
         // Decoded in place: a WRITE's payload stays slices of the received record.
-        let nfs4 = server.nfs4.clone();
-        let eval = nfs4.begin(record, call.args_offset, true);
-        let mut guard = Evaluating {
-            nfs4: nfs4.clone(),
-            eval: Some(eval),
+        let exec = Pool {
+            path: crate::datapath::DataPath {
+                io: &server.nfs.io,
+                stats: &server.nfs.stats,
+                pipes: &server.nfs.pipes,
+            },
         };
-        let (cred, addr, conn) = (call.cred.clone(), peer.addr, peer.conn_id);
-        let path = crate::datapath::DataPath {
-            io: &server.nfs.io,
-            stats: &server.nfs.stats,
-            pipes: &server.nfs.pipes,
+        let from = compound4::Sender {
+            addr: peer.addr,
+            conn: peer.conn_id,
+            cred: call.cred.clone(),
         };
-        let reply = loop {
-            let Some(mut eval) = guard.eval.take() else {
-                unreachable!("put back after every step")
-            };
-            let step = if eval.may_block() {
-                // Metadata ops call the file system: on the blocking pool, as many in a row as
-                // come before the next data op. The guard travels along, so a call whose
-                // connection went away still frees its slot.
-                let mut g = Evaluating {
-                    nfs4: nfs4.clone(),
-                    eval: Some(eval),
-                };
-                let cred = cred.clone();
-                let out = crate::datapath::spawn(move || {
-                    let call = compound4::Call {
-                        addr,
-                        conn,
-                        cred: &cred,
-                        now: Instant::now(),
-                        data: None,
-                    };
-                    let step = match g.eval.as_mut() {
-                        Some(e) => e.step(&g.nfs4, &call),
-                        None => compound4::Step::GarbageArgs,
-                    };
-                    (g, step)
+        let reply = match compound4::drive(
+            &server.nfs4,
+            &exec,
+            &from,
+            record,
+            call.args_offset,
+            true,
+        )
+        .await
+        {
+            compound4::Driven::Reply(r) => r,
+            compound4::Driven::GarbageArgs => {
+                return Handled::GarbageArgs(DecodeError::Invalid("COMPOUND4args"))
+            }
+            // The processor panicked (logged): the client gets SYSTEM_ERR, not silence.
+            compound4::Driven::Failed => {
+                return Handled::Done(Done {
+                    reply: Reply::from(rpcs::system_err(call.xid)),
+                    status: Some("SYSTEM_ERR"),
+                    ok: false,
+                    results_bytes: 0,
+                    payload_bytes_asked: 0,
                 })
-                .await;
-                match out {
-                    Some((mut g, step)) => {
-                        guard.eval = g.eval.take();
-                        step
-                    }
-                    // The processor panicked (logged): the client gets SYSTEM_ERR, not silence.
-                    None => {
-                        return Handled::Done(Done {
-                            reply: Reply::from(rpcs::system_err(call.xid)),
-                            status: Some("SYSTEM_ERR"),
-                            ok: false,
-                            results_bytes: 0,
-                            payload_bytes_asked: 0,
-                        })
-                    }
-                }
-            } else {
-                let c = compound4::Call {
-                    addr,
-                    conn,
-                    cred: &cred,
-                    now: Instant::now(),
-                    data: None,
-                };
-                let step = eval.step(&nfs4, &c);
-                guard.eval = Some(eval);
-                step
-            };
-            match step {
-                compound4::Step::Data(req) => {
-                    // On this task: splice, RWF_NOWAIT, io_uring, write-behind, as for v3.
-                    let done = crate::nfs4::data::run(path, req)
-                        .await
-                        .map_err(crate::nfs4::map::status);
-                    if let Some(e) = guard.eval.as_mut() {
-                        e.resume(done);
-                    }
-                }
-                compound4::Step::Settle(s) => {
-                    // Held writes land (or are dropped) as v3's SETATTR and REMOVE do.
-                    let landed = crate::nfs4::data::settle(path, s, nfs4.settle_wait_max).await;
-                    if let Some(e) = guard.eval.as_mut() {
-                        e.settled(landed);
-                    }
-                }
-                compound4::Step::Reply(r) => break r,
-                compound4::Step::GarbageArgs => {
-                    return Handled::GarbageArgs(DecodeError::Invalid("COMPOUND4args"))
-                }
             }
         };
         let mut segs = w.into_segments();
@@ -446,18 +394,44 @@ fn nfs4_call<'a>(
     })
 }
 
-/// A COMPOUND's evaluation while its driver runs it: dropped before the reply (the
-/// connection closed while a data op ran), it frees the COMPOUND's slot.
-struct Evaluating {
-    nfs4: Arc<Nfs4>,
-    eval: Option<compound4::Eval>,
+/// The service's [`compound4::Executor`]: metadata steps on the blocking pool (as v3's backend
+/// calls), READ, WRITE and COMMIT on the service's task through the data path v3 uses (splice,
+/// RWF_NOWAIT, io_uring, write-behind), held writes landed as v3's SETATTR and REMOVE land them.
+struct Pool<'a> {
+    path: crate::datapath::DataPath<'a>,
 }
 
-impl Drop for Evaluating {
-    fn drop(&mut self) {
-        if let Some(e) = self.eval.as_mut() {
-            e.abandon(&self.nfs4);
+impl compound4::Executor for Pool<'_> {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn metadata<T: Send + 'static>(
+        &self,
+        step: impl FnOnce() -> T + Send + 'static,
+    ) -> impl std::future::Future<Output = Option<T>> + Send {
+        crate::datapath::spawn(step)
+    }
+
+    fn data(
+        &self,
+        req: crate::nfs4::data::DataReq,
+    ) -> impl std::future::Future<Output = Result<crate::nfs4::data::DataDone, nfs4::Nfsstat4>> + Send
+    {
+        let path = self.path;
+        async move {
+            crate::nfs4::data::run(path, req)
+                .await
+                .map_err(crate::nfs4::map::status)
         }
+    }
+
+    fn settle(
+        &self,
+        s: crate::nfs4::data::Settle,
+        wait_max: std::time::Duration,
+    ) -> impl std::future::Future<Output = bool> + Send {
+        crate::nfs4::data::settle(self.path, s, wait_max)
     }
 }
 

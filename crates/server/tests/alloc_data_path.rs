@@ -299,13 +299,10 @@ async fn v4_write_and_read(addr: std::net::SocketAddr, export: std::path::PathBu
         panic!("{res:?}")
     };
     let chan = |maxrequests| ChannelAttrs4 {
-        headerpadsize: 0,
         maxrequestsize: (1 << 20) + 8192,
         maxresponsesize: (1 << 20) + 8192,
-        maxresponsesize_cached: 4096,
         maxoperations: 8,
-        maxrequests,
-        rdma_ird: RdmaIrd(Vec::new()),
+        ..sluice_server::testkit::channel_attrs(maxrequests)
     };
     let res = call(
         &mut c,

@@ -1374,7 +1374,11 @@ mod offload {
             std::fs::read(export.join("dst")).unwrap() == data,
             "dst == src"
         );
-        assert_eq!(server.nfs4.gauges().cb_offloads, 1, "counted for the stats");
+        assert_eq!(
+            sluice_server::stats::Gauges4::of(&server.nfs4).cb_offloads,
+            1,
+            "counted for the stats"
+        );
 
         // The answered CB_OFFLOAD ends the copy stateid (§4.8): OFFLOAD_STATUS and
         // OFFLOAD_CANCEL no longer know it, nor a stateid that never was a copy's.

@@ -28,7 +28,7 @@ use sluice_xdr::nfs4::callback::{
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
     CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs,
-    ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, RdmaIrd, Res4, SequenceArgs, StateProtect4A,
+    ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, Res4, SequenceArgs, StateProtect4A,
     CREATE_SESSION4_FLAG_CONN_BACK_CHAN, SEQ4_STATUS_CB_PATH_DOWN,
     SEQ4_STATUS_CB_PATH_DOWN_SESSION,
 };
@@ -166,15 +166,7 @@ async fn compound_raw(c: &mut Rpc, ops: Vec<NfsArgop4>) -> Compound4Res {
 }
 
 fn chan() -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        headerpadsize: 0,
-        maxrequestsize: 1 << 20,
-        maxresponsesize: 1 << 20,
-        maxresponsesize_cached: 4096,
-        maxoperations: 16,
-        maxrequests: 4,
-        rdma_ird: RdmaIrd(Vec::new()),
-    }
+    sluice_server::testkit::channel_attrs(4)
 }
 
 fn sequence(sessionid: SessionId4, sequenceid: u32) -> NfsArgop4 {

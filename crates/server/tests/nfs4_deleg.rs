@@ -387,7 +387,7 @@ async fn other_client(addr: std::net::SocketAddr, owner: &str) -> V4 {
 }
 
 fn gauges(server: &sluice_server::service::Server) -> sluice_server::stats::Gauges4 {
-    server.nfs4.gauges()
+    sluice_server::stats::Gauges4::of(&server.nfs4)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

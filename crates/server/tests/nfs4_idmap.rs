@@ -11,10 +11,9 @@ use bytes::Bytes;
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateArgs, CreateSessionArgs, Createhow4,
-    Createtype4, ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4, Openflag4,
-    RdmaIrd, Res4, SequenceArgs, SetattrArgs, StateProtect4A, OPEN4_SHARE_ACCESS_BOTH,
-    OPEN4_SHARE_DENY_NONE,
+    CallbackSecParmsList, ClientOwner4, CreateArgs, CreateSessionArgs, Createhow4, Createtype4,
+    ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4, Openflag4, Res4,
+    SequenceArgs, SetattrArgs, StateProtect4A, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_NONE,
 };
 use sluice_xdr::nfs4::{
     self, Bitmap4, Component4, Fattr4, Nfsstat4, Opaque4, SessionId4, StateOwner4, Stateid4,
@@ -59,15 +58,7 @@ async fn session(c: &mut Rpc) -> SessionId4 {
     let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
         panic!("{res:?}")
     };
-    let chan = ChannelAttrs4 {
-        headerpadsize: 0,
-        maxrequestsize: 1 << 20,
-        maxresponsesize: 1 << 20,
-        maxresponsesize_cached: 4096,
-        maxoperations: 16,
-        maxrequests: 1,
-        rdma_ird: RdmaIrd(Vec::new()),
-    };
+    let chan = sluice_server::testkit::channel_attrs(1);
     let res = compound(
         c,
         vec![NfsArgop4::CreateSession(CreateSessionArgs {

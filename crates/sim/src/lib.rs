@@ -90,6 +90,7 @@ mod pipe;
 pub mod scenario;
 mod server;
 pub mod v4;
+pub mod v4_cutoff;
 pub mod v4_grace;
 pub mod v4deleg;
 mod world;

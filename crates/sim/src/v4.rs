@@ -1,5 +1,6 @@
 //! The NFSv4.1 server's session and lease state in virtual time: the real COMPOUND processor
-//! ([`Nfs4::compound`]) and its state cores ([`sluice_server::nfs4::State4`]) over a `MemFs`
+//! (its one driver loop, [`sluice_server::nfs4::compound::drive`], the loop the service runs,
+//! with an executor that runs everything at once) and its state cores ([`sluice_server::nfs4::State4`]) over a `MemFs`
 //! export, driven by simulated clients through a network that delays, loses, duplicates and
 //! reorders messages. Nothing is a stand-in: every message is an encoded COMPOUND, every reply
 //! the processor's bytes, and leases are ticked the way the server's lease task ticks them
@@ -59,14 +60,14 @@ use sluice_server::backend::memfs::MemFsConfig;
 use sluice_server::backend::{Caller, Cred, Export, ExportOptions, FileHandle, FileSystem, MemFs};
 use sluice_server::exports::ExportEntry;
 use sluice_server::lease;
-use sluice_server::nfs4::compound::{Call, Nfs4, Outcome};
+use sluice_server::nfs4::compound::{drive_ready, Inline, Nfs4, Outcome, Sender};
 use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
+use sluice_server::testkit::{Session4, SessionConfig};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloseArgs, CreateArgs, CreateSessionArgs,
-    Createhow4, Createtype4, ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs,
-    OpenClaim4, Openflag4, RdmaIrd, Res4, SequenceArgs, StateProtect4A, OPEN4_SHARE_ACCESS_BOTH,
-    OPEN4_SHARE_DENY_BOTH, OPEN4_SHARE_DENY_NONE,
+    CloseArgs, CreateArgs, Createhow4, Createtype4, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4,
+    Openflag4, Res4, SequenceArgs, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_BOTH,
+    OPEN4_SHARE_DENY_NONE,
 };
 use sluice_xdr::nfs4::{
     Bitmap4, Component4, Fattr4, NfsFh4, Opaque4, SessionId4, StateOwner4, Stateid4, Utf8Str,
@@ -404,7 +405,7 @@ struct World<'a> {
     epoch: Instant,
     now: Duration,
     g: ChaCha8Rng,
-    nfs: Nfs4,
+    nfs: Arc<Nfs4>,
     fs: Arc<MemFs>,
     root_fh: NfsFh4,
     cred: Credentials,
@@ -444,7 +445,7 @@ impl<'a> World<'a> {
             },
             Box::new(SplitMix(sc.seed)),
         );
-        let nfs = Nfs4::new(Arc::new(exports), state, 1).expect("one export");
+        let nfs = Arc::new(Nfs4::new(Arc::new(exports), state, 1).expect("one export"));
         let mut w = World {
             sc,
             epoch,
@@ -1306,14 +1307,16 @@ impl<'a> World<'a> {
     // ----- direct calls (setup and recovery) -----------------------------------------------
 
     fn compound(&self, record: &[u8]) -> Bytes {
-        let call = Call {
+        let from = Sender {
             addr: "127.0.0.1:700".parse().expect("an address"),
             conn: 1,
-            cred: &self.cred,
+            cred: self.cred.clone(),
+        };
+        let exec = Inline {
             now: self.instant(),
             data: None,
         };
-        match self.nfs.compound(&call, record) {
+        match drive_ready(&self.nfs, &exec, &from, record) {
             Outcome::Reply(b) => b,
             Outcome::GarbageArgs => panic!("the simulator sent a malformed COMPOUND"),
         }
@@ -1323,46 +1326,15 @@ impl<'a> World<'a> {
         decode_res(&self.compound(&encode_args(ops)))
     }
 
-    /// EXCHANGE_ID and CREATE_SESSION for client `c`.
+    /// EXCHANGE_ID and CREATE_SESSION for client `c` (the shared test client's set-up).
     fn establish(&mut self, c: usize) -> (u64, SessionId4) {
-        let res = self.direct(vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
-            clientowner: ClientOwner4 {
-                verifier: [1; 8],
-                ownerid: Opaque4(Bytes::from(format!("sim client {c}"))),
-            },
-            flags: 0,
-            state_protect: StateProtect4A::None,
-            client_impl_id: ImplIdList(Vec::new()),
-        })]);
-        let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
-            panic!("EXCHANGE_ID failed: {res:?}")
-        };
-        let chan = ChannelAttrs4 {
-            headerpadsize: 0,
-            maxrequestsize: 1 << 20,
-            maxresponsesize: 1 << 20,
-            maxresponsesize_cached: 4096,
-            maxoperations: 16,
-            maxrequests: self.sc.slots,
-            rdma_ird: RdmaIrd(Vec::new()),
-        };
-        let res = self.direct(vec![NfsArgop4::CreateSession(CreateSessionArgs {
-            clientid: e.clientid,
-            sequence: e.sequenceid,
-            flags: 0,
-            fore_chan_attrs: chan.clone(),
-            back_chan_attrs: chan,
-            cb_program: 0x4000_0000,
-            sec_parms: CallbackSecParmsList(Vec::new()),
-        })]);
-        let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
-            panic!("CREATE_SESSION failed: {res:?}")
-        };
+        let cfg = SessionConfig::new(format!("sim client {c}").as_bytes(), self.sc.slots);
+        let s = Session4::establish(&cfg, |ops| self.direct(ops));
         assert_eq!(
-            s.fore_chan_attrs.maxrequests, self.sc.slots,
+            s.granted.fore_chan_attrs.maxrequests, self.sc.slots,
             "slots granted"
         );
-        (e.clientid, s.sessionid)
+        (s.clientid, s.sessionid)
     }
 
     /// A SEQUENCE'd COMPOUND sent straight to the processor on slot 0 (kept in the model).

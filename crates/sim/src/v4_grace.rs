@@ -1,6 +1,8 @@
 //! The NFSv4.1 grace period after a server crash, in virtual time: the real COMPOUND processor
-//! and state cores over one `MemFs` (the "disk" that survives the crash) and one
-//! [`MemStore`] (the state store holding the stable client records, likewise), two server instances one after the
+//! (through its one driver loop, [`sluice_server::nfs4::compound::drive`], as the service runs
+//! it) and state cores over one `MemFs` (the "disk" that survives the crash) and one
+//! [`MemStore`] (the state store holding the stable client records, likewise), two server
+//! instances one after the
 //! other, and clients that held state, come back or do not, and newcomers that never held any.
 //! Ticks follow the lease task's rule ([`sluice_server::lease::sleep_for`] over
 //! [`Nfs4::tick`]); the only clock is the one this module advances.
@@ -35,21 +37,20 @@ use sluice_server::backend::memfs::MemFsConfig;
 use sluice_server::backend::{Export, ExportOptions, MemFs};
 use sluice_server::exports::ExportEntry;
 use sluice_server::lease;
-use sluice_server::nfs4::compound::{Call, Nfs4, Outcome};
+use sluice_server::nfs4::compound::{drive_ready, Inline, Nfs4, Outcome, Sender};
 use sluice_server::nfs4::grace::EndReason;
 use sluice_server::nfs4::stable::StableClients;
 use sluice_server::nfs4::store::MemStore;
 use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
+use sluice_server::testkit::{Session4, SessionConfig};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs, Createhow4,
-    ExchangeIdArgs, ImplIdList, LockArgs, Locker4, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4,
-    OpenToLockOwner4, Openflag4, RdmaIrd, ReadArgs, Res4, SequenceArgs, StateProtect4A,
-    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_DENY_WRITE, OPEN_DELEGATE_NONE,
-    WRITE_LT,
+    Createhow4, LockArgs, Locker4, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4, OpenToLockOwner4,
+    Openflag4, ReadArgs, Res4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
+    OPEN4_SHARE_DENY_WRITE, OPEN_DELEGATE_NONE, WRITE_LT,
 };
 use sluice_xdr::nfs4::{
-    Component4, Fattr4, LockOwner4, NfsFh4, Opaque4, SessionId4, StateOwner4, Stateid4, Utf8Str,
+    Component4, Fattr4, LockOwner4, NfsFh4, Opaque4, StateOwner4, Stateid4, Utf8Str,
 };
 use sluice_xdr::rpc::AuthSys;
 use sluice_xdr::{Pack, Reader, Writer};
@@ -134,23 +135,18 @@ enum Ev {
     Attempt(usize),
 }
 
-struct Session {
-    id: SessionId4,
-    seq: u32,
-}
-
 struct World {
     sc: GraceScenario,
     epoch: Instant,
     now: Duration,
     fs: Arc<MemFs>,
     records: Arc<MemStore>,
-    nfs: Nfs4,
+    nfs: Arc<Nfs4>,
     cred: Credentials,
     root: NfsFh4,
     /// Handles of the holders' files.
     files: Vec<NfsFh4>,
-    sessions: BTreeMap<String, Session>,
+    sessions: BTreeMap<String, Session4>,
     report: GraceReport,
 }
 
@@ -306,7 +302,7 @@ impl World {
         boot_epoch: u32,
         epoch: Instant,
         grace: bool,
-    ) -> Nfs4 {
+    ) -> Arc<Nfs4> {
         let exports = vec![ExportEntry {
             fs: fs.clone(),
             export: Export {
@@ -337,7 +333,7 @@ impl World {
         }
         let mut nfs = Nfs4::new(Arc::new(exports), state, 1).expect("one export");
         nfs.records = Some(records);
-        nfs
+        Arc::new(nfs)
     }
 
     fn instant(&self) -> Instant {
@@ -531,14 +527,16 @@ impl World {
         };
         let mut w = Writer::new();
         args.pack(&mut w);
-        let call = Call {
+        let from = Sender {
             addr: "127.0.0.1:700".parse().expect("an address"),
             conn: 1,
-            cred: &self.cred,
+            cred: self.cred.clone(),
+        };
+        let exec = Inline {
             now: self.instant(),
             data: None,
         };
-        let reply = match self.nfs.compound(&call, &w.into_bytes()) {
+        let reply = match drive_ready(&self.nfs, &exec, &from, &w.into_bytes()) {
             Outcome::Reply(b) => b,
             Outcome::GarbageArgs => panic!("the simulator sent a malformed COMPOUND"),
         };
@@ -548,59 +546,14 @@ impl World {
     }
 
     fn establish(&mut self, owner: &str) {
-        let res = self.compound(vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
-            clientowner: ClientOwner4 {
-                verifier: [1; 8],
-                ownerid: Opaque4(Bytes::from(owner.to_string())),
-            },
-            flags: 0,
-            state_protect: StateProtect4A::None,
-            client_impl_id: ImplIdList(Vec::new()),
-        })]);
-        let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
-            panic!("EXCHANGE_ID failed: {res:?}")
-        };
-        let chan = ChannelAttrs4 {
-            headerpadsize: 0,
-            maxrequestsize: 1 << 20,
-            maxresponsesize: 1 << 20,
-            maxresponsesize_cached: 4096,
-            maxoperations: 16,
-            maxrequests: 1,
-            rdma_ird: RdmaIrd(Vec::new()),
-        };
-        let res = self.compound(vec![NfsArgop4::CreateSession(CreateSessionArgs {
-            clientid: e.clientid,
-            sequence: e.sequenceid,
-            flags: 0,
-            fore_chan_attrs: chan.clone(),
-            back_chan_attrs: chan,
-            cb_program: 0x4000_0000,
-            sec_parms: CallbackSecParmsList(Vec::new()),
-        })]);
-        let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
-            panic!("CREATE_SESSION failed: {res:?}")
-        };
-        self.sessions.insert(
-            owner.to_string(),
-            Session {
-                id: s.sessionid,
-                seq: 0,
-            },
-        );
+        let cfg = SessionConfig::new(owner.as_bytes(), 1);
+        let s = Session4::establish(&cfg, |ops| self.compound(ops));
+        self.sessions.insert(owner.to_string(), s);
     }
 
     fn in_session(&mut self, owner: &str, ops: Vec<NfsArgop4>) -> Compound4Res {
         let s = self.sessions.get_mut(owner).expect("established");
-        s.seq += 1;
-        let mut all = vec![NfsArgop4::Sequence(SequenceArgs {
-            sessionid: s.id,
-            sequenceid: s.seq,
-            slotid: 0,
-            highest_slotid: 0,
-            cachethis: true,
-        })];
-        all.extend(ops);
+        let all = s.in_session(ops);
         self.compound(all)
     }
 

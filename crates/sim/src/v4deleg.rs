@@ -1,5 +1,6 @@
 //! A delegation recall to a client that never returns it, in virtual time: the real COMPOUND
-//! processor and [`State4`] over a `MemFs` export, the back channel driven the way the
+//! processor (through its one driver loop, [`sluice_server::nfs4::compound::drive`], as the
+//! service runs it) and [`State4`] over a `MemFs` export, the back channel driven the way the
 //! server's callback task drives it (`poll_callbacks` when woken, `handle_callback` when a
 //! call ends), leases ticked at the lease task's rhythm ([`lease::sleep_for`]).
 //!
@@ -47,16 +48,16 @@ use sluice_server::backend::{Export, ExportOptions, MemFs};
 use sluice_server::exports::ExportEntry;
 use sluice_server::lease;
 use sluice_server::nfs4::backchan::{CbCall, CbOutcome, CALL_TIMEOUT};
-use sluice_server::nfs4::compound::{Call, Nfs4, Outcome};
+use sluice_server::nfs4::compound::{drive_ready, Inline, Nfs4, Outcome, Sender};
 use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
 use sluice_server::recall::RecallGate;
+use sluice_server::testkit::{Session4, SessionConfig};
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::callback::{CbArgop4, CbCompound4Res, CbResop4, CbSequenceResOk};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloseArgs,
-    CreateSessionArgs, Createhow4, ExchangeIdArgs, ImplIdList, NfsArgop4, NfsResop4, OpenArgs,
-    OpenClaim4, OpenDelegation4, Openflag4, RdmaIrd, ReadArgs, Res4, SequenceArgs, StateProtect4A,
+    CallbackSecParms4, CallbackSecParmsList, CloseArgs, Createhow4, NfsArgop4, NfsResop4, OpenArgs,
+    OpenClaim4, OpenDelegation4, Openflag4, ReadArgs, Res4, SequenceArgs,
     CREATE_SESSION4_FLAG_CONN_BACK_CHAN, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
     OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_WANT_NO_DELEG, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
 };
@@ -180,7 +181,7 @@ struct World<'a> {
     sc: &'a DelegScenario,
     epoch: Instant,
     now: Duration,
-    nfs: Nfs4,
+    nfs: Arc<Nfs4>,
     cred: Credentials,
     events: BTreeMap<(Duration, u64), Ev>,
     seq: u64,
@@ -228,7 +229,7 @@ impl<'a> World<'a> {
             },
             Box::new(SplitMix(sc.seed)),
         );
-        let nfs = Nfs4::new(Arc::new(exports), state, 1).expect("one export");
+        let nfs = Arc::new(Nfs4::new(Arc::new(exports), state, 1).expect("one export"));
         let woken = Arc::new(AtomicBool::new(false));
         {
             let w = woken.clone();
@@ -549,7 +550,7 @@ impl<'a> World<'a> {
         let status = match self.sc.v3_writer {
             // The v3 WRITE's gate, as `Nfs3` calls it (its JUKEBOX is DELAY here).
             true => Some(
-                match RecallGate::break_for(&self.nfs, self.instant(), &self.fh.0, true) {
+                match RecallGate::break_for(&*self.nfs, self.instant(), &self.fh.0, true) {
                     Ok(()) => Nfsstat4::OK,
                     Err(_) => Nfsstat4::DELAY,
                 },
@@ -689,30 +690,6 @@ impl<'a> World<'a> {
     }
 
     fn establish(&mut self, owner: &'static [u8], conn: u64, back: bool) -> SessionId4 {
-        let res = self.compound(
-            conn,
-            vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
-                clientowner: ClientOwner4 {
-                    verifier: [1; 8],
-                    ownerid: Opaque4(Bytes::from_static(owner)),
-                },
-                flags: 0,
-                state_protect: StateProtect4A::None,
-                client_impl_id: ImplIdList(Vec::new()),
-            })],
-        );
-        let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
-            panic!("EXCHANGE_ID: {res:?}")
-        };
-        let chan = ChannelAttrs4 {
-            headerpadsize: 0,
-            maxrequestsize: 1 << 20,
-            maxresponsesize: 1 << 20,
-            maxresponsesize_cached: 4096,
-            maxoperations: 16,
-            maxrequests: 1,
-            rdma_ird: RdmaIrd(Vec::new()),
-        };
         let sys = AuthSys {
             stamp: 1,
             machine_name: Bytes::from_static(b"sim"),
@@ -720,26 +697,16 @@ impl<'a> World<'a> {
             gid: 0,
             gids: Vec::new(),
         };
-        let res = self.compound(
-            conn,
-            vec![NfsArgop4::CreateSession(CreateSessionArgs {
-                clientid: e.clientid,
-                sequence: e.sequenceid,
-                flags: if back {
-                    CREATE_SESSION4_FLAG_CONN_BACK_CHAN
-                } else {
-                    0
-                },
-                fore_chan_attrs: chan.clone(),
-                back_chan_attrs: chan,
-                cb_program: 0x4000_0000,
-                sec_parms: CallbackSecParmsList(vec![CallbackSecParms4::AuthSys(sys)]),
-            })],
-        );
-        let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
-            panic!("CREATE_SESSION: {res:?}")
+        let cfg = SessionConfig {
+            flags: if back {
+                CREATE_SESSION4_FLAG_CONN_BACK_CHAN
+            } else {
+                0
+            },
+            cb_sec: CallbackSecParmsList(vec![CallbackSecParms4::AuthSys(sys)]),
+            ..SessionConfig::new(owner, 1)
         };
-        s.sessionid
+        Session4::establish(&cfg, |ops| self.compound(conn, ops)).sessionid
     }
 
     /// A SEQUENCE'd COMPOUND of the holder (`true`) or the writer, on slot 0.
@@ -768,14 +735,16 @@ impl<'a> World<'a> {
         };
         let mut w = Writer::new();
         args.pack(&mut w);
-        let call = Call {
+        let from = Sender {
             addr: "127.0.0.1:700".parse().expect("an address"),
             conn,
-            cred: &self.cred,
+            cred: self.cred.clone(),
+        };
+        let exec = Inline {
             now: self.instant(),
             data: None,
         };
-        let reply = match self.nfs.compound(&call, &w.into_bytes()) {
+        let reply = match drive_ready(&self.nfs, &exec, &from, &w.into_bytes()) {
             Outcome::Reply(b) => b,
             Outcome::GarbageArgs => panic!("a malformed COMPOUND"),
         };

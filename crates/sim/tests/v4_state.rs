@@ -159,3 +159,33 @@ fn a_recall_the_holder_never_honours_ends_in_revocation_after_the_lease() {
         );
     }
 }
+
+/// The slot-freeing guard of the production driver loop: a connection that goes away while
+/// its COMPOUND waits for the data path or the blocking pool frees the slot, so the client's
+/// retry is served (RETRY_UNCACHED_REP after a good SEQUENCE) and the next request runs; with
+/// the driver leaked instead of dropped (no guard ran) the retry is refused with DELAY.
+#[test]
+fn a_connection_gone_mid_compound_frees_its_slot() {
+    use sluice_server::nfs4::Nfsstat4;
+    use sluice_sim::v4_cutoff::{cut_off, CutAt};
+    let epoch = Instant::now();
+    for at in [CutAt::DataOp, CutAt::MetadataStep] {
+        for cachethis in [false, true] {
+            let r = cut_off(at, cachethis, false, epoch);
+            assert!(r.pending_at_cut, "{at:?}: cut mid-evaluation");
+            assert_eq!(
+                r.retry,
+                vec![Nfsstat4::OK, Nfsstat4::RETRY_UNCACHED_REP],
+                "{at:?} cachethis={cachethis}: the retry is served"
+            );
+            assert_eq!(r.next, Nfsstat4::OK, "{at:?} cachethis={cachethis}");
+            let leaked = cut_off(at, cachethis, true, epoch);
+            assert!(leaked.pending_at_cut);
+            assert_eq!(
+                leaked.retry,
+                vec![Nfsstat4::DELAY],
+                "{at:?} cachethis={cachethis}: a slot nobody freed stays busy"
+            );
+        }
+    }
+}

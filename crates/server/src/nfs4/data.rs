@@ -21,9 +21,10 @@
 //! So every v3 data-path behaviour (splice, RWF_NOWAIT and io_uring reads, the sequential
 //! table, write-behind, cache modes, pooled chunks, the write verifier, COMMIT's flush and
 //! remembered errors, the statistics) is the same code for v4, and no blocking-pool thread is
-//! held while data moves. [`run`] is the service's runner; [`DataOps`] is the synchronous one
-//! [`super::compound::Nfs4::compound`] uses (tests, simulations), and [`PoolData`] implements
-//! it over the same [`DataPath`] by blocking on each op's future.
+//! held while data moves. [`run`] is what the service's executor runs; [`DataOps`] is the
+//! synchronous runner behind [`super::compound::Inline`] (the executor of tests and
+//! simulations), and [`PoolData`] implements it over the same [`DataPath`] by blocking on each
+//! op's future.
 //!
 //! A READ may come back spliced only when the processor asked for it ([`DataOp::Read`]'s
 //! `splice_ok`): the READ is the COMPOUND's last op and the slot will not keep the reply
@@ -182,7 +183,7 @@ pub async fn settle(path: DataPath<'_>, s: Settle, wait_max: Duration) -> bool {
     }
 }
 
-/// A synchronous runner of data ops, for [`super::compound::Nfs4::compound`].
+/// A synchronous runner of data ops, for [`super::compound::Inline`].
 pub trait DataOps: Send + Sync {
     fn run(&self, req: DataReq) -> Result<DataDone, FsError>;
 

@@ -22,8 +22,9 @@
 //!                parked files), the one atomic write
 //! ```
 //!
-//! [`compound`] is the processor the RPC service drives; [`map`] is the one mapping between the
-//! file-system layer's neutral types and `nfsstat4` / `fattr4`.
+//! [`compound`] is the processor; its one driver loop, [`compound::drive`], is what the RPC
+//! service and the simulator run. [`map`] is the one mapping between the file-system layer's
+//! neutral types and `nfsstat4` / `fattr4`.
 //!
 //! # Paths kept
 //! The state modules were once files of this tree; their old paths are re-exports, so

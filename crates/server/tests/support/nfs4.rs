@@ -9,7 +9,7 @@ use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
     CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloseArgs, CreateSessionArgs, Createhow4,
     ExchangeIdArgs, ExchangeIdResOk, ImplIdList, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4,
-    OpenResOk, Openflag4, RdmaIrd, Res4, SequenceArgs, StateProtect4A,
+    OpenResOk, Openflag4, Res4, SequenceArgs, StateProtect4A,
 };
 use sluice_xdr::nfs4::{
     self, Component4, Fattr4, NfsFh4, Nfsstat4, Opaque4, SessionId4, StateOwner4, Stateid4, Utf8Str,
@@ -59,15 +59,7 @@ pub async fn compound(c: &mut Rpc, minorversion: u32, ops: Vec<NfsArgop4>) -> Co
 /// Channel attributes a test session asks for: 1 MiB each way, 4 KiB cached replies, 16 ops,
 /// 4 slots.
 pub fn chan() -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        headerpadsize: 0,
-        maxrequestsize: 1 << 20,
-        maxresponsesize: 1 << 20,
-        maxresponsesize_cached: 4096,
-        maxoperations: 16,
-        maxrequests: 4,
-        rdma_ird: RdmaIrd(Vec::new()),
-    }
+    sluice_server::testkit::channel_attrs(4)
 }
 
 pub fn exchange_id_op(owner: &[u8]) -> NfsArgop4 {

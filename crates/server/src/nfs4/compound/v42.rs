@@ -350,7 +350,7 @@ struct CopyTarget {
 /// export's `ro` rather than the file system.
 #[cfg(test)]
 mod tests {
-    use super::super::{Call, Nfs4, Outcome};
+    use super::super::{drive_ready, Inline, Nfs4, Outcome, Sender};
     use crate::backend::exports::{ClientMatch, ClientRule, Squash};
     use crate::backend::memfs::MemFsConfig;
     use crate::backend::{Caller, CreateHow, Cred, Export, ExportOptions, FileSystem, MemFs};
@@ -358,6 +358,7 @@ mod tests {
     use crate::exports::ExportEntry;
     use crate::nfs4::state::State4;
     use crate::nfs4::{Config4, Nfsstat4, SplitMix};
+    use crate::testkit::{Session4, SessionConfig};
     use bytes::Bytes;
     use sluice_rpc::server::Credentials;
     use sluice_xdr::nfs4::callback::{
@@ -365,12 +366,10 @@ mod tests {
     };
     use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
     use sluice_xdr::nfs4::ops::{
-        AllocateArgs, CallbackSecParms4, CallbackSecParmsList, ChannelAttrs4, ClientOwner4,
-        CloneArgs, CopyArgs, CopyRes, CreateSessionArgs, ExchangeIdArgs, ImplIdList, NetlocList,
-        NfsArgop4, NfsResop4, RdmaIrd, Res4, SequenceArgs, StateProtect4A,
-        CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+        AllocateArgs, CallbackSecParms4, CallbackSecParmsList, CloneArgs, CopyArgs, CopyRes,
+        NetlocList, NfsArgop4, NfsResop4, Res4, SequenceArgs, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
     };
-    use sluice_xdr::nfs4::{Component4, NfsFh4, Opaque4, SessionId4, Stateid4, Utf8Str};
+    use sluice_xdr::nfs4::{Component4, NfsFh4, SessionId4, Stateid4, Utf8Str};
     use sluice_xdr::rpc::AuthSys;
     use sluice_xdr::{Pack, Reader, Writer};
     use std::path::PathBuf;
@@ -441,14 +440,16 @@ mod tests {
             };
             let mut w = Writer::new();
             args.pack(&mut w);
-            let call = Call {
+            let from = Sender {
                 addr: "127.0.0.1:700".parse().unwrap(),
                 conn: 1,
-                cred: &self.cred,
+                cred: self.cred.clone(),
+            };
+            let exec = Inline {
                 now: self.now,
                 data: None,
             };
-            let Outcome::Reply(b) = self.nfs.compound(&call, &w.into_bytes()) else {
+            let Outcome::Reply(b) = drive_ready(&self.nfs, &exec, &from, &w.into_bytes()) else {
                 panic!("GARBAGE_ARGS")
             };
             let segs = [b];
@@ -457,50 +458,16 @@ mod tests {
 
         /// A client and its session; `back`: with a back channel on this connection.
         fn mount(&self, back: bool) -> SessionId4 {
-            let res = self.send_minor(
-                2,
-                vec![NfsArgop4::ExchangeId(ExchangeIdArgs {
-                    clientowner: ClientOwner4 {
-                        verifier: [1; 8],
-                        ownerid: Opaque4(Bytes::from_static(b"v42 client")),
-                    },
-                    flags: 0,
-                    state_protect: StateProtect4A::None,
-                    client_impl_id: ImplIdList(Vec::new()),
-                })],
-            );
-            let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
-                panic!("{res:?}")
+            let cfg = SessionConfig {
+                flags: if back {
+                    CREATE_SESSION4_FLAG_CONN_BACK_CHAN
+                } else {
+                    0
+                },
+                cb_sec: CallbackSecParmsList(vec![CallbackSecParms4::AuthNone]),
+                ..SessionConfig::new(b"v42 client", 4)
             };
-            let chan = ChannelAttrs4 {
-                headerpadsize: 0,
-                maxrequestsize: 1 << 20,
-                maxresponsesize: 1 << 20,
-                maxresponsesize_cached: 4096,
-                maxoperations: 16,
-                maxrequests: 4,
-                rdma_ird: RdmaIrd(Vec::new()),
-            };
-            let res = self.send_minor(
-                2,
-                vec![NfsArgop4::CreateSession(CreateSessionArgs {
-                    clientid: e.clientid,
-                    sequence: e.sequenceid,
-                    flags: if back {
-                        CREATE_SESSION4_FLAG_CONN_BACK_CHAN
-                    } else {
-                        0
-                    },
-                    fore_chan_attrs: chan.clone(),
-                    back_chan_attrs: chan,
-                    cb_program: 0x4000_0000,
-                    sec_parms: CallbackSecParmsList(vec![CallbackSecParms4::AuthNone]),
-                })],
-            );
-            let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
-                panic!("{res:?}")
-            };
-            s.sessionid
+            Session4::establish(&cfg, |ops| self.send_minor(2, ops)).sessionid
         }
 
         /// SEQUENCE and `ops` in minor version 2.
