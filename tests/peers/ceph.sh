@@ -131,7 +131,15 @@ do_start() {
     done
     # The OSD's uuid must be the one given to `ceph osd create`, or the OSD never boots.
     osd_uuid="$(cat /proc/sys/kernel/random/uuid)"
-    osd_id="$(cli osd create "$osd_uuid")" || die "ceph osd create failed"
+    # Retried like `retry` (a mon just up was seen to answer EPERM "problem getting command
+    # descriptions" once); creating with the same uuid again is idempotent in Ceph.
+    osd_id=""
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        osd_id="$(cli osd create "$osd_uuid" 2>"$DIR/log/osd-create.err")" && break
+        osd_id=""
+        sleep 1
+    done
+    [ -n "$osd_id" ] || die "ceph osd create failed: $(cat "$DIR/log/osd-create.err")"
     mkdir -p "$DIR/osd/osd.$osd_id"
     ceph-osd -c "$CONF" -i "$osd_id" --mkfs --osd-uuid "$osd_uuid" >"$DIR/log/mkfs-osd.out" 2>&1 \
         || die "ceph-osd --mkfs failed: $(tail -3 "$DIR/log/mkfs-osd.out")"
