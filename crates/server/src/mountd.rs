@@ -27,7 +27,7 @@
 
 use crate::backend::gate::{self, Program, Refusal};
 use crate::exports::{identity, ExportEntry};
-use crate::service::Peer;
+use crate::service::request::Peer;
 use bytes::Bytes;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::mount3::{

@@ -38,7 +38,7 @@ use crate::datapath::{fix_post_op, DataPath, ReadData};
 use crate::io::writebehind::SizeFix;
 use crate::io::Engine;
 use crate::recall::RecallGate;
-use crate::service::{Peer, Transport};
+use crate::service::request::{Peer, Transport};
 use crate::splice::{LentPipe, PipePool, SplicedData};
 use crate::stats::Stats;
 use bytes::Bytes;

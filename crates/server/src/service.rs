@@ -38,7 +38,7 @@
 //! handlers take them.
 
 pub mod registry;
-mod request;
+pub mod request;
 
 pub use request::{Peer, Reply, Service, Transport};
 

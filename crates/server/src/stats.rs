@@ -12,7 +12,7 @@ use sluice_xdr::{mount3, nfs3, nfs4};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Latency histogram bucket upper bounds in microseconds (the last bucket is open-ended).
 pub const LATENCY_BUCKETS_MICROS: [u64; 12] = [
@@ -110,7 +110,7 @@ pub struct Gauges4 {
     /// Byte ranges locked (after merging an owner's touching ranges).
     pub locks: u64,
     /// The grace period after the last restart (`None`: no restart recovery).
-    pub grace: Option<crate::nfs4::grace::GraceStats>,
+    pub grace: Option<sluice_nfs4state::recovery::grace::GraceStats>,
     /// Delegations held (or being recalled), by type.
     pub delegations_read: u64,
     pub delegations_write: u64,
@@ -133,53 +133,8 @@ pub struct Gauges4 {
     pub cb_offloads: u64,
 }
 
-impl Gauges4 {
-    /// The gauges of the NFSv4 service `nfs4`, read under its state lock. They are computed
-    /// here, not by the processor, so that statistics depend on the processor and not the
-    /// other way round (the processor only sees its [`crate::nfs4::compound::OpObserver`]).
-    pub fn of(nfs4: &crate::nfs4::compound::Nfs4) -> Self {
-        // A panic under the lock is a bug elsewhere; the tables stay usable.
-        let st = nfs4.state.lock().unwrap_or_else(|p| p.into_inner());
-        let delegs = st.delegations();
-        Gauges4 {
-            clients: st.clients().len() as u64,
-            sessions: st.sessions_len() as u64,
-            open_stateids: st.opens().len() as u64,
-            lock_stateids: st.locks().len() as u64,
-            locks: st.locks().ranges.len() as u64,
-            grace: st.grace_stats(),
-            delegations_read: delegs.live_by_kind().0 as u64,
-            delegations_write: delegs.live_by_kind().1 as u64,
-            delegations_granted_read: delegs.counters.granted - delegs.counters.granted_write,
-            delegations_granted_write: delegs.counters.granted_write,
-            cb_getattr_sent: delegs.counters.cb_getattr_sent,
-            cb_getattr_answered: delegs.counters.cb_getattr_answered,
-            recalls_sent: delegs.counters.recalls_sent,
-            recalls_answered: delegs.counters.recalls_answered,
-            recalls_timed_out: delegs.counters.recalls_timed_out,
-            delegations_revoked: delegs.counters.revoked,
-            async_copies: st.copies_len() as u64,
-            cb_offloads: nfs4
-                .copy_offloads_sent
-                .load(std::sync::atomic::Ordering::Relaxed),
-        }
-    }
-}
-
 /// Reads the gauges from wherever the NFSv4 state lives.
 pub type Gauges4Source = Box<dyn Fn() -> Gauges4 + Send + Sync>;
-
-impl crate::nfs4::compound::OpObserver for Stats {
-    fn op_start(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn op_done(&self, op: Opnum4, status: nfs4::Nfsstat4, started: Instant) {
-        if let Some(p) = self.nfs4_ops.get(op) {
-            p.record(started.elapsed(), status == nfs4::Nfsstat4::OK);
-        }
-    }
-}
 
 impl SizeHistogram {
     pub fn record(&self, bytes: u64) {

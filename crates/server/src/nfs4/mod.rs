@@ -46,6 +46,7 @@
 pub mod callback;
 pub mod compound;
 pub mod data;
+pub mod gauges;
 pub mod idmap;
 pub mod lease;
 pub mod map;
