@@ -89,6 +89,8 @@ pub mod recovery;
 pub mod sessions;
 pub mod state;
 pub mod store;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 
 pub use config::{Config4, StateLimits};
 pub use ids::{ConnId, Entropy, Principal, SplitMix};

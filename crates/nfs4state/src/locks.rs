@@ -245,7 +245,7 @@ mod tests {
     use bytes::Bytes;
     use sluice_xdr::nfs4::ops::{
         CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs, ExchangeIdArgs,
-        ExistLockOwner4, ImplIdList, OpenToLockOwner4, RdmaIrd, StateProtect4A, READ_LT, WRITE_LT,
+        ExistLockOwner4, ImplIdList, OpenToLockOwner4, StateProtect4A, READ_LT, WRITE_LT,
     };
     use std::time::Duration;
 
@@ -259,15 +259,7 @@ mod tests {
     }
 
     fn chan() -> ChannelAttrs4 {
-        ChannelAttrs4 {
-            headerpadsize: 0,
-            maxrequestsize: 1 << 20,
-            maxresponsesize: 1 << 20,
-            maxresponsesize_cached: 4096,
-            maxoperations: 16,
-            maxrequests: 4,
-            rdma_ird: RdmaIrd(Vec::new()),
-        }
+        crate::testkit::channel_attrs(4)
     }
 
     /// A confirmed client with one session.

@@ -21,9 +21,8 @@ use bytes::Bytes;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs, CreateSessionResOk,
-    ExchangeIdArgs, ExchangeIdResOk, ImplIdList, NfsArgop4, NfsResop4, RdmaIrd, Res4, SequenceArgs,
-    StateProtect4A,
+    CallbackSecParmsList, ClientOwner4, CreateSessionArgs, CreateSessionResOk, ExchangeIdArgs,
+    ExchangeIdResOk, ImplIdList, NfsArgop4, NfsResop4, Res4, SequenceArgs, StateProtect4A,
 };
 use sluice_xdr::nfs4::{Opaque4, SessionId4, Utf8Str};
 use sluice_xdr::{Pack, Reader, Writer};
@@ -34,20 +33,7 @@ use std::time::Instant;
 /// back channel with whatever the client gave).
 pub const CB_PROGRAM: u32 = 0x4000_0000;
 
-/// Channel attributes a test session asks for, each way: 1 MiB requests and replies, 16 ops,
-/// `slots` slots, and 4 KiB cached replies — the Linux client's size for the reply cache, and
-/// the server's cap (`Config4`), so a test sees what a kernel mount sees.
-pub fn channel_attrs(slots: u32) -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        headerpadsize: 0,
-        maxrequestsize: 1 << 20,
-        maxresponsesize: 1 << 20,
-        maxresponsesize_cached: 4096,
-        maxoperations: 16,
-        maxrequests: slots,
-        rdma_ird: RdmaIrd(Vec::new()),
-    }
-}
+pub use sluice_nfs4state::testkit::channel_attrs;
 
 /// EXCHANGE_ID for owner `owner` with boot verifier `verifier` and no flags.
 pub fn exchange_id(owner: &[u8], verifier: [u8; 8]) -> NfsArgop4 {

@@ -4,8 +4,8 @@ use crate::ids::SplitMix;
 use crate::locks::LockRefused;
 use proptest::prelude::*;
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, RdmaIrd, StateProtect4A,
-    EXCHGID4_FLAG_CONFIRMED_R, SEQ4_STATUS_CB_PATH_DOWN,
+    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, StateProtect4A, EXCHGID4_FLAG_CONFIRMED_R,
+    SEQ4_STATUS_CB_PATH_DOWN,
 };
 use std::time::Duration;
 
@@ -38,15 +38,7 @@ fn exid(owner: &'static [u8], verifier: u8) -> ExchangeIdArgs {
 }
 
 fn chan(slots: u32) -> ChannelAttrs4 {
-    ChannelAttrs4 {
-        headerpadsize: 0,
-        maxrequestsize: 1 << 20,
-        maxresponsesize: 1 << 20,
-        maxresponsesize_cached: 4096,
-        maxoperations: 16,
-        maxrequests: slots,
-        rdma_ird: RdmaIrd(Vec::new()),
-    }
+    crate::testkit::channel_attrs(slots)
 }
 
 fn cs(clientid: ClientId4, sequence: u32, flags: u32) -> CreateSessionArgs {
