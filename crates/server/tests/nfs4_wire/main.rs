@@ -42,7 +42,7 @@
 //! | §18.33 | BACKCHANNEL_CTL in a session: OK | same (the program it sets: `compound/tests.rs`) |
 //!
 //! The back channel's probe and its SEQUENCE flags are tested in `nfs4_callback.rs`; LOCK,
-//! LOCKT and LOCKU in `nfs4_locks.rs`; the 4.2 ops in `nfs42_ops.rs`.
+//! LOCKT and LOCKU in `nfs4_locks.rs`; the 4.2 ops in `nfs42_ops/`.
 //!
 //! `tshark_dissects_a_v41_session` captures one whole session on loopback (with one 4.2
 //! COMPOUND: READ_PLUS of a sparse file, holes and data, chunked and spliced) and has Wireshark's
