@@ -90,11 +90,11 @@
 //! (within the attributes' time granularity its own change may not show), and at open when
 //! close-to-open revalidation sees a change.
 
-use crate::cache::{data_changed, AttrCacheConfig, CachedAttr};
+use crate::cache::{AttrCacheConfig, CachedAttr};
 use bytes::Bytes;
 use sluice_client::namespace::{
     Attr, CreateMode, Error as NsError, FileType, FsStat, Handle, Namespace, OpenFile,
-    ProtoVersion, SetAttr as NsSetAttr, SetTime, SpecialKind, Status, Time, Writer,
+    ProtoVersion, SetAttr as NsSetAttr, SpecialKind, Status, Time, Writer,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -1375,209 +1375,10 @@ impl IoState {
     }
 }
 
-// --- conversions ---------------------------------------------------------------------------------
+mod convert;
 
-fn utf8(name: &[u8]) -> FsResult<&str> {
-    std::str::from_utf8(name).map_err(|_| Errno(libc::EINVAL))
-}
-
-/// FUSE's `start..=end` as NFSv4's offset and length (`u64::MAX`: to the end).
-fn nfs_range(r: LockRange) -> FsResult<(u64, u64)> {
-    if r.end < r.start {
-        return Err(Errno(libc::EINVAL));
-    }
-    if r.end >= LOCK_TO_END {
-        return Ok((r.start, u64::MAX));
-    }
-    Ok((r.start, r.end - r.start + 1))
-}
-
-/// NFSv4's offset and length as FUSE's inclusive end.
-fn fuse_end(offset: u64, length: u64) -> u64 {
-    if length == 0 || length == u64::MAX {
-        return LOCK_TO_END;
-    }
-    match offset.checked_add(length - 1) {
-        Some(end) if end < LOCK_TO_END => end,
-        _ => LOCK_TO_END,
-    }
-}
-
-fn set_time(t: Option<Option<SystemTime>>) -> SetTime {
-    match t {
-        None => SetTime::DontChange,
-        Some(None) => SetTime::ServerTime,
-        Some(Some(t)) => SetTime::ClientTime(nfstime(t)),
-    }
-}
-
-/// A `SystemTime` as a neutral [`Time`] (signed seconds since 1970).
-pub fn nfstime(t: SystemTime) -> Time {
-    match t.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(d) => Time {
-            seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            nseconds: d.subsec_nanos(),
-        },
-        Err(e) => {
-            // Before 1970: whole seconds down, nanoseconds up from there.
-            let d = e.duration();
-            let (s, n) = (d.as_secs() as i64, d.subsec_nanos());
-            if n == 0 {
-                Time {
-                    seconds: -s,
-                    nseconds: 0,
-                }
-            } else {
-                Time {
-                    seconds: -s - 1,
-                    nseconds: 1_000_000_000 - n,
-                }
-            }
-        }
-    }
-}
-
-/// A neutral [`Time`] as a `SystemTime`.
-pub fn system_time(t: Time) -> SystemTime {
-    let n = t.nseconds.min(999_999_999);
-    if t.seconds >= 0 {
-        SystemTime::UNIX_EPOCH + Duration::new(t.seconds as u64, n)
-    } else {
-        SystemTime::UNIX_EPOCH - Duration::from_secs(t.seconds.unsigned_abs())
-            + Duration::from_nanos(u64::from(n))
-    }
-}
-
-/// The errno for an NFS error (RFC 1813 §2.6; the values below 10000 are Linux errnos except
-/// where Linux numbers differ; NFSv4's own statuses as Linux's client maps them).
-pub fn errno(e: &NsError) -> Errno {
-    let Some(s) = e.status() else {
-        let timeout = e.is_timeout();
-        return Errno(if timeout { libc::ETIMEDOUT } else { libc::EIO });
-    };
-    Errno(match s {
-        // NFS4ERR_DENIED, NFS4ERR_LOCKED, NFS4ERR_GRACE: try again later.
-        Status(10010) | Status(10012) | Status(10013) => libc::EAGAIN,
-        Status(10015) => libc::EACCES,  // NFS4ERR_SHARE_DENIED
-        Status(10038) => libc::EBADF,   // NFS4ERR_OPENMODE
-        Status(10029) => libc::ELOOP,   // NFS4ERR_SYMLINK
-        Status(10045) => libc::EDEADLK, // NFS4ERR_DEADLOCK
-        Status(10083) => libc::EINVAL,  // NFS4ERR_WRONG_TYPE
-        Status::NAMETOOLONG => libc::ENAMETOOLONG,
-        Status::NOTEMPTY => libc::ENOTEMPTY,
-        Status::DQUOT => libc::EDQUOT,
-        Status::STALE | Status::BADHANDLE => libc::ESTALE,
-        Status::REMOTE => libc::EREMOTE,
-        Status::NOTSUPP => libc::EOPNOTSUPP,
-        Status::BADTYPE => libc::EINVAL,
-        Status::JUKEBOX => libc::EAGAIN,
-        Status::TOOSMALL | Status::SERVERFAULT | Status::NOT_SYNC | Status::BAD_COOKIE => libc::EIO,
-        Status(v) if v > 0 && v < 128 => v as i32,
-        _ => libc::EIO,
-    })
-}
-
-/// True if two attribute sets differ in what close-to-open cares about.
-pub fn changed(old: &Attr, new: &Attr) -> bool {
-    data_changed(old, new)
-}
+pub use convert::{changed, errno, nfstime, system_time};
+use convert::{fuse_end, nfs_range, set_time, utf8};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nfs_statuses_map_to_linux_errnos() {
-        let st = NsError::local;
-        assert_eq!(errno(&st(Status::NOENT)), Errno(libc::ENOENT));
-        assert_eq!(errno(&st(Status::NOTEMPTY)), Errno(libc::ENOTEMPTY));
-        assert_eq!(errno(&st(Status::NAMETOOLONG)), Errno(libc::ENAMETOOLONG));
-        assert_eq!(errno(&st(Status::STALE)), Errno(libc::ESTALE));
-        assert_eq!(errno(&st(Status::EXIST)), Errno(libc::EEXIST));
-        assert_eq!(errno(&NsError::other("x")), Errno(libc::EIO));
-        assert_eq!(errno(&st(Status(10010))), Errno(libc::EAGAIN), "DENIED");
-    }
-
-    #[test]
-    fn lock_ranges_convert_between_fuse_and_nfs() {
-        let r = |start, end| LockRange {
-            start,
-            end,
-            typ: LockType::Write,
-        };
-        assert_eq!(nfs_range(r(0, LOCK_TO_END)).unwrap(), (0, u64::MAX));
-        assert_eq!(nfs_range(r(10, 19)).unwrap(), (10, 10));
-        assert_eq!(nfs_range(r(5, 5)).unwrap(), (5, 1));
-        assert!(nfs_range(r(5, 4)).is_err());
-        assert_eq!(fuse_end(10, 10), 19);
-        assert_eq!(fuse_end(0, u64::MAX), LOCK_TO_END);
-        assert_eq!(
-            fuse_end(u64::MAX - 5, 100),
-            LOCK_TO_END,
-            "overflow is to the end"
-        );
-    }
-
-    #[test]
-    fn waiting_locks_back_off_from_one_to_thirty_seconds() {
-        let mut d = Duration::ZERO;
-        let mut seen = Vec::new();
-        for _ in 0..8 {
-            d = next_lock_poll(d);
-            seen.push(d.as_secs());
-        }
-        assert_eq!(seen, [1, 2, 4, 8, 16, 30, 30, 30]);
-    }
-
-    #[test]
-    fn times_round_trip() {
-        let t = Time {
-            seconds: 1_700_000_000,
-            nseconds: 123_456_789,
-        };
-        assert_eq!(nfstime(system_time(t)), t);
-        // Times are 64-bit now: before 1970 is kept (the v3 side clamps it when it sends).
-        let early = SystemTime::UNIX_EPOCH - Duration::from_secs(5);
-        assert_eq!(
-            nfstime(early),
-            Time {
-                seconds: -5,
-                nseconds: 0
-            }
-        );
-        let early = SystemTime::UNIX_EPOCH - Duration::from_millis(1250);
-        let t = nfstime(early);
-        assert_eq!(
-            t,
-            Time {
-                seconds: -2,
-                nseconds: 750_000_000
-            }
-        );
-        assert_eq!(system_time(t), early);
-    }
-
-    #[test]
-    fn fileids_become_node_ids_with_the_root_swapped_and_collisions_synthetic() {
-        let mut t = Tables {
-            inodes: HashMap::new(),
-            by_fh: HashMap::new(),
-            names: HashMap::new(),
-            root_fileid: 77,
-            next_synthetic: SYNTHETIC_INO_BASE,
-        };
-        assert_eq!(t.ino_for_fileid(5), 5);
-        assert_eq!(t.ino_for_fileid(1), 77);
-        t.inodes.insert(
-            5,
-            Inode {
-                fh: Handle::v3(Default::default()),
-                lookups: 1,
-                attr: CachedAttr::new(Attr::default(), Instant::now(), &AttrCacheConfig::default()),
-                names: Vec::new(),
-            },
-        );
-        assert!(t.ino_for_fileid(5) > SYNTHETIC_INO_BASE);
-        assert_eq!(t.ino_for_fileid(77), ROOT_INO, "root's fileid is node 1");
-    }
-}
+mod tests;
