@@ -1,7 +1,7 @@
 //! Fuzzes TCP record marking and call parsing: the input is pushed into a `RecordDecoder` in
 //! pieces whose sizes come from the input, and every record it yields goes through `classify`
 //! (CALL or REPLY), `parse_call` and the reply chosen for it, and the reply matching of a table
-//! of outgoing calls (the backchannel) whose XIDs the input may hit. Any input must end in records, an error, or a wait for more
+//! of outgoing calls (the callbacks) whose XIDs the input may hit. Any input must end in records, an error, or a wait for more
 //! bytes; never a panic, and never a record larger than the configured limit.
 #![no_main]
 

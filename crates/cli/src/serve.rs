@@ -356,7 +356,7 @@ fn config_and_ceph(a: &ServeArgs) -> Result<(ServerConfig, Vec<crate::ceph::Ceph
         grace: a.grace_secs.map(|s| Duration::from_secs(u64::from(s))),
         idmap_domain: a.idmap_domain.clone(),
         write_delegations: !a.no_write_delegations,
-        // Not flags: the defaults' reasons are in `nfs4::Config4`.
+        // Not flags: the defaults' reasons are in `sluice_nfs4state::Config4`.
         nfs4_limits: Default::default(),
         net,
         io: {

@@ -40,8 +40,8 @@ fn linux_kernel_client_locks_and_v42_ops_reach_the_server() {
     let server = Sluice::start(
         &export,
         &state,
-        // Write delegations are off by default (`nfs4::deleg`): on here, where the locks
-        // between two clients and the write-delegation checks run with them.
+        // Write delegations are off by default (`sluice_nfs4state::delegations::table`): on here,
+        // where the locks between two clients and the write-delegation checks run with them.
         &[
             "--no-root-squash",
             "--metrics",

@@ -35,7 +35,7 @@
 //!   crate has it, within its congestion window); the driver only moves datagrams. There is no
 //!   connection to lose, so no reconnect. Replies are read into 64 KiB buffers, the largest
 //!   datagram; the client caps rsize/wsize at 32 KiB for UDP so every reply fits.
-//! - **Calls from the server** (the NFSv4.1 backchannel, RFC 8881 §2.10.3.1) arrive on the same
+//! - **Calls from the server** (the NFSv4.1 back channel, RFC 8881 §2.10.3.1) arrive on the same
 //!   connection. The table sorts each record by `msg_type` ([`CallTable::handle_record`]): a
 //!   CALL is parsed and handed to the [`CallbackService`] registered in
 //!   [`RpcConfig::callbacks`], on its own task, and its reply goes out through the same writer

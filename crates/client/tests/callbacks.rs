@@ -1,5 +1,5 @@
 //! The client transport answering calls from the server on its own connection (the NFSv4.1
-//! backchannel), against a hand-written server built from the codecs and record marking only:
+//! back channel), against a hand-written server built from the codecs and record marking only:
 //! with no callback service the answer is PROG_UNAVAIL, a registered service answers while the
 //! client's own calls are in flight, and callbacks beyond the bound get SYSTEM_ERR.
 

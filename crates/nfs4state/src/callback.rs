@@ -1,8 +1,8 @@
 //! One session's back channel (RFC 8881 §2.10.3.1, §20): which credentials callbacks carry,
 //! the server's own slot for CB_SEQUENCE, whether the path to the client works, and what a
 //! callback's reply means. Pure: the driver (`sluice_server::nfs4::callback`) sends what
-//! [`BackChan::poll`] hands it over the connection the session names and feeds the outcome
-//! back to [`BackChan::handle_reply`].
+//! [`SessionCallbacks::poll`] hands it over the connection the session names and feeds the
+//! outcome back to [`SessionCallbacks::handle_reply`].
 //!
 //! # The path, and how it is tested
 //! ```text
@@ -140,7 +140,7 @@ pub struct CbDone {
 
 /// One session's back channel (module notes).
 #[derive(Debug, Clone)]
-pub struct BackChan {
+pub struct SessionCallbacks {
     sessionid: SessionId4,
     program: u32,
     cred: Option<CbCred>,
@@ -161,7 +161,7 @@ pub struct BackChan {
     minor: u32,
 }
 
-impl BackChan {
+impl SessionCallbacks {
     pub fn new(sessionid: SessionId4, program: u32, parms: &[CallbackSecParms4]) -> Self {
         let cred = choose_cred(parms);
         Self {
@@ -478,7 +478,7 @@ mod tests {
     /// CB_NULL, then CB_SEQUENCE, then Up; returns the channel.
     #[test]
     fn a_probe_answered_delay_is_sent_again_after_the_clients_next_sequence() {
-        let mut b = BackChan::new(SID, 0x4000_0000, &[sys()]);
+        let mut b = SessionCallbacks::new(SID, 0x4000_0000, &[sys()]);
         b.sequence_seen();
         let null = b.poll(5);
         b.handle_reply(null[0].token, CbOutcome::NullOk);
@@ -502,8 +502,8 @@ mod tests {
         assert_eq!(b.path(), PathState::Up);
     }
 
-    fn probed() -> BackChan {
-        let mut b = BackChan::new(SID, 0x4000_0000, &[sys()]);
+    fn probed() -> SessionCallbacks {
+        let mut b = SessionCallbacks::new(SID, 0x4000_0000, &[sys()]);
         b.sequence_seen();
         let null = b.poll(5);
         assert_eq!(null.len(), 1);
@@ -526,7 +526,7 @@ mod tests {
             Some(CbCred::None)
         );
         assert_eq!(choose_cred(std::slice::from_ref(&gss)), None);
-        let mut b = BackChan::new(SID, 1, &[gss]);
+        let mut b = SessionCallbacks::new(SID, 1, &[gss]);
         assert_eq!(b.path(), PathState::Down);
         assert!(b.poll(1).is_empty(), "nothing to call with");
         assert_eq!(b.queue(recall()), Err(Nfsstat4::CB_PATH_DOWN));
@@ -534,7 +534,7 @@ mod tests {
 
     #[test]
     fn the_probe_is_cb_null_then_cb_sequence_on_slot_0_with_seqid_1() {
-        let mut b = BackChan::new(SID, 0x4000_0000, &[sys()]);
+        let mut b = SessionCallbacks::new(SID, 0x4000_0000, &[sys()]);
         let first = b.poll(5);
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].call, CbCall::Null);
@@ -622,7 +622,7 @@ mod tests {
 
     #[test]
     fn a_sequence_error_is_a_fault_and_a_failed_probe_is_down() {
-        let mut b = BackChan::new(SID, 1, &[sys()]);
+        let mut b = SessionCallbacks::new(SID, 1, &[sys()]);
         b.sequence_seen();
         let null = b.poll(1);
         b.handle_reply(null[0].token, CbOutcome::NullOk);
@@ -632,7 +632,7 @@ mod tests {
         assert!(b.is_down());
         assert_eq!(b.seqid(), 1);
         // A reply for another session is as bad.
-        let mut b = BackChan::new(SID, 1, &[sys()]);
+        let mut b = SessionCallbacks::new(SID, 1, &[sys()]);
         b.sequence_seen();
         let null = b.poll(1);
         b.handle_reply(null[0].token, CbOutcome::NullOk);
@@ -646,7 +646,7 @@ mod tests {
         b.handle_reply(seq[0].token, wrong);
         assert_eq!(b.path(), PathState::Fault);
         // CB_NULL unanswered.
-        let mut b = BackChan::new(SID, 1, &[sys()]);
+        let mut b = SessionCallbacks::new(SID, 1, &[sys()]);
         let null = b.poll(1);
         b.handle_reply(null[0].token, CbOutcome::Failed);
         assert_eq!(b.path(), PathState::Down);
@@ -654,7 +654,7 @@ mod tests {
 
     #[test]
     fn an_old_connections_failure_does_not_spoil_the_new_paths_probe() {
-        let mut b = BackChan::new(SID, 1, &[sys()]);
+        let mut b = SessionCallbacks::new(SID, 1, &[sys()]);
         let old = b.poll(1);
         b.new_path(); // the client bound another connection meanwhile
         b.handle_reply(old[0].token, CbOutcome::Failed);

@@ -21,7 +21,7 @@
 pub mod digest;
 pub mod slots;
 
-use crate::callback::{BackChan, PathState};
+use crate::callback::{PathState, SessionCallbacks};
 use crate::ids::ConnId;
 use crate::sessions::slots::{SlotDecision, SlotTable};
 use sluice_xdr::nfs4::ops::{
@@ -159,7 +159,7 @@ pub struct Session {
     /// CREATE_SESSION4_FLAG_* granted.
     pub flags: u32,
     /// The back channel: program, credentials, the server's slot, the path's state.
-    pub cb: BackChan,
+    pub cb: SessionCallbacks,
     slots: SlotTable,
     /// Bound connections, oldest first, with the directions they carry (CDFS4_*).
     conns: VecDeque<(ConnId, u32)>,
@@ -193,7 +193,7 @@ impl Session {
             fore,
             back,
             flags,
-            cb: BackChan::new(id, cb_program, sec_parms),
+            cb: SessionCallbacks::new(id, cb_program, sec_parms),
             slots,
             conns: VecDeque::from([(conn, dir)]),
             back_wanted: back_on_conn,

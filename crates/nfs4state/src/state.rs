@@ -334,7 +334,7 @@ impl State4 {
     }
 
     /// The callbacks to make now, each over its session's newest back-channel connection
-    /// (see [`crate::callback::BackChan::poll`]); the driver sends them at `now`, which
+    /// (see [`crate::callback::SessionCallbacks::poll`]); the driver sends them at `now`, which
     /// starts a recall's clock ([`crate::delegations::table`]).
     pub fn poll_callbacks(&mut self, now: Instant) -> Vec<(SessionId4, CbSend)> {
         let mut ids: Vec<SessionId4> = self.sessions.keys().copied().collect();

@@ -1,5 +1,5 @@
 //! Calls in both directions on one connection: telling CALLs from REPLYs, and the table of
-//! calls a server originates towards its client (the NFSv4.1 backchannel), with no I/O.
+//! calls a server originates towards its client (the NFSv4.1 back channel), with no I/O.
 //!
 //! NFSv4.1 runs its callback program (CB_NULL, CB_SEQUENCE, CB_RECALL; the program number the
 //! client chose in CREATE_SESSION's `csa_cb_program`) from the server to the client over the
@@ -31,7 +31,7 @@
 //! Each direction has its own XID space: a REPLY is matched only against the calls this side
 //! sent, because a peer's CALL and our REPLY can never be confused once `msg_type` has sorted
 //! them. The server's XIDs for callbacks may therefore equal XIDs the client is using at the
-//! same moment, and that is harmless. (RFC 8881 §2.10.3.1 says the same: the backchannel's
+//! same moment, and that is harmless. (RFC 8881 §2.10.3.1 says the same: the back channel's
 //! XIDs are the server's business.) The table starts at a seed that the driver draws at random
 //! per connection, like the client's [`crate::client::CallTable`].
 //!
@@ -46,7 +46,7 @@
 //!    (a lease period, a grace period, a test's short timeout), so every call carries its own.
 //!    A callback never waits forever: an unanswered CB_RECALL must end in revocation, never in
 //!    a hung server task.
-//! 3. **A waiting queue, RTT estimation, a UDP congestion window.** The backchannel is TCP
+//! 3. **A waiting queue, RTT estimation, a UDP congestion window.** The back channel is TCP
 //!    only, and its flow is tiny; a full table is the caller's problem
 //!    ([`CallError::TooManyInFlight`]), because the caller (a lease manager) is the one that
 //!    can choose to wait, retry or revoke.
@@ -88,7 +88,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutgoingConfig {
     /// Calls that may exist at once on one connection, queued or sent. Default 16: a client's
-    /// backchannel session has few slots (Linux's client offers 1 to 16 in `ca_maxrequests` of
+    /// back-channel session has few slots (Linux's client offers 1 to 16 in `ca_maxrequests` of
     /// its back-channel attributes), so more calls in flight than that would only wait in the
     /// client's slot table; the bound keeps a server that recalls many delegations at once
     /// from queueing without limit on one connection.

@@ -13,7 +13,7 @@
 //!              server side: CALL ─► server::parse_call ◄──────────────┤
 //!                 │  CallParse::Call ─► drc::ReplyCache ─► handler ─► server::success_header
 //!                 │  other outcomes ─► server::reply_for (ready-made MSG_DENIED / GARBAGE)
-//!                 REPLY ─► duplex::OutgoingCalls (the server's own calls: the backchannel)
+//!                 REPLY ─► duplex::OutgoingCalls (the server's own calls: callbacks)
 //!                                                                     │
 //!              client side: client::CallTable::handle_record ◄────────┘
 //!                 REPLY ─► handle_reply; CALL ─► the driver's callback service
@@ -32,7 +32,7 @@
 //! | [`client`] | the client call table: XIDs, slots, retransmit policy, events     |
 //! | [`drc`]    | the server's duplicate request cache                              |
 //! | [`duplex`] | calls both ways on one connection: CALL/REPLY demultiplexing and  |
-//! |            | the table of calls a server originates (the v4.1 backchannel)     |
+//! |            | the table of calls a server originates (the v4.1 callbacks)     |
 
 pub mod client;
 pub mod drc;

@@ -8,7 +8,7 @@
 //!   REPLY record ──decode_reply──► Ok(Reply: segments + results offset) | Err(RpcError)
 //! ```
 //!
-//! The client's [`crate::client::CallTable`] and the server's backchannel table
+//! The client's [`crate::client::CallTable`] and the server's callback table
 //! [`crate::duplex::OutgoingCalls`] both send calls and match replies; they differ in policy
 //! (resend on reconnect or fail, one timeout or one per call) and in nothing on the wire. So the
 //! wire format lives here, below both, and a callback reply maps to the same [`RpcError`]s as an

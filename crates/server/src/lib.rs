@@ -39,12 +39,6 @@ pub mod stats;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
-// The v4 drivers' paths from before they moved under `nfs4/`, kept for their callers.
-pub use nfs4::callback::conn as backchannel;
-pub use nfs4::idmap as sysids;
-pub use nfs4::offload::driver as offload;
-pub use nfs4::{callback, lease};
-
 /// Who sent a call and over what: the types every program's handlers take (outside the crate,
 /// name them from here; where they are defined is the crate's business).
 pub use service::{Peer, Reply, Transport};
@@ -86,23 +80,24 @@ pub struct ServerConfig {
     /// `nfs4::data::read_plus`.
     pub read_plus: bool,
     /// NFSv4.1 lease time (`--lease-secs`, the `lease_time` attribute). Default 90 s; see
-    /// [`nfs4::Config4::lease`].
+    /// [`sluice_nfs4state::Config4::lease`].
     pub lease: std::time::Duration,
     /// NFSv4.1 grace period after a restart (`--grace-secs`); `None` (the default): one lease,
     /// knfsd's default. It ends early once every client of the stable records has sent
-    /// RECLAIM_COMPLETE, and is skipped when there are no records (see [`nfs4::grace`]).
+    /// RECLAIM_COMPLETE, and is skipped when there are no records (see
+    /// [`sluice_nfs4state::recovery::grace`]).
     pub grace: Option<std::time::Duration>,
     /// NFSv4 owners as `name@domain` from the system's user and group databases
     /// (`--idmap-domain`); `None` (the default): numeric strings. See [`nfs4::idmap`].
     pub idmap_domain: Option<String>,
     /// Grant NFSv4.1 write delegations (default true; `--no-write-delegations` sets it false).
-    /// Read delegations are always offered. See [`nfs4::deleg`].
+    /// Read delegations are always offered. See [`sluice_nfs4state::delegations::table`].
     pub write_delegations: bool,
     /// NFSv4.1 state limits: client records, sessions per client, open stateids per client
-    /// and overall. Defaults and why: [`nfs4::Config4`]; what hitting each answers: the
-    /// module notes of [`nfs4::state`]. Not command-line flags: the defaults serve any
+    /// and overall. Defaults and why: [`sluice_nfs4state::Config4`]; what hitting each answers: the
+    /// module notes of [`sluice_nfs4state::state`]. Not command-line flags: the defaults serve any
     /// ordinary site; tests and embedders set them.
-    pub nfs4_limits: nfs4::StateLimits,
+    pub nfs4_limits: sluice_nfs4state::StateLimits,
 }
 
 impl Default for ServerConfig {
@@ -121,10 +116,10 @@ impl Default for ServerConfig {
             io: io::IoConfig::default(),
             read_splice: true,
             read_plus: true,
-            lease: nfs4::Config4::default().lease,
+            lease: sluice_nfs4state::Config4::default().lease,
             grace: None,
             idmap_domain: None,
-            nfs4_limits: nfs4::StateLimits::default(),
+            nfs4_limits: sluice_nfs4state::StateLimits::default(),
             write_delegations: true,
         }
     }
@@ -328,30 +323,33 @@ fn nfs4_service(
     }
     let store: Arc<dyn nfs4::store::StateStore> =
         Arc::new(nfs4::store::DirStore::new(&config.state_dir));
-    let boot_epoch = nfs4::stable::next_boot_epoch(store.as_ref(), now_secs)
+    let boot_epoch = sluice_nfs4state::recovery::records::next_boot_epoch(store.as_ref(), now_secs)
         .map_err(|e| format!("NFSv4 boot epoch in {}: {e}", config.state_dir.display()))?;
-    let cfg = nfs4::Config4 {
+    let cfg = sluice_nfs4state::Config4 {
         lease: config.lease,
         boot_epoch,
         clients_max: config.nfs4_limits.clients_max,
         sessions_per_client_max: config.nfs4_limits.sessions_per_client_max,
         opens_per_client_max: config.nfs4_limits.opens_per_client_max,
         opens_max: config.nfs4_limits.opens_max,
-        delegs: nfs4::deleg::DelegConfig {
+        delegs: sluice_nfs4state::delegations::table::DelegConfig {
             write: config.write_delegations,
             ..Default::default()
         },
-        ..nfs4::Config4::default()
+        ..sluice_nfs4state::Config4::default()
     };
-    let mut state = nfs4::State4::new(cfg, Box::new(nfs4::SplitMix(os_seed())));
-    // Restart recovery: the clients that held state before are named by the stable records;
-    // grace lasts until they have all reclaimed, at most `grace` (see `nfs4::grace`).
-    let stable = nfs4::stable::StableClients::open(store.clone()).map_err(|e| {
-        format!(
-            "NFSv4 client records in {}: {e}",
-            config.state_dir.display()
-        )
-    })?;
+    let mut state =
+        sluice_nfs4state::State4::new(cfg, Box::new(sluice_nfs4state::SplitMix(os_seed())));
+    // Restart recovery: the clients that held state before are named by the stable records; grace
+    // lasts until they have all reclaimed, at most `grace` (see
+    // `sluice_nfs4state::recovery::grace`).
+    let stable =
+        sluice_nfs4state::recovery::records::StableClients::open(store.clone()).map_err(|e| {
+            format!(
+                "NFSv4 client records in {}: {e}",
+                config.state_dir.display()
+            )
+        })?;
     let records: Vec<Vec<u8>> = stable.owners();
     let grace = config.grace.unwrap_or(config.lease);
     if !records.is_empty() {
@@ -363,29 +361,29 @@ fn nfs4_service(
     }
     state.start_grace(std::time::Instant::now(), records, grace);
     // The pseudo tree's generation follows the export list, so that pseudo handles survive a
-    // restart with the same exports and go STALE with other ones (see `nfs4::pseudo`).
+    // restart with the same exports and go STALE with other ones (see `sluice_nfs4state::pseudo`).
     let paths: Vec<String> = exports
         .iter()
         .map(|e| e.export.path.to_string_lossy().into_owned())
         .collect();
-    let generation = nfs4::pseudo::PseudoFs::generation_of(&paths);
+    let generation = sluice_nfs4state::pseudo::PseudoFs::generation_of(&paths);
     let mut service = nfs4::compound::Nfs4::new(exports, state, generation)
         .map_err(|e| format!("NFSv4 pseudo file system: {e:?}"))?;
     service.write_behind = Some(engine.wb.clone());
     service.records = Some(Arc::new(stable));
-    service.parked = nfs4::parked::ParkedFiles::with_store(store);
+    service.parked = sluice_nfs4state::recovery::parked::ParkedFiles::with_store(store);
     let swept = service.sweep_parked();
     if swept > 0 {
         info!("unlinked {swept} file(s) an earlier run kept open after their REMOVE or RENAME");
     }
     if let Some(domain) = &config.idmap_domain {
-        service.idmap = nfs4::idmap::IdMap::with_domain(domain, Arc::new(sysids::SystemIds));
+        service.idmap = nfs4::idmap::IdMap::with_domain(domain, Arc::new(nfs4::idmap::SystemIds));
     }
     Ok(service)
 }
 
 /// 64 bits the OS seeded (std's hash keys come from the OS's random source), for the NFSv4
-/// id generator: unguessable by accident, not a secret (see [`nfs4::SplitMix`]).
+/// id generator: unguessable by accident, not a secret (see [`sluice_nfs4state::SplitMix`]).
 fn os_seed() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -412,9 +410,12 @@ pub async fn run_with(bound: Bound, connections: net::Connections) -> Result<(),
     let net = config.net.clone();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(server.nfs.io.wb.clone().run_flusher());
-    tasks.spawn(lease::drive(server.nfs4.clone()));
-    tasks.spawn(callback::drive(server.nfs4.clone(), connections.clone()));
-    tasks.spawn(offload::drive(server.nfs4.clone()));
+    tasks.spawn(nfs4::lease::drive(server.nfs4.clone()));
+    tasks.spawn(nfs4::callback::drive(
+        server.nfs4.clone(),
+        connections.clone(),
+    ));
+    tasks.spawn(nfs4::offload::driver::drive(server.nfs4.clone()));
     tasks.spawn(net::serve_tcp_with(
         tcp,
         server.clone(),

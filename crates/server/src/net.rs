@@ -18,19 +18,19 @@
 //! that long (a client that never reads would otherwise pin its queue, its calls and its
 //! connection slot forever).
 //!
-//! The server also *makes* calls on a client's connection (the NFSv4.1 backchannel): each TCP
-//! connection has a [`BackChannel`] handle, reachable from every call through
+//! The server also *makes* calls on a client's connection (the NFSv4.1 back channel): each TCP
+//! connection has a [`CallbackConn`] handle, reachable from every call through
 //! [`Peer::back_channel`] and from a [`Connections`] registry by `conn_id`. Records that
 //! arrive are sorted by `msg_type` (`sluice_rpc::duplex::classify`): a REPLY goes to the
 //! connection's table of outgoing calls, never to the dispatcher; a CALL (or garbage) goes to
 //! the dispatcher as before. Outgoing CALL records go through the same writer as replies, one
 //! whole record at a time, and a connection that closes fails every pending outgoing call at
-//! once (see [`crate::backchannel`]).
+//! once (see [`crate::nfs4::callback::conn`]).
 //!
 //! ```text
 //!  socket -> reader: classify ─ CALL ──► Service::handle ─► reply ─┐
-//!                              └ REPLY ─► BackChannel table ─► the waiting `call`
-//!  BackChannel::call ─► "calls ready" ──────────────────────────────┤
+//!                              └ REPLY ─► CallbackConn table ─► the waiting `call`
+//!  CallbackConn::call ─► "calls ready" ─────────────────────────────┤
 //!  socket <- writer: replies and framed CALLs, in queue order  ◄────┘
 //! ```
 //!
@@ -38,8 +38,8 @@
 //! they are, so a 1 MiB WRITE arrives as sixteen 64 KiB segments and is never copied into one
 //! contiguous buffer.
 
-use crate::backchannel::Outbound;
-pub use crate::backchannel::{BackChannel, Connections};
+use crate::nfs4::callback::conn::Outbound;
+pub use crate::nfs4::callback::conn::{CallbackConn, Connections};
 /// The request types are the RPC service layer's ([`crate::service`]); named here too so that
 /// code written before they moved keeps compiling. Protocol handlers name them from `service`
 /// (`tests/layering.rs` checks).
@@ -88,7 +88,7 @@ pub struct NetConfig {
     pub idle_timeout: Duration,
     /// Replies queued for the writer of one connection (default 256).
     pub replies_queued_max: usize,
-    /// Calls the server itself may have outstanding on one connection (the backchannel):
+    /// Calls the server itself may have outstanding on one connection (the callbacks):
     /// see [`OutgoingConfig::calls_in_flight_max`] for the default and why.
     pub callbacks: OutgoingConfig,
 }
@@ -115,7 +115,7 @@ pub async fn serve_tcp<S: Service>(
     serve_tcp_with(listener, svc, cfg, Connections::default()).await
 }
 
-/// [`serve_tcp`], keeping every live connection's [`BackChannel`] in `registry` (from accept
+/// [`serve_tcp`], keeping every live connection's [`CallbackConn`] in `registry` (from accept
 /// to close), where protocol code finds the connection to call back on by `conn_id`. Listeners
 /// sharing a registry share its `conn_id` numbering.
 pub async fn serve_tcp_with<S: Service>(
@@ -172,7 +172,7 @@ async fn serve_conn<S: Service>(
     registry: &Connections,
 ) -> io::Result<()> {
     let (tx, rx) = mpsc::channel::<Outbound>(cfg.replies_queued_max);
-    let back = BackChannel::open(conn_id, addr, cfg.callbacks, &tx);
+    let back = CallbackConn::open(conn_id, addr, cfg.callbacks, &tx);
     let peer = Peer {
         addr,
         conn_id,
@@ -196,7 +196,7 @@ async fn serve_conn_io<S: Service>(
     cfg: NetConfig,
     tx: mpsc::Sender<Outbound>,
     mut rx: mpsc::Receiver<Outbound>,
-    back: BackChannel,
+    back: CallbackConn,
 ) -> io::Result<()> {
     let (mut rd, mut wr) = stream.into_split();
     let stall_max = cfg.idle_timeout;
@@ -340,7 +340,7 @@ async fn serve_conn_io<S: Service>(
 
 /// Appends an outbound item to a batch: a reply record-marked, or every call the back channel
 /// has waiting (their deadlines start now).
-fn push_framed(back: &BackChannel, item: Outbound, out: &mut Vec<Bytes>) {
+fn push_framed(back: &CallbackConn, item: Outbound, out: &mut Vec<Bytes>) {
     match item {
         Outbound::Reply(r) => {
             debug_assert!(

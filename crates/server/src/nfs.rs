@@ -1013,8 +1013,9 @@ fn readdir(fs: &dyn FileSystem, caller: &Caller, a: ReaddirArgs) -> ReaddirRes {
     let mut used = READDIR_OVERHEAD_BYTES;
     let mut entries: Vec<Entry3> = Vec::new();
     let mut visit = |e: DirEntry<'_>| {
-        // Files v4 keeps open after their REMOVE are the server's (`nfs4/parked.rs`).
-        if crate::nfs4::parked::is_hidden_name(e.name) {
+        // Files v4 keeps open after their REMOVE are the server's
+        // (`sluice_nfs4state::recovery::parked`).
+        if sluice_nfs4state::recovery::parked::is_hidden_name(e.name) {
             return true;
         }
         let entry = Entry3 {
@@ -1076,7 +1077,7 @@ fn readdirplus(fs: &dyn FileSystem, caller: &Caller, a: ReaddirplusArgs) -> Read
     let mut dir_used = 0usize;
     let mut entries: Vec<Entryplus3> = Vec::new();
     let mut visit = |e: DirEntry<'_>| {
-        if crate::nfs4::parked::is_hidden_name(e.name) {
+        if sluice_nfs4state::recovery::parked::is_hidden_name(e.name) {
             return true;
         }
         let entry = Entryplus3 {

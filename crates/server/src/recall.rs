@@ -30,10 +30,10 @@
 //! call again with a new XID. sluice's v3 client backs off from 100 ms to 2 s.
 //!
 //! # Cost when nothing is delegated
-//! [`RecallGate::held`] is one atomic load of the delegation table's count of live
-//! delegations, published by the table itself as they come and go (`nfs4::deleg`). Zero: the v3 op goes on without
-//! the v4 state's lock and without a name lookup. Non-zero: the lock is taken, and REMOVE,
-//! RENAME and CREATE look the name up first (one more syscall).
+//! [`RecallGate::held`] is one atomic load of the delegation table's count of live delegations,
+//! published by the table itself as they come and go (`sluice_nfs4state::delegations::table`).
+//! Zero: the v3 op goes on without the v4 state's lock and without a name lookup. Non-zero: the
+//! lock is taken, and REMOVE, RENAME and CREATE look the name up first (one more syscall).
 //!
 //! # The file's identity
 //! The key is `FileSystem::state_key` of the handle, as the v4 open, lock and delegation

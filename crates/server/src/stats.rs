@@ -702,8 +702,8 @@ fn latency_histogram(s: &mut String, metric: &str, label: &str, name: &str, p: &
 }
 
 /// The grace period in `sluice stats`: where it stands, how long it lasted, why it ended.
-fn grace_line(g: &crate::nfs4::grace::GraceStats) -> String {
-    use crate::nfs4::grace::EndReason;
+fn grace_line(g: &sluice_nfs4state::recovery::grace::GraceStats) -> String {
+    use sluice_nfs4state::recovery::grace::EndReason;
     let len = g.length.as_secs_f64();
     match (g.ended, g.lasted) {
         (None, _) => format!(
@@ -726,7 +726,7 @@ fn grace_line(g: &crate::nfs4::grace::GraceStats) -> String {
 }
 
 /// The grace period's gauges in `/metrics`.
-fn render_grace_prometheus(s: &mut String, g: &crate::nfs4::grace::GraceStats) {
+fn render_grace_prometheus(s: &mut String, g: &sluice_nfs4state::recovery::grace::GraceStats) {
     for (metric, help, v) in [
         (
             "sluice_nfs4_grace_active",
@@ -834,11 +834,11 @@ mod tests {
             open_stateids: 5,
             lock_stateids: 4,
             locks: 7,
-            grace: Some(crate::nfs4::grace::GraceStats {
+            grace: Some(sluice_nfs4state::recovery::grace::GraceStats {
                 clients_recorded: 2,
                 clients_waiting: 0,
                 length: Duration::from_secs(90),
-                ended: Some(crate::nfs4::grace::EndReason::AllReclaimed),
+                ended: Some(sluice_nfs4state::recovery::grace::EndReason::AllReclaimed),
                 lasted: Some(Duration::from_millis(1500)),
             }),
             delegations_read: 6,

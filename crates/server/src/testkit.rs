@@ -16,8 +16,8 @@
 
 use crate::nfs4::compound::{drive_ready, Inline, Nfs4, Outcome, Sender};
 use crate::nfs4::data::DataOps;
-use crate::nfs4::ConnId;
 use bytes::Bytes;
+use sluice_nfs4state::ConnId;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{

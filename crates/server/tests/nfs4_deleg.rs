@@ -34,9 +34,9 @@ use bytes::Bytes;
 use sluice_client::transport::{
     CallbackReply, CallbackService, Callbacks, IncomingCall, RpcClient, RpcConfig,
 };
+use sluice_nfs4state::callback::PathState;
 use sluice_rpc::client::ProcId;
 use sluice_server::net::Connections;
-use sluice_server::nfs4::backchan::PathState;
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
 use sluice_xdr::nfs4::callback::{
     self as cb, CbArgop4, CbCompound4Args, CbCompound4Res, CbGetattrArgs, CbRecallArgs, CbResop4,

@@ -1,7 +1,7 @@
 //! NFSv4.1 restart recovery over a real socket (RFC 8881 §8.4.2): a server stopped and started
 //! again on the same state directory, with clients reclaiming what they held. The design is in
-//! `src/nfs4/grace.rs` (the grace period), `src/nfs4/stable.rs` (the client records) and
-//! `src/nfs4/state/recovery.rs` (what each op answers in grace).
+//! `sluice_nfs4state::recovery::grace` (the grace period), `sluice_nfs4state::recovery::records`
+//! (the client records) and `sluice_nfs4state::recovery` (what each op answers in grace).
 //!
 //! | RFC 8881 | behaviour | test |
 //! |---|---|---|
@@ -18,7 +18,7 @@
 mod support;
 
 use bytes::Bytes;
-use sluice_server::nfs4::stable;
+use sluice_nfs4state::recovery::records;
 use sluice_server::ServerConfig;
 use sluice_xdr::nfs4::ops::{
     LockArgs, LockRes, Locker4, LocktArgs, LocktRes, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4,
@@ -92,7 +92,7 @@ async fn stats(addr: SocketAddr) -> String {
 fn records(s: &TestServer) -> Vec<Vec<u8>> {
     let dir = s.config.state_dir.clone();
     let store = std::sync::Arc::new(sluice_server::nfs4::store::DirStore::new(dir));
-    stable::StableClients::open(store).unwrap().owners()
+    records::StableClients::open(store).unwrap().owners()
 }
 
 fn owner_bytes(name: &str) -> Vec<u8> {

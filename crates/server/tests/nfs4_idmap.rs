@@ -151,7 +151,7 @@ async fn owners_are_names_in_the_domain_and_foreign_or_unknown_names_are_badowne
     let mut c = s.connect().await;
     let sid = session(&mut c).await;
     let root = format!("root@{DOMAIN}");
-    let group0 = sluice_server::sysids::SystemIds;
+    let group0 = sluice_server::nfs4::idmap::SystemIds;
     let group0 = sluice_server::nfs4::idmap::IdDatabase::group_name(&group0, 0).expect("gid 0");
     let group0 = format!("{group0}@{DOMAIN}");
 

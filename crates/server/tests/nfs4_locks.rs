@@ -1,6 +1,7 @@
 //! NFSv4.1 byte-range locks over a real socket (RFC 8881 §9, §18.10-§18.12): LOCK, LOCKT
 //! and LOCKU built by hand, two clients on two connections. The design is in
-//! `src/nfs4/lock.rs` (ranges) and `src/nfs4/lockstate.rs` (lock stateids).
+//! `sluice_nfs4state::locks::ranges` (ranges) and `sluice_nfs4state::locks::stateids` (lock
+//! stateids).
 //!
 //! | RFC 8881 | behaviour | test |
 //! |---|---|---|
@@ -486,7 +487,7 @@ async fn close_with_locks_held_frees_them() {
     granted(lock(&mut b, &fh, lock_new(WRITE_LT, 0, ALL, ob, "lb")).await);
 }
 
-/// Courtesy clients (§8.3, `src/nfs4/state.rs`): a client whose lease ran out keeps its lock
+/// Courtesy clients (§8.3, `sluice_nfs4state::state`): a client whose lease ran out keeps its lock
 /// while nobody conflicts, and comes back to it; once it ran out again, another client's
 /// conflicting LOCK expires it and is granted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

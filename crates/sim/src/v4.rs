@@ -1,10 +1,10 @@
-//! The NFSv4.1 server's session and lease state in virtual time: the real COMPOUND processor
-//! (its one driver loop, [`sluice_server::nfs4::compound::drive`], the loop the service runs,
-//! with an executor that runs everything at once) and its state cores ([`sluice_server::nfs4::State4`]) over a `MemFs`
-//! export, driven by simulated clients through a network that delays, loses, duplicates and
-//! reorders messages. Nothing is a stand-in: every message is an encoded COMPOUND, every reply
-//! the processor's bytes, and leases are ticked the way the server's lease task ticks them
-//! ([`sluice_server::lease::sleep_for`]), only on a clock this module advances itself.
+//! The NFSv4.1 server's session and lease state in virtual time: the real COMPOUND processor (its
+//! one driver loop, [`sluice_server::nfs4::compound::drive`], the loop the service runs, with an
+//! executor that runs everything at once) and its state cores ([`sluice_nfs4state::State4`]) over a
+//! `MemFs` export, driven by simulated clients through a network that delays, loses, duplicates and
+//! reorders messages. Nothing is a stand-in: every message is an encoded COMPOUND, every reply the
+//! processor's bytes, and leases are ticked the way the server's lease task ticks them
+//! ([`sluice_server::nfs4::lease::sleep_for`]), only on a clock this module advances itself.
 //!
 //! # What a run checks (RFC 8881 §2.10.6, §8.3)
 //! A reference model beside the server predicts, for every request that reaches it, what the
@@ -54,14 +54,14 @@
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use sluice_nfs4state::{Config4, SplitMix, State4};
 use sluice_rpc::server::Credentials;
 use sluice_server::backend::exports::{ClientMatch, ClientRule, Squash};
 use sluice_server::backend::memfs::MemFsConfig;
 use sluice_server::backend::{Caller, Cred, Export, ExportOptions, FileHandle, FileSystem, MemFs};
 use sluice_server::exports::ExportEntry;
-use sluice_server::lease;
 use sluice_server::nfs4::compound::{drive_ready, Inline, Nfs4, Outcome, Sender};
-use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
+use sluice_server::nfs4::lease;
 use sluice_server::testkit::{Session4, SessionConfig};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
@@ -69,6 +69,7 @@ use sluice_xdr::nfs4::ops::{
     Openflag4, Res4, SequenceArgs, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_DENY_BOTH,
     OPEN4_SHARE_DENY_NONE,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{
     Bitmap4, Component4, Fattr4, NfsFh4, Opaque4, SessionId4, StateOwner4, Stateid4, Utf8Str,
 };

@@ -22,6 +22,7 @@
 
 use bytes::Bytes;
 use core::future::Future;
+use sluice_nfs4state::{Config4, SplitMix, State4};
 use sluice_rpc::server::Credentials;
 use sluice_server::backend::exports::{ClientMatch, ClientRule, Squash};
 use sluice_server::backend::memfs::MemFsConfig;
@@ -32,10 +33,10 @@ use sluice_server::datapath::CommitDone;
 use sluice_server::exports::ExportEntry;
 use sluice_server::nfs4::compound::{drive, drive_ready, Executor, Inline, Nfs4, Outcome, Sender};
 use sluice_server::nfs4::data::{DataDone, DataReq, Settle};
-use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
 use sluice_server::testkit::{Session4, SessionConfig};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{CommitArgs, NfsArgop4, NfsResop4, SequenceArgs};
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{Bitmap4, Component4, SessionId4, Utf8Str};
 use sluice_xdr::rpc::AuthSys;
 use sluice_xdr::{Pack, Reader, Writer};

@@ -4,7 +4,7 @@
 //! [`MemStore`] (the state store holding the stable client records, likewise), two server
 //! instances one after the
 //! other, and clients that held state, come back or do not, and newcomers that never held any.
-//! Ticks follow the lease task's rule ([`sluice_server::lease::sleep_for`] over
+//! Ticks follow the lease task's rule ([`sluice_server::nfs4::lease::sleep_for`] over
 //! [`Nfs4::tick`]); the only clock is the one this module advances.
 //!
 //! # The run
@@ -31,17 +31,17 @@
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use sluice_nfs4state::recovery::grace::EndReason;
+use sluice_nfs4state::recovery::records::StableClients;
+use sluice_nfs4state::{Config4, SplitMix, State4};
 use sluice_rpc::server::Credentials;
 use sluice_server::backend::exports::{ClientMatch, ClientRule, Squash};
 use sluice_server::backend::memfs::MemFsConfig;
 use sluice_server::backend::{Export, ExportOptions, MemFs};
 use sluice_server::exports::ExportEntry;
-use sluice_server::lease;
 use sluice_server::nfs4::compound::{drive_ready, Inline, Nfs4, Outcome, Sender};
-use sluice_server::nfs4::grace::EndReason;
-use sluice_server::nfs4::stable::StableClients;
+use sluice_server::nfs4::lease;
 use sluice_server::nfs4::store::MemStore;
-use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
 use sluice_server::testkit::{Session4, SessionConfig};
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
@@ -49,6 +49,7 @@ use sluice_xdr::nfs4::ops::{
     Openflag4, ReadArgs, Res4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
     OPEN4_SHARE_DENY_WRITE, OPEN_DELEGATE_NONE, WRITE_LT,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{
     Component4, Fattr4, LockOwner4, NfsFh4, Opaque4, StateOwner4, Stateid4, Utf8Str,
 };

@@ -12,7 +12,7 @@
 //!        the server queues CB_RECALL; or (`v3_writer`) an NFSv3 WRITE of f, which passes the
 //!        same gate through `sluice_server::recall::RecallGate` ─▶ NFS3ERR_JUKEBOX
 //!  T0+d  the callback driver gets to it (d drawn: a busy driver) and sends it; the holder
-//!        • never answers (the call times out after backchan::CALL_TIMEOUT), or
+//!        • never answers (the call times out after callback::CALL_TIMEOUT), or
 //!        • answers CB_RECALL OK and never sends DELEGRETURN, or
 //!        • answers NFS4ERR_DELAY again and again (the recall is re-queued each time)
 //!  ...   the holder renews its lease every third of it (it is alive, just not returning);
@@ -41,15 +41,15 @@
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use sluice_nfs4state::callback::{CbCall, CbOutcome, CALL_TIMEOUT};
+use sluice_nfs4state::{Config4, SplitMix, State4};
 use sluice_rpc::server::Credentials;
 use sluice_server::backend::exports::{ClientMatch, ClientRule, Squash};
 use sluice_server::backend::memfs::MemFsConfig;
 use sluice_server::backend::{Export, ExportOptions, MemFs};
 use sluice_server::exports::ExportEntry;
-use sluice_server::lease;
-use sluice_server::nfs4::backchan::{CbCall, CbOutcome, CALL_TIMEOUT};
 use sluice_server::nfs4::compound::{drive_ready, Inline, Nfs4, Outcome, Sender};
-use sluice_server::nfs4::{Config4, Nfsstat4, SplitMix, State4};
+use sluice_server::nfs4::lease;
 use sluice_server::recall::RecallGate;
 use sluice_server::testkit::{Session4, SessionConfig};
 use sluice_xdr::nfs4::attrs::{num, AttrValues};
@@ -61,6 +61,7 @@ use sluice_xdr::nfs4::ops::{
     CREATE_SESSION4_FLAG_CONN_BACK_CHAN, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
     OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_WANT_NO_DELEG, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{
     Bitmap4, Component4, Fattr4, NfsFh4, Opaque4, SessionId4, StateOwner4, Stateid4, Utf8Str,
 };
@@ -221,7 +222,7 @@ impl<'a> World<'a> {
             Config4 {
                 lease: sc.lease,
                 boot_epoch: 7,
-                delegs: sluice_server::nfs4::deleg::DelegConfig {
+                delegs: sluice_nfs4state::delegations::table::DelegConfig {
                     write: true,
                     ..Default::default()
                 },

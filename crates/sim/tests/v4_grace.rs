@@ -8,7 +8,7 @@
 // The one clock read: the epoch that virtual time starts from.
 #![allow(clippy::disallowed_methods)]
 
-use sluice_server::nfs4::grace::EndReason;
+use sluice_nfs4state::recovery::grace::EndReason;
 use sluice_sim::v4_grace::{run_grace, GraceScenario};
 use std::ops::Range;
 use std::time::Instant;

@@ -166,8 +166,8 @@ fn a_recall_the_holder_never_honours_ends_in_revocation_after_the_lease() {
 /// the driver leaked instead of dropped (no guard ran) the retry is refused with DELAY.
 #[test]
 fn a_connection_gone_mid_compound_frees_its_slot() {
-    use sluice_server::nfs4::Nfsstat4;
     use sluice_sim::v4_cutoff::{cut_off, CutAt};
+    use sluice_xdr::nfs4::Nfsstat4;
     let epoch = Instant::now();
     for at in [CutAt::DataOp, CutAt::MetadataStep] {
         for cachethis in [false, true] {

@@ -1,5 +1,5 @@
 //! Checks our NFSv4.1/4.2 encodings against an independent dissector: a capture of hand-built
-//! COMPOUND calls and replies (and a CB_COMPOUND on the backchannel) is written as a pcap of
+//! COMPOUND calls and replies (and a CB_COMPOUND on the back channel) is written as a pcap of
 //! RPC-over-TCP records and read back by `tshark`, which must find nothing malformed, see the op
 //! numbers we sent, and read attribute values where we put them.
 //!

@@ -8,14 +8,14 @@
 //!   CREATE_SESSION(back) / BIND / BACKCHANNEL_CTL ─waker─▶ wake ─▶ poll_callbacks()
 //!                                                        │ for each (session, CbSend):
 //!                                                        │   Connections::get(conn) ─▶
-//!                                                        │   BackChannel::call(.., CALL_TIMEOUT)
+//!                                                        │   CallbackConn::call(.., CALL_TIMEOUT)
 //!   handle_callback(session, token, outcome) ◀── a task per call: encode, await, decode
 //!                                                        └─ then wake again (a next call)
 //! ```
 //! Which connection, which slot and sequence id, what a reply means: all in
-//! [`sluice_nfs4state::callback`] (also reached as `crate::nfs4::backchan`). Calls in flight
-//! are bounded there (one CB_NULL and one CB_COMPOUND per session), so the tasks spawned here
-//! are too. The connections' handles the calls go out on are [`conn`]'s.
+//! [`sluice_nfs4state::callback`]. Calls in flight are bounded there (one CB_NULL and one
+//! CB_COMPOUND per session), so the tasks spawned here are too. The connections' handles the calls
+//! go out on are [`conn`]'s.
 
 pub mod conn;
 
@@ -65,13 +65,13 @@ pub async fn drive(nfs4: Arc<Nfs4>, connections: Connections) -> std::io::Result
     }
 }
 
-fn lock(nfs4: &Nfs4) -> std::sync::MutexGuard<'_, crate::nfs4::State4> {
+fn lock(nfs4: &Nfs4) -> std::sync::MutexGuard<'_, sluice_nfs4state::State4> {
     // As the lease driver: a panic under the lock is a bug elsewhere; the tables stay usable.
     nfs4.state.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Makes one call and says how it went.
-async fn call(back: &conn::BackChannel, send: &CbSend) -> CbOutcome {
+async fn call(back: &conn::CallbackConn, send: &CbSend) -> CbOutcome {
     let cred = match &send.cred {
         CbCred::None => OpaqueAuth::none(),
         CbCred::Sys(a) => a.to_opaque_auth(),
@@ -112,7 +112,7 @@ async fn call(back: &conn::BackChannel, send: &CbSend) -> CbOutcome {
 }
 
 /// Hands an outcome to the state, which tells the delegations what became of their CB_RECALLs
-/// (`nfs4/state/delegs.rs`).
+/// (`sluice_nfs4state::delegations`).
 fn report(nfs4: &Nfs4, session: &SessionId4, token: u64, outcome: CbOutcome) {
     tracing::debug!(token, ?outcome, "callback outcome");
     let done = lock(nfs4).handle_callback(Instant::now(), session, token, outcome);

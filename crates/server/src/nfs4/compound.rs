@@ -31,17 +31,18 @@
 
 use super::idmap::IdMap;
 use super::map;
-use super::parked::ParkedFiles;
-use super::pseudo::{NodeId, PseudoFs};
-use super::state::State4;
-use super::{ConnId, Nfsstat4, Principal};
 use crate::backend::{FileHandle, Wcc};
 use crate::exports::ExportEntry;
 use crate::io::writebehind::WriteBehindDriver;
 use bytes::Bytes;
+use sluice_nfs4state::pseudo::{NodeId, PseudoFs};
+use sluice_nfs4state::recovery::parked::ParkedFiles;
+use sluice_nfs4state::State4;
+use sluice_nfs4state::{ConnId, Principal};
 use sluice_rpc::server::Credentials;
 use sluice_xdr::nfs4::compound::CompoundLimits;
 use sluice_xdr::nfs4::ops::{Opnum4, Res4};
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ChangeInfo4, NfsFh4, SessionId4, Stateid4};
 // `core::net`: an address is plain data here; this module opens no sockets.
 use core::net::SocketAddr;
@@ -82,9 +83,9 @@ pub struct Nfs4 {
     /// (default [`super::data::SETTLE_WAIT_MAX`]); past it the op answers NFS4ERR_DELAY.
     pub settle_wait_max: Duration,
     /// The stable client records (`compound/recovery.rs`); `None`: no restart recovery.
-    pub records: Option<Arc<dyn super::stable::ClientRecords>>,
-    /// Hands asynchronous COPYs to their driver (`crate::offload`), once it runs; until then
-    /// (and in tests without it) every COPY is synchronous.
+    pub records: Option<Arc<dyn sluice_nfs4state::recovery::records::ClientRecords>>,
+    /// Hands asynchronous COPYs to their driver (`crate::nfs4::offload::driver`), once it runs;
+    /// until then (and in tests without it) every COPY is synchronous.
     pub copy_spawner: std::sync::OnceLock<Box<dyn super::offload::CopySpawner>>,
     /// CB_OFFLOADs queued for finished asynchronous copies (for the statistics).
     pub copy_offloads_sent: std::sync::atomic::AtomicU64,
@@ -163,7 +164,7 @@ impl Nfs4 {
         exports: Arc<Vec<ExportEntry>>,
         state: State4,
         generation: u32,
-    ) -> Result<Self, super::pseudo::PseudoError> {
+    ) -> Result<Self, sluice_nfs4state::pseudo::PseudoError> {
         let paths: Vec<String> = exports
             .iter()
             .map(|e| e.export.path.to_string_lossy().into_owned())

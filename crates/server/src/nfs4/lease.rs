@@ -1,11 +1,11 @@
 //! The NFSv4.1 lease driver: the thin task that gives the state cores their clock.
 //!
-//! The lease rules (expiry, courtesy clients, RFC 8881 §8.3) live in [`crate::nfs4::State4`],
-//! which reads no clock: [`State4::tick`](crate::nfs4::State4::tick) applies them at the time it
-//! is given and [`State4::next_wakeup`](crate::nfs4::State4::next_wakeup) says when it next has
-//! something to do. This task sleeps until then and ticks ([`Nfs4::tick`]: leases, then the
-//! grace period and the stable client records), and logs what the tick reports: leases
-//! expired, delegations revoked, and grace's end with why and how long it lasted.
+//! The lease rules (expiry, courtesy clients, RFC 8881 §8.3) live in [`sluice_nfs4state::State4`],
+//! which reads no clock: [`State4::tick`](sluice_nfs4state::State4::tick) applies them at the time
+//! it is given and [`State4::next_wakeup`](sluice_nfs4state::State4::next_wakeup) says when it next
+//! has something to do. This task sleeps until then and ticks ([`Nfs4::tick`]: leases, then the
+//! grace period and the stable client records), and logs what the tick reports: leases expired,
+//! delegations revoked, and grace's end with why and how long it lasted.
 //!
 //! The sleep is bounded both ways. At most [`SLEEP_MAX`]: a client that appears while the task
 //! sleeps (an EXCHANGE_ID does not wake it) is looked at within that time, so an expiry is late
@@ -14,7 +14,7 @@
 //! task spin.
 
 use crate::nfs4::compound::{Nfs4, TickReport};
-use crate::nfs4::grace::EndReason;
+use sluice_nfs4state::recovery::grace::EndReason;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

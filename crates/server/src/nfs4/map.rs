@@ -38,14 +38,14 @@
 //! on [`PSEUDO_FSID`], see [`pseudo_attr`].
 
 use super::idmap::IdMap;
-use super::pseudo::{NodeId, PSEUDO_FSID};
-use super::Nfsstat4;
 use crate::backend::{
     Attr, ChangeKind, DeviceId, FileType, FsError, FsStat, SetAttr, SetTime, Time,
 };
+use sluice_nfs4state::pseudo::{NodeId, PSEUDO_FSID};
 use sluice_xdr::nfs4::attrs::{
     num, AttrValues, NFS4_CHANGE_TYPE_IS_TIME_METADATA, NFS4_CHANGE_TYPE_IS_VERSION_COUNTER_NOPNFS,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{Bitmap4, Fattr4, Fsid4, Ftype4, NfsFh4, Nfstime4, Settime4, Specdata4};
 
 /// `maxread` / `maxwrite` advertised: 1 MiB, what the Linux client uses at most and what

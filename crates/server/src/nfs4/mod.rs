@@ -26,22 +26,10 @@
 //! service and the simulator run. [`map`] is the one mapping between the file-system layer's
 //! neutral types and `nfsstat4` / `fattr4`.
 //!
-//! # Paths kept
-//! The state modules were once files of this tree; their old paths are re-exports, so
-//! `crate::nfs4::session`, `crate::nfs4::state::State4`, `crate::nfs4::lock`,
-//! `crate::nfs4::backchan` and the others still name the same items:
-//!
-//! | old path | now |
-//! |---|---|
-//! | `backchan` | [`sluice_nfs4state::callback`] |
-//! | `client` | [`sluice_nfs4state::clients`] |
-//! | `deleg` | [`sluice_nfs4state::delegations::table`] |
-//! | `digest`, `session`, `slots` | [`sluice_nfs4state::sessions`] and its modules |
-//! | `grace`, `parked`, `stable` | [`sluice_nfs4state::recovery`]'s modules (`stable` = `records`) |
-//! | `lock`, `lockstate` | [`sluice_nfs4state::locks`]`::ranges`, `::stateids` |
-//! | `open` | [`sluice_nfs4state::opens`] |
-//! | `pseudo`, `state` | the same names there |
-//! | `idmap`, `offload` | this tree's drivers, which re-export the cores of the same name |
+//! # Naming the state
+//! Code here names the state by its one path in [`sluice_nfs4state`] (`sluice_nfs4state::sessions`,
+//! `sluice_nfs4state::State4`, ...); this tree re-exports none of its modules. [`idmap`] and
+//! [`offload`] are this tree's drivers, which re-export the cores of the same name.
 
 pub mod callback;
 pub mod compound;
@@ -52,25 +40,3 @@ pub mod lease;
 pub mod map;
 pub mod offload;
 pub mod store;
-
-pub use sluice_nfs4state::callback as backchan;
-pub use sluice_nfs4state::clients as client;
-pub use sluice_nfs4state::delegations::table as deleg;
-pub use sluice_nfs4state::locks::ranges as lock;
-pub use sluice_nfs4state::locks::stateids as lockstate;
-pub use sluice_nfs4state::opens as open;
-pub use sluice_nfs4state::pseudo;
-pub use sluice_nfs4state::recovery::records as stable;
-pub use sluice_nfs4state::recovery::{grace, parked};
-pub use sluice_nfs4state::sessions as session;
-pub use sluice_nfs4state::sessions::{digest, slots};
-/// [`sluice_nfs4state::state`], with the two results its entry points return from the
-/// behaviour modules, where they were named before.
-pub mod state {
-    pub use sluice_nfs4state::locks::LockRefused;
-    pub use sluice_nfs4state::recovery::RecoveryTick;
-    pub use sluice_nfs4state::state::*;
-}
-pub use sluice_nfs4state::{
-    Config4, ConnId, Entropy, Nfsstat4, Principal, SplitMix, State4, StateLimits,
-};

@@ -3,7 +3,7 @@
 //! turns one into the other. Protocol handlers take these; the driver (`crate::net`) produces
 //! and consumes them, and nothing here knows about sockets.
 
-use crate::backchannel::BackChannel;
+use crate::nfs4::callback::conn::CallbackConn;
 use crate::splice::SplicedData;
 use bytes::Bytes;
 use std::future::Future;
@@ -19,7 +19,7 @@ pub struct Peer {
     pub transport: Transport,
     /// TCP: the connection's back channel, for calls from the server to this client (a v4.1
     /// session keeps it to send callbacks). `None` over UDP, which has no connection.
-    pub back_channel: Option<BackChannel>,
+    pub back_channel: Option<CallbackConn>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use sluice_client::transport::{
 };
 use sluice_rpc::client::ProcId;
 use sluice_server::net::Connections;
-use sluice_server::nfs4::backchan::PathState;
+use sluice_nfs4state::callback::PathState;
 use sluice_xdr::nfs4::callback::{
     self as cb, CbArgop4, CbCompound4Args, CbCompound4Res, CbOffloadArgs, CbResop4,
     CbSequenceResOk, OffloadInfo4,

@@ -227,7 +227,7 @@ async fn an_expired_client_keeps_its_open_until_another_client_conflicts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_limits_answer_their_errors_and_recover() {
     let mut cfg = rw();
-    cfg.nfs4_limits = sluice_server::nfs4::StateLimits {
+    cfg.nfs4_limits = sluice_nfs4state::StateLimits {
         clients_max: 2,
         sessions_per_client_max: 2,
         opens_per_client_max: 2,

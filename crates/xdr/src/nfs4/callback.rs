@@ -1,6 +1,6 @@
 //! The NFSv4.1 callback program (RFC 8881 §20, XDR in RFC 5662; CB_OFFLOAD from RFC 7862 §16):
 //! CB_NULL (procedure 0) and CB_COMPOUND (procedure 1), which the server sends over the
-//! backchannel of a session and the client answers.
+//! back channel of a session and the client answers.
 //!
 //! The program number is the client's choice (`csa_cb_program` in CREATE_SESSION,
 //! `bca_cb_program` in BACKCHANNEL_CTL); Linux uses [`PROGRAM_DEFAULT`]. The version is 1.

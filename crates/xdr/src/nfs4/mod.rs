@@ -23,7 +23,7 @@
 //! * [`ops`]: [`ops::Opnum4`], the arguments and results of every 4.0/4.1/4.2 op, and the
 //!   per-op facts table ([`ops::OpInfo`]);
 //! * [`compound`]: COMPOUND decoding with hard bounds, and result encoding;
-//! * [`callback`]: the backchannel program (CB_NULL, CB_COMPOUND and its ops).
+//! * [`callback`]: the callback program (CB_NULL, CB_COMPOUND and its ops).
 //!
 //! # Rules the decoders follow
 //! * Everything variable-length has a bound checked before allocation (names, handles, opaques,

@@ -1,5 +1,5 @@
-//! The server's calls to its clients over their own connections (the NFSv4.1 backchannel,
-//! RFC 8881 §2.10.3.1): a cloneable [`BackChannel`] handle per TCP connection, and the
+//! The server's calls to its clients over their own connections (the NFSv4.1 back channel,
+//! RFC 8881 §2.10.3.1): a cloneable [`CallbackConn`] handle per TCP connection, and the
 //! [`Connections`] registry where a session finds one when it must send CB_RECALL.
 //!
 //! ```text
@@ -49,7 +49,7 @@ pub(crate) enum Outbound {
 
 /// The calls the server makes over one client connection. Cheap to clone; see the module docs.
 #[derive(Clone)]
-pub struct BackChannel {
+pub struct CallbackConn {
     shared: Arc<Shared>,
 }
 
@@ -67,16 +67,16 @@ struct State {
     waiters: HashMap<u32, oneshot::Sender<Result<Reply, CallError>>>,
 }
 
-impl fmt::Debug for BackChannel {
+impl fmt::Debug for CallbackConn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BackChannel")
+        f.debug_struct("CallbackConn")
             .field("conn_id", &self.shared.conn_id)
             .field("addr", &self.shared.addr)
             .finish_non_exhaustive()
     }
 }
 
-impl BackChannel {
+impl CallbackConn {
     /// Calls `proc_id` on the client and waits for its reply, at most `timeout` after the call
     /// went on the wire. Errors: [`CallError::TimedOut`], [`CallError::ConnectionGone`] (before
     /// or during the call), [`CallError::TooManyInFlight`] (the connection's bound), and
@@ -147,11 +147,11 @@ impl BackChannel {
         addr: SocketAddr,
         config: OutgoingConfig,
         writer: &mpsc::Sender<Outbound>,
-    ) -> BackChannel {
+    ) -> CallbackConn {
         // The XID seed only has to differ between connections and server runs; std's hasher
         // keys are drawn at random per process, which is enough (no RNG dependency here).
         let xid_seed = std::collections::hash_map::RandomState::new().hash_one(conn_id) as u32;
-        let back = BackChannel {
+        let back = CallbackConn {
             shared: Arc::new(Shared {
                 conn_id,
                 addr,
@@ -272,7 +272,7 @@ pub struct Connections {
 #[derive(Default)]
 struct Registry {
     next_id: u64,
-    live: HashMap<u64, BackChannel>,
+    live: HashMap<u64, CallbackConn>,
 }
 
 impl fmt::Debug for Connections {
@@ -285,7 +285,7 @@ impl fmt::Debug for Connections {
 
 impl Connections {
     /// The back channel of a live connection.
-    pub fn get(&self, conn_id: u64) -> Option<BackChannel> {
+    pub fn get(&self, conn_id: u64) -> Option<CallbackConn> {
         self.lock().live.get(&conn_id).cloned()
     }
 
@@ -311,7 +311,7 @@ impl Connections {
         r.next_id
     }
 
-    pub(crate) fn insert(&self, back: BackChannel) {
+    pub(crate) fn insert(&self, back: CallbackConn) {
         self.lock().live.insert(back.conn_id(), back);
     }
 
@@ -328,7 +328,7 @@ impl Connections {
 mod tests {
     //! The driver on real loopback sockets, against a hand-written peer (record marking and
     //! the codecs only), so what goes over the wire is exactly what the test sees. The test
-    //! program with the real client transport is `crates/server/tests/backchannel.rs`.
+    //! program with the real client transport is `crates/server/tests/callback_conn.rs`.
     use super::*;
     use crate::net::{self, NetConfig};
     use crate::service::{self, Peer, Service};
@@ -375,7 +375,7 @@ mod tests {
         conns: Connections,
         sock: TcpStream,
         decoder: RecordDecoder,
-        back: BackChannel,
+        back: CallbackConn,
     }
 
     async fn fixture(callbacks_max: usize) -> Fixture {

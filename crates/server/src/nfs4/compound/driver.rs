@@ -33,11 +33,12 @@
 use super::{Call, Eval, Nfs4, Reply4, Step};
 use crate::nfs4::data::{DataDone, DataOps, DataReq, Settle};
 use crate::nfs4::map;
-use crate::nfs4::{ConnId, Nfsstat4};
 use bytes::Bytes;
 use core::future::Future;
 use core::net::SocketAddr;
+use sluice_nfs4state::ConnId;
 use sluice_rpc::server::Credentials;
+use sluice_xdr::nfs4::Nfsstat4;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -67,18 +67,18 @@ use super::table::{self, Run};
 use super::{principal, Call, Ctx, Nfs4, OpObserver};
 use crate::datapath::ReadData;
 use crate::nfs4::data::{DataDone, DataReq, ReadPlusDone, Settle};
-use crate::nfs4::digest::Digest;
-use crate::nfs4::session::SequenceCall;
-use crate::nfs4::slots::SlotDecision;
-use crate::nfs4::Nfsstat4;
 use crate::splice::{LentPipe, SplicedData};
 use bytes::Bytes;
+use sluice_nfs4state::sessions::digest::Digest;
+use sluice_nfs4state::sessions::slots::SlotDecision;
+use sluice_nfs4state::sessions::SequenceCall;
 use sluice_xdr::nfs4::compound::{padding_after, Compound4Args, Compound4Res, CompoundError};
 use sluice_xdr::nfs4::ops::{op_info, NfsArgop4, NfsResop4, OpFlags, Opnum4, Res4};
 use sluice_xdr::nfs4::ops::{
     Data4, ReadPlusContent, ReadPlusContents, ReadPlusResOk, ReadResOk, WriteResOk,
     NFS4_CONTENT_DATA,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::StableHow4;
 use sluice_xdr::nfs4::{SessionId4, MINOR_VERSIONS};
 use sluice_xdr::{Pack, Reader, Writer};
@@ -706,21 +706,22 @@ impl ReplyLimits {
 /// How much of a request that did not ask for its reply to be cached (`sa_cachethis` false)
 /// goes into its digest, beside its total length.
 ///
-/// The digest exists so that a false retry never gets another request's *cached reply*. An
-/// uncached request has none: a retry of it is answered NFS4ERR_RETRY_UNCACHED_REP, a false
-/// retry NFS4ERR_SEQ_FALSE_RETRY, and both tell the client that nothing was replayed. So for
-/// it the digest only chooses between two errors (and, on a retired slot, between running a
-/// request at sequence id 1 and answering that error), and a sample is enough: the arguments
-/// up to a WRITE's first few KiB of data. The Linux client sends READ and WRITE uncached, and
-/// hashing every byte of a 1 MiB WRITE was 16 % of the server's CPU on a stream of them even
-/// with XXH3 (2026-11-25 profile). Cached requests are hashed whole (see [`crate::nfs4::digest`]).
+/// The digest exists so that a false retry never gets another request's *cached reply*. An uncached
+/// request has none: a retry of it is answered NFS4ERR_RETRY_UNCACHED_REP, a false retry
+/// NFS4ERR_SEQ_FALSE_RETRY, and both tell the client that nothing was replayed. So for it the
+/// digest only chooses between two errors (and, on a retired slot, between running a request at
+/// sequence id 1 and answering that error), and a sample is enough: the arguments up to a WRITE's
+/// first few KiB of data. The Linux client sends READ and WRITE uncached, and hashing every byte of
+/// a 1 MiB WRITE was 16 % of the server's CPU on a stream of them even with XXH3 (2026-11-25
+/// profile). Cached requests are hashed whole (see [`sluice_nfs4state::sessions::digest`]).
 const UNCACHED_DIGEST_BYTES: usize = 4096;
 
 /// The [`Digest`] of the arguments (starting `args_offset` bytes into `segs`) after SEQUENCE's
 /// sequence id, skipping what comes before it: tag (length + padded bytes), minor version, op
 /// count, SEQUENCE's op number, session id (16), sequence id. Read in place from the record's
-/// segments (§2.10.6.1.3; what it can and cannot tell apart: [`crate::nfs4::digest`]). With `limit`,
-/// only the first `limit` bytes of them, then the length of all of them.
+/// segments (§2.10.6.1.3; what it can and cannot tell apart:
+/// [`sluice_nfs4state::sessions::digest`]). With `limit`, only the first `limit` bytes of them,
+/// then the length of all of them.
 fn digest_after_sequenceid(segs: &[Bytes], args_offset: usize, limit: Option<usize>) -> Digest {
     let mut d = Digest::new();
     let mut r = Reader::new(segs);

@@ -21,17 +21,17 @@ use crate::backend::gate::{self, Program, Refusal};
 use crate::backend::{Caller, ChangeKind, FileHandle, FileSystem, FileType, FsStat};
 use crate::exports::identity;
 use crate::io::writebehind::SizeFix;
-use crate::nfs4::deleg::GetattrView;
 use crate::nfs4::map::{self, AttrCtx};
-use crate::nfs4::parked::{self};
-use crate::nfs4::pseudo::{Lookup, NodeId, PseudoFs};
-use crate::nfs4::Nfsstat4;
 use bytes::Bytes;
+use sluice_nfs4state::delegations::table::GetattrView;
+use sluice_nfs4state::pseudo::{Lookup, NodeId, PseudoFs};
+use sluice_nfs4state::recovery::parked::{self};
 use sluice_xdr::nfs4::attrs::{num as attr_num, AttrValues};
 use sluice_xdr::nfs4::ops::{
     AccessResOk, Entry4, ReaddirArgs, ReaddirResOk, Secinfo4, SecinfoList, ACCESS4_MODIFY,
     ACCESS4_READ, MAX_DIR_ENTRIES,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{Bitmap4, Component4, Fattr4, Linktext4, NfsFh4};
 // `core::net`: an address is plain data here; this module opens no sockets.
 
@@ -299,7 +299,7 @@ impl Nfs4 {
         let wants_fsstat = map::asks_any(req, map::NEEDS_FSSTAT);
         let actx = AttrCtx {
             fh: NfsFh4(Bytes::copy_from_slice(&self.pseudo.handle(n))),
-            fsid: crate::nfs4::pseudo::PSEUDO_FSID,
+            fsid: sluice_nfs4state::pseudo::PSEUDO_FSID,
             lease_time,
             mounted_on_fileid: None,
             // The pseudo tree holds no data: zero space, zero files.

@@ -18,9 +18,9 @@ use super::{Call, Ctx, Fh, Nfs4};
 use crate::backend::{Caller, FileHandle, FileSystem, FileType, StableHow};
 use crate::nfs4::data::{DataOp, DataReq};
 use crate::nfs4::map::{self};
-use crate::nfs4::Nfsstat4;
 use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{Createhow4, NfsArgop4, OpenArgs, OpenClaim4, Openflag4};
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::StableHow4;
 use sluice_xdr::nfs4::{Fattr4, Stateid4};
 // `core::net`: an address is plain data here; this module opens no sockets.

@@ -4,9 +4,9 @@
 //! in minor version 1 (§18.39 is absent from 4.1's list of allowed ops).
 
 use super::{Call, Ctx, Nfs4};
-use crate::nfs4::state::LockRefused;
-use crate::nfs4::Nfsstat4;
+use sluice_nfs4state::locks::LockRefused;
 use sluice_xdr::nfs4::ops::{LockArgs, LockRes, Locker4, LocktArgs, LocktRes, LockuArgs};
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::Stateid4;
 
 impl Nfs4 {

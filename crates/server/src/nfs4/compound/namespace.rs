@@ -1,19 +1,18 @@
-//! Namespace ops in the COMPOUND processor: SETATTR, CREATE (not regular files: OPEN makes
-//! those), RENAME, LINK and REMOVE (RFC 8881 §18.30, §18.4, §18.26, §18.9, §18.25), each
-//! answering its directory's `change_info4` from the file system's before/after attributes.
-//! A REMOVE or a RENAME over a file that is still open keeps it under a hidden name until its
-//! last CLOSE (`crate::nfs4::parked`, [`Nfs4::sweep_parked`]), as knfsd's "silly rename"
-//! does on the client side; other clients' delegations on what changes are recalled first
-//! (`io.rs`).
+//! Namespace ops in the COMPOUND processor: SETATTR, CREATE (not regular files: OPEN makes those),
+//! RENAME, LINK and REMOVE (RFC 8881 §18.30, §18.4, §18.26, §18.9, §18.25), each answering its
+//! directory's `change_info4` from the file system's before/after attributes. A REMOVE or a RENAME
+//! over a file that is still open keeps it under a hidden name until its last CLOSE
+//! (`sluice_nfs4state::recovery::parked`, [`Nfs4::sweep_parked`]), as knfsd's "silly rename" does
+//! on the client side; other clients' delegations on what changes are recalled first (`io.rs`).
 
 use super::{change_info, check_name, Call, Ctx, Fh, Nfs4};
 use crate::backend::{Caller, DeviceId, FileHandle, FileSystem, FileType};
 use crate::nfs4::map::{self};
-use crate::nfs4::parked::{self, Parked};
-use crate::nfs4::Nfsstat4;
 use bytes::Bytes;
+use sluice_nfs4state::recovery::parked::{self, Parked};
 use sluice_xdr::nfs4::ops::SetattrArgs;
 use sluice_xdr::nfs4::ops::{CreateArgs, CreateResOk, Createtype4, RenameArgs, RenameResOk};
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::Specdata4;
 use sluice_xdr::nfs4::{Bitmap4, ChangeInfo4};
 // `core::net`: an address is plain data here; this module opens no sockets.
@@ -107,9 +106,10 @@ impl Nfs4 {
         Ok(CreateResOk { cinfo, attrset })
     }
 
-    /// RENAME (§18.26): `oldname` in the saved directory to `newname` in the current one, in
-    /// the same export (else XDEV). A file someone has open that the rename replaces is kept
-    /// under a hidden name until its last CLOSE, as REMOVE keeps one ([`crate::nfs4::parked`]).
+    /// RENAME (§18.26): `oldname` in the saved directory to `newname` in the current one, in the
+    /// same export (else XDEV). A file someone has open that the rename replaces is kept under a
+    /// hidden name until its last CLOSE, as REMOVE keeps one
+    /// ([`sluice_nfs4state::recovery::parked`]).
     pub(super) fn rename(
         &self,
         call: &Call<'_>,
@@ -266,8 +266,9 @@ impl Nfs4 {
         Ok(change_info(&r.dir_wcc))
     }
 
-    /// REMOVE (§18.25): a file or an empty directory of the current directory. A file someone
-    /// has open is kept under a hidden name until its last CLOSE ([`crate::nfs4::parked`]).
+    /// REMOVE (§18.25): a file or an empty directory of the current directory. A file someone has
+    /// open is kept under a hidden name until its last CLOSE
+    /// ([`sluice_nfs4state::recovery::parked`]).
     pub(super) fn remove(
         &self,
         call: &Call<'_>,

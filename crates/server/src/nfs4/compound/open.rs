@@ -3,19 +3,19 @@
 //! DELEGRETURN. The handle, the file system and its caller are resolved here; the share
 //! reservations, open stateids, delegations and grace rules are the state core's
 //! (`State4::open` and its neighbours). A file removed while open is parked under a hidden
-//! name until its last CLOSE (`namespace.rs`, `crate::nfs4::parked`).
+//! name until its last CLOSE (`namespace.rs`, `sluice_nfs4state::recovery::parked`).
 
 use super::{change_info, check_name, Call, Ctx, Fh, Nfs4};
 use crate::backend::{CreateHow, FileHandle, FileSystem, FileType};
 use crate::nfs4::map::{self};
-use crate::nfs4::state::State4;
-use crate::nfs4::Nfsstat4;
 use bytes::Bytes;
+use sluice_nfs4state::State4;
 use sluice_xdr::nfs4::ops::{
     CloseArgs, Createhow4, OpenArgs, OpenClaim4, OpenDelegation4, OpenDowngradeArgs, OpenResOk,
     Openflag4, ACCESS4_MODIFY, ACCESS4_READ, OPEN4_RESULT_LOCKTYPE_POSIX, OPEN4_SHARE_ACCESS_READ,
     OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_READ, OPEN4_SHARE_WANT_MASK,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{Bitmap4, ChangeInfo4, Stateid4};
 // `core::net`: an address is plain data here; this module opens no sockets.
 
@@ -201,7 +201,7 @@ impl Nfs4 {
             ctx.stateid = Some(stateid);
             match a.claim {
                 OpenClaim4::Null(_) | OpenClaim4::Fh => {
-                    let now_attrs = crate::nfs4::deleg::SizeChange {
+                    let now_attrs = sluice_nfs4state::delegations::table::SizeChange {
                         size: attr.size,
                         change: attr.change,
                     };
@@ -211,7 +211,7 @@ impl Nfs4 {
                 // A reclaim gets the read delegation it names back (`deleg.rs`, "Reboot
                 // recovery").
                 OpenClaim4::Previous(dtype) => {
-                    let now_attrs = crate::nfs4::deleg::SizeChange {
+                    let now_attrs = sluice_nfs4state::delegations::table::SizeChange {
                         size: attr.size,
                         change: attr.change,
                     };

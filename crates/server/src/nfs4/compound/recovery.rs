@@ -3,9 +3,9 @@
 //! state core's (`state/recovery.rs`); this is the thin part that touches [`Nfs4::records`].
 
 use super::Nfs4;
-use crate::nfs4::grace::GraceEnd;
-use crate::nfs4::Nfsstat4;
+use sluice_nfs4state::recovery::grace::GraceEnd;
 use sluice_xdr::nfs4::ClientId4;
+use sluice_xdr::nfs4::Nfsstat4;
 use std::time::Instant;
 
 /// What one [`Nfs4::tick`] did, for the driver to log.
@@ -41,7 +41,7 @@ impl Nfs4 {
     }
 
     /// Removes from the stable store, now, the records of clients just destroyed (see
-    /// [`crate::nfs4::State4::take_gone_records`]); a failed removal is left to cost a longer
+    /// [`sluice_nfs4state::State4::take_gone_records`]); a failed removal is left to cost a longer
     /// grace after a crash, as at the tick.
     pub(super) fn remove_gone_records(&self, now: Instant) {
         let Some(records) = &self.records else {
@@ -55,9 +55,9 @@ impl Nfs4 {
         }
     }
 
-    /// The lease and grace clock at `now`: expires leases ([`crate::nfs4::State4::tick`]),
+    /// The lease and grace clock at `now`: expires leases ([`sluice_nfs4state::State4::tick`]),
     /// ends grace at its deadline and removes the records of clients gone for good
-    /// ([`crate::nfs4::State4::recovery_tick`]).
+    /// ([`sluice_nfs4state::State4::recovery_tick`]).
     pub fn tick(&self, now: Instant) -> TickReport {
         let (expired, revoked, rec) = {
             let mut st = self.state();

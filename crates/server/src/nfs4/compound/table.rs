@@ -23,12 +23,12 @@
 
 use super::{nfs_fh4, principal};
 use super::{res, status_of, Call, Ctx, Fh, Nfs4};
-use crate::nfs4::Nfsstat4;
 use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{
     op_info, BindConnToSessionResOk, CopyRes, NfsArgop4, NfsResop4, OpFlags, OpInfo, Opnum4, Res4,
     SetattrRes, StatusList,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{Bitmap4, NfsFh4, SessionId4};
 
 /// What runs an op's handler: the processor, given the op's arguments and the COMPOUND's

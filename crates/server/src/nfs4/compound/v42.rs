@@ -26,19 +26,19 @@
 //!   or still being probed, as right after a mount (CB_OFFLOAD waits behind the probe)
 //!   the copy driver runs and the copy table has room (`super::super::offload`)
 //! ```
-//! The first chunk is always copied before the reply, so whatever a synchronous COPY would
-//! fail with (ACCESS, INVAL, NOSPC, ...) is the COPY's own error, not a CB_OFFLOAD's. Then the
-//! reply goes with `wr_callback_id` = a new copy stateid, `wr_count` 0 and
-//! `cr_synchronous` false; `crate::offload`'s driver copies the rest chunk by chunk and the client
-//! learns the outcome from CB_OFFLOAD (count, UNSTABLE, the write verifier) or asks with
-//! OFFLOAD_STATUS; OFFLOAD_CANCEL stops it between two chunks and no CB_OFFLOAD follows (the
-//! client gave the stateid back, §4.8). Why one chunk is the threshold: a copy of at most
-//! [`sluice_vfs::COPY_BYTES_MAX`] is one `copy_file_range` call, as long as a synchronous
-//! COPY already takes (10-30 ms at page-cache speed), so a callback would only add a round
-//! trip; a larger one done synchronously is answered short and costs the client one round
-//! trip per 32 MiB, while asynchronously it costs one COPY and one CB_OFFLOAD. A full copy
-//! table or a back channel that is down makes it synchronous rather than an error, as knfsd
-//! does past its async limit: the client never has to retry.
+//! The first chunk is always copied before the reply, so whatever a synchronous COPY would fail
+//! with (ACCESS, INVAL, NOSPC, ...) is the COPY's own error, not a CB_OFFLOAD's. Then the reply
+//! goes with `wr_callback_id` = a new copy stateid, `wr_count` 0 and `cr_synchronous` false;
+//! `crate::nfs4::offload::driver` copies the rest chunk by chunk and the client learns the outcome
+//! from CB_OFFLOAD (count, UNSTABLE, the write verifier) or asks with OFFLOAD_STATUS;
+//! OFFLOAD_CANCEL stops it between two chunks and no CB_OFFLOAD follows (the client gave the
+//! stateid back, §4.8). Why one chunk is the threshold: a copy of at most
+//! [`sluice_vfs::COPY_BYTES_MAX`] is one `copy_file_range` call, as long as a synchronous COPY
+//! already takes (10-30 ms at page-cache speed), so a callback would only add a round trip; a
+//! larger one done synchronously is answered short and costs the client one round trip per 32 MiB,
+//! while asynchronously it costs one COPY and one CB_OFFLOAD. A full copy table or a back channel
+//! that is down makes it synchronous rather than an error, as knfsd does past its async limit: the
+//! client never has to retry.
 //!
 //! A synchronous COPY moves at most [`sluice_vfs::COPY_BYTES_MAX`]; a larger request is
 //! answered short (`wr_count` below `ca_count`) and the client asks for the rest, as it does
@@ -72,11 +72,11 @@ use super::{Call, Ctx, Fh, Nfs4};
 use crate::backend::{Caller, FileHandle, FileSystem, FileType, SeekWhat};
 use crate::nfs4::map;
 use crate::nfs4::offload::CopyJob;
-use crate::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::ops::{
     AllocateArgs, CloneArgs, CopyArgs, CopyRequirements4, CopyResOk, OffloadStatusResOk, SeekArgs,
     SeekResOk, StateidOpt, StatusOpt, WriteResponse4, NFS4_CONTENT_DATA, NFS4_CONTENT_HOLE,
 };
+use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{StableHow4, Stateid4};
 use std::sync::Arc;
 
@@ -356,10 +356,10 @@ mod tests {
     use crate::backend::{Caller, CreateHow, Cred, Export, ExportOptions, FileSystem, MemFs};
     use crate::backend::{SetAttr, StableHow};
     use crate::exports::ExportEntry;
-    use crate::nfs4::state::State4;
-    use crate::nfs4::{Config4, Nfsstat4, SplitMix};
     use crate::testkit::{Session4, SessionConfig};
     use bytes::Bytes;
+    use sluice_nfs4state::State4;
+    use sluice_nfs4state::{Config4, SplitMix};
     use sluice_rpc::server::Credentials;
     use sluice_xdr::nfs4::callback::{
         CbArgop4, CbCompound4Res, CbOffloadArgs, CbResop4, CbSequenceResOk,
@@ -369,6 +369,7 @@ mod tests {
         AllocateArgs, CallbackSecParms4, CallbackSecParmsList, CloneArgs, CopyArgs, CopyRes,
         NetlocList, NfsArgop4, NfsResop4, Res4, SequenceArgs, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
     };
+    use sluice_xdr::nfs4::Nfsstat4;
     use sluice_xdr::nfs4::{Component4, NfsFh4, SessionId4, Stateid4, Utf8Str};
     use sluice_xdr::rpc::AuthSys;
     use sluice_xdr::{Pack, Reader, Writer};
@@ -615,7 +616,7 @@ mod tests {
 
         /// A fixture whose session has a back channel the test answers by hand, up.
         fn with_back_channel() -> Fixture {
-            use crate::nfs4::backchan::{CbCall, CbOutcome, PathState};
+            use sluice_nfs4state::callback::{CbCall, CbOutcome, PathState};
             let mut f = Fixture::with_back_channel_unprobed();
             let sends = f.nfs.state.lock().unwrap().poll_callbacks(Instant::now());
             let [(sid, send)] = &sends[..] else {
@@ -655,8 +656,8 @@ mod tests {
         }
 
         /// The first poll of the back channel: its CB_NULL, answered with `outcome`.
-        fn answer_probe_null(&self, outcome: crate::nfs4::backchan::CbOutcome) {
-            use crate::nfs4::backchan::CbCall;
+        fn answer_probe_null(&self, outcome: sluice_nfs4state::callback::CbOutcome) {
+            use sluice_nfs4state::callback::CbCall;
             let sends = self
                 .nfs
                 .state
@@ -678,7 +679,7 @@ mod tests {
         /// Answers every CB_COMPOUND due with OK for each op; returns their CB_OFFLOADs.
         /// `expect`: how many CB_OFFLOADs there must be.
         fn answer_callbacks(&self, expect: usize) -> Vec<CbOffloadArgs> {
-            use crate::nfs4::backchan::{CbCall, CbOutcome};
+            use sluice_nfs4state::callback::{CbCall, CbOutcome};
             let mut offloads = Vec::new();
             let sends = self
                 .nfs
@@ -803,7 +804,7 @@ mod tests {
         ]);
         assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
         let job = jobs.lock().unwrap().pop().unwrap();
-        crate::offload::run(f.nfs.clone(), job).await;
+        crate::nfs4::offload::driver::run(f.nfs.clone(), job).await;
         assert_eq!(
             f.size(0, &dst),
             sluice_vfs::COPY_BYTES_MAX,
@@ -820,7 +821,7 @@ mod tests {
         let res = f.send(copy(&dst));
         let sid = copy_stateid(&res);
         let job = jobs.lock().unwrap().pop().unwrap();
-        crate::offload::run(f.nfs.clone(), job).await;
+        crate::nfs4::offload::driver::run(f.nfs.clone(), job).await;
         assert_eq!(f.size(0, &dst), LEN);
         let res = f.send(vec![
             NfsArgop4::Putfh(dst.clone()),
@@ -863,7 +864,7 @@ mod tests {
             assert_eq!(st.copies_len(), 0);
         }
         let job = jobs.lock().unwrap().pop().unwrap();
-        crate::offload::run(f.nfs.clone(), job).await;
+        crate::nfs4::offload::driver::run(f.nfs.clone(), job).await;
         assert_eq!(f.size(0, &dst), sluice_vfs::COPY_BYTES_MAX);
     }
 
@@ -873,7 +874,7 @@ mod tests {
     /// up. A path known to fail keeps COPY synchronous (answered short).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_copy_while_the_back_channel_is_probed_is_asynchronous() {
-        use crate::nfs4::backchan::{CbOutcome, PathState};
+        use sluice_nfs4state::callback::{CbOutcome, PathState};
         const LEN: u64 = sluice_vfs::COPY_BYTES_MAX + (4 << 20);
         let copy_args = CopyArgs {
             src_stateid: Stateid4::ANONYMOUS,
@@ -920,7 +921,7 @@ mod tests {
             assert!(!c.requirements.synchronous, "{c:?}");
             let sid = c.response.callback_id.0[0];
             let job = jobs.lock().unwrap().pop().unwrap();
-            crate::offload::run(f.nfs.clone(), job).await;
+            crate::nfs4::offload::driver::run(f.nfs.clone(), job).await;
             assert_eq!(f.size(0, &dst), LEN);
             // The probe finishes (CB_NULL, then CB_SEQUENCE after the client's SEQUENCE, which
             // the COPY's was); only then does the CB_OFFLOAD go.

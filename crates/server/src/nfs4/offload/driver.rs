@@ -16,8 +16,8 @@
 
 use crate::nfs4::compound::Nfs4;
 use crate::nfs4::map;
-use crate::nfs4::Nfsstat4;
 use sluice_nfs4state::offload::{CopyEnd, CopyJob, CopySpawner};
+use sluice_xdr::nfs4::Nfsstat4;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -38,7 +38,7 @@ pub async fn drive(nfs4: Arc<Nfs4>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn lock(nfs4: &Nfs4) -> std::sync::MutexGuard<'_, crate::nfs4::State4> {
+fn lock(nfs4: &Nfs4) -> std::sync::MutexGuard<'_, sluice_nfs4state::State4> {
     nfs4.state.lock().unwrap_or_else(|p| p.into_inner())
 }
 

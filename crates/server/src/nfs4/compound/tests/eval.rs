@@ -298,7 +298,7 @@ fn encoded_len_counts_a_read_results_chunks_and_padding() {
 
 #[test]
 fn backchannel_ctl_sets_the_sessions_program_and_needs_a_session() {
-    use crate::nfs4::backchan::PathState;
+    use sluice_nfs4state::callback::PathState;
     use sluice_xdr::nfs4::ops::{BackchannelCtlArgs, CallbackSecParms4};
     let c = Client::new();
     let ctl = || {
@@ -341,8 +341,8 @@ fn the_op_observer_sees_every_op_with_its_status() {
     assert_eq!(count(Opnum4::GETFH), (0, 0));
 }
 
-/// The slot's digest covers every payload byte and the caller (see `nfs4::digest`), and not
-/// how the record was cut into segments.
+/// The slot's digest covers every payload byte and the caller (see
+/// `sluice_nfs4state::sessions::digest`), and not how the record was cut into segments.
 #[test]
 fn a_retry_differing_in_one_payload_byte_or_its_user_is_a_false_retry() {
     let (mut c, writes) = direct_client();

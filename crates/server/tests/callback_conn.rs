@@ -20,7 +20,7 @@ use sluice_client::transport::{CallbackReply, CallbackService, Callbacks, Incomi
 use sluice_client::{Client, ClientOptions};
 use sluice_rpc::client::ProcId;
 use sluice_rpc::duplex::CallError;
-use sluice_server::net::{BackChannel, Connections};
+use sluice_server::net::{CallbackConn, Connections};
 use sluice_xdr::nfs3::{CreateHow, Sattr3, StableHow};
 use sluice_xdr::rpc::OpaqueAuth;
 use sluice_xdr::Writer;
@@ -132,7 +132,7 @@ async fn setup(tag: &str, behaviour: Behaviour) -> Setup {
 
 /// The back channel of the client's connection: the only one left once the mount is done
 /// (MOUNT and NFS share the connection here; any other closes).
-async fn back_channel(connections: &Connections) -> BackChannel {
+async fn back_channel(connections: &Connections) -> CallbackConn {
     tokio::time::timeout(LIMIT, async {
         loop {
             if connections.len() == 1 {
@@ -192,7 +192,7 @@ async fn ordinary_traffic(client: Client, name: String, rounds: u32) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_callbacks_interleave_with_ordinary_traffic_on_one_connection() {
-    let s = setup("backchannel-many", Behaviour::Answer).await;
+    let s = setup("callback-conn-many", Behaviour::Answer).await;
     let back = back_channel(&s.connections).await;
     let mut traffic = JoinSet::new();
     for t in 0..2 {
@@ -253,7 +253,7 @@ async fn many_callbacks_interleave_with_ordinary_traffic_on_one_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_callback_the_client_never_answers_times_out_and_the_connection_still_serves() {
-    let s = setup("backchannel-hang", Behaviour::Hang).await;
+    let s = setup("callback-conn-hang", Behaviour::Hang).await;
     let back = back_channel(&s.connections).await;
     let started = std::time::Instant::now();
     let r = tokio::time::timeout(
@@ -288,7 +288,7 @@ async fn a_callback_the_client_never_answers_times_out_and_the_connection_still_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_dropped_mid_call_fails_the_pending_callbacks_promptly() {
-    let s = setup("backchannel-drop", Behaviour::Hang).await;
+    let s = setup("callback-conn-drop", Behaviour::Hang).await;
     let back = back_channel(&s.connections).await;
     let mut pending = JoinSet::new();
     for v in 0..4 {
