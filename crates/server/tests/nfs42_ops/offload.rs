@@ -6,9 +6,9 @@ use super::*;
 use sluice_client::transport::{
     CallbackReply, CallbackService, Callbacks, IncomingCall, RpcClient, RpcConfig,
 };
+use sluice_nfs4state::callback::PathState;
 use sluice_rpc::client::ProcId;
 use sluice_server::net::Connections;
-use sluice_nfs4state::callback::PathState;
 use sluice_xdr::nfs4::callback::{
     self as cb, CbArgop4, CbCompound4Args, CbCompound4Res, CbOffloadArgs, CbResop4,
     CbSequenceResOk, OffloadInfo4,
