@@ -69,7 +69,6 @@ use sluice_vfs::{
     Time, Wcc, WccAttr, WriteOk, COPY_BYTES_MAX, IO_BYTES_MAX_DEFAULT, NAME_MAX,
     READDIR_BYTES_PREF_DEFAULT, SYMLINK_TARGET_MAX,
 };
-use std::ffi::CString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -600,11 +599,7 @@ impl FileSystem for CephFs {
         target: &[u8],
         sattr: &SetAttr,
     ) -> Res<CreateOk, Wcc> {
-        let target = match CString::new(target) {
-            _ if target.len() > SYMLINK_TARGET_MAX => Err(FsError::NameTooLong),
-            Ok(c) => Ok(c),
-            Err(_) => Err(FsError::Inval),
-        };
+        let target = sluice_vfs::symlink_target(target);
         let sattr = SetAttr {
             mode: None,
             size: None,

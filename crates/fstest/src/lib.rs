@@ -445,6 +445,18 @@ fn symlink_target_reads_back(fs: &dyn FileSystem) {
     let l = fs.lookup(&root(), &r, b"s").unwrap();
     assert_eq!(l.attr.ftype, FileType::Symlink, "lookup does not follow");
     assert_eq!(fs.readlink(&r).unwrap_err().0, FsError::Inval);
+    // The longest target is taken; one byte more, or a NUL inside, is refused and makes nothing.
+    let longest = vec![b'x'; sluice_vfs::SYMLINK_TARGET_MAX];
+    let s = fs.symlink(&root(), &r, b"long", &longest, &SetAttr::default());
+    assert_eq!(fs.readlink(&s.unwrap().fh).unwrap().0, longest);
+    let over = vec![b'x'; sluice_vfs::SYMLINK_TARGET_MAX + 1];
+    let refused = fs.symlink(&root(), &r, b"over", &over, &SetAttr::default());
+    assert_eq!(refused.unwrap_err().0, FsError::NameTooLong);
+    let refused = fs.symlink(&root(), &r, b"nul", b"a\0b", &SetAttr::default());
+    assert_eq!(refused.unwrap_err().0, FsError::Inval);
+    for name in [&b"over"[..], b"nul"] {
+        assert_eq!(fs.lookup(&root(), &r, name).unwrap_err().0, FsError::NoEnt);
+    }
 }
 
 fn handles_are_stable_and_removed_files_are_stale(fs: &dyn FileSystem) {

@@ -1096,9 +1096,9 @@ impl FileSystem for MemFs {
         target: &[u8],
         sattr: &SetAttr,
     ) -> Res<CreateOk, Wcc> {
-        if target.len() > crate::types::SYMLINK_TARGET_MAX {
+        if let Err(e) = crate::types::symlink_target(target) {
             let st = self.lock();
-            return Err((FsError::NameTooLong, self.wcc_of(&st, dir)));
+            return Err((e, self.wcc_of(&st, dir)));
         }
         let sattr = SetAttr {
             mode: Some(0o777),

@@ -339,6 +339,17 @@ pub const NAME_MAX: usize = 255;
 /// Longest symlink target (bytes): Linux `PATH_MAX` minus the terminating NUL.
 pub const SYMLINK_TARGET_MAX: usize = 4095;
 
+/// A symlink target checked the one way every backend checks it: over
+/// [`SYMLINK_TARGET_MAX`] bytes is [`FsError::NameTooLong`], a NUL inside is [`FsError::Inval`]
+/// (no system call can take it). Otherwise the target as a C string, stored as given: it is
+/// the client's to interpret.
+pub fn symlink_target(target: &[u8]) -> Result<std::ffi::CString, FsError> {
+    if target.len() > SYMLINK_TARGET_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    std::ffi::CString::new(target).map_err(|_| FsError::Inval)
+}
+
 /// Default for READ and WRITE sizes offered in FSINFO: 1 MiB, the Linux client's maximum.
 pub const IO_BYTES_MAX_DEFAULT: u32 = 1 << 20;
 /// Default preferred READDIR size in FSINFO: 64 KiB. The Linux client uses it as the request size

@@ -11,14 +11,13 @@ use crate::attr::{self, dev_ino, is_dir, is_lnk, is_reg};
 use crate::fs::FileSystem;
 use crate::handle::{self, ExportId, Kind};
 use crate::sys::{self, Dirents};
+use crate::types::symlink_target;
 use crate::types::{
     access, fsprops, Attr, Caller, CopyOk, CreateHow, CreateOk, DeviceId, DirEntry, FileHandle,
     FileType, FsError, FsInfo, FsStat, LinkRes, LookupOk, PathConf, ReadOk, ReaddirOk, RenameWcc,
     Res, SeekOk, SeekWhat, SetAttr, StableHow, Time, Wcc, WriteOk, COPY_BYTES_MAX, NAME_MAX,
-    SYMLINK_TARGET_MAX,
 };
 use bytes::Bytes;
-use std::ffi::CString;
 use std::os::fd::AsFd;
 
 impl FileSystem for LocalFs {
@@ -424,11 +423,7 @@ impl FileSystem for LocalFs {
         target: &[u8],
         sattr: &SetAttr,
     ) -> Res<CreateOk, Wcc> {
-        let target_c = match CString::new(target) {
-            _ if target.len() > SYMLINK_TARGET_MAX => Err(FsError::NameTooLong),
-            Ok(c) => Ok(c),
-            Err(_) => Err(FsError::Inval),
-        };
+        let target_c = symlink_target(target);
         // A symlink's mode is meaningless on Linux (always 0777).
         let sattr = SetAttr {
             mode: None,
