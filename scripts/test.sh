@@ -5,6 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each stage says when it starts and the run ends with each stage's wall time, so a CI log
+# shows where the minutes went (the default suite's budget is ~15 minutes on 2 cores).
+START=$SECONDS
+LAST=$SECONDS
+TIMES=""
+STAGE=""
+lap() {   # adds the stage that just ended to TIMES
+  [ -z "$STAGE" ] || TIMES="$TIMES$(printf '  %-30s %5d s' "$STAGE" $((SECONDS - LAST)))"$'\n'
+  LAST=$SECONDS
+}
+stage() { lap; STAGE="$1"; echo "== $1"; }
+trap 'lap; printf "== stage times (total %d s)\n%s" $((SECONDS - START)) "$TIMES"' EXIT
+
+stage "install-deps"
 ./scripts/install-deps.sh
 
 # The one skip policy (docs/testing.md): a test whose environment is missing fails, unless its
@@ -13,13 +27,16 @@ if [ -n "${SLUICE_TEST_SKIP:-}" ]; then
   echo "== SLUICE_TEST_SKIP=$SLUICE_TEST_SKIP: tests that need these are skipped (docs/testing.md)"
 fi
 
-echo "== cargo fmt --check"
+stage "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+stage "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo test"
+stage "cargo test --no-run (build)"
+cargo test --workspace --no-run
+stage "cargo test (run)"
 # The interop tests start servers and guests; two at a time is what 2 cores sustain.
 cargo test --workspace -- --test-threads=2
 
-echo "== fuzz (short run: replay regression inputs, then 15 s per target; long runs: scripts/fuzz.sh 600)"
+stage "fuzz (15 s per target)"
+echo "   (replays the regression inputs, then 15 s per target; long runs: scripts/fuzz.sh 600)"
 ./scripts/fuzz.sh 15

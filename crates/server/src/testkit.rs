@@ -21,8 +21,9 @@ use sluice_nfs4state::ConnId;
 use sluice_rpc::server::Credentials;
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParmsList, ClientOwner4, CreateSessionArgs, CreateSessionResOk, ExchangeIdArgs,
-    ExchangeIdResOk, ImplIdList, NfsArgop4, NfsResop4, Res4, SequenceArgs, StateProtect4A,
+    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CreateSessionArgs, CreateSessionResOk,
+    ExchangeIdArgs, ExchangeIdResOk, ImplIdList, NfsArgop4, NfsResop4, Res4, SequenceArgs,
+    StateProtect4A,
 };
 use sluice_xdr::nfs4::{Opaque4, SessionId4, Utf8Str};
 use sluice_xdr::{Pack, Reader, Writer};
@@ -50,11 +51,17 @@ pub fn exchange_id(owner: &[u8], verifier: [u8; 8]) -> NfsArgop4 {
 
 /// CREATE_SESSION as `cfg` says, for the client EXCHANGE_ID answered with `e`.
 pub fn create_session(e: &ExchangeIdResOk, cfg: &SessionConfig) -> NfsArgop4 {
+    create_session_for(e.clientid, e.sequenceid, cfg)
+}
+
+/// CREATE_SESSION as `cfg` says for client `clientid` with sequence id `sequence` (a test of
+/// CREATE_SESSION's own replay and misordering picks them itself).
+pub fn create_session_for(clientid: u64, sequence: u32, cfg: &SessionConfig) -> NfsArgop4 {
     NfsArgop4::CreateSession(CreateSessionArgs {
-        clientid: e.clientid,
-        sequence: e.sequenceid,
+        clientid,
+        sequence,
         flags: cfg.flags,
-        fore_chan_attrs: channel_attrs(cfg.slots),
+        fore_chan_attrs: cfg.fore.clone().unwrap_or_else(|| channel_attrs(cfg.slots)),
         back_chan_attrs: channel_attrs(cfg.slots),
         cb_program: CB_PROGRAM,
         sec_parms: cfg.cb_sec.clone(),
@@ -69,6 +76,9 @@ pub struct SessionConfig {
     pub verifier: [u8; 8],
     /// Slots asked for, each way.
     pub slots: u32,
+    /// The fore channel asked for, when not [`channel_attrs`]`(slots)` (a test of the
+    /// server's limits).
+    pub fore: Option<ChannelAttrs4>,
     /// CREATE_SESSION's flags (`CREATE_SESSION4_FLAG_CONN_BACK_CHAN` for a back channel on
     /// this connection).
     pub flags: u32,
@@ -83,6 +93,7 @@ impl SessionConfig {
             owner: Bytes::copy_from_slice(owner),
             verifier: [1; 8],
             slots,
+            fore: None,
             flags: 0,
             cb_sec: CallbackSecParmsList(Vec::new()),
         }

@@ -372,18 +372,7 @@ fn read_deleg(d: &OpenDelegation4) -> Stateid4 {
 
 /// A second client (no back channel) connected through the test's raw RPC.
 async fn other_client(addr: std::net::SocketAddr, owner: &str) -> V4 {
-    let mut rpc = Rpc::connect(addr).await;
-    let (clientid, seq) = exchange_id(&mut rpc, owner.as_bytes()).await;
-    let res = create_session(&mut rpc, clientid, seq).await;
-    let Some(NfsResop4::CreateSession(Res4::Ok(cs))) = res.results.first() else {
-        panic!("{res:?}")
-    };
-    V4 {
-        rpc,
-        clientid,
-        sessionid: cs.sessionid,
-        next_seq: 1,
-    }
+    V4::establish(Rpc::connect(addr).await, owner, chan()).await
 }
 
 fn gauges(server: &sluice_server::service::Server) -> sluice_server::stats::Gauges4 {

@@ -286,13 +286,12 @@ async fn every_implemented_op_over_tcp() {
         &mut second,
         1,
         vec![
-            sequence(v.sessionid, v.next_seq),
+            v.session.sequence(0, false),
             NfsArgop4::Putrootfh(()),
             NfsArgop4::Getattr(bits(&[num::TYPE])),
         ],
     )
     .await;
-    v.next_seq += 1;
     assert_eq!(res.status, Nfsstat4::OK);
     assert_eq!(attrs(&res.results[2]).ftype, Some(Ftype4::DIR));
 

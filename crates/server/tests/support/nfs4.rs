@@ -1,21 +1,22 @@
-//! NFSv4.1 over [`Rpc`]: COMPOUNDs built with `sluice_xdr::nfs4`'s encoders, the session
-//! set-up every v4 wire test starts with, and [`V4`], a client with one session that numbers
-//! its SEQUENCEs on slot 0 itself.
+//! NFSv4.1 over [`Rpc`]: the server's shared test client (`sluice_server::testkit`: the
+//! EXCHANGE_ID and CREATE_SESSION it sends, its SEQUENCE numbering, its COMPOUND encoding) on a
+//! real connection, and [`V4`], one session on one connection. What is here besides is what
+//! only wire tests need: asserting replies as they arrive on the wire, and op builders.
 
 use super::{Reply, Rpc, TestServer};
 use bytes::Bytes;
+use sluice_server::testkit::{self, Session4, SessionConfig};
 use sluice_xdr::nfs4::attrs::AttrValues;
-use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
+use sluice_xdr::nfs4::compound::{Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParmsList, ChannelAttrs4, ClientOwner4, CloseArgs, CreateSessionArgs, Createhow4,
-    ExchangeIdArgs, ExchangeIdResOk, ImplIdList, NfsArgop4, NfsResop4, OpenArgs, OpenClaim4,
-    OpenResOk, Openflag4, Res4, SequenceArgs, StateProtect4A,
+    ChannelAttrs4, CloseArgs, Createhow4, ExchangeIdResOk, NfsArgop4, NfsResop4, OpenArgs,
+    OpenClaim4, OpenResOk, Openflag4, Res4, SequenceArgs,
 };
 use sluice_xdr::nfs4::{
     self, Component4, Fattr4, NfsFh4, Nfsstat4, Opaque4, SessionId4, StateOwner4, Stateid4, Utf8Str,
 };
 use sluice_xdr::rpc::ReplyBody;
-use sluice_xdr::{Pack, Reader, Writer};
+use sluice_xdr::Reader;
 use std::path::Path;
 
 /// The tag every test COMPOUND carries; replies must echo it.
@@ -23,14 +24,7 @@ pub const TAG: &[u8] = b"v4wire";
 
 /// The encoded arguments of one COMPOUND.
 pub fn compound_args(minorversion: u32, ops: Vec<NfsArgop4>) -> Bytes {
-    let args = Compound4Args {
-        tag: Utf8Str(Bytes::from_static(TAG)),
-        minorversion,
-        ops,
-    };
-    let mut w = Writer::new();
-    args.pack(&mut w);
-    w.into_bytes()
+    testkit::encode(TAG, minorversion, ops)
 }
 
 /// Sends encoded COMPOUND arguments; the reply must be an accepted RPC reply.
@@ -59,19 +53,18 @@ pub async fn compound(c: &mut Rpc, minorversion: u32, ops: Vec<NfsArgop4>) -> Co
 /// Channel attributes a test session asks for: 1 MiB each way, 4 KiB cached replies, 16 ops,
 /// 4 slots.
 pub fn chan() -> ChannelAttrs4 {
-    sluice_server::testkit::channel_attrs(4)
+    testkit::channel_attrs(CHAN_SLOTS)
 }
 
+/// Slots of a test session, each way.
+const CHAN_SLOTS: u32 = 4;
+
+/// The boot verifier of every test client.
+pub const VERIFIER: [u8; 8] = [7; 8];
+
+/// EXCHANGE_ID for `owner` (the shared test client's, with [`VERIFIER`]).
 pub fn exchange_id_op(owner: &[u8]) -> NfsArgop4 {
-    NfsArgop4::ExchangeId(ExchangeIdArgs {
-        clientowner: ClientOwner4 {
-            verifier: [7; 8],
-            ownerid: Opaque4(Bytes::copy_from_slice(owner)),
-        },
-        flags: 0,
-        state_protect: StateProtect4A::None,
-        client_impl_id: ImplIdList(Vec::new()),
-    })
+    testkit::exchange_id(owner, VERIFIER)
 }
 
 /// EXCHANGE_ID for `owner`: its result (client id, the sequence id CREATE_SESSION must use,
@@ -91,16 +84,14 @@ pub async fn exchange_id(c: &mut Rpc, owner: &[u8]) -> (u64, u32) {
     (e.clientid, e.sequenceid)
 }
 
+/// CREATE_SESSION for `clientid` with sequence id `sequence` and the fore channel `fore` (the
+/// shared test client's, with the back channel [`chan`]).
 pub fn create_session_op(clientid: u64, sequence: u32, fore: ChannelAttrs4) -> NfsArgop4 {
-    NfsArgop4::CreateSession(CreateSessionArgs {
-        clientid,
-        sequence,
-        flags: 0,
-        fore_chan_attrs: fore,
-        back_chan_attrs: chan(),
-        cb_program: 0x4000_0000,
-        sec_parms: CallbackSecParmsList(Vec::new()),
-    })
+    let cfg = SessionConfig {
+        fore: Some(fore),
+        ..SessionConfig::new(b"", CHAN_SLOTS)
+    };
+    testkit::create_session_for(clientid, sequence, &cfg)
 }
 
 /// CREATE_SESSION with the fore channel `fore`.
@@ -208,13 +199,13 @@ pub fn mode_attrs(mode: u32) -> Fattr4 {
     .encode()
 }
 
-/// A client with a confirmed client id and one session, numbering slot 0's sequence ids.
+/// A client with a confirmed client id and one session: the shared test client's
+/// [`Session4`] numbers the SEQUENCEs (slot 0), this owns the connection.
 pub struct V4 {
     pub rpc: Rpc,
     pub clientid: u64,
     pub sessionid: SessionId4,
-    /// The sequence id the next [`V4::send`] uses on slot 0.
-    pub next_seq: u32,
+    pub session: Session4,
 }
 
 impl V4 {
@@ -224,34 +215,35 @@ impl V4 {
     }
 
     pub async fn mount_with(s: &TestServer, owner: &str, fore: ChannelAttrs4) -> V4 {
-        let mut rpc = s.connect().await;
+        V4::establish(s.connect().await, owner, fore).await
+    }
+
+    /// EXCHANGE_ID and CREATE_SESSION for `owner` on `rpc`, with the fore channel `fore`.
+    pub async fn establish(mut rpc: Rpc, owner: &str, fore: ChannelAttrs4) -> V4 {
         let (clientid, seq) = exchange_id(&mut rpc, owner.as_bytes()).await;
         let res = create_session_with(&mut rpc, clientid, seq, fore).await;
         assert_eq!(res.status, Nfsstat4::OK, "CREATE_SESSION: {res:?}");
         let Some(NfsResop4::CreateSession(Res4::Ok(cs))) = res.results.first() else {
             panic!("{res:?}")
         };
+        let session = Session4::new(clientid, cs.clone());
         V4 {
             rpc,
             clientid,
-            sessionid: cs.sessionid,
-            next_seq: 1,
+            sessionid: session.sessionid,
+            session,
         }
     }
 
     /// SEQUENCE (slot 0, the next sequence id) and `ops`, in minor version 1.
     pub async fn send(&mut self, ops: Vec<NfsArgop4>) -> Compound4Res {
-        let mut all = vec![sequence(self.sessionid, self.next_seq)];
-        all.extend(ops);
-        self.next_seq += 1;
-        compound(&mut self.rpc, 1, all).await
+        self.send_minor(1, ops).await
     }
 
     /// As [`V4::send`] in minor version `minor`.
     pub async fn send_minor(&mut self, minor: u32, ops: Vec<NfsArgop4>) -> Compound4Res {
-        let mut all = vec![sequence(self.sessionid, self.next_seq)];
+        let mut all = vec![self.session.sequence(0, false)];
         all.extend(ops);
-        self.next_seq += 1;
         compound(&mut self.rpc, minor, all).await
     }
 
