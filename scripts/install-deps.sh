@@ -34,6 +34,7 @@ APT_PACKAGES=(
   ceph-common
   ceph-fuse
   libcephfs-dev
+  nfs-ganesha-ceph    # ganesha's FSAL_CEPH: the comparison gateway of bench/ceph-vs-ganesha.sh
 )
 
 missing=()

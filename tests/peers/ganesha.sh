@@ -6,6 +6,12 @@
 #   ganesha.sh stop STATE_DIR             kill everything `start` started (idempotent)
 #   ganesha.sh status STATE_DIR           exit 0 if running
 #
+# DIR may be `ceph:PATH`: the directory PATH of a Ceph file system, served by ganesha's
+# FSAL_CEPH (Debian package nfs-ganesha-ceph) through libcephfs, with GANESHA_CEPH_CONF=FILE
+# (the cluster's ceph.conf, required), GANESHA_CEPH_FS=NAME and GANESHA_CEPH_ID=ID (default:
+# the cluster's default file system, client.admin). Clients mount PATH, as with sluice's
+# `ceph:PATH` exports; PATH must exist in the Ceph file system.
+#
 # Layout: ganesha refuses to start without registering with
 # rpcbind, and Debian's rpcbind cannot be limited to loopback. So `start` runs, in a new
 # mount + pid namespace whose /run is a fresh tmpfs:
@@ -21,7 +27,9 @@
 # Environment: GANESHA_START_TIMEOUT (s, default 60), GANESHA_LEASE (s, default 10),
 # GANESHA_MINOR_VERSIONS (NFSv4 minor versions served, e.g. "1"; default ganesha's own),
 # GANESHA_CACHING=1 (benchmarks: keep ganesha's own attribute/dirent caching defaults instead of
-# the test default that turns them off so host-side changes are visible at once).
+# the test default that turns them off so host-side changes are visible at once; the test
+# default is also what Ceph's documentation configures for FSAL_CEPH, whose libcephfs caches
+# under the MDS's capabilities already).
 set -euo pipefail
 
 SELF="$(readlink -f "${BASH_SOURCE[0]}")"
@@ -110,8 +118,19 @@ do_inner() {
     exit 1
 }
 
+# The FSAL block of the export: VFS on a local directory, CEPH on `ceph:PATH`.
+fsal_conf() {   # DIR
+    case "$1" in
+        ceph:*)
+            echo "FSAL { Name = CEPH;${GANESHA_CEPH_FS:+ Filesystem = \"$GANESHA_CEPH_FS\";}${GANESHA_CEPH_ID:+ User_Id = \"$GANESHA_CEPH_ID\";} }" ;;
+        *) echo "FSAL { Name = VFS; }" ;;
+    esac
+}
+
+nfs_path() { echo "${1#ceph:}"; }   # DIR: the path clients mount
+
 write_conf() {
-    local dir="$1" port="$2" st="$3" mdcache attr minors=""
+    local dir="$1" port="$2" st="$3" mdcache attr minors="" path ceph=""
     if [ -n "${GANESHA_MINOR_VERSIONS:-}" ]; then
         minors="Minor_Versions = ${GANESHA_MINOR_VERSIONS};"
     fi
@@ -126,6 +145,10 @@ write_conf() {
         mdcache="MDCACHE { Dir_Chunk = 0; }"
         attr="Attr_Expiration_Time = 0;"
     fi
+    path="$(nfs_path "$dir")"
+    case "$dir" in
+        ceph:*) ceph="CEPH { Ceph_Conf = \"$GANESHA_CEPH_CONF\"; }" ;;
+    esac
     cat > "$st/ganesha.conf" <<EOF
 # written by tests/peers/ganesha.sh
 NFS_CORE_PARAM {
@@ -146,23 +169,24 @@ NFSV4 {
 }
 NFS_KRB5 { Active_krb5 = false; }
 $mdcache
+$ceph
 EXPORT {
     Export_Id = 1;
-    Path = "$dir";
-    Pseudo = "$dir";
+    Path = "$path";
+    Pseudo = "$path";
     Access_Type = RW;
     Squash = No_Root_Squash;
     SecType = sys;
     Protocols = 3, 4;
     Transports = TCP;
     $attr
-    FSAL { Name = VFS; }
+    $(fsal_conf "$dir")
 }
 EOF
 }
 
 answers() {   # DIR PORT
-    timeout -k 1 3 nfs-ls "nfs://127.0.0.1$1?version=3&nfsport=$2&mountport=$(($2 + 1))" \
+    timeout -k 1 3 nfs-ls "nfs://127.0.0.1$(nfs_path "$1")?version=3&nfsport=$2&mountport=$(($2 + 1))" \
         >/dev/null 2>&1
 }
 
@@ -173,16 +197,26 @@ port_busy() {   # prints the listener line if 127.0.0.1:PORT or *:PORT is taken
 do_start() {
     local dir="$1" port="$2" st="$3" pid i t0 deadline busy
     need ganesha.nfsd; need rpcbind; need unshare; need nfs-ls; need ss
-    [ -d "$dir" ] || die "export dir $dir does not exist"
     [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge 1024 ] && [ "$port" -le 65534 ] \
         || die "PORT must be 1024..65534 (MOUNT uses PORT+1), got '$port'"
-    dir="$(cd "$dir" && pwd -P)"
+    case "$dir" in
+        ceph:/*)
+            [ -n "${GANESHA_CEPH_CONF:-}" ] || die "a ceph: export needs GANESHA_CEPH_CONF=the cluster's ceph.conf"
+            [ -r "$GANESHA_CEPH_CONF" ] || die "GANESHA_CEPH_CONF: cannot read $GANESHA_CEPH_CONF"
+            GANESHA_CEPH_CONF="$(readlink -f "$GANESHA_CEPH_CONF")"
+            ls /usr/lib/*/ganesha/libfsalceph.so >/dev/null 2>&1 \
+                || die "ganesha's FSAL_CEPH is missing: install the Debian package nfs-ganesha-ceph (scripts/install-deps.sh)" ;;
+        ceph:*) die "ceph:PATH needs an absolute PATH, got '$dir'" ;;
+        *)
+            [ -d "$dir" ] || die "export dir $dir does not exist"
+            dir="$(cd "$dir" && pwd -P)" ;;
+    esac
     mkdir -p "$st"
     st="$(cd "$st" && pwd -P)"
 
     # idempotent: same export on the same port already up -> nothing to do
     pid="$(holder_pid "$st")"
-    if [ -n "$pid" ] && [ "$(cat "$st/args" 2>/dev/null)" = "$dir $port ${GANESHA_CACHING:-0} ${GANESHA_MINOR_VERSIONS:-}" ] && answers "$dir" "$port"; then
+    if [ -n "$pid" ] && [ "$(cat "$st/args" 2>/dev/null)" = "$dir $port ${GANESHA_CACHING:-0} ${GANESHA_MINOR_VERSIONS:-} ${GANESHA_CEPH_CONF:-} ${GANESHA_CEPH_FS:-} ${GANESHA_CEPH_ID:-}" ] && answers "$dir" "$port"; then
         return 0
     fi
     do_stop "$st"   # leftovers of a crashed run with this STATE_DIR
@@ -197,7 +231,7 @@ do_start() {
     done
 
     write_conf "$dir" "$port" "$st"
-    echo "$dir $port ${GANESHA_CACHING:-0} ${GANESHA_MINOR_VERSIONS:-}" > "$st/args"
+    echo "$dir $port ${GANESHA_CACHING:-0} ${GANESHA_MINOR_VERSIONS:-} ${GANESHA_CEPH_CONF:-} ${GANESHA_CEPH_FS:-} ${GANESHA_CEPH_ID:-}" > "$st/args"
     : > "$st/ganesha.log"; : > "$st/inner.log"; : > "$st/rpcbind.log"
 
     # setsid: not in the caller's process group / terminal, so ^C of a test does not half-kill it
