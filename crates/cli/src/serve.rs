@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// The Ceph client id to authenticate as [default: admin] (exports' `ceph_id=`).
     #[arg(long, value_name = "ID")]
     pub ceph_id: Option<String>,
+    /// The Ceph session's uuid, reclaimed at start [default: from the state directory's node
+    /// id, the file system and PATH] (exports' `ceph_uuid=`). Give a dead head's to take over.
+    #[arg(long, value_name = "UUID")]
+    pub ceph_uuid: Option<String>,
     /// Address and port for NFS, MOUNT and PORTMAP.
     #[arg(long, default_value = "127.0.0.1:2049")]
     pub listen: SocketAddr,
@@ -324,6 +328,7 @@ fn config_and_ceph(a: &ServeArgs) -> Result<(ServerConfig, Vec<crate::ceph::Ceph
                     conf,
                     fs_name: a.ceph_fs.clone(),
                     client_id: a.ceph_id.clone(),
+                    uuid: a.ceph_uuid.clone(),
                 });
                 vec![export_from_flags(a, std::path::Path::new(path))?]
             }
