@@ -32,7 +32,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ID")]
     pub ceph_id: Option<String>,
     /// The Ceph session's uuid, reclaimed at start [default: from the state directory's node
-    /// id, the file system and PATH] (exports' `ceph_uuid=`). Give a dead head's to take over.
+    /// id, the file system and PATH] (exports' `ceph_uuid=`). A dead server's, to take over its
+    /// Ceph session.
     #[arg(long, value_name = "UUID")]
     pub ceph_uuid: Option<String>,
     /// Address and port for NFS, MOUNT and PORTMAP.
