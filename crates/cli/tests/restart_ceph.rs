@@ -24,6 +24,11 @@ use std::time::{Duration, Instant};
 /// end can only be the clients' RECLAIM_COMPLETE, never its deadline.
 const GRACE_SECS: &str = "120";
 
+/// The lease: long, so that the first client, idle from the kill until the test makes it
+/// recover, does not renew (at a third of the lease) and recover on its own before the second
+/// client's OPEN has been seen waiting for grace.
+const LEASE_SECS: &str = "600";
+
 /// Bound on a server start (the Ceph mount is bounded by 10 s; a start takes about 1 s).
 const SERVER_START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -290,7 +295,7 @@ impl Rig {
                 .arg(&self.metrics)
                 .arg("--state-dir")
                 .arg(self.dir.path().join("state"))
-                .args(["--grace-secs", GRACE_SECS])
+                .args(["--grace-secs", GRACE_SECS, "--lease-secs", LEASE_SECS])
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
