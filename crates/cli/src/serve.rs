@@ -470,6 +470,18 @@ mod tests {
     }
 
     #[test]
+    fn a_ceph_export_takes_its_uuid_from_the_flag_or_leaves_it_to_the_default() {
+        let specs = |args: &[&str]| config_and_ceph(&parse(args)).unwrap().1;
+        let given = specs(&["ceph:/v", "--ceph-conf", "/c.conf", "--ceph-uuid", "head-a"]);
+        assert_eq!(given[0].uuid.as_deref(), Some("head-a"));
+        let default = specs(&["ceph:/v", "--ceph-conf", "/c.conf"]);
+        assert_eq!(
+            default[0].uuid, None,
+            "the state directory's default, at start"
+        );
+    }
+
+    #[test]
     fn threads_default_to_half_the_cpus() {
         assert_eq!(default_threads(1), 1);
         assert_eq!(default_threads(2), 1);
