@@ -10,13 +10,36 @@
 //! are leaked: a failed start ends the process anyway.)
 //!
 //! # Restart and reclaim (RFC 8881 §8.4.2, on Ceph)
-//! A gateway that restarts must get back the caps and locks its previous instance held, or
-//! the MDS keeps them until that session times out (a minute or more) and every NFS client's
-//! reclaim conflicts with them. libcephfs has the calls for this: the session is tagged with a
-//! stable uuid (`ceph_set_uuid`, one per node and export: [`CephConfig::uuid`]), and before
-//! mounting, `ceph_start_reclaim(uuid)` + `ceph_finish_reclaim` ask the MDS to drop whatever
-//! an earlier session with the same uuid still holds. The MDS answers ENOENT when there is
-//! nothing to reclaim (a first start), which is not an error.
+//! A gateway killed without unmounting leaves its MDS session open: the MDS keeps that
+//! session's caps and byte-range locks until the session times out (it goes stale after the
+//! file system's `session_timeout`, 60 s by default, and is evicted after `session_autoclose`,
+//! 300 s). Until then every NFS client's reclaim of a lock conflicts with the dead instance's
+//! own lock in Ceph, and so does any other Ceph client. libcephfs has calls to end that
+//! session at once (Ceph's `doc/dev/cephfs-reclaim.rst`); on a new client, after `ceph_init`
+//! and the file system's selection and before `ceph_mount`:
+//!
+//! ```text
+//!   ceph_start_reclaim(uuid, RESET)   the MDS looks for a session tagged `uuid`:
+//!        │                              none (first start, or it timed out): ENOENT
+//!        │                              found: evicted, its caps and locks dropped (and, by
+//!        │                              Ceph's default, its address blocklisted: libcephfs
+//!        │                              waits for the OSD map that says so, so the dead
+//!        │                              instance's late writes cannot land)
+//!   ceph_finish_reclaim               nothing is taken over in RESET mode: done at once
+//!   ceph_set_uuid(uuid)               tag this session for the next instance
+//!   ceph_mount
+//! ```
+//!
+//! The uuid is [`CephConfig::uuid`]: stable per node and export (`identity`). The tag can
+//! only be set before the mount, and Ceph's order is reclaim first, then the tag (a session
+//! that reclaimed inherits the old session's uuid anyway). What happened is [`CephMount::reclaim`],
+//! logged and shown in the start-up banner. A failed reclaim (other than ENOENT) is logged and
+//! the mount goes on: the old session then times out as it would without reclaim.
+//!
+//! The grace period is what makes dropping the old state safe: the restarted server grants no
+//! new NFS state until its clients have reclaimed, and their reclaims are taken again in Ceph
+//! by this new session. Two live sessions must never share a uuid: the second to start would
+//! evict the first.
 //!
 //! # Callbacks
 //! libcephfs tells its user when the MDS revoked cached data or metadata of an inode
@@ -51,8 +74,9 @@ pub struct CephConfig {
     pub path: String,
     /// Give up mounting after this long. Default [`MOUNT_TIMEOUT_DEFAULT`].
     pub mount_timeout: Duration,
-    /// The session's stable identity for reclaim after a restart (see the module notes); `None`:
-    /// no reclaim (each start is a new client to the MDS).
+    /// The session's stable identity for reclaim after a restart (see the module notes;
+    /// `sluice serve` gives [`default_session_uuid`](crate::default_session_uuid) unless told
+    /// otherwise); `None`: no reclaim and no tag (each start is a new client to the MDS).
     pub uuid: Option<String>,
 }
 
@@ -175,6 +199,30 @@ struct Counters {
     release_requests: AtomicU64,
 }
 
+/// What the start-up reclaim found (see the module notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reclaim {
+    /// No uuid configured: no reclaim asked, and the session is not tagged.
+    NotAsked,
+    /// No session with our uuid was left (a first start, or the old one had timed out).
+    NothingLeft,
+    /// An earlier session with our uuid was found and dropped, with its caps and locks.
+    Reclaimed,
+    /// `ceph_start_reclaim` failed with this errno (logged; the old session times out).
+    Failed(i32),
+}
+
+impl std::fmt::Display for Reclaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reclaim::NotAsked => write!(f, "no reclaim (no session uuid)"),
+            Reclaim::NothingLeft => write!(f, "no earlier session to reclaim"),
+            Reclaim::Reclaimed => write!(f, "reclaimed the previous instance's session"),
+            Reclaim::Failed(errno) => write!(f, "reclaim failed: {}", errno_text(*errno)),
+        }
+    }
+}
+
 /// A mounted libcephfs client. Unmounted and released on drop.
 pub struct CephMount {
     pub(crate) lib: &'static Lib,
@@ -184,6 +232,8 @@ pub struct CephMount {
     _callbacks: Box<(CallbackArgs, Arc<Counters>)>,
     mons: String,
     fs_name: String,
+    uuid: Option<String>,
+    reclaim: Reclaim,
 }
 
 // SAFETY: a libcephfs mount may be used from many threads at once (the client serializes
@@ -277,8 +327,8 @@ impl CephMount {
             .spawn(job)
             .map_err(|e| mount_err(format!("cannot start a thread: {e}")))?;
         let margin = Duration::from_secs(5);
-        match rx.recv_timeout(config.mount_timeout + margin) {
-            Ok((Ok(()), _)) => {}
+        let reclaim = match rx.recv_timeout(config.mount_timeout + margin) {
+            Ok((Ok(reclaim), _)) => reclaim,
             Ok((Err(e), cm)) => {
                 // SAFETY: not mounted (mount_steps failed); released once.
                 unsafe { (lib.ceph_release)(cm.0) };
@@ -289,7 +339,7 @@ impl CephMount {
                 std::mem::forget(callbacks);
                 return Err(mount_err("no answer".into()));
             }
-        }
+        };
         Ok(CephMount {
             lib,
             cmount,
@@ -297,6 +347,8 @@ impl CephMount {
             _callbacks: callbacks,
             mons,
             fs_name,
+            uuid: config.uuid.clone(),
+            reclaim,
         })
     }
 
@@ -308,6 +360,16 @@ impl CephMount {
     /// The file system's name as configured ("(default)" when none was).
     pub fn fs_name(&self) -> &str {
         &self.fs_name
+    }
+
+    /// The uuid this session is tagged with, if any ([`CephConfig::uuid`]).
+    pub fn uuid(&self) -> Option<&str> {
+        self.uuid.as_deref()
+    }
+
+    /// What the start-up reclaim found (see the module notes).
+    pub fn reclaim(&self) -> Reclaim {
+        self.reclaim
     }
 
     /// libcephfs's version.
@@ -365,8 +427,8 @@ impl Drop for CephMount {
     }
 }
 
-/// The steps that talk to the cluster, in the mounting thread. Errors are short texts for
-/// [`CephError::Mount`].
+/// The steps that talk to the cluster, in the mounting thread, in the order the module notes
+/// give. Errors are short texts for [`CephError::Mount`].
 fn mount_steps(
     lib: &'static Lib,
     cmount: *mut MountInfo,
@@ -374,7 +436,7 @@ fn mount_steps(
     path: String,
     uuid: Option<String>,
     callbacks: *mut CallbackArgs,
-) -> Result<(), String> {
+) -> Result<Reclaim, String> {
     let step = |what: &str, r: i32| -> Result<(), String> {
         if r < 0 {
             Err(format!("{what}: {}", errno_text(-r)))
@@ -396,17 +458,21 @@ fn mount_steps(
                 (lib.ceph_select_filesystem)(cmount, c.as_ptr()),
             )?;
         }
+        let mut reclaim = Reclaim::NotAsked;
         if let Some(uuid) = uuid {
-            let c = CString::new(uuid).map_err(|_| "uuid has a NUL".to_string())?;
-            // Ask the MDS to drop what an earlier instance with our uuid still holds. ENOENT:
-            // there was none; other failures are logged and the mount goes on (the old
-            // session then times out as it would without reclaim).
+            let c = CString::new(uuid.clone()).map_err(|_| "uuid has a NUL".to_string())?;
             let r = (lib.ceph_start_reclaim)(cmount, c.as_ptr(), ffi::RECLAIM_RESET);
-            if r == 0 {
-                (lib.ceph_finish_reclaim)(cmount);
-                tracing::info!("ceph: reclaimed the previous instance's session");
-            } else if r != -libc::ENOENT {
-                tracing::warn!("ceph: reclaim failed: {}", errno_text(-r));
+            reclaim = match r {
+                0 => {
+                    (lib.ceph_finish_reclaim)(cmount);
+                    Reclaim::Reclaimed
+                }
+                r if r == -libc::ENOENT => Reclaim::NothingLeft,
+                r => Reclaim::Failed(-r),
+            };
+            match reclaim {
+                Reclaim::Failed(_) => tracing::warn!(uuid, "ceph: {reclaim}"),
+                _ => tracing::info!(uuid, "ceph: {reclaim}"),
             }
             (lib.ceph_set_uuid)(cmount, c.as_ptr());
         }
@@ -416,8 +482,8 @@ fn mount_steps(
             &format!("mounting {path}"),
             (lib.ceph_mount)(cmount, p.as_ptr()),
         )?;
+        Ok(reclaim)
     }
-    Ok(())
 }
 
 fn conf_get(lib: &Lib, cmount: *mut MountInfo, key: &str) -> Option<String> {
