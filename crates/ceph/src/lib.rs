@@ -8,7 +8,9 @@
 //! * `ffi`: the libcephfs calls used, as a table of function pointers filled by `dlopen` when
 //!   the first Ceph export is configured (a binary without Ceph installed runs as before).
 //! * `mount`: [`CephMount`], one libcephfs session: bounded mount time, reclaim after a
-//!   restart, the MDS's cache callbacks, and per-call counts and latency ([`CephStats`]).
+//!   restart, the MDS's cache callbacks, and per-call counts, failures and latency
+//!   ([`CephStats`], shown by `sluice stats` and `/metrics` through
+//!   `FileSystem::backend_stats`).
 //! * `cephfs`: [`CephFs`], the trait over `ceph_ll_*`: handles from (ino, snapid) with a MAC,
 //!   attributes from `ceph_statx` with Ceph's change counter, and byte-range locks taken in
 //!   Ceph ([`CephFs::set_lock`], which other Ceph clients see; the NFSv4 LOCK handlers do not
