@@ -8,8 +8,9 @@
 //! * `ffi`: the libcephfs calls used, as a table of function pointers filled by `dlopen` when
 //!   the first Ceph export is configured (a binary without Ceph installed runs as before).
 //! * `mount`: [`CephMount`], one libcephfs session: bounded mount time, reclaim after a
-//!   restart ([`Reclaim`]), the MDS's cache callbacks, and per-call counts and latency
-//!   ([`CephStats`]).
+//!   restart ([`Reclaim`]), the MDS's cache callbacks, and per-call counts, failures and
+//!   latency ([`CephStats`], shown by `sluice stats` and `/metrics` through
+//!   `FileSystem::backend_stats`).
 //! * `identity`: the session's uuid for reclaim, stable per node (a node id kept in the state
 //!   directory) and export ([`default_session_uuid`]).
 //! * `cephfs`: [`CephFs`], the trait over `ceph_ll_*`: handles from (ino, snapid) with a MAC,

@@ -48,8 +48,16 @@
 //! holds an inode reference only during a call (and the export root's for the mount's
 //! lifetime), so there is nothing to drop: the callbacks count what the MDS asked (shown in
 //! [`CephStats`]) and every next request goes through libcephfs, whose caps are then gone.
+//!
+//! # Counting
+//! Every libcephfs call goes through [`CephMount::call`], which counts it under its
+//! [`CallKind`] in a [`ProcStats`] (count, failures, latency histogram: the server's own shape
+//! for its NFS calls), so `sluice stats` and `/metrics` show where the time of a slow NFS call
+//! went ([`CephStats::backend`], read through `FileSystem::backend_stats`). A call failed when
+//! it returned a negative errno; "not found" is a failure to libcephfs and counts as one here.
 
 use crate::ffi::{self, CallbackArgs, Inode, Lib, MountInfo, Vino};
+use sluice_vfs::stats::{BackendStats, CallStats, ProcStats};
 use std::ffi::{CStr, CString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -113,7 +121,8 @@ fn errno_text(errno: i32) -> String {
     )
 }
 
-/// One counted kind of libcephfs call.
+/// One counted kind of libcephfs call. Declared in [`CallKind::ALL`]'s order (the counters
+/// are indexed by the discriminant).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallKind {
     Lookup,
@@ -176,12 +185,12 @@ impl CallKind {
     }
 }
 
-/// Calls made and the time spent in them, per kind, and the MDS's requests through the
-/// callbacks, since the mount.
+/// Calls made, their failures and the time spent in them, per kind, and the MDS's requests
+/// through the callbacks, since the mount.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CephStats {
-    /// (kind, calls, total time in libcephfs in nanoseconds), in [`CallKind::ALL`] order.
-    pub calls: Vec<(CallKind, u64, u64)>,
+    /// Per kind, in [`CallKind::ALL`] order: calls, failures and their latency in libcephfs.
+    pub calls: Vec<(CallKind, CallStats)>,
     /// Inode data/metadata invalidations from the MDS (`ino_cb`).
     pub invalidations: u64,
     /// Directory entry invalidations (`dentry_cb`).
@@ -190,10 +199,60 @@ pub struct CephStats {
     pub release_requests: u64,
 }
 
+impl CephStats {
+    /// The calls of `kind`.
+    pub fn of(&self, kind: CallKind) -> CallStats {
+        self.calls
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, c)| *c)
+            .unwrap_or_default()
+    }
+
+    /// The same counters in the version-neutral shape of `FileSystem::backend_stats`: backend
+    /// `ceph`, calls by [`CallKind::name`], the callbacks as events.
+    pub fn backend(&self) -> BackendStats {
+        BackendStats {
+            backend: "ceph",
+            calls: self.calls.iter().map(|(k, c)| (k.name(), *c)).collect(),
+            events: vec![
+                ("inode_invalidations", self.invalidations),
+                ("dentry_invalidations", self.dentry_invalidations),
+                ("release_requests", self.release_requests),
+            ],
+        }
+    }
+}
+
+/// What a call returned, as far as counting goes: whether it failed.
+pub(crate) trait CallResult {
+    fn failed(&self) -> bool;
+}
+
+/// libcephfs's int results: a negative errno on failure.
+impl CallResult for i32 {
+    fn failed(&self) -> bool {
+        *self < 0
+    }
+}
+
+/// Offsets and counts (`off_t`, `int64_t`): negative errno on failure.
+impl CallResult for i64 {
+    fn failed(&self) -> bool {
+        *self < 0
+    }
+}
+
+/// Calls that return nothing cannot fail.
+impl CallResult for () {
+    fn failed(&self) -> bool {
+        false
+    }
+}
+
 #[derive(Default)]
 struct Counters {
-    calls: [AtomicU64; CallKind::ALL.len()],
-    nanos: [AtomicU64; CallKind::ALL.len()],
+    calls: [ProcStats; CallKind::ALL.len()],
     invalidations: AtomicU64,
     dentry_invalidations: AtomicU64,
     release_requests: AtomicU64,
@@ -231,7 +290,8 @@ pub struct CephMount {
     /// Kept alive for libcephfs's callbacks (its `handle` points at it).
     _callbacks: Box<(CallbackArgs, Arc<Counters>)>,
     mons: String,
-    fs_name: String,
+    fs_name: Option<String>,
+    client: String,
     uuid: Option<String>,
     reclaim: Reclaim,
 }
@@ -282,7 +342,22 @@ impl CephMount {
             unsafe { (lib.ceph_conf_set)(cmount, k.as_ptr(), v.as_ptr()) };
         }
         let mons = conf_get(lib, cmount, "mon_host").unwrap_or_else(|| "(none)".into());
-        let fs_name = config.fs_name.clone().unwrap_or_else(|| "(default)".into());
+        // The entity name: libcephfs 16 does not answer `name` through ceph_conf_get, and it is
+        // `client.<id>` with ceph_create's id, `admin` when none is given (CEPH_ARGS is not read).
+        let client = conf_get(lib, cmount, "name").unwrap_or_else(|| {
+            format!("client.{}", config.client_id.as_deref().unwrap_or("admin"))
+        });
+        // The file system: named by the caller, or by the configuration (`client_fs`, called
+        // `client_mds_namespace` before Ceph 16), or else the cluster's default, whose name
+        // libcephfs does not tell (nor its number: `ceph_get_fs_cid` answers 0 for a mount of
+        // the default file system).
+        let fs_configured = config.fs_name.clone().or_else(|| {
+            ["client_fs", "client_mds_namespace"]
+                .iter()
+                .filter_map(|k| conf_get(lib, cmount, k))
+                .find(|v| !v.is_empty())
+        });
+        let fs_name = fs_configured.clone().unwrap_or_else(|| "(default)".into());
         let counters = Arc::new(Counters::default());
         let mut callbacks = Box::new((
             CallbackArgs {
@@ -346,7 +421,8 @@ impl CephMount {
             counters,
             _callbacks: callbacks,
             mons,
-            fs_name,
+            fs_name: fs_configured,
+            client,
             uuid: config.uuid.clone(),
             reclaim,
         })
@@ -357,9 +433,15 @@ impl CephMount {
         &self.mons
     }
 
-    /// The file system's name as configured ("(default)" when none was).
-    pub fn fs_name(&self) -> &str {
-        &self.fs_name
+    /// The file system's name as configured (the mount's argument or the configuration's
+    /// `client_fs`); `None`: the cluster's default.
+    pub fn fs_name(&self) -> Option<&str> {
+        self.fs_name.as_deref()
+    }
+
+    /// The Ceph client name the session authenticated as (`client.admin`), for the banner.
+    pub fn client_name(&self) -> &str {
+        &self.client
     }
 
     /// The uuid this session is tagged with, if any ([`CephConfig::uuid`]).
@@ -382,14 +464,7 @@ impl CephMount {
         CephStats {
             calls: CallKind::ALL
                 .iter()
-                .enumerate()
-                .map(|(i, k)| {
-                    (
-                        *k,
-                        c.calls[i].load(Ordering::Relaxed),
-                        c.nanos[i].load(Ordering::Relaxed),
-                    )
-                })
+                .map(|k| (*k, c.calls[*k as usize].snapshot()))
                 .collect(),
             invalidations: c.invalidations.load(Ordering::Relaxed),
             dentry_invalidations: c.dentry_invalidations.load(Ordering::Relaxed),
@@ -397,14 +472,11 @@ impl CephMount {
         }
     }
 
-    /// Runs one libcephfs call, counting it and its time under `kind`.
-    pub(crate) fn call<T>(&self, kind: CallKind, f: impl FnOnce() -> T) -> T {
+    /// Runs one libcephfs call, counting it, whether it failed and its time under `kind`.
+    pub(crate) fn call<T: CallResult>(&self, kind: CallKind, f: impl FnOnce() -> T) -> T {
         let t0 = Instant::now();
         let r = f();
-        let i = CallKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
-        self.counters.calls[i].fetch_add(1, Ordering::Relaxed);
-        let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.counters.nanos[i].fetch_add(ns, Ordering::Relaxed);
+        self.counters.calls[kind as usize].record(t0.elapsed(), !r.failed());
         r
     }
 
@@ -552,5 +624,56 @@ unsafe extern "C" fn on_dentry_invalidate(
 unsafe extern "C" fn on_ino_release(handle: *mut libc::c_void, _ino: Vino) {
     if let Some(c) = counters(handle) {
         c.release_requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_kinds_index_their_counters_in_all_order() {
+        for (i, k) in CallKind::ALL.iter().enumerate() {
+            assert_eq!(*k as usize, i, "{k:?}");
+        }
+    }
+
+    #[test]
+    fn the_neutral_shape_names_every_kind_and_the_callbacks() {
+        let read = ProcStats::default();
+        read.record(Duration::from_micros(300), true);
+        read.record(Duration::from_micros(3), false);
+        let stats = CephStats {
+            calls: CallKind::ALL
+                .iter()
+                .map(|k| {
+                    let c = if *k == CallKind::Read {
+                        read.snapshot()
+                    } else {
+                        CallStats::default()
+                    };
+                    (*k, c)
+                })
+                .collect(),
+            invalidations: 2,
+            dentry_invalidations: 1,
+            release_requests: 0,
+        };
+        assert_eq!(stats.of(CallKind::Read).calls, 2);
+        assert_eq!(stats.of(CallKind::Read).errors, 1);
+        let b = stats.backend();
+        assert_eq!(b.backend, "ceph");
+        let names: Vec<&str> = b.calls.iter().map(|(n, _)| *n).collect();
+        let expected: Vec<&str> = CallKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names, expected);
+        assert_eq!(b.calls[CallKind::Read as usize].1.latency_micros_total, 303);
+        assert_eq!(
+            b.events,
+            [
+                ("inode_invalidations", 2),
+                ("dentry_invalidations", 1),
+                ("release_requests", 0)
+            ]
+        );
     }
 }

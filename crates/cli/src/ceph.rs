@@ -161,14 +161,7 @@ pub fn open_all(
         });
         let fs =
             CephFs::new(cfg).map_err(|err| format!("cannot export ceph:{}: {err}", spec.path))?;
-        banner.push(format!(
-            "  ceph:{} is {} of file system {} (monitors {}, libcephfs {})",
-            spec.path,
-            spec.path,
-            fs.mount().fs_name(),
-            fs.mount().monitors(),
-            fs.mount().library_version()
-        ));
+        banner.push(banner_line(&spec.path, fs.mount()));
         banner.push(format!(
             "  ceph:{} session {}: {}",
             spec.path,
@@ -183,6 +176,21 @@ pub fn open_all(
     }
     config.exports = exports;
     Ok((entries, banner))
+}
+
+/// The start-up banner's line for one Ceph export: where it is in which file system, and the
+/// cluster reached (its monitors as configured), as whom, through which libcephfs.
+fn banner_line(path: &str, mount: &sluice_ceph::CephMount) -> String {
+    let fs = match mount.fs_name() {
+        Some(name) => format!("file system {name}"),
+        None => "the cluster's default file system".to_string(),
+    };
+    format!(
+        "  ceph:{path} is {path} of {fs} (monitors {}, as {}, libcephfs {})",
+        mount.monitors(),
+        mount.client_name(),
+        mount.library_version()
+    )
 }
 
 #[cfg(test)]
