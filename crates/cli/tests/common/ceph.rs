@@ -77,11 +77,17 @@ impl CephCluster {
 
 impl Drop for CephCluster {
     fn drop(&mut self) {
+        // fusermount3 normally unmounts; the lazy umount is for a ceph-fuse that died, and
+        // says "not mounted" otherwise.
         let _ = Command::new("fusermount3")
             .arg("-u")
             .arg(&self.fuse)
             .status();
-        let _ = Command::new("umount").arg("-l").arg(&self.fuse).status();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(&self.fuse)
+            .stderr(Stdio::null())
+            .status();
         let _ = Command::new("bash")
             .arg(script())
             .arg("stop")
