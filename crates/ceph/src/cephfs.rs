@@ -233,6 +233,14 @@ impl FileSystem for CephFs {
     fn backend_stats(&self) -> Option<sluice_vfs::stats::BackendStats> {
         Some(self.stats().backend())
     }
+    /// None until a Ceph delegation (`ceph_ll_delegation`) stands behind each: other Ceph
+    /// clients (ceph-fuse, the kernel client, another sluice head) change files without this
+    /// server knowing, and an NFSv4 client holding a delegation would keep reading its stale
+    /// cache (the kernel client's next open of a file rewritten through ceph-fuse read the old
+    /// bytes for as long as it held the read delegation).
+    fn delegations_allowed(&self) -> bool {
+        false
+    }
     fn write_verifier(&self) -> [u8; 8] {
         self.verifier.load(Ordering::Relaxed).to_be_bytes()
     }

@@ -69,6 +69,14 @@ pub trait FileSystem: Send + Sync {
     fn change_kind(&self) -> ChangeKind {
         ChangeKind::Ctime
     }
+    /// Whether NFSv4 delegations may be granted on this file system's files. A delegation
+    /// promises its holder that nobody changes the file without recalling it first, so the
+    /// holder serves reads, opens and attributes from its cache; only a file system whose
+    /// changes all go through this server (or through something that tells it, as a backing
+    /// delegation from a shared file system would) can keep that promise. Default: true.
+    fn delegations_allowed(&self) -> bool {
+        true
+    }
     /// The alignment [`FileSystem::clone_range`] needs of its offsets and length (except a
     /// length that reaches the source's end), for NFSv4.2's `clone_blksize` (RFC 7862 §12.2.1);
     /// 0: none stated (no reflinks, or any range clones). Default 0.

@@ -6,6 +6,8 @@
 //! instead of silently skipping the interop proof.
 #![allow(dead_code)]
 
+pub mod ceph;
+
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -78,8 +80,11 @@ pub fn free_port() -> u16 {
 pub struct Sluice {
     child: Child,
     pub port: u16,
-    /// The exported directory (canonical path, as MOUNT expects it).
+    /// The exported directory (canonical path, as MOUNT expects it), or the exports file
+    /// given to `--exports` ([`Sluice::start_exports`]).
     pub export: PathBuf,
+    /// `export` is an exports file.
+    exports_file: bool,
     pub log: PathBuf,
     state_dir: PathBuf,
     extra: Vec<String>,
@@ -91,17 +96,34 @@ impl Sluice {
     /// Serves `export` with `state_dir` and the extra flags on a free loopback port. Retries
     /// with another port if the chosen one was taken in between.
     pub fn start(export: &Path, state_dir: &Path, extra: &[&str], log: &Path) -> Sluice {
+        Sluice::start_serving(export, false, state_dir, extra, log)
+    }
+
+    /// As [`Sluice::start`], serving the exports of an exports file (`--exports FILE`, which
+    /// also holds the squash and Ceph options) instead of one directory.
+    pub fn start_exports(file: &Path, state_dir: &Path, extra: &[&str], log: &Path) -> Sluice {
+        Sluice::start_serving(file, true, state_dir, extra, log)
+    }
+
+    fn start_serving(
+        export: &Path,
+        exports_file: bool,
+        state_dir: &Path,
+        extra: &[&str],
+        log: &Path,
+    ) -> Sluice {
         let export = export.canonicalize().expect("export dir exists");
         for _attempt in 0..5 {
             let port = free_port();
             let _ = std::fs::remove_file(log);
             let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
             let started_before = 0;
-            let child = spawn_server(&export, port, state_dir, &extra, log);
+            let child = spawn_server(&export, exports_file, port, state_dir, &extra, log);
             let mut s = Sluice {
                 child,
                 port,
                 export: export.clone(),
+                exports_file,
                 log: log.to_path_buf(),
                 state_dir: state_dir.to_path_buf(),
                 extra,
@@ -161,6 +183,7 @@ impl Sluice {
             let started_before = self.times_started();
             self.child = spawn_server(
                 &self.export,
+                self.exports_file,
                 self.port,
                 &self.state_dir,
                 &self.extra,
@@ -233,16 +256,27 @@ impl Drop for Sluice {
 /// How long [`Sluice::restart`] retries binding the old port.
 pub const RESTART_BIND_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `sluice serve` with its output appended to `log`.
-fn spawn_server(export: &Path, port: u16, state_dir: &Path, extra: &[String], log: &Path) -> Child {
+/// `sluice serve` with its output appended to `log`; `export` is a directory, or an exports
+/// file when `exports_file`.
+fn spawn_server(
+    export: &Path,
+    exports_file: bool,
+    port: u16,
+    state_dir: &Path,
+    extra: &[String],
+    log: &Path,
+) -> Child {
     let logf = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .expect("open server log");
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("serve")
-        .arg(export)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.arg("serve");
+    if exports_file {
+        cmd.arg("--exports");
+    }
+    cmd.arg(export)
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .arg("--state-dir")

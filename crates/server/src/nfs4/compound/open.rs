@@ -200,6 +200,10 @@ impl Nfs4 {
             )?;
             ctx.stateid = Some(stateid);
             match a.claim {
+                // None on a file system that cannot keep a delegation's promise
+                // (`FileSystem::delegations_allowed`: a Ceph export, which other Ceph clients
+                // change behind this server's back).
+                _ if !fs.delegations_allowed() => OpenDelegation4::None,
                 OpenClaim4::Null(_) | OpenClaim4::Fh => {
                     let now_attrs = sluice_nfs4state::delegations::table::SizeChange {
                         size: attr.size,
