@@ -252,6 +252,45 @@ impl LockTable {
         debug_assert!(r.is_ok());
     }
 
+    /// `owner`'s locks on `file`, by offset (what [`LockTable::restore`] puts back).
+    pub fn owner_locks(&self, file: &[u8], owner: &Owner) -> Vec<Lock> {
+        let mut v: Vec<Lock> = self
+            .locks_of(file)
+            .iter()
+            .filter(|l| l.owner == *owner)
+            .cloned()
+            .collect();
+        v.sort_by_key(|l| l.range.first);
+        v
+    }
+
+    /// Puts `owner`'s locks on `file` back as [`LockTable::owner_locks`] saw them (undoing a
+    /// LOCK the backend refused). The counts follow; the bounds are not checked, since the
+    /// ranges fitted before.
+    pub fn restore(&mut self, file: &[u8], owner: &Owner, before: Vec<Lock>) {
+        let mine_now = self
+            .locks_of(file)
+            .iter()
+            .filter(|l| l.owner == *owner)
+            .count();
+        if mine_now == 0 && before.is_empty() {
+            return;
+        }
+        let back = before.len();
+        let v = self.files.entry(Bytes::copy_from_slice(file)).or_default();
+        v.retain(|l| l.owner != *owner);
+        v.extend(before);
+        if v.is_empty() {
+            self.files.remove(file);
+        }
+        self.total = self.total + back - mine_now;
+        let n = self.per_client.entry(owner.clientid).or_default();
+        *n = *n + back - mine_now;
+        if *n == 0 {
+            self.per_client.remove(&owner.clientid);
+        }
+    }
+
     /// Drops every lock of a client.
     pub fn remove_client(&mut self, clientid: ClientId4) {
         let mut dropped = 0;
