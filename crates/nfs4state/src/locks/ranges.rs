@@ -1,7 +1,9 @@
 //! Byte-range locks as a pure table (RFC 8881 §9, §18.10-§18.12): which lock owner holds which
-//! ranges of which file, READ or WRITE, and whether a new lock conflicts. No OS file is locked:
-//! the locks are advisory and live only here, as the Linux client expects of a server (it
-//! never relies on mandatory locking), and READ / WRITE do not consult them.
+//! ranges of which file, READ or WRITE, and whether a new lock conflicts. The locks are
+//! advisory, as the Linux client expects of a server (it never relies on mandatory locking),
+//! and READ / WRITE do not consult them. This table decides for the server's clients; a
+//! backend other clients share (CephFS) takes the same locks too, told by the server's driver
+//! (see `stateids`, "Backend locks").
 //!
 //! # Ranges
 //! A lock covers an inclusive range `[first, last]` of 64-bit offsets. On the wire it is
