@@ -51,7 +51,11 @@
 //! methods; what they call lives beside it by role: `handles` (handles, resolution, the call
 //! guards, name checks), `namespace` (lookups, directory changes, creation, SETATTR, removal),
 //! `data` (permission checks of READ and WRITE, reads, writes, fsync, fallocate) and `locks`
-//! ([`CephFs::set_lock`] and [`CephLock`]).
+//! (the NFS server's byte-range locks taken in Ceph too, [`CephFs::set_lock`] and
+//! [`CephLock`]). No delegations are granted on this backend
+//! ([`FileSystem::grants_delegations`] is false): a delegation would promise an NFS client
+//! that no other Ceph client changes the file unseen, which only a Ceph delegation
+//! (`ceph_ll_delegation`) behind it could keep; that is future work.
 
 // As in sluice_vfs: the failure side carries the failure reply's attributes.
 #![allow(clippy::result_large_err)]
@@ -64,10 +68,10 @@ use sha2::Sha256;
 use sluice_vfs::handle::{load_or_create_secret, SECRET_BYTES};
 use sluice_vfs::{
     access, fsprops, Attr, Caller, ChangeKind, CopyOk, CreateHow, CreateOk, DeviceId, DirEntry,
-    ExportId, FileHandle, FileSystem, FileType, FsError, FsInfo, FsStat, LinkRes, LookupOk,
-    PathConf, ReadOk, ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat, SetAttr, SetTime, StableHow,
-    Time, Wcc, WccAttr, WriteOk, COPY_BYTES_MAX, IO_BYTES_MAX_DEFAULT, NAME_MAX,
-    READDIR_BYTES_PREF_DEFAULT, SYMLINK_TARGET_MAX,
+    ExportId, FileHandle, FileSystem, FileType, FsError, FsInfo, FsStat, LinkRes, LockConflict,
+    LockError, LockType, LookupOk, PathConf, ReadOk, ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat,
+    SetAttr, SetTime, StableHow, Time, Wcc, WccAttr, WriteOk, COPY_BYTES_MAX, IO_BYTES_MAX_DEFAULT,
+    NAME_MAX, READDIR_BYTES_PREF_DEFAULT, SYMLINK_TARGET_MAX,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,6 +133,8 @@ pub struct CephFs {
     mac: Hmac<Sha256>,
     verifier: AtomicU64,
     config: CephFsConfig,
+    /// The open files holding the NFS server's locks (`locks`).
+    locks: locks::HeldLocks,
 }
 
 // SAFETY: `root` is a reference held for the lifetime of the mount; libcephfs calls on it are
@@ -184,6 +190,7 @@ impl CephFs {
             mac,
             verifier: AtomicU64::new(random_u64()),
             config,
+            locks: locks::HeldLocks::default(),
         };
         let st = fs.statx(root).map_err(|e| CephError::Call {
             what: format!("getattr of the export root: {e}"),
@@ -233,19 +240,54 @@ impl FileSystem for CephFs {
     fn backend_stats(&self) -> Option<sluice_vfs::stats::BackendStats> {
         Some(self.stats().backend())
     }
-    /// None until a Ceph delegation (`ceph_ll_delegation`) stands behind each: other Ceph
-    /// clients (ceph-fuse, the kernel client, another sluice head) change files without this
-    /// server knowing, and an NFSv4 client holding a delegation would keep reading its stale
-    /// cache (the kernel client's next open of a file rewritten through ceph-fuse read the old
-    /// bytes for as long as it held the read delegation).
-    fn delegations_allowed(&self) -> bool {
-        false
-    }
     fn write_verifier(&self) -> [u8; 8] {
         self.verifier.load(Ordering::Relaxed).to_be_bytes()
     }
     fn reset_write_verifier(&self) {
         self.verifier.store(random_u64(), Ordering::Relaxed);
+    }
+    fn lock(
+        &self,
+        fh: &FileHandle,
+        owner_key: u64,
+        kind: LockType,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), LockError> {
+        self.push_lock(fh, owner_key, kind, offset, len)
+    }
+    fn unlock(
+        &self,
+        fh: &FileHandle,
+        owner_key: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), FsError> {
+        self.push_unlock(fh, owner_key, offset, len)
+    }
+    fn test_lock(
+        &self,
+        fh: &FileHandle,
+        owner_key: u64,
+        kind: LockType,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<LockConflict>, FsError> {
+        self.test_pushed_lock(fh, owner_key, kind, offset, len)
+    }
+    fn release_locks(&self, file: &[u8], owner_key: u64) {
+        self.release_pushed_locks(file, owner_key)
+    }
+    fn release_lock_owner(&self, owner_key: u64) {
+        self.release_pushed_owner(owner_key)
+    }
+    /// None until a Ceph delegation (`ceph_ll_delegation`) stands behind each: other Ceph
+    /// clients (ceph-fuse, the kernel client, another sluice head) change files without this
+    /// server knowing, and an NFSv4 client holding a delegation would keep reading its stale
+    /// cache (the kernel client's next open of a file rewritten through ceph-fuse read the old
+    /// bytes for as long as it held the read delegation).
+    fn grants_delegations(&self) -> bool {
+        false
     }
 
     fn getattr(&self, fh: &FileHandle) -> Result<Attr, FsError> {

@@ -14,9 +14,10 @@
 //! * `identity`: the session's uuid for reclaim, stable per node (a node id kept in the state
 //!   directory) and export ([`default_session_uuid`]).
 //! * `cephfs`: [`CephFs`], the trait over `ceph_ll_*`: handles from (ino, snapid) with a MAC,
-//!   attributes from `ceph_statx` with Ceph's change counter, and byte-range locks taken in
-//!   Ceph ([`CephFs::set_lock`], which other Ceph clients see; the NFSv4 LOCK handlers do not
-//!   call it yet, and no delegation is backed by Ceph yet).
+//!   attributes from `ceph_statx` with Ceph's change counter, and the NFSv4 server's
+//!   byte-range locks taken in Ceph too (`FileSystem::lock` and its kin over `ceph_ll_setlk`
+//!   and `ceph_ll_getlk`, so other Ceph clients see them; [`CephFs::set_lock`] for one lock of
+//!   its own). No delegation is backed by Ceph yet, so none is granted on this backend.
 
 mod cephfs;
 pub mod ffi;

@@ -5,6 +5,15 @@
 //! The processor resolves the special "current" stateid in the arguments before calling, and
 //! passes the current file's key as `file` (its handle's `FileSystem::state_key`: locks taken
 //! through two hard links of one file conflict, as knfsd's, which are the inode's).
+//!
+//! # Backends that hold the locks too
+//! On a backend that also takes the locks (CephFS, so other Ceph clients see them), the table
+//! here decides first and the backend second: [`State4::lock_undoable`] makes the change and
+//! returns a [`LockUndo`], the driver asks the backend, and if the backend refuses (another
+//! Ceph client holds a conflicting lock) [`State4::undo_lock`] puts the owner's ranges and its
+//! stateid back as they were, so the client sees NFS4ERR_DENIED and nothing else changed. The
+//! driver holds the state's lock across both, so nobody sees the change in between. What is
+//! released goes the other way, as data (`stateids`' module notes).
 
 pub mod ranges;
 pub mod stateids;
@@ -36,6 +45,24 @@ impl From<Nfsstat4> for LockRefused {
     }
 }
 
+/// How to take back a LOCK the state granted ([`State4::undo_lock`]), and what the backend
+/// is to lock for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockUndo {
+    /// The lock stateid granted.
+    pub stateid: Stateid4,
+    /// The lock owner's backend number ([`stateids::LockState::owner_key`]).
+    pub owner_key: u64,
+    pub kind: LockKind,
+    pub range: Range,
+    /// The stateid was created by this LOCK.
+    created: bool,
+    seqid_before: u32,
+    file: bytes::Bytes,
+    owner: Owner,
+    ranges_before: Vec<Lock>,
+}
+
 impl State4 {
     /// LOCK (§18.10.4). Returns the new or bumped lock stateid.
     pub fn lock(
@@ -45,6 +72,32 @@ impl State4 {
         file: &[u8],
         a: &LockArgs,
     ) -> Result<Stateid4, LockRefused> {
+        self.lock_undoable(now, clientid, file, a)
+            .map(|u| u.stateid)
+    }
+
+    /// Takes back a LOCK granted by [`State4::lock_undoable`] with no state call in between:
+    /// the owner's ranges on the file and its stateid's seqid as they were before, or the
+    /// stateid gone if that LOCK created it. Courtesy clients it expired stay expired.
+    pub fn undo_lock(&mut self, u: LockUndo) {
+        if u.created {
+            self.locks.uncreate(&u.stateid.other);
+            return;
+        }
+        self.locks
+            .ranges
+            .restore(&u.file, &u.owner, u.ranges_before);
+        self.locks.set_seqid(&u.stateid.other, u.seqid_before);
+    }
+
+    /// LOCK (§18.10.4), with what [`State4::undo_lock`] needs to take it back.
+    pub fn lock_undoable(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+        file: &[u8],
+        a: &LockArgs,
+    ) -> Result<LockUndo, LockRefused> {
         let kind = LockKind::from_wire(a.locktype)?;
         let range = Range::from_wire(a.offset, a.length)?;
         self.clients.get(clientid)?;
@@ -79,6 +132,7 @@ impl State4 {
                 }
             }
         }
+        let ranges_before = self.locks.ranges.owner_locks(file, &owner);
         loop {
             match self.locks.ranges.lock(file, &owner, kind, range) {
                 Ok(()) => break,
@@ -87,20 +141,42 @@ impl State4 {
                 Err(LockError::Denied(l)) => return Err(LockRefused::Denied(denied(&l))),
             }
         }
-        Ok(match existing {
-            Some(other) => self.locks.bump(&other),
+        let (stateid, seqid_before) = match existing {
+            Some(other) => {
+                let before = self.locks.get(&other).map_or(0, |s| s.seqid);
+                (self.locks.bump(&other), before)
+            }
             None => {
                 let opens = &self.opens;
-                self.locks.create(
+                let sid = self.locks.create(
                     clientid,
-                    owner.owner,
+                    owner.owner.clone(),
                     bytes::Bytes::copy_from_slice(file),
                     open,
                     self.entropy.as_mut(),
                     &|o| opens.get(o).is_some(),
-                )
+                );
+                (sid, 0)
             }
+        };
+        let owner_key = self.locks.get(&stateid.other).map_or(0, |s| s.owner_key);
+        Ok(LockUndo {
+            stateid,
+            owner_key,
+            kind,
+            range,
+            created: existing.is_none(),
+            seqid_before,
+            file: bytes::Bytes::copy_from_slice(file),
+            owner,
+            ranges_before,
         })
+    }
+
+    /// The backend locks to drop since the last call (`stateids`' module notes): the driver
+    /// takes them after every call into the state and hands them to the backends.
+    pub fn take_released_locks(&mut self) -> Vec<stateids::LockRelease> {
+        self.locks.take_released()
     }
 
     /// LOCKT (§18.11.4): creates no state. Locks of courtesy clients are not reported (a LOCK
@@ -406,6 +482,148 @@ mod tests {
         assert_eq!(st.destroy_clientid(a), Err(Nfsstat4::CLIENTID_BUSY));
         st.expire(a);
         assert!(st.locks().is_empty() && st.locks().ranges.is_empty());
+    }
+
+    fn rel(file: &'static [u8], owner_key: u64) -> stateids::LockRelease {
+        stateids::LockRelease {
+            file: Bytes::from_static(file),
+            owner_key,
+        }
+    }
+
+    #[test]
+    fn owner_keys_are_one_per_lock_owner_and_never_reused() {
+        let mut st = state();
+        let t0 = Instant::now();
+        let a = mount(&mut st, t0, b"a");
+        let b = mount(&mut st, t0, b"b");
+        let of = st.open(t0, a, b"o", b"f", 3, 0).unwrap();
+        let og = st.open(t0, a, b"o", b"g", 3, 0).unwrap();
+        let ob = st.open(t0, b, b"o", b"g", 3, 0).unwrap();
+        let kf = st.lock_undoable(t0, a, b"f", &new_owner(of, b"l", WRITE_LT, 0, 1));
+        let kg = st.lock_undoable(t0, a, b"g", &new_owner(og, b"l", WRITE_LT, 0, 1));
+        let kb = st.lock_undoable(t0, b, b"g", &new_owner(ob, b"l", WRITE_LT, 5, 1));
+        let (kf, kg, kb) = (
+            kf.unwrap().owner_key,
+            kg.unwrap().owner_key,
+            kb.unwrap().owner_key,
+        );
+        assert_eq!(kf, kg, "one owner, two files: one key");
+        assert_ne!(
+            kf, kb,
+            "the same owner bytes of another client: another key"
+        );
+        assert_ne!(kf, 0, "0 is never drawn");
+        assert_eq!(st.locks().owner_key(a, &Bytes::from_static(b"l")), Some(kf));
+        st.expire(a);
+        assert_eq!(st.locks().owner_key(a, &Bytes::from_static(b"l")), None);
+        let of = st.open(t0, b, b"o", b"f", 3, 0).unwrap();
+        let k2 = st
+            .lock_undoable(t0, b, b"f", &new_owner(of, b"m", WRITE_LT, 0, 1))
+            .unwrap()
+            .owner_key;
+        assert!(k2 != kf && k2 != kb, "a key is not drawn twice");
+    }
+
+    #[test]
+    fn every_path_that_drops_lock_state_says_what_to_release() {
+        let mut st = state();
+        let t0 = Instant::now();
+        let a = mount(&mut st, t0, b"a");
+        let oa = st.open(t0, a, b"o", b"f", 3, 0).unwrap();
+        let u = st
+            .lock_undoable(t0, a, b"f", &new_owner(oa, b"la", WRITE_LT, 0, 10))
+            .unwrap();
+        let key = u.owner_key;
+        assert!(
+            st.take_released_locks().is_empty(),
+            "a LOCK releases nothing"
+        );
+        // LOCKU of part: still held, nothing released; of the rest: released.
+        let unlock = |sid: Stateid4, off, len| LockuArgs {
+            locktype: READ_LT,
+            seqid: 0,
+            lock_stateid: sid,
+            offset: off,
+            length: len,
+        };
+        let sid = st.locku(a, b"f", &unlock(u.stateid, 0, 5)).unwrap();
+        assert!(st.take_released_locks().is_empty());
+        let sid = st.locku(a, b"f", &unlock(sid, 5, 5)).unwrap();
+        assert_eq!(st.take_released_locks(), vec![rel(b"f", key)]);
+        assert!(st.take_released_locks().is_empty(), "taken once");
+        // FREE_STATEID of the emptied stateid: released (again: the backend may hold more
+        // than the table knows, and a release of nothing is nothing).
+        assert_eq!(st.free_stateid(a, &sid), Nfsstat4::OK);
+        assert_eq!(st.take_released_locks(), vec![rel(b"f", key)]);
+        // CLOSE of the open the lock came from.
+        let u = st
+            .lock_undoable(t0, a, b"f", &new_owner(oa, b"la", WRITE_LT, 0, 1))
+            .unwrap();
+        st.close(a, &oa, b"f").unwrap();
+        assert_eq!(st.take_released_locks(), vec![rel(b"f", u.owner_key)]);
+        // Expiry (lease, courtesy, DESTROY_CLIENTID and a replaced record all go through it):
+        // each of the client's lock stateids.
+        let of = st.open(t0, a, b"o", b"f", 3, 0).unwrap();
+        let og = st.open(t0, a, b"o", b"g", 3, 0).unwrap();
+        let kf = st
+            .lock_undoable(t0, a, b"f", &new_owner(of, b"x", READ_LT, 0, 1))
+            .unwrap()
+            .owner_key;
+        let kg = st
+            .lock_undoable(t0, a, b"g", &new_owner(og, b"y", READ_LT, 0, 1))
+            .unwrap()
+            .owner_key;
+        st.expire(a);
+        let mut got = st.take_released_locks();
+        got.sort_by_key(|r| r.file.clone());
+        assert_eq!(got, vec![rel(b"f", kf), rel(b"g", kg)]);
+    }
+
+    #[test]
+    fn an_undone_lock_leaves_the_state_as_it_was() {
+        let mut st = state();
+        let t0 = Instant::now();
+        let a = mount(&mut st, t0, b"a");
+        let b = mount(&mut st, t0, b"b");
+        let oa = st.open(t0, a, b"o", b"f", 3, 0).unwrap();
+        let ob = st.open(t0, b, b"o", b"f", 3, 0).unwrap();
+        // A new owner's LOCK undone: no stateid, no range, nothing to release.
+        let u = st
+            .lock_undoable(t0, a, b"f", &new_owner(oa, b"la", WRITE_LT, 0, 10))
+            .unwrap();
+        st.undo_lock(u.clone());
+        assert!(st.locks().is_empty() && st.locks().ranges.is_empty());
+        assert_eq!(
+            st.test_stateids(a, &[u.stateid]),
+            vec![Nfsstat4::BAD_STATEID]
+        );
+        assert!(st.take_released_locks().is_empty());
+        assert_eq!(st.locks().owner_key(a, &Bytes::from_static(b"la")), None);
+        // An existing owner's upgrade undone: its READ range and its seqid are back.
+        let u1 = st
+            .lock_undoable(t0, a, b"f", &new_owner(oa, b"la", READ_LT, 0, 10))
+            .unwrap();
+        let u2 = st
+            .lock_undoable(t0, a, b"f", &exist(u1.stateid, WRITE_LT, 5, 20))
+            .unwrap();
+        assert_eq!(u2.stateid.seqid, 2);
+        st.undo_lock(u2);
+        assert_eq!(st.test_stateids(a, &[u1.stateid]), vec![Nfsstat4::OK]);
+        assert!(st.lockt(t0, b, b"f", &lockt(b"lb", READ_LT, 0, 10)).is_ok());
+        assert!(st
+            .lockt(t0, b, b"f", &lockt(b"lb", READ_LT, 10, 20))
+            .is_ok());
+        assert!(st
+            .lockt(t0, b, b"f", &lockt(b"lb", WRITE_LT, 9, 1))
+            .is_err());
+        assert_eq!(st.locks().ranges.len(), 1);
+        assert_eq!(st.locks().ranges.count_for(a), 1);
+        // And b can lock where the undone upgrade reached.
+        assert!(st
+            .lock(t0, b, b"f", &new_owner(ob, b"lb", WRITE_LT, 10, 20))
+            .is_ok());
+        assert!(st.take_released_locks().is_empty());
     }
 
     // ----- random op sequences -------------------------------------------------------------

@@ -23,8 +23,9 @@ use crate::localfs::LocalFs;
 use crate::stats::BackendStats;
 use crate::types::{
     Attr, Caller, ChangeKind, CopyOk, CreateHow, CreateOk, DeviceId, DirEntry, FileHandle,
-    FileType, FsError, FsInfo, FsStat, LinkRes, LookupOk, PathConf, ReadOk, ReaddirOk, RenameWcc,
-    Res, SeekOk, SeekWhat, SetAttr, StableHow, Time, Wcc, WriteOk, IO_BYTES_MAX_DEFAULT,
+    FileType, FsError, FsInfo, FsStat, LinkRes, LockConflict, LockError, LockType, LookupOk,
+    PathConf, ReadOk, ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat, SetAttr, StableHow, Time, Wcc,
+    WriteOk, IO_BYTES_MAX_DEFAULT,
 };
 use bytes::Bytes;
 
@@ -69,20 +70,79 @@ pub trait FileSystem: Send + Sync {
     fn change_kind(&self) -> ChangeKind {
         ChangeKind::Ctime
     }
-    /// Whether NFSv4 delegations may be granted on this file system's files. A delegation
-    /// promises its holder that nobody changes the file without recalling it first, so the
-    /// holder serves reads, opens and attributes from its cache; only a file system whose
-    /// changes all go through this server (or through something that tells it, as a backing
-    /// delegation from a shared file system would) can keep that promise. Default: true.
-    fn delegations_allowed(&self) -> bool {
-        true
-    }
     /// The alignment [`FileSystem::clone_range`] needs of its offsets and length (except a
     /// length that reaches the source's end), for NFSv4.2's `clone_blksize` (RFC 7862 §12.2.1);
     /// 0: none stated (no reflinks, or any range clones). Default 0.
     fn clone_blksize(&self) -> u32 {
         0
     }
+    // Byte-range locks pushed down. The NFSv4 server's lock table (`sluice-nfs4state`) is
+    // the truth for its own clients and decides first; a backend shared with other clients
+    // (CephFS: ceph-fuse, the kernel client, another gateway) takes the same locks too, so a
+    // lock held through sluice stops theirs and theirs stop sluice's. A lock owner is a
+    // number the server draws, one per (NFS client, lock owner) while it holds locks; ranges
+    // are `offset` and `len` with `len` 0 meaning to the end of the file, as `fcntl`'s; an
+    // owner's locks on a file split and merge with POSIX semantics, as in the server's table.
+    // The defaults do nothing: a backend nobody else reaches ([`LocalFs`], whose directory
+    // other programs could lock but whose users sluice does not try to be coherent with, and
+    // `MemFs`) leaves the server's table the whole truth. None of these calls waits for a
+    // lock: a conflict is an answer at once.
+
+    /// Locks a range of `fh` for `owner_key` (replacing the owner's type over it); someone
+    /// else's conflicting lock is [`LockError::Conflict`].
+    fn lock(
+        &self,
+        fh: &FileHandle,
+        owner_key: u64,
+        kind: LockType,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), LockError> {
+        let _ = (fh, owner_key, kind, offset, len);
+        Ok(())
+    }
+    /// Unlocks a range of `fh` for `owner_key` (parts not held are no error).
+    fn unlock(
+        &self,
+        fh: &FileHandle,
+        owner_key: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), FsError> {
+        let _ = (fh, owner_key, offset, len);
+        Ok(())
+    }
+    /// A lock held by another owner that conflicts with `kind` over the range, if any (LOCKT).
+    fn test_lock(
+        &self,
+        fh: &FileHandle,
+        owner_key: u64,
+        kind: LockType,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<LockConflict>, FsError> {
+        let _ = (fh, owner_key, kind, offset, len);
+        Ok(None)
+    }
+    /// Drops every lock of `owner_key` on the object whose [`FileSystem::state_key`] is `file`
+    /// (the server's state holds none of them any more). Never fails: a key this backend does
+    /// not know is nothing to drop.
+    fn release_locks(&self, file: &[u8], owner_key: u64) {
+        let _ = (file, owner_key);
+    }
+    /// Drops every lock of `owner_key` on every file.
+    fn release_lock_owner(&self, owner_key: u64) {
+        let _ = owner_key;
+    }
+    /// Whether the NFSv4 server may grant delegations on this file system. A delegation
+    /// promises the client that nobody else changes (or, for a write delegation, reads) the
+    /// file without a recall first; a backend other clients reach directly can keep that
+    /// promise only with a delegation of its own behind it. Default true (the server's
+    /// recalls cover every way in).
+    fn grants_delegations(&self) -> bool {
+        true
+    }
+
     /// The verifier of unstable writes: changes when data acknowledged as unstable may have
     /// been lost (a restart, a failed flush), so clients resend it.
     fn write_verifier(&self) -> [u8; 8];

@@ -23,6 +23,12 @@
 //! before making it (the simulator advances virtual time by it; a tokio driver sleeps), so this
 //! core stays pure.
 //!
+//! # Locks
+//! MemFs holds no byte-range locks: the server's lock table is the whole truth, as on a local
+//! directory. For the server's tests it can play a backend shared with other clients: told
+//! to ([`MemFs::refuse_locks`]), every pushed-down LOCK finds a conflicting lock of "another
+//! client", and the pushed-down lock calls can be logged ([`MemFs::lock_calls`]).
+//!
 //! # What it simplifies
 //! Permissions are the classic mode bits with root's overrides (no ACLs); the caller's
 //! read-only flag is honoured; names are one component of at most 255 bytes. `change` is a true
@@ -36,9 +42,9 @@ use crate::fs::FileSystem;
 use crate::handle::{export_id_of, ExportId, HANDLE_VERSION};
 use crate::types::{
     access, Attr, Caller, ChangeKind, CopyOk, CreateHow, CreateOk, DeviceId, DirEntry, FileHandle,
-    FileType, FsError, FsInfo, FsStat, LinkRes, LookupOk, PathConf, ReadOk, ReaddirOk, RenameWcc,
-    Res, SeekOk, SeekWhat, SetAttr, SetTime, StableHow, Time, Wcc, WccAttr, WriteOk,
-    COPY_BYTES_MAX, NAME_MAX,
+    FileType, FsError, FsInfo, FsStat, LinkRes, LockConflict, LockError, LockType, LookupOk,
+    PathConf, ReadOk, ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat, SetAttr, SetTime, StableHow,
+    Time, Wcc, WccAttr, WriteOk, COPY_BYTES_MAX, NAME_MAX,
 };
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
@@ -142,6 +148,33 @@ struct State {
     verifier: u64,
     faults: Vec<Fault>,
     bytes_used: u64,
+    /// Every pushed-down LOCK answers this conflict (module notes).
+    lock_refusal: Option<LockConflict>,
+    /// The pushed-down lock calls, oldest first, at most [`LOCK_CALLS_MAX`].
+    lock_calls: Vec<LockCall>,
+}
+
+/// Most lock calls [`MemFs::lock_calls`] keeps: the oldest go first. Tests make a handful.
+pub const LOCK_CALLS_MAX: usize = 1024;
+
+/// A pushed-down lock call MemFs saw (module notes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockCall {
+    Lock {
+        owner_key: u64,
+        kind: LockType,
+        offset: u64,
+        len: u64,
+    },
+    Unlock {
+        owner_key: u64,
+        offset: u64,
+        len: u64,
+    },
+    Release {
+        file: Bytes,
+        owner_key: u64,
+    },
 }
 
 struct Node {
@@ -192,6 +225,8 @@ impl MemFs {
                 verifier: 1,
                 faults: Vec::new(),
                 bytes_used: 0,
+                lock_refusal: None,
+                lock_calls: Vec::new(),
             }),
         }
     }
@@ -204,6 +239,16 @@ impl MemFs {
     /// Adds a fault (matched in the order added; the first match applies).
     pub fn inject(&self, fault: Fault) {
         self.lock().faults.push(fault);
+    }
+
+    /// From now on every pushed-down LOCK is refused with `conflict` (`None`: granted again).
+    pub fn refuse_locks(&self, conflict: Option<LockConflict>) {
+        self.lock().lock_refusal = conflict;
+    }
+
+    /// The pushed-down lock calls since the last call, oldest first.
+    pub fn lock_calls(&self) -> Vec<LockCall> {
+        std::mem::take(&mut self.lock().lock_calls)
     }
 
     /// Removes every fault.
@@ -561,6 +606,13 @@ impl MemFs {
 impl State {
     /// The effect of the first fault matching this call, counting it down. `latency` selects
     /// latency faults (asked by drivers) or failure faults (checked by the call itself).
+    fn log_lock_call(&mut self, c: LockCall) {
+        if self.lock_calls.len() >= LOCK_CALLS_MAX {
+            self.lock_calls.remove(0);
+        }
+        self.lock_calls.push(c);
+    }
+
     fn take_fault(
         &mut self,
         op: Op,
@@ -700,6 +752,49 @@ impl FileSystem for MemFs {
     fn reset_write_verifier(&self) {
         let mut st = self.lock();
         st.verifier = st.verifier.wrapping_add(1);
+    }
+
+    fn lock(
+        &self,
+        _fh: &FileHandle,
+        owner_key: u64,
+        kind: LockType,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), LockError> {
+        let mut st = self.lock();
+        if let Some(c) = st.lock_refusal {
+            return Err(LockError::Conflict(c));
+        }
+        st.log_lock_call(LockCall::Lock {
+            owner_key,
+            kind,
+            offset,
+            len,
+        });
+        Ok(())
+    }
+
+    fn unlock(
+        &self,
+        _fh: &FileHandle,
+        owner_key: u64,
+        offset: u64,
+        len: u64,
+    ) -> Result<(), FsError> {
+        self.lock().log_lock_call(LockCall::Unlock {
+            owner_key,
+            offset,
+            len,
+        });
+        Ok(())
+    }
+
+    fn release_locks(&self, file: &[u8], owner_key: u64) {
+        self.lock().log_lock_call(LockCall::Release {
+            file: Bytes::copy_from_slice(file),
+            owner_key,
+        });
     }
 
     fn getattr(&self, fh: &FileHandle) -> Result<Attr, FsError> {

@@ -240,6 +240,40 @@ pub struct SetAttr {
     pub mtime: SetTime,
 }
 
+/// A byte-range lock's type, for a backend that holds locks too ([`FileSystem::lock`]).
+///
+/// [`FileSystem::lock`]: crate::FileSystem::lock
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockType {
+    Read,
+    Write,
+}
+
+/// A lock that conflicts with one asked of a backend, as the backend reports it: its type and
+/// range (`len` 0: to the end of the file, as `fcntl`'s). Its owner is the backend's business
+/// (another Ceph client, say) and is not reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LockConflict {
+    pub kind: LockType,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// Why a backend did not take a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockError {
+    /// Someone else holds a conflicting lock (NFS4ERR_DENIED).
+    Conflict(LockConflict),
+    /// Any other failure, mapped as every backend failure is.
+    Fs(FsError),
+}
+
+impl From<FsError> for LockError {
+    fn from(e: FsError) -> Self {
+        LockError::Fs(e)
+    }
+}
+
 /// Why an operation failed: an errno-like vocabulary, mapped once to each protocol's status
 /// (`nfsstat3` in the v3 handlers; `nfsstat4` will map in the v4 layer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,7 +1,9 @@
 //! Byte-range locks as a pure table (RFC 8881 §9, §18.10-§18.12): which lock owner holds which
-//! ranges of which file, READ or WRITE, and whether a new lock conflicts. No OS file is locked:
-//! the locks are advisory and live only here, as the Linux client expects of a server (it
-//! never relies on mandatory locking), and READ / WRITE do not consult them.
+//! ranges of which file, READ or WRITE, and whether a new lock conflicts. The locks are
+//! advisory, as the Linux client expects of a server (it never relies on mandatory locking),
+//! and READ / WRITE do not consult them. This table decides for the server's clients; a
+//! backend other clients share (CephFS) takes the same locks too, told by the server's driver
+//! (see `stateids`, "Backend locks").
 //!
 //! # Ranges
 //! A lock covers an inclusive range `[first, last]` of 64-bit offsets. On the wire it is
@@ -250,6 +252,45 @@ impl LockTable {
         // Unlocking everything never splits, so it never needs room.
         let r = self.rewrite(file, owner, whole, None);
         debug_assert!(r.is_ok());
+    }
+
+    /// `owner`'s locks on `file`, by offset (what [`LockTable::restore`] puts back).
+    pub fn owner_locks(&self, file: &[u8], owner: &Owner) -> Vec<Lock> {
+        let mut v: Vec<Lock> = self
+            .locks_of(file)
+            .iter()
+            .filter(|l| l.owner == *owner)
+            .cloned()
+            .collect();
+        v.sort_by_key(|l| l.range.first);
+        v
+    }
+
+    /// Puts `owner`'s locks on `file` back as [`LockTable::owner_locks`] saw them (undoing a
+    /// LOCK the backend refused). The counts follow; the bounds are not checked, since the
+    /// ranges fitted before.
+    pub fn restore(&mut self, file: &[u8], owner: &Owner, before: Vec<Lock>) {
+        let mine_now = self
+            .locks_of(file)
+            .iter()
+            .filter(|l| l.owner == *owner)
+            .count();
+        if mine_now == 0 && before.is_empty() {
+            return;
+        }
+        let back = before.len();
+        let v = self.files.entry(Bytes::copy_from_slice(file)).or_default();
+        v.retain(|l| l.owner != *owner);
+        v.extend(before);
+        if v.is_empty() {
+            self.files.remove(file);
+        }
+        self.total = self.total + back - mine_now;
+        let n = self.per_client.entry(owner.clientid).or_default();
+        *n = *n + back - mine_now;
+        if *n == 0 {
+            self.per_client.remove(&owner.clientid);
+        }
     }
 
     /// Drops every lock of a client.

@@ -39,6 +39,20 @@
 //! whole, as for a conflicting OPEN, and the LOCK proceeds. LOCKT changes no state: it just
 //! does not report such locks, since a LOCK would break them.
 //!
+//! # Backend locks: owner keys and what to release
+//! A backend that also holds the locks (CephFS takes them in Ceph, so that other Ceph clients
+//! see them) names a lock owner by a number: [`LockState::owner_key`], one per (client, lock
+//! owner bytes) while that owner has a lock stateid, drawn from a counter (never reused in this
+//! server's life, so two owners never share one; 2^64 draws never wrap). This table does no
+//! I/O, so when a lock stateid goes (FREE_STATEID, CLOSE of its open, the client's expiry,
+//! DESTROY_CLIENTID, a client record replaced by a new EXCHANGE_ID, a courtesy client broken
+//! by a conflicting LOCK) or a LOCKU leaves its owner nothing on the file, it queues a
+//! [`LockRelease`]: "drop every backend lock of this owner on this file". The server's driver
+//! takes the queue ([`LockStates::take_released`]) after each call into the state and hands
+//! each entry to the backends. The queue holds at most one entry per lock stateid removed or
+//! emptied since the last take, so it is bounded by the lock stateids' own bound between two
+//! takes.
+//!
 //! # Bounds
 //! Lock stateids per client and overall, and lock ranges per client and overall (the same two
 //! numbers, [`crate::config::Config4::locks_per_client_max`] and [`crate::config::Config4::locks_max`]); at a
@@ -65,6 +79,17 @@ pub struct LockState {
     /// The open stateid it was created from.
     pub open: Other,
     pub seqid: u32,
+    /// The lock owner's number for backends (module notes), the same for all of the owner's
+    /// lock stateids.
+    pub owner_key: u64,
+}
+
+/// Every backend lock of owner `owner_key` on `file` (the file's key, its handle's
+/// `FileSystem::state_key`) is to go: the state holds none of them any more (module notes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockRelease {
+    pub file: Bytes,
+    pub owner_key: u64,
 }
 
 impl LockState {
@@ -83,6 +108,12 @@ pub struct LockStates {
     /// (client, lock owner, file) → its stateid's other.
     by_owner: HashMap<(ClientId4, Bytes, Bytes), Other>,
     per_client: HashMap<ClientId4, usize>,
+    /// (client, lock owner) → its backend number and how many lock stateids it has.
+    owner_keys: HashMap<(ClientId4, Bytes), (u64, usize)>,
+    /// The next owner key drawn; starts at 1.
+    next_owner_key: u64,
+    /// Backend locks to drop, for the driver (module notes).
+    released: Vec<LockRelease>,
     /// The ranges.
     pub ranges: LockTable,
     boot_epoch: u32,
@@ -97,6 +128,9 @@ impl LockStates {
             states: HashMap::new(),
             by_owner: HashMap::new(),
             per_client: HashMap::new(),
+            owner_keys: HashMap::new(),
+            next_owner_key: 1,
+            released: Vec::new(),
             ranges: LockTable::new(per_client_max, total_max),
             boot_epoch,
             next_index: 0,
@@ -165,6 +199,17 @@ impl LockStates {
         };
         self.by_owner
             .insert((clientid, owner.clone(), file.clone()), other);
+        let next = &mut self.next_owner_key;
+        let key = self
+            .owner_keys
+            .entry((clientid, owner.clone()))
+            .or_insert_with(|| {
+                let k = *next;
+                *next += 1;
+                (k, 0)
+            });
+        key.1 += 1;
+        let owner_key = key.0;
         self.states.insert(
             other,
             LockState {
@@ -173,6 +218,7 @@ impl LockStates {
                 file,
                 open,
                 seqid: 1,
+                owner_key,
             },
         );
         *self.per_client.entry(clientid).or_default() += 1;
@@ -226,7 +272,18 @@ impl LockStates {
 
     /// Removes every lock stateid and range of a client.
     pub fn remove_client(&mut self, clientid: ClientId4) {
-        self.states.retain(|_, s| s.clientid != clientid);
+        let released = &mut self.released;
+        self.states.retain(|_, s| {
+            if s.clientid != clientid {
+                return true;
+            }
+            released.push(LockRelease {
+                file: s.file.clone(),
+                owner_key: s.owner_key,
+            });
+            false
+        });
+        self.owner_keys.retain(|(c, _), _| *c != clientid);
         self.by_owner.retain(|(c, _, _), _| *c != clientid);
         self.per_client.remove(&clientid);
         self.ranges.remove_client(clientid);
@@ -254,11 +311,41 @@ impl LockStates {
         self.states.iter()
     }
 
-    /// Unlocks `range` for a lock stateid's owner (LOCKU's table part).
+    /// Unlocks `range` for a lock stateid's owner (LOCKU's table part); when the owner is
+    /// left nothing on the file, its backend locks there are queued for release.
     pub fn unlock(&mut self, other: &Other, range: Range) -> Result<(), LockError> {
         let s = self.states.get(other).expect("a live lock stateid");
-        let (file, owner) = (s.file.clone(), s.lock_owner());
-        self.ranges.unlock(&file, &owner, range)
+        let (file, owner, owner_key) = (s.file.clone(), s.lock_owner(), s.owner_key);
+        self.ranges.unlock(&file, &owner, range)?;
+        if !self.ranges.holds(&file, &owner) {
+            self.released.push(LockRelease { file, owner_key });
+        }
+        Ok(())
+    }
+
+    /// The backend number of lock owner (`clientid`, `owner`) while it has a lock stateid.
+    pub fn owner_key(&self, clientid: ClientId4, owner: &Bytes) -> Option<u64> {
+        self.owner_keys.get(&(clientid, owner.clone())).map(|k| k.0)
+    }
+
+    /// The backend locks to drop since the last call, oldest first (module notes).
+    pub fn take_released(&mut self) -> Vec<LockRelease> {
+        std::mem::take(&mut self.released)
+    }
+
+    /// Takes back a lock stateid just created (a LOCK the backend refused): gone with its
+    /// ranges, and nothing queued for release (the backend holds nothing for it).
+    pub(crate) fn uncreate(&mut self, other: &Other) {
+        let queued = self.released.len();
+        self.remove(other);
+        self.released.truncate(queued);
+    }
+
+    /// Puts a lock stateid's seqid back (a LOCK the backend refused after the bump).
+    pub(crate) fn set_seqid(&mut self, other: &Other, seqid: u32) {
+        if let Some(s) = self.states.get_mut(other) {
+            s.seqid = seqid;
+        }
     }
 
     fn remove(&mut self, other: &Other) {
@@ -266,6 +353,16 @@ impl LockStates {
             return;
         };
         self.ranges.remove_owner(&s.file, &s.lock_owner());
+        self.released.push(LockRelease {
+            file: s.file.clone(),
+            owner_key: s.owner_key,
+        });
+        if let Some(k) = self.owner_keys.get_mut(&(s.clientid, s.owner.clone())) {
+            k.1 -= 1;
+            if k.1 == 0 {
+                self.owner_keys.remove(&(s.clientid, s.owner.clone()));
+            }
+        }
         self.by_owner.remove(&(s.clientid, s.owner, s.file));
         if let Some(n) = self.per_client.get_mut(&s.clientid) {
             *n -= 1;

@@ -65,9 +65,10 @@ pub async fn drive(nfs4: Arc<Nfs4>, connections: Connections) -> std::io::Result
     }
 }
 
-fn lock(nfs4: &Nfs4) -> std::sync::MutexGuard<'_, sluice_nfs4state::State4> {
-    // As the lease driver: a panic under the lock is a bug elsewhere; the tables stay usable.
-    nfs4.state.lock().unwrap_or_else(|p| p.into_inner())
+/// The state's lock, handing released backend locks to the file systems when let go (a
+/// callback's outcome or a copy's end can expire a client).
+fn lock(nfs4: &Nfs4) -> crate::nfs4::compound::StateGuard<'_> {
+    nfs4.state()
 }
 
 /// Makes one call and says how it went.

@@ -46,7 +46,7 @@ use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{ChangeInfo4, NfsFh4, SessionId4, Stateid4};
 // `core::net`: an address is plain data here; this module opens no sockets.
 use core::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Sees every op's outcome (per-op statistics): `op_start` just before an op runs,
@@ -191,11 +191,6 @@ impl Nfs4 {
     pub fn conn_closed(&self, conn: ConnId) {
         self.state().conn_closed(conn);
     }
-
-    fn state(&self) -> MutexGuard<'_, State4> {
-        // A panic under the lock is a bug elsewhere; the tables stay usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 /// A LOOKUP name: not empty (INVAL), at most NAME_MAX (NAMETOOLONG), not "." or ".." and
@@ -264,4 +259,5 @@ mod v42;
 pub use driver::{drive, drive_ready, Driven, Executor, Inline, Outcome, Sender};
 use eval::join;
 pub use eval::{Eval, Reply4, Step};
+pub use locks::StateGuard;
 pub use recovery::TickReport;

@@ -11,9 +11,11 @@ use crate::nfs4::map::{self};
 use bytes::Bytes;
 use sluice_nfs4state::State4;
 use sluice_xdr::nfs4::ops::{
-    CloseArgs, Createhow4, OpenArgs, OpenClaim4, OpenDelegation4, OpenDowngradeArgs, OpenResOk,
-    Openflag4, ACCESS4_MODIFY, ACCESS4_READ, OPEN4_RESULT_LOCKTYPE_POSIX, OPEN4_SHARE_ACCESS_READ,
-    OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_DENY_READ, OPEN4_SHARE_WANT_MASK,
+    CloseArgs, Createhow4, OpenArgs, OpenClaim4, OpenDelegation4, OpenDowngradeArgs,
+    OpenNoneDelegation4, OpenResOk, Openflag4, ACCESS4_MODIFY, ACCESS4_READ,
+    OPEN4_RESULT_LOCKTYPE_POSIX, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
+    OPEN4_SHARE_DENY_READ, OPEN4_SHARE_WANT_CANCEL, OPEN4_SHARE_WANT_MASK,
+    OPEN4_SHARE_WANT_NO_PREFERENCE, WND4_CANCELLED, WND4_NOT_WANTED,
 };
 use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{Bitmap4, ChangeInfo4, Stateid4};
@@ -200,10 +202,13 @@ impl Nfs4 {
             )?;
             ctx.stateid = Some(stateid);
             match a.claim {
-                // None on a file system that cannot keep a delegation's promise
-                // (`FileSystem::delegations_allowed`: a Ceph export, which other Ceph clients
-                // change behind this server's back).
-                _ if !fs.delegations_allowed() => OpenDelegation4::None,
+                // A backend that cannot back a delegation (CephFS: other Ceph clients change
+                // files without asking this server) gets none (`FileSystem::grants_delegations`).
+                OpenClaim4::Null(_) | OpenClaim4::Fh | OpenClaim4::Previous(_)
+                    if !fs.grants_delegations() =>
+                {
+                    not_wanted(a.share_access)
+                }
                 OpenClaim4::Null(_) | OpenClaim4::Fh => {
                     let now_attrs = sluice_nfs4state::delegations::table::SizeChange {
                         size: attr.size,
@@ -297,5 +302,18 @@ impl Nfs4 {
         let file = self.open_file(ctx)?;
         let sid = ctx.resolve_stateid(stateid)?;
         self.state().delegreturn(clientid, &sid, &file)
+    }
+}
+
+/// No delegation because the server does not want to grant one on this file system: a
+/// client that used the 4.1 want bits hears so (OPEN_DELEGATE_NONE_EXT, WND4_NOT_WANTED,
+/// RFC 8881 §18.16.3), any other plain OPEN_DELEGATE_NONE.
+fn not_wanted(share_access: u32) -> OpenDelegation4 {
+    match share_access & OPEN4_SHARE_WANT_MASK {
+        OPEN4_SHARE_WANT_NO_PREFERENCE => OpenDelegation4::None,
+        OPEN4_SHARE_WANT_CANCEL => {
+            OpenDelegation4::NoneExt(OpenNoneDelegation4::Why(WND4_CANCELLED))
+        }
+        _ => OpenDelegation4::NoneExt(OpenNoneDelegation4::Why(WND4_NOT_WANTED)),
     }
 }

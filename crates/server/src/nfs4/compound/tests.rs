@@ -491,5 +491,6 @@ fn read_result(r: &NfsResop4) -> &ReadResOk {
 mod eval;
 mod fh;
 mod io;
+mod locks;
 mod namespace;
 mod open;

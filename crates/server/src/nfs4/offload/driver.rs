@@ -38,8 +38,10 @@ pub async fn drive(nfs4: Arc<Nfs4>) -> std::io::Result<()> {
     Ok(())
 }
 
-fn lock(nfs4: &Nfs4) -> std::sync::MutexGuard<'_, sluice_nfs4state::State4> {
-    nfs4.state.lock().unwrap_or_else(|p| p.into_inner())
+/// The state's lock, handing released backend locks to the file systems when let go (a
+/// callback's outcome or a copy's end can expire a client).
+fn lock(nfs4: &Nfs4) -> crate::nfs4::compound::StateGuard<'_> {
+    nfs4.state()
 }
 
 /// One copy, chunk by chunk (module notes).
