@@ -31,6 +31,7 @@ APT_PACKAGES=(
   ceph-mon
   ceph-osd
   ceph-mds
+  ceph-mgr            # CEPH_MGR=1: without a manager the cluster reports no capacity (FSSTAT)
   ceph-common
   ceph-fuse
   libcephfs-dev

@@ -994,13 +994,21 @@ impl FileSystem for CephFs {
         } else {
             s.f_bsize
         };
+        // Ceph sets no limit on files: libcephfs reports the files in use as f_files and
+        // f_ffree as -1. FSSTAT's counts must add up (a client shows tfiles - ffiles as the
+        // files used), so an unlimited free count becomes every count above those in use.
+        let (tfiles, ffiles) = if s.f_ffree == u64::MAX {
+            (u64::MAX, u64::MAX - s.f_files)
+        } else {
+            (s.f_files, s.f_ffree)
+        };
         Ok(FsStat {
             tbytes: s.f_blocks.saturating_mul(unit),
             fbytes: s.f_bfree.saturating_mul(unit),
             abytes: s.f_bavail.saturating_mul(unit),
-            tfiles: s.f_files,
-            ffiles: s.f_ffree,
-            afiles: s.f_ffree,
+            tfiles,
+            ffiles,
+            afiles: ffiles,
             invarsec: 0,
             attr: post,
         })

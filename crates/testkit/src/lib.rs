@@ -4,5 +4,7 @@
 //! | module   | what                                                                     |
 //! |----------|--------------------------------------------------------------------------|
 //! | [`seed`] | one way to pick a seed, print it first and replay it from `SLUICE_SEED`  |
+//! | [`ceph`] | a private one-node Ceph cluster, ceph-fuse mounts, one cluster per process |
 
+pub mod ceph;
 pub mod seed;

@@ -173,12 +173,9 @@ impl CephFs {
     ) -> Res<Wcc, Wcc> {
         let (d, pre) = self.modify_dir(caller, dir)?;
         let fail = |e| (e, self.wcc_after(pre, &d));
+        // knfsd's answer to REMOVE and RMDIR of "." and "..", and LocalFs's.
         if name == b"." || name == b".." {
-            return Err(fail(if rmdir {
-                FsError::Inval
-            } else {
-                FsError::Acces
-            }));
+            return Err(fail(FsError::Acces));
         }
         let name = lookup_name(name).map_err(fail)?;
         let perm = self.perm(caller);

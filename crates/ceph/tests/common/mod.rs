@@ -5,55 +5,33 @@
 
 use sluice_ceph::{CephConfig, CephFs, CephFsConfig};
 use sluice_vfs::{Caller, Cred, FileSystem, SetAttr};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    sluice_testkit::ceph::repo_root()
 }
 
-/// The cluster, stopped (and its directory removed) on drop.
+/// The cluster (`sluice_testkit::ceph::Cluster`: stopped, and its directory removed, on drop)
+/// and a session on its whole file system.
 pub struct Cluster {
     pub dir: PathBuf,
     pub conf: PathBuf,
     admin: Option<CephFs>,
     next: AtomicU32,
+    cluster: sluice_testkit::ceph::Cluster,
 }
 
 impl Cluster {
     pub fn start(tag: &str) -> Cluster {
         let dir = PathBuf::from(format!("/tmp/sluice-ceph-{tag}-{}", std::process::id()));
-        let script = repo_root().join("tests/peers/ceph.sh");
-        let t0 = std::time::Instant::now();
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg("start")
-            .arg(&dir)
-            .output()
-            .expect("run tests/peers/ceph.sh");
-        if !out.status.success() {
-            // Kill whatever the failed start left running before failing.
-            let _ = Command::new("bash")
-                .arg(&script)
-                .arg("stop")
-                .arg(&dir)
-                .status();
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        assert!(
-            out.status.success(),
-            "tests/peers/ceph.sh start failed (run scripts/install-deps.sh for the ceph \
-             packages): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let conf = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
-        eprintln!("ceph cluster up in {:?}: {}", t0.elapsed(), conf.display());
+        let cluster = sluice_testkit::ceph::Cluster::start(&dir);
         let mut c = Cluster {
             dir,
-            conf,
+            conf: cluster.conf().to_path_buf(),
             admin: None,
             next: AtomicU32::new(0),
+            cluster,
         };
         c.admin = Some(c.export("/"));
         c
@@ -100,12 +78,7 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // The session ends before the cluster it talks to (the field `cluster` drops last).
         self.admin = None;
-        let _ = Command::new("bash")
-            .arg(repo_root().join("tests/peers/ceph.sh"))
-            .arg("stop")
-            .arg(&self.dir)
-            .status();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

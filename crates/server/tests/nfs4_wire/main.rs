@@ -52,46 +52,21 @@
 //! The tests live by role in the files beside this one (the names in the table are under
 //! their file's module): `basics.rs` (the v4 program on the v3 port, the walk a mount makes,
 //! versions, the lease driver, the data path), `sessions.rs`, `open_state.rs`,
-//! `removed_while_open.rs`, `ops.rs` (every op of part 1, SECINFO, pNFS) and `tshark.rs`; the
-//! helpers more than one of them uses are at the end of this file.
+//! `removed_while_open.rs`, `ops.rs` (every op of part 1, SECINFO, pNFS), `splice.rs` (a READ
+//! spliced from a local file) and `tshark.rs`; the imports and helpers they share are in
+//! `common.rs`.
 
 #[macro_use]
 #[path = "../support/mod.rs"]
 mod support;
 
-use bytes::Bytes;
-use sluice_xdr::nfs4::attrs::num;
-use sluice_xdr::nfs4::ops::{
-    AccessArgs, CommitArgs, CreateArgs, Createtype4, NfsArgop4, NfsResop4, OpenDowngradeArgs,
-    Opnum4, ReadArgs, ReaddirArgs, RenameArgs, Res4, SetattrArgs, StateidList, WriteArgs,
-    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
-    OPEN4_SHARE_DENY_NONE, OPEN4_SHARE_DENY_READ, OPEN4_SHARE_DENY_WRITE,
-};
-use sluice_xdr::nfs4::{self, Bitmap4, Ftype4, Linktext4, NfsFh4, Nfsstat4, StableHow4, Stateid4};
-use sluice_xdr::rpc::{AcceptStat, OpaqueAuth, ReplyBody};
-use std::time::Duration;
-use support::nfs4::*;
-use support::{auth_sys, call_message, parse_reply, rw, TestServer, NFS, REPLY_TIMEOUT};
+mod common;
+use common::*;
 
 mod basics;
 mod open_state;
 mod ops;
 mod removed_while_open;
 mod sessions;
+mod splice;
 mod tshark;
-
-fn mkdir_op(name: &str) -> NfsArgop4 {
-    NfsArgop4::Create(CreateArgs {
-        objtype: Createtype4::Dir,
-        objname: component(name),
-        createattrs: mode_attrs(0o755),
-    })
-}
-
-fn read_op(stateid: Stateid4) -> NfsArgop4 {
-    NfsArgop4::Read(ReadArgs {
-        stateid,
-        offset: 0,
-        count: 4096,
-    })
-}

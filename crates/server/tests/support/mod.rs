@@ -4,11 +4,16 @@
 //! (`sluice_xdr`) and record marking (`sluice_rpc::record`) only: no call table, no retries, so
 //! what the server sends is exactly what the test sees.
 //!
+//! The `*_ceph` targets ([`BACKEND`]) serve a directory of a private Ceph cluster instead,
+//! through `sluice_ceph::CephFs`, and the tests see the same directory through ceph-fuse
+//! ([`ceph`]); [`TestDirs`], [`TestServer`] and [`bind`] hide the difference.
+//!
 //! Used as `#[macro_use] mod support;` (for [`op!`]); the engine tests' extras (data pattern,
 //! pipelined WRITEs) are in [`engine`], the NFSv4.1 COMPOUND helpers in [`nfs4`].
 
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod ceph;
 pub mod engine;
 pub mod nfs4;
 
@@ -37,6 +42,40 @@ pub const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub const NFS: u32 = sluice_xdr::nfs3::PROGRAM;
 
+/// What a test binary's servers export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A temporary directory of the local disk, served by `LocalFs`.
+    Local,
+    /// A directory of the process's one-node Ceph cluster, served by `sluice_ceph::CephFs`
+    /// and seen by the test through a ceph-fuse mount ([`ceph`]).
+    Ceph,
+}
+
+/// This binary's backend, chosen by its target's name: the targets named `*_ceph`
+/// (`wire_ceph`, `nfs4_wire_ceph`) run the same test modules as `wire` and `nfs4_wire` over
+/// Ceph; every other target serves local directories. (A name, not a constant each target
+/// defines, because sixteen targets include this module and only two differ.)
+pub const BACKEND: Backend = if ends_with(env!("CARGO_CRATE_NAME").as_bytes(), b"_ceph") {
+    Backend::Ceph
+} else {
+    Backend::Local
+};
+
+const fn ends_with(s: &[u8], suffix: &[u8]) -> bool {
+    if s.len() < suffix.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < suffix.len() {
+        if s[s.len() - suffix.len() + i] != suffix[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// Calls an NFSv3 procedure: `op!(client, Variant, args)` returns that procedure's result.
 macro_rules! op {
     ($c:expr, $v:ident, $a:expr) => {
@@ -51,25 +90,36 @@ macro_rules! op {
 // Fixtures: directories, configurations, a server per test
 // =============================================================================================
 
-/// A private temporary export and state directory, removed on drop.
+/// A private export and state directory, removed on drop: `export/` and `state/` in a
+/// temporary directory, or over Ceph ([`Backend::Ceph`]) `export/` in a directory of the
+/// Ceph file system (seen through the process's ceph-fuse mount) and the state directory
+/// beside it on the local disk.
 pub struct TestDirs {
+    /// The test's own directory, where `export/` is; over Ceph, inside the Ceph file system.
     pub base: PathBuf,
+    state: PathBuf,
 }
 
 impl TestDirs {
-    /// `$TMPDIR/sluice-{tag}-{pid}-{n}` with `export/` and `state/` in it.
+    /// `$TMPDIR/sluice-{tag}-{pid}-{n}` with `export/` and `state/` in it; over Ceph,
+    /// `{tag}-{n}/export` in the Ceph file system and `$TMPDIR/sluice-{tag}-{pid}-{n}-state`.
     pub fn new(tag: &str) -> TestDirs {
         static N: AtomicU32 = AtomicU32::new(0);
-        let base = std::env::temp_dir().join(format!(
-            "sluice-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let local = std::env::temp_dir().join(format!("sluice-{tag}-{}-{n}", std::process::id()));
+        let (base, state) = match BACKEND {
+            Backend::Local => (local.clone(), local.join("state")),
+            Backend::Ceph => (
+                ceph::fuse_root().join(format!("{tag}-{n}")),
+                local.with_extension("state"),
+            ),
+        };
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(base.join("export")).unwrap();
-        std::fs::create_dir_all(base.join("state")).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
         TestDirs {
             base: base.canonicalize().unwrap(),
+            state: state.canonicalize().unwrap(),
         }
     }
 
@@ -77,11 +127,16 @@ impl TestDirs {
         self.base.join("export")
     }
 
+    /// The server's state directory (always on the local disk).
+    pub fn state(&self) -> PathBuf {
+        self.state.clone()
+    }
+
     /// [`rw`] with `export/` and `state/` filled in.
     pub fn config(&self) -> ServerConfig {
         let mut config = rw();
         config.exports[0].path = self.export();
-        config.state_dir = self.base.join("state");
+        config.state_dir = self.state();
         config
     }
 }
@@ -89,6 +144,7 @@ impl TestDirs {
 impl Drop for TestDirs {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.base);
+        let _ = std::fs::remove_dir_all(&self.state);
     }
 }
 
@@ -163,7 +219,7 @@ impl TestServer {
                 e.path = export.clone();
             }
         }
-        config.state_dir = dirs.base.join("state");
+        config.state_dir = dirs.state();
         config.listen = "127.0.0.1:0".parse().unwrap();
         let (addr, task) = spawn_server(config.clone()).await;
         TestServer {
@@ -201,9 +257,19 @@ impl Drop for TestServer {
 }
 
 pub async fn spawn_server(config: ServerConfig) -> (SocketAddr, JoinHandle<Result<(), String>>) {
-    let bound = sluice_server::bind(config).await.expect("server binds");
+    let bound = bind(config).await.expect("server binds");
     let addr = bound.local_addr().unwrap();
     (addr, tokio::spawn(sluice_server::run(bound)))
+}
+
+/// `sluice_server::bind` on this binary's [`BACKEND`]: over Ceph every export must lie inside
+/// the Ceph file system (under [`ceph::fuse_root`]) and is served by a `CephFs` of that
+/// directory, under the same path.
+pub async fn bind(config: ServerConfig) -> Result<sluice_server::Bound, String> {
+    match BACKEND {
+        Backend::Local => sluice_server::bind(config).await,
+        Backend::Ceph => ceph::bind(config).await,
+    }
 }
 
 // =============================================================================================
