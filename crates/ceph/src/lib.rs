@@ -10,13 +10,17 @@
 //! * `mount`: [`CephMount`], one libcephfs session: bounded mount time, reclaim after a
 //!   restart, the MDS's cache callbacks, and per-call counts and latency ([`CephStats`]).
 //! * `cephfs`: [`CephFs`], the trait over `ceph_ll_*`: handles from (ino, snapid) with a MAC,
-//!   attributes from `ceph_statx` with Ceph's change counter, and byte-range locks taken in
-//!   Ceph ([`CephFs::set_lock`], which other Ceph clients see; the NFSv4 LOCK handlers do not
-//!   call it yet, and no delegation is backed by Ceph yet).
+//!   attributes from `ceph_statx` with Ceph's change counter, open files and directory
+//!   streams kept between calls ([`OpenCacheConfig`], [`OpenCacheStats`]), byte-range locks
+//!   taken in Ceph ([`CephFs::set_lock`], which other Ceph clients see; the NFSv4 LOCK handlers
+//!   do not call it yet, and no delegation is backed by Ceph yet).
 
 mod cephfs;
 pub mod ffi;
 mod mount;
 
-pub use cephfs::{CephFs, CephFsConfig, CephLock};
+pub use cephfs::{
+    CephFs, CephFsConfig, CephLock, IdleLimits, OpenCacheConfig, OpenCacheStats, OPEN_DIRS_DEFAULT,
+    OPEN_FILES_DEFAULT,
+};
 pub use mount::{CallKind, CephConfig, CephError, CephMount, CephStats, MOUNT_TIMEOUT_DEFAULT};
