@@ -5,9 +5,11 @@
 # that builds the release binary, makes a work dir under /tmp (on the same disk file system for
 # every server, never tmpfs) and installs an EXIT trap that stops every server, ganesha instance,
 # iperf3 and cgroup this file started, even when the benchmark fails half-way.
+# SLUICE_BIN=PATH runs that sluice binary instead (no build): an A/B of two binaries runs the
+# same script with each in turn.
 
 BENCH_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="$BENCH_ROOT/target/release/sluice"
+BIN="${SLUICE_BIN:-$BENCH_ROOT/target/release/sluice}"
 GANESHA_SH="$BENCH_ROOT/tests/peers/ganesha.sh"
 CLK_TCK=$(getconf CLK_TCK)
 BENCH_PIDS=()         # sluice servers and helpers we started (killed by pid)
@@ -22,7 +24,9 @@ bench_init() {   # NAME
     BENCH_NAME="$1"
     [ "$(id -u)" = 0 ] || bench_die "run as root (drop_caches, cgroups, ganesha)"
     cd "$BENCH_ROOT"
-    if [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then cargo build --release -q -p sluice; fi
+    if [ "${BENCH_SKIP_BUILD:-0}" != 1 ] && [ -z "${SLUICE_BIN:-}" ]; then
+        cargo build --release -q -p sluice
+    fi
     [ -x "$BIN" ] || bench_die "$BIN missing"
     for t in iperf3 python3 ganesha.nfsd nfs-ls ss; do
         command -v "$t" >/dev/null || bench_die "$t not found (bash scripts/install-deps.sh)"

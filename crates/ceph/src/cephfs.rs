@@ -248,6 +248,9 @@ impl FileSystem for CephFs {
     fn change_kind(&self) -> ChangeKind {
         ChangeKind::Counter
     }
+    fn backend_stats(&self) -> Option<sluice_vfs::stats::BackendStats> {
+        Some(self.stats().backend())
+    }
     fn write_verifier(&self) -> [u8; 8] {
         self.verifier.load(Ordering::Relaxed).to_be_bytes()
     }

@@ -8,7 +8,11 @@
 //! * `ffi`: the libcephfs calls used, as a table of function pointers filled by `dlopen` when
 //!   the first Ceph export is configured (a binary without Ceph installed runs as before).
 //! * `mount`: [`CephMount`], one libcephfs session: bounded mount time, reclaim after a
-//!   restart, the MDS's cache callbacks, and per-call counts and latency ([`CephStats`]).
+//!   restart ([`Reclaim`]), the MDS's cache callbacks, and per-call counts, failures and
+//!   latency ([`CephStats`], shown by `sluice stats` and `/metrics` through
+//!   `FileSystem::backend_stats`).
+//! * `identity`: the session's uuid for reclaim, stable per node (a node id kept in the state
+//!   directory) and export ([`default_session_uuid`]).
 //! * `cephfs`: [`CephFs`], the trait over `ceph_ll_*`: handles from (ino, snapid) with a MAC,
 //!   attributes from `ceph_statx` with Ceph's change counter, open files and directory
 //!   streams kept between calls ([`OpenCacheConfig`], [`OpenCacheStats`]), byte-range locks
@@ -17,10 +21,14 @@
 
 mod cephfs;
 pub mod ffi;
+mod identity;
 mod mount;
 
 pub use cephfs::{
     CephFs, CephFsConfig, CephLock, IdleLimits, OpenCacheConfig, OpenCacheStats, OPEN_DIRS_DEFAULT,
     OPEN_FILES_DEFAULT,
 };
-pub use mount::{CallKind, CephConfig, CephError, CephMount, CephStats, MOUNT_TIMEOUT_DEFAULT};
+pub use identity::{default_session_uuid, load_or_create_node_id, session_uuid, NODE_ID_FILE};
+pub use mount::{
+    CallKind, CephConfig, CephError, CephMount, CephStats, Reclaim, MOUNT_TIMEOUT_DEFAULT,
+};

@@ -10,13 +10,36 @@
 //! are leaked: a failed start ends the process anyway.)
 //!
 //! # Restart and reclaim (RFC 8881 §8.4.2, on Ceph)
-//! A gateway that restarts must get back the caps and locks its previous instance held, or
-//! the MDS keeps them until that session times out (a minute or more) and every NFS client's
-//! reclaim conflicts with them. libcephfs has the calls for this: the session is tagged with a
-//! stable uuid (`ceph_set_uuid`, one per node and export: [`CephConfig::uuid`]), and before
-//! mounting, `ceph_start_reclaim(uuid)` + `ceph_finish_reclaim` ask the MDS to drop whatever
-//! an earlier session with the same uuid still holds. The MDS answers ENOENT when there is
-//! nothing to reclaim (a first start), which is not an error.
+//! A gateway killed without unmounting leaves its MDS session open: the MDS keeps that
+//! session's caps and byte-range locks until the session times out (it goes stale after the
+//! file system's `session_timeout`, 60 s by default, and is evicted after `session_autoclose`,
+//! 300 s). Until then every NFS client's reclaim of a lock conflicts with the dead instance's
+//! own lock in Ceph, and so does any other Ceph client. libcephfs has calls to end that
+//! session at once (Ceph's `doc/dev/cephfs-reclaim.rst`); on a new client, after `ceph_init`
+//! and the file system's selection and before `ceph_mount`:
+//!
+//! ```text
+//!   ceph_start_reclaim(uuid, RESET)   the MDS looks for a session tagged `uuid`:
+//!        │                              none (first start, or it timed out): ENOENT
+//!        │                              found: evicted, its caps and locks dropped (and, by
+//!        │                              Ceph's default, its address blocklisted: libcephfs
+//!        │                              waits for the OSD map that says so, so the dead
+//!        │                              instance's late writes cannot land)
+//!   ceph_finish_reclaim               nothing is taken over in RESET mode: done at once
+//!   ceph_set_uuid(uuid)               tag this session for the next instance
+//!   ceph_mount
+//! ```
+//!
+//! The uuid is [`CephConfig::uuid`]: stable per node and export (`identity`). The tag can
+//! only be set before the mount, and Ceph's order is reclaim first, then the tag (a session
+//! that reclaimed inherits the old session's uuid anyway). What happened is [`CephMount::reclaim`],
+//! logged and shown in the start-up banner. A failed reclaim (other than ENOENT) is logged and
+//! the mount goes on: the old session then times out as it would without reclaim.
+//!
+//! The grace period is what makes dropping the old state safe: the restarted server grants no
+//! new NFS state until its clients have reclaimed, and their reclaims are taken again in Ceph
+//! by this new session. Two live sessions must never share a uuid: the second to start would
+//! evict the first.
 //!
 //! # Callbacks
 //! libcephfs tells its user when the MDS revoked cached data or metadata of an inode
@@ -25,8 +48,16 @@
 //! holds an inode reference only during a call (and the export root's for the mount's
 //! lifetime), so there is nothing to drop: the callbacks count what the MDS asked (shown in
 //! [`CephStats`]) and every next request goes through libcephfs, whose caps are then gone.
+//!
+//! # Counting
+//! Every libcephfs call goes through [`CephMount::call`], which counts it under its
+//! [`CallKind`] in a [`ProcStats`] (count, failures, latency histogram: the server's own shape
+//! for its NFS calls), so `sluice stats` and `/metrics` show where the time of a slow NFS call
+//! went ([`CephStats::backend`], read through `FileSystem::backend_stats`). A call failed when
+//! it returned a negative errno; "not found" is a failure to libcephfs and counts as one here.
 
 use crate::ffi::{self, CallbackArgs, Inode, Lib, MountInfo, Vino};
+use sluice_vfs::stats::{BackendStats, CallStats, ProcStats};
 use std::ffi::{CStr, CString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,8 +82,9 @@ pub struct CephConfig {
     pub path: String,
     /// Give up mounting after this long. Default [`MOUNT_TIMEOUT_DEFAULT`].
     pub mount_timeout: Duration,
-    /// The session's stable identity for reclaim after a restart (see the module notes); `None`:
-    /// no reclaim (each start is a new client to the MDS).
+    /// The session's stable identity for reclaim after a restart (see the module notes;
+    /// `sluice serve` gives [`default_session_uuid`](crate::default_session_uuid) unless told
+    /// otherwise); `None`: no reclaim and no tag (each start is a new client to the MDS).
     pub uuid: Option<String>,
 }
 
@@ -89,7 +121,8 @@ fn errno_text(errno: i32) -> String {
     )
 }
 
-/// One counted kind of libcephfs call.
+/// One counted kind of libcephfs call. Declared in [`CallKind::ALL`]'s order (the counters
+/// are indexed by the discriminant).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallKind {
     Lookup,
@@ -152,12 +185,12 @@ impl CallKind {
     }
 }
 
-/// Calls made and the time spent in them, per kind, and the MDS's requests through the
-/// callbacks, since the mount.
+/// Calls made, their failures and the time spent in them, per kind, and the MDS's requests
+/// through the callbacks, since the mount.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CephStats {
-    /// (kind, calls, total time in libcephfs in nanoseconds), in [`CallKind::ALL`] order.
-    pub calls: Vec<(CallKind, u64, u64)>,
+    /// Per kind, in [`CallKind::ALL`] order: calls, failures and their latency in libcephfs.
+    pub calls: Vec<(CallKind, CallStats)>,
     /// Inode data/metadata invalidations from the MDS (`ino_cb`).
     pub invalidations: u64,
     /// Directory entry invalidations (`dentry_cb`).
@@ -166,13 +199,87 @@ pub struct CephStats {
     pub release_requests: u64,
 }
 
+impl CephStats {
+    /// The calls of `kind`.
+    pub fn of(&self, kind: CallKind) -> CallStats {
+        self.calls
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, c)| *c)
+            .unwrap_or_default()
+    }
+
+    /// The same counters in the version-neutral shape of `FileSystem::backend_stats`: backend
+    /// `ceph`, calls by [`CallKind::name`], the callbacks as events.
+    pub fn backend(&self) -> BackendStats {
+        BackendStats {
+            backend: "ceph",
+            calls: self.calls.iter().map(|(k, c)| (k.name(), *c)).collect(),
+            events: vec![
+                ("inode_invalidations", self.invalidations),
+                ("dentry_invalidations", self.dentry_invalidations),
+                ("release_requests", self.release_requests),
+            ],
+        }
+    }
+}
+
+/// What a call returned, as far as counting goes: whether it failed.
+pub(crate) trait CallResult {
+    fn failed(&self) -> bool;
+}
+
+/// libcephfs's int results: a negative errno on failure.
+impl CallResult for i32 {
+    fn failed(&self) -> bool {
+        *self < 0
+    }
+}
+
+/// Offsets and counts (`off_t`, `int64_t`): negative errno on failure.
+impl CallResult for i64 {
+    fn failed(&self) -> bool {
+        *self < 0
+    }
+}
+
+/// Calls that return nothing cannot fail.
+impl CallResult for () {
+    fn failed(&self) -> bool {
+        false
+    }
+}
+
 #[derive(Default)]
 struct Counters {
-    calls: [AtomicU64; CallKind::ALL.len()],
-    nanos: [AtomicU64; CallKind::ALL.len()],
+    calls: [ProcStats; CallKind::ALL.len()],
     invalidations: AtomicU64,
     dentry_invalidations: AtomicU64,
     release_requests: AtomicU64,
+}
+
+/// What the start-up reclaim found (see the module notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reclaim {
+    /// No uuid configured: no reclaim asked, and the session is not tagged.
+    NotAsked,
+    /// No session with our uuid was left (a first start, or the old one had timed out).
+    NothingLeft,
+    /// An earlier session with our uuid was found and dropped, with its caps and locks.
+    Reclaimed,
+    /// `ceph_start_reclaim` failed with this errno (logged; the old session times out).
+    Failed(i32),
+}
+
+impl std::fmt::Display for Reclaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reclaim::NotAsked => write!(f, "no reclaim (no session uuid)"),
+            Reclaim::NothingLeft => write!(f, "no earlier session to reclaim"),
+            Reclaim::Reclaimed => write!(f, "reclaimed the previous instance's session"),
+            Reclaim::Failed(errno) => write!(f, "reclaim failed: {}", errno_text(*errno)),
+        }
+    }
 }
 
 /// A mounted libcephfs client. Unmounted and released on drop.
@@ -183,7 +290,10 @@ pub struct CephMount {
     /// Kept alive for libcephfs's callbacks (its `handle` points at it).
     _callbacks: Box<(CallbackArgs, Arc<Counters>)>,
     mons: String,
-    fs_name: String,
+    fs_name: Option<String>,
+    client: String,
+    uuid: Option<String>,
+    reclaim: Reclaim,
 }
 
 // SAFETY: a libcephfs mount may be used from many threads at once (the client serializes
@@ -232,7 +342,22 @@ impl CephMount {
             unsafe { (lib.ceph_conf_set)(cmount, k.as_ptr(), v.as_ptr()) };
         }
         let mons = conf_get(lib, cmount, "mon_host").unwrap_or_else(|| "(none)".into());
-        let fs_name = config.fs_name.clone().unwrap_or_else(|| "(default)".into());
+        // The entity name: libcephfs 16 does not answer `name` through ceph_conf_get, and it is
+        // `client.<id>` with ceph_create's id, `admin` when none is given (CEPH_ARGS is not read).
+        let client = conf_get(lib, cmount, "name").unwrap_or_else(|| {
+            format!("client.{}", config.client_id.as_deref().unwrap_or("admin"))
+        });
+        // The file system: named by the caller, or by the configuration (`client_fs`, called
+        // `client_mds_namespace` before Ceph 16), or else the cluster's default, whose name
+        // libcephfs does not tell (nor its number: `ceph_get_fs_cid` answers 0 for a mount of
+        // the default file system).
+        let fs_configured = config.fs_name.clone().or_else(|| {
+            ["client_fs", "client_mds_namespace"]
+                .iter()
+                .filter_map(|k| conf_get(lib, cmount, k))
+                .find(|v| !v.is_empty())
+        });
+        let fs_name = fs_configured.clone().unwrap_or_else(|| "(default)".into());
         let counters = Arc::new(Counters::default());
         let mut callbacks = Box::new((
             CallbackArgs {
@@ -277,8 +402,8 @@ impl CephMount {
             .spawn(job)
             .map_err(|e| mount_err(format!("cannot start a thread: {e}")))?;
         let margin = Duration::from_secs(5);
-        match rx.recv_timeout(config.mount_timeout + margin) {
-            Ok((Ok(()), _)) => {}
+        let reclaim = match rx.recv_timeout(config.mount_timeout + margin) {
+            Ok((Ok(reclaim), _)) => reclaim,
             Ok((Err(e), cm)) => {
                 // SAFETY: not mounted (mount_steps failed); released once.
                 unsafe { (lib.ceph_release)(cm.0) };
@@ -289,14 +414,17 @@ impl CephMount {
                 std::mem::forget(callbacks);
                 return Err(mount_err("no answer".into()));
             }
-        }
+        };
         Ok(CephMount {
             lib,
             cmount,
             counters,
             _callbacks: callbacks,
             mons,
-            fs_name,
+            fs_name: fs_configured,
+            client,
+            uuid: config.uuid.clone(),
+            reclaim,
         })
     }
 
@@ -305,9 +433,25 @@ impl CephMount {
         &self.mons
     }
 
-    /// The file system's name as configured ("(default)" when none was).
-    pub fn fs_name(&self) -> &str {
-        &self.fs_name
+    /// The file system's name as configured (the mount's argument or the configuration's
+    /// `client_fs`); `None`: the cluster's default.
+    pub fn fs_name(&self) -> Option<&str> {
+        self.fs_name.as_deref()
+    }
+
+    /// The Ceph client name the session authenticated as (`client.admin`), for the banner.
+    pub fn client_name(&self) -> &str {
+        &self.client
+    }
+
+    /// The uuid this session is tagged with, if any ([`CephConfig::uuid`]).
+    pub fn uuid(&self) -> Option<&str> {
+        self.uuid.as_deref()
+    }
+
+    /// What the start-up reclaim found (see the module notes).
+    pub fn reclaim(&self) -> Reclaim {
+        self.reclaim
     }
 
     /// libcephfs's version.
@@ -320,14 +464,7 @@ impl CephMount {
         CephStats {
             calls: CallKind::ALL
                 .iter()
-                .enumerate()
-                .map(|(i, k)| {
-                    (
-                        *k,
-                        c.calls[i].load(Ordering::Relaxed),
-                        c.nanos[i].load(Ordering::Relaxed),
-                    )
-                })
+                .map(|k| (*k, c.calls[*k as usize].snapshot()))
                 .collect(),
             invalidations: c.invalidations.load(Ordering::Relaxed),
             dentry_invalidations: c.dentry_invalidations.load(Ordering::Relaxed),
@@ -335,14 +472,11 @@ impl CephMount {
         }
     }
 
-    /// Runs one libcephfs call, counting it and its time under `kind`.
-    pub(crate) fn call<T>(&self, kind: CallKind, f: impl FnOnce() -> T) -> T {
+    /// Runs one libcephfs call, counting it, whether it failed and its time under `kind`.
+    pub(crate) fn call<T: CallResult>(&self, kind: CallKind, f: impl FnOnce() -> T) -> T {
         let t0 = Instant::now();
         let r = f();
-        let i = CallKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
-        self.counters.calls[i].fetch_add(1, Ordering::Relaxed);
-        let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.counters.nanos[i].fetch_add(ns, Ordering::Relaxed);
+        self.counters.calls[kind as usize].record(t0.elapsed(), !r.failed());
         r
     }
 
@@ -365,8 +499,8 @@ impl Drop for CephMount {
     }
 }
 
-/// The steps that talk to the cluster, in the mounting thread. Errors are short texts for
-/// [`CephError::Mount`].
+/// The steps that talk to the cluster, in the mounting thread, in the order the module notes
+/// give. Errors are short texts for [`CephError::Mount`].
 fn mount_steps(
     lib: &'static Lib,
     cmount: *mut MountInfo,
@@ -374,7 +508,7 @@ fn mount_steps(
     path: String,
     uuid: Option<String>,
     callbacks: *mut CallbackArgs,
-) -> Result<(), String> {
+) -> Result<Reclaim, String> {
     let step = |what: &str, r: i32| -> Result<(), String> {
         if r < 0 {
             Err(format!("{what}: {}", errno_text(-r)))
@@ -396,17 +530,21 @@ fn mount_steps(
                 (lib.ceph_select_filesystem)(cmount, c.as_ptr()),
             )?;
         }
+        let mut reclaim = Reclaim::NotAsked;
         if let Some(uuid) = uuid {
-            let c = CString::new(uuid).map_err(|_| "uuid has a NUL".to_string())?;
-            // Ask the MDS to drop what an earlier instance with our uuid still holds. ENOENT:
-            // there was none; other failures are logged and the mount goes on (the old
-            // session then times out as it would without reclaim).
+            let c = CString::new(uuid.clone()).map_err(|_| "uuid has a NUL".to_string())?;
             let r = (lib.ceph_start_reclaim)(cmount, c.as_ptr(), ffi::RECLAIM_RESET);
-            if r == 0 {
-                (lib.ceph_finish_reclaim)(cmount);
-                tracing::info!("ceph: reclaimed the previous instance's session");
-            } else if r != -libc::ENOENT {
-                tracing::warn!("ceph: reclaim failed: {}", errno_text(-r));
+            reclaim = match r {
+                0 => {
+                    (lib.ceph_finish_reclaim)(cmount);
+                    Reclaim::Reclaimed
+                }
+                r if r == -libc::ENOENT => Reclaim::NothingLeft,
+                r => Reclaim::Failed(-r),
+            };
+            match reclaim {
+                Reclaim::Failed(_) => tracing::warn!(uuid, "ceph: {reclaim}"),
+                _ => tracing::info!(uuid, "ceph: {reclaim}"),
             }
             (lib.ceph_set_uuid)(cmount, c.as_ptr());
         }
@@ -416,8 +554,8 @@ fn mount_steps(
             &format!("mounting {path}"),
             (lib.ceph_mount)(cmount, p.as_ptr()),
         )?;
+        Ok(reclaim)
     }
-    Ok(())
 }
 
 fn conf_get(lib: &Lib, cmount: *mut MountInfo, key: &str) -> Option<String> {
@@ -486,5 +624,56 @@ unsafe extern "C" fn on_dentry_invalidate(
 unsafe extern "C" fn on_ino_release(handle: *mut libc::c_void, _ino: Vino) {
     if let Some(c) = counters(handle) {
         c.release_requests.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_kinds_index_their_counters_in_all_order() {
+        for (i, k) in CallKind::ALL.iter().enumerate() {
+            assert_eq!(*k as usize, i, "{k:?}");
+        }
+    }
+
+    #[test]
+    fn the_neutral_shape_names_every_kind_and_the_callbacks() {
+        let read = ProcStats::default();
+        read.record(Duration::from_micros(300), true);
+        read.record(Duration::from_micros(3), false);
+        let stats = CephStats {
+            calls: CallKind::ALL
+                .iter()
+                .map(|k| {
+                    let c = if *k == CallKind::Read {
+                        read.snapshot()
+                    } else {
+                        CallStats::default()
+                    };
+                    (*k, c)
+                })
+                .collect(),
+            invalidations: 2,
+            dentry_invalidations: 1,
+            release_requests: 0,
+        };
+        assert_eq!(stats.of(CallKind::Read).calls, 2);
+        assert_eq!(stats.of(CallKind::Read).errors, 1);
+        let b = stats.backend();
+        assert_eq!(b.backend, "ceph");
+        let names: Vec<&str> = b.calls.iter().map(|(n, _)| *n).collect();
+        let expected: Vec<&str> = CallKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names, expected);
+        assert_eq!(b.calls[CallKind::Read as usize].1.latency_micros_total, 303);
+        assert_eq!(
+            b.events,
+            [
+                ("inode_invalidations", 2),
+                ("dentry_invalidations", 1),
+                ("release_requests", 0)
+            ]
+        );
     }
 }

@@ -53,11 +53,7 @@ fn root() -> Caller {
 }
 
 fn calls(fs: &CephFs, kind: CallKind) -> u64 {
-    fs.stats()
-        .calls
-        .iter()
-        .find(|(k, _, _)| *k == kind)
-        .map_or(0, |(_, n, _)| *n)
+    fs.stats().of(kind).calls
 }
 
 /// Idle limits no test reaches however slow the machine: entries leave only when a test says

@@ -1,6 +1,7 @@
 //! Ceph exports for `sluice serve`: `sluice serve ceph:PATH --ceph-conf FILE [--ceph-fs NAME]
-//! [--ceph-id ID]`, and `ceph:PATH` lines in an exports file with the same settings as options
-//! (`ceph_conf=FILE`, `ceph_fs=NAME`, `ceph_id=ID`) beside the usual ones:
+//! [--ceph-id ID] [--ceph-uuid UUID]`, and `ceph:PATH` lines in an exports file with the same
+//! settings as options (`ceph_conf=FILE`, `ceph_fs=NAME`, `ceph_id=ID`, `ceph_uuid=UUID`)
+//! beside the usual ones:
 //!
 //! ```text
 //! /srv/local      192.168.1.0/24(rw)
@@ -13,7 +14,10 @@
 //! settings are kept here. A `ceph:` line must fit on one physical line.
 //!
 //! Each Ceph export is one libcephfs client session ([`sluice_ceph::CephFs`]); libcephfs is
-//! loaded only when such an export is configured.
+//! loaded only when such an export is configured. The session is tagged with a uuid so that
+//! the next start of this server reclaims it ([`sluice_ceph::default_session_uuid`]: the state
+//! directory's node id, the file system and the path), unless `ceph_uuid` names another: the
+//! uuid of a dead head whose clients this server takes over.
 
 use sluice_ceph::{CephConfig, CephFs, CephFsConfig};
 use sluice_server::backend::{Export, ExportId};
@@ -33,6 +37,8 @@ pub struct CephSpec {
     pub conf: PathBuf,
     pub fs_name: Option<String>,
     pub client_id: Option<String>,
+    /// The session uuid; `None`: the default of this state directory and export.
+    pub uuid: Option<String>,
 }
 
 /// The export path of `arg` when it names a Ceph export (`ceph:/x` → `/x`).
@@ -62,6 +68,7 @@ pub fn split_exports(text: &str) -> Result<(String, Vec<CephSpec>), String> {
             conf: PathBuf::new(),
             fs_name: None,
             client_id: None,
+            uuid: None,
         };
         // Take the ceph_* options out of every parenthesized option list.
         let mut kept = String::new();
@@ -78,6 +85,7 @@ pub fn split_exports(text: &str) -> Result<(String, Vec<CephSpec>), String> {
                     Some(("ceph_conf", v)) => spec.conf = PathBuf::from(v),
                     Some(("ceph_fs", v)) => spec.fs_name = Some(v.to_string()),
                     Some(("ceph_id", v)) => spec.client_id = Some(v.to_string()),
+                    Some(("ceph_uuid", v)) => spec.uuid = Some(v.to_string()),
                     _ => opts.push(o),
                 }
             }
@@ -97,20 +105,6 @@ pub fn split_exports(text: &str) -> Result<(String, Vec<CephSpec>), String> {
         out.push_str(&format!("{path} {kept}\n"));
     }
     Ok((out, specs))
-}
-
-/// A stable identity of this node's session for one export, for Ceph's reclaim after a
-/// restart: the host name and the export id.
-fn session_uuid(export: ExportId) -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: a buffer of the given length; gethostname NUL-terminates on success.
-    let host = if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
-        let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-        String::from_utf8_lossy(&buf[..n]).into_owned()
-    } else {
-        "localhost".into()
-    };
-    format!("sluice-{host}-{:08x}", export.0)
 }
 
 /// Opens the local exports of `config` and the Ceph ones of `specs`, in `config.exports` order.
@@ -150,17 +144,29 @@ pub fn open_all(
         if let Some(id) = e.clients.iter().find_map(|c| c.options.fsid) {
             cfg.export_id = Some(ExportId(id));
         }
-        let id = cfg.export_id.unwrap_or_else(|| cfg.default_export_id());
-        cfg.ceph.uuid = Some(session_uuid(id));
+        cfg.ceph.uuid = Some(match &spec.uuid {
+            Some(u) => u.clone(),
+            None => sluice_ceph::default_session_uuid(
+                &config.state_dir,
+                spec.fs_name.as_deref(),
+                &spec.path,
+            )
+            .map_err(|err| {
+                format!(
+                    "cannot export ceph:{}: the Ceph node id in {}: {err}",
+                    spec.path,
+                    config.state_dir.display()
+                )
+            })?,
+        });
         let fs =
             CephFs::new(cfg).map_err(|err| format!("cannot export ceph:{}: {err}", spec.path))?;
+        banner.push(banner_line(&spec.path, fs.mount()));
         banner.push(format!(
-            "  ceph:{} is {} of file system {} (monitors {}, libcephfs {})",
+            "  ceph:{} session {}: {}",
             spec.path,
-            spec.path,
-            fs.mount().fs_name(),
-            fs.mount().monitors(),
-            fs.mount().library_version()
+            fs.mount().uuid().unwrap_or("(none)"),
+            fs.mount().reclaim()
         ));
         entries.push(ExportEntry {
             fs: Arc::new(fs),
@@ -172,6 +178,21 @@ pub fn open_all(
     Ok((entries, banner))
 }
 
+/// The start-up banner's line for one Ceph export: where it is in which file system, and the
+/// cluster reached (its monitors as configured), as whom, through which libcephfs.
+fn banner_line(path: &str, mount: &sluice_ceph::CephMount) -> String {
+    let fs = match mount.fs_name() {
+        Some(name) => format!("file system {name}"),
+        None => "the cluster's default file system".to_string(),
+    };
+    format!(
+        "  ceph:{path} is {path} of {fs} (monitors {}, as {}, libcephfs {})",
+        mount.monitors(),
+        mount.client_name(),
+        mount.library_version()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,7 +200,7 @@ mod tests {
     #[test]
     fn ceph_lines_become_plain_lines_and_keep_their_settings() {
         let text = "/srv/a 10.0.0.0/8(rw)\n\
-                    ceph:/vol/p  *(rw,ceph_conf=/etc/ceph/c.conf,no_root_squash,ceph_fs=fs1,ceph_id=nfs)\n";
+                    ceph:/vol/p  *(rw,ceph_conf=/etc/ceph/c.conf,no_root_squash,ceph_fs=fs1,ceph_id=nfs,ceph_uuid=head-a)\n";
         let (plain, specs) = split_exports(text).unwrap();
         assert_eq!(
             plain,
@@ -192,6 +213,7 @@ mod tests {
                 conf: "/etc/ceph/c.conf".into(),
                 fs_name: Some("fs1".into()),
                 client_id: Some("nfs".into()),
+                uuid: Some("head-a".into()),
             }]
         );
         let parsed = sluice_server::backend::exports::parse_exports(&plain).unwrap();

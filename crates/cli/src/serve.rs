@@ -31,6 +31,11 @@ pub struct ServeArgs {
     /// The Ceph client id to authenticate as [default: admin] (exports' `ceph_id=`).
     #[arg(long, value_name = "ID")]
     pub ceph_id: Option<String>,
+    /// The Ceph session's uuid, reclaimed at start [default: from the state directory's node
+    /// id, the file system and PATH] (exports' `ceph_uuid=`). A dead server's, to take over its
+    /// Ceph session.
+    #[arg(long, value_name = "UUID")]
+    pub ceph_uuid: Option<String>,
     /// Address and port for NFS, MOUNT and PORTMAP.
     #[arg(long, default_value = "127.0.0.1:2049")]
     pub listen: SocketAddr,
@@ -324,6 +329,7 @@ fn config_and_ceph(a: &ServeArgs) -> Result<(ServerConfig, Vec<crate::ceph::Ceph
                     conf,
                     fs_name: a.ceph_fs.clone(),
                     client_id: a.ceph_id.clone(),
+                    uuid: a.ceph_uuid.clone(),
                 });
                 vec![export_from_flags(a, std::path::Path::new(path))?]
             }
@@ -461,6 +467,18 @@ mod tests {
         }
         let argv = std::iter::once("serve").chain(args.iter().copied());
         <Cli as clap::Parser>::try_parse_from(argv).unwrap().serve
+    }
+
+    #[test]
+    fn a_ceph_export_takes_its_uuid_from_the_flag_or_leaves_it_to_the_default() {
+        let specs = |args: &[&str]| config_and_ceph(&parse(args)).unwrap().1;
+        let given = specs(&["ceph:/v", "--ceph-conf", "/c.conf", "--ceph-uuid", "head-a"]);
+        assert_eq!(given[0].uuid.as_deref(), Some("head-a"));
+        let default = specs(&["ceph:/v", "--ceph-conf", "/c.conf"]);
+        assert_eq!(
+            default[0].uuid, None,
+            "the state directory's default, at start"
+        );
     }
 
     #[test]

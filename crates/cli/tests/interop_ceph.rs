@@ -22,6 +22,8 @@ struct Rig {
     fuse: PathBuf,
     server: Option<Child>,
     port: u16,
+    /// The server's metrics endpoint (`--metrics`), for `sluice stats`.
+    metrics: String,
 }
 
 fn script() -> PathBuf {
@@ -47,6 +49,7 @@ impl Rig {
             dir,
             server: None,
             port: 0,
+            metrics: String::new(),
         };
         assert!(
             out.status.success(),
@@ -72,6 +75,7 @@ impl Rig {
 
     fn serve(&mut self) {
         self.port = free_port();
+        self.metrics = format!("127.0.0.1:{}", free_port());
         let out = std::fs::File::create(self.dir.path().join("serve.out")).unwrap();
         let err = std::fs::File::create(self.dir.path().join("serve.err")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -86,6 +90,8 @@ impl Rig {
             .arg(&self.conf)
             .arg("--listen")
             .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--metrics")
+            .arg(&self.metrics)
             .arg("--state-dir")
             .arg(self.dir.path().join("state"))
             .stdout(out)
@@ -207,4 +213,98 @@ fn client_scenarios_against_a_ceph_export() {
         rig: &rig,
     };
     servers::runtime().block_on(scenarios::all(&server));
+}
+
+/// The Ceph calls behind NFS traffic show in `sluice stats` and `/metrics`: after a write, a
+/// read and a listing through sluice, the export's libcephfs read, write and lookup counts have
+/// grown and carry latencies; and the start-up banner names the cluster's monitor, the file
+/// system and the Ceph client.
+#[test]
+fn ceph_calls_show_in_stats_and_metrics_and_the_banner_names_the_cluster() {
+    let rig = Rig::start(false);
+    let banner = std::fs::read_to_string(rig.dir.path().join("serve.out")).unwrap();
+    let mon_port = std::fs::read_to_string(rig.dir.path().join("cluster/port")).unwrap();
+    for part in [
+        format!("monitors v1:127.0.0.1:{}", mon_port.trim()),
+        "of file system cephfs".to_string(),
+        "as client.admin".to_string(),
+    ] {
+        assert!(banner.contains(&part), "{part:?} in the banner: {banner}");
+    }
+
+    let series = |kind: &str, call: &str| {
+        format!("sluice_backend_{kind}{{export=\"/vol\",backend=\"ceph\",call=\"{call}\"}}")
+    };
+    let before = common::prometheus(&rig.metrics);
+    let local = rig.dir.path().join("stats.bin");
+    let data = pattern(7, (3 << 20) + 11);
+    std::fs::write(&local, &data).unwrap();
+    sluice(&["cp", local.to_str().unwrap(), &rig.url("stats.bin")]);
+    let p = sluice(&["cat", &rig.url("stats.bin")]);
+    assert!(
+        read(&p.stdout) == data,
+        "sluice cat reads what sluice cp wrote"
+    );
+    sluice(&["ls", &rig.url("")]);
+    let after = common::prometheus(&rig.metrics);
+
+    for call in ["read", "write", "lookup"] {
+        let calls = series("calls_total", call);
+        let (was, now) = (value(&before, &calls), value(&after, &calls));
+        assert!(
+            now > was,
+            "{calls}: {was} before the I/O, {now} after: {after}"
+        );
+        assert_eq!(
+            value(&after, &series("latency_seconds_count", call)),
+            now,
+            "{call}: one latency per call"
+        );
+    }
+    for call in ["read", "write"] {
+        // Each of these calls moved at least 1 MiB through libcephfs: microseconds at least.
+        let sum = value(&after, &series("latency_seconds_sum", call));
+        assert!(sum > 0.0, "{call}: latency sum {sum}: {after}");
+    }
+
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["stats", &rig.metrics])
+        .output()
+        .expect("run sluice stats");
+    assert!(out.status.success(), "sluice stats: {out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The section's rows, not the NFS tables' rows of the same names above it.
+    let section = text
+        .find("Backend ceph of export /vol:")
+        .map(|at| &text[at..])
+        .unwrap_or_else(|| panic!("a Ceph section: {text}"));
+    for call in ["read", "write", "lookup"] {
+        let row: Vec<&str> = section
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(call))
+            .unwrap_or_else(|| panic!("no {call} row: {text}"))
+            .split_whitespace()
+            .collect();
+        let calls: u64 = row[1].parse().unwrap();
+        assert!(calls > 0, "{row:?}");
+        assert!(row[3].parse::<u64>().is_ok(), "mean latency in {row:?}");
+        assert!(
+            row[4].starts_with("<=") || row[4].starts_with('>'),
+            "99th percentile bound in {row:?}"
+        );
+    }
+}
+
+/// The value of one series (name and labels, exactly as rendered) in a Prometheus text; 0 when
+/// absent.
+fn value(prom: &str, series: &str) -> f64 {
+    prom.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0)
 }

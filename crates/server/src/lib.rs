@@ -244,6 +244,17 @@ pub async fn bind_exports(
         weak.upgrade()
             .map_or_else(Default::default, |n| stats::Gauges4::of(&n))
     }));
+    // The backends' own counters (a Ceph export's libcephfs calls), per export; weak for the
+    // same reason.
+    let weak = Arc::downgrade(&exports);
+    stats.set_backends(Box::new(move || {
+        weak.upgrade().map_or_else(Vec::new, |exports| {
+            exports
+                .iter()
+                .filter_map(|e| Some((e.export.path.display().to_string(), e.fs.backend_stats()?)))
+                .collect()
+        })
+    }));
     // v3 changes pass the v4 delegations' recall gate first.
     let recall: Arc<dyn recall::RecallGate> = nfs4.clone();
     let server = Arc::new(service::Server {

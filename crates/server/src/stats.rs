@@ -6,18 +6,24 @@
 //! the processor's [`crate::nfs4::compound::OpObserver`] hook), which is where the time goes
 //! and where the errors are. The state gauges (clients, sessions, open and lock stateids, locks) are read from
 //! the state core when rendered, through [`Stats::set_nfs4_gauges`].
+//!
+//! Backends that make calls of their own (a Ceph export's libcephfs calls) count them
+//! themselves; their counters are read when rendered, per export, through
+//! [`Stats::set_backends`], and shown only when some export has any: in `/metrics` as
+//! `sluice_backend_calls_total`, `sluice_backend_errors_total`,
+//! `sluice_backend_latency_seconds` (labels `export`, `backend`, `call`) and
+//! `sluice_backend_events_total` (`event`), in the text as a table per export.
 
+use crate::backend::stats::BackendStats;
+/// The call counters and their histogram live in the version-neutral layer, where backends
+/// count their own calls in the same shape; named here too, where the server's code finds them.
+pub use crate::backend::stats::{CallStats, ProcStats, LATENCY_BUCKETS_MICROS};
 use sluice_xdr::nfs4::ops::{op_info, Opnum4, OP_INFO};
 use sluice_xdr::{mount3, nfs3, nfs4};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 use std::time::Duration;
-
-/// Latency histogram bucket upper bounds in microseconds (the last bucket is open-ended).
-pub const LATENCY_BUCKETS_MICROS: [u64; 12] = [
-    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000, 250_000,
-];
 
 /// Size histogram bucket upper bounds in bytes: powers of two from 4 KiB to 16 MiB.
 pub const SIZE_BUCKETS_BYTES: [u64; 13] = [
@@ -36,38 +42,12 @@ pub const SIZE_BUCKETS_BYTES: [u64; 13] = [
     16 << 20,
 ];
 
-#[derive(Default)]
-pub struct ProcStats {
-    pub calls: AtomicU64,
-    /// Calls answered with something other than success (an NFS error or an RPC-level error).
-    pub errors: AtomicU64,
-    pub latency_micros_total: AtomicU64,
-    pub latency_buckets: [AtomicU64; LATENCY_BUCKETS_MICROS.len() + 1],
-}
-
 /// A histogram of sizes.
 #[derive(Default)]
 pub struct SizeHistogram {
     pub count: AtomicU64,
     pub bytes: AtomicU64,
     pub buckets: [AtomicU64; SIZE_BUCKETS_BYTES.len() + 1],
-}
-
-impl ProcStats {
-    /// Counts one call that took `elapsed`; `ok` is false for an error.
-    pub fn record(&self, elapsed: Duration, ok: bool) {
-        self.calls.fetch_add(1, Relaxed);
-        if !ok {
-            self.errors.fetch_add(1, Relaxed);
-        }
-        let us = elapsed.as_micros() as u64;
-        self.latency_micros_total.fetch_add(us, Relaxed);
-        let i = LATENCY_BUCKETS_MICROS
-            .iter()
-            .position(|&b| us <= b)
-            .unwrap_or(LATENCY_BUCKETS_MICROS.len());
-        self.latency_buckets[i].fetch_add(1, Relaxed);
-    }
 }
 
 /// NFSv4 operations, one [`ProcStats`] per row of the op table (`OP_INFO`, whose names label
@@ -136,6 +116,12 @@ pub struct Gauges4 {
 /// Reads the gauges from wherever the NFSv4 state lives.
 pub type Gauges4Source = Box<dyn Fn() -> Gauges4 + Send + Sync>;
 
+/// One export's backend counters: the export's path and what its file system reported.
+pub type ExportBackendStats = (String, BackendStats);
+
+/// Reads the backend counters of the exports whose file systems keep any.
+pub type BackendsSource = Box<dyn Fn() -> Vec<ExportBackendStats> + Send + Sync>;
+
 impl SizeHistogram {
     pub fn record(&self, bytes: u64) {
         self.count.fetch_add(1, Relaxed);
@@ -197,6 +183,9 @@ pub struct Stats {
     pub nfs4_ops: OpStats4,
     /// Where the NFSv4 state gauges come from (set once by the server; unset: not shown).
     nfs4_gauges: OnceLock<Gauges4Source>,
+    /// Where the exports' backend counters come from (set once by the server; unset or empty:
+    /// not shown).
+    backends: OnceLock<BackendsSource>,
     /// MOUNT v3, indexed like `mount3::PROCS`.
     pub mount: [ProcStats; mount3::proc_::NAMES.len()],
     /// Calls to any other program or version, and calls no procedure table holds.
@@ -231,6 +220,16 @@ impl Stats {
     /// The NFSv4 state gauges now, if a source was set.
     pub fn nfs4_gauges(&self) -> Option<Gauges4> {
         self.nfs4_gauges.get().map(|f| f())
+    }
+
+    /// Names where the exports' backend counters are read from; the first call wins.
+    pub fn set_backends(&self, source: BackendsSource) {
+        let _ = self.backends.set(source);
+    }
+
+    /// The backend counters of the exports that keep any, now (empty without a source).
+    pub fn backends(&self) -> Vec<ExportBackendStats> {
+        self.backends.get().map(|f| f()).unwrap_or_default()
     }
 
     /// Renders every counter in the Prometheus text exposition format (version 0.0.4).
@@ -304,13 +303,8 @@ impl Stats {
         let _ = writeln!(s, "# HELP sluice_nfs_latency_seconds NFSv3 call latency.");
         let _ = writeln!(s, "# TYPE sluice_nfs_latency_seconds histogram");
         for (i, p) in self.nfs.iter().enumerate() {
-            latency_histogram(
-                &mut s,
-                "sluice_nfs_latency_seconds",
-                "proc",
-                nfs3::PROCS[i].name,
-                p,
-            );
+            let labels = format!("proc=\"{}\"", nfs3::PROCS[i].name);
+            latency_histogram(&mut s, "sluice_nfs_latency_seconds", &labels, &p.snapshot());
         }
         let _ = writeln!(
             s,
@@ -318,8 +312,15 @@ impl Stats {
         );
         let _ = writeln!(s, "# TYPE sluice_nfs4_op_latency_seconds histogram");
         for (name, p) in self.nfs4_ops.used() {
-            latency_histogram(&mut s, "sluice_nfs4_op_latency_seconds", "op", name, p);
+            let labels = format!("op=\"{name}\"");
+            latency_histogram(
+                &mut s,
+                "sluice_nfs4_op_latency_seconds",
+                &labels,
+                &p.snapshot(),
+            );
         }
+        render_backends_prometheus(&mut s, &self.backends());
         if let Some(g) = self.nfs4_gauges() {
             for (metric, help, v) in [
                 (
@@ -636,6 +637,7 @@ impl Stats {
                 g.async_copies, g.cb_offloads
             );
         }
+        render_backends_text(&mut s, &self.backends());
         let e = &self.engine;
         let _ = writeln!(
             s,
@@ -673,32 +675,141 @@ impl Stats {
     }
 }
 
-/// One Prometheus histogram series of `p`'s latencies, labelled `label="name"`; nothing for a
-/// row with no calls.
-fn latency_histogram(s: &mut String, metric: &str, label: &str, name: &str, p: &ProcStats) {
-    let calls = p.calls.load(Relaxed);
+/// One Prometheus histogram series of `p`'s latencies, labelled `labels` (`k="v",...`, already
+/// escaped); nothing for a row with no calls.
+fn latency_histogram(s: &mut String, metric: &str, labels: &str, p: &CallStats) {
+    let calls = p.calls;
     if calls == 0 {
         return;
     }
     let mut cum = 0;
     for (b, bound) in LATENCY_BUCKETS_MICROS.iter().enumerate() {
-        cum += p.latency_buckets[b].load(Relaxed);
+        cum += p.latency_buckets[b];
         let _ = writeln!(
             s,
-            "{metric}_bucket{{{label}=\"{name}\",le=\"{}\"}} {cum}",
+            "{metric}_bucket{{{labels},le=\"{}\"}} {cum}",
             *bound as f64 / 1e6
         );
     }
+    let _ = writeln!(s, "{metric}_bucket{{{labels},le=\"+Inf\"}} {calls}");
     let _ = writeln!(
         s,
-        "{metric}_bucket{{{label}=\"{name}\",le=\"+Inf\"}} {calls}"
+        "{metric}_sum{{{labels}}} {}",
+        p.latency_micros_total as f64 / 1e6
     );
+    let _ = writeln!(s, "{metric}_count{{{labels}}} {calls}");
+}
+
+/// The backends' counters in `/metrics`: calls, errors and a latency histogram per export,
+/// backend and call, then their events. Nothing when no export has a backend that counts.
+fn render_backends_prometheus(s: &mut String, backends: &[ExportBackendStats]) {
+    if backends.is_empty() {
+        return;
+    }
+    let labels = |export: &str, b: &BackendStats, call: &str| {
+        format!(
+            "export=\"{}\",backend=\"{}\",call=\"{}\"",
+            label_value(export),
+            label_value(b.backend),
+            label_value(call)
+        )
+    };
+    for (metric, help, counter) in [
+        (
+            "sluice_backend_calls_total",
+            "Calls a backend made to the storage beneath it (a Ceph export: libcephfs calls), by call.",
+            (|c: &CallStats| c.calls) as fn(&CallStats) -> u64,
+        ),
+        (
+            "sluice_backend_errors_total",
+            "Backend calls that failed (not found included).",
+            |c: &CallStats| c.errors,
+        ),
+    ] {
+        let _ = writeln!(s, "# HELP {metric} {help}");
+        let _ = writeln!(s, "# TYPE {metric} counter");
+        for (export, b) in backends {
+            for (call, c) in &b.calls {
+                let _ = writeln!(s, "{metric}{{{}}} {}", labels(export, b, call), counter(c));
+            }
+        }
+    }
+    let metric = "sluice_backend_latency_seconds";
+    let _ = writeln!(s, "# HELP {metric} Latency of a backend's calls.");
+    let _ = writeln!(s, "# TYPE {metric} histogram");
+    for (export, b) in backends {
+        for (call, c) in &b.calls {
+            latency_histogram(s, metric, &labels(export, b, call), c);
+        }
+    }
+    let metric = "sluice_backend_events_total";
     let _ = writeln!(
         s,
-        "{metric}_sum{{{label}=\"{name}\"}} {}",
-        p.latency_micros_total.load(Relaxed) as f64 / 1e6
+        "# HELP {metric} Events a backend counts (a Ceph export: the MDS's cache invalidations and requests to release inodes)."
     );
-    let _ = writeln!(s, "{metric}_count{{{label}=\"{name}\"}} {calls}");
+    let _ = writeln!(s, "# TYPE {metric} counter");
+    for (export, b) in backends {
+        for (event, n) in &b.events {
+            let _ = writeln!(
+                s,
+                "{metric}{{export=\"{}\",backend=\"{}\",event=\"{}\"}} {n}",
+                label_value(export),
+                label_value(b.backend),
+                label_value(event)
+            );
+        }
+    }
+}
+
+/// The backends' counters in `sluice stats`: per export, the calls made (those with at least
+/// one), with errors, mean latency and the bound of the 99th percentile's bucket; then the
+/// events.
+fn render_backends_text(s: &mut String, backends: &[ExportBackendStats]) {
+    for (export, b) in backends {
+        let _ = writeln!(s, "Backend {} of export {export}:", b.backend);
+        let _ = writeln!(
+            s,
+            "{:<12} {:>10} {:>8} {:>12} {:>12}",
+            "call", "calls", "errors", "avg_us", "p99_us"
+        );
+        for (call, c) in b.calls.iter().filter(|(_, c)| c.calls > 0) {
+            let p99 = match c.latency_micros_quantile_bound(990) {
+                Some(u64::MAX) => format!(
+                    ">{}",
+                    LATENCY_BUCKETS_MICROS[LATENCY_BUCKETS_MICROS.len() - 1]
+                ),
+                Some(us) => format!("<={us}"),
+                None => "-".to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "{:<12} {:>10} {:>8} {:>12} {:>12}",
+                call,
+                c.calls,
+                c.errors,
+                c.latency_micros_mean(),
+                p99
+            );
+        }
+        if !b.events.is_empty() {
+            let events: Vec<String> = b.events.iter().map(|(e, n)| format!("{n} {e}")).collect();
+            let _ = writeln!(s, "{} events: {}", b.backend, events.join(", "));
+        }
+    }
+}
+
+/// A Prometheus label value: backslash, double quote and newline escaped (text format 0.0.4).
+fn label_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The grace period in `sluice stats`: where it stands, how long it lasted, why it ended.
@@ -893,6 +1004,94 @@ mod tests {
         );
         assert!(
             text.contains("nfs v4 delegations: 6 read, 0 write; recalls: 2 sent"),
+            "{text}"
+        );
+    }
+
+    /// A backend's calls show per export in both renderings, labelled by export, backend and
+    /// call, with a latency histogram in the server's own buckets; a server whose exports count
+    /// nothing shows no backend section at all.
+    #[test]
+    fn backend_calls_render_per_export_only_when_there_are_some() {
+        let none = Stats::default();
+        none.set_backends(Box::new(Vec::new));
+        assert!(!none
+            .render_prometheus()
+            .contains("sluice_backend_calls_total"));
+        assert!(!none.render().contains("Backend"));
+
+        let read = ProcStats::default();
+        read.record(Duration::from_micros(20), true);
+        read.record(Duration::from_micros(30), true);
+        read.record(Duration::from_millis(2), false);
+        let lookup = ProcStats::default();
+        lookup.record(Duration::from_micros(5), false);
+        let ceph = BackendStats {
+            backend: "ceph",
+            calls: vec![
+                ("lookup", lookup.snapshot()),
+                ("getattr", CallStats::default()),
+                ("read", read.snapshot()),
+            ],
+            events: vec![("inode_invalidations", 4), ("release_requests", 0)],
+        };
+        let st = Stats::default();
+        let backends = vec![
+            ("/vol".to_string(), ceph.clone()),
+            ("/a\"b".to_string(), ceph),
+        ];
+        st.set_backends(Box::new(move || backends.clone()));
+        let prom = st.render_prometheus();
+        for line in [
+            "sluice_backend_calls_total{export=\"/vol\",backend=\"ceph\",call=\"read\"} 3\n",
+            "sluice_backend_calls_total{export=\"/vol\",backend=\"ceph\",call=\"getattr\"} 0\n",
+            "sluice_backend_errors_total{export=\"/vol\",backend=\"ceph\",call=\"read\"} 1\n",
+            "sluice_backend_errors_total{export=\"/vol\",backend=\"ceph\",call=\"lookup\"} 1\n",
+            "sluice_backend_latency_seconds_bucket{export=\"/vol\",backend=\"ceph\",call=\"read\",le=\"0.00001\"} 0\n",
+            "sluice_backend_latency_seconds_bucket{export=\"/vol\",backend=\"ceph\",call=\"read\",le=\"0.00005\"} 2\n",
+            "sluice_backend_latency_seconds_bucket{export=\"/vol\",backend=\"ceph\",call=\"read\",le=\"0.0025\"} 3\n",
+            "sluice_backend_latency_seconds_bucket{export=\"/vol\",backend=\"ceph\",call=\"read\",le=\"+Inf\"} 3\n",
+            "sluice_backend_latency_seconds_sum{export=\"/vol\",backend=\"ceph\",call=\"read\"} 0.00205\n",
+            "sluice_backend_latency_seconds_count{export=\"/vol\",backend=\"ceph\",call=\"read\"} 3\n",
+            "sluice_backend_events_total{export=\"/vol\",backend=\"ceph\",event=\"inode_invalidations\"} 4\n",
+            "sluice_backend_calls_total{export=\"/a\\\"b\",backend=\"ceph\",call=\"read\"} 3\n",
+        ] {
+            assert!(prom.contains(line), "{line} in {prom}");
+        }
+        assert!(
+            !prom.contains("sluice_backend_latency_seconds_count{export=\"/vol\",backend=\"ceph\",call=\"getattr\"}"),
+            "no histogram for a call never made: {prom}"
+        );
+        for family in [
+            "sluice_backend_calls_total counter",
+            "sluice_backend_errors_total counter",
+            "sluice_backend_latency_seconds histogram",
+            "sluice_backend_events_total counter",
+        ] {
+            assert_eq!(
+                prom.matches(&format!("# TYPE {family}\n")).count(),
+                1,
+                "{family} declared once for both exports"
+            );
+        }
+        let text = st.render();
+        assert!(text.contains("Backend ceph of export /vol:\n"), "{text}");
+        let row = |call: &str| -> Vec<String> {
+            let mut rows = text
+                .lines()
+                .filter(|l| l.split_whitespace().next() == Some(call));
+            rows.next()
+                .map(|l| l.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(row("read"), ["read", "3", "1", "683", "<=2500"], "{text}");
+        assert_eq!(row("lookup"), ["lookup", "1", "1", "5", "<=10"], "{text}");
+        assert!(
+            row("getattr").is_empty(),
+            "calls never made are left out: {text}"
+        );
+        assert!(
+            text.contains("ceph events: 4 inode_invalidations, 0 release_requests\n"),
             "{text}"
         );
     }

@@ -20,6 +20,7 @@
 
 use crate::handle::ExportId;
 use crate::localfs::LocalFs;
+use crate::stats::BackendStats;
 use crate::types::{
     Attr, Caller, ChangeKind, CopyOk, CreateHow, CreateOk, DeviceId, DirEntry, FileHandle,
     FileType, FsError, FsInfo, FsStat, LinkRes, LookupOk, PathConf, ReadOk, ReaddirOk, RenameWcc,
@@ -55,6 +56,12 @@ pub trait FileSystem: Send + Sync {
     /// that only a real file has (splice, `RWF_NOWAIT`, io_uring, early writeback). Default:
     /// none, and the data path uses the trait's methods alone.
     fn local(&self) -> Option<&LocalFs> {
+        None
+    }
+    /// What this backend counts of its own calls to the storage beneath it (per kind of call:
+    /// count, errors, latency; see [`crate::stats`]), for `sluice stats` and `/metrics`. No I/O.
+    /// Default: none (a backend whose work is the server's own time, as [`LocalFs`]'s).
+    fn backend_stats(&self) -> Option<BackendStats> {
         None
     }
     /// How [`Attr::change`] is made, for NFSv4.2's `change_attr_type` (RFC 7862 §12.2.3).

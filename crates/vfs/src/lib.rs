@@ -34,6 +34,9 @@
 //! * [`handle`]: the file handle layout, its MAC and the secret in the state directory.
 //! * [`creds`]: per-thread fsuid/fsgid/groups switching.
 //! * [`openfiles`]: the bounded cache of open descriptors.
+//! * [`stats`]: call counters with a latency histogram ([`stats::ProcStats`]), the shape in
+//!   which the server reports its calls and a backend the calls it makes beneath
+//!   ([`FileSystem::backend_stats`]). Pure.
 //! * `iomode`: the cache modes per export (buffered, dontcache, direct) behind READ and WRITE.
 //! * `localfs`: [`LocalFs`], which implements [`FileSystem`] directly: the 21 procedures (NULL
 //!   needs no backend) and NFSv4.2's range operations: SEEK (`lseek` SEEK_DATA/SEEK_HOLE),
@@ -54,6 +57,7 @@ mod iomode;
 mod localfs;
 pub mod memfs;
 pub mod openfiles;
+pub mod stats;
 mod sys;
 pub mod types;
 
