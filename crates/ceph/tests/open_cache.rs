@@ -162,6 +162,56 @@ fn a_hundred_reads_of_one_file_cost_one_open() {
     );
     assert_eq!((s.files_opened, s.file_hits, s.files_open), (1, 99, 1));
 
+    // Where the time went (for the record; nothing asserted on time).
+    for kind in [
+        CallKind::Lookup,
+        CallKind::Getattr,
+        CallKind::Open,
+        CallKind::Read,
+    ] {
+        let c = reader.stats().of(kind);
+        eprintln!(
+            "reader {}: {} calls, {} us average",
+            kind.name(),
+            c.calls,
+            c.latency_micros_total / c.calls.max(1)
+        );
+    }
+    // Without the cache (a count of 0: open and close per call, as before it), for contrast.
+    let uncached = export(
+        &cluster,
+        &dir,
+        Some(OpenCacheConfig {
+            files: IdleLimits {
+                count_max: 0,
+                idle: KEPT.idle,
+            },
+            dirs: KEPT,
+        }),
+    );
+    let ufh = lookup(&uncached, "f");
+    let (uopens0, ulookups0) = (
+        calls(&uncached, CallKind::Open),
+        calls(&uncached, CallKind::Lookup),
+    );
+    for _ in 0..20 {
+        read(&uncached, &ufh, 0, 4096).unwrap();
+    }
+    assert_eq!(
+        calls(&uncached, CallKind::Open) - uopens0,
+        40,
+        "open + close each"
+    );
+    assert_eq!(calls(&uncached, CallKind::Lookup) - ulookups0, 20);
+    for kind in [CallKind::Lookup, CallKind::Open] {
+        let c = uncached.stats().of(kind);
+        eprintln!(
+            "uncached {}: {} calls, {} us average",
+            kind.name(),
+            c.calls,
+            c.latency_micros_total / c.calls.max(1)
+        );
+    }
     // GETATTR of the open file needs no lookup either.
     let lookups1 = calls(&reader, CallKind::Lookup);
     assert_eq!(reader.getattr(&fh).unwrap().size, data.len() as u64);

@@ -17,7 +17,14 @@
 //!
 //! Measured here (crates/ceph/tests/open_cache.rs, a one-node cluster): 100 READs of a file
 //! through the cache make one `ceph_ll_open` and no `ceph_ll_lookup_inode` after the first; a
-//! READDIR walk of 1,000 entries in pages of 50 opens the directory once. And one fact that
+//! READDIR walk of 1,000 entries in pages of 50 opens the directory once. With one client
+//! alone on a file whose caps it already holds, an open or close costs about 10 us and a
+//! lookup by number 15 us, a getattr 3 to 7 us, a cached 4 KiB read under 20 us: the cost of
+//! opening per call is the MDS round trip when the caps are not held (the benchmark's 11 ms
+//! average OPEN, with other clients and gateways on the file system), which the cache pays
+//! once per file instead of once per call. (The small benchmark before and after, on a busy
+//! host: sluice's 4 KiB random reads 10 to 38 MB/s, 1,000 small-file creates 2.4 s to 1.4 s.)
+//! And one fact that
 //! shapes the policy: while one libcephfs client holds a file open for writing, another
 //! client's `ceph_ll_read` of it waits until the writer closes it (seen with two mounts in one
 //! process: the reader blocked in `ceph_ll_read` until the writer's idle close). So a
