@@ -7,11 +7,14 @@
 //!
 //! ```text
 //!   handler ─► CephFs::op(&caller, &fh, ...)
-//!                │ 1. handle → (ino, snapid) → Inode*   ceph_ll_lookup_inode when not cached
+//!                │ 1. handle → (ino, snapid) → Inode*   the open-file cache's, else
+//!                │                                      ceph_ll_lookup_inode
 //!                │ 2. UserPerm of the caller            the MDS and the client check access
-//!                │ 3. ceph_ll_* call(s)                 counted and timed (CephStats)
+//!                │ 3. ceph_ll_* call(s)                 counted and timed (CephStats); READ,
+//!                │                                      WRITE, COMMIT on a cached open Fh
 //!                │ 4. ceph_statx → Attr                 change = Ceph's change counter
-//!                └─ references put back: sluice holds no inode between calls
+//!                └─ references put back, except those the open-file and directory-stream
+//!                   caches keep between calls (bounded, closed when idle: `open_files`)
 //! ```
 //!
 //! # Handles
@@ -29,15 +32,16 @@
 //! is the same after a restart and on every sluice head given the same secret and export id.
 //! An inode that is not in this client's cache (after a restart, or on another head) is found
 //! through the MDS with `ceph_ll_lookup_inode`; only an inode that no longer exists is
-//! [`FsError::Stale`]. One object has one handle, so the default [`FileSystem::state_key`] (the
-//! handle's bytes) is the object's identity.
+//! [`FsError::Stale`] (so is a cached inode whose link count has dropped to 0). One object has
+//! one handle, so the default [`FileSystem::state_key`] (the handle's bytes) is the object's
+//! identity.
 //!
 //! # Permissions
 //! Calls that create or change a name run with the caller's credentials (`UserPerm`), so
 //! libcephfs and the MDS check them, and new objects belong to the caller. READ, WRITE and
 //! COMMIT check the mode bits here, as knfsd does (the owner may always read and write its own
-//! file: a client that created a file 0444 still writes it), then open the file as the mount's
-//! own user.
+//! file: a client that created a file 0444 still writes it), then use a file opened as the
+//! mount's own user (kept open between calls: the checks are per call, the open is not).
 //!
 //! # Coherence
 //! libcephfs holds capabilities from the MDS for what it caches; when another Ceph client
@@ -49,12 +53,14 @@
 //! # Layout
 //! This file holds the configuration, the mount of the export's root and the [`FileSystem`]
 //! methods; what they call lives beside it by role: `handles` (handles, resolution, the call
-//! guards, name checks), `namespace` (lookups, directory changes, creation, SETATTR, removal),
-//! `data` (permission checks of READ and WRITE, reads, writes, fsync, fallocate) and `locks`
-//! (the NFS server's byte-range locks taken in Ceph too, [`CephFs::set_lock`] and
-//! [`CephLock`]). No delegations are granted on this backend
-//! ([`FileSystem::grants_delegations`] is false): a delegation would promise an NFS client
-//! that no other Ceph client changes the file unseen, which only a Ceph delegation
+//! guards, name checks), `namespace` (lookups, directory changes, creation, SETATTR, removal,
+//! directory entries), `data` (permission checks of READ and WRITE, the open file they use,
+//! reads, writes, fsync, fallocate), `open_files` (the open-file and directory-stream caches,
+//! and what was measured that made them worth having), `idle_table` (their pure keep-or-close
+//! policy, with the clock passed in) and `locks` (the NFS server's byte-range locks taken in
+//! Ceph too, [`CephFs::set_lock`] and [`CephLock`]). No delegations are granted on this
+//! backend ([`FileSystem::grants_delegations`] is false): a delegation would promise an NFS
+//! client that no other Ceph client changes the file unseen, which only a Ceph delegation
 //! (`ceph_ll_delegation`) behind it could keep; that is future work.
 
 // As in sluice_vfs: the failure side carries the failure reply's attributes.
@@ -79,13 +85,18 @@ use std::sync::Arc;
 
 mod data;
 mod handles;
+mod idle_table;
 mod locks;
 mod namespace;
+mod open_files;
 
 use data::may;
 use handles::{err, ftype, lookup_name, new_name, OpenFh};
+pub use idle_table::IdleLimits;
 pub use locks::CephLock;
 use namespace::exclusive_times;
+use open_files::{Access, Caches, DirStream, Pending};
+pub use open_files::{OpenCacheConfig, OpenCacheStats, OPEN_DIRS_DEFAULT, OPEN_FILES_DEFAULT};
 
 /// Bytes read or written per libcephfs call in a server-side copy.
 const COPY_CHUNK_BYTES: usize = 1 << 20;
@@ -101,6 +112,9 @@ pub struct CephFsConfig {
     pub export_id: Option<ExportId>,
     /// FSINFO's read and write sizes, bytes. Default [`IO_BYTES_MAX_DEFAULT`].
     pub io_bytes_max: u32,
+    /// Open files and directory streams kept between calls. Default
+    /// [`OpenCacheConfig::default`].
+    pub open_cache: OpenCacheConfig,
 }
 
 impl CephFsConfig {
@@ -110,6 +124,7 @@ impl CephFsConfig {
             state_dir: state_dir.into(),
             export_id: None,
             io_bytes_max: IO_BYTES_MAX_DEFAULT,
+            open_cache: OpenCacheConfig::default(),
         }
     }
 
@@ -132,6 +147,7 @@ pub struct CephFs {
     export: ExportId,
     mac: Hmac<Sha256>,
     verifier: AtomicU64,
+    caches: Caches,
     config: CephFsConfig,
     /// The open files holding the NFS server's locks (`locks`).
     locks: locks::HeldLocks,
@@ -189,6 +205,7 @@ impl CephFs {
             export,
             mac,
             verifier: AtomicU64::new(random_u64()),
+            caches: Caches::new(config.open_cache),
             config,
             locks: locks::HeldLocks::default(),
         };
@@ -220,6 +237,7 @@ impl CephFs {
 }
 impl Drop for CephFs {
     fn drop(&mut self) {
+        self.caches.clear();
         self.mount.put(self.root);
     }
 }
@@ -432,22 +450,22 @@ impl FileSystem for CephFs {
         offset: u64,
         bufs: &mut [&mut [u8]],
     ) -> Res<ReadOk, Option<Attr>> {
-        let i = self.resolve(fh).map_err(|e| (e, None))?;
-        let fail = |e| (e, Some(self.attr(&i.st)));
-        self.may_read(caller, &i.st).map_err(fail)?;
-        let f = self.open(&i, libc::O_RDONLY).map_err(fail)?;
+        let (f, st) = self
+            .io_file(fh, Access::Read, |st| self.may_read(caller, st))
+            .map_err(|(e, st)| (e, st.map(|st| self.attr(&st))))?;
+        // A READ changes no attribute NFS shows but atime: those read before it serve as its
+        // post-operation attributes (one getattr, from cached caps, per READ).
+        let attr = self.attr(&st);
         let mut count = 0;
         let mut pos = offset;
         for b in bufs.iter_mut() {
-            let n = self.read_into(&f, pos, b).map_err(fail)?;
+            let n = self.read_into(f.fh, pos, b).map_err(|e| (e, Some(attr)))?;
             count += n;
             pos += n as u64;
             if n < b.len() {
                 break;
             }
         }
-        drop(f);
-        let attr = self.post(&i).unwrap_or_else(|| self.attr(&i.st));
         let eof = offset.saturating_add(count as u64) >= attr.size;
         Ok(ReadOk { count, eof, attr })
     }
@@ -460,45 +478,53 @@ impl FileSystem for CephFs {
         data: &[Bytes],
         stable: StableHow,
     ) -> Res<WriteOk, Wcc> {
-        let i = self.resolve(fh).map_err(|e| (e, Wcc::default()))?;
-        let pre = WccAttr::of(&self.attr(&i.st));
-        let fail = |e| (e, self.wcc_after(pre, &i));
-        self.may_write(caller, &i.st).map_err(fail)?;
         let total: u64 = data.iter().map(|b| b.len() as u64).sum();
-        if offset
-            .checked_add(total)
-            .is_none_or(|e| e > i64::MAX as u64)
-        {
-            return Err(fail(FsError::FBig));
-        }
-        let f = self.open(&i, libc::O_WRONLY).map_err(fail)?;
+        let (f, st) = self
+            .io_file(fh, Access::ReadWrite, |st| {
+                self.may_write(caller, st)?;
+                if offset
+                    .checked_add(total)
+                    .is_none_or(|e| e > i64::MAX as u64)
+                {
+                    return Err(FsError::FBig);
+                }
+                Ok(())
+            })
+            .map_err(|(e, st)| (e, self.wcc_of(st)))?;
+        let pre = WccAttr::of(&self.attr(&st));
+        let fail = |e| (e, Wcc::new(Some(pre), self.post_of(&f)));
         let mut pos = offset;
         for b in data {
-            self.write_all(&f, pos, b).map_err(fail)?;
+            self.write_all(f.fh, pos, b).map_err(fail)?;
             pos += b.len() as u64;
         }
         if stable != StableHow::Unstable {
-            self.fsync(&f, stable == StableHow::DataSync)
+            self.fsync(f.fh, stable == StableHow::DataSync)
                 .map_err(fail)?;
         }
-        drop(f);
+        let wcc = Wcc::new(Some(pre), self.post_of(&f));
+        if stable != StableHow::Unstable {
+            self.release_written(fh);
+        }
         Ok(WriteOk {
             count: total as usize,
             committed: stable,
-            wcc: self.wcc_after(pre, &i),
+            wcc,
         })
     }
 
     fn commit(&self, caller: &Caller, fh: &FileHandle, _offset: u64, _count: u32) -> Res<Wcc, Wcc> {
-        let i = self.resolve(fh).map_err(|e| (e, Wcc::default()))?;
-        let pre = WccAttr::of(&self.attr(&i.st));
-        let fail = |e| (e, self.wcc_after(pre, &i));
-        self.may_write(caller, &i.st).map_err(fail)?;
-        // libcephfs flushes a file's dirty data as a whole: the range is not narrower.
-        let f = self.open(&i, libc::O_WRONLY).map_err(fail)?;
-        self.fsync(&f, true).map_err(fail)?;
-        drop(f);
-        Ok(self.wcc_after(pre, &i))
+        let (f, st) = self
+            .io_file(fh, Access::ReadWrite, |st| self.may_write(caller, st))
+            .map_err(|(e, st)| (e, self.wcc_of(st)))?;
+        let pre = WccAttr::of(&self.attr(&st));
+        // libcephfs flushes a file's dirty data as a whole, whichever Fh wrote it: the range
+        // is not narrower, and the cached Fh serves.
+        self.fsync(f.fh, true)
+            .map_err(|e| (e, Wcc::new(Some(pre), self.post_of(&f))))?;
+        let wcc = Wcc::new(Some(pre), self.post_of(&f));
+        self.release_written(fh);
+        Ok(wcc)
     }
 
     fn create(
@@ -543,15 +569,20 @@ impl FileSystem for CephFs {
             )
         });
         let exists = r == -libc::EEXIST;
+        // The new file's Fh (read-write): closed on failure, cached on success (the WRITE that
+        // usually follows a CREATE finds it open).
+        // (Built only when there is one: a guard of a null Fh would close it.)
+        let created = if r >= 0 && !fhp.is_null() {
+            Some(OpenFh { fs: self, ptr: fhp })
+        } else {
+            None
+        };
         if r < 0 && (!exists || matches!(how, CreateHow::Guarded(_))) {
             return Err(fail(err(r)));
         }
         let obj = if exists {
             self.lookup_child(&d, &cname, &perm).map_err(fail)?
         } else {
-            if !fhp.is_null() {
-                drop(OpenFh { fs: self, ptr: fhp });
-            }
             self.adopt(out, st, d.vino.snapid)
         };
         let is_reg = ftype(u32::from(obj.st.stx_mode)) == FileType::Regular;
@@ -604,11 +635,22 @@ impl FileSystem for CephFs {
             self.apply_sattr(&obj, &s, &perm).map_err(fail)?;
         }
         let attr = self.post(&obj).unwrap_or_else(|| self.attr(&obj.st));
-        Ok(CreateOk {
+        let ok = CreateOk {
             fh: self.handle(obj.vino),
             attr,
             dir_wcc: self.wcc_after(pre, &d),
-        })
+        };
+        if let Some(f) = created {
+            let vino = obj.vino;
+            if let Some(inode) = obj.into_owned_ptr() {
+                let ptr = f.ptr;
+                std::mem::forget(f);
+                let value = self.open_file_value(inode, ptr);
+                self.caches
+                    .insert_file(vino, Access::ReadWrite, value, std::time::Instant::now());
+            }
+        }
+        Ok(ok)
     }
 
     fn mkdir(
@@ -796,9 +838,11 @@ impl FileSystem for CephFs {
         // ("rename is on the way, will wait for dn"), so failures must not reach it.
         let source = self.lookup_child(&fd, &from, &perm).map_err(fail)?;
         let src_dir = ftype(u32::from(source.st.stx_mode)) == FileType::Directory;
+        let mut replaced = None;
         match self.lookup_child(&td, &to, &perm) {
             Ok(target) if target.vino == source.vino => return Ok(wccs()),
             Ok(target) => {
+                replaced = Some(target.vino.ino);
                 let dst_dir = ftype(u32::from(target.st.stx_mode)) == FileType::Directory;
                 if src_dir && !dst_dir {
                     return Err(fail(FsError::NotDir));
@@ -832,6 +876,10 @@ impl FileSystem for CephFs {
                 libc::EBUSY => FsError::Acces,
                 _ => err(r),
             }));
+        }
+        if let Some(ino) = replaced {
+            // The target's name is gone: close what the cache holds open of it.
+            self.caches.forget(ino);
         }
         Ok(wccs())
     }
@@ -898,58 +946,50 @@ impl FileSystem for CephFs {
         if cookie != 0 && cookieverf != [0; 8] && cookieverf != verf {
             return Err(fail(FsError::BadCookie));
         }
-        let perm = self.perm(caller);
         let m = &self.mount;
-        let mut dirp = std::ptr::null_mut();
-        // SAFETY: live inode and perm, out-pointer to a local.
-        let r = m.call(CallKind::Readdir, || unsafe {
-            (m.lib.ceph_ll_opendir)(m.cmount, d.ptr, &mut dirp, perm.ptr)
-        });
-        if r < 0 {
-            return Err(fail(err(r)));
-        }
-        struct Dir<'a>(&'a CephMount, *mut ffi::DirResult);
-        impl Drop for Dir<'_> {
-            fn drop(&mut self) {
-                // SAFETY: opened by ceph_ll_opendir, released once.
-                unsafe { (self.0.lib.ceph_ll_releasedir)(self.0.cmount, self.1) };
+        let now = std::time::Instant::now();
+        // The stream an earlier page of this walk stopped at (see `open_files`), else a new
+        // one positioned at the cookie.
+        let mut stream = match self.caches.take_dir(d.vino, cookie) {
+            Some(s) => s,
+            None => {
+                let perm = self.perm(caller);
+                let mut dirp = std::ptr::null_mut();
+                // SAFETY: live inode and perm, out-pointer to a local.
+                let r = m.call(CallKind::Readdir, || unsafe {
+                    (m.lib.ceph_ll_opendir)(m.cmount, d.ptr, &mut dirp, perm.ptr)
+                });
+                if r < 0 {
+                    return Err(fail(err(r)));
+                }
+                self.caches.opened_dir();
+                let s = DirStream::new(self.mount.clone(), dirp);
+                if cookie != 0 {
+                    // SAFETY: an open directory stream.
+                    unsafe { (m.lib.ceph_seekdir)(m.cmount, s.dirp, cookie as i64) };
+                }
+                s
             }
-        }
-        let dirh = Dir(m, dirp);
-        if cookie != 0 {
-            // SAFETY: an open directory stream.
-            unsafe { (m.lib.ceph_seekdir)(m.cmount, dirh.1, cookie as i64) };
-        }
+        };
         let at_root = d.vino == self.root_vino;
+        let mut last = cookie;
         let eof = loop {
-            // SAFETY: zeroed is a valid dirent and statx.
-            let mut de: libc::dirent = unsafe { std::mem::zeroed() };
-            let mut st = Statx::default();
-            let mut out: *mut Inode = std::ptr::null_mut();
-            let want = if plus { ffi::STATX_WANT } else { 0 };
-            // SAFETY: an open directory stream, out-pointers to locals.
-            let r = m.call(CallKind::Readdir, || unsafe {
-                (m.lib.ceph_readdirplus_r)(
-                    m.cmount,
-                    dirh.1,
-                    &mut de,
-                    &mut st,
-                    want,
-                    ffi::AT_SYMLINK_NOFOLLOW,
-                    if plus { &mut out } else { std::ptr::null_mut() },
-                )
-            });
-            if r < 0 {
-                return Err(fail(err(r)));
-            }
-            if r == 0 {
-                break true;
-            }
-            let entry_ref = (!out.is_null()).then(|| self.adopt(out, st, d.vino.snapid));
-            // SAFETY: d_name is NUL-terminated by libcephfs.
-            let name = unsafe { std::ffi::CStr::from_ptr(de.d_name.as_ptr()) }.to_bytes();
+            let next = match stream.pending.take() {
+                Some(p) => p,
+                None => match self.next_entry(&stream, plus).map_err(fail)? {
+                    Some(p) => p,
+                    None => break true,
+                },
+            };
+            let inode = next.inode;
+            let entry_ref = (!inode.is_null()).then(|| self.adopt(inode, next.st, d.vino.snapid));
+            let name = next.name.as_slice();
             let dotdot_at_root = at_root && name == b"..";
-            let fileid = if dotdot_at_root { d.vino.ino } else { de.d_ino };
+            let fileid = if dotdot_at_root {
+                d.vino.ino
+            } else {
+                next.fileid
+            };
             let (attr, fh) = match (&entry_ref, plus) {
                 (_, true) if dotdot_at_root || name == b"." => {
                     (Some(self.attr(&d.st)), Some(self.handle(d.vino)))
@@ -960,15 +1000,27 @@ impl FileSystem for CephFs {
             let entry = DirEntry {
                 fileid,
                 name,
-                cookie: de.d_off as u64,
+                cookie: next.cookie,
                 attr,
                 fh,
             };
             if !visit(entry) {
+                // Kept for the next page, which asks from `last`: the reference goes back
+                // into the pending entry rather than being put.
+                let keep_inode = entry_ref.and_then(|e| e.into_owned_ptr());
+                stream.pending = Some(Pending {
+                    inode: keep_inode.unwrap_or(std::ptr::null_mut()),
+                    ..next
+                });
                 break false;
             }
+            last = next.cookie;
         };
-        drop(dirh);
+        if !eof {
+            self.caches.keep_dir(d.vino, last, stream, now);
+        } else {
+            drop(stream);
+        }
         Ok(ReaddirOk {
             dir_attr: self.post(&d),
             cookieverf: verf,
@@ -1132,12 +1184,12 @@ impl FileSystem for CephFs {
         while done < want {
             let n = ((want - done) as usize).min(buf.len());
             let got = self
-                .read_into(&sf, src_offset + done, &mut buf[..n])
+                .read_into(sf.ptr, src_offset + done, &mut buf[..n])
                 .map_err(fail)?;
             if got == 0 {
                 break;
             }
-            self.write_all(&df, dst_offset + done, &buf[..got])
+            self.write_all(df.ptr, dst_offset + done, &buf[..got])
                 .map_err(fail)?;
             done += got as u64;
         }

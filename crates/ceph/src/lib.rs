@@ -14,17 +14,22 @@
 //! * `identity`: the session's uuid for reclaim, stable per node (a node id kept in the state
 //!   directory) and export ([`default_session_uuid`]).
 //! * `cephfs`: [`CephFs`], the trait over `ceph_ll_*`: handles from (ino, snapid) with a MAC,
-//!   attributes from `ceph_statx` with Ceph's change counter, and the NFSv4 server's
-//!   byte-range locks taken in Ceph too (`FileSystem::lock` and its kin over `ceph_ll_setlk`
-//!   and `ceph_ll_getlk`, so other Ceph clients see them; [`CephFs::set_lock`] for one lock of
-//!   its own). No delegation is backed by Ceph yet, so none is granted on this backend.
+//!   attributes from `ceph_statx` with Ceph's change counter, open files and directory
+//!   streams kept between calls ([`OpenCacheConfig`], [`OpenCacheStats`]), and the NFSv4
+//!   server's byte-range locks taken in Ceph too (`FileSystem::lock` and its kin over
+//!   `ceph_ll_setlk` and `ceph_ll_getlk`, so other Ceph clients see them; [`CephFs::set_lock`]
+//!   for one lock of its own). No delegation is backed by Ceph yet, so none is granted on this
+//!   backend.
 
 mod cephfs;
 pub mod ffi;
 mod identity;
 mod mount;
 
-pub use cephfs::{CephFs, CephFsConfig, CephLock};
+pub use cephfs::{
+    CephFs, CephFsConfig, CephLock, IdleLimits, OpenCacheConfig, OpenCacheStats, OPEN_DIRS_DEFAULT,
+    OPEN_FILES_DEFAULT,
+};
 pub use identity::{default_session_uuid, load_or_create_node_id, session_uuid, NODE_ID_FILE};
 pub use mount::{
     CallKind, CephConfig, CephError, CephMount, CephStats, Reclaim, MOUNT_TIMEOUT_DEFAULT,

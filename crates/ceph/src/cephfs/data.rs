@@ -1,14 +1,95 @@
 //! Data operations below READ, WRITE and COMMIT: the permission checks done here as knfsd does
 //! (the owner may always read and write its own file), reads and writes looped until the whole
-//! range is done, fsync, and the fallocate behind ALLOCATE and DEALLOCATE.
+//! range is done, fsync, the fallocate behind ALLOCATE and DEALLOCATE, and `io_file`: the
+//! cached open file a READ, WRITE or COMMIT works on (see `open_files`).
 
 use super::handles::{err, ftype, OpenFh};
+use super::open_files::{Access, OpenFile};
 use super::CephFs;
-use crate::ffi::Statx;
+use crate::ffi::{Fh, Statx};
 use crate::mount::CallKind;
-use sluice_vfs::{Caller, FileHandle, FileType, FsError, Res, SetAttr, Wcc, WccAttr};
+use sluice_vfs::{Attr, Caller, FileHandle, FileType, FsError, Res, SetAttr, Wcc, WccAttr};
+use std::sync::Arc;
+use std::time::Instant;
 
 impl CephFs {
+    /// The open file READ, WRITE or COMMIT works on, with the inode's attributes before the
+    /// operation, after `check` passed on them. A cached file is used as is (its attributes
+    /// come from `ceph_ll_getattr`, answered from the caps the open holds); otherwise the
+    /// handle is resolved, checked, opened as the mount's user and cached. The error carries
+    /// the attributes when they were read.
+    pub(super) fn io_file(
+        &self,
+        fh: &FileHandle,
+        access: Access,
+        check: impl FnOnce(&Statx) -> Result<(), FsError>,
+    ) -> Result<(Arc<OpenFile>, Statx), (FsError, Option<Statx>)> {
+        let vino = self.decode(fh).map_err(|e| (e, None))?;
+        let now = Instant::now();
+        if let Some(f) = self.caches.file(vino, access, now) {
+            let st = self.statx(f.inode).map_err(|e| (e, None))?;
+            if st.stx_nlink == 0 {
+                // Removed by another client: close it, so the stray can go.
+                self.caches.forget(vino.ino);
+                return Err((FsError::Stale, None));
+            }
+            check(&st).map_err(|e| (e, Some(st)))?;
+            return Ok((f, st));
+        }
+        let i = self.resolve(fh).map_err(|e| (e, None))?;
+        let st = i.st;
+        check(&st).map_err(|e| (e, Some(st)))?;
+        let flags = match access {
+            Access::Read => libc::O_RDONLY,
+            Access::ReadWrite => libc::O_RDWR,
+        };
+        let opened = self.open(&i, flags).map_err(|e| (e, Some(st)))?;
+        let fh_ptr: *mut Fh = opened.ptr;
+        std::mem::forget(opened);
+        // The cached file owns an inode reference of its own: this call's, or a new one when
+        // this call borrowed another cached file's.
+        let inode = match i.into_owned_ptr() {
+            Some(p) => Ok(p),
+            None => self.lookup_vino(vino),
+        };
+        let inode = match inode {
+            Ok(p) => p,
+            Err(e) => {
+                drop(OpenFh {
+                    fs: self,
+                    ptr: fh_ptr,
+                });
+                return Err((e, Some(st)));
+            }
+        };
+        let f = self.open_file_value(inode, fh_ptr);
+        self.caches.insert_file(vino, access, f.clone(), now);
+        Ok((f, st))
+    }
+
+    /// Closes the read-write file of a handle once its data is on the OSDs (after COMMIT or a
+    /// stable WRITE): in libcephfs 16.2 a file held open for writing by this client stalls
+    /// other clients' reads of it until it is closed (measured; see `open_files`), so a
+    /// writer that is done lets go at once rather than after `idle`.
+    pub(super) fn release_written(&self, fh: &FileHandle) {
+        if let Ok(vino) = self.decode(fh) {
+            self.caches.release(vino, Access::ReadWrite);
+        }
+    }
+
+    /// The WCC of a READ, WRITE or COMMIT that failed before changing anything.
+    pub(super) fn wcc_of(&self, st: Option<Statx>) -> Wcc {
+        st.map_or_else(Wcc::default, |st| {
+            let a = self.attr(&st);
+            Wcc::new(Some(WccAttr::of(&a)), Some(a))
+        })
+    }
+
+    /// Fresh attributes of an open file's inode, or none.
+    pub(super) fn post_of(&self, f: &OpenFile) -> Option<Attr> {
+        self.statx(f.inode).ok().map(|st| self.attr(&st))
+    }
+
     /// Read permission for READ: read or execute bits, or ownership.
     pub(super) fn may_read(&self, caller: &Caller, st: &Statx) -> Result<(), FsError> {
         match ftype(u32::from(st.stx_mode)) {
@@ -40,7 +121,7 @@ impl CephFs {
 
     pub(super) fn read_into(
         &self,
-        f: &OpenFh<'_>,
+        f: *mut Fh,
         offset: u64,
         buf: &mut [u8],
     ) -> Result<usize, FsError> {
@@ -52,7 +133,7 @@ impl CephFs {
             let r = m.call(CallKind::Read, || unsafe {
                 (m.lib.ceph_ll_read)(
                     m.cmount,
-                    f.ptr,
+                    f,
                     (offset + done as u64) as i64,
                     rest.len() as u64,
                     rest.as_mut_ptr().cast(),
@@ -69,12 +150,7 @@ impl CephFs {
         Ok(done)
     }
 
-    pub(super) fn write_all(
-        &self,
-        f: &OpenFh<'_>,
-        offset: u64,
-        data: &[u8],
-    ) -> Result<(), FsError> {
+    pub(super) fn write_all(&self, f: *mut Fh, offset: u64, data: &[u8]) -> Result<(), FsError> {
         let m = &self.mount;
         let mut done = 0;
         while done < data.len() {
@@ -83,7 +159,7 @@ impl CephFs {
             let r = m.call(CallKind::Write, || unsafe {
                 (m.lib.ceph_ll_write)(
                     m.cmount,
-                    f.ptr,
+                    f,
                     (offset + done as u64) as i64,
                     rest.len() as u64,
                     rest.as_ptr().cast(),
@@ -100,11 +176,11 @@ impl CephFs {
         Ok(())
     }
 
-    pub(super) fn fsync(&self, f: &OpenFh<'_>, data_only: bool) -> Result<(), FsError> {
+    pub(super) fn fsync(&self, f: *mut Fh, data_only: bool) -> Result<(), FsError> {
         let m = &self.mount;
         // SAFETY: open file.
         let r = m.call(CallKind::Fsync, || unsafe {
-            (m.lib.ceph_ll_fsync)(m.cmount, f.ptr, i32::from(data_only))
+            (m.lib.ceph_ll_fsync)(m.cmount, f, i32::from(data_only))
         });
         if r < 0 {
             return Err(err(r));

@@ -6,6 +6,7 @@
 //! ([`InodeRef`], [`Perm`], [`OpenFh`]) live here, with the name checks every namespace
 //! operation applies first.
 
+use super::open_files::OpenFile;
 use super::CephFs;
 use crate::ffi::{self, Fh, Inode, Statx, UserPerm, Vino};
 use crate::mount::CallKind;
@@ -15,6 +16,8 @@ use sluice_vfs::{
     Attr, Caller, DeviceId, FileHandle, FileType, FsError, Time, Wcc, WccAttr, NAME_MAX,
 };
 use std::ffi::CString;
+use std::sync::Arc;
+use std::time::Instant;
 
 /// The handle layout version (the envelope LocalFs uses).
 const HANDLE_VERSION: u8 = 1;
@@ -29,11 +32,26 @@ pub(super) struct InodeRef<'a> {
     pub(super) ptr: *mut Inode,
     pub(super) vino: Vino,
     pub(super) st: Statx,
+    /// The cached open file whose inode reference this borrows (none: the reference is ours).
+    pub(super) pin: Option<Arc<OpenFile>>,
+}
+
+impl InodeRef<'_> {
+    /// The reference, now the caller's to put (a borrowed one is taken anew by the caller's
+    /// own lookup, so only an owned one may leave).
+    pub(super) fn into_owned_ptr(self) -> Option<*mut Inode> {
+        if self.pin.is_some() || self.ptr == self.fs.root {
+            return None;
+        }
+        let ptr = self.ptr;
+        std::mem::forget(self);
+        Some(ptr)
+    }
 }
 
 impl Drop for InodeRef<'_> {
     fn drop(&mut self) {
-        if self.ptr != self.fs.root {
+        if self.pin.is_none() && self.ptr != self.fs.root {
             self.fs.mount.put(self.ptr);
         }
     }
@@ -107,14 +125,37 @@ impl CephFs {
         Ok(Vino { ino, snapid })
     }
 
-    /// The inode a handle names, with fresh attributes. Not in libcephfs's cache: asked of the
-    /// MDS by number. Gone: STALE.
+    /// The inode a handle names, with fresh attributes. An inode with a cached open file is
+    /// borrowed from it; one not in libcephfs's cache is asked of the MDS by number. Gone:
+    /// STALE.
     pub(super) fn resolve(&self, fh: &FileHandle) -> Result<InodeRef<'_>, FsError> {
         let vino = self.decode(fh)?;
         if vino == self.root_vino {
             let st = self.statx(self.root)?;
             return Ok(self.inode_ref(self.root, vino, st));
         }
+        if let Some(f) = self.caches.any_file(vino, Instant::now()) {
+            let st = self.statx(f.inode)?;
+            if st.stx_nlink == 0 {
+                // Removed by another client: let the stray go.
+                self.caches.forget(vino.ino);
+                return Err(FsError::Stale);
+            }
+            let mut i = self.inode_ref(f.inode, vino, st);
+            i.pin = Some(f);
+            return Ok(i);
+        }
+        let ptr = self.lookup_vino(vino)?;
+        let mut inode = self.inode_ref(ptr, vino, Statx::default());
+        inode.st = self.statx(ptr)?;
+        if inode.st.stx_nlink == 0 {
+            return Err(FsError::Stale);
+        }
+        Ok(inode)
+    }
+
+    /// A new reference to the inode `vino` (libcephfs's cache, else the MDS). Gone: STALE.
+    pub(super) fn lookup_vino(&self, vino: Vino) -> Result<*mut Inode, FsError> {
         let m = &self.mount;
         let mut ptr = std::ptr::null_mut();
         // SAFETY: mounted handle, out-pointer to a local.
@@ -132,12 +173,7 @@ impl CephFs {
                 _ => err(r),
             });
         }
-        let mut inode = self.inode_ref(ptr, vino, Statx::default());
-        inode.st = self.statx(ptr)?;
-        if inode.st.stx_nlink == 0 {
-            return Err(FsError::Stale);
-        }
-        Ok(inode)
+        Ok(ptr)
     }
 
     pub(super) fn inode_ref(&self, ptr: *mut Inode, vino: Vino, st: Statx) -> InodeRef<'_> {
@@ -146,6 +182,7 @@ impl CephFs {
             ptr,
             vino,
             st,
+            pin: None,
         }
     }
 

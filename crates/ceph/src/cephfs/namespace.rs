@@ -4,6 +4,7 @@
 //! empty, the READDIR cookie verifier, and the times an EXCLUSIVE create keeps its verifier in.
 
 use super::handles::{err, ftype, lookup_name, new_name, InodeRef, Perm};
+use super::open_files::{DirStream, Pending};
 use super::CephFs;
 use crate::ffi::{self, Inode, Statx, Vino};
 use crate::mount::CallKind;
@@ -180,14 +181,15 @@ impl CephFs {
         let name = lookup_name(name).map_err(fail)?;
         let perm = self.perm(caller);
         let m = &self.mount;
-        if !rmdir {
-            // Linux's unlink(2) of a directory is EISDIR; libcephfs answers EISDIR too, but
-            // check first so the error does not depend on the MDS's order of checks.
-            if let Ok(c) = self.lookup_child(&d, &name, &perm) {
-                if ftype(u32::from(c.st.stx_mode)) == FileType::Directory {
-                    return Err(fail(FsError::IsDir));
-                }
-            }
+        // Linux's unlink(2) of a directory is EISDIR; libcephfs answers EISDIR too, but check
+        // first so the error does not depend on the MDS's order of checks. The inode number
+        // is what the open-file cache closes once the name is gone.
+        let child = self.lookup_child(&d, &name, &perm).ok().map(|c| {
+            let dir = ftype(u32::from(c.st.stx_mode)) == FileType::Directory;
+            (c.vino.ino, dir)
+        });
+        if !rmdir && child.is_some_and(|(_, dir)| dir) {
+            return Err(fail(FsError::IsDir));
         }
         // SAFETY: live inode and perm, NUL-terminated name.
         let r = m.call(CallKind::Remove, || unsafe {
@@ -199,6 +201,10 @@ impl CephFs {
         });
         if r < 0 {
             return Err(fail(err(r)));
+        }
+        if let Some((ino, _)) = child {
+            // Not pinned open here any more: the last link gone, Ceph can purge it.
+            self.caches.forget(ino);
         }
         Ok(self.wcc_after(pre, &d))
     }
@@ -246,6 +252,48 @@ impl CephFs {
         // SAFETY: opened above, released once.
         unsafe { (m.lib.ceph_ll_releasedir)(m.cmount, dirp) };
         Ok(found)
+    }
+
+    /// The next entry of a directory stream, with its attributes and an inode reference when
+    /// `plus`; `None` at the end.
+    pub(super) fn next_entry(
+        &self,
+        stream: &DirStream,
+        plus: bool,
+    ) -> Result<Option<Pending>, FsError> {
+        let m = &self.mount;
+        // SAFETY: zeroed is a valid dirent.
+        let mut de: libc::dirent = unsafe { std::mem::zeroed() };
+        let mut st = Statx::default();
+        let mut out: *mut Inode = std::ptr::null_mut();
+        let want = if plus { ffi::STATX_WANT } else { 0 };
+        // SAFETY: an open directory stream, out-pointers to locals.
+        let r = m.call(CallKind::Readdir, || unsafe {
+            (m.lib.ceph_readdirplus_r)(
+                m.cmount,
+                stream.dirp,
+                &mut de,
+                &mut st,
+                want,
+                ffi::AT_SYMLINK_NOFOLLOW,
+                if plus { &mut out } else { std::ptr::null_mut() },
+            )
+        });
+        if r < 0 {
+            return Err(err(r));
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        // SAFETY: d_name is NUL-terminated by libcephfs.
+        let name = unsafe { std::ffi::CStr::from_ptr(de.d_name.as_ptr()) }.to_bytes();
+        Ok(Some(Pending {
+            name: name.to_vec(),
+            fileid: de.d_ino,
+            cookie: de.d_off as u64,
+            st,
+            inode: out,
+        }))
     }
 
     pub(super) fn cookie_verifier(&self, vino: Vino) -> [u8; 8] {

@@ -1,0 +1,434 @@
+//! The open-file and directory-stream caches of `CephFs`, proven by counting libcephfs calls
+//! (never by timing): READs of one file share one `ceph_ll_open`, a file removed or renamed
+//! over through sluice is closed at once, a file removed by another Ceph client is closed on
+//! its next use, data written through a cached file and COMMITted is what ceph-fuse reads
+//! (and the other way round), and a READDIR walk in pages opens its directory once. Needs
+//! root, /dev/fuse and the ceph packages.
+
+mod common;
+
+use bytes::Bytes;
+use sluice_ceph::{CallKind, CephFs, IdleLimits, OpenCacheConfig};
+use sluice_vfs::{Caller, CreateHow, Cred, FileHandle, FileSystem, FsError, SetAttr, StableHow};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A ceph-fuse mount of the cluster's root, unmounted on drop.
+struct Fuse(PathBuf);
+
+impl Fuse {
+    fn mount(cluster: &common::Cluster) -> Fuse {
+        let mnt = cluster.dir.join("fuse");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let st = Command::new("timeout")
+            .arg("30")
+            .arg("ceph-fuse")
+            .arg("-c")
+            .arg(&cluster.conf)
+            .arg(&mnt)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run ceph-fuse (install the ceph-fuse package)");
+        assert!(st.success(), "ceph-fuse could not mount the test cluster");
+        Fuse(mnt)
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.0.join(p.trim_start_matches('/'))
+    }
+}
+
+impl Drop for Fuse {
+    fn drop(&mut self) {
+        let _ = Command::new("fusermount3").arg("-u").arg(&self.0).status();
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn root() -> Caller {
+    Caller::with_cred(Cred::root())
+}
+
+fn calls(fs: &CephFs, kind: CallKind) -> u64 {
+    fs.stats().of(kind).calls
+}
+
+/// Idle limits no test reaches however slow the machine: entries leave only when a test says
+/// so (by count, REMOVE, RENAME, `expire_idle` with its own clock), never by the sweeper.
+const KEPT: IdleLimits = IdleLimits {
+    count_max: 1024,
+    idle: Duration::from_secs(24 * 3600),
+};
+
+/// An export of a fresh directory, on a mount of its own (so its counters are its own); the
+/// caches as given, else bounded by count only ([`KEPT`]).
+fn export(cluster: &common::Cluster, path: &str, cache: Option<OpenCacheConfig>) -> CephFs {
+    let mut cfg = cluster.config(path);
+    cfg.open_cache = cache.unwrap_or(OpenCacheConfig {
+        files: KEPT,
+        dirs: KEPT,
+    });
+    CephFs::new(cfg).unwrap_or_else(|e| panic!("mount {path}: {e}"))
+}
+
+fn create(fs: &CephFs, dir: &FileHandle, name: &str) -> FileHandle {
+    fs.create(
+        &root(),
+        dir,
+        name.as_bytes(),
+        CreateHow::Unchecked(SetAttr {
+            mode: Some(0o644),
+            ..SetAttr::default()
+        }),
+    )
+    .unwrap_or_else(|e| panic!("create {name}: {:?}", e.0))
+    .fh
+}
+
+fn lookup(fs: &CephFs, name: &str) -> FileHandle {
+    fs.lookup(&root(), &fs.root_handle(), name.as_bytes())
+        .unwrap_or_else(|e| panic!("lookup {name}: {:?}", e.0))
+        .fh
+}
+
+fn write(fs: &CephFs, fh: &FileHandle, offset: u64, data: &[u8], stable: StableHow) {
+    fs.write(&root(), fh, offset, &[Bytes::copy_from_slice(data)], stable)
+        .unwrap_or_else(|e| panic!("write: {:?}", e.0));
+}
+
+fn read(fs: &CephFs, fh: &FileHandle, offset: u64, len: usize) -> Result<Vec<u8>, FsError> {
+    let mut buf = vec![0u8; len];
+    let n = fs
+        .read(&root(), fh, offset, &mut [&mut buf[..]])
+        .map_err(|e| e.0)?
+        .count;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    // A bound on waiting for another Ceph client's view, not an assertion about time.
+    let t0 = Instant::now();
+    while !ok() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_hundred_reads_of_one_file_cost_one_open() {
+    let cluster = common::Cluster::start("opencache-reads");
+    let dir = cluster.fresh_dir("r");
+    let writer = export(&cluster, &dir, None);
+    let fh = create(&writer, &writer.root_handle(), "f");
+    let data = pattern(64 * 1024, 1);
+    write(&writer, &fh, 0, &data, StableHow::FileSync);
+
+    // The FILE_SYNC WRITE closed the writer's file: a file held open for writing on one head
+    // stalls another head's reads in libcephfs 16.2 (measured: ll_read waits until the
+    // writer closes).
+    assert_eq!(writer.open_cache_stats().files_open, 0);
+    // A second head (a mount of its own) reads the file 100 times, 4 KiB at a time.
+    let reader = export(&cluster, &dir, None);
+    let fh = lookup(&reader, "f");
+    let (opens0, lookups0) = (
+        calls(&reader, CallKind::Open),
+        calls(&reader, CallKind::Lookup),
+    );
+    for i in 0..100u64 {
+        let off = (i % 16) * 4096;
+        let got = read(&reader, &fh, off, 4096).unwrap();
+        assert_eq!(got, &data[off as usize..off as usize + 4096], "read {i}");
+    }
+    let s = reader.open_cache_stats();
+    assert_eq!(
+        calls(&reader, CallKind::Open) - opens0,
+        1,
+        "one ll_open, no close: {s:?} {:?}",
+        reader.stats()
+    );
+    assert!(
+        calls(&reader, CallKind::Lookup) - lookups0 <= 1,
+        "the handle resolved once, then from the cached file"
+    );
+    assert_eq!((s.files_opened, s.file_hits, s.files_open), (1, 99, 1));
+
+    // Where the time went (for the record; nothing asserted on time).
+    for kind in [
+        CallKind::Lookup,
+        CallKind::Getattr,
+        CallKind::Open,
+        CallKind::Read,
+    ] {
+        let c = reader.stats().of(kind);
+        eprintln!(
+            "reader {}: {} calls, {} us average",
+            kind.name(),
+            c.calls,
+            c.latency_micros_total / c.calls.max(1)
+        );
+    }
+    // Without the cache (a count of 0: open and close per call, as before it), for contrast.
+    let uncached = export(
+        &cluster,
+        &dir,
+        Some(OpenCacheConfig {
+            files: IdleLimits {
+                count_max: 0,
+                idle: KEPT.idle,
+            },
+            dirs: KEPT,
+        }),
+    );
+    let ufh = lookup(&uncached, "f");
+    let (uopens0, ulookups0) = (
+        calls(&uncached, CallKind::Open),
+        calls(&uncached, CallKind::Lookup),
+    );
+    for _ in 0..20 {
+        read(&uncached, &ufh, 0, 4096).unwrap();
+    }
+    assert_eq!(
+        calls(&uncached, CallKind::Open) - uopens0,
+        40,
+        "open + close each"
+    );
+    assert_eq!(calls(&uncached, CallKind::Lookup) - ulookups0, 20);
+    for kind in [CallKind::Lookup, CallKind::Open] {
+        let c = uncached.stats().of(kind);
+        eprintln!(
+            "uncached {}: {} calls, {} us average",
+            kind.name(),
+            c.calls,
+            c.latency_micros_total / c.calls.max(1)
+        );
+    }
+    // GETATTR of the open file needs no lookup either.
+    let lookups1 = calls(&reader, CallKind::Lookup);
+    assert_eq!(reader.getattr(&fh).unwrap().size, data.len() as u64);
+    assert_eq!(calls(&reader, CallKind::Lookup), lookups1);
+
+    // Idle past its limit (the clock passed in): closed.
+    reader.expire_idle(Instant::now() + KEPT.idle);
+    assert_eq!(reader.open_cache_stats().files_open, 0);
+    assert_eq!(
+        calls(&reader, CallKind::Open) - opens0,
+        2,
+        "the open and its close"
+    );
+}
+
+#[test]
+fn the_cache_is_bounded_by_count_least_recently_used_first() {
+    let cluster = common::Cluster::start("opencache-bound");
+    let dir = cluster.fresh_dir("b");
+    let cache = OpenCacheConfig {
+        files: IdleLimits {
+            count_max: 4,
+            idle: KEPT.idle,
+        },
+        dirs: KEPT,
+    };
+    let fs = export(&cluster, &dir, Some(cache));
+    let files: Vec<FileHandle> = (0..10)
+        .map(|i| create(&fs, &fs.root_handle(), &format!("f{i}")))
+        .collect();
+    assert_eq!(fs.open_cache_stats().files_open, 4);
+    let opens0 = calls(&fs, CallKind::Open);
+    // f9 was created last: still open, so its WRITE opens nothing.
+    write(&fs, &files[9], 0, b"x", StableHow::Unstable);
+    assert_eq!(calls(&fs, CallKind::Open), opens0);
+    // f0 was closed past the bound: its WRITE opens it and closes the least recently used.
+    write(&fs, &files[0], 0, b"y", StableHow::Unstable);
+    assert_eq!(
+        calls(&fs, CallKind::Open) - opens0,
+        2,
+        "one open, one close"
+    );
+    assert_eq!(fs.open_cache_stats().files_open, 4);
+}
+
+#[test]
+fn written_and_committed_data_is_what_ceph_fuse_reads_and_the_other_way_round() {
+    let cluster = common::Cluster::start("opencache-coherence");
+    let fuse = Fuse::mount(&cluster);
+    let dir = cluster.fresh_dir("c");
+    let fs = export(&cluster, &dir, None);
+    let fh = create(&fs, &fs.root_handle(), "f");
+    let data = pattern(1 << 20, 7);
+    for (i, chunk) in data.chunks(64 * 1024).enumerate() {
+        write(&fs, &fh, (i * 64 * 1024) as u64, chunk, StableHow::Unstable);
+    }
+    let fsyncs0 = calls(&fs, CallKind::Fsync);
+    fs.commit(&root(), &fh, 0, 0).unwrap();
+    assert_eq!(
+        calls(&fs, CallKind::Fsync) - fsyncs0,
+        1,
+        "COMMIT still fsyncs"
+    );
+    let s = fs.open_cache_stats();
+    assert_eq!(
+        (s.files_opened, s.file_hits),
+        (1, 17),
+        "the 16 WRITEs and the COMMIT used the file CREATE opened"
+    );
+    assert_eq!(s.files_open, 0, "closed once committed");
+    let seen = std::fs::read(fuse.path(&format!("{dir}/f"))).unwrap();
+    assert!(seen == data, "ceph-fuse reads what sluice wrote");
+
+    // Another client rewrites the file while sluice holds it open for reading: sluice reads
+    // the new data through the same open file.
+    assert_eq!(read(&fs, &fh, 0, 16).unwrap(), &data[..16]);
+    let opened = fs.open_cache_stats().files_opened;
+    let new = pattern(1 << 20, 99);
+    std::fs::write(fuse.path(&format!("{dir}/f")), &new).unwrap();
+    let got = read(&fs, &fh, 0, 1 << 20).unwrap();
+    assert!(got == new, "sluice reads what ceph-fuse wrote");
+    assert_eq!(
+        fs.open_cache_stats().files_opened,
+        opened,
+        "the same open file"
+    );
+}
+
+#[test]
+fn a_file_removed_or_renamed_over_through_sluice_is_closed_at_once() {
+    let cluster = common::Cluster::start("opencache-remove");
+    let fuse = Fuse::mount(&cluster);
+    let dir = cluster.fresh_dir("d");
+    let fs = export(&cluster, &dir, None);
+    let d = fs.root_handle();
+    let big = create(&fs, &d, "big");
+    write(&fs, &big, 0, &pattern(4 << 20, 3), StableHow::FileSync);
+    read(&fs, &big, 0, 4096).unwrap();
+    let other = create(&fs, &d, "other");
+    assert_eq!(fs.open_cache_stats().files_open, 2);
+
+    fs.remove(&root(), &d, b"big").unwrap();
+    assert_eq!(fs.open_cache_stats().files_open, 1, "big closed");
+    assert!(!fuse.path(&format!("{dir}/big")).exists());
+    assert_eq!(read(&fs, &big, 0, 1).unwrap_err(), FsError::Stale);
+
+    // RENAME over "other" (open since its CREATE): the replaced file is closed.
+    let src = create(&fs, &d, "src");
+    write(&fs, &src, 0, b"new", StableHow::FileSync);
+    assert_eq!(
+        fs.open_cache_stats().files_open,
+        1,
+        "src closed once stable"
+    );
+    fs.rename(&root(), &d, b"src", &d, b"other").unwrap();
+    assert_eq!(
+        fs.open_cache_stats().files_open,
+        0,
+        "the replaced file closed"
+    );
+    assert_eq!(read(&fs, &other, 0, 1).unwrap_err(), FsError::Stale);
+    assert_eq!(read(&fs, &src, 0, 3).unwrap(), b"new");
+    assert_eq!(fs.open_cache_stats().files_open, 1);
+}
+
+#[test]
+fn a_file_removed_by_another_client_is_closed_on_its_next_use() {
+    let cluster = common::Cluster::start("opencache-stray");
+    let fuse = Fuse::mount(&cluster);
+    let dir = cluster.fresh_dir("s");
+    let fs = export(&cluster, &dir, None);
+    let fh = create(&fs, &fs.root_handle(), "f");
+    write(&fs, &fh, 0, b"data", StableHow::FileSync);
+    assert_eq!(read(&fs, &fh, 0, 4).unwrap(), b"data");
+    assert_eq!(fs.open_cache_stats().files_open, 1);
+    std::fs::remove_file(fuse.path(&format!("{dir}/f"))).unwrap();
+    // Once this client has heard of the unlink (the MDS revokes its caps), the next READ is
+    // STALE and the file is closed.
+    wait_for("the unlink reaches sluice's client", || {
+        read(&fs, &fh, 0, 4).is_err_and(|e| e == FsError::Stale)
+    });
+    assert_eq!(fs.open_cache_stats().files_open, 0);
+}
+
+#[test]
+fn a_readdir_of_a_thousand_entries_in_pages_opens_the_directory_once() {
+    let cluster = common::Cluster::start("opencache-readdir");
+    let dir = cluster.fresh_dir("l");
+    let maker = export(
+        &cluster,
+        &dir,
+        Some(OpenCacheConfig {
+            files: IdleLimits {
+                count_max: 0,
+                idle: Duration::ZERO,
+            },
+            dirs: KEPT,
+        }),
+    );
+    for i in 0..1000 {
+        create(&maker, &maker.root_handle(), &format!("entry-{i:04}"));
+    }
+    for plus in [false, true] {
+        let fs = export(&cluster, &dir, None);
+        let (names, pages) = walk(&fs, &fs.root_handle(), 50, plus);
+        assert_eq!(names.len(), 1000, "plus={plus}");
+        assert!(names.iter().all(|n| n.starts_with("entry-")));
+        assert!(pages >= 20, "pages of at most 50: {pages}");
+        let s = fs.open_cache_stats();
+        assert_eq!(
+            s.dirs_opened, 1,
+            "plus={plus}: one opendir for {pages} pages"
+        );
+        assert_eq!(s.dir_hits, pages - 1, "plus={plus}");
+        assert_eq!(s.dirs_open, 0, "closed at the end");
+        // Asked again from the start: a new stream.
+        let (again, _) = walk(&fs, &fs.root_handle(), 400, plus);
+        assert_eq!(again, names);
+        assert_eq!(fs.open_cache_stats().dirs_opened, 2);
+    }
+}
+
+/// A whole READDIR walk taking at most `page` entries a call; the names (without `.` and
+/// `..`) and the number of calls.
+fn walk(fs: &CephFs, dir: &FileHandle, page: usize, plus: bool) -> (BTreeSet<String>, u64) {
+    let mut names = BTreeSet::new();
+    let (mut cookie, mut verf, mut pages) = (0u64, [0u8; 8], 0u64);
+    loop {
+        pages += 1;
+        let mut taken = 0;
+        let mut last = cookie;
+        let ok = fs
+            .readdir(&root(), dir, cookie, verf, plus, &mut |e| {
+                if taken == page {
+                    return false;
+                }
+                taken += 1;
+                last = e.cookie;
+                if plus && e.name != b"." && e.name != b".." {
+                    assert!(e.fh.is_some() && e.attr.is_some(), "plus has attributes");
+                }
+                let n = String::from_utf8_lossy(e.name).into_owned();
+                assert!(
+                    names.insert(n.clone()) || n == "." || n == "..",
+                    "{n} twice"
+                );
+                true
+            })
+            .unwrap_or_else(|e| panic!("readdir: {:?}", e.0));
+        names.remove(".");
+        names.remove("..");
+        if ok.eof {
+            return (names, pages);
+        }
+        assert!(taken > 0, "a page with no entry");
+        cookie = last;
+        verf = ok.cookieverf;
+        assert!(pages < 10_000, "the walk ends");
+    }
+}
