@@ -329,7 +329,11 @@ pub async fn connect_upgrade(
             .connect(name, stream)
             .await
             .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
-        Ok(tokio_rustls::TlsStream::Client(s))
+        let mut s = tokio_rustls::TlsStream::Client(s);
+        if tls.mutual {
+            confirm(&mut s, prog, vers).await?;
+        }
+        Ok(s)
     };
     tokio::time::timeout(timeout, work).await.map_err(|_| {
         io::Error::new(
@@ -339,12 +343,48 @@ pub async fn connect_upgrade(
     })?
 }
 
-/// Sends the probe and checks the answer.
-async fn probe(stream: &mut TcpStream, prog: u32, vers: u32) -> io::Result<()> {
-    // Any xid will do: it is the only call on the connection so far.
-    const PROBE_XID: u32 = 0x544c_5331; // "TLS1"
-    let call = frame(probe_call(PROBE_XID, prog, vers), MAX_FRAGMENT_BYTES).concat();
+/// Under TLS 1.3 the client's handshake ends before the server has checked the client's
+/// certificate: a server that refuses it says so with an alert on the client's first read.
+/// So that a refused certificate is an error of the connect (and not a connection that closes
+/// under the first call, again at every reconnect), an mtls connection sends a NULL call
+/// (AUTH_NONE) inside TLS and waits for its reply before it is handed over.
+async fn confirm(stream: &mut TlsStream, prog: u32, vers: u32) -> io::Result<()> {
+    const CONFIRM_XID: u32 = 0x544c_5332; // "TLS2"
+    let call: Vec<u8> = [
+        0x8000_0028,
+        CONFIRM_XID,
+        0, // CALL
+        2, // RPC version
+        prog,
+        vers,
+        0, // NULL
+        0,
+        0, // credential AUTH_NONE, empty
+        0,
+        0, // verifier AUTH_NONE, empty
+    ]
+    .iter()
+    .flat_map(|w: &u32| w.to_be_bytes())
+    .collect();
     stream.write_all(&call).await?;
+    stream.flush().await?;
+    let record = read_small_record(stream).await.map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("the server refused the TLS connection (client certificate?): {e}"),
+        )
+    })?;
+    match sluice_rpc::msg::classify(&record) {
+        sluice_rpc::msg::MsgKind::Reply { xid } if xid == CONFIRM_XID => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "no reply to the NULL call after the TLS handshake",
+        )),
+    }
+}
+
+/// Reads one record of at most [`PROBE_REPLY_BYTES_MAX`] bytes, and nothing after it.
+async fn read_small_record<S: AsyncRead + Unpin>(stream: &mut S) -> io::Result<Vec<Bytes>> {
     let mut decoder = RecordDecoder::new(RecordDecoderConfig {
         max_record_bytes: PROBE_REPLY_BYTES_MAX,
         ..RecordDecoderConfig::default()
@@ -360,20 +400,31 @@ async fn probe(stream: &mut TcpStream, prog: u32, vers: u32) -> io::Result<()> {
         if stream.read_buf(&mut buf).await? == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
-                "the server closed the connection on the RPC-with-TLS probe",
+                "the server closed the connection",
             ));
         }
         decoder.push(buf.split().freeze());
     };
-    check_probe_reply(&record, PROBE_XID)
-        .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()))?;
     if decoder.buffered_bytes() > 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            "the server sent more than its STARTTLS reply before the handshake",
+            "the server sent more than one reply",
         ));
     }
-    Ok(())
+    Ok(record)
+}
+
+/// Sends the probe and checks the answer.
+async fn probe(stream: &mut TcpStream, prog: u32, vers: u32) -> io::Result<()> {
+    // Any xid will do: it is the only call on the connection so far.
+    const PROBE_XID: u32 = 0x544c_5331; // "TLS1"
+    let call = frame(probe_call(PROBE_XID, prog, vers), MAX_FRAGMENT_BYTES).concat();
+    stream.write_all(&call).await?;
+    let record = read_small_record(stream)
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("the RPC-with-TLS probe: {e}")))?;
+    check_probe_reply(&record, PROBE_XID)
+        .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()))
 }
 
 /// A connection, plaintext or TLS: what the drivers read and write.
@@ -604,6 +655,7 @@ mod tests {
 
     async fn echo_server(
         tls: Arc<ServerTls>,
+        answer_null: bool,
     ) -> (std::net::SocketAddr, tokio::task::JoinHandle<Vec<String>>) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
@@ -614,6 +666,19 @@ mod tests {
                 Ok(Upgraded::Plain(_)) => seen.push("plain".into()),
                 Ok(Upgraded::Tls(mut t, peer)) => {
                     seen.push(format!("tls verified={}", peer.verified));
+                    if answer_null {
+                        // The mtls client's NULL call (see `confirm`).
+                        let mut call = [0u8; PROBE_RECORD_BYTES];
+                        t.read_exact(&mut call).await.unwrap();
+                        let xid = u32::from_be_bytes(call[4..8].try_into().unwrap());
+                        let reply = frame(
+                            sluice_rpc::server::success_header(xid).into_segments(),
+                            MAX_FRAGMENT_BYTES,
+                        )
+                        .concat();
+                        t.write_all(&reply).await.unwrap();
+                        t.flush().await.unwrap();
+                    }
                     let mut b = [0u8; 5];
                     t.read_exact(&mut b).await.unwrap();
                     t.write_all(&b).await.unwrap();
@@ -630,7 +695,7 @@ mod tests {
     async fn a_probe_upgrades_and_bytes_flow_inside_tls() {
         let pki = Pki::new("up");
         let tls = Arc::new(pki.server(true));
-        let (addr, task) = echo_server(tls.clone()).await;
+        let (addr, task) = echo_server(tls.clone(), false).await;
         let client = ClientTls::load(&pki.p("ca.pem"), None).unwrap();
         let s = TcpStream::connect(addr).await.unwrap();
         let mut t = connect_upgrade(s, &client, "127.0.0.1", 100003, 3, Duration::from_secs(5))
@@ -649,7 +714,7 @@ mod tests {
     async fn a_client_certificate_from_the_ca_is_verified() {
         let pki = Pki::new("mtls");
         let tls = Arc::new(pki.server(true));
-        let (addr, task) = echo_server(tls.clone()).await;
+        let (addr, task) = echo_server(tls.clone(), true).await;
         let client = ClientTls::load(
             &pki.p("ca.pem"),
             Some((&pki.p("client.pem"), &pki.p("client.key"))),
@@ -672,23 +737,19 @@ mod tests {
         let pki = Pki::new("wrongca");
         let other = Pki::new("wrongca-other");
         let tls = Arc::new(pki.server(true));
-        let (addr, task) = echo_server(tls.clone()).await;
+        let (addr, task) = echo_server(tls.clone(), false).await;
         let client = ClientTls::load(
             &pki.p("ca.pem"),
             Some((&other.p("client.pem"), &other.p("client.key"))),
         )
         .unwrap();
         let s = TcpStream::connect(addr).await.unwrap();
-        // TLS 1.3: the client may finish before the server rejects its certificate; the
-        // failure then shows on the first read.
-        if let Ok(mut t) =
-            connect_upgrade(s, &client, "127.0.0.1", 100003, 3, Duration::from_secs(5)).await
-        {
-            let _ = t.write_all(b"hello").await;
-            let _ = t.flush().await;
-            let mut b = [0u8; 5];
-            assert!(t.read_exact(&mut b).await.is_err());
-        }
+        // TLS 1.3: the client's handshake ends before the server checks the certificate; the
+        // NULL call of `confirm` makes the refusal an error of the connect.
+        let e = connect_upgrade(s, &client, "127.0.0.1", 100003, 3, Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("refused the TLS connection"), "{e}");
         let seen = task.await.unwrap();
         assert!(seen[0].starts_with("failed: TLS handshake"), "{seen:?}");
         assert_eq!(tls.stats.handshakes_failed.load(Relaxed), 1);
@@ -698,7 +759,7 @@ mod tests {
     async fn the_wrong_server_name_is_refused_by_the_client() {
         let pki = Pki::new("name");
         let tls = Arc::new(pki.server(false));
-        let (addr, _task) = echo_server(tls).await;
+        let (addr, _task) = echo_server(tls, false).await;
         let client = ClientTls::load(&pki.p("ca.pem"), None).unwrap();
         let s = TcpStream::connect(addr).await.unwrap();
         let e = connect_upgrade(
