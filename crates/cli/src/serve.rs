@@ -155,6 +155,19 @@ pub struct ServeArgs {
     /// when they were off by default).
     #[arg(long)]
     pub write_delegations: bool,
+    /// PEM certificate chain (leaf first) for RPC-with-TLS (RFC 9289): clients that send the
+    /// AUTH_TLS probe are upgraded to TLS 1.3 on the same port; plaintext clients are served
+    /// as before. Reread with --tls-key and --tls-client-ca on SIGHUP.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificates that client certificates must chain to: clients are asked for a
+    /// certificate (one from another CA fails the handshake), and `xprtsec=mtls` exports
+    /// admit only clients that presented one.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// A DNS-like domain: not empty, no '@', no white space or control characters.
@@ -223,11 +236,30 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     for line in ceph_banner {
         println!("{line}");
     }
+    if let Some(tls) = bound.config.net.tls.clone() {
+        tokio::spawn(reload_tls_on_sighup(tls));
+    }
     tokio::select! {
         r = sluice_server::run(bound) => r,
         _ = tokio::signal::ctrl_c() => {
             tracing::info!("interrupted; stopping");
             Ok(())
+        }
+    }
+}
+
+/// Rereads the TLS certificate, key and client CA on each SIGHUP. New connections use the new
+/// files; a file that fails to load leaves the ones in use (logged).
+async fn reload_tls_on_sighup(tls: std::sync::Arc<sluice_tcp::tls::ServerTls>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP: TLS files are read at start only");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match tls.reload() {
+            Ok(()) => tracing::info!("SIGHUP: TLS certificate, key and client CA reread"),
+            Err(e) => tracing::warn!("SIGHUP: TLS files not reloaded, keeping the old ones: {e}"),
         }
     }
 }
@@ -346,6 +378,15 @@ fn config_and_ceph(a: &ServeArgs) -> Result<(ServerConfig, Vec<crate::ceph::Ceph
         ..Default::default()
     };
     net.record_bytes_max = net.record_bytes_max.max(a.wtmax as usize + 64 * 1024);
+    if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+        let files = sluice_tcp::tls::ServerTlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: a.tls_client_ca.clone(),
+        };
+        let tls = sluice_tcp::tls::ServerTls::load(files).map_err(|e| format!("TLS: {e}"))?;
+        net.tls = Some(std::sync::Arc::new(tls));
+    }
     let config = ServerConfig {
         listen: a.listen,
         exports,

@@ -66,15 +66,15 @@ pub use v3::{client, dir};
 pub use connect::connect;
 pub use error::NfsError;
 pub use namespace::{Handle, Namespace, OpenFile, ProtoVersion};
-pub use options::ClientOptions;
+pub use options::{ClientOptions, TlsFiles};
 pub use proto::{FileProtocol, Stability, Version};
 pub use read::parse_readahead;
 pub use sluice_engine::readahead::ReadaheadMode;
 pub use sluice_engine::trunk::TrunkConfig;
 pub use sluice_xdr::nfs3;
 pub use stats::{ClientStats, ProcStats, ReadStats};
-pub use transport::{RpcClient, RpcConfig};
-pub use url::NfsUrl;
+pub use transport::{RpcClient, RpcConfig, RpcTls};
+pub use url::{NfsUrl, XprtSec};
 pub use v3::{list_exports, Client, DirEntry, DirPages, ExportInfo, IntoNfsUrl, Pending};
 
 /// A file of a client ([`file::File`]); without a parameter, the v3 [`Client`]'s.

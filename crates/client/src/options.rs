@@ -4,10 +4,12 @@
 //! struct, and [`crate::connect`] hands it to whichever it picks. What only one version needs
 //! lives with that version ([`crate::v4::V4Options`]).
 
-use crate::transport::RpcConfig;
-use crate::url::NfsUrl;
+use crate::transport::{RpcConfig, RpcTls};
+use crate::url::{NfsUrl, XprtSec};
 use sluice_engine::readahead::ReadaheadMode;
 use sluice_engine::trunk::TrunkConfig;
+use sluice_tcp::tls::ClientTls;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Settings of a client of either version (the v3 [`crate::Client`], [`crate::v4::Client`]).
@@ -70,6 +72,53 @@ pub struct ClientOptions {
     /// a command wants; a long-lived client (the mount) gives a stable one (see the v4 module
     /// docs, "Client owner").
     pub v4_owner: Option<Vec<u8>>,
+    /// Certificate files for RPC-with-TLS, used when the URL asks for `xprtsec=tls|mtls`.
+    pub tls: TlsFiles,
+}
+
+/// The client's certificate files for RPC-with-TLS (PEM; `--tls-ca`, `--tls-cert`,
+/// `--tls-key`, or `SLUICE_TLS_CA` / `SLUICE_TLS_CERT` / `SLUICE_TLS_KEY` in the commands).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The CA certificates the server's certificate must chain to. Needed for any TLS.
+    pub ca: Option<PathBuf>,
+    /// The client's certificate chain and key, presented with `xprtsec=mtls`.
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+/// The TLS settings of `url`'s connections: `None` for plaintext, else the loaded files, the
+/// name to verify (the URL's host) and the probe's program. A URL that asks for TLS without
+/// the files it needs is an error here, before any connection.
+pub(crate) fn rpc_tls(
+    url: &NfsUrl,
+    options: &ClientOptions,
+    probe_program: (u32, u32),
+) -> Result<Option<RpcTls>, String> {
+    let mutual = match url.xprtsec {
+        None | Some(XprtSec::None) => return Ok(None),
+        Some(XprtSec::Tls) => false,
+        Some(XprtSec::Mtls) => true,
+    };
+    let Some(ca) = &options.tls.ca else {
+        return Err(
+            "xprtsec=tls|mtls needs the CA that signed the server's certificate (--tls-ca or SLUICE_TLS_CA)"
+                .into(),
+        );
+    };
+    let identity = match (mutual, &options.tls.cert, &options.tls.key) {
+        (false, _, _) => None,
+        (true, Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+        (true, _, _) => {
+            return Err("xprtsec=mtls needs a client certificate and key (--tls-cert and --tls-key, or SLUICE_TLS_CERT and SLUICE_TLS_KEY)".into())
+        }
+    };
+    let client = ClientTls::load(ca, identity).map_err(|e| e.to_string())?;
+    Ok(Some(RpcTls {
+        client,
+        server_name: url.host.clone(),
+        probe_program,
+    }))
 }
 
 /// Most TCP connections one client opens to the NFS service (Linux's cap for `nconnect`).
@@ -147,6 +196,7 @@ impl Default for ClientOptions {
             },
             v4_probe_timeout: V4_PROBE_TIMEOUT,
             v4_owner: None,
+            tls: TlsFiles::default(),
         }
     }
 }

@@ -46,6 +46,13 @@
 //!   answered SYSTEM_ERR, because holding the socket's reader until one finishes would also
 //!   hold up the replies to our own calls. A callback still running when its connection breaks
 //!   has nowhere to answer: its reply is dropped (the server has failed that call already).
+//! - **RPC-with-TLS** (RFC 9289, [`RpcConfig::tls`]): every TCP connection, the first and each
+//!   reconnect, sends the AUTH_TLS probe and runs the TLS 1.3 handshake before anything else
+//!   ([`sluice_tcp::tls::connect_upgrade`], within [`RpcConfig::connect_timeout`]); the reader
+//!   and writer then work on the TLS stream's halves, and the writer flushes rustls after each
+//!   batch. The callbacks of the back channel arrive on the same, encrypted, connection. A
+//!   server that does not offer TLS fails the connect with that reason, never a silent
+//!   fallback to plaintext.
 
 use bytes::{Buf, Bytes, BytesMut};
 use rand::Rng;
@@ -58,6 +65,7 @@ use sluice_rpc::client::{
 use sluice_rpc::record::{frame, RecordDecoder, RecordDecoderConfig, MAX_FRAGMENT_BYTES};
 use sluice_rpc::rtt::TimerClass;
 use sluice_rpc::server::{self as rpcs, CallParse, RpcCall};
+use sluice_tcp::tls::{ClientTls, ReadHalf, Stream, WriteHalf};
 use sluice_xdr::rpc::OpaqueAuth;
 use sluice_xdr::Reader;
 use std::collections::{HashMap, VecDeque};
@@ -70,7 +78,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -102,6 +109,19 @@ pub struct RpcConfig {
     /// the most back-channel slots Linux's client offers a server (`ca_maxrequests`), so a
     /// server that respects the session's slots never meets the bound.
     pub callbacks_in_flight_max: usize,
+    /// RPC-with-TLS on every connection (`?xprtsec=tls|mtls`). Default `None`: plaintext.
+    pub tls: Option<RpcTls>,
+}
+
+/// What a connection needs to upgrade itself to TLS.
+#[derive(Debug, Clone)]
+pub struct RpcTls {
+    /// The CA to trust and, for mtls, the certificate to present.
+    pub client: ClientTls,
+    /// The name the server's certificate must carry: the URL's host (a DNS name or an IP).
+    pub server_name: String,
+    /// Program and version of the probe's NULL call (the service the connection is for).
+    pub probe_program: (u32, u32),
 }
 
 /// A call the server made on our connection.
@@ -168,6 +188,7 @@ impl Default for RpcConfig {
             server_name: String::new(),
             callbacks: None,
             callbacks_in_flight_max: 16,
+            tls: None,
         }
     }
 }
@@ -289,7 +310,7 @@ impl RecvGauge {
 
 /// The first socket, opened by `connect`.
 enum Socket {
-    Tcp(TcpStream),
+    Tcp(Stream),
     Udp(UdpSocket),
 }
 
@@ -377,7 +398,12 @@ impl RpcClient {
         } else {
             let stream = tokio::time::timeout(
                 config.connect_timeout,
-                connect_socket(addr, config.privileged_port),
+                connect_stream(
+                    addr,
+                    config.privileged_port,
+                    config.tls.as_ref(),
+                    config.connect_timeout,
+                ),
             )
             .await
             .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connection timed out"))??;
@@ -682,7 +708,7 @@ impl Connections {
 enum ConnEvent {
     Record(u64, Vec<Bytes>),
     Closed(u64, String),
-    Connected(u64, TcpStream),
+    Connected(u64, Stream),
     ConnectedUdp(u64, UdpSocket),
     ConnectFailed(u64, String),
     /// A callback finished: its reply message, for the connection it arrived on.
@@ -996,12 +1022,12 @@ impl Driver {
         let _ = conn.writer.send(framed);
     }
 
-    fn attach(&mut self, stream: TcpStream) {
+    fn attach(&mut self, stream: Stream) {
         self.generation += 1;
         let generation = self.generation;
-        let _ = stream.set_nodelay(true);
-        if let Ok(peer) = stream.peer_addr() {
-            match sluice_tcp::tune(&stream, peer.ip()) {
+        let _ = stream.tcp().set_nodelay(true);
+        if let Ok(peer) = stream.tcp().peer_addr() {
+            match sluice_tcp::tune(stream.tcp(), peer.ip()) {
                 Ok(Some(cc)) => {
                     tracing::debug!(%peer, cc, "loopback server: congestion control switched")
                 }
@@ -1066,6 +1092,7 @@ impl Driver {
         let addr = self.addr;
         let privileged = self.config.privileged_port;
         let timeout = self.config.connect_timeout;
+        let tls = self.config.tls.clone();
         let tx = self.events_tx.clone();
         let udp = self.udp();
         tokio::spawn(async move {
@@ -1078,7 +1105,12 @@ impl Driver {
                 let _ = tx.send(ev);
                 return;
             }
-            let ev = match tokio::time::timeout(timeout, connect_socket(addr, privileged)).await {
+            let ev = match tokio::time::timeout(
+                timeout,
+                connect_stream(addr, privileged, tls.as_ref(), timeout),
+            )
+            .await
+            {
                 Ok(Ok(s)) => ConnEvent::Connected(generation, s),
                 Ok(Err(e)) => ConnEvent::ConnectFailed(generation, e.to_string()),
                 Err(_) => ConnEvent::ConnectFailed(generation, "timed out".into()),
@@ -1114,7 +1146,7 @@ fn callback_reply(xid: u32, reply: CallbackReply) -> Vec<Bytes> {
 
 /// Reads the socket, reassembles records and hands them to the driver.
 async fn read_loop(
-    mut rd: OwnedReadHalf,
+    mut rd: ReadHalf,
     mut decoder: RecordDecoder,
     generation: u64,
     tx: mpsc::UnboundedSender<ConnEvent>,
@@ -1159,7 +1191,7 @@ async fn read_loop(
 
 /// Writes framed messages, batching whatever is queued into one vectored write.
 async fn write_loop(
-    mut wr: OwnedWriteHalf,
+    mut wr: WriteHalf,
     mut rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
     generation: u64,
     tx: mpsc::UnboundedSender<ConnEvent>,
@@ -1170,7 +1202,12 @@ async fn write_loop(
         while let Ok(more) = rx.try_recv() {
             queue.extend(more);
         }
-        if let Err(e) = write_segments(&mut wr, &mut queue).await {
+        let mut sent = write_segments(&mut wr, &mut queue).await;
+        if sent.is_ok() && matches!(wr, WriteHalf::Tls(_)) {
+            // The batch's last bytes may wait inside rustls until flushed.
+            sent = wr.flush().await;
+        }
+        if let Err(e) = sent {
             let _ = tx.send(ConnEvent::Closed(generation, e.to_string()));
             return;
         }
@@ -1178,7 +1215,7 @@ async fn write_loop(
     let _ = wr.shutdown().await;
 }
 
-async fn write_segments(wr: &mut OwnedWriteHalf, queue: &mut VecDeque<Bytes>) -> io::Result<()> {
+async fn write_segments(wr: &mut WriteHalf, queue: &mut VecDeque<Bytes>) -> io::Result<()> {
     // Linux's IOV_MAX is 1024; 64 slices per call is plenty for a few messages.
     const SLICES_MAX: usize = 64;
     while !queue.is_empty() {
@@ -1308,6 +1345,31 @@ pub use sluice_tcp::set_udp_buffers;
 
 /// Reserved source ports the client may use: 665..=1023, as the Linux client.
 const RESERVED_PORTS: u16 = 1024 - 665;
+
+/// Connects to `addr` (see [`connect_socket`]) and, with `tls`, upgrades the connection to
+/// RPC-with-TLS (the probe and the handshake within `timeout`).
+async fn connect_stream(
+    addr: SocketAddr,
+    privileged: bool,
+    tls: Option<&RpcTls>,
+    timeout: Duration,
+) -> io::Result<Stream> {
+    let stream = connect_socket(addr, privileged).await?;
+    let Some(tls) = tls else {
+        return Ok(Stream::Plain(stream));
+    };
+    let (prog, vers) = tls.probe_program;
+    let t = sluice_tcp::tls::connect_upgrade(
+        stream,
+        &tls.client,
+        &tls.server_name,
+        prog,
+        vers,
+        timeout,
+    )
+    .await?;
+    Ok(Stream::Tls(Box::new(t)))
+}
 
 /// Connects to `addr`, from a reserved port when asked to and running as root.
 async fn connect_socket(addr: SocketAddr, privileged: bool) -> io::Result<TcpStream> {

@@ -19,6 +19,10 @@
 //!   authority's port, else 2049: no MOUNT and no portmapper. Without `version` the client
 //!   speaks v3. Other parameters libnfs knows (`readahead`, `auto-traverse-mounts`...) are
 //!   accepted and ignored, so URLs written for nfs-cp work here.
+//! - `xprtsec=tls` or `xprtsec=mtls` (libnfs's spelling, after the Linux mount option):
+//!   RPC-with-TLS (RFC 9289) on every connection to the server, the server's certificate
+//!   checked against the client's CA and the URL's host; `mtls` also presents the client's
+//!   certificate. `xprtsec=none` (the default) is plaintext.
 
 use std::fmt;
 
@@ -41,6 +45,8 @@ pub struct NfsUrl {
     pub nconnect: Option<u32>,
     /// `version=...`; `None` when absent.
     pub version: Option<NfsVersion>,
+    /// `xprtsec=none|tls|mtls`; `None` when absent (plaintext).
+    pub xprtsec: Option<XprtSec>,
     /// The query string as written (without '?'), kept to build URLs of other paths.
     query: String,
 }
@@ -60,6 +66,17 @@ impl NfsVersion {
     pub fn is_v4(self) -> bool {
         self != NfsVersion::V3
     }
+}
+
+/// The transport security a URL asks for (`xprtsec=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XprtSec {
+    /// Plaintext.
+    None,
+    /// RPC-with-TLS, the server authenticated by its certificate.
+    Tls,
+    /// RPC-with-TLS, and the client presents a certificate too.
+    Mtls,
 }
 
 /// The transport a URL asks for.
@@ -117,6 +134,7 @@ impl NfsUrl {
             proto: None,
             nconnect: None,
             version: None,
+            xprtsec: None,
             query: query.to_string(),
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -151,6 +169,18 @@ impl NfsUrl {
                         "tcp" => Proto::Tcp,
                         "udp" => Proto::Udp,
                         _ => return Err(bad(&format!("bad proto value {v:?} (tcp or udp)"))),
+                    })
+                }
+                "xprtsec" => {
+                    url.xprtsec = Some(match v.to_ascii_lowercase().as_str() {
+                        "none" => XprtSec::None,
+                        "tls" => XprtSec::Tls,
+                        "mtls" => XprtSec::Mtls,
+                        _ => {
+                            return Err(bad(&format!(
+                                "bad xprtsec value {v:?} (none, tls or mtls)"
+                            )))
+                        }
                     })
                 }
                 _ => tracing::debug!("ignoring URL parameter {k}"),

@@ -33,4 +33,4 @@ pub mod mount;
 
 pub use cache::AttrCacheConfig;
 pub use fs::{Fs, FsConfig};
-pub use mount::{mount, run, umount, MountArgs, MountError, Mounted};
+pub use mount::{mount, run, umount, MountArgs, MountError, Mounted, TlsArgs};

@@ -59,6 +59,37 @@ pub struct MountArgs {
     /// the receive path is the limit.
     #[arg(long, value_name = "N")]
     pub nconnect: Option<usize>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// Certificate files for RPC-with-TLS (`?xprtsec=tls|mtls` in the URL), shared by the mount
+/// and the client commands. Each falls back to its environment variable.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TlsArgs {
+    /// PEM file of the CA that signed the server's certificate, for ?xprtsec=tls|mtls
+    /// (default: $SLUICE_TLS_CA).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM file of the client's certificate, presented with ?xprtsec=mtls
+    /// (default: $SLUICE_TLS_CERT).
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM file of the client certificate's private key (default: $SLUICE_TLS_KEY).
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// The files named, each missing one taken from its environment variable.
+    pub fn files(&self) -> sluice_client::TlsFiles {
+        let env = |v: &str| std::env::var_os(v).map(PathBuf::from);
+        sluice_client::TlsFiles {
+            ca: self.tls_ca.clone().or_else(|| env("SLUICE_TLS_CA")),
+            cert: self.tls_cert.clone().or_else(|| env("SLUICE_TLS_CERT")),
+            key: self.tls_key.clone().or_else(|| env("SLUICE_TLS_KEY")),
+        }
+    }
 }
 
 impl MountArgs {
@@ -76,6 +107,7 @@ impl MountArgs {
             noac: false,
             timeo: None,
             nconnect: None,
+            tls: TlsArgs::default(),
         }
     }
 
@@ -87,6 +119,7 @@ impl MountArgs {
         if let Some(n) = self.nconnect {
             o.fixed_nconnect(n);
         }
+        o.tls = self.tls.files();
         // How long an open file's read path trusts its attributes before a GETATTR checks that
         // the data read ahead is still current: the mount's acregmin, like the kernel's
         // attribute cache for a regular file (0 with --noac: every read checks).

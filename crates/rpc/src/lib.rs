@@ -33,6 +33,7 @@
 //! | [`drc`]    | the server's duplicate request cache                              |
 //! | [`duplex`] | calls both ways on one connection: CALL/REPLY demultiplexing and  |
 //! |            | the table of calls a server originates (the v4.1 callbacks)     |
+//! | [`tls`]    | the RPC-with-TLS probe (RFC 9289): AUTH_TLS NULL and STARTTLS     |
 
 pub mod client;
 pub mod drc;
@@ -41,6 +42,7 @@ pub mod msg;
 pub mod record;
 pub mod rtt;
 pub mod server;
+pub mod tls;
 
 pub use sluice_xdr as xdr;
 

@@ -240,6 +240,9 @@ pub async fn bind_exports(
     let nfs4 = Arc::new(nfs4);
     // A weak reference: the statistics outlive nothing, and hold no service alive.
     let weak = Arc::downgrade(&nfs4);
+    if let Some(tls) = &config.net.tls {
+        stats.set_tls(tls.clone());
+    }
     stats.set_nfs4_gauges(Box::new(move || {
         weak.upgrade()
             .map_or_else(Default::default, |n| stats::Gauges4::of(&n))

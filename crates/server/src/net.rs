@@ -34,6 +34,18 @@
 //!  socket <- writer: replies and framed CALLs, in queue order  ◄────┘
 //! ```
 //!
+//! # RPC-with-TLS (RFC 9289)
+//! With [`NetConfig::tls`] set, a connection whose first record is the AUTH_TLS probe is
+//! answered STARTTLS and upgraded before its reader starts ([`sluice_tcp::tls::accept_upgrade`]:
+//! the first record is peeked, so a plaintext connection reaches the reader with every byte
+//! still in the socket). The reader and writer then work on a [`Stream`] half, plain or TLS,
+//! and the calls of a TLS connection carry [`Transport::Tls`], which keeps READ replies off the
+//! splice path (a pipe cannot be spliced into rustls): their data comes in pooled chunks, and
+//! the writer's iovec of chunks is encrypted by rustls into 16 KiB TLS records, never gathered
+//! into one buffer. A failed or stalled handshake (bounded by the TLS configuration's
+//! `handshake_timeout`) closes that connection alone; it is counted and logged with the peer
+//! and the reason.
+//!
 //! Socket reads go into 64 KiB buffers that are frozen and handed to the record decoder as
 //! they are, so a 1 MiB WRITE arrives as sixteen 64 KiB segments and is never copied into one
 //! contiguous buffer.
@@ -48,13 +60,13 @@ use crate::splice::SplicedData;
 use bytes::{Bytes, BytesMut};
 use sluice_rpc::duplex::{classify, MsgKind, OutgoingConfig};
 use sluice_rpc::record::{self, RecordDecoder, RecordDecoderConfig};
+use sluice_tcp::tls::{ServerTls, Stream, Upgraded, WriteHalf};
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{mpsc, Semaphore};
 use tracing::{debug, info, warn};
@@ -91,6 +103,9 @@ pub struct NetConfig {
     /// Calls the server itself may have outstanding on one connection (the callbacks):
     /// see [`OutgoingConfig::calls_in_flight_max`] for the default and why.
     pub callbacks: OutgoingConfig,
+    /// RPC-with-TLS: certificates and counters (`--tls-cert`, `--tls-key`); `None` (the
+    /// default): the AUTH_TLS probe is refused with AUTH_BADCRED like any unknown flavor.
+    pub tls: Option<Arc<ServerTls>>,
 }
 
 impl Default for NetConfig {
@@ -102,6 +117,7 @@ impl Default for NetConfig {
             idle_timeout: Duration::from_secs(360),
             replies_queued_max: 256,
             callbacks: OutgoingConfig::default(),
+            tls: None,
         }
     }
 }
@@ -154,7 +170,25 @@ pub async fn serve_tcp_with<S: Service>(
         let cfg = cfg.clone();
         let registry = registry.clone();
         tokio::spawn(async move {
-            if let Err(e) = serve_conn(stream, addr, conn_id, svc, cfg, &registry).await {
+            let (stream, transport) = match sluice_tcp::tls::accept_upgrade(
+                stream,
+                cfg.tls.as_deref(),
+                cfg.idle_timeout,
+            )
+            .await
+            {
+                Ok(Upgraded::Plain(s)) => (Stream::Plain(s), Transport::Tcp),
+                Ok(Upgraded::Tls(s, peer)) => {
+                    info!(%addr, client_verified = peer.verified, "connection upgraded to TLS (rustls)");
+                    (Stream::Tls(s), Transport::Tls(peer))
+                }
+                Err(e) => {
+                    warn!(%addr, reason = %e, "RPC-with-TLS handshake failed; connection closed");
+                    return;
+                }
+            };
+            if let Err(e) = serve_conn(stream, transport, addr, conn_id, svc, cfg, &registry).await
+            {
                 debug!(%addr, "connection closed: {e}");
             }
             drop(permit);
@@ -164,7 +198,8 @@ pub async fn serve_tcp_with<S: Service>(
 
 /// Serves one TCP connection: its reader (this task), writer and back channel.
 async fn serve_conn<S: Service>(
-    stream: TcpStream,
+    stream: Stream,
+    transport: Transport,
     addr: SocketAddr,
     conn_id: u64,
     svc: Arc<S>,
@@ -176,7 +211,7 @@ async fn serve_conn<S: Service>(
     let peer = Peer {
         addr,
         conn_id,
-        transport: Transport::Tcp,
+        transport,
         back_channel: Some(back.clone()),
     };
     registry.insert(back.clone());
@@ -190,7 +225,7 @@ async fn serve_conn<S: Service>(
 }
 
 async fn serve_conn_io<S: Service>(
-    stream: TcpStream,
+    stream: Stream,
     peer: Peer,
     svc: Arc<S>,
     cfg: NetConfig,
@@ -216,7 +251,13 @@ async fn serve_conn_io<S: Service>(
                 Outbound::Reply(Reply {
                     segs,
                     spliced: Some(sp),
-                }) => write_spliced(&mut wr, segs, sp, stall_max).await,
+                }) => match &mut wr {
+                    WriteHalf::Plain(wr) => write_spliced(wr, segs, sp, stall_max).await,
+                    // Calls over TLS carry `Transport::Tls`, which never splices: our bug.
+                    WriteHalf::Tls(_) => {
+                        Err(io::Error::other("a spliced reply on a TLS connection"))
+                    }
+                },
                 first => {
                     // Replies (and calls) already queued behind this one go out in the same
                     // writev: one system call (and one wake-up of the client) for a burst of
@@ -243,6 +284,16 @@ async fn serve_conn_io<S: Service>(
                     }
                     write_all_vectored_within(&mut wr, &framed, stall_max).await
                 }
+            };
+            // Under TLS the last bytes of a batch may wait inside rustls: push them out.
+            let sent = match sent {
+                Ok(()) if matches!(wr, WriteHalf::Tls(_)) => {
+                    match tokio::time::timeout(stall_max, wr.flush()).await {
+                        Ok(r) => r,
+                        Err(_) => Err(io::ErrorKind::TimedOut.into()),
+                    }
+                }
+                other => other,
             };
             if let Err(e) = sent {
                 // Calls already sent can no longer be answered on this connection.
@@ -358,7 +409,7 @@ fn push_framed(back: &CallbackConn, item: Outbound, out: &mut Vec<Bytes>) {
 /// then the tail. Each step is bounded by `stall_max` without progress, like
 /// [`write_all_vectored_within`].
 async fn write_spliced(
-    wr: &mut OwnedWriteHalf,
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
     head: Vec<Bytes>,
     mut sp: SplicedData,
     stall_max: Duration,
@@ -548,7 +599,7 @@ mod tests {
     use crate::splice::PipePool;
 
     /// A loopback connection: the server's write half and the client's socket.
-    async fn pair() -> (OwnedWriteHalf, std::net::TcpStream) {
+    async fn pair() -> (tokio::net::tcp::OwnedWriteHalf, std::net::TcpStream) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (server, _) = l.accept().await.unwrap();

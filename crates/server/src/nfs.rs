@@ -224,7 +224,10 @@ impl Nfs3 {
         let mut res = match self.gate(peer, cred, args.fh()) {
             Ok((fs, caller)) => match self.recall_first(&fs, &caller, args.touches()).await {
                 Err(s) => NfsResult::Err(s, Default::default()),
-                Ok(()) => match args.run(self, fs, caller, !udp).await {
+                Ok(()) => match args
+                    .run(self, fs, caller, peer.transport.may_splice())
+                    .await
+                {
                     Outcome::Res(res) => res,
                     Outcome::Spliced(ok, pipe) => {
                         Nfsstat3::OK.pack(w);

@@ -359,7 +359,7 @@ fn nfs4_call<'a>(
             &from,
             record,
             call.args_offset,
-            true,
+            peer.transport.may_splice(),
         )
         .await
         {

@@ -22,7 +22,7 @@ use sluice_xdr::nfs4::ops::{op_info, Opnum4, OP_INFO};
 use sluice_xdr::{mount3, nfs3, nfs4};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Size histogram bucket upper bounds in bytes: powers of two from 4 KiB to 16 MiB.
@@ -186,6 +186,9 @@ pub struct Stats {
     /// Where the exports' backend counters come from (set once by the server; unset or empty:
     /// not shown).
     backends: OnceLock<BackendsSource>,
+    /// The RPC-with-TLS side's counters (set once by the server when TLS is configured;
+    /// unset: no TLS line).
+    tls: OnceLock<Arc<sluice_tcp::tls::ServerTls>>,
     /// MOUNT v3, indexed like `mount3::PROCS`.
     pub mount: [ProcStats; mount3::proc_::NAMES.len()],
     /// Calls to any other program or version, and calls no procedure table holds.
@@ -217,6 +220,23 @@ impl Stats {
         let _ = self.nfs4_gauges.set(source);
     }
 
+    /// Names the TLS configuration whose counters are shown; the first call wins.
+    pub fn set_tls(&self, tls: Arc<sluice_tcp::tls::ServerTls>) {
+        let _ = self.tls.set(tls);
+    }
+
+    /// Connections upgraded to TLS (rustls), of those with a verified client certificate, and
+    /// handshakes that failed; `None` when the server has no TLS.
+    pub fn tls_counts(&self) -> Option<(u64, u64, u64)> {
+        self.tls.get().map(|t| {
+            (
+                t.stats.handshakes.load(Relaxed),
+                t.stats.peers_verified.load(Relaxed),
+                t.stats.handshakes_failed.load(Relaxed),
+            )
+        })
+    }
+
     /// The NFSv4 state gauges now, if a source was set.
     pub fn nfs4_gauges(&self) -> Option<Gauges4> {
         self.nfs4_gauges.get().map(|f| f())
@@ -235,6 +255,29 @@ impl Stats {
     /// Renders every counter in the Prometheus text exposition format (version 0.0.4).
     pub fn render_prometheus(&self) -> String {
         let mut s = String::new();
+        if let Some((up, verified, failed)) = self.tls_counts() {
+            for (name, help, v) in [
+                (
+                    "sluice_tls_connections_total",
+                    "Connections upgraded to RPC-with-TLS (rustls).",
+                    up,
+                ),
+                (
+                    "sluice_tls_client_verified_total",
+                    "TLS connections whose client certificate was verified.",
+                    verified,
+                ),
+                (
+                    "sluice_tls_handshake_failures_total",
+                    "RPC-with-TLS handshakes that failed or timed out.",
+                    failed,
+                ),
+            ] {
+                let _ = writeln!(s, "# HELP {name} {help}");
+                let _ = writeln!(s, "# TYPE {name} counter");
+                let _ = writeln!(s, "{name} {v}");
+            }
+        }
         let _ = writeln!(s, "# HELP sluice_nfs_calls_total NFSv3 calls by procedure.");
         let _ = writeln!(s, "# TYPE sluice_nfs_calls_total counter");
         for (i, p) in self.nfs.iter().enumerate() {
@@ -553,6 +596,12 @@ impl Stats {
     /// Renders the counters like `nfsstat -s`.
     pub fn render(&self) -> String {
         let mut s = String::new();
+        if let Some((up, verified, failed)) = self.tls_counts() {
+            let _ = writeln!(
+                s,
+                "tls (rustls, no kernel TLS): {up} connections upgraded, {verified} with a verified client certificate, {failed} handshakes failed"
+            );
+        }
         let _ = writeln!(s, "Server nfs v3:");
         let _ = writeln!(
             s,

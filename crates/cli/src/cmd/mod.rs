@@ -13,7 +13,8 @@
 //! Every command takes `--stats` (per-procedure RPC statistics, READ sizes and depth,
 //! readahead windows and waste, retransmissions and the NFS version chosen, on stderr at the
 //! end), `--soft N`, `--timeo SECONDS`, `--readahead auto|off|fixed:SIZE`,
-//! `--readahead-budget SIZE`, `--trace-readahead`, `--udp` and `--nconnect N`.
+//! `--readahead-budget SIZE`, `--trace-readahead`, `--udp`, `--nconnect N` and the
+//! RPC-with-TLS files `--tls-ca`, `--tls-cert`, `--tls-key` (for `?xprtsec=tls|mtls` URLs).
 
 mod cp;
 mod ops;
@@ -83,6 +84,8 @@ pub struct CommonArgs {
     /// to the CPUs, at most 4) each time the receive path turns out to be the limit.
     #[arg(long, value_name = "N")]
     pub nconnect: Option<usize>,
+    #[command(flatten)]
+    pub tls: sluice_fuse::TlsArgs,
 }
 
 fn parse_budget(s: &str) -> Result<u64, String> {
@@ -143,6 +146,7 @@ impl Session {
         if let Some(n) = common.nconnect {
             options.fixed_nconnect(n);
         }
+        options.tls = common.tls.files();
         Session {
             options,
             clients: Vec::new(),
@@ -170,6 +174,7 @@ impl Session {
                 && u.gid == url.gid
                 && u.proto == url.proto
                 && u.version == url.version
+                && u.xprtsec == url.xprtsec
                 && is_path_prefix(c.export(), &url.path)
             {
                 return Ok((c.clone(), strip_export(&url.path, c.export())));

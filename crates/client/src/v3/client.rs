@@ -209,6 +209,8 @@ impl Client {
         if rpc_config.server_name.is_empty() {
             rpc_config.server_name = url.host.clone();
         }
+        rpc_config.tls = crate::options::rpc_tls(&url, &options, (nfs3::PROGRAM, nfs3::VERSION))
+            .map_err(NfsError::Other)?;
         let nfs_addr = SocketAddr::new(ip, nfs_port);
         let nfs = RpcClient::connect(nfs_addr, rpc_config.clone())
             .await

@@ -22,6 +22,12 @@ impl Client {
         if rpc_config.server_name.is_empty() {
             rpc_config.server_name = url.host.clone();
         }
+        rpc_config.tls = crate::options::rpc_tls(
+            url,
+            options,
+            (sluice_xdr::nfs4::PROGRAM, sluice_xdr::nfs4::VERSION),
+        )
+        .map_err(Error::Connect)?;
         let (nconnect, trunk_cfg) = checked_nconnect(url, options).map_err(Error::Connect)?;
         let service = Arc::new(CbService::default());
         rpc_config.callbacks = Some(Callbacks(service.clone()));

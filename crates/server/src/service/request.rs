@@ -26,6 +26,24 @@ pub struct Peer {
 pub enum Transport {
     Tcp,
     Udp,
+    /// TCP upgraded to RPC-with-TLS (RFC 9289), and what the client proved in the handshake.
+    Tls(sluice_tcp::tls::TlsPeer),
+}
+
+impl Transport {
+    /// Whether a READ reply's data may go by splice (pipe to socket): over plain TCP only.
+    /// UDP builds each datagram in memory, and TLS must encrypt the bytes in user space.
+    pub fn may_splice(self) -> bool {
+        self == Transport::Tcp
+    }
+
+    /// Whether the call came over TLS, and whether its client certificate was verified.
+    pub fn tls(self) -> Option<sluice_tcp::tls::TlsPeer> {
+        match self {
+            Transport::Tls(p) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// One reply record: bytes in memory and, for a spliced READ, data waiting in a pipe and the
