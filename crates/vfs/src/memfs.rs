@@ -51,6 +51,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
+mod locks;
+pub use locks::{LockCall, LOCK_CALLS_MAX};
+
 /// Kinds of calls a fault can match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -154,29 +157,6 @@ struct State {
     lock_calls: Vec<LockCall>,
 }
 
-/// Most lock calls [`MemFs::lock_calls`] keeps: the oldest go first. Tests make a handful.
-pub const LOCK_CALLS_MAX: usize = 1024;
-
-/// A pushed-down lock call MemFs saw (module notes).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LockCall {
-    Lock {
-        owner_key: u64,
-        kind: LockType,
-        offset: u64,
-        len: u64,
-    },
-    Unlock {
-        owner_key: u64,
-        offset: u64,
-        len: u64,
-    },
-    Release {
-        file: Bytes,
-        owner_key: u64,
-    },
-}
-
 struct Node {
     ftype: FileType,
     mode: u32,
@@ -239,16 +219,6 @@ impl MemFs {
     /// Adds a fault (matched in the order added; the first match applies).
     pub fn inject(&self, fault: Fault) {
         self.lock().faults.push(fault);
-    }
-
-    /// From now on every pushed-down LOCK is refused with `conflict` (`None`: granted again).
-    pub fn refuse_locks(&self, conflict: Option<LockConflict>) {
-        self.lock().lock_refusal = conflict;
-    }
-
-    /// The pushed-down lock calls since the last call, oldest first.
-    pub fn lock_calls(&self) -> Vec<LockCall> {
-        std::mem::take(&mut self.lock().lock_calls)
     }
 
     /// Removes every fault.
@@ -606,13 +576,6 @@ impl MemFs {
 impl State {
     /// The effect of the first fault matching this call, counting it down. `latency` selects
     /// latency faults (asked by drivers) or failure faults (checked by the call itself).
-    fn log_lock_call(&mut self, c: LockCall) {
-        if self.lock_calls.len() >= LOCK_CALLS_MAX {
-            self.lock_calls.remove(0);
-        }
-        self.lock_calls.push(c);
-    }
-
     fn take_fault(
         &mut self,
         op: Op,
@@ -762,17 +725,7 @@ impl FileSystem for MemFs {
         offset: u64,
         len: u64,
     ) -> Result<(), LockError> {
-        let mut st = self.lock();
-        if let Some(c) = st.lock_refusal {
-            return Err(LockError::Conflict(c));
-        }
-        st.log_lock_call(LockCall::Lock {
-            owner_key,
-            kind,
-            offset,
-            len,
-        });
-        Ok(())
+        self.pushed_lock(owner_key, kind, offset, len)
     }
 
     fn unlock(
@@ -782,19 +735,12 @@ impl FileSystem for MemFs {
         offset: u64,
         len: u64,
     ) -> Result<(), FsError> {
-        self.lock().log_lock_call(LockCall::Unlock {
-            owner_key,
-            offset,
-            len,
-        });
+        self.pushed_unlock(owner_key, offset, len);
         Ok(())
     }
 
     fn release_locks(&self, file: &[u8], owner_key: u64) {
-        self.lock().log_lock_call(LockCall::Release {
-            file: Bytes::copy_from_slice(file),
-            owner_key,
-        });
+        self.pushed_release(file, owner_key);
     }
 
     fn getattr(&self, fh: &FileHandle) -> Result<Attr, FsError> {
