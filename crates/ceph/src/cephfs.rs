@@ -456,16 +456,9 @@ impl FileSystem for CephFs {
         // A READ changes no attribute NFS shows but atime: those read before it serve as its
         // post-operation attributes (one getattr, from cached caps, per READ).
         let attr = self.attr(&st);
-        let mut count = 0;
-        let mut pos = offset;
-        for b in bufs.iter_mut() {
-            let n = self.read_into(f.fh, pos, b).map_err(|e| (e, Some(attr)))?;
-            count += n;
-            pos += n as u64;
-            if n < b.len() {
-                break;
-            }
-        }
+        let count = self
+            .read_vectored(f.fh, offset, bufs)
+            .map_err(|e| (e, Some(attr)))?;
         let eof = offset.saturating_add(count as u64) >= attr.size;
         Ok(ReadOk { count, eof, attr })
     }

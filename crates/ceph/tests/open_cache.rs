@@ -432,3 +432,44 @@ fn walk(fs: &CephFs, dir: &FileHandle, page: usize, plus: bool) -> (BTreeSet<Str
         assert!(pages < 10_000, "the walk ends");
     }
 }
+
+/// A READ handed in as many pooled chunks (the data path's 64 KiB chunks) is one libcephfs
+/// read call, not one per chunk, and fills every chunk in order; a READ past the end stops at
+/// the end, in as many calls as it takes to see it.
+#[test]
+fn a_chunked_read_is_one_libcephfs_call() {
+    const CHUNK: usize = 64 * 1024;
+    let cluster = common::Cluster::start("opencache-readv");
+    let dir = cluster.fresh_dir("v");
+    let fs = export(&cluster, &dir, None);
+    let fh = create(&fs, &fs.root_handle(), "f");
+    let data = pattern(16 * CHUNK, 7);
+    write(&fs, &fh, 0, &data, StableHow::FileSync);
+
+    let mut chunks = vec![vec![0u8; CHUNK]; 16];
+    let reads0 = calls(&fs, CallKind::Read);
+    let ok = {
+        let mut slices: Vec<&mut [u8]> = chunks.iter_mut().map(|c| &mut c[..]).collect();
+        fs.read(&root(), &fh, 0, &mut slices)
+            .unwrap_or_else(|e| panic!("read: {:?}", e.0))
+    };
+    assert_eq!(ok.count, data.len());
+    assert_eq!(chunks.concat(), data, "every chunk filled in order");
+    assert_eq!(
+        calls(&fs, CallKind::Read) - reads0,
+        1,
+        "one call for a 1 MiB READ in 16 chunks"
+    );
+
+    // Half a chunk before the end, asking for two chunks: the rest, and EOF.
+    let mut tail = vec![vec![0u8; CHUNK]; 2];
+    let at = data.len() - CHUNK / 2;
+    let ok = {
+        let mut slices: Vec<&mut [u8]> = tail.iter_mut().map(|c| &mut c[..]).collect();
+        fs.read(&root(), &fh, at as u64, &mut slices)
+            .unwrap_or_else(|e| panic!("read: {:?}", e.0))
+    };
+    assert_eq!(ok.count, CHUNK / 2);
+    assert!(ok.eof);
+    assert_eq!(&tail[0][..CHUNK / 2], &data[at..]);
+}
