@@ -8,17 +8,6 @@ use sluice_vfs::{
     Caller, CreateHow, Cred, FileSystem, FsError, LockConflict, LockError, LockType, SetAttr,
 };
 use std::os::fd::AsRawFd;
-use std::process::{Command, Stdio};
-
-/// A ceph-fuse mount of the cluster's root, unmounted on drop.
-struct Fuse(std::path::PathBuf);
-
-impl Drop for Fuse {
-    fn drop(&mut self) {
-        let _ = Command::new("fusermount3").arg("-u").arg(&self.0).status();
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
 
 /// fcntl(F_SETLK) of the whole file: Ok, or the errno.
 fn fcntl_lock(f: &std::fs::File, kind: i32) -> Result<(), i32> {
@@ -37,20 +26,8 @@ fn fcntl_lock(f: &std::fs::File, kind: i32) -> Result<(), i32> {
 #[test]
 fn locks_conflict_between_sluice_and_ceph_fuse_both_ways() {
     let cluster = common::Cluster::start("locks");
-    let mnt = cluster.dir.join("fuse");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let st = Command::new("timeout")
-        .arg("30")
-        .arg("ceph-fuse")
-        .arg("-c")
-        .arg(&cluster.conf)
-        .arg(&mnt)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run ceph-fuse (install the ceph-fuse package)");
-    assert!(st.success(), "ceph-fuse could not mount the test cluster");
-    let _fuse = Fuse(mnt.clone());
+    let fuse = cluster.fuse();
+    let mnt = fuse.root().to_path_buf();
 
     let fs = cluster.admin();
     let root = Caller::with_cred(Cred::root());
@@ -96,20 +73,8 @@ fn locks_conflict_between_sluice_and_ceph_fuse_both_ways() {
 #[test]
 fn pushed_down_locks_conflict_with_ceph_fuse_and_go_at_release() {
     let cluster = common::Cluster::start("pushed");
-    let mnt = cluster.dir.join("fuse");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let st = Command::new("timeout")
-        .arg("30")
-        .arg("ceph-fuse")
-        .arg("-c")
-        .arg(&cluster.conf)
-        .arg(&mnt)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("run ceph-fuse (install the ceph-fuse package)");
-    assert!(st.success(), "ceph-fuse could not mount the test cluster");
-    let _fuse = Fuse(mnt.clone());
+    let fuse = cluster.fuse();
+    let mnt = fuse.root().to_path_buf();
 
     let fs = cluster.admin();
     assert!(!fs.grants_delegations());

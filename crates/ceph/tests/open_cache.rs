@@ -11,42 +11,7 @@ use bytes::Bytes;
 use sluice_ceph::{CallKind, CephFs, IdleLimits, OpenCacheConfig};
 use sluice_vfs::{Caller, CreateHow, Cred, FileHandle, FileSystem, FsError, SetAttr, StableHow};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A ceph-fuse mount of the cluster's root, unmounted on drop.
-struct Fuse(PathBuf);
-
-impl Fuse {
-    fn mount(cluster: &common::Cluster) -> Fuse {
-        let mnt = cluster.dir.join("fuse");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let st = Command::new("timeout")
-            .arg("30")
-            .arg("ceph-fuse")
-            .arg("-c")
-            .arg(&cluster.conf)
-            .arg(&mnt)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("run ceph-fuse (install the ceph-fuse package)");
-        assert!(st.success(), "ceph-fuse could not mount the test cluster");
-        Fuse(mnt)
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.0.join(p.trim_start_matches('/'))
-    }
-}
-
-impl Drop for Fuse {
-    fn drop(&mut self) {
-        let _ = Command::new("fusermount3").arg("-u").arg(&self.0).status();
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
 
 fn root() -> Caller {
     Caller::with_cred(Cred::root())
@@ -260,7 +225,7 @@ fn the_cache_is_bounded_by_count_least_recently_used_first() {
 #[test]
 fn written_and_committed_data_is_what_ceph_fuse_reads_and_the_other_way_round() {
     let cluster = common::Cluster::start("opencache-coherence");
-    let fuse = Fuse::mount(&cluster);
+    let fuse = cluster.fuse();
     let dir = cluster.fresh_dir("c");
     let fs = export(&cluster, &dir, None);
     let fh = create(&fs, &fs.root_handle(), "f");
@@ -303,7 +268,7 @@ fn written_and_committed_data_is_what_ceph_fuse_reads_and_the_other_way_round() 
 #[test]
 fn a_file_removed_or_renamed_over_through_sluice_is_closed_at_once() {
     let cluster = common::Cluster::start("opencache-remove");
-    let fuse = Fuse::mount(&cluster);
+    let fuse = cluster.fuse();
     let dir = cluster.fresh_dir("d");
     let fs = export(&cluster, &dir, None);
     let d = fs.root_handle();
@@ -340,7 +305,7 @@ fn a_file_removed_or_renamed_over_through_sluice_is_closed_at_once() {
 #[test]
 fn a_file_removed_by_another_client_is_closed_on_its_next_use() {
     let cluster = common::Cluster::start("opencache-stray");
-    let fuse = Fuse::mount(&cluster);
+    let fuse = cluster.fuse();
     let dir = cluster.fresh_dir("s");
     let fs = export(&cluster, &dir, None);
     let fh = create(&fs, &fs.root_handle(), "f");

@@ -17,7 +17,6 @@ mod common;
 use sluice_ceph::{CephFs, Reclaim};
 use sluice_vfs::{Caller, CreateHow, Cred, FileSystem, FsError, SetAttr};
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -39,7 +38,7 @@ fn a_killed_holders_lock_is_freed_by_a_session_with_its_uuid_only() {
         hold_lock_until_killed(&spec);
     }
     let cluster = common::Cluster::start("reclaim");
-    let fuse = Fuse::mount(&cluster);
+    let fuse = cluster.fuse();
     let dir = cluster.fresh_dir("r");
     let admin = cluster.admin();
     let root = Caller::with_cred(Cred::root());
@@ -60,7 +59,7 @@ fn a_killed_holders_lock_is_freed_by_a_session_with_its_uuid_only() {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(fuse.0.join(&dir[1..]).join("locked"))
+        .open(fuse.path(&dir).join("locked"))
         .unwrap();
 
     let uuid = format!("sluice-test-reclaim-{}", std::process::id());
@@ -232,35 +231,6 @@ impl Holder {
 impl Drop for Holder {
     fn drop(&mut self) {
         self.kill();
-    }
-}
-
-/// A ceph-fuse mount of the cluster's root, unmounted on drop.
-struct Fuse(PathBuf);
-
-impl Fuse {
-    fn mount(cluster: &common::Cluster) -> Fuse {
-        let mnt = cluster.dir.join("fuse");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let st = Command::new("timeout")
-            .arg("30")
-            .arg("ceph-fuse")
-            .arg("-c")
-            .arg(&cluster.conf)
-            .arg(&mnt)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("run ceph-fuse (install the ceph-fuse package)");
-        assert!(st.success(), "ceph-fuse could not mount the test cluster");
-        Fuse(mnt)
-    }
-}
-
-impl Drop for Fuse {
-    fn drop(&mut self) {
-        let _ = Command::new("fusermount3").arg("-u").arg(&self.0).status();
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
 

@@ -5,7 +5,7 @@
 
 use sluice_ceph::{CephConfig, CephFs, CephFsConfig};
 use sluice_vfs::{Caller, Cred, FileSystem, SetAttr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub fn repo_root() -> PathBuf {
@@ -80,5 +80,31 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         // The session ends before the cluster it talks to (the field `cluster` drops last).
         self.admin = None;
+    }
+}
+
+/// A ceph-fuse mount of the cluster's root (another Ceph client, independent of the test's
+/// libcephfs sessions), unmounted on drop.
+pub struct Fuse(sluice_testkit::ceph::FuseMount);
+
+impl Fuse {
+    /// The mount point.
+    pub fn root(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// `p` (a path in the file system, with or without its leading `/`) through the mount.
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.root().join(p.trim_start_matches('/'))
+    }
+}
+
+impl Cluster {
+    /// Mounts the cluster's root with ceph-fuse at `DIR/fuse` (one per cluster at a time).
+    pub fn fuse(&self) -> Fuse {
+        Fuse(sluice_testkit::ceph::FuseMount::mount(
+            &self.conf,
+            self.dir.join("fuse"),
+        ))
     }
 }
