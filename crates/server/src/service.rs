@@ -38,6 +38,7 @@
 //! handlers take them.
 
 pub mod registry;
+pub mod reply;
 pub mod request;
 
 pub use request::{Peer, Reply, Service, Transport};

@@ -3,8 +3,8 @@
 //! turns one into the other. Protocol handlers take these; the driver (`crate::net`) produces
 //! and consumes them, and nothing here knows about sockets.
 
+pub use super::reply::Reply;
 use crate::nfs4::callback::conn::CallbackConn;
-use crate::splice::SplicedData;
 use bytes::Bytes;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -43,38 +43,6 @@ impl Transport {
             Transport::Tls(p) => Some(p),
             _ => None,
         }
-    }
-}
-
-/// One reply record: bytes in memory and, for a spliced READ, data waiting in a pipe and the
-/// bytes that follow it (see [`crate::splice`]). Only TCP replies are ever spliced.
-#[derive(Debug)]
-pub struct Reply {
-    pub segs: Vec<Bytes>,
-    pub spliced: Option<SplicedData>,
-}
-
-impl From<Vec<Bytes>> for Reply {
-    fn from(segs: Vec<Bytes>) -> Reply {
-        Reply {
-            segs,
-            spliced: None,
-        }
-    }
-}
-
-impl Reply {
-    /// Bytes in the record.
-    pub fn len(&self) -> usize {
-        self.segs.iter().map(|s| s.len()).sum::<usize>()
-            + self
-                .spliced
-                .as_ref()
-                .map_or(0, |s| s.pipe.len() + s.tail.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 /// back channel's table" (it takes them out itself, so their deadlines start at the send).
 #[derive(Debug)]
 pub(crate) enum Outbound {
-    Reply(crate::service::Reply),
+    Reply(crate::service::reply::Reply),
     Calls,
 }
 
