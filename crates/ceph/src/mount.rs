@@ -44,10 +44,13 @@
 //! # Callbacks
 //! libcephfs tells its user when the MDS revoked cached data or metadata of an inode
 //! (`ino_cb`, `dentry_cb`) and when it wants inode references back under cache pressure
-//! (`ino_release_cb`). sluice keeps no attributes or data of its own beyond one request, and
-//! holds an inode reference only during a call (and the export root's for the mount's
-//! lifetime), so there is nothing to drop: the callbacks count what the MDS asked (shown in
-//! [`CephStats`]) and every next request goes through libcephfs, whose caps are then gone.
+//! (`ino_release_cb`). sluice keeps no attributes or data of its own beyond one request; it
+//! holds inode references during a call, the export root's for the mount's lifetime, and
+//! those of the files and directory streams its open-file cache keeps between calls (bounded
+//! in count and closed when idle: `cephfs::open_files`). The callbacks count what the MDS
+//! asked (shown in [`CephStats`]); they do not yet close cached files early, so a release
+//! request waits for the cache's own bounds. Every next request goes through libcephfs,
+//! whose caps are then gone.
 //!
 //! # Counting
 //! Every libcephfs call goes through [`CephMount::call`], which counts it under its
