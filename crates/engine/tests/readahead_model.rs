@@ -286,6 +286,8 @@ impl Sim {
 
     fn try_consume(&mut self, reader: usize) {
         let r = &self.readers[reader];
+        // A reader with no read outstanding has nothing to consume (the model's own state, not
+        // a missing environment).
         let Some((lo, hi)) = r.waiting else { return };
         if !self.files[r.file].cache.covers(lo, hi) {
             return;
