@@ -6,8 +6,8 @@
 #
 # Runs BENCH_SCRIPT ARGS --out <tmp> with SLUICE_BIN=A_BIN, then with SLUICE_BIN=B_BIN, then
 # B then A, and so on (ABBA order, so neither binary always runs first) for --rounds rounds of
-# one run each. BENCH_SCRIPT is any benchmark built on bench/lib.sh whose result file has a
-# table with a `| phase |` header (server-vs-ganesha.sh, ceph-vs-ganesha.sh). The summary gives,
+# one run each. BENCH_SCRIPT is any benchmark built on bench/lib.sh: its result file's `| phase |`
+# table (server-vs-ganesha.sh, ceph-vs-ganesha.sh), else its first table (client-speed.sh). The summary gives,
 # for every numeric column of that table, the median over A's runs and over B's runs and B/A,
 # then every run's file, in run order. Nothing else heavy may run meanwhile.
 set -euo pipefail
@@ -48,10 +48,14 @@ work, a_bin, b_bin, out, cmd = sys.argv[1:6]
 def table(path):
     """The first `| phase |` table of a result file: {phase: {column: float}}, column order."""
     rows, header = {}, None
-    for line in open(path):
+    lines = open(path).read().splitlines()
+    for i, line in enumerate(lines):
         cells = [c.strip() for c in line.strip().strip('|').split('|')]
         if header is None:
-            if line.startswith('| phase |'):
+            # A `| phase |` table, else the first table of the file (its first column names rows).
+            nxt = lines[i + 1] if i + 1 < len(lines) else ''
+            if line.startswith('|') and nxt.startswith('|---') and (
+                    line.startswith('| phase |') or '| phase |' not in open(path).read()):
                 header = cells
             continue
         if not line.startswith('|'):
