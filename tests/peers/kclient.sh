@@ -14,6 +14,8 @@
 #   KC_RUN_DIR          run folder (console.log, out/guest.log, out/* saved by kc_save)
 #                       [REPO/target/kclient-results/NAME-DATE-PID]
 #   KC_VERBOSE=1        echo the guest's output even on success
+#   KC_SUITE=trixie     the Debian 13 guest (kernel 6.12, tlshd: RPC-with-TLS mounts) in
+#                       target/kclient-cache-trixie instead of the default Debian 12 one
 # Cache and results stay in the repo's ignored target/: target/kclient-cache (~550 MB, the
 # kernel + initramfs, built once, about a minute) and target/kclient-results.
 set -euo pipefail
@@ -21,7 +23,10 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 REPO="$(cd "$HERE/../.." && pwd -P)"
 KDIR="$HERE/kclient"
-export KC_CACHE="${KC_CACHE:-$REPO/target/kclient-cache}"
+case "${KC_SUITE:-host}" in
+    trixie) export KC_CACHE="${KC_CACHE:-$REPO/target/kclient-cache-trixie}" ;;
+    *) export KC_CACHE="${KC_CACHE:-$REPO/target/kclient-cache}" ;;
+esac
 export KC_RESULTS="${KC_RESULTS:-$REPO/target/kclient-results}"
 
 die() { echo "kclient.sh: ERROR: $*" >&2; exit 125; }

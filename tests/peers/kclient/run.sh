@@ -24,7 +24,11 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 REPO="$(cd "$HERE/../../.." && pwd -P)"
-CACHE="${KC_CACHE:-$REPO/target/kclient-cache}"
+# KC_SUITE=trixie: the Debian 13 guest (kernel 6.12 with tlshd, RPC-with-TLS; see build.sh)
+case "${KC_SUITE:-host}" in
+    trixie) CACHE="${KC_CACHE:-$REPO/target/kclient-cache-trixie}" ;;
+    *) CACHE="${KC_CACHE:-$REPO/target/kclient-cache}" ;;
+esac
 
 PORT=2049 MOUNTPORT="" EXPORT=/ VERS=3 OPTS="" CPUS=2 MEM=2048 OUT="" TIMEOUT=600 QUIET=0
 ENVS=() FILES=()
