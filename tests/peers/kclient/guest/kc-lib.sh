@@ -42,3 +42,43 @@ kc_dropcaches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
 # kc_save NAME: stdin to $KC_OUT/NAME, which comes back to the host
 kc_save() { cat > "$KC_OUT/$1"; }
+
+# kc_tlshd CA [CERT KEY]: (re)starts tlshd, the kernel's TLS handshake agent (a guest built
+# with KC_SUITE=trixie has it), with a fresh /etc/tlshd.conf: CA is the trust store for servers,
+# CERT/KEY the certificate presented when a mount asks for mutual TLS (xprtsec=mtls). Its log
+# (one "Handshake with ... was successful" or "... failed" line per handshake) is appended to
+# $KC_OUT/tlshd.log. Returns once tlshd has read its configuration (bounded: 10 s).
+kc_tlshd() {
+    local i n0
+    command -v tlshd >/dev/null \
+        || { echo "kc_tlshd: no tlshd in this guest (build it with KC_SUITE=trixie)" >&2; return 1; }
+    if [ -n "${KC_TLSHD_PID:-}" ]; then
+        kill "$KC_TLSHD_PID" 2>/dev/null
+        wait "$KC_TLSHD_PID" 2>/dev/null
+    fi
+    modprobe tls || return 1
+    {
+        echo "[debug]"
+        echo "loglevel=3"   # the readiness wait below reads its debug lines
+        echo "tls=0"
+        echo "nl=0"
+        echo "[authenticate.client]"
+        echo "x509.truststore=$1"
+        if [ -n "${2:-}" ]; then
+            echo "x509.certificate=$2"
+            echo "x509.private_key=$3"
+        fi
+    } > /etc/tlshd.conf
+    touch "$KC_OUT/tlshd.log"
+    n0=$(grep -c 'x.509 priority string' "$KC_OUT/tlshd.log")
+    tlshd -s -c /etc/tlshd.conf >> "$KC_OUT/tlshd.log" 2>&1 &
+    KC_TLSHD_PID=$!
+    # tlshd prints its TLS priority strings after reading the configuration, just before it
+    # waits for the kernel's handshake requests.
+    i=0
+    while [ "$(grep -c 'x.509 priority string' "$KC_OUT/tlshd.log")" = "$n0" ] && [ $i -lt 100 ]; do
+        kill -0 "$KC_TLSHD_PID" 2>/dev/null || { echo "kc_tlshd: tlshd exited" >&2; return 1; }
+        sleep 0.1; i=$((i + 1))
+    done
+    [ $i -lt 100 ] || { echo "kc_tlshd: tlshd not ready after 10 s" >&2; return 1; }
+}
