@@ -24,6 +24,8 @@ APT_PACKAGES=(
   binutils            # strip
   bc                  # kclient run.sh timings
   python3             # kclient build.sh (module closure, vmlinux extraction)
+  zstd                # KC_SUITE=trixie kclient build.sh: Debian 13's kernel image is zstd-packed
+  debian-archive-keyring  # verifies the private trixie package lists of that build
   ca-certificates
   xfsprogs            # mkfs.xfs: the CLONE test's reflink=1 file system on a loop device
   # tests/peers/ceph.sh: a private one-node Ceph cluster on loopback for the CephFS backend

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod ceph;
+pub mod conns;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
