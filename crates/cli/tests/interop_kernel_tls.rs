@@ -5,20 +5,23 @@
 //! (the server's certificate verified) and `xprtsec=mtls` (the guest presents its own).
 //! guest/kernel-tls.sh runs the interop workload of guest/kernel-interop.sh on each mount
 //! (cp -a of a tree, 16 MiB dd both ways with SHA-256 after drop_caches, a host-placed tree and
-//! file, renames, links, a file removed while open, fcntl locks, kc-fsx), then restarts tlshd
-//! with a certificate of another CA, whose mtls mount must fail.
+//! file, renames, links, a file removed while open, fcntl locks, kc-fsx). Then three mounts
+//! must fail: mtls with tlshd presenting a certificate of another CA (the server refuses the
+//! handshake), mtls with tlshd holding no certificate (tlshd gives up), and tls against a
+//! second server whose certificate names 127.0.0.1 but not 10.0.2.2 (tlshd refuses it).
 //!
 //! The certificates are made here (rcgen): a CA, the server's for the address the guest mounts
 //! (10.0.2.2, qemu's name for this machine's loopback, as an IP SAN: the kernel hands tlshd the
-//! mount's server address as the peer name and tlshd checks it against the certificate), a
-//! client certificate of that CA and a stranger's from another CA.
+//! mount's server address as the peer name and tlshd checks it against the certificate, which
+//! the wrong-name mount shows), a client certificate of that CA, a stranger's from another CA.
 //!
 //! Three views must agree that the data went through TLS:
 //! - the guest's: every mount's /proc/mounts line carries its `xprtsec=` option, and tlshd's
 //!   log has one completed handshake per TLS connection (the kernel itself logs nothing about
 //!   a handshake);
 //! - the server's counters (`sluice_tls_*`): as many connections upgraded as tlshd completed,
-//!   client certificates verified on the mtls mounts only, and the stranger's handshake failed;
+//!   client certificates verified on the mtls mounts only, the two refused mtls handshakes
+//!   counted as failed;
 //! - the wire's (a capture of what the guest sent to the port, [`common::conns`]): every
 //!   connection began with the AUTH_TLS probe, except the v3 mounts' MOUNT calls. The kernel
 //!   sends its MNT request (program 100005) on a plaintext connection of its own even under
@@ -104,6 +107,24 @@ fn linux_kernel_client_mounts_with_xprtsec_tls_and_mtls() {
     );
     let port = server.port.to_string();
     let export_s = server.export.to_str().unwrap().to_string();
+    // The wrong-name server: the same CA, a certificate for 127.0.0.1 only.
+    let (export2, state2) = (work.path().join("export2"), work.path().join("state2"));
+    std::fs::create_dir_all(&export2).unwrap();
+    std::fs::create_dir_all(&state2).unwrap();
+    let metrics2 = format!("127.0.0.1:{}", free_port());
+    let wrong_name = Sluice::start(
+        &export2,
+        &state2,
+        &[
+            "--metrics",
+            &metrics2,
+            "--tls-cert",
+            &p("loopback.pem"),
+            "--tls-key",
+            &p("loopback.key"),
+        ],
+        &work.path().join("server2.log"),
+    );
 
     // The guest's static helpers, as kernel-interop.sh builds them.
     let peers = common::repo_root().join("tests/peers");
@@ -146,6 +167,7 @@ fn linux_kernel_client_mounts_with_xprtsec_tls_and_mtls() {
             "KT_MOUNTS={}",
             MOUNTS.map(|(v, s)| format!("{v}:{s}")).join(" ")
         ),
+        format!("KT_WRONG_NAME_PORT={}", wrong_name.port),
     ] {
         args.extend(["--env".into(), env]);
     }
@@ -167,8 +189,8 @@ fn linux_kernel_client_mounts_with_xprtsec_tls_and_mtls() {
     let conns = capture.stop();
     let out = results.join("out");
     eprintln!(
-        "kernel-tls: guest run {:.1?} (boot, four mounts with the workload, the refused \
-         certificate)\n  {}",
+        "kernel-tls: guest run {:.1?} (boot, four mounts with the workload, three refused \
+         mounts)\n  {}",
         run.elapsed,
         phases(&out).join("\n  ")
     );
@@ -180,7 +202,7 @@ fn linux_kernel_client_mounts_with_xprtsec_tls_and_mtls() {
         server.log_text()
     );
 
-    // (a) Every check of every mount passed, and the stranger's certificate was refused.
+    // (a) Every check of every mount passed, and the three mounts that must fail failed.
     assert!(
         !run.stdout.lines().any(|l| l.starts_with("FAIL")) && !run.stdout.contains("KT FAIL"),
         "a guest check failed: {}",
@@ -195,11 +217,13 @@ fn linux_kernel_client_mounts_with_xprtsec_tls_and_mtls() {
         );
         verify_sums(&out.join(&name), &export, &host_sum, &name);
     }
-    assert!(
-        run.stdout.contains("KT PASS stranger: refused"),
-        "{}",
-        run.describe()
-    );
+    for refusal in ["stranger", "no-client-cert", "wrong-name"] {
+        assert!(
+            run.stdout.contains(&format!("KT PASS {refusal}: refused")),
+            "{refusal}: {}",
+            run.describe()
+        );
+    }
     let passes = run.stdout.lines().filter(|l| l.starts_with("PASS")).count();
     assert!(
         passes >= 4 * 45,
@@ -240,10 +264,14 @@ fn linux_kernel_client_mounts_with_xprtsec_tls_and_mtls() {
         "tlshd completed {handshakes_ok} handshakes for {} mounts:\n{tlshd}",
         MOUNTS.len()
     );
-    assert_eq!(handshakes_failed, 1, "only the stranger's fails:\n{tlshd}");
+    assert_eq!(
+        handshakes_failed, 3,
+        "the refused mounts' handshakes, no other, fail:\n{tlshd}"
+    );
 
     // (c) The server's counters: the same handshakes, certificates verified on the mtls
-    // connections only, the stranger refused; and the NFS calls were served.
+    // connections only, the stranger's and the certificate-less handshakes failed (the latter
+    // after the probe: tlshd sends no ClientHello); and the NFS calls were served.
     let upgraded = metric(&metrics, "sluice_tls_connections_total");
     let verified = metric(&metrics, "sluice_tls_client_verified_total");
     let failed = metric(&metrics, "sluice_tls_handshake_failures_total");
@@ -251,7 +279,15 @@ fn linux_kernel_client_mounts_with_xprtsec_tls_and_mtls() {
         upgraded, handshakes_ok,
         "the server upgraded {upgraded} connections, tlshd completed {handshakes_ok}"
     );
-    assert_eq!(failed, 1, "handshake failures on the server");
+    assert_eq!(failed, 2, "handshake failures on the server");
+    assert_eq!(
+        (
+            metric(&metrics2, "sluice_tls_connections_total"),
+            metric(&metrics2, "sluice_tls_handshake_failures_total")
+        ),
+        (0, 1),
+        "the wrong-name server: upgraded, failed"
+    );
     let mtls_mounts = MOUNTS.iter().filter(|(_, s)| *s == "mtls").count() as u64;
     let tls_mounts = MOUNTS.len() as u64 - mtls_mounts;
     assert!(
@@ -338,8 +374,9 @@ fn the_first_record_of_a_connection_is_classified() {
     assert!(matches!(classify(&[0x16, 3, 1]), FirstRecord::Other(_)));
 }
 
-/// Writes the PEM files the server and the guest use into `dir`: ca.pem, server.pem/.key
-/// (for 10.0.2.2), client.pem/.key (signed by the CA), stranger.pem/.key (another CA's).
+/// Writes the PEM files the servers and the guest use into `dir`: ca.pem, server.pem/.key
+/// (for 10.0.2.2), loopback.pem/.key (for 127.0.0.1 only), client.pem/.key (signed by the CA),
+/// stranger.pem/.key (another CA's).
 fn make_pki(dir: &Path) -> PathBuf {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
     std::fs::create_dir_all(dir).unwrap();
@@ -367,6 +404,7 @@ fn make_pki(dir: &Path) -> PathBuf {
     };
     // An IP string becomes an IP address SAN (rcgen): what tlshd checks 10.0.2.2 against.
     leaf(&["10.0.2.2"], "server", (&ca_cert, &ca_key));
+    leaf(&["127.0.0.1"], "loopback", (&ca_cert, &ca_key));
     leaf(&["kclient"], "client", (&ca_cert, &ca_key));
     leaf(&["kclient"], "stranger", (&other_cert, &other_key));
     dir.to_path_buf()

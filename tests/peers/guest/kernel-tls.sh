@@ -5,22 +5,26 @@
 # of a tree, ls -lR, dd both ways with sha256 after drop_caches, a host-placed tree and file,
 # renames, links, a file removed while open, fcntl locks, kc-fsx, rm -r.
 #
-# tlshd (kc_tlshd) trusts KT_PKI/ca.pem and presents KT_PKI/client.pem for mtls. At the end,
-# with KT_STRANGER=1, tlshd is restarted with KT_PKI/stranger.pem (a certificate of another CA)
-# and an xprtsec=mtls mount over 4.2 must fail: the server refuses that client's handshake.
+# tlshd (kc_tlshd) trusts KT_PKI/ca.pem and presents KT_PKI/client.pem for mtls. At the end
+# (KT_REFUSALS=1) three 4.2 mounts must fail: mtls with tlshd presenting KT_PKI/stranger.pem
+# (another CA's: the server refuses the handshake), mtls with tlshd holding no certificate
+# (tlshd gives up), and, if KT_WRONG_NAME_PORT is set, tls against the server on that port,
+# whose certificate does not name 10.0.2.2 (tlshd refuses it).
 #
 # Guest environment (run.sh --env K=V):
 #   KT_MOUNTS    VERS:SEC pairs, space separated         [4.2:tls 4.2:mtls 3:tls 3:mtls]
 #   KT_PKI       ca.pem, client.pem/.key, stranger.pem/.key   [/kc/pki]
 #   KT_WORK      work folder prefix in the export          [kernel-tls]
-#   KT_STRANGER  1: the refused-certificate check           [1]
+#   KT_REFUSALS  1: the mounts that must fail               [1]
+#   KT_WRONG_NAME_PORT  a TLS server whose certificate does not name 10.0.2.2   [none]
 #   KI_*         for kernel-interop.sh (KI_BIG_MIB, KI_FSX_OPS, KI_FSX_SEED, KI_HOST_TREE,
 #                KI_HOST_FILE); KI_WORK is KT_WORK-NAME, NAME being v4.2-tls, v3-mtls ...
 # Needs /kc/kernel-interop.sh, /kc/kc-lock, /kc/kc-fsx (run.sh --file).
 # Saved for the host per mount, in out/NAME/: e1-sums.txt (kernel-interop's), mounts.txt (the
 # mount's /proc/mounts line, right after the mount), mountstats.txt (its mountstats block just
 # before the umount); out/tlshd.log. Prints kernel-interop's PASS/FAIL lines, then one
-# "KT PASS NAME" or "KT FAIL NAME" per mount, and exits non-zero if anything failed.
+# "KT PASS NAME" or "KT FAIL NAME" per mount and per refusal, and exits non-zero if anything
+# failed.
 
 PKI="${KT_PKI:-/kc/pki}"
 WORK="${KT_WORK:-kernel-tls}"
@@ -56,18 +60,35 @@ for spec in ${KT_MOUNTS:-4.2:tls 4.2:mtls 3:tls 3:mtls}; do
     if [ $? = 0 ]; then echo "KT PASS $name"; else echo "KT FAIL $name"; RC=1; fi
 done
 
-if [ "${KT_STRANGER:-1}" = 1 ]; then
-    kc_log "== mtls with a certificate of another CA"
+# refused NAME PORT SEC: a 4.2 mount with xprtsec=SEC of the server on PORT must fail
+refused() {
+    local out
+    kc_log "== $1: must be refused"
+    if out="$(KC_VERS=4.2; KC_PORT="$2"; kc_mount /mnt/refused "xprtsec=$3" 2>&1)"; then
+        echo "KT FAIL $1: the mount succeeded"
+        umount /mnt/refused
+        RC=1
+    else
+        echo "KT PASS $1: refused ($(echo "$out" | tail -n 1 | sed 's/.*: //'))"
+    fi
+}
+if [ "${KT_REFUSALS:-1}" = 1 ]; then
+    # the server refuses a client certificate of another CA
     if kc_tlshd "$PKI/ca.pem" "$PKI/stranger.pem" "$PKI/stranger.key"; then
-        if out="$(KC_VERS=4.2 kc_mount /mnt/stranger xprtsec=mtls 2>&1)"; then
-            echo "KT FAIL stranger: the mount with a certificate of another CA succeeded"
-            umount /mnt/stranger
-            RC=1
-        else
-            echo "KT PASS stranger: refused ($(echo "$out" | tail -n 1 | sed 's/.*: //'))"
-        fi
+        refused stranger "$KC_PORT" mtls
     else
         echo "KT FAIL stranger: tlshd did not restart"; RC=1
+    fi
+    # tlshd refuses an mtls handshake when it has no certificate to present
+    if kc_tlshd "$PKI/ca.pem"; then
+        refused no-client-cert "$KC_PORT" mtls
+        # tlshd checks the server's certificate against the mount's server address
+        # (10.0.2.2): the server on KT_WRONG_NAME_PORT has a certificate for 127.0.0.1 only
+        if [ -n "${KT_WRONG_NAME_PORT:-}" ]; then
+            refused wrong-name "$KT_WRONG_NAME_PORT" tls
+        fi
+    else
+        echo "KT FAIL no-client-cert: tlshd did not restart"; RC=1
     fi
 fi
 kill "$KC_TLSHD_PID" 2>/dev/null

@@ -86,8 +86,13 @@ deb_of() {   # deb_of PACKAGE: the downloaded .deb's name (downloads it the firs
     f="$(ls -1 "$1"_*.deb 2>/dev/null | head -n 1 || true)"
     if [ -z "$f" ]; then
         say "apt-get download $1"
-        apt-get ${APT_OPTS[@]+"${APT_OPTS[@]}"} download "$1" >&2 \
-            || die "apt-get download $1 failed (apt-get update?)"
+        if ! apt-get ${APT_OPTS[@]+"${APT_OPTS[@]}"} download "$1" >&2; then
+            # the private lists may name a version the mirror no longer has: refresh, retry
+            [ "$SUITE" = trixie ] || die "apt-get download $1 failed (apt-get update?)"
+            say "apt-get download $1 failed; refreshing the trixie lists"
+            apt-get "${APT_OPTS[@]}" -qq update >&2 && apt-get "${APT_OPTS[@]}" download "$1" >&2 \
+                || die "apt-get download $1 failed (trixie lists in $CACHE/apt)"
+        fi
         f="$(ls -1 "$1"_*.deb | head -n 1)"
     fi
     echo "$f"
