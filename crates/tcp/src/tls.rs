@@ -438,6 +438,20 @@ impl Stream {
         matches!(self, Stream::Tls(_))
     }
 
+    /// What the TLS handshake settled on; `None` for plaintext.
+    pub fn tls_session(&self) -> Option<TlsSession> {
+        let Stream::Tls(t) = self else { return None };
+        let conn = t.get_ref().1;
+        let name = |s: Option<&'static str>| s.unwrap_or("unknown");
+        Some(TlsSession {
+            version: name(conn.protocol_version().and_then(|v| v.as_str())),
+            cipher_suite: name(
+                conn.negotiated_cipher_suite()
+                    .and_then(|c| c.suite().as_str()),
+            ),
+        })
+    }
+
     /// The TCP socket underneath.
     pub fn tcp(&self) -> &TcpStream {
         match self {
@@ -467,6 +481,20 @@ impl fmt::Debug for Stream {
             Stream::Plain(s) => write!(f, "Plain({s:?})"),
             Stream::Tls(_) => f.write_str("Tls(..)"),
         }
+    }
+}
+
+/// The protocol version and cipher suite of a TLS connection, as rustls names them
+/// (`TLSv1_3`, `TLS13_AES_256_GCM_SHA384`), for statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlsSession {
+    pub version: &'static str,
+    pub cipher_suite: &'static str,
+}
+
+impl fmt::Display for TlsSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.version, self.cipher_suite)
     }
 }
 
