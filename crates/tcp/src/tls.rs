@@ -42,10 +42,21 @@
 //! # The data path under TLS
 //! rustls encrypts from the caller's buffers into TLS records of at most 16 KiB, so a READ
 //! reply written as an iovec of pooled 64 KiB chunks goes through without ever being gathered
-//! into one large buffer; the price is the one copy that encryption is anyway. Kernel TLS
+//! into one large buffer; the price is the one copy that encryption is anyway (rustls copies
+//! the plaintext into its record buffer and encrypts it there). Kernel TLS
 //! (`ktls`), which would keep `splice` for READ replies, would slot in at [`Stream`] as a third
 //! variant after the handshake; it is not built (this project's development kernels have no
 //! `tls` module to test it on).
+//!
+//! # Reading under TLS
+//! rustls asks its transport for at most one TLS record at a time (about 16 KiB), so straight
+//! on the socket a 1 MiB WRITE call (or READ reply) took 65 `recvfrom` calls, against about four
+//! of the plaintext reader's 64 KiB reads. The socket under rustls is therefore wrapped in a
+//! 64 KiB read buffer ([`TlsIo`]): one system call fills it, and rustls takes its records out of
+//! it (measured on a 64 MiB sequential read: 4,132 `recvfrom` calls in the client before, 1,059
+//! after). The buffer adds a memory copy of what is read, cheaper than the system calls it
+//! saves. Writes go straight to the socket: rustls already hands each batch of records to one
+//! `writev`.
 
 use bytes::{Bytes, BytesMut};
 use rustls::pki_types::pem::PemObject;
@@ -62,12 +73,24 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 /// A TLS session over TCP, either end.
-pub type TlsStream = tokio_rustls::TlsStream<TcpStream>;
+pub type TlsStream = tokio_rustls::TlsStream<TlsIo>;
+
+/// The socket under rustls: reads go through a buffer of [`TLS_READ_BUFFER_BYTES`], writes
+/// straight to the socket (see "Reading under TLS" in the module docs).
+pub type TlsIo = BufReader<TcpStream>;
+
+/// The read buffer under rustls: as large as the plaintext reader's buffers (64 KiB), so a
+/// socket read under TLS takes about as much as one without it.
+const TLS_READ_BUFFER_BYTES: usize = 64 * 1024;
+
+fn buffered(stream: TcpStream) -> TlsIo {
+    BufReader::with_capacity(TLS_READ_BUFFER_BYTES, stream)
+}
 
 /// The bytes of a probe on the wire: a four-byte record mark and a 40-byte call.
 const PROBE_RECORD_BYTES: usize = 44;
@@ -233,7 +256,7 @@ async fn upgrade(mut stream: TcpStream, tls: &ServerTls) -> Result<Upgraded, Han
         .map_err(|e| HandshakeError(format!("sending STARTTLS: {e}")))?;
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
     let tls_stream = acceptor
-        .accept(stream)
+        .accept(buffered(stream))
         .await
         .map_err(|e| HandshakeError(format!("TLS handshake: {e}")))?;
     let verified = tls_stream.get_ref().1.peer_certificates().is_some();
@@ -326,7 +349,7 @@ pub async fn connect_upgrade(
         probe(&mut stream, prog, vers).await?;
         let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
         let s = connector
-            .connect(name, stream)
+            .connect(name, buffered(stream))
             .await
             .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
         let mut s = tokio_rustls::TlsStream::Client(s);
@@ -456,7 +479,7 @@ impl Stream {
     pub fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(s) => s,
-            Stream::Tls(t) => t.get_ref().0,
+            Stream::Tls(t) => t.get_ref().0.get_ref(),
         }
     }
 
