@@ -10,7 +10,8 @@
 //!   at least the file's bytes. The same analysis of a plaintext copy (the control) finds NFS
 //!   procedures and no handshake, so the test can tell the two apart. The URLs name `nfsport`
 //!   and `mountport`, so no portmapper query precedes the probes: every RPC message that tshark
-//!   can decode is accounted for.
+//!   can decode is accounted for. (`tshark -Y nfs` alone would not do: tshark files the NULL
+//!   reply under NFS too. What counts is that no procedure but NULL decodes.)
 //! - **Statistics**: `sluice cat --stats` says whether the connections used TLS, with the
 //!   version and cipher suite, as the server's `sluice stats` does.
 //! - **Hostile clients** against the server binary with `--tls-handshake-timeout 1`: one that
@@ -208,7 +209,6 @@ fn check_tls_session(rpc: &[RpcFrame], tls: &BTreeMap<u64, TlsStream>, size: u64
 
 /// One frame in which tshark decoded RPC (the port forced to RPC), its fields in order.
 #[derive(Debug)]
-#[allow(dead_code)] // read through Debug in failure messages
 struct RpcFrame {
     frame: u64,
     stream: u64,
