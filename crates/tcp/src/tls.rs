@@ -55,8 +55,15 @@
 //! 64 KiB read buffer ([`TlsIo`]): one system call fills it, and rustls takes its records out of
 //! it (measured on a 64 MiB sequential read: 4,132 `recvfrom` calls in the client before, 1,059
 //! after). The buffer adds a memory copy of what is read, cheaper than the system calls it
-//! saves. Writes go straight to the socket: rustls already hands each batch of records to one
-//! `writev`.
+//! saves.
+//!
+//! # Writing under TLS
+//! Writes go straight to the socket: rustls hands the records it has to one `writev`. How
+//! many it has is its send buffer limit, raised from rustls's 64 KiB to
+//! `TLS_SEND_BUFFER_BYTES` on both ends: a 64 MiB sequential read took 1,095 `writev` calls
+//! in the server before, 199 after, and an alternating A/B on loopback (4 reps each, twice)
+//! measured about a sixth less server CPU on TLS reads and a fifth less client CPU on TLS
+//! writes.
 
 use bytes::{Bytes, BytesMut};
 use rustls::pki_types::pem::PemObject;
@@ -80,13 +87,19 @@ use tokio::net::TcpStream;
 /// A TLS session over TCP, either end.
 pub type TlsStream = tokio_rustls::TlsStream<TlsIo>;
 
-/// The socket under rustls: reads go through a buffer of [`TLS_READ_BUFFER_BYTES`], writes
+/// The socket under rustls: reads go through a buffer of `TLS_READ_BUFFER_BYTES`, writes
 /// straight to the socket (see "Reading under TLS" in the module docs).
 pub type TlsIo = BufReader<TcpStream>;
 
 /// The read buffer under rustls: as large as the plaintext reader's buffers (64 KiB), so a
 /// socket read under TLS takes about as much as one without it.
 const TLS_READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// The most ciphertext rustls holds for the socket on one connection (its default is 64 KiB).
+/// Each write encrypts at most this much before the records go out in one `writev`: at 64 KiB
+/// a 1 MiB READ reply took 16 system calls (and 16 wake-ups of the reader), at 512 KiB two.
+/// The cost is this much memory per connection while it sends, beside the reply it encrypts.
+const TLS_SEND_BUFFER_BYTES: usize = 512 * 1024;
 
 fn buffered(stream: TcpStream) -> TlsIo {
     BufReader::with_capacity(TLS_READ_BUFFER_BYTES, stream)
@@ -255,10 +268,14 @@ async fn upgrade(mut stream: TcpStream, tls: &ServerTls) -> Result<Upgraded, Han
         .await
         .map_err(|e| HandshakeError(format!("sending STARTTLS: {e}")))?;
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
-    let tls_stream = acceptor
+    let mut tls_stream = acceptor
         .accept(buffered(stream))
         .await
         .map_err(|e| HandshakeError(format!("TLS handshake: {e}")))?;
+    tls_stream
+        .get_mut()
+        .1
+        .set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
     let verified = tls_stream.get_ref().1.peer_certificates().is_some();
     tls.stats.handshakes.fetch_add(1, Relaxed);
     if verified {
@@ -348,10 +365,11 @@ pub async fn connect_upgrade(
         let mut stream = stream;
         probe(&mut stream, prog, vers).await?;
         let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
-        let s = connector
+        let mut s = connector
             .connect(name, buffered(stream))
             .await
             .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+        s.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
         let mut s = tokio_rustls::TlsStream::Client(s);
         if tls.mutual {
             confirm(&mut s, prog, vers).await?;
