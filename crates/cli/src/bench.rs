@@ -83,6 +83,9 @@ pub struct BenchArgs {
     /// Seed for shuffling and random offsets.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Certificate files for a URL with `xprtsec=tls|mtls` (RPC-with-TLS on every connection).
+    #[command(flatten)]
+    pub tls: sluice_fuse::TlsArgs,
 }
 
 pub async fn run(a: BenchArgs) -> Result<(), String> {
@@ -103,6 +106,7 @@ async fn run_v3(a: BenchArgs) -> Result<(), String> {
     };
     // A load generator runs with exactly the connections asked for.
     options.fixed_nconnect(a.nconnect);
+    options.tls = a.tls.files();
     let client = Client::connect(a.url.as_str(), options)
         .await
         .map_err(|e| format!("{}: {e}", a.url))?;
@@ -179,7 +183,7 @@ async fn run_v3(a: BenchArgs) -> Result<(), String> {
     };
     let secs = started.elapsed().as_secs_f64();
     let client_cpu = own_cpu_secs() - cpu0;
-    let nconnect = client.connection_stats().len();
+    let conns = client.connection_stats();
     println!(
         "{}",
         Summary {
@@ -188,8 +192,9 @@ async fn run_v3(a: BenchArgs) -> Result<(), String> {
             secs,
             latencies,
             client_cpu,
-            nconnect,
+            nconnect: conns.len(),
             version: "3".into(),
+            tls: tls_of(&conns),
         }
     );
     Ok(())
@@ -207,6 +212,8 @@ struct Summary {
     nconnect: usize,
     /// "3", "4.1" or "4.2".
     version: String,
+    /// "none", or the TLS version and cipher suite of the connections ("TLSv1_3:TLS13_...").
+    tls: String,
 }
 
 impl std::fmt::Display for Summary {
@@ -223,7 +230,7 @@ impl std::fmt::Display for Summary {
         write!(
             f,
             "workload={workload} bytes={} secs={:.3} rate_mb_s={:.1} calls={} p50_us={} \
-             p99_us={} client_cpu_s={:.3} nconnect={} nfs_version={}",
+             p99_us={} client_cpu_s={:.3} nconnect={} nfs_version={} tls={}",
             self.bytes,
             self.secs,
             self.bytes as f64 / self.secs / 1e6,
@@ -232,7 +239,8 @@ impl std::fmt::Display for Summary {
             pct(0.99),
             self.client_cpu,
             self.nconnect,
-            self.version
+            self.version,
+            self.tls
         )
     }
 }
@@ -250,6 +258,7 @@ async fn run_v4(a: BenchArgs, url: NfsUrl, version: NfsVersion) -> Result<(), St
     };
     // A load generator runs with exactly the connections asked for.
     options.fixed_nconnect(a.nconnect);
+    options.tls = a.tls.files();
     // The session's slot table caps the calls in flight: ask for at least --depth slots.
     options.rpc.table.max_in_flight = options.rpc.table.max_in_flight.max(a.depth);
     let client = v4::Client::connect(&url, &options, minor, V4Options::default())
@@ -268,6 +277,7 @@ async fn run_v4(a: BenchArgs, url: NfsUrl, version: NfsVersion) -> Result<(), St
             client_cpu,
             nconnect: client.connection_stats().len(),
             version: format!("4.{}", client.minor_version()),
+            tls: tls_of(&client.connection_stats()),
         }
     );
     Ok(())
@@ -452,6 +462,22 @@ async fn join_one(
         Some(Ok(Err(e))) => Err(e.to_string()),
         Some(Err(e)) => Err(format!("task failed: {e}")),
         None => Err("nothing in flight".into()),
+    }
+}
+
+/// The `tls=` value of the summary: what every connection negotiated ("none" for plaintext).
+/// A run whose connections differ says so rather than naming one of them.
+fn tls_of(conns: &[sluice_client::transport::TransportStats]) -> String {
+    let name = |t: &sluice_client::transport::TransportStats| match t.tls {
+        Some(s) => format!("{}:{}", s.version, s.cipher_suite),
+        None => "none".into(),
+    };
+    let mut names: Vec<String> = conns.iter().map(name).collect();
+    names.dedup();
+    match names.len() {
+        0 => "none".into(),
+        1 => names.remove(0),
+        _ => "mixed".into(),
     }
 }
 

@@ -168,6 +168,11 @@ pub struct ServeArgs {
     /// admit only clients that presented one.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
+    /// Seconds a client has from its AUTH_TLS probe to the end of the TLS handshake; one that
+    /// stalls longer loses that connection (counted and logged).
+    #[arg(long, value_name = "SECS", default_value_t = 10, requires = "tls_cert",
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub tls_handshake_timeout: u64,
 }
 
 /// A DNS-like domain: not empty, no '@', no white space or control characters.
@@ -384,7 +389,8 @@ fn config_and_ceph(a: &ServeArgs) -> Result<(ServerConfig, Vec<crate::ceph::Ceph
             key: key.clone(),
             client_ca: a.tls_client_ca.clone(),
         };
-        let tls = sluice_tcp::tls::ServerTls::load(files).map_err(|e| format!("TLS: {e}"))?;
+        let mut tls = sluice_tcp::tls::ServerTls::load(files).map_err(|e| format!("TLS: {e}"))?;
+        tls.handshake_timeout = Duration::from_secs(a.tls_handshake_timeout);
         net.tls = Some(std::sync::Arc::new(tls));
     }
     let config = ServerConfig {

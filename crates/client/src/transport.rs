@@ -65,7 +65,7 @@ use sluice_rpc::client::{
 use sluice_rpc::record::{frame, RecordDecoder, RecordDecoderConfig, MAX_FRAGMENT_BYTES};
 use sluice_rpc::rtt::TimerClass;
 use sluice_rpc::server::{self as rpcs, CallParse, RpcCall};
-use sluice_tcp::tls::{ClientTls, ReadHalf, Stream, WriteHalf};
+use sluice_tcp::tls::{ClientTls, ReadHalf, Stream, TlsSession, WriteHalf};
 use sluice_xdr::rpc::OpaqueAuth;
 use sluice_xdr::Reader;
 use std::collections::{HashMap, VecDeque};
@@ -241,6 +241,10 @@ pub struct TransportStats {
     /// Calls from the server refused: no service (PROG_UNAVAIL), too many at once
     /// (SYSTEM_ERR), or a header that did not parse or authenticate.
     pub callbacks_refused: u64,
+    /// Connections (the first and each reconnect) upgraded to RPC-with-TLS.
+    pub tls_handshakes: u64,
+    /// What the latest TLS handshake settled on; `None` while no connection used TLS.
+    pub tls: Option<TlsSession>,
 }
 
 impl TransportStats {
@@ -253,6 +257,8 @@ impl TransportStats {
             bytes_received: self.bytes_received + o.bytes_received,
             callbacks_answered: self.callbacks_answered + o.callbacks_answered,
             callbacks_refused: self.callbacks_refused + o.callbacks_refused,
+            tls_handshakes: self.tls_handshakes + o.tls_handshakes,
+            tls: self.tls.or(o.tls),
         }
     }
 }
@@ -1026,6 +1032,10 @@ impl Driver {
         self.generation += 1;
         let generation = self.generation;
         let _ = stream.tcp().set_nodelay(true);
+        if let Some(session) = stream.tls_session() {
+            self.local.tls_handshakes += 1;
+            self.local.tls = Some(session);
+        }
         if let Ok(peer) = stream.tcp().peer_addr() {
             match sluice_tcp::tune(stream.tcp(), peer.ip()) {
                 Ok(Some(cc)) => {

@@ -42,10 +42,28 @@
 //! # The data path under TLS
 //! rustls encrypts from the caller's buffers into TLS records of at most 16 KiB, so a READ
 //! reply written as an iovec of pooled 64 KiB chunks goes through without ever being gathered
-//! into one large buffer; the price is the one copy that encryption is anyway. Kernel TLS
+//! into one large buffer; the price is the one copy that encryption is anyway (rustls copies
+//! the plaintext into its record buffer and encrypts it there). Kernel TLS
 //! (`ktls`), which would keep `splice` for READ replies, would slot in at [`Stream`] as a third
 //! variant after the handshake; it is not built (this project's development kernels have no
 //! `tls` module to test it on).
+//!
+//! # Reading under TLS
+//! rustls asks its transport for at most one TLS record at a time (about 16 KiB), so straight
+//! on the socket a 1 MiB WRITE call (or READ reply) took 65 `recvfrom` calls, against about four
+//! of the plaintext reader's 64 KiB reads. The socket under rustls is therefore wrapped in a
+//! 64 KiB read buffer ([`TlsIo`]): one system call fills it, and rustls takes its records out of
+//! it (measured on a 64 MiB sequential read: 4,132 `recvfrom` calls in the client before, 1,059
+//! after). The buffer adds a memory copy of what is read, cheaper than the system calls it
+//! saves.
+//!
+//! # Writing under TLS
+//! Writes go straight to the socket: rustls hands the records it has to one `writev`. How
+//! many it has is its send buffer limit, raised from rustls's 64 KiB to
+//! `TLS_SEND_BUFFER_BYTES` on both ends: a 64 MiB sequential read took 1,095 `writev` calls
+//! in the server before, 199 after, and an alternating A/B on loopback (4 reps each, twice)
+//! measured about a sixth less server CPU on TLS reads and a fifth less client CPU on TLS
+//! writes.
 
 use bytes::{Bytes, BytesMut};
 use rustls::pki_types::pem::PemObject;
@@ -62,12 +80,30 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 /// A TLS session over TCP, either end.
-pub type TlsStream = tokio_rustls::TlsStream<TcpStream>;
+pub type TlsStream = tokio_rustls::TlsStream<TlsIo>;
+
+/// The socket under rustls: reads go through a buffer of `TLS_READ_BUFFER_BYTES`, writes
+/// straight to the socket (see "Reading under TLS" in the module docs).
+pub type TlsIo = BufReader<TcpStream>;
+
+/// The read buffer under rustls: as large as the plaintext reader's buffers (64 KiB), so a
+/// socket read under TLS takes about as much as one without it.
+const TLS_READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// The most ciphertext rustls holds for the socket on one connection (its default is 64 KiB).
+/// Each write encrypts at most this much before the records go out in one `writev`: at 64 KiB
+/// a 1 MiB READ reply took 16 system calls (and 16 wake-ups of the reader), at 512 KiB two.
+/// The cost is this much memory per connection while it sends, beside the reply it encrypts.
+const TLS_SEND_BUFFER_BYTES: usize = 512 * 1024;
+
+fn buffered(stream: TcpStream) -> TlsIo {
+    BufReader::with_capacity(TLS_READ_BUFFER_BYTES, stream)
+}
 
 /// The bytes of a probe on the wire: a four-byte record mark and a 40-byte call.
 const PROBE_RECORD_BYTES: usize = 44;
@@ -232,10 +268,14 @@ async fn upgrade(mut stream: TcpStream, tls: &ServerTls) -> Result<Upgraded, Han
         .await
         .map_err(|e| HandshakeError(format!("sending STARTTLS: {e}")))?;
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
-    let tls_stream = acceptor
-        .accept(stream)
+    let mut tls_stream = acceptor
+        .accept(buffered(stream))
         .await
         .map_err(|e| HandshakeError(format!("TLS handshake: {e}")))?;
+    tls_stream
+        .get_mut()
+        .1
+        .set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
     let verified = tls_stream.get_ref().1.peer_certificates().is_some();
     tls.stats.handshakes.fetch_add(1, Relaxed);
     if verified {
@@ -325,10 +365,11 @@ pub async fn connect_upgrade(
         let mut stream = stream;
         probe(&mut stream, prog, vers).await?;
         let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
-        let s = connector
-            .connect(name, stream)
+        let mut s = connector
+            .connect(name, buffered(stream))
             .await
             .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+        s.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
         let mut s = tokio_rustls::TlsStream::Client(s);
         if tls.mutual {
             confirm(&mut s, prog, vers).await?;
@@ -438,11 +479,25 @@ impl Stream {
         matches!(self, Stream::Tls(_))
     }
 
+    /// What the TLS handshake settled on; `None` for plaintext.
+    pub fn tls_session(&self) -> Option<TlsSession> {
+        let Stream::Tls(t) = self else { return None };
+        let conn = t.get_ref().1;
+        let name = |s: Option<&'static str>| s.unwrap_or("unknown");
+        Some(TlsSession {
+            version: name(conn.protocol_version().and_then(|v| v.as_str())),
+            cipher_suite: name(
+                conn.negotiated_cipher_suite()
+                    .and_then(|c| c.suite().as_str()),
+            ),
+        })
+    }
+
     /// The TCP socket underneath.
     pub fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(s) => s,
-            Stream::Tls(t) => t.get_ref().0,
+            Stream::Tls(t) => t.get_ref().0.get_ref(),
         }
     }
 
@@ -467,6 +522,20 @@ impl fmt::Debug for Stream {
             Stream::Plain(s) => write!(f, "Plain({s:?})"),
             Stream::Tls(_) => f.write_str("Tls(..)"),
         }
+    }
+}
+
+/// The protocol version and cipher suite of a TLS connection, as rustls names them
+/// (`TLSv1_3`, `TLS13_AES_256_GCM_SHA384`), for statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlsSession {
+    pub version: &'static str,
+    pub cipher_suite: &'static str,
+}
+
+impl fmt::Display for TlsSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.version, self.cipher_suite)
     }
 }
 

@@ -11,8 +11,8 @@
 //! (none: 4.2, 4.1, then 3, see [`sluice_client::connect`]).
 //!
 //! Every command takes `--stats` (per-procedure RPC statistics, READ sizes and depth,
-//! readahead windows and waste, retransmissions and the NFS version chosen, on stderr at the
-//! end), `--soft N`, `--timeo SECONDS`, `--readahead auto|off|fixed:SIZE`,
+//! readahead windows and waste, retransmissions, whether the connections used RPC-with-TLS
+//! (and its version and cipher suite) and the NFS version chosen, on stderr at the end), `--soft N`, `--timeo SECONDS`, `--readahead auto|off|fixed:SIZE`,
 //! `--readahead-budget SIZE`, `--trace-readahead`, `--udp`, `--nconnect N` and the
 //! RPC-with-TLS files `--tls-ca`, `--tls-cert`, `--tls-key` (for `?xprtsec=tls|mtls` URLs).
 
@@ -202,6 +202,7 @@ impl Session {
         let mut out = self.stats().to_string();
         let mut reads = ReadStats::default();
         let (mut retrans, mut reconnects, mut udp, mut conns) = (0, 0, false, 0);
+        let (mut tls_handshakes, mut tls_sessions) = (0, Vec::new());
         let mut versions: Vec<String> = Vec::new();
         let mut notes: Vec<String> = Vec::new();
         let mut notes_conn: Vec<String> = Vec::new();
@@ -210,6 +211,12 @@ impl Session {
             let t = c.transport_stats();
             retrans += t.table.retransmissions;
             reconnects += t.reconnects;
+            tls_handshakes += t.tls_handshakes;
+            if let Some(s) = t.tls.map(|s| s.to_string()) {
+                if !tls_sessions.contains(&s) {
+                    tls_sessions.push(s);
+                }
+            }
             udp |= c.is_udp();
             let (n, note) = c.connections();
             conns += n;
@@ -235,6 +242,16 @@ impl Session {
         ));
         for n in notes_conn {
             out.push_str(&format!("\n{n}"));
+        }
+        // As the server's `sluice stats` says it: whether the NFS connections were encrypted.
+        if tls_sessions.is_empty() {
+            out.push_str("\ntls: none (plaintext)");
+        } else {
+            out.push_str(&format!(
+                "\ntls (rustls, no kernel TLS): {}, {tls_handshakes} connection{} upgraded",
+                tls_sessions.join(", "),
+                if tls_handshakes == 1 { "" } else { "s" }
+            ));
         }
         if !versions.is_empty() {
             out.push_str(&format!("\nNFS version: {}", versions.join(", ")));
