@@ -486,11 +486,8 @@ impl FileSystem for CephFs {
             .map_err(|(e, st)| (e, self.wcc_of(st)))?;
         let pre = WccAttr::of(&self.attr(&st));
         let fail = |e| (e, Wcc::new(Some(pre), self.post_of(&f)));
-        let mut pos = offset;
-        for b in data {
-            self.write_all(f.fh, pos, b).map_err(fail)?;
-            pos += b.len() as u64;
-        }
+        let chunks: Vec<&[u8]> = data.iter().map(|b| &b[..]).collect();
+        self.write_vectored(f.fh, offset, &chunks).map_err(fail)?;
         if stable != StableHow::Unstable {
             self.fsync(f.fh, stable == StableHow::DataSync)
                 .map_err(fail)?;

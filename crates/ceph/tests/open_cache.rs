@@ -438,3 +438,47 @@ fn a_chunked_read_is_one_libcephfs_call() {
     assert!(ok.eof);
     assert_eq!(&tail[0][..CHUNK / 2], &data[at..]);
 }
+
+/// A WRITE whose payload arrives in many chunks (the receive path's pieces) is one libcephfs
+/// write call, not one per chunk, and lands every chunk in order: what sluice reads back and
+/// what ceph-fuse reads after the COMMIT.
+#[test]
+fn a_chunked_write_is_one_libcephfs_call() {
+    const CHUNK: usize = 64 * 1024;
+    let cluster = common::Cluster::start("opencache-writev");
+    let fuse = cluster.fuse();
+    let dir = cluster.fresh_dir("w");
+    let fs = export(&cluster, &dir, None);
+    let fh = create(&fs, &fs.root_handle(), "f");
+    let data = pattern(16 * CHUNK + 100, 11);
+    // Sixteen 64 KiB chunks, an empty one and a short tail, as one WRITE's payload.
+    let whole = Bytes::from(data.clone());
+    let mut chunks: Vec<Bytes> = (0..16)
+        .map(|i| whole.slice(i * CHUNK..(i + 1) * CHUNK))
+        .collect();
+    chunks.insert(3, Bytes::new());
+    chunks.push(whole.slice(16 * CHUNK..));
+
+    let writes0 = calls(&fs, CallKind::Write);
+    let ok = fs
+        .write(&root(), &fh, 4096, &chunks, StableHow::Unstable)
+        .unwrap_or_else(|e| panic!("write: {:?}", e.0));
+    assert_eq!(ok.count, data.len());
+    assert_eq!(
+        calls(&fs, CallKind::Write) - writes0,
+        1,
+        "one call for a WRITE in 18 chunks"
+    );
+    assert_eq!(read(&fs, &fh, 4096, data.len()).unwrap(), data);
+    fs.commit(&root(), &fh, 0, 0).unwrap();
+    let seen = std::fs::read(fuse.path(&format!("{dir}/f"))).unwrap();
+    assert_eq!(seen.len(), 4096 + data.len());
+    assert!(
+        seen[..4096].iter().all(|b| *b == 0),
+        "a hole before the offset"
+    );
+    assert!(
+        seen[4096..] == data[..],
+        "ceph-fuse reads every chunk in order"
+    );
+}
