@@ -47,10 +47,12 @@
 //! (`ino_release_cb`). sluice keeps no attributes or data of its own beyond one request; it
 //! holds inode references during a call, the export root's for the mount's lifetime, and
 //! those of the files and directory streams its open-file cache keeps between calls (bounded
-//! in count and closed when idle: `cephfs::open_files`). The callbacks count what the MDS
-//! asked (shown in [`CephStats`]); they do not yet close cached files early, so a release
-//! request waits for the cache's own bounds. Every next request goes through libcephfs,
-//! whose caps are then gone.
+//! in count and closed when idle: `cephfs::open_files`). The invalidations are counted only
+//! (every next request goes through libcephfs, whose caps are then gone). A release request
+//! is counted and noted in the mount's [`ReleaseQueue`] (`release`): the callback runs on a
+//! libcephfs thread and must not call back into libcephfs, so the open-file cache of the
+//! [`CephFs`](crate::CephFs) on this mount takes the notes and closes what it holds of those
+//! inodes on its own threads, soon after.
 //!
 //! # Counting
 //! Every libcephfs call goes through [`CephMount::call`], which counts it under its
@@ -60,6 +62,7 @@
 //! it returned a negative errno; "not found" is a failure to libcephfs and counts as one here.
 
 use crate::ffi::{self, CallbackArgs, Inode, Lib, MountInfo, Vino};
+use crate::release::ReleaseQueue;
 use sluice_vfs::stats::{BackendStats, CallStats, ProcStats};
 use std::ffi::{CStr, CString};
 use std::path::PathBuf;
@@ -253,12 +256,14 @@ impl CallResult for () {
     }
 }
 
+/// What the callbacks reach through their `handle`: the counters and the release notes.
 #[derive(Default)]
 struct Counters {
     calls: [ProcStats; CallKind::ALL.len()],
     invalidations: AtomicU64,
     dentry_invalidations: AtomicU64,
     release_requests: AtomicU64,
+    releases: Arc<ReleaseQueue>,
 }
 
 /// What the start-up reclaim found (see the module notes).
@@ -475,6 +480,13 @@ impl CephMount {
         }
     }
 
+    /// The MDS's release requests, noted by the callback for the open-file cache to honour
+    /// (see the module notes). One queue per mount: the one [`CephFs`](crate::CephFs) on it
+    /// drains it.
+    pub(crate) fn release_queue(&self) -> Arc<ReleaseQueue> {
+        self.counters.releases.clone()
+    }
+
     /// Runs one libcephfs call, counting it, whether it failed and its time under `kind`.
     pub(crate) fn call<T: CallResult>(&self, kind: CallKind, f: impl FnOnce() -> T) -> T {
         let t0 = Instant::now();
@@ -624,9 +636,12 @@ unsafe extern "C" fn on_dentry_invalidate(
     }
 }
 
-unsafe extern "C" fn on_ino_release(handle: *mut libc::c_void, _ino: Vino) {
+/// On libcephfs's finisher thread: count and note the request, nothing more (see the module
+/// notes of `release`).
+unsafe extern "C" fn on_ino_release(handle: *mut libc::c_void, ino: Vino) {
     if let Some(c) = counters(handle) {
         c.release_requests.fetch_add(1, Ordering::Relaxed);
+        c.releases.push(ino);
     }
 }
 

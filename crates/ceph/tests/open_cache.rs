@@ -482,3 +482,130 @@ fn a_chunked_write_is_one_libcephfs_call() {
         "ceph-fuse reads every chunk in order"
     );
 }
+
+/// When the MDS recalls caps (here `ceph tell mds.a cache drop`, with the MDS's floor of caps
+/// per client lowered so a test-sized cache is over it), libcephfs asks for the inodes whose
+/// only reference is the open-file cache's (`ino_release_cb`), and the cache closes those
+/// files: the count of open files drops without any idle time passing (the idle limit is a
+/// day) and without another NFS call.
+#[test]
+fn files_the_mds_recalls_are_closed() {
+    const FILES: usize = 40;
+    let cluster = common::Cluster::start("opencache-recall");
+    let dir = cluster.fresh_dir("p");
+    let fs = export(&cluster, &dir, None);
+    let fhs: Vec<FileHandle> = (0..FILES)
+        .map(|i| {
+            let fh = create(&fs, &fs.root_handle(), &format!("f{i}"));
+            write(&fs, &fh, 0, b"x", StableHow::FileSync);
+            fh
+        })
+        .collect();
+    for fh in &fhs {
+        assert_eq!(read(&fs, fh, 0, 1).unwrap(), b"x");
+    }
+    assert_eq!(fs.open_cache_stats().files_open, FILES as u64);
+    assert_eq!(fs.open_cache_stats().released, 0);
+    cluster.ceph(&[
+        "tell",
+        "mds.a",
+        "config",
+        "set",
+        "mds_min_caps_per_client",
+        "1",
+    ]);
+    let out = cluster.ceph(&["tell", "mds.a", "cache", "drop", "10"]);
+    eprintln!("cache drop: {out}");
+    wait_for("the cache closes what the MDS recalled", || {
+        fs.open_cache_stats().files_open < FILES as u64
+    });
+    let s = fs.open_cache_stats();
+    let asked = fs.stats().release_requests;
+    eprintln!("after the recall: {s:?}, {asked} release requests");
+    assert!(asked > 0, "libcephfs asked");
+    assert!(s.released > 0);
+    // Nothing else closed a file (no idle time, far from the count bound). Requests still on
+    // their way may close more, so only this snapshot's own sum is exact.
+    assert_eq!(s.files_open + s.released, FILES as u64);
+    assert_eq!(s.dirs_open, 0);
+    // A released file is opened again on its next use, with the same data.
+    let opened = s.files_opened;
+    for fh in &fhs {
+        assert_eq!(read(&fs, fh, 0, 1).unwrap(), b"x");
+    }
+    assert!(
+        fs.open_cache_stats().files_opened >= opened + s.released,
+        "each released file is opened again"
+    );
+}
+
+/// The references libcephfs counts for inode `ino` from its user (`ll_ref`), as the client
+/// session `client.<id>` of this process shows them in its admin socket's `dump_cache` (the
+/// test cluster's configuration gives each client name and process a socket of its own).
+fn ll_ref(cluster: &common::Cluster, id: &str, ino: u64) -> u64 {
+    let asok = cluster
+        .dir
+        .join(format!("run/client.{id}.{}.asok", std::process::id()));
+    let out = std::process::Command::new("timeout")
+        .args(["30", "ceph", "--admin-daemon"])
+        .arg(&asok)
+        .arg("dump_cache")
+        .output()
+        .expect("run ceph --admin-daemon");
+    assert!(
+        out.status.success(),
+        "dump_cache through {}",
+        asok.display()
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // One object per inode, each opening with its "path"; its own "ino" is the first in it
+    // (its caps and snap realm name inodes too, later), its "ll_ref" the only one.
+    let want = format!("\"ino\": \"{ino:#x}\"");
+    let field = |obj: &str, name: &str| -> Option<String> {
+        obj.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with(&format!("\"{name}\":")))
+            .map(|l| l.trim_end_matches(',').to_string())
+    };
+    text.split("\"path\":")
+        .skip(1)
+        .find(|obj| field(obj, "ino").as_deref() == Some(want.as_str()))
+        .and_then(|obj| field(obj, "ll_ref"))
+        .and_then(|l| l.rsplit(' ').next().and_then(|n| n.parse().ok()))
+        .unwrap_or_else(|| panic!("inode {ino:#x} in dump_cache: {text}"))
+}
+
+/// The export root's inode is referenced by libcephfs for the mount and by sluice once for
+/// the mount's life; a READDIR of the root (whose `.` and `..` come back from readdirplus with
+/// references to the root) and a LOOKUP of `..` that lands on it put the references they were
+/// given, however many times they run (before, each READDIR kept two and each LOOKUP one).
+#[test]
+fn readdir_and_lookup_of_the_export_root_put_its_references_back() {
+    let cluster = common::Cluster::start("opencache-rootref");
+    let dir = cluster.fresh_dir("r");
+    let mut cfg = cluster.config(&dir);
+    // A client name of its own: its own admin socket (ll_ref).
+    cfg.ceph.client_id = Some("rootref".into());
+    let fs = CephFs::new(cfg).unwrap_or_else(|e| panic!("mount {dir}: {e}"));
+    let root_fh = fs.root_handle();
+    let root_ino = fs.getattr(&root_fh).unwrap().fileid;
+    let sub = fs
+        .mkdir(&root(), &root_fh, b"sub", &SetAttr::default())
+        .unwrap_or_else(|e| panic!("mkdir: {:?}", e.0))
+        .fh;
+    let before = ll_ref(&cluster, "rootref", root_ino);
+    for _ in 0..5 {
+        let mut names = 0;
+        fs.readdir(&root(), &root_fh, 0, [0; 8], true, &mut |_| {
+            names += 1;
+            true
+        })
+        .unwrap_or_else(|e| panic!("readdir: {:?}", e.0));
+        assert_eq!(names, 3, ". .. sub");
+        let up = fs
+            .lookup(&root(), &sub, b"..")
+            .unwrap_or_else(|e| panic!("lookup ..: {:?}", e.0));
+        assert_eq!(up.fh, root_fh);
+    }
+    assert_eq!(ll_ref(&cluster, "rootref", root_ino), before);
+}

@@ -69,6 +69,25 @@ impl Cluster {
         format!("/{name}")
     }
 
+    /// Runs the `ceph` command line against the cluster (bounded: a dead monitor or daemon
+    /// fails the test rather than hanging it); its standard output.
+    pub fn ceph(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("timeout")
+            .args(["-k", "2", "60", "ceph", "-c"])
+            .arg(&self.conf)
+            .args(["--connect-timeout", "10"])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("run ceph {args:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "ceph {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// A fresh export on a new empty directory.
     pub fn fresh(&self) -> Box<dyn FileSystem> {
         let p = self.fresh_dir("e");
