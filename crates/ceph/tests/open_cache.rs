@@ -546,16 +546,20 @@ fn ll_ref(cluster: &common::Cluster, id: &str, ino: u64) -> u64 {
     let asok = cluster
         .dir
         .join(format!("run/client.{id}.{}.asok", std::process::id()));
+    // CEPH_ARGS (options for daemons and the monitors' commands) would be taken as the
+    // socket command's arguments.
     let out = std::process::Command::new("timeout")
         .args(["30", "ceph", "--admin-daemon"])
         .arg(&asok)
         .arg("dump_cache")
+        .env_remove("CEPH_ARGS")
         .output()
         .expect("run ceph --admin-daemon");
     assert!(
         out.status.success(),
-        "dump_cache through {}",
-        asok.display()
+        "dump_cache through {}: {}",
+        asok.display(),
+        String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
     // One object per inode, each opening with its "path"; its own "ino" is the first in it
