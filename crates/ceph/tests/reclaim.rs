@@ -7,9 +7,10 @@
 //! |---|---|
 //! | a SIGKILLed holder's Ceph lock outlives it; a new session with another uuid changes nothing; one with its uuid frees the lock at once | `a_killed_holders_lock_is_freed_by_a_session_with_its_uuid_only` |
 //! | a handle of a file deep in a tree resolves in a new session (looked up through the MDS), and is STALE once the file is gone | `handles_resolve_in_a_new_session_with_a_cold_cache` |
+//! | a session's own timeout (`ceph_set_session_timeout`) delays the end of a dead session whose caps another client needs, never hastens it | `a_session_timeout_delays_the_end_of_a_dead_session` |
 //!
-//! The first test re-runs its own binary as the lock holder (the child role of the same test,
-//! chosen by [`HOLDER_ENV`]), so that the holder can be killed like a crashed server. Needs
+//! The lock tests re-run their own binary as the lock holders (the child role of the same
+//! test, chosen by [`HOLDER_ENV`]), so that a holder can be killed like a crashed server. Needs
 //! root, /dev/fuse, ceph-fuse and the ceph packages.
 
 mod common;
