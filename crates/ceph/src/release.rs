@@ -40,9 +40,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// The most inodes noted between two drains: four times the open-file cache's default bound
-/// ([`OPEN_FILES_DEFAULT`](crate::OPEN_FILES_DEFAULT) plus its directory streams), so only a
-/// cache configured far larger, or a drain long delayed, overflows. 4096 notes are 64 KiB.
+/// The most inodes noted between two drains: about four times what the open-file cache holds
+/// by default ([`OPEN_FILES_DEFAULT`](crate::OPEN_FILES_DEFAULT) and
+/// [`OPEN_DIRS_DEFAULT`](crate::OPEN_DIRS_DEFAULT), 1,088 entries), so only a cache configured
+/// far larger, or a drain long delayed, overflows. 4096 notes are 64 KiB.
 pub const RELEASE_QUEUE_MAX: usize = 4096;
 
 /// What the MDS asked to release since the last drain.

@@ -78,7 +78,10 @@
 //!   and a lock ends with its NFS state (LOCKU, CLOSE, lease expiry);
 //! * the export root's reference, held for the mount's life (one inode);
 //! * a directory stream a READDIR has taken out of the table for its page at that moment
-//!   (the MDS asks again at its next recall if it still wants it).
+//!   (the MDS asks again at its next recall if it still wants it);
+//! * an inode with both a read and a read-write file cached: each holds a reference, and
+//!   libcephfs asks only about inodes with one, so these wait for the cache's own bounds (a
+//!   written file is closed at its COMMIT anyway).
 //!
 //! The open-file cache is not tied to NFS OPEN state: an NFS client's open stateid does not
 //! pin a cached file, so no stateid keeps one from being released; the next READ or WRITE
