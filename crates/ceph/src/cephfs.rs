@@ -194,6 +194,7 @@ impl CephFs {
                 errno: -r,
             });
         }
+        let releases = mount.release_queue();
         let mut fs = CephFs {
             mount,
             root,
@@ -205,7 +206,7 @@ impl CephFs {
             export,
             mac,
             verifier: AtomicU64::new(random_u64()),
-            caches: Caches::new(config.open_cache),
+            caches: Caches::new(config.open_cache, releases),
             config,
             locks: locks::HeldLocks::default(),
         };
@@ -255,8 +256,13 @@ impl FileSystem for CephFs {
     fn change_kind(&self) -> ChangeKind {
         ChangeKind::Counter
     }
+    /// The mount's calls and callbacks, and what the open-file cache closed at the MDS's
+    /// request (`open_cache_released`: the release requests honoured).
     fn backend_stats(&self) -> Option<sluice_vfs::stats::BackendStats> {
-        Some(self.stats().backend())
+        let mut b = self.stats().backend();
+        b.events
+            .push(("open_cache_released", self.open_cache_stats().released));
+        Some(b)
     }
     fn write_verifier(&self) -> [u8; 8] {
         self.verifier.load(Ordering::Relaxed).to_be_bytes()
@@ -486,11 +492,8 @@ impl FileSystem for CephFs {
             .map_err(|(e, st)| (e, self.wcc_of(st)))?;
         let pre = WccAttr::of(&self.attr(&st));
         let fail = |e| (e, Wcc::new(Some(pre), self.post_of(&f)));
-        let mut pos = offset;
-        for b in data {
-            self.write_all(f.fh, pos, b).map_err(fail)?;
-            pos += b.len() as u64;
-        }
+        let chunks: Vec<&[u8]> = data.iter().map(|b| &b[..]).collect();
+        self.write_vectored(f.fh, offset, &chunks).map_err(fail)?;
         if stable != StableHow::Unstable {
             self.fsync(f.fh, stable == StableHow::DataSync)
                 .map_err(fail)?;

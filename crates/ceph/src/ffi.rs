@@ -181,6 +181,7 @@ table! {
     ceph_ll_read: fn(*mut MountInfo, *mut Fh, i64, u64, *mut c_char) -> c_int;
     ceph_ll_write: fn(*mut MountInfo, *mut Fh, i64, u64, *const c_char) -> c_int;
     ceph_ll_readv: fn(*mut MountInfo, *mut Fh, *const libc::iovec, c_int, i64) -> i64;
+    ceph_ll_writev: fn(*mut MountInfo, *mut Fh, *const libc::iovec, c_int, i64) -> i64;
     ceph_ll_fsync: fn(*mut MountInfo, *mut Fh, c_int) -> c_int;
     ceph_ll_fallocate: fn(*mut MountInfo, *mut Fh, c_int, i64, i64) -> c_int;
     ceph_ll_lseek: fn(*mut MountInfo, *mut Fh, off_t, c_int) -> off_t;

@@ -11,6 +11,8 @@
 //!   restart ([`Reclaim`]), the MDS's cache callbacks, and per-call counts, failures and
 //!   latency ([`CephStats`], shown by `sluice stats` and `/metrics` through
 //!   `FileSystem::backend_stats`).
+//! * `release`: the MDS's cache-pressure requests (`ino_release_cb`), handed from libcephfs's
+//!   callback thread to the open-file cache, which closes what it holds of those inodes.
 //! * `identity`: the session's uuid for reclaim, stable per node (a node id kept in the state
 //!   directory) and export ([`default_session_uuid`]).
 //! * `cephfs`: [`CephFs`], the trait over `ceph_ll_*`: handles from (ino, snapid) with a MAC,
@@ -25,6 +27,7 @@ mod cephfs;
 pub mod ffi;
 mod identity;
 mod mount;
+mod release;
 
 pub use cephfs::{
     CephFs, CephFsConfig, CephLock, IdleLimits, OpenCacheConfig, OpenCacheStats, OPEN_DIRS_DEFAULT,

@@ -11,9 +11,10 @@
 //!
 //! # Restart and reclaim (RFC 8881 §8.4.2, on Ceph)
 //! A gateway killed without unmounting leaves its MDS session open: the MDS keeps that
-//! session's caps and byte-range locks until the session times out (it goes stale after the
-//! file system's `session_timeout`, 60 s by default, and is evicted after `session_autoclose`,
-//! 300 s). Until then every NFS client's reclaim of a lock conflicts with the dead instance's
+//! session's caps and byte-range locks until the session times out (it goes stale, and its
+//! locks go, after the file system's `session_timeout`, 60 s by default, if another client
+//! needs its caps; else it is kept until `session_autoclose`, 300 s: see "Session timeout"
+//! below). Until then every NFS client's reclaim of a lock conflicts with the dead instance's
 //! own lock in Ceph, and so does any other Ceph client. libcephfs has calls to end that
 //! session at once (Ceph's `doc/dev/cephfs-reclaim.rst`); on a new client, after `ceph_init`
 //! and the file system's selection and before `ceph_mount`:
@@ -41,16 +42,43 @@
 //! by this new session. Two live sessions must never share a uuid: the second to start would
 //! evict the first.
 //!
+//! # Session timeout (`ceph_set_session_timeout`)
+//! Without reclaim, how long a dead gateway's caps and locks outlive it is the MDS's business.
+//! libcephfs 16 lets a client name a timeout of its own for its session (sent to the MDS in
+//! the session's metadata, so before the mount); [`CephConfig::session_timeout`] sets it. What
+//! it does, measured on a one-node cluster with `session_timeout` 30 s
+//! (crates/ceph/tests/reclaim.rs, two lock holders killed at once):
+//!
+//! ```text
+//!   nobody needs the dead session's caps    it stays, timeout or not, until the file system's
+//!                                            session_autoclose (300 s): the MDS defers ending
+//!                                            sessions it is not waiting for
+//!   another client needs them (a write)     no timeout: stale at session_timeout, its lock
+//!                                            freed then (33 s); timeout 60 s: evicted at 60 s,
+//!                                            its lock freed then (63 s)
+//! ```
+//!
+//! The MDS looks at a session's own timeout only once the session is past the file system's
+//! `session_timeout`, so it can delay the end of a dead session (and make it an eviction, with
+//! the client blocklisted, rather than a stale session that may come back) but never hasten
+//! it. Set from the NFS lease (90 s by default, against Ceph's 60 s), it would keep a dead
+//! head's locks 30 s longer, and evict a live head that lost the cluster for a lease for good
+//! (this backend does not remount). So `sluice serve` does not set it: the field stays for a
+//! deployment that wants the fencing, and a dead head's state is ended at once by the reclaim
+//! of its successor (above), on the NFS side by the lease.
+//!
 //! # Callbacks
 //! libcephfs tells its user when the MDS revoked cached data or metadata of an inode
 //! (`ino_cb`, `dentry_cb`) and when it wants inode references back under cache pressure
 //! (`ino_release_cb`). sluice keeps no attributes or data of its own beyond one request; it
 //! holds inode references during a call, the export root's for the mount's lifetime, and
 //! those of the files and directory streams its open-file cache keeps between calls (bounded
-//! in count and closed when idle: `cephfs::open_files`). The callbacks count what the MDS
-//! asked (shown in [`CephStats`]); they do not yet close cached files early, so a release
-//! request waits for the cache's own bounds. Every next request goes through libcephfs,
-//! whose caps are then gone.
+//! in count and closed when idle: `cephfs::open_files`). The invalidations are counted only
+//! (every next request goes through libcephfs, whose caps are then gone). A release request
+//! is counted and noted in the mount's [`ReleaseQueue`] (`release`): the callback runs on a
+//! libcephfs thread and must not call back into libcephfs, so the open-file cache of the
+//! [`CephFs`](crate::CephFs) on this mount takes the notes and closes what it holds of those
+//! inodes on its own threads, soon after.
 //!
 //! # Counting
 //! Every libcephfs call goes through [`CephMount::call`], which counts it under its
@@ -60,6 +88,7 @@
 //! it returned a negative errno; "not found" is a failure to libcephfs and counts as one here.
 
 use crate::ffi::{self, CallbackArgs, Inode, Lib, MountInfo, Vino};
+use crate::release::ReleaseQueue;
 use sluice_vfs::stats::{BackendStats, CallStats, ProcStats};
 use std::ffi::{CStr, CString};
 use std::path::PathBuf;
@@ -89,6 +118,12 @@ pub struct CephConfig {
     /// `sluice serve` gives [`default_session_uuid`](crate::default_session_uuid) unless told
     /// otherwise); `None`: no reclaim and no tag (each start is a new client to the MDS).
     pub uuid: Option<String>,
+    /// The session's own timeout (`ceph_set_session_timeout`): once the MDS is past the file
+    /// system's `session_timeout` waiting for this session's caps, it evicts the session when
+    /// this much has passed since it last heard from it, rather than marking it stale. It can
+    /// only lengthen the file system's expiry (see the module notes, with what was
+    /// measured). `None`, as `sluice serve` leaves it: the file system's own expiry.
+    pub session_timeout: Option<Duration>,
 }
 
 impl CephConfig {
@@ -100,6 +135,7 @@ impl CephConfig {
             path: path.into(),
             mount_timeout: MOUNT_TIMEOUT_DEFAULT,
             uuid: None,
+            session_timeout: None,
         }
     }
 }
@@ -253,12 +289,14 @@ impl CallResult for () {
     }
 }
 
+/// What the callbacks reach through their `handle`: the counters and the release notes.
 #[derive(Default)]
 struct Counters {
     calls: [ProcStats; CallKind::ALL.len()],
     invalidations: AtomicU64,
     dentry_invalidations: AtomicU64,
     release_requests: AtomicU64,
+    releases: Arc<ReleaseQueue>,
 }
 
 /// What the start-up reclaim found (see the module notes).
@@ -392,11 +430,12 @@ impl CephMount {
             let fs = config.fs_name.clone();
             let path = config.path.clone();
             let uuid = config.uuid.clone();
+            let session_timeout = config.session_timeout;
             let cb = SendPtr(&mut callbacks.0 as *mut CallbackArgs);
             move || {
                 let cm = cm;
                 let cb = cb;
-                let r = mount_steps(lib, cm.0, fs, path, uuid, cb.0);
+                let r = mount_steps(lib, cm.0, fs, path, uuid, session_timeout, cb.0);
                 let _ = tx.send((r, cm));
             }
         };
@@ -475,6 +514,13 @@ impl CephMount {
         }
     }
 
+    /// The MDS's release requests, noted by the callback for the open-file cache to honour
+    /// (see the module notes). One queue per mount: the one [`CephFs`](crate::CephFs) on it
+    /// drains it.
+    pub(crate) fn release_queue(&self) -> Arc<ReleaseQueue> {
+        self.counters.releases.clone()
+    }
+
     /// Runs one libcephfs call, counting it, whether it failed and its time under `kind`.
     pub(crate) fn call<T: CallResult>(&self, kind: CallKind, f: impl FnOnce() -> T) -> T {
         let t0 = Instant::now();
@@ -510,6 +556,7 @@ fn mount_steps(
     fs: Option<String>,
     path: String,
     uuid: Option<String>,
+    session_timeout: Option<Duration>,
     callbacks: *mut CallbackArgs,
 ) -> Result<Reclaim, String> {
     let step = |what: &str, r: i32| -> Result<(), String> {
@@ -551,6 +598,9 @@ fn mount_steps(
             }
             (lib.ceph_set_uuid)(cmount, c.as_ptr());
         }
+        if let Some(t) = session_timeout {
+            (lib.ceph_set_session_timeout)(cmount, session_timeout_secs(t));
+        }
         (lib.ceph_ll_register_callbacks)(cmount, callbacks);
         let p = CString::new(path.clone()).map_err(|_| "path has a NUL".to_string())?;
         step(
@@ -559,6 +609,13 @@ fn mount_steps(
         )?;
         Ok(reclaim)
     }
+}
+
+/// `ceph_set_session_timeout`'s argument for `t`: whole seconds, rounded up, at least 1 (0
+/// would tell the MDS never to evict the session).
+fn session_timeout_secs(t: Duration) -> libc::c_uint {
+    let secs = t.as_secs() + u64::from(t.subsec_nanos() > 0);
+    secs.clamp(1, u64::from(libc::c_uint::MAX)) as libc::c_uint
 }
 
 fn conf_get(lib: &Lib, cmount: *mut MountInfo, key: &str) -> Option<String> {
@@ -624,15 +681,33 @@ unsafe extern "C" fn on_dentry_invalidate(
     }
 }
 
-unsafe extern "C" fn on_ino_release(handle: *mut libc::c_void, _ino: Vino) {
+/// On libcephfs's finisher thread: count and note the request, nothing more (see the module
+/// notes of `release`).
+unsafe extern "C" fn on_ino_release(handle: *mut libc::c_void, ino: Vino) {
     if let Some(c) = counters(handle) {
         c.release_requests.fetch_add(1, Ordering::Relaxed);
+        c.releases.push(ino);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_timeout_is_whole_seconds_rounded_up_and_never_zero() {
+        assert_eq!(session_timeout_secs(Duration::from_secs(90)), 90);
+        assert_eq!(session_timeout_secs(Duration::from_millis(90_001)), 91);
+        assert_eq!(
+            session_timeout_secs(Duration::ZERO),
+            1,
+            "0 is forever to the MDS"
+        );
+        assert_eq!(
+            session_timeout_secs(Duration::from_secs(u64::MAX)),
+            libc::c_uint::MAX
+        );
+    }
 
     #[test]
     fn call_kinds_index_their_counters_in_all_order() {

@@ -438,3 +438,178 @@ fn a_chunked_read_is_one_libcephfs_call() {
     assert!(ok.eof);
     assert_eq!(&tail[0][..CHUNK / 2], &data[at..]);
 }
+
+/// A WRITE whose payload arrives in many chunks (the receive path's pieces) is one libcephfs
+/// write call, not one per chunk, and lands every chunk in order: what sluice reads back and
+/// what ceph-fuse reads after the COMMIT.
+#[test]
+fn a_chunked_write_is_one_libcephfs_call() {
+    const CHUNK: usize = 64 * 1024;
+    let cluster = common::Cluster::start("opencache-writev");
+    let fuse = cluster.fuse();
+    let dir = cluster.fresh_dir("w");
+    let fs = export(&cluster, &dir, None);
+    let fh = create(&fs, &fs.root_handle(), "f");
+    let data = pattern(16 * CHUNK + 100, 11);
+    // Sixteen 64 KiB chunks, an empty one and a short tail, as one WRITE's payload.
+    let whole = Bytes::from(data.clone());
+    let mut chunks: Vec<Bytes> = (0..16)
+        .map(|i| whole.slice(i * CHUNK..(i + 1) * CHUNK))
+        .collect();
+    chunks.insert(3, Bytes::new());
+    chunks.push(whole.slice(16 * CHUNK..));
+
+    let writes0 = calls(&fs, CallKind::Write);
+    let ok = fs
+        .write(&root(), &fh, 4096, &chunks, StableHow::Unstable)
+        .unwrap_or_else(|e| panic!("write: {:?}", e.0));
+    assert_eq!(ok.count, data.len());
+    assert_eq!(
+        calls(&fs, CallKind::Write) - writes0,
+        1,
+        "one call for a WRITE in 18 chunks"
+    );
+    assert_eq!(read(&fs, &fh, 4096, data.len()).unwrap(), data);
+    fs.commit(&root(), &fh, 0, 0).unwrap();
+    let seen = std::fs::read(fuse.path(&format!("{dir}/f"))).unwrap();
+    assert_eq!(seen.len(), 4096 + data.len());
+    assert!(
+        seen[..4096].iter().all(|b| *b == 0),
+        "a hole before the offset"
+    );
+    assert!(
+        seen[4096..] == data[..],
+        "ceph-fuse reads every chunk in order"
+    );
+}
+
+/// When the MDS recalls caps (here `ceph tell mds.a cache drop`, with the MDS's floor of caps
+/// per client lowered so a test-sized cache is over it), libcephfs asks for the inodes whose
+/// only reference is the open-file cache's (`ino_release_cb`), and the cache closes those
+/// files: the count of open files drops without any idle time passing (the idle limit is a
+/// day) and without another NFS call.
+#[test]
+fn files_the_mds_recalls_are_closed() {
+    const FILES: usize = 40;
+    let cluster = common::Cluster::start("opencache-recall");
+    let dir = cluster.fresh_dir("p");
+    let fs = export(&cluster, &dir, None);
+    let fhs: Vec<FileHandle> = (0..FILES)
+        .map(|i| {
+            let fh = create(&fs, &fs.root_handle(), &format!("f{i}"));
+            write(&fs, &fh, 0, b"x", StableHow::FileSync);
+            fh
+        })
+        .collect();
+    for fh in &fhs {
+        assert_eq!(read(&fs, fh, 0, 1).unwrap(), b"x");
+    }
+    assert_eq!(fs.open_cache_stats().files_open, FILES as u64);
+    assert_eq!(fs.open_cache_stats().released, 0);
+    cluster.ceph(&[
+        "tell",
+        "mds.a",
+        "config",
+        "set",
+        "mds_min_caps_per_client",
+        "1",
+    ]);
+    let out = cluster.ceph(&["tell", "mds.a", "cache", "drop", "10"]);
+    eprintln!("cache drop: {out}");
+    wait_for("the cache closes what the MDS recalled", || {
+        fs.open_cache_stats().files_open < FILES as u64
+    });
+    let s = fs.open_cache_stats();
+    let asked = fs.stats().release_requests;
+    eprintln!("after the recall: {s:?}, {asked} release requests");
+    assert!(asked > 0, "libcephfs asked");
+    assert!(s.released > 0);
+    // Nothing else closed a file (no idle time, far from the count bound). Requests still on
+    // their way may close more, so only this snapshot's own sum is exact.
+    assert_eq!(s.files_open + s.released, FILES as u64);
+    assert_eq!(s.dirs_open, 0);
+    // A released file is opened again on its next use, with the same data.
+    let opened = s.files_opened;
+    for fh in &fhs {
+        assert_eq!(read(&fs, fh, 0, 1).unwrap(), b"x");
+    }
+    assert!(
+        fs.open_cache_stats().files_opened >= opened + s.released,
+        "each released file is opened again"
+    );
+}
+
+/// The references libcephfs counts for inode `ino` from its user (`ll_ref`), as the client
+/// session `client.<id>` of this process shows them in its admin socket's `dump_cache` (the
+/// test cluster's configuration gives each client name and process a socket of its own).
+fn ll_ref(cluster: &common::Cluster, id: &str, ino: u64) -> u64 {
+    let asok = cluster
+        .dir
+        .join(format!("run/client.{id}.{}.asok", std::process::id()));
+    // CEPH_ARGS (options for daemons and the monitors' commands) would be taken as the
+    // socket command's arguments.
+    let out = std::process::Command::new("timeout")
+        .args(["30", "ceph", "--admin-daemon"])
+        .arg(&asok)
+        .arg("dump_cache")
+        .env_remove("CEPH_ARGS")
+        .output()
+        .expect("run ceph --admin-daemon");
+    assert!(
+        out.status.success(),
+        "dump_cache through {}: {}",
+        asok.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // One object per inode, each opening with its "path"; its own "ino" is the first in it
+    // (its caps and snap realm name inodes too, later), its "ll_ref" the only one.
+    let want = format!("\"ino\": \"{ino:#x}\"");
+    let field = |obj: &str, name: &str| -> Option<String> {
+        obj.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with(&format!("\"{name}\":")))
+            .map(|l| l.trim_end_matches(',').to_string())
+    };
+    text.split("\"path\":")
+        .skip(1)
+        .find(|obj| field(obj, "ino").as_deref() == Some(want.as_str()))
+        .and_then(|obj| field(obj, "ll_ref"))
+        .and_then(|l| l.rsplit(' ').next().and_then(|n| n.parse().ok()))
+        .unwrap_or_else(|| panic!("inode {ino:#x} in dump_cache: {text}"))
+}
+
+/// The export root's inode is referenced by libcephfs for the mount and by sluice once for
+/// the mount's life; a READDIR of the root (whose `.` and `..` come back from readdirplus with
+/// references to the root) and a LOOKUP of `..` that lands on it put the references they were
+/// given, however many times they run (before, each READDIR kept two and each LOOKUP one).
+#[test]
+fn readdir_and_lookup_of_the_export_root_put_its_references_back() {
+    let cluster = common::Cluster::start("opencache-rootref");
+    let dir = cluster.fresh_dir("r");
+    let mut cfg = cluster.config(&dir);
+    // A client name of its own: its own admin socket (ll_ref).
+    cfg.ceph.client_id = Some("rootref".into());
+    let fs = CephFs::new(cfg).unwrap_or_else(|e| panic!("mount {dir}: {e}"));
+    let root_fh = fs.root_handle();
+    let root_ino = fs.getattr(&root_fh).unwrap().fileid;
+    let sub = fs
+        .mkdir(&root(), &root_fh, b"sub", &SetAttr::default())
+        .unwrap_or_else(|e| panic!("mkdir: {:?}", e.0))
+        .fh;
+    let before = ll_ref(&cluster, "rootref", root_ino);
+    for _ in 0..5 {
+        let mut names = 0;
+        fs.readdir(&root(), &root_fh, 0, [0; 8], true, &mut |_| {
+            names += 1;
+            true
+        })
+        .unwrap_or_else(|e| panic!("readdir: {:?}", e.0));
+        assert_eq!(names, 3, ". .. sub");
+        let up = fs
+            .lookup(&root(), &sub, b"..")
+            .unwrap_or_else(|e| panic!("lookup ..: {:?}", e.0));
+        assert_eq!(up.fh, root_fh);
+    }
+    assert_eq!(ll_ref(&cluster, "rootref", root_ino), before);
+}

@@ -7,9 +7,10 @@
 //! |---|---|
 //! | a SIGKILLed holder's Ceph lock outlives it; a new session with another uuid changes nothing; one with its uuid frees the lock at once | `a_killed_holders_lock_is_freed_by_a_session_with_its_uuid_only` |
 //! | a handle of a file deep in a tree resolves in a new session (looked up through the MDS), and is STALE once the file is gone | `handles_resolve_in_a_new_session_with_a_cold_cache` |
+//! | a session's own timeout (`ceph_set_session_timeout`) delays the end of a dead session whose caps another client needs, never hastens it | `a_session_timeout_delays_the_end_of_a_dead_session` |
 //!
-//! The first test re-runs its own binary as the lock holder (the child role of the same test,
-//! chosen by [`HOLDER_ENV`]), so that the holder can be killed like a crashed server. Needs
+//! The lock tests re-run their own binary as the lock holders (the child role of the same
+//! test, chosen by [`HOLDER_ENV`]), so that a holder can be killed like a crashed server. Needs
 //! root, /dev/fuse, ceph-fuse and the ceph packages.
 
 mod common;
@@ -31,6 +32,8 @@ const HOLDER_START_TIMEOUT: Duration = Duration::from_secs(60);
 /// only absorbs a slow machine. It is far below the MDS's own expiry of a dead session
 /// (`session_timeout` 60 s, `session_autoclose` 300 s), so a success cannot be that expiry.
 const FREED_WITHIN: Duration = Duration::from_secs(10);
+
+const RECLAIM_TEST: &str = "a_killed_holders_lock_is_freed_by_a_session_with_its_uuid_only";
 
 #[test]
 fn a_killed_holders_lock_is_freed_by_a_session_with_its_uuid_only() {
@@ -63,7 +66,7 @@ fn a_killed_holders_lock_is_freed_by_a_session_with_its_uuid_only() {
         .unwrap();
 
     let uuid = format!("sluice-test-reclaim-{}", std::process::id());
-    let mut holder = Holder::start(&cluster, &dir, &uuid);
+    let mut holder = Holder::start(&cluster, &dir, &uuid, None, RECLAIM_TEST);
     assert_refused(&file, "while the holder lives");
     holder.kill();
     assert_refused(
@@ -109,6 +112,132 @@ fn a_killed_holders_lock_is_freed_by_a_session_with_its_uuid_only() {
         .expect("the restarted head locks the file");
     assert_refused(&file, "while the restarted head holds its lock");
     drop(lock);
+}
+
+const SESSION_TIMEOUT_TEST: &str = "a_session_timeout_delays_the_end_of_a_dead_session";
+
+/// The file system's `session_timeout` for the test below: the least the monitors accept.
+const FS_SESSION_TIMEOUT_SECS: u32 = 30;
+/// One holder's own session timeout (`ceph_set_session_timeout`): as far past the file
+/// system's as the MDS's ticks (5 s) need to tell the two ends apart on a busy machine.
+const HOLDER_SESSION_TIMEOUT_SECS: u32 = 60;
+/// How long both dead holders' locks may take to be freed after the kill: the longer timeout
+/// and room for a slow machine. Far below the file system's `session_autoclose` (300 s).
+const BOTH_FREED_WITHIN: Duration = Duration::from_secs(180);
+
+/// What `ceph_set_session_timeout` does on Ceph 16, as measured: two heads hold a lock each and
+/// are killed; another Ceph client then writes to both files, so the MDS must take caps back
+/// from both dead sessions. The session without a timeout of its own goes stale at the file
+/// system's `session_timeout`, and its lock is freed then; the one with a timeout is evicted
+/// only when its timeout passes, and its lock freed then. So a timeout past the file system's
+/// delays the end of a dead head's session, and one below it changes nothing: the MDS looks
+/// at it only for a session already past `session_timeout`. (A dead session the MDS needs no
+/// caps from is kept until `session_autoclose`, timeout or not: the MDS defers ending
+/// sessions it is not waiting for.) This is why `sluice serve` does not set it from its lease.
+#[test]
+fn a_session_timeout_delays_the_end_of_a_dead_session() {
+    if let Ok(spec) = std::env::var(HOLDER_ENV) {
+        hold_lock_until_killed(&spec);
+    }
+    let cluster = common::Cluster::start("sessiontimeout");
+    cluster.ceph(&[
+        "fs",
+        "set",
+        "cephfs",
+        "session_timeout",
+        &FS_SESSION_TIMEOUT_SECS.to_string(),
+    ]);
+    let fuse = cluster.fuse();
+    let root = Caller::with_cred(Cred::root());
+    let admin = cluster.admin();
+    let mut dirs = Vec::new();
+    for name in ["timed", "untimed"] {
+        let dir = cluster.fresh_dir(name);
+        let d = admin
+            .lookup(&root, &admin.root_handle(), &dir.as_bytes()[1..])
+            .unwrap();
+        admin
+            .create(
+                &root,
+                &d.fh,
+                b"locked",
+                CreateHow::Unchecked(SetAttr {
+                    mode: Some(0o666),
+                    ..SetAttr::default()
+                }),
+            )
+            .unwrap();
+        dirs.push(dir);
+    }
+    let open = |dir: &str| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(fuse.path(dir).join("locked"))
+            .unwrap()
+    };
+    let files = [open(&dirs[0]), open(&dirs[1])];
+    let pid = std::process::id();
+    let mut timed = Holder::start(
+        &cluster,
+        &dirs[0],
+        &format!("sluice-test-timed-{pid}"),
+        Some(HOLDER_SESSION_TIMEOUT_SECS),
+        SESSION_TIMEOUT_TEST,
+    );
+    let mut untimed = Holder::start(
+        &cluster,
+        &dirs[1],
+        &format!("sluice-test-untimed-{pid}"),
+        None,
+        SESSION_TIMEOUT_TEST,
+    );
+    assert_refused(&files[0], "while the timed holder lives");
+    assert_refused(&files[1], "while the untimed holder lives");
+    timed.kill();
+    untimed.kill();
+    let t0 = Instant::now();
+    // The other client's writes wait for the dead sessions' caps, each until the MDS gives up
+    // on its session. Detached: they end by then, or with the unmount.
+    for dir in &dirs {
+        let p = fuse.path(dir).join("locked");
+        std::thread::spawn(move || {
+            let r = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, b"w"));
+            eprintln!(
+                "write to {} done after {:?}: {r:?}",
+                p.display(),
+                t0.elapsed()
+            );
+        });
+    }
+    // The order in which the two locks are freed (each polled until it is).
+    let mut freed: Vec<usize> = Vec::new();
+    while freed.len() < 2 && t0.elapsed() < BOTH_FREED_WITHIN {
+        for (i, f) in files.iter().enumerate() {
+            if !freed.contains(&i) && fcntl_lock(f, libc::F_WRLCK).is_ok() {
+                eprintln!(
+                    "{} holder's lock free {:?} after the kill",
+                    ["timed", "untimed"][i],
+                    t0.elapsed()
+                );
+                freed.push(i);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(
+        freed,
+        [1, 0],
+        "within {BOTH_FREED_WITHIN:?} of the kill: the untimed session's lock first (file \
+         system session_timeout {FS_SESSION_TIMEOUT_SECS} s), then the timed one's (its \
+         {HOLDER_SESSION_TIMEOUT_SECS} s)"
+    );
+    for f in &files {
+        fcntl_lock(f, libc::F_UNLCK).unwrap();
+    }
 }
 
 #[test]
@@ -160,16 +289,19 @@ fn handles_resolve_in_a_new_session_with_a_cold_cache() {
     assert_eq!(fourth.getattr(&made.fh).err(), Some(FsError::Stale));
 }
 
-/// The child role: mount with the given uuid, lock the file, say so, wait to be killed.
+/// The child role: mount with the given uuid (and session timeout, in seconds, unless the
+/// field is empty), lock the file, say so, wait to be killed.
 fn hold_lock_until_killed(spec: &str) -> ! {
     let f: Vec<&str> = spec.split('\t').collect();
-    let [conf, state, path, uuid, marker] = f[..] else {
-        panic!("{HOLDER_ENV}: expected 5 tab-separated fields, got {spec:?}");
+    let [conf, state, path, uuid, timeout, marker] = f[..] else {
+        panic!("{HOLDER_ENV}: expected 6 tab-separated fields, got {spec:?}");
     };
     let mut config =
         sluice_ceph::CephFsConfig::new(sluice_ceph::CephConfig::new(conf, path), state);
     config.ceph.fs_name = Some("cephfs".into());
     config.ceph.uuid = Some(uuid.to_string());
+    config.ceph.session_timeout =
+        (!timeout.is_empty()).then(|| Duration::from_secs(timeout.parse().expect("seconds")));
     let fs = CephFs::new(config).expect("the holder mounts");
     let root = Caller::with_cred(Cred::root());
     let f = fs.lookup(&root, &fs.root_handle(), b"locked").unwrap();
@@ -187,22 +319,28 @@ fn hold_lock_until_killed(spec: &str) -> ! {
 struct Holder(Child);
 
 impl Holder {
-    fn start(cluster: &common::Cluster, path: &str, uuid: &str) -> Holder {
+    /// Re-runs this binary's test `test` (which must start by taking the child role when
+    /// [`HOLDER_ENV`] is set) as the holder.
+    fn start(
+        cluster: &common::Cluster,
+        path: &str,
+        uuid: &str,
+        session_timeout_secs: Option<u32>,
+        test: &str,
+    ) -> Holder {
         let marker = cluster.dir.join(format!("holder-{uuid}"));
+        let timeout = session_timeout_secs.map_or(String::new(), |s| s.to_string());
         let spec = [
             cluster.conf.to_str().unwrap(),
             cluster.dir.join("state").to_str().unwrap(),
             path,
             uuid,
+            &timeout,
             marker.to_str().unwrap(),
         ]
         .join("\t");
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "a_killed_holders_lock_is_freed_by_a_session_with_its_uuid_only",
-                "--exact",
-                "--nocapture",
-            ])
+            .args([test, "--exact", "--nocapture"])
             .env(HOLDER_ENV, spec)
             .stdin(Stdio::null())
             .spawn()

@@ -1,6 +1,7 @@
 //! Data operations below READ, WRITE and COMMIT: the permission checks done here as knfsd does
-//! (the owner may always read and write its own file), reads and writes looped until the whole
-//! range is done, fsync, the fallocate behind ALLOCATE and DEALLOCATE, and `io_file`: the
+//! (the owner may always read and write its own file), reads and writes of a call's chunks in
+//! one vectored libcephfs call each (`ceph_ll_readv`, `ceph_ll_writev`), looped until the
+//! whole range is done, fsync, the fallocate behind ALLOCATE and DEALLOCATE, and `io_file`: the
 //! cached open file a READ, WRITE or COMMIT works on (see `open_files`).
 
 use super::handles::{err, ftype, OpenFh};
@@ -134,20 +135,7 @@ impl CephFs {
         let total: usize = bufs.iter().map(|b| b.len()).sum();
         let mut done = 0;
         while done < total {
-            let mut skip = done;
-            let mut iov = Vec::with_capacity(bufs.len());
-            for b in bufs.iter_mut() {
-                if skip >= b.len() {
-                    skip -= b.len();
-                    continue;
-                }
-                let rest = &mut b[skip..];
-                skip = 0;
-                iov.push(libc::iovec {
-                    iov_base: rest.as_mut_ptr().cast(),
-                    iov_len: rest.len(),
-                });
-            }
+            let iov = iovecs(bufs.iter_mut().map(|b| (b.as_mut_ptr(), b.len())), done);
             // SAFETY: open file; each iovec points into a distinct caller buffer, live for
             // the call, of the length given.
             let r = m.call(CallKind::Read, || unsafe {
@@ -201,23 +189,53 @@ impl CephFs {
         Ok(done)
     }
 
+    /// Writes all of `data` at `offset` (the copy path's single buffer).
     pub(super) fn write_all(&self, f: *mut Fh, offset: u64, data: &[u8]) -> Result<(), FsError> {
+        self.write_vectored(f, offset, &[data])
+    }
+
+    /// Writes the chunks of a WRITE's payload, in order, from `offset`: one `ceph_ll_writev`
+    /// over every chunk (no gathering copy here; libcephfs 16 copies the chunks into its own
+    /// buffer list once, as `ceph_ll_write` copies its one buffer), again from where a short
+    /// write stopped. libcephfs 16 answers a buffered write with its whole length or a
+    /// negative errno (EFBIG past the file system's maximum size, EDQUOT past a quota, ENOSPC),
+    /// and `ceph_ll_writev` does not clamp the length to an `int` as `ceph_ll_write` does; the
+    /// loop is for a short count all the same, and a 0 return (no progress) is EIO.
+    ///
+    /// Measured (`sluice cp` of 512 MiB over NFSv4.1 to a one-node memstore cluster, eight
+    /// alternating runs of the binary before and after): the server hands the backend about
+    /// a hundred writes of some 5 MiB (consecutive WRITEs gathered), each in about 88 chunks
+    /// as received; one `ceph_ll_write` per chunk made 8,750 libcephfs write calls, one
+    /// `ceph_ll_writev` per write makes 100 to 150, and the server's CPU for the copy went
+    /// from a median 1.08 s to 0.92 s (its wall time from about 1.6 s to 1.4 s).
+    pub(super) fn write_vectored(
+        &self,
+        f: *mut Fh,
+        offset: u64,
+        chunks: &[&[u8]],
+    ) -> Result<(), FsError> {
         let m = &self.mount;
+        let total: usize = chunks.iter().map(|c| c.len()).sum();
         let mut done = 0;
-        while done < data.len() {
-            let rest = &data[done..];
-            // SAFETY: open file, a buffer of the given length.
+        while done < total {
+            // libcephfs only reads through these pointers (`const struct iovec *`).
+            let iov = iovecs(
+                chunks.iter().map(|c| (c.as_ptr().cast_mut(), c.len())),
+                done,
+            );
+            // SAFETY: open file; each iovec points into a caller chunk, live for the call, of
+            // the length given.
             let r = m.call(CallKind::Write, || unsafe {
-                (m.lib.ceph_ll_write)(
+                (m.lib.ceph_ll_writev)(
                     m.cmount,
                     f,
+                    iov.as_ptr(),
+                    iov.len() as i32,
                     (offset + done as u64) as i64,
-                    rest.len() as u64,
-                    rest.as_ptr().cast(),
                 )
             });
             if r < 0 {
-                return Err(err(r));
+                return Err(err(r as i32));
             }
             if r == 0 {
                 return Err(FsError::Io);
@@ -280,6 +298,34 @@ impl CephFs {
     }
 }
 
+/// At most this many iovecs per libcephfs call: Linux's `IOV_MAX`. libcephfs sets no bound of
+/// its own (it walks the array into one buffer list), but a payload in more pieces than this
+/// is rare enough that a second call for the rest costs nothing worth a longer array.
+const IOVECS_PER_CALL_MAX: usize = 1024;
+
+/// The iovecs over `bufs` (pointer, length) from byte `skip` of their concatenation on: the
+/// buffers wholly before it left out, the first one cut at it, empty ones left out, at most
+/// [`IOVECS_PER_CALL_MAX`].
+fn iovecs(bufs: impl Iterator<Item = (*mut u8, usize)>, mut skip: usize) -> Vec<libc::iovec> {
+    let mut iov = Vec::new();
+    for (ptr, len) in bufs {
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        if iov.len() == IOVECS_PER_CALL_MAX {
+            break;
+        }
+        iov.push(libc::iovec {
+            // In bounds: skip < len.
+            iov_base: ptr.wrapping_add(skip).cast(),
+            iov_len: len - skip,
+        });
+        skip = 0;
+    }
+    iov
+}
+
 /// Whether the mode bits give the caller `want` (rwx as 4/2/1). Root may do anything except
 /// execute a file with no execute bit.
 pub(super) fn may(st: &Statx, caller: &Caller, want: u32) -> bool {
@@ -296,4 +342,48 @@ pub(super) fn may(st: &Statx, caller: &Caller, want: u32) -> bool {
         mode
     } & 7;
     bits & want == want
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spans(bufs: &[Vec<u8>], skip: usize) -> Vec<(usize, usize, usize)> {
+        // (buffer index, offset in it, length) of each iovec.
+        let bases: Vec<*const u8> = bufs.iter().map(|b| b.as_ptr()).collect();
+        iovecs(bufs.iter().map(|b| (b.as_ptr().cast_mut(), b.len())), skip)
+            .iter()
+            .map(|v| {
+                let p = v.iov_base as *const u8;
+                let i = bufs
+                    .iter()
+                    .position(|b| b.as_ptr_range().contains(&p))
+                    .expect("points into a buffer");
+                (i, p as usize - bases[i] as usize, v.iov_len)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn iovecs_cover_every_byte_from_the_skip_on_and_leave_empty_buffers_out() {
+        let bufs = vec![vec![0u8; 4], vec![], vec![0u8; 3], vec![0u8; 5]];
+        assert_eq!(spans(&bufs, 0), [(0, 0, 4), (2, 0, 3), (3, 0, 5)]);
+        // A short call stopped after 5 bytes: the rest of the third buffer, then the fourth.
+        assert_eq!(spans(&bufs, 5), [(2, 1, 2), (3, 0, 5)]);
+        // Exactly at a boundary: the empty buffer and the finished ones are skipped.
+        assert_eq!(spans(&bufs, 4), [(2, 0, 3), (3, 0, 5)]);
+        assert_eq!(spans(&bufs, 7), [(3, 0, 5)]);
+        assert!(spans(&bufs, 12).is_empty());
+    }
+
+    #[test]
+    fn a_call_takes_at_most_iov_max_buffers_and_the_next_goes_on() {
+        let bufs = vec![vec![0u8; 2]; IOVECS_PER_CALL_MAX + 3];
+        let first = spans(&bufs, 1);
+        assert_eq!(first.len(), IOVECS_PER_CALL_MAX);
+        assert_eq!(first[0], (0, 1, 1));
+        let covered: usize = first.iter().map(|s| s.2).sum();
+        let next = spans(&bufs, 1 + covered);
+        assert_eq!(next, [(1024, 0, 2), (1025, 0, 2), (1026, 0, 2)]);
+    }
 }

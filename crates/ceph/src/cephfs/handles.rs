@@ -26,13 +26,23 @@ const KIND_CEPH: u8 = 0x43;
 const MAC_BYTES: usize = 12;
 const HANDLE_BYTES: usize = 8 + 16 + MAC_BYTES;
 
-/// An inode reference for the duration of one call.
+/// An inode reference for the duration of one call: one this call took (a lookup, a create,
+/// a readdirplus entry: put when it is dropped) or one it borrows (the export root's, held
+/// for the mount's life, or a cached open file's).
+///
+/// Whether it is owned is said by `owned`, not by the pointer: libcephfs hands out the same
+/// `Inode*` for every reference to one inode, so a lookup or a READDIR entry that names the
+/// export root (`.` and `..` of the root, `..` of a directory under it) returns a reference
+/// to put like any other, although its pointer is the root's. (Telling them apart by the
+/// pointer kept one reference to the root per READDIR of the root, never put.)
 pub(super) struct InodeRef<'a> {
     pub(super) fs: &'a CephFs,
     pub(super) ptr: *mut Inode,
     pub(super) vino: Vino,
     pub(super) st: Statx,
-    /// The cached open file whose inode reference this borrows (none: the reference is ours).
+    /// The reference is this call's to put.
+    owned: bool,
+    /// The cached open file whose inode reference this borrows, kept open meanwhile.
     pub(super) pin: Option<Arc<OpenFile>>,
 }
 
@@ -40,7 +50,7 @@ impl InodeRef<'_> {
     /// The reference, now the caller's to put (a borrowed one is taken anew by the caller's
     /// own lookup, so only an owned one may leave).
     pub(super) fn into_owned_ptr(self) -> Option<*mut Inode> {
-        if self.pin.is_some() || self.ptr == self.fs.root {
+        if !self.owned {
             return None;
         }
         let ptr = self.ptr;
@@ -51,7 +61,7 @@ impl InodeRef<'_> {
 
 impl Drop for InodeRef<'_> {
     fn drop(&mut self) {
-        if self.pin.is_none() && self.ptr != self.fs.root {
+        if self.owned {
             self.fs.mount.put(self.ptr);
         }
     }
@@ -132,7 +142,9 @@ impl CephFs {
         let vino = self.decode(fh)?;
         if vino == self.root_vino {
             let st = self.statx(self.root)?;
-            return Ok(self.inode_ref(self.root, vino, st));
+            let mut i = self.inode_ref(self.root, vino, st);
+            i.owned = false;
+            return Ok(i);
         }
         if let Some(f) = self.caches.any_file(vino, Instant::now()) {
             let st = self.statx(f.inode)?;
@@ -142,6 +154,7 @@ impl CephFs {
                 return Err(FsError::Stale);
             }
             let mut i = self.inode_ref(f.inode, vino, st);
+            i.owned = false;
             i.pin = Some(f);
             return Ok(i);
         }
@@ -176,12 +189,14 @@ impl CephFs {
         Ok(ptr)
     }
 
+    /// An owned reference (see [`InodeRef`]).
     pub(super) fn inode_ref(&self, ptr: *mut Inode, vino: Vino, st: Statx) -> InodeRef<'_> {
         InodeRef {
             fs: self,
             ptr,
             vino,
             st,
+            owned: true,
             pin: None,
         }
     }

@@ -13,6 +13,8 @@
 //!                    used ones while the table holds more than `count_max`
 //!   expire(now) -> evicted: the entries idle for `idle` or longer (the sweeper's tick)
 //!   remove_if(pred) -> evicted: every entry whose key matches (REMOVE, RENAME over a file)
+//!   remove_entries_if(pred) -> evicted: every entry whose key and value match (the MDS's
+//!                    release requests: a directory stream holding a reference to the inode)
 //! ```
 //!
 //! Eviction by count is least-recently-used by a scan of the table: `count_max` is small (a few
@@ -92,12 +94,17 @@ impl<K: Hash + Eq + Clone, V> IdleTable<K, V> {
     /// The entries unused for `idle` or longer at `now`, out of the table.
     pub(super) fn expire(&mut self, now: Instant) -> Vec<V> {
         let idle = self.limits.idle;
-        self.remove_where(|_, used| now.saturating_duration_since(used) >= idle)
+        self.remove_where(|_, _, used| now.saturating_duration_since(used) >= idle)
     }
 
     /// Every entry whose key matches, out of the table.
     pub(super) fn remove_if(&mut self, pred: impl Fn(&K) -> bool) -> Vec<V> {
-        self.remove_where(|k, _| pred(k))
+        self.remove_where(|k, _, _| pred(k))
+    }
+
+    /// Every entry whose key and value match, out of the table.
+    pub(super) fn remove_entries_if(&mut self, pred: impl Fn(&K, &V) -> bool) -> Vec<V> {
+        self.remove_where(|k, v, _| pred(k, v))
     }
 
     /// Everything, out of the table.
@@ -105,11 +112,11 @@ impl<K: Hash + Eq + Clone, V> IdleTable<K, V> {
         self.entries.drain().map(|(_, (v, _))| v).collect()
     }
 
-    fn remove_where(&mut self, pred: impl Fn(&K, Instant) -> bool) -> Vec<V> {
+    fn remove_where(&mut self, pred: impl Fn(&K, &V, Instant) -> bool) -> Vec<V> {
         let gone: Vec<K> = self
             .entries
             .iter()
-            .filter(|(k, (_, used))| pred(k, *used))
+            .filter(|(k, (v, used))| pred(k, v, *used))
             .map(|(k, _)| k.clone())
             .collect();
         gone.iter()
@@ -201,6 +208,18 @@ mod tests {
         assert_eq!(gone, vec!["read", "read-write"]);
         assert!(t.take(&(7, false)).is_none());
         assert_eq!(t.clear(), vec!["other"]);
+    }
+
+    #[test]
+    fn remove_entries_if_looks_at_the_values_too() {
+        let t0 = Instant::now();
+        let mut t = table(8, 10);
+        t.insert(1, "a", t0);
+        t.insert(2, "b", t0);
+        t.insert(3, "a", t0);
+        let gone = t.remove_entries_if(|k, v| *k == 2 || *v == "a");
+        assert_eq!(sorted(gone), vec!["a", "a", "b"]);
+        assert_eq!(t.len(), 0);
     }
 
     #[test]

@@ -49,7 +49,8 @@
 //!                  idle past `idle` (a sweeper thread ticks; `expire_idle(now)` for a driver),
 //!                  the least recently used past `count_max`, the inode REMOVEd or RENAMEd
 //!                  over through this CephFs (so a deleted file is not pinned as a stray),
-//!                  its link count seen at 0 (removed by another client), CephFs dropped.
+//!                  its link count seen at 0 (removed by another client), the MDS asked
+//!                  for the inode back (ino_release_cb: see below), CephFs dropped.
 //! ```
 //! A READ uses a read-write file when one is open (one Fh per inode then serves both). A value
 //! leaves the table as an `Arc`: a READ still using it finishes, and the last holder closes
@@ -59,9 +60,32 @@
 //! as the mount's own user, as before: the mode-bit checks stay per call, per caller.
 //!
 //! A handle that names a cached inode is resolved from the cache too (GETATTR, SETATTR after a
-//! WRITE): no `ceph_ll_lookup_inode`. `ino_release_cb` (libcephfs asking for inode references
-//! back under cache pressure) is only counted by the mount: the table is bounded and idle
-//! entries go within `idle`, so what it pins is bounded.
+//! WRITE): no `ceph_ll_lookup_inode`.
+//!
+//! # Cache pressure: the MDS's release requests
+//! Each cached file holds one inode reference, the shape libcephfs asks about when the MDS
+//! recalls caps: its `ino_release_cb` names an inode whose only reference is its user's
+//! (`crate::release` has the protocol). The mount notes the request; the sweeper, woken by
+//! the note, takes the notes and closes the cached files of those inodes (read and
+//! read-write) and the directory streams of those directories or holding a pending entry's
+//! reference to one of them, as nfs-ganesha's FSAL_CEPH drops its cache entry; so does any
+//! cache operation that comes first. [`OpenCacheStats::released`] counts what was closed. A
+//! call using the file at that moment keeps it (its `Arc`) until it returns; the file is not
+//! served from the cache again, and its next use reopens it. What is not closed:
+//! * the open files that hold the NFS server's byte-range locks in Ceph (`locks`): closing
+//!   one would drop locks an NFS client holds. They hold an `Fh` but no inode reference of
+//!   ours, so the request is not about them; their caps stay wanted while the lock is held,
+//!   and a lock ends with its NFS state (LOCKU, CLOSE, lease expiry);
+//! * the export root's reference, held for the mount's life (one inode);
+//! * a directory stream a READDIR has taken out of the table for its page at that moment
+//!   (the MDS asks again at its next recall if it still wants it);
+//! * an inode with both a read and a read-write file cached: each holds a reference, and
+//!   libcephfs asks only about inodes with one, so these wait for the cache's own bounds (a
+//!   written file is closed at its COMMIT anyway).
+//!
+//! The open-file cache is not tied to NFS OPEN state: an NFS client's open stateid does not
+//! pin a cached file, so no stateid keeps one from being released; the next READ or WRITE
+//! under that stateid opens the file again.
 //!
 //! # The directory-stream cache
 //! A READDIR that stops before the end leaves its stream in a table keyed by (directory, the
@@ -75,6 +99,7 @@ use super::idle_table::{IdleLimits, IdleTable};
 use super::CephFs;
 use crate::ffi::{DirResult, Fh, Inode, Statx, Vino};
 use crate::mount::{CallKind, CephMount};
+use crate::release::{ReleaseQueue, Released};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -127,6 +152,8 @@ pub struct OpenCacheStats {
     pub dirs_opened: u64,
     /// READDIR pages that went on with a kept stream.
     pub dir_hits: u64,
+    /// Files and directory streams closed at the MDS's request (`ino_release_cb`).
+    pub released: u64,
 }
 
 /// Read-only, or read and write.
@@ -202,10 +229,72 @@ impl Drop for DirStream {
 type FileTable = IdleTable<(Vino, Access), Arc<OpenFile>>;
 type DirTable = IdleTable<(Vino, u64), DirStream>;
 
-/// The two tables, their counters, and the sweeper that closes idle entries.
+/// The two tables and what the sweeper thread shares of them.
+struct Tables {
+    files: Mutex<FileTable>,
+    dirs: Mutex<DirTable>,
+    /// The mount's notes of the MDS's release requests (`crate::release`).
+    releases: Arc<ReleaseQueue>,
+    /// Files and directory streams closed at the MDS's request.
+    released: AtomicU64,
+}
+
+impl Tables {
+    /// Closes what has been idle too long at `now`.
+    fn expire(&self, now: Instant) {
+        let files = lock(&self.files).expire(now);
+        let dirs = lock(&self.dirs).expire(now);
+        drop((files, dirs));
+    }
+
+    /// Applies the release requests noted since the last time, if any (an atomic load when
+    /// none are).
+    fn honour_releases(&self) {
+        if let Some(r) = self.releases.take() {
+            self.release(&r);
+        }
+    }
+
+    /// Closes the files and directory streams the MDS asked for: those of the inodes named,
+    /// and a stream whose pending entry holds a reference to one of them (everything, when the
+    /// queue overflowed). Closed outside the tables' locks, as every eviction is.
+    fn release(&self, r: &Released) {
+        if r.is_empty() {
+            return;
+        }
+        // Counted under the table's lock, so that a snapshot of the stats (which reads the
+        // count under the files' lock too) sees every closed file either open or released.
+        let files = {
+            let mut t = lock(&self.files);
+            let gone = t.remove_if(|(v, _)| r.covers(*v));
+            self.released
+                .fetch_add(gone.len() as u64, Ordering::Relaxed);
+            gone
+        };
+        let dirs = {
+            let mut t = lock(&self.dirs);
+            let gone = t.remove_entries_if(|(v, _), s| {
+                r.covers(*v)
+                    || s.pending.as_ref().is_some_and(|p| {
+                        !p.inode.is_null()
+                            && r.covers(Vino {
+                                ino: p.fileid,
+                                snapid: v.snapid,
+                            })
+                    })
+            });
+            self.released
+                .fetch_add(gone.len() as u64, Ordering::Relaxed);
+            gone
+        };
+        drop((files, dirs));
+    }
+}
+
+/// The two tables, their counters, and the sweeper that closes idle entries and honours the
+/// MDS's release requests.
 pub(super) struct Caches {
-    files: Arc<Mutex<FileTable>>,
-    dirs: Arc<Mutex<DirTable>>,
+    tables: Arc<Tables>,
     files_opened: AtomicU64,
     file_hits: AtomicU64,
     dirs_opened: AtomicU64,
@@ -213,10 +302,15 @@ pub(super) struct Caches {
 }
 
 impl Caches {
-    /// Empty tables, and a sweeper thread that ends once they are dropped.
-    pub(super) fn new(config: OpenCacheConfig) -> Caches {
-        let files = Arc::new(Mutex::new(IdleTable::new(config.files)));
-        let dirs = Arc::new(Mutex::new(IdleTable::new(config.dirs)));
+    /// Empty tables, and a sweeper thread that ends once they are dropped. `releases` is the
+    /// mount's queue of release requests ([`CephMount::release_queue`]).
+    pub(super) fn new(config: OpenCacheConfig, releases: Arc<ReleaseQueue>) -> Caches {
+        let tables = Arc::new(Tables {
+            files: Mutex::new(IdleTable::new(config.files)),
+            dirs: Mutex::new(IdleTable::new(config.dirs)),
+            releases: releases.clone(),
+            released: AtomicU64::new(0),
+        });
         let tick = config
             .files
             .idle
@@ -224,15 +318,15 @@ impl Caches {
             .checked_div(2)
             .unwrap_or_default()
             .clamp(Duration::from_millis(10), Duration::from_secs(5));
-        let (wf, wd) = (Arc::downgrade(&files), Arc::downgrade(&dirs));
+        let weak = Arc::downgrade(&tables);
         let spawned = std::thread::Builder::new()
             .name("ceph-open-sweep".into())
-            .spawn(move || sweep(wf, wd, tick));
-        // Without the thread, idle entries still go on the next insert.
+            .spawn(move || sweep(weak, releases, tick));
+        // Without the thread, idle entries still go on the next insert, and release requests
+        // on the next operation.
         drop(spawned);
         Caches {
-            files,
-            dirs,
+            tables,
             files_opened: AtomicU64::new(0),
             file_hits: AtomicU64::new(0),
             dirs_opened: AtomicU64::new(0),
@@ -240,20 +334,36 @@ impl Caches {
         }
     }
 
+    fn files(&self) -> std::sync::MutexGuard<'_, FileTable> {
+        self.tables.honour_releases();
+        lock(&self.tables.files)
+    }
+
+    fn dirs(&self) -> std::sync::MutexGuard<'_, DirTable> {
+        self.tables.honour_releases();
+        lock(&self.tables.dirs)
+    }
+
     pub(super) fn stats(&self) -> OpenCacheStats {
+        let t = &self.tables;
+        let (files_open, released) = {
+            let files = lock(&t.files);
+            (files.len() as u64, t.released.load(Ordering::Relaxed))
+        };
         OpenCacheStats {
-            files_open: lock(&self.files).len() as u64,
+            files_open,
             files_opened: self.files_opened.load(Ordering::Relaxed),
             file_hits: self.file_hits.load(Ordering::Relaxed),
-            dirs_open: lock(&self.dirs).len() as u64,
+            dirs_open: lock(&t.dirs).len() as u64,
             dirs_opened: self.dirs_opened.load(Ordering::Relaxed),
             dir_hits: self.dir_hits.load(Ordering::Relaxed),
+            released,
         }
     }
 
     /// A cached file of `vino` for `access` (a read-write one serves a read), marked used.
     pub(super) fn file(&self, vino: Vino, access: Access, now: Instant) -> Option<Arc<OpenFile>> {
-        let mut t = lock(&self.files);
+        let mut t = self.files();
         let hit = match access {
             Access::Read => t
                 .get(&(vino, Access::ReadWrite), now)
@@ -268,33 +378,33 @@ impl Caches {
 
     /// Any cached file of `vino` (for resolving a handle without a lookup), marked used.
     pub(super) fn any_file(&self, vino: Vino, now: Instant) -> Option<Arc<OpenFile>> {
-        let mut t = lock(&self.files);
+        let mut t = self.files();
         t.get(&(vino, Access::ReadWrite), now)
             .or_else(|| t.get(&(vino, Access::Read), now))
     }
 
     pub(super) fn insert_file(&self, vino: Vino, access: Access, f: Arc<OpenFile>, now: Instant) {
         self.files_opened.fetch_add(1, Ordering::Relaxed);
-        let gone = lock(&self.files).insert((vino, access), f, now);
+        let gone = self.files().insert((vino, access), f, now);
         drop(gone);
     }
 
     /// Closes the cached file of `vino` for `access` (when no call is using it any more).
     pub(super) fn release(&self, vino: Vino, access: Access) {
-        let gone = lock(&self.files).take(&(vino, access));
+        let gone = self.files().take(&(vino, access));
         drop(gone);
     }
 
     /// Closes the cached files and directory streams of inode `ino` (every snapshot).
     pub(super) fn forget(&self, ino: u64) {
-        let files = lock(&self.files).remove_if(|(v, _)| v.ino == ino);
-        let dirs = lock(&self.dirs).remove_if(|(v, _)| v.ino == ino);
+        let files = self.files().remove_if(|(v, _)| v.ino == ino);
+        let dirs = self.dirs().remove_if(|(v, _)| v.ino == ino);
         drop((files, dirs));
     }
 
     /// The stream a walk of `dir` left at `cookie`, out of the table.
     pub(super) fn take_dir(&self, dir: Vino, cookie: u64) -> Option<DirStream> {
-        let s = lock(&self.dirs).take(&(dir, cookie));
+        let s = self.dirs().take(&(dir, cookie));
         if s.is_some() {
             self.dir_hits.fetch_add(1, Ordering::Relaxed);
         }
@@ -306,21 +416,20 @@ impl Caches {
     }
 
     pub(super) fn keep_dir(&self, dir: Vino, cookie: u64, s: DirStream, now: Instant) {
-        let gone = lock(&self.dirs).insert((dir, cookie), s, now);
+        let gone = self.dirs().insert((dir, cookie), s, now);
         drop(gone);
     }
 
-    /// Closes what has been idle too long at `now`.
+    /// Closes what has been idle too long at `now`, and what the MDS asked for.
     pub(super) fn expire(&self, now: Instant) {
-        let files = lock(&self.files).expire(now);
-        let dirs = lock(&self.dirs).expire(now);
-        drop((files, dirs));
+        self.tables.honour_releases();
+        self.tables.expire(now);
     }
 
     /// Closes everything.
     pub(super) fn clear(&self) {
-        let files = lock(&self.files).clear();
-        let dirs = lock(&self.dirs).clear();
+        let files = lock(&self.tables.files).clear();
+        let dirs = lock(&self.tables.dirs).clear();
         drop((files, dirs));
     }
 }
@@ -331,16 +440,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn sweep(files: Weak<Mutex<FileTable>>, dirs: Weak<Mutex<DirTable>>, tick: Duration) {
+/// The sweeper: waits a tick, or less when the MDS asks for a release, then honours the
+/// requests and closes the idle entries; ends once the tables are gone.
+fn sweep(tables: Weak<Tables>, releases: Arc<ReleaseQueue>, tick: Duration) {
     loop {
-        std::thread::sleep(tick);
-        let (Some(f), Some(d)) = (files.upgrade(), dirs.upgrade()) else {
+        let asked = releases.wait(tick);
+        let Some(t) = tables.upgrade() else {
             return;
         };
-        let now = Instant::now();
-        let gone_files = lock(&f).expire(now);
-        let gone_dirs = lock(&d).expire(now);
-        drop((gone_files, gone_dirs));
+        if let Some(r) = asked {
+            t.release(&r);
+        }
+        t.expire(Instant::now());
     }
 }
 

@@ -69,6 +69,30 @@ impl Cluster {
         format!("/{name}")
     }
 
+    /// Runs the `ceph` command line against the cluster (bounded: a dead monitor or daemon
+    /// fails the test rather than hanging it); its standard output.
+    /// A few tries, as `ceph.sh` makes: a busy monitor was seen to refuse a command now and
+    /// then ("problem getting command descriptions").
+    pub fn ceph(&self, args: &[&str]) -> String {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let out = std::process::Command::new("timeout")
+                .args(["-k", "2", "60", "ceph", "-c"])
+                .arg(&self.conf)
+                .args(["--connect-timeout", "10"])
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap_or_else(|e| panic!("run ceph {args:?}: {e}"));
+            if out.status.success() {
+                return String::from_utf8_lossy(&out.stdout).into_owned();
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        panic!("ceph {args:?}: {last}");
+    }
+
     /// A fresh export on a new empty directory.
     pub fn fresh(&self) -> Box<dyn FileSystem> {
         let p = self.fresh_dir("e");
