@@ -80,6 +80,10 @@ osd_pool_default_min_size = 1
 mon_allow_pool_size_one = true
 osd_crush_chooseleaf_type = 0
 mon_warn_on_pool_no_redundancy = false
+# The monitor's store is a few MB, but by default it stops below 5% free disk ("mon data avail
+# crit"), which a shared build machine's disk full of build outputs reaches: 1% then.
+mon_data_avail_crit = 1
+mon_data_avail_warn = 2
 run_dir = $DIR/run
 pid_file = $DIR/run/\$name.pid
 admin_socket = $DIR/run/\$name.\$pid.asok
