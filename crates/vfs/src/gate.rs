@@ -61,8 +61,16 @@
 //!   refusal for "this client may not mount this"): a TLS client without a certificate is
 //!   refused a `mtls` export at MNT.
 //!
-//! NLM and NSM are not gated (sluice's lock manager takes no handle through this gate), as
-//! knfsd exempts NLM from the transport check (lockd has no TLS).
+//! knfsd exempts NLM from the transport check (lockd has no TLS); sluice serves no NLM, so
+//! every call that names a file of an export passes here.
+//!
+//! NFSv4.1 sessions are not tied to a mode: knfsd's CREATE_SESSION and BIND_CONN_TO_SESSION
+//! check the session, the SP4_MACH_CRED principal and the connection's direction, never its
+//! transport security, and sluice does the same. A client may so bind a plaintext connection
+//! to a session it made over TLS; each call on it is judged by that connection's own mode
+//! here, so it reaches no export that refuses plaintext, and what the server sends on it as
+//! a back channel (RFC 9289 §5.1.1: reverse-direction calls ride the connection's own TLS,
+//! or none) carries file handles and stateids, not file data or names.
 
 use crate::creds::Cred;
 pub use crate::exports::Xprtsec;
