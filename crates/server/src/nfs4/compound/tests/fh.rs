@@ -476,3 +476,38 @@ fn a_handle_of_a_tls_only_export_is_refused_in_plaintext_by_the_put_op_as_rfc_88
     let res = tls.send(vec![seq(sid, 1), put(), getattr(&[num::TYPE])]);
     assert_eq!(res.status, Nfsstat4::OK);
 }
+
+#[test]
+fn which_op_after_a_put_filehandle_op_lets_it_answer_wrongsec() {
+    use crate::nfs4::compound::fh::put_answers_wrongsec;
+    // §2.6.3.1.1.1, .2, .3, .4, .5, .6: the put op does not answer.
+    for next in [
+        None,
+        Some(Opnum4::PUTFH),
+        Some(Opnum4::PUTROOTFH),
+        Some(Opnum4::PUTPUBFH),
+        Some(Opnum4::RESTOREFH),
+        Some(Opnum4::SAVEFH),
+        Some(Opnum4::LOOKUP),
+        Some(Opnum4::LOOKUPP),
+        Some(Opnum4::OPEN),
+        Some(Opnum4::SECINFO),
+        Some(Opnum4::SECINFO_NO_NAME),
+        Some(Opnum4::ILLEGAL),
+    ] {
+        assert!(!put_answers_wrongsec(next), "{next:?}");
+    }
+    // §2.6.3.1.1.7: anything else.
+    for next in [
+        Opnum4::GETATTR,
+        Opnum4::GETFH,
+        Opnum4::READ,
+        Opnum4::WRITE,
+        Opnum4::READDIR,
+        Opnum4::ACCESS,
+        Opnum4::REMOVE,
+        Opnum4::LINK,
+    ] {
+        assert!(put_answers_wrongsec(Some(next)), "{next:?}");
+    }
+}
