@@ -134,6 +134,14 @@ fn a_tls_only_export_refuses_plaintext_over_v3_and_v4_1_and_admits_tls() {
         let err = cat(&pki, s.port, &f, "4.1", As::Plain).await.unwrap_err();
         assert!(err.contains("NFS4ERR_WRONGSEC"), "{err}");
         assert!(err.contains("?xprtsec=tls"), "{err}");
+        // No version in the URL: whichever the client settles on, it says what to add.
+        let any = format!(
+            "nfs://127.0.0.1{}?nfsport={p}&mountport={p}",
+            f.display(),
+            p = s.port
+        );
+        let err = sluice(&["cat", "--soft", "1", &any]).await.unwrap_err();
+        assert!(err.contains("?xprtsec=tls"), "{err}");
         for version in ["3", "4.1"] {
             let out = cat(&pki, s.port, &f, version, As::Tls).await;
             assert_eq!(out.as_deref(), Ok(&b"tls\n"[..]), "v{version}");
