@@ -46,10 +46,11 @@
 //!   answers it (the put-filehandle ops, LOOKUP, LOOKUPP, OPEN by name; never SECINFO or
 //!   SECINFO_NO_NAME, §2.6.3.1.1.5). Those rules live in the COMPOUND processor
 //!   (`server/src/nfs4/compound/fh.rs`); this gate only says "refused for transport security".
-//! * NFSv3 has no WRONGSEC: knfsd's v3 answer is NFS3ERR_ACCES (its v3 status map turns
-//!   `nfserr_wrongsec` into `nfserr_acces`; the knfsd fix "decouple the xprtsec policy check
-//!   from check_nfsd_access()" describes a plaintext v3 mount of a `tls:mtls` export whose
-//!   every call "would be met with NFS3ERR_ACCES").
+//! * NFSv3 has no WRONGSEC: what a v3 client of knfsd gets is NFS3ERR_ACCES (the knfsd fix
+//!   "decouple the xprtsec policy check from check_nfsd_access()", 2025, describes a plaintext
+//!   v3 mount of a `tls:mtls` export whose every further call "would be met with
+//!   NFS3ERR_ACCES"; that fix also ends the bypass that let FSINFO and GETATTR of the export
+//!   root through, so the mount itself now fails).
 //! * MOUNT: nfs-utils' mountd never checks `xprtsec=`: it passes the list to the kernel's export
 //!   cache, and MOUNT itself is never over TLS on Linux (the kernel's MOUNT client has no TLS,
 //!   so a `mount -o xprtsec=tls` sends MNT in plaintext and only NFS goes over TLS). A MNT in
