@@ -9,7 +9,9 @@
 //! server prints the URLs to paste into `sluice ls` / `sluice cp`.
 
 use clap::Args;
-use sluice_server::backend::exports::{parse_exports, ClientRule, IoMode, IoModes, Squash};
+use sluice_server::backend::exports::{
+    parse_exports, ClientRule, IoMode, IoModes, Squash, XprtsecPolicy,
+};
 use sluice_server::backend::{Export, ExportOptions};
 use sluice_server::ServerConfig;
 use std::net::SocketAddr;
@@ -61,6 +63,15 @@ pub struct ServeArgs {
     /// Require clients to use a privileged source port (exports' `secure`).
     #[arg(long)]
     pub secure: bool,
+    /// The transport security clients may use (exports' `xprtsec=`): a ':'-separated list of
+    /// none (plain TCP/UDP), tls (RPC-with-TLS without a client certificate) and mtls (TLS
+    /// with a certificate verified against --tls-client-ca). A client on another kind of
+    /// connection is refused (NFSv4 NFS4ERR_WRONGSEC, NFSv3 NFS3ERR_ACCES). `tls` alone
+    /// refuses clients with a certificate: for any TLS client write tls:mtls. Lists without
+    /// none need --tls-cert, and mtls alone needs --tls-client-ca.
+    #[arg(long, value_name = "LIST", default_value = "none:tls:mtls",
+          value_parser = XprtsecPolicy::parse, conflicts_with = "exports")]
+    pub xprtsec: XprtsecPolicy,
     /// How READ/WRITE reach the disk: buffered, dontcache or direct.
     #[arg(long, default_value = "buffered")]
     pub io: String,
@@ -374,6 +385,7 @@ fn config_and_ceph(a: &ServeArgs) -> Result<(ServerConfig, Vec<crate::ceph::Ceph
         },
         (None, None) => return Err("give a directory to export, or --exports FILE".into()),
     };
+    check_xprtsec(&exports, a.tls_cert.is_some(), a.tls_client_ca.is_some())?;
     if a.rtmax < 4096 || a.wtmax < 4096 {
         return Err("--rtmax and --wtmax must be at least 4K".into());
     }
@@ -450,6 +462,7 @@ fn export_from_flags(a: &ServeArgs, dir: &std::path::Path) -> Result<Export, Str
         anongid: a.anongid,
         secure: a.secure,
         io,
+        xprtsec: a.xprtsec,
         ..ExportOptions::default()
     };
     let specs: Vec<String> = if a.allow.is_empty() {
@@ -472,6 +485,40 @@ fn export_from_flags(a: &ServeArgs, dir: &std::path::Path) -> Result<Export, Str
         path: dir.to_path_buf(),
         clients,
     })
+}
+
+/// Refuses an export rule no client could ever use for its `xprtsec=` on this server: TLS-only
+/// without `--tls-cert` (`tls`), `mtls` alone without `--tls-client-ca` (`client_ca`). Such a
+/// rule is a mistake, not a policy, and would show only as refusals at mount time.
+fn check_xprtsec(exports: &[Export], tls: bool, client_ca: bool) -> Result<(), String> {
+    for e in exports {
+        for rule in &e.clients {
+            let policy = rule.options.xprtsec;
+            if let Some(why) = policy.unreachable(tls, client_ca) {
+                let fix = if tls {
+                    "give --tls-client-ca FILE, or let the export admit tls"
+                } else {
+                    "give --tls-cert FILE and --tls-key FILE, or add none to the list"
+                };
+                return Err(format!(
+                    "export {} ({}): xprtsec={policy}, but {why}: {fix}",
+                    e.path.display(),
+                    client_words(&rule.client)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A client rule's pattern, as exports(5) writes it.
+fn client_words(c: &sluice_server::backend::exports::ClientMatch) -> String {
+    use sluice_server::backend::exports::ClientMatch;
+    match c {
+        ClientMatch::Any => "*".into(),
+        ClientMatch::Host(ip) => ip.to_string(),
+        ClientMatch::Network { addr, prefix_len } => format!("{addr}/{prefix_len}"),
+    }
 }
 
 /// Parses a byte count such as 1048576, 64K, 1M (powers of two).
@@ -678,5 +725,47 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn xprtsec_flag_sets_the_policy_and_needs_the_tls_it_names() {
+        let policy = |args: &[&str]| {
+            let e = export_from_flags(&parse(args), std::path::Path::new("/srv")).unwrap();
+            e.clients[0].options.xprtsec
+        };
+        assert_eq!(policy(&["/srv"]), XprtsecPolicy::ANY);
+        assert_eq!(
+            policy(&["/srv", "--xprtsec", "tls:mtls"]).to_string(),
+            "tls:mtls"
+        );
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        for bad in [
+            &["serve", "/srv", "--xprtsec", "ssl"][..],
+            &["serve", "/srv", "--xprtsec", ""],
+            &["serve", "--exports", "/etc/exports", "--xprtsec", "tls"],
+        ] {
+            assert!(
+                <Cli as clap::Parser>::try_parse_from(bad).is_err(),
+                "{bad:?}"
+            );
+        }
+        // Refused at start-up: no client could ever reach the export.
+        let err = config_from(&parse(&["/srv", "--xprtsec", "tls"])).unwrap_err();
+        assert!(err.contains("--tls-cert"), "{err}");
+        assert!(err.contains("/srv (*)"), "{err}");
+        let exports = |text: &str| parse_exports(text).unwrap();
+        let e = exports("/a 10.0.0.0/8(xprtsec=mtls) *(xprtsec=none)");
+        let err = check_xprtsec(&e, true, false).unwrap_err();
+        assert!(
+            err.contains("/a (10.0.0.0/8)") && err.contains("--tls-client-ca"),
+            "{err}"
+        );
+        assert!(check_xprtsec(&e, true, true).is_ok());
+        assert!(check_xprtsec(&exports("/a *(xprtsec=none:mtls)"), false, false).is_ok());
+        assert!(check_xprtsec(&exports("/a *(xprtsec=tls:mtls)"), true, false).is_ok());
     }
 }

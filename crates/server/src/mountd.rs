@@ -138,6 +138,7 @@ impl Mountd {
         let caller = match gate::admit(
             &entry.export,
             peer.addr,
+            peer.transport.xprtsec(),
             identity(cred).as_ref(),
             Program::Mount,
         ) {
@@ -146,6 +147,12 @@ impl Mountd {
             // mountd answers ACCES to both.
             Err(Refusal::NotListed | Refusal::InsecurePort) => {
                 tracing::warn!(addr = %peer.addr, path = text, "MNT refused: client not allowed by the export's rules");
+                return MntRes::Err(Mountstat3::ACCES);
+            }
+            // Only a MNT that came over TLS is held to `xprtsec=` (a plaintext one is answered,
+            // as Linux clients send MNT in plaintext for TLS mounts: see `gate`).
+            Err(Refusal::Xprtsec(mode)) => {
+                tracing::warn!(addr = %peer.addr, path = text, mode = mode.name(), "MNT refused: the export's xprtsec= does not admit this transport security");
                 return MntRes::Err(Mountstat3::ACCES);
             }
         };

@@ -265,6 +265,7 @@ impl Nfs3 {
         let caller = gate::admit(
             &entry.export,
             peer.addr,
+            peer.transport.xprtsec(),
             identity(cred).as_ref(),
             Program::Nfs,
         )
@@ -273,6 +274,10 @@ impl Nfs3 {
             // knfsd's answer; the client should mount with a reserved port or the export
             // be `insecure`.
             Refusal::InsecurePort => Nfsstat3::PERM,
+            // v3 has no WRONGSEC: knfsd answers a call on a handle of an export whose
+            // `xprtsec=` does not admit the connection with ACCES (see `gate`). Every
+            // procedure, so a handle learnt over TLS is refused in plaintext too.
+            Refusal::Xprtsec(_) => Nfsstat3::ACCES,
         })?;
         Ok((entry.fs.clone(), caller))
     }

@@ -352,6 +352,7 @@ fn nfs4_call<'a>(
         let from = compound4::Sender {
             addr: peer.addr,
             conn: peer.conn_id,
+            xprtsec: peer.transport.xprtsec(),
             cred: call.cred.clone(),
         };
         let reply = match compound4::drive(

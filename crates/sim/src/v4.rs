@@ -1311,6 +1311,7 @@ impl<'a> World<'a> {
         let from = Sender {
             addr: "127.0.0.1:700".parse().expect("an address"),
             conn: 1,
+            xprtsec: sluice_server::backend::exports::Xprtsec::None,
             cred: self.cred.clone(),
         };
         let exec = Inline {

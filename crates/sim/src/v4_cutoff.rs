@@ -74,6 +74,7 @@ pub fn cut_off(at: CutAt, cachethis: bool, leak: bool, epoch: Instant) -> CutOff
     let from = Sender {
         addr: "127.0.0.1:700".parse().expect("an address"),
         conn: 1,
+        xprtsec: sluice_server::backend::exports::Xprtsec::None,
         cred: Credentials::Sys(AuthSys {
             stamp: 1,
             machine_name: Bytes::from_static(b"sim"),

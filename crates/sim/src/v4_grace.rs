@@ -531,6 +531,7 @@ impl World {
         let from = Sender {
             addr: "127.0.0.1:700".parse().expect("an address"),
             conn: 1,
+            xprtsec: sluice_server::backend::exports::Xprtsec::None,
             cred: self.cred.clone(),
         };
         let exec = Inline {

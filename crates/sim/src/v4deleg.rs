@@ -739,6 +739,7 @@ impl<'a> World<'a> {
         let from = Sender {
             addr: "127.0.0.1:700".parse().expect("an address"),
             conn,
+            xprtsec: sluice_server::backend::exports::Xprtsec::None,
             cred: self.cred.clone(),
         };
         let exec = Inline {

@@ -34,6 +34,7 @@
 //! | `io=buffered\|dontcache\|direct` | the data path for READ and WRITE | `buffered` |
 //! | `io_read=MODE`, `io_write=MODE` | the same for one direction (knfsd's `io_cache_read` / `io_cache_write`); after `io=` on the line, they override it | `io`'s |
 //! | `sec=sys` | only AUTH_SYS is supported | `sys` |
+//! | `xprtsec=LIST` | the transport security a client may use: a `:`-separated list of `none`, `tls`, `mtls` ([`XprtsecPolicy`], enforced by [`crate::gate`]) | `none:tls:mtls` |
 //!
 //! `subtree_check`, `no_subtree_check`, `wdelay`, `no_wdelay`, `hide`, `nohide`, `crossmnt`,
 //! `acl`, `no_acl`, `secure_locks`, `insecure_locks`, `auth_nlm`, `no_auth_nlm` are accepted and
@@ -121,6 +122,8 @@ pub struct ExportOptions {
     /// `fsid=N`: overrides the export id derived from the path.
     pub fsid: Option<u32>,
     pub io: IoModes,
+    /// `xprtsec=`: the transport security modes a client may reach this export with.
+    pub xprtsec: XprtsecPolicy,
 }
 
 impl Default for ExportOptions {
@@ -135,7 +138,132 @@ impl Default for ExportOptions {
             secure: true,
             fsid: None,
             io: IoModes::both(IoMode::Buffered),
+            xprtsec: XprtsecPolicy::ANY,
         }
+    }
+}
+
+/// The transport security of one connection (RFC 9289), in the words of exports(5)'s
+/// `xprtsec=`. Each connection is exactly one of them: the modes do not nest (knfsd's
+/// `check_xprtsec_policy` tests them as disjoint: `tls` is a TLS session *without* a verified
+/// client certificate), so an export for both kinds of TLS client lists both, `tls:mtls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Xprtsec {
+    /// Plain TCP or UDP.
+    None,
+    /// RPC-with-TLS, the client presented no certificate (RFC 9289 §4.2, "server-only host
+    /// authentication").
+    Tls,
+    /// RPC-with-TLS with a client certificate verified against the server's client CA
+    /// (§4.2, "mutual host authentication"). A certificate that does not verify never gets
+    /// this far: the handshake fails (§4.2: the peers MUST reject the association).
+    Mtls,
+}
+
+impl Xprtsec {
+    /// Every mode, in the order exports(5) lists them.
+    pub const ALL: [Xprtsec; 3] = [Xprtsec::None, Xprtsec::Tls, Xprtsec::Mtls];
+
+    /// `none`, `tls` or `mtls`.
+    pub fn parse(s: &str) -> Option<Xprtsec> {
+        match s {
+            "none" => Some(Xprtsec::None),
+            "tls" => Some(Xprtsec::Tls),
+            "mtls" => Some(Xprtsec::Mtls),
+            _ => None,
+        }
+    }
+
+    /// The option's word for the mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            Xprtsec::None => "none",
+            Xprtsec::Tls => "tls",
+            Xprtsec::Mtls => "mtls",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        match self {
+            Xprtsec::None => 1,
+            Xprtsec::Tls => 2,
+            Xprtsec::Mtls => 4,
+        }
+    }
+}
+
+/// The transport security modes an export admits (`xprtsec=none:tls:mtls`, knfsd's spelling):
+/// a set of [`Xprtsec`], never empty. Parsed by [`XprtsecPolicy::parse`], shown by `Display`
+/// in the same spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct XprtsecPolicy {
+    bits: u8,
+}
+
+impl XprtsecPolicy {
+    /// Any mode (`none:tls:mtls`): the default, as in exports(5).
+    pub const ANY: XprtsecPolicy = XprtsecPolicy { bits: 7 };
+
+    /// Exactly the modes listed (an empty list is `None`).
+    pub fn of(modes: &[Xprtsec]) -> Option<XprtsecPolicy> {
+        let bits = modes.iter().fold(0, |b, m| b | m.bit());
+        (bits != 0).then_some(XprtsecPolicy { bits })
+    }
+
+    /// A `:`-separated list of `none`, `tls`, `mtls` (repeats are harmless, order is not
+    /// kept); an empty list or an unknown word is an error naming it.
+    pub fn parse(list: &str) -> Result<XprtsecPolicy, String> {
+        let mut modes = Vec::new();
+        for word in list.split(':') {
+            let mode = Xprtsec::parse(word).ok_or_else(|| {
+                format!(
+                    "xprtsec={list}: {word:?} is not a mode (none, tls or mtls, separated by ':')"
+                )
+            })?;
+            modes.push(mode);
+        }
+        XprtsecPolicy::of(&modes).ok_or_else(|| format!("xprtsec={list}: no mode"))
+    }
+
+    /// Whether a connection of `mode` may use the export.
+    pub fn allows(self, mode: Xprtsec) -> bool {
+        self.bits & mode.bit() != 0
+    }
+
+    /// Why no client could ever use an export with this policy on a server with (`tls`) or
+    /// without TLS, and with (`client_ca`) or without a client CA to verify certificates:
+    /// `None` when some connection can reach it. `sluice serve` refuses to start on `Some`.
+    pub fn unreachable(self, tls: bool, client_ca: bool) -> Option<&'static str> {
+        if self.allows(Xprtsec::None) {
+            return None;
+        }
+        if !tls {
+            return Some("it admits only RPC-with-TLS clients and the server has no --tls-cert");
+        }
+        if !self.allows(Xprtsec::Tls) && !client_ca {
+            return Some(
+                "it admits only clients with a verified certificate (mtls) and the server has \
+                 no --tls-client-ca to verify one",
+            );
+        }
+        None
+    }
+}
+
+impl Default for XprtsecPolicy {
+    fn default() -> Self {
+        XprtsecPolicy::ANY
+    }
+}
+
+impl std::fmt::Display for XprtsecPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let words: Vec<&str> = Xprtsec::ALL
+            .iter()
+            .filter(|m| self.allows(**m))
+            .map(|m| m.name())
+            .collect();
+        f.write_str(&words.join(":"))
     }
 }
 
@@ -540,6 +668,7 @@ fn apply_options(o: &mut ExportOptions, list: &str) -> Result<(), String> {
                 }
             }
             ("sec", Some("sys")) => {}
+            ("xprtsec", Some(v)) => o.xprtsec = XprtsecPolicy::parse(v)?,
             (
                 "subtree_check" | "no_subtree_check" | "wdelay" | "no_wdelay" | "hide" | "nohide"
                 | "crossmnt" | "acl" | "no_acl" | "secure_locks" | "insecure_locks" | "auth_nlm"
@@ -666,6 +795,51 @@ mod tests {
         assert_eq!(io(1).read, IoMode::Direct);
         assert_eq!(io(1).write, IoMode::Buffered);
         assert!(parse_exports("/a *(io_write=fast)").is_err());
+    }
+
+    #[test]
+    fn xprtsec_lists_parse_as_sets_and_show_in_knfsd_spelling() {
+        let e = parse_exports(
+            "/a *(xprtsec=tls:mtls) 10.0.0.1(xprtsec=mtls) 10.0.0.2(xprtsec=mtls:none:mtls)\n/b",
+        )
+        .unwrap();
+        let p = |i: usize| e[0].clients[i].options.xprtsec;
+        assert!(!p(0).allows(Xprtsec::None));
+        assert!(p(0).allows(Xprtsec::Tls) && p(0).allows(Xprtsec::Mtls));
+        assert_eq!(p(0).to_string(), "tls:mtls");
+        assert_eq!(p(1), XprtsecPolicy::of(&[Xprtsec::Mtls]).unwrap());
+        assert!(
+            !p(1).allows(Xprtsec::Tls),
+            "tls is TLS without a verified certificate"
+        );
+        assert_eq!(p(2).to_string(), "none:mtls");
+        // The default admits every mode.
+        assert_eq!(e[1].clients[0].options.xprtsec, XprtsecPolicy::ANY);
+        assert_eq!(XprtsecPolicy::ANY.to_string(), "none:tls:mtls");
+        for bad in [
+            "/a *(xprtsec=)",
+            "/a *(xprtsec=ssl)",
+            "/a *(xprtsec=tls:)",
+            "/a *(xprtsec)",
+        ] {
+            assert!(parse_exports(bad).is_err(), "{bad}");
+        }
+        let err = parse_exports("/a *(xprtsec=tls:krb5)").unwrap_err();
+        assert!(err.message.contains("\"krb5\""), "{err}");
+    }
+
+    #[test]
+    fn xprtsec_policies_no_server_could_serve_are_named() {
+        let p = |s: &str| XprtsecPolicy::parse(s).unwrap();
+        // Without TLS only `none` can be reached.
+        assert!(p("none:tls").unreachable(false, false).is_none());
+        assert!(p("tls:mtls").unreachable(false, true).is_some());
+        // With TLS but no client CA, nobody is ever `mtls`.
+        assert!(p("tls").unreachable(true, false).is_none());
+        assert!(p("mtls").unreachable(true, false).is_some());
+        assert!(p("mtls").unreachable(true, true).is_none());
+        assert!(XprtsecPolicy::ANY.unreachable(false, false).is_none());
+        assert!(XprtsecPolicy::of(&[]).is_none());
     }
 
     #[test]

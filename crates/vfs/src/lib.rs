@@ -30,7 +30,8 @@
 //! * [`memfs`]: [`MemFs`], the same trait in memory with injected faults. Pure.
 //! * [`exports`]: export options and `/etc/exports` parsing, squashing. Pure.
 //! * [`gate`]: the export gate every protocol calls ([`gate::admit`]): the client's rule,
-//!   `secure`, squashing; a neutral [`gate::Refusal`] each protocol maps to its status. Pure.
+//!   `secure`, `xprtsec`, squashing; a neutral [`gate::Refusal`] each protocol maps to its
+//!   status. Pure.
 //! * [`handle`]: the file handle layout, its MAC and the secret in the state directory.
 //! * [`creds`]: per-thread fsuid/fsgid/groups switching.
 //! * [`openfiles`]: the bounded cache of open descriptors.

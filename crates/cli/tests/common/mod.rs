@@ -8,6 +8,7 @@
 
 pub mod ceph;
 pub mod conns;
+pub mod pki;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -37,7 +37,7 @@ use crate::proto::{FileContext, FileOptions};
 use crate::stats::{ClientStats, ReadStats, Sample};
 use crate::transport::{CallError, Connections, PendingCall, RpcClient, RpcConfig};
 pub use crate::url::components;
-use crate::url::NfsUrl;
+use crate::url::{NfsUrl, XprtSec};
 use bytes::Bytes;
 use sluice_rpc::client::{CallTableConfig, ProcId, Transport};
 use sluice_rpc::rtt::TimerClass;
@@ -228,7 +228,9 @@ impl Client {
                     )
                 })?
         };
-        let (export, root) = mount(&mount_rpc, &cred, &url.path, &stats).await?;
+        let (export, root) = mount(&mount_rpc, &cred, &url.path, &stats)
+            .await
+            .map_err(|e| transport_hint(e, url.xprtsec, false))?;
         drop(mount_rpc);
         let mut conns = Connections::new(nfs);
         conns
@@ -266,7 +268,10 @@ impl Client {
         let mut client = Client {
             inner: Arc::new(inner),
         };
-        let fsinfo = client.fsinfo(&root).await?;
+        let fsinfo = client
+            .fsinfo(&root)
+            .await
+            .map_err(|e| transport_hint(e, client.inner.url.xprtsec, true))?;
         let inner = Arc::get_mut(&mut client.inner).expect("no other handle exists yet");
         inner.rsize = transfer_size(fsinfo.rtmax, inner.options.rsize_max);
         inner.wsize = transfer_size(fsinfo.wtmax, inner.options.wsize_max);
@@ -1244,6 +1249,38 @@ async fn getport(
             if udp { "UDP" } else { "TCP" }
         ))
     })
+}
+
+/// What to change when the server refused the export for the connection's transport security
+/// (an export's `xprtsec=`), as far as the client can tell: a MNT refused with ACCES over TLS
+/// without a certificate, or NFS3ERR_ACCES on the root handle MNT just gave (`after_mnt`). A
+/// server answers a plaintext MNT of a TLS-only export (Linux clients send MNT in plaintext)
+/// and refuses the first NFS call, so that ACCES is the plaintext client's sign. Any other
+/// error is returned as it is.
+fn transport_hint(e: NfsError, mode: Option<XprtSec>, after_mnt: bool) -> NfsError {
+    let acces = match &e {
+        NfsError::Mount(s) => *s == mount3::Mountstat3::ACCES,
+        NfsError::Status { status, .. } => *status == Nfsstat3::ACCES,
+        _ => false,
+    };
+    let plain = matches!(mode, None | Some(XprtSec::None));
+    let hint = match (acces, mode) {
+        (false, _) => return e,
+        (true, _) if plain && after_mnt => {
+            "the export may require RPC-with-TLS: add ?xprtsec=tls to the URL (with --tls-ca), \
+             or ?xprtsec=mtls with --tls-cert and --tls-key if it requires a client certificate"
+        }
+        (true, Some(XprtSec::Tls)) => {
+            "the export may require a client certificate: use ?xprtsec=mtls with --tls-cert \
+             and --tls-key (or the client's address is not allowed)"
+        }
+        (true, Some(XprtSec::Mtls)) if after_mnt => {
+            "the export may not admit clients with a certificate (xprtsec=tls only): \
+             try ?xprtsec=tls without --tls-cert"
+        }
+        _ => return e,
+    };
+    NfsError::Other(format!("{e}: {hint}"))
 }
 
 /// MOUNT: picks the export for `path` and returns it with its root handle.

@@ -226,6 +226,19 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            // Every export accepts AUTH_SYS, so WRONGSEC is about the transport: an export
+            // whose `xprtsec=` does not admit this connection (knfsd's and sluice's answer).
+            Error::Status {
+                op,
+                status: Nfsstat4::WRONGSEC,
+            } => write!(
+                f,
+                "{} failed: NFS4ERR_WRONGSEC: the export does not admit this connection's \
+                 transport security; if it requires RPC-with-TLS add ?xprtsec=tls to the URL \
+                 (with --tls-ca), or ?xprtsec=mtls with --tls-cert and --tls-key if it \
+                 requires a client certificate",
+                op.name()
+            ),
             Error::Status { op, status } => write!(f, "{} failed: {}", op.name(), status.name()),
             Error::Rpc(e) => write!(f, "{e}"),
             Error::Decode(e) => write!(f, "bad reply from the server: {e}"),

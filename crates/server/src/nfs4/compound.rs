@@ -31,6 +31,7 @@
 
 use super::idmap::IdMap;
 use super::map;
+use crate::backend::exports::Xprtsec;
 use crate::backend::{FileHandle, Wcc};
 use crate::exports::ExportEntry;
 use crate::io::writebehind::WriteBehindDriver;
@@ -102,6 +103,8 @@ pub struct Nfs4 {
 pub struct Call<'a> {
     pub addr: SocketAddr,
     pub conn: ConnId,
+    /// The connection's transport security (what an export's `xprtsec=` admits).
+    pub xprtsec: Xprtsec,
     pub cred: &'a Credentials,
     pub now: Instant,
 }

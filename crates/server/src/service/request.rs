@@ -44,6 +44,17 @@ impl Transport {
             _ => None,
         }
     }
+
+    /// The connection's transport security as an export's `xprtsec=` names it: what the
+    /// export gate ([`sluice_vfs::gate::admit`]) checks.
+    pub fn xprtsec(self) -> sluice_vfs::exports::Xprtsec {
+        use sluice_vfs::exports::Xprtsec;
+        match self {
+            Transport::Tls(p) if p.verified => Xprtsec::Mtls,
+            Transport::Tls(_) => Xprtsec::Tls,
+            Transport::Tcp | Transport::Udp => Xprtsec::None,
+        }
+    }
 }
 
 /// Whatever answers RPC records: the NFS/MOUNT/PORTMAP dispatcher in production.

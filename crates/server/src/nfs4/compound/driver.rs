@@ -31,6 +31,7 @@
 //! polls [`drive`] itself.
 
 use super::{Call, Eval, Nfs4, Reply4, Step};
+use crate::backend::exports::Xprtsec;
 use crate::nfs4::data::{DataDone, DataOps, DataReq, Settle};
 use crate::nfs4::map;
 use bytes::Bytes;
@@ -69,6 +70,8 @@ pub trait Executor: Sync {
 pub struct Sender {
     pub addr: SocketAddr,
     pub conn: ConnId,
+    /// The connection's transport security (`Transport::xprtsec`).
+    pub xprtsec: Xprtsec,
     pub cred: Credentials,
 }
 
@@ -125,6 +128,7 @@ pub async fn drive<E: Executor>(
                     let call = Call {
                         addr: sender.addr,
                         conn: sender.conn,
+                        xprtsec: sender.xprtsec,
                         cred: &sender.cred,
                         now,
                     };
@@ -146,6 +150,7 @@ pub async fn drive<E: Executor>(
             let call = Call {
                 addr: from.addr,
                 conn: from.conn,
+                xprtsec: from.xprtsec,
                 cred: &from.cred,
                 now: exec.now(),
             };

@@ -256,7 +256,15 @@ impl Eval {
                     }
                 }
                 let removed = nfs.held_removal(call, &self.ctx, op);
-                let r = table::run(nfs, call, op, &mut self.ctx);
+                let mut r = table::run(nfs, call, op, &mut self.ctx);
+                if r.status() == Nfsstat4::OK {
+                    // RFC 8881 §2.6.3.1.1: a put-filehandle op may have to answer WRONGSEC
+                    // for the handle it set, depending on the op after it (`fh.rs`).
+                    let next = self.args.ops.get(self.next).map(|o| o.opnum());
+                    if let Some(s) = nfs.put_wrongsec(call, &self.ctx, num, next) {
+                        r = NfsResop4::error(num, s);
+                    }
+                }
                 if let Some((fs, fh)) = removed.filter(|_| r.status() == Nfsstat4::OK) {
                     self.record(r);
                     self.settling = Some(Settling::After);

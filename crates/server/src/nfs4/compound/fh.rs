@@ -8,12 +8,33 @@
 //! export's root, where the fsid changes (§7.4); LOOKUPP from an export root comes back to the
 //! pseudo tree. Every op on an export handle passes the export's gate first: the client's
 //! rules (no rule matching its address: NFS4ERR_ACCESS, as v3 answers ACCES), `secure`
-//! (an unprivileged source port: NFS4ERR_PERM, knfsd's answer), and squashing: one gate for all,
-//! [`crate::backend::gate::admit`]. Only AUTH_SYS and AUTH_NONE reach this layer, and
-//! every export accepts both, so SECINFO and SECINFO_NO_NAME answer those two and
-//! NFS4ERR_WRONGSEC does not arise yet: knfsd answers it in v4 (ACCES in v3) for a flavor or
-//! transport security an export does not accept, which is where it will come from here once
-//! exports take `sec=`.
+//! (an unprivileged source port: NFS4ERR_PERM, knfsd's answer), `xprtsec=` (see below) and
+//! squashing: one gate for all, [`crate::backend::gate::admit`]. Only AUTH_SYS and AUTH_NONE
+//! reach this layer and every export accepts both, so SECINFO and SECINFO_NO_NAME answer those
+//! two.
+//!
+//! # Transport security: which op answers NFS4ERR_WRONGSEC
+//! A connection whose transport security (none, tls, mtls; RFC 9289) is not in an export's
+//! `xprtsec=` list is refused the export with NFS4ERR_WRONGSEC, knfsd's status for it
+//! (`check_xprtsec_policy`). The gate refuses every op on a handle of that export, so a handle
+//! learnt over TLS is useless in plaintext; RFC 8881 §2.6.3.1 says which op is to *answer*:
+//!
+//! ```text
+//!   PUTFH/PUTROOTFH/PUTPUBFH/RESTOREFH (refused export), then
+//!     nothing, another put, SAVEFH ─► OK (the handle is not used here)       §2.6.3.1.1.1,2,6
+//!     LOOKUP, OPEN, LOOKUPP        ─► they answer WRONGSEC for what they reach  §2.6.3.1.1.3,4
+//!     SECINFO, SECINFO_NO_NAME     ─► the flavors, never WRONGSEC             §2.6.3.1.1.5
+//!     anything else                ─► the put op answers WRONGSEC            §2.6.3.1.1.7
+//!   LOOKUP from the pseudo tree into a refused export ─► WRONGSEC (crossing into it)
+//! ```
+//!
+//! The put op's answer is [`Nfs4::put_wrongsec`], called by the evaluation loop with the next
+//! op (knfsd's `need_wrongsec_check`). SECINFO of a name in a refused export does not look the
+//! name up: it answers the export's flavors for any name, so a plaintext client learns nothing
+//! of the export's contents (knfsd answers WRONGSEC there, which §2.6.3.1.1.5 forbids and the
+//! Linux client tolerates). The flavors cannot say "use TLS" (RFC 9289 defines no
+//! pseudo-flavor for it); a client learns that from the WRONGSEC itself. READDIR of the pseudo
+//! tree leaves out exports the caller may not use, a refused transport included.
 //!
 
 use super::{check_name, nfs_fh4, Call, Ctx, Fh, Nfs4, FLAVORS};
@@ -28,7 +49,7 @@ use sluice_nfs4state::pseudo::{Lookup, NodeId, PseudoFs};
 use sluice_nfs4state::recovery::parked::{self};
 use sluice_xdr::nfs4::attrs::{num as attr_num, AttrValues};
 use sluice_xdr::nfs4::ops::{
-    AccessResOk, Entry4, ReaddirArgs, ReaddirResOk, Secinfo4, SecinfoList, ACCESS4_MODIFY,
+    AccessResOk, Entry4, Opnum4, ReaddirArgs, ReaddirResOk, Secinfo4, SecinfoList, ACCESS4_MODIFY,
     ACCESS4_READ, MAX_DIR_ENTRIES,
 };
 use sluice_xdr::nfs4::Nfsstat4;
@@ -47,12 +68,16 @@ impl Nfs4 {
         let caller = gate::admit(
             &entry.export,
             call.addr,
+            call.xprtsec,
             identity(call.cred).as_ref(),
             Program::Nfs,
         )
         .map_err(|refusal| match refusal {
             Refusal::NotListed => Nfsstat4::ACCESS,
             Refusal::InsecurePort => Nfsstat4::PERM,
+            // knfsd's `check_xprtsec_policy` answer (see the module notes for which ops
+            // may send it).
+            Refusal::Xprtsec(_) => Nfsstat4::WRONGSEC,
         })?;
         Ok((&*entry.fs, caller))
     }
@@ -71,12 +96,45 @@ impl Nfs4 {
         let fh = match self.pseudo.export_at(root) {
             Some(idx) => match self.enter_export(call, idx) {
                 Ok(f) => f,
+                // A put-filehandle op answers WRONGSEC only as the next op decides
+                // (`put_wrongsec`), so the handle is set anyway.
+                Err(Nfsstat4::WRONGSEC) => match self.exports.get(idx) {
+                    Some(e) => Fh::Export {
+                        idx,
+                        fh: e.fs.root_handle(),
+                    },
+                    None => return Nfsstat4::SERVERFAULT,
+                },
                 Err(s) => return s,
             },
             None => Fh::Pseudo(root),
         };
         ctx.current = Some(fh);
         Nfsstat4::OK
+    }
+
+    /// RFC 8881 §2.6.3.1.1: the status a put-filehandle op (`op`: PUTFH, PUTROOTFH,
+    /// PUTPUBFH, RESTOREFH) that succeeded answers instead, WRONGSEC, when the handle it set
+    /// is in an export whose `xprtsec=` refuses this connection and the op after it (`next`)
+    /// does not judge the handle itself ([`put_answers_wrongsec`]). `None`: keep the result.
+    pub(super) fn put_wrongsec(
+        &self,
+        call: &Call<'_>,
+        ctx: &Ctx,
+        op: Opnum4,
+        next: Option<Opnum4>,
+    ) -> Option<Nfsstat4> {
+        if !is_put_fh(op) || !put_answers_wrongsec(next) {
+            return None;
+        }
+        let Some(Fh::Export { idx, .. }) = ctx.current else {
+            return None;
+        };
+        match self.gate(call, idx) {
+            Err(Nfsstat4::WRONGSEC) => Some(Nfsstat4::WRONGSEC),
+            // Other refusals keep their place: the op that uses the handle answers them.
+            _ => None,
+        }
     }
 
     pub(super) fn put_fh(&self, fh: &NfsFh4) -> Result<Fh, Nfsstat4> {
@@ -418,7 +476,10 @@ impl Nfs4 {
         ctx: &mut Ctx,
         name: &[u8],
     ) -> Result<SecinfoList, Nfsstat4> {
-        self.lookup(call, ctx, name)?;
+        // §2.6.3.1.1.5: never WRONGSEC. A name in (or into) an export this connection may
+        // not use is not looked up (its existence is not told in plaintext); the flavors are
+        // the same for every name of an export.
+        not_wrongsec(self.lookup(call, ctx, name))?;
         self.secinfo_no_name(call, ctx, 0)
     }
 
@@ -485,18 +546,63 @@ impl Nfs4 {
         const SECINFO_STYLE4_CURRENT_FH: u32 = 0;
         const SECINFO_STYLE4_PARENT: u32 = 1;
         match style {
+            // §2.6.3.1.1.5: SECINFO_NO_NAME never answers WRONGSEC (knfsd does; the Linux
+            // client copes with it, the RFC forbids it). The flavors do not depend on the
+            // transport, so a connection `xprtsec=` refuses gets them too.
             SECINFO_STYLE4_CURRENT_FH => {
                 if let Some(Fh::Export { idx, .. }) = &ctx.current {
-                    self.gate(call, *idx)?;
+                    not_wrongsec(self.gate(call, *idx).map(|_| ()))?;
                 }
             }
-            SECINFO_STYLE4_PARENT => self.lookupp(call, ctx)?,
+            SECINFO_STYLE4_PARENT => not_wrongsec(self.lookupp(call, ctx))?,
             _ => return Err(Nfsstat4::INVAL),
         }
         ctx.current = None;
         Ok(SecinfoList(
             FLAVORS.iter().map(|&f| Secinfo4::Flavor(f)).collect(),
         ))
+    }
+}
+
+/// Whether `op` is a put-filehandle op in RFC 8881 §2.6.3.1.1's sense: one that sets the
+/// current handle from outside the current one (knfsd's `OP_IS_PUTFH_LIKE`).
+pub(super) fn is_put_fh(op: Opnum4) -> bool {
+    matches!(
+        op,
+        Opnum4::PUTFH | Opnum4::PUTROOTFH | Opnum4::PUTPUBFH | Opnum4::RESTOREFH
+    )
+}
+
+/// RFC 8881 §2.6.3.1.1: whether a put-filehandle op followed by `next` answers WRONGSEC for
+/// its handle itself. Not when nothing follows (§2.6.3.1.1.6: the handle is not used), nor
+/// before another put-filehandle op (§2.6.3.1.1.2: it replaces the handle), SAVEFH
+/// (§2.6.3.1.1.1: judged when restored), LOOKUP or OPEN (§2.6.3.1.1.3) and LOOKUPP
+/// (§2.6.3.1.1.4), which judge the object they reach, or SECINFO and SECINFO_NO_NAME
+/// (§2.6.3.1.1.5), which are how a client asks what to use. Before anything else
+/// (§2.6.3.1.1.7) the put-filehandle op answers it, so that no other op needs WRONGSEC among
+/// its errors. knfsd's `need_wrongsec_check` is the same with `OP_HANDLES_WRONGSEC` on the
+/// exempt ops, except that it also checks a put before another put.
+pub(super) fn put_answers_wrongsec(next: Option<Opnum4>) -> bool {
+    match next {
+        None | Some(Opnum4::ILLEGAL) => false,
+        Some(op) if is_put_fh(op) => false,
+        Some(
+            Opnum4::SAVEFH
+            | Opnum4::LOOKUP
+            | Opnum4::OPEN
+            | Opnum4::LOOKUPP
+            | Opnum4::SECINFO
+            | Opnum4::SECINFO_NO_NAME,
+        ) => false,
+        Some(_) => true,
+    }
+}
+
+/// A WRONGSEC from the gate read as success, for SECINFO and SECINFO_NO_NAME (§2.6.3.1.1.5).
+fn not_wrongsec(r: Result<(), Nfsstat4>) -> Result<(), Nfsstat4> {
+    match r {
+        Err(Nfsstat4::WRONGSEC) => Ok(()),
+        r => r,
     }
 }
 

@@ -106,6 +106,8 @@ struct Client {
     now: Instant,
     /// From 127.0.0.1 on a privileged port (the exports are `secure` by default).
     addr: SocketAddr,
+    /// The connection's transport security (plain TCP unless a test says otherwise).
+    xprtsec: crate::backend::exports::Xprtsec,
     /// The data path READ, WRITE and COMMIT go through ([`Client::with_data`]).
     data: Option<Box<dyn DataOps>>,
     /// The runtime the data path's futures run on.
@@ -119,6 +121,7 @@ impl Client {
             cred: cred(),
             now: Instant::now(),
             addr: "127.0.0.1:700".parse().unwrap(),
+            xprtsec: crate::backend::exports::Xprtsec::None,
             data: None,
             _rt: None,
         }
@@ -176,6 +179,7 @@ impl Client {
         let from = Sender {
             addr: self.addr,
             conn,
+            xprtsec: self.xprtsec,
             cred: self.cred.clone(),
         };
         let exec = Inline {
@@ -448,6 +452,7 @@ fn drive(c: &Client, ops: Vec<NfsArgop4>, splice_ok: bool) -> (Compound4Res, Vec
     let call = Call {
         addr: c.addr,
         conn: 1,
+        xprtsec: c.xprtsec,
         cred: &c.cred,
         now: c.now,
     };

@@ -444,6 +444,7 @@ mod tests {
             let from = Sender {
                 addr: "127.0.0.1:700".parse().unwrap(),
                 conn: 1,
+                xprtsec: crate::backend::exports::Xprtsec::None,
                 cred: self.cred.clone(),
             };
             let exec = Inline {

@@ -384,6 +384,7 @@ fn a_retry_differing_in_one_payload_byte_or_its_user_is_a_false_retry() {
     let call = Call {
         addr: c.addr,
         conn: 1,
+        xprtsec: c.xprtsec,
         cred: &c.cred,
         now: c.now,
     };
@@ -556,6 +557,7 @@ fn a_write_payload_is_decoded_as_slices_of_the_received_record() {
     let call = Call {
         addr: c.addr,
         conn: 1,
+        xprtsec: c.xprtsec,
         cred: &c.cred,
         now: c.now,
     };

@@ -379,3 +379,135 @@ fn verify_and_nverify_compare_encoded_attributes() {
     ]);
     assert_eq!(res.status, Nfsstat4::ATTRNOTSUPP);
 }
+
+/// A client of a server whose `/srv/export` is `xprtsec=tls:mtls`, on a connection of `mode`.
+fn client_of_tls_export(mode: crate::backend::exports::Xprtsec) -> Client {
+    use crate::backend::exports::XprtsecPolicy;
+    let mut c = Client::new();
+    let exports = Arc::get_mut(&mut c.nfs_mut().exports).expect("the exports are not shared");
+    exports[0].export.clients[0].options.xprtsec = XprtsecPolicy::parse("tls:mtls").unwrap();
+    c.xprtsec = mode;
+    c
+}
+
+#[test]
+fn a_plaintext_lookup_into_a_tls_only_export_is_wrongsec_and_tls_gets_in() {
+    use crate::backend::exports::Xprtsec;
+    let into_export = |c: &Client, sid| {
+        c.send(vec![
+            seq(sid, 1),
+            NfsArgop4::Putrootfh(()),
+            lookup(b"srv"),
+            lookup(b"export"),
+            NfsArgop4::Getfh(()),
+        ])
+    };
+    let plain = client_of_tls_export(Xprtsec::None);
+    let res = into_export(&plain, mount(&plain));
+    // The LOOKUP crossing into the export answers (RFC 8881 §2.6.3.1.1.3).
+    assert_eq!(statuses(&res)[3..], [Nfsstat4::WRONGSEC]);
+    for mode in [Xprtsec::Tls, Xprtsec::Mtls] {
+        let c = client_of_tls_export(mode);
+        let res = into_export(&c, mount(&c));
+        assert_eq!(res.status, Nfsstat4::OK, "{mode:?}");
+    }
+}
+
+#[test]
+fn a_handle_of_a_tls_only_export_is_refused_in_plaintext_by_the_put_op_as_rfc_8881_says() {
+    use crate::backend::exports::Xprtsec;
+    let c = client_of_tls_export(Xprtsec::None);
+    let sid = mount(&c);
+    // A handle learnt over TLS (or guessed): its export's root.
+    let h = NfsFh4(c.nfs.exports[0].fs.root_handle().to_bytes());
+    let put = || NfsArgop4::Putfh(h.clone());
+    let mut n = 0;
+    let mut send = |ops: Vec<NfsArgop4>| {
+        n += 1;
+        let mut all = vec![seq(sid, n)];
+        all.extend(ops);
+        c.send(all)
+    };
+    // §2.6.3.1.1.7: before anything else, the PUTFH itself answers.
+    let res = send(vec![put(), getattr(&[num::TYPE])]);
+    assert_eq!(statuses(&res)[1..], [Nfsstat4::WRONGSEC]);
+    let res = send(vec![put(), NfsArgop4::Getfh(())]);
+    assert_eq!(statuses(&res)[1..], [Nfsstat4::WRONGSEC]);
+    // §2.6.3.1.1.6 and .2: nothing after it, or another put, and the handle is not used.
+    let res = send(vec![put()]);
+    assert_eq!(res.status, Nfsstat4::OK);
+    let res = send(vec![put(), NfsArgop4::Putrootfh(()), getattr(&[num::TYPE])]);
+    assert_eq!(res.status, Nfsstat4::OK);
+    // §2.6.3.1.1.1: SAVEFH is not refused; RESTOREFH is a put op and answers when used.
+    let res = send(vec![
+        put(),
+        NfsArgop4::Savefh(()),
+        NfsArgop4::Putrootfh(()),
+        NfsArgop4::Restorefh(()),
+        getattr(&[num::TYPE]),
+    ]);
+    assert_eq!(
+        statuses(&res)[1..],
+        [Nfsstat4::OK, Nfsstat4::OK, Nfsstat4::OK, Nfsstat4::WRONGSEC]
+    );
+    // §2.6.3.1.1.3: LOOKUP answers for what it reaches (nothing is looked up).
+    let res = send(vec![put(), lookup(b"no-such-name")]);
+    assert_eq!(statuses(&res)[1..], [Nfsstat4::OK, Nfsstat4::WRONGSEC]);
+    // §2.6.3.1.1.5: SECINFO and SECINFO_NO_NAME never answer WRONGSEC; SECINFO does not
+    // look the name up (a missing name gets the flavors too).
+    let flavors = vec![Secinfo4::Flavor(1), Secinfo4::Flavor(0)];
+    let res = send(vec![put(), NfsArgop4::SecinfoNoName(0)]);
+    let NfsResop4::SecinfoNoName(Res4::Ok(list)) = &res.results[2] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(list.0, flavors);
+    let res = send(vec![
+        put(),
+        NfsArgop4::Secinfo(Component4(Bytes::from_static(b"no-such-name"))),
+    ]);
+    let NfsResop4::Secinfo(Res4::Ok(list)) = &res.results[2] else {
+        panic!("{res:?}")
+    };
+    assert_eq!(list.0, flavors);
+    // Over TLS the same handle works.
+    let mut tls = client_of_tls_export(Xprtsec::Tls);
+    tls.nfs = c.nfs.clone();
+    let sid = mount(&tls);
+    let res = tls.send(vec![seq(sid, 1), put(), getattr(&[num::TYPE])]);
+    assert_eq!(res.status, Nfsstat4::OK);
+}
+
+#[test]
+fn which_op_after_a_put_filehandle_op_lets_it_answer_wrongsec() {
+    use crate::nfs4::compound::fh::put_answers_wrongsec;
+    // §2.6.3.1.1.1, .2, .3, .4, .5, .6: the put op does not answer.
+    for next in [
+        None,
+        Some(Opnum4::PUTFH),
+        Some(Opnum4::PUTROOTFH),
+        Some(Opnum4::PUTPUBFH),
+        Some(Opnum4::RESTOREFH),
+        Some(Opnum4::SAVEFH),
+        Some(Opnum4::LOOKUP),
+        Some(Opnum4::LOOKUPP),
+        Some(Opnum4::OPEN),
+        Some(Opnum4::SECINFO),
+        Some(Opnum4::SECINFO_NO_NAME),
+        Some(Opnum4::ILLEGAL),
+    ] {
+        assert!(!put_answers_wrongsec(next), "{next:?}");
+    }
+    // §2.6.3.1.1.7: anything else.
+    for next in [
+        Opnum4::GETATTR,
+        Opnum4::GETFH,
+        Opnum4::READ,
+        Opnum4::WRITE,
+        Opnum4::READDIR,
+        Opnum4::ACCESS,
+        Opnum4::REMOVE,
+        Opnum4::LINK,
+    ] {
+        assert!(put_answers_wrongsec(Some(next)), "{next:?}");
+    }
+}
