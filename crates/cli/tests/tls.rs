@@ -9,8 +9,12 @@
 //! - a hostile client on the server's port: garbage instead of a ClientHello, and a second
 //!   AUTH_TLS probe inside TLS (refused with AUTH_BADCRED, the connection still serving).
 mod servers;
+// The certificates every TLS test uses (its `TempDir` is this binary's, from `servers`).
+#[path = "common/pki.rs"]
+mod pki;
 
 use clap::Parser;
+use pki::Pki;
 use servers::*;
 use sluice_cli::cmd::{run_with_output, ClientCmd};
 use std::path::Path;
@@ -27,59 +31,6 @@ async fn sluice(args: &[&str]) -> Result<Vec<u8>, String> {
     let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("bad command {argv:?}: {e}"));
     let mut out: Vec<u8> = Vec::new();
     run_with_output(cli.cmd, &mut out).await.map(|()| out)
-}
-
-/// A CA, a server certificate for 127.0.0.1, a client certificate from that CA, and one
-/// from another CA, as PEM files.
-struct Pki {
-    dir: TempDir,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-        let dir = TempDir::new("sluice-tls-pki");
-        let ca = |tag: &str| {
-            let key = KeyPair::generate().unwrap();
-            let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-            let cert = p.self_signed(&key).unwrap();
-            std::fs::write(dir.path().join(format!("{tag}.pem")), cert.pem()).unwrap();
-            (cert, key)
-        };
-        let (ca_cert, ca_key) = ca("ca");
-        let (other_cert, other_key) = ca("other-ca");
-        let leaf = |names: Vec<String>, file: &str, by: (&rcgen::Certificate, &KeyPair)| {
-            let key = KeyPair::generate().unwrap();
-            let cert = CertificateParams::new(names)
-                .unwrap()
-                .signed_by(&key, by.0, by.1)
-                .unwrap();
-            std::fs::write(dir.path().join(format!("{file}.pem")), cert.pem()).unwrap();
-            std::fs::write(dir.path().join(format!("{file}.key")), key.serialize_pem()).unwrap();
-        };
-        leaf(vec!["127.0.0.1".into()], "server", (&ca_cert, &ca_key));
-        leaf(vec!["client".into()], "client", (&ca_cert, &ca_key));
-        leaf(vec!["client".into()], "stranger", (&other_cert, &other_key));
-        Pki { dir }
-    }
-
-    fn p(&self, f: &str) -> String {
-        self.dir.path().join(f).display().to_string()
-    }
-
-    fn serve_flags(&self, client_ca: bool) -> Vec<String> {
-        let mut v = vec![
-            "--tls-cert".to_string(),
-            self.p("server.pem"),
-            "--tls-key".into(),
-            self.p("server.key"),
-        ];
-        if client_ca {
-            v.extend(["--tls-client-ca".into(), self.p("ca.pem")]);
-        }
-        v
-    }
 }
 
 fn start(pki: &Pki, client_ca: bool) -> SluiceServer {

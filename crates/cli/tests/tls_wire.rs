@@ -23,43 +23,14 @@
 
 mod common;
 
+use common::pki::Pki;
 use common::{free_port, metric, require_tools, Capture, Sluice, SluiceProc, TempDir};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// A CA and a server certificate for 127.0.0.1 (rcgen), as PEM files in `dir`.
-struct Pki {
-    dir: PathBuf,
-}
-
-impl Pki {
-    fn new(dir: &Path) -> Pki {
-        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-        let ca_key = KeyPair::generate().unwrap();
-        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca = p.self_signed(&ca_key).unwrap();
-        std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-        let key = KeyPair::generate().unwrap();
-        let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
-            .unwrap()
-            .signed_by(&key, &ca, &ca_key)
-            .unwrap();
-        std::fs::write(dir.join("server.pem"), cert.pem()).unwrap();
-        std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
-        Pki {
-            dir: dir.to_path_buf(),
-        }
-    }
-
-    fn p(&self, f: &str) -> String {
-        self.dir.join(f).display().to_string()
-    }
-}
 
 /// `sluice serve` of `work/export` with TLS and these extra flags, logging to
 /// `work/server.log`.
@@ -105,7 +76,7 @@ const TLS_1_3: &str = "0x0304";
 fn tshark_sees_the_probe_the_handshake_and_no_nfs() {
     require_tools(&["tshark", "dumpcap"]);
     let work = TempDir::new("tls-wire");
-    let pki = Pki::new(work.path());
+    let pki = Pki::new();
     let s = serve(&work, &pki, &[]);
     let size: u64 = (3 << 20) + 7;
     std::fs::write(s.export.join("f.bin"), common::pattern(7, size as usize)).unwrap();
@@ -326,7 +297,7 @@ fn tls_streams(pcap: &Path, port: u16) -> BTreeMap<u64, TlsStream> {
 #[test]
 fn client_stats_say_whether_the_connections_used_tls() {
     let work = TempDir::new("tls-stats");
-    let pki = Pki::new(work.path());
+    let pki = Pki::new();
     let s = serve(&work, &pki, &[]);
     std::fs::write(s.export.join("s.txt"), b"stats\n").unwrap();
     let ca = pki.p("ca.pem");
@@ -354,7 +325,7 @@ fn client_stats_say_whether_the_connections_used_tls() {
 #[test]
 fn bench_runs_over_tls_and_says_so() {
     let work = TempDir::new("tls-bench");
-    let pki = Pki::new(work.path());
+    let pki = Pki::new();
     let s = serve(&work, &pki, &[]);
     let ca = pki.p("ca.pem");
     for version in ["3", "4.1"] {
@@ -402,7 +373,7 @@ const BOUND: Duration = Duration::from_secs(1);
 #[test]
 fn stalled_or_broken_handshakes_cost_their_own_connection_after_the_bound() {
     let work = TempDir::new("tls-hostile");
-    let pki = Pki::new(work.path());
+    let pki = Pki::new();
     let metrics = format!("127.0.0.1:{}", free_port());
     let s = serve(
         &work,
