@@ -40,12 +40,12 @@
 //! server calls it on SIGHUP); connections already up keep the configuration they started with.
 //!
 //! # The data path under TLS
-//! rustls encrypts from the caller's buffers into TLS records of at most 16 KiB, so a READ
-//! reply written as an iovec of pooled 64 KiB chunks goes through without ever being gathered
-//! into one large buffer; the price is the one copy that encryption is anyway. Kernel TLS
-//! (`ktls`), which would keep `splice` for READ replies, would slot in at [`Stream`] as a third
-//! variant after the handshake; it is not built (this project's development kernels have no
-//! `tls` module to test it on).
+//! Where the kernel has TLS (the `tls` module), the server hands the record layer to it right
+//! after the handshake ([`crate::ktls`]): the connection is [`Upgraded::Ktls`] /
+//! [`Stream::Ktls`], a plaintext socket to the drivers, and READ replies keep going by splice.
+//! Elsewhere rustls encrypts from the caller's buffers into TLS records of at most 16 KiB, so a
+//! READ reply written as an iovec of pooled 64 KiB chunks goes through without ever being
+//! gathered into one large buffer; the price is the one copy that encryption is anyway.
 
 use bytes::{Bytes, BytesMut};
 use rustls::pki_types::pem::PemObject;
@@ -117,6 +117,8 @@ pub struct TlsStats {
     pub handshakes_failed: AtomicU64,
     /// Of those upgraded, the ones whose client certificate was verified against the CA.
     pub peers_verified: AtomicU64,
+    /// Of those upgraded, the ones whose record layer went to the kernel ([`crate::ktls`]).
+    pub kernel: crate::ktls::KtlsStats,
 }
 
 impl ServerTls {
@@ -156,6 +158,9 @@ impl ServerTls {
 pub struct TlsPeer {
     /// The client presented a certificate that chains to the configured client CA.
     pub verified: bool,
+    /// The kernel does the TLS record layer ([`crate::ktls`]): the socket takes plaintext,
+    /// and splice works on it.
+    pub kernel: bool,
 }
 
 /// A connection after the server looked at its first record.
@@ -164,6 +169,8 @@ pub enum Upgraded {
     Plain(TcpStream),
     /// Upgraded: RPC records now flow inside TLS.
     Tls(Box<TlsStream>, TlsPeer),
+    /// Upgraded, and the kernel took over the record layer after the handshake.
+    Ktls(crate::ktls::KtlsStream, TlsPeer),
 }
 
 /// Why an upgrade failed: the connection is lost, and this says why for the log.
@@ -231,6 +238,21 @@ async fn upgrade(mut stream: TcpStream, tls: &ServerTls) -> Result<Upgraded, Han
         .write_all(&reply)
         .await
         .map_err(|e| HandshakeError(format!("sending STARTTLS: {e}")))?;
+    let stream = match crate::ktls::accept(stream, &tls.config())
+        .await
+        .map_err(HandshakeError)?
+    {
+        Ok((k, verified)) => {
+            tls.stats.handshakes.fetch_add(1, Relaxed);
+            tls.stats.kernel.connections.fetch_add(1, Relaxed);
+            if verified {
+                tls.stats.peers_verified.fetch_add(1, Relaxed);
+            }
+            let kernel = true;
+            return Ok(Upgraded::Ktls(k, TlsPeer { verified, kernel }));
+        }
+        Err(stream) => stream,
+    };
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
     let tls_stream = acceptor
         .accept(stream)
@@ -243,7 +265,10 @@ async fn upgrade(mut stream: TcpStream, tls: &ServerTls) -> Result<Upgraded, Han
     }
     Ok(Upgraded::Tls(
         Box::new(tokio_rustls::TlsStream::Server(tls_stream)),
-        TlsPeer { verified },
+        TlsPeer {
+            verified,
+            kernel: false,
+        },
     ))
 }
 
@@ -431,11 +456,13 @@ async fn probe(stream: &mut TcpStream, prog: u32, vers: u32) -> io::Result<()> {
 pub enum Stream {
     Plain(TcpStream),
     Tls(Box<TlsStream>),
+    /// TLS with the record layer in the kernel: a plaintext socket to us.
+    Ktls(crate::ktls::KtlsStream),
 }
 
 impl Stream {
     pub fn is_tls(&self) -> bool {
-        matches!(self, Stream::Tls(_))
+        matches!(self, Stream::Tls(_) | Stream::Ktls(_))
     }
 
     /// The TCP socket underneath.
@@ -443,6 +470,7 @@ impl Stream {
         match self {
             Stream::Plain(s) => s,
             Stream::Tls(t) => t.get_ref().0,
+            Stream::Ktls(k) => k.tcp(),
         }
     }
 
@@ -457,6 +485,11 @@ impl Stream {
                 let (r, w) = tokio::io::split(*t);
                 (ReadHalf::Tls(r), WriteHalf::Tls(w))
             }
+            // The kernel encrypts what is written: the writer is the socket's own.
+            Stream::Ktls(k) => {
+                let (r, w) = k.into_split();
+                (ReadHalf::Ktls(r), WriteHalf::Plain(w))
+            }
         }
     }
 }
@@ -466,6 +499,7 @@ impl fmt::Debug for Stream {
         match self {
             Stream::Plain(s) => write!(f, "Plain({s:?})"),
             Stream::Tls(_) => f.write_str("Tls(..)"),
+            Stream::Ktls(_) => f.write_str("Ktls(..)"),
         }
     }
 }
@@ -474,6 +508,7 @@ impl fmt::Debug for Stream {
 pub enum ReadHalf {
     Plain(OwnedReadHalf),
     Tls(tokio::io::ReadHalf<TlsStream>),
+    Ktls(crate::ktls::KtlsReadHalf),
 }
 
 /// The writing half of a [`Stream`]. Under TLS, bytes written may wait inside rustls until
@@ -492,6 +527,7 @@ impl AsyncRead for ReadHalf {
         match self.get_mut() {
             ReadHalf::Plain(r) => Pin::new(r).poll_read(cx, buf),
             ReadHalf::Tls(r) => Pin::new(r).poll_read(cx, buf),
+            ReadHalf::Ktls(r) => Pin::new(r).poll_read(cx, buf),
         }
     }
 }
@@ -664,6 +700,10 @@ mod tests {
             let (s, _) = l.accept().await.unwrap();
             match accept_upgrade(s, Some(&tls), Duration::from_secs(5)).await {
                 Ok(Upgraded::Plain(_)) => seen.push("plain".into()),
+                // Only where the kernel has TLS (not on the machines these tests run on).
+                Ok(Upgraded::Ktls(_, peer)) => {
+                    seen.push(format!("ktls verified={}", peer.verified))
+                }
                 Ok(Upgraded::Tls(mut t, peer)) => {
                     seen.push(format!("tls verified={}", peer.verified));
                     if answer_null {
