@@ -3,8 +3,10 @@
 //! the guest's own 127.0.0.1, so the server's sockets are that kernel's (the machines this
 //! project is developed on have no `tls` module: there the server always takes rustls).
 //! guest/ktls.sh runs three servers in turn: plaintext, TLS (`--tls-cert`, `?xprtsec=tls`)
-//! with kernel TLS, and TLS with `SLUICE_KTLS=0` (rustls). Each gets one `sluice cp` up of a
-//! KT_MIB file and three `sluice cp` down, timed, each compared by SHA-256.
+//! with kernel TLS at both ends (server and `sluice cp`), and TLS with `SLUICE_KTLS=0` at both
+//! ends (rustls), and a rustls server with a kernel-TLS client (whose kernel then receives the
+//! server's session tickets, which the client must skip). Each gets one `sluice cp` up of a KT_MIB file and three `sluice cp` down,
+//! timed, each compared by SHA-256.
 //!
 //! Checked here, from what the guest saved:
 //! - every copy was intact (the guest's "KT PASS" per mode);
@@ -12,15 +14,17 @@
 //!   equals `sluice_tls_connections_total`, and `sluice stats` says so), its log names the path
 //!   ("connection upgraded to TLS (kernel TLS)"), READ data went by splice
 //!   (`sluice_spliced_read_bytes_total` at least the three reads), and the kernel did the
-//!   crypto: /proc/net/tls_stat's TlsTxSw and TlsRxSw (kernel software crypto sessions) grew;
+//!   crypto: /proc/net/tls_stat's TlsTxSw and TlsRxSw (kernel software crypto sessions) grew
+//!   by two per connection, the server's socket and the client's;
 //! - the rustls server: no kTLS connection, no spliced byte, tls_stat unchanged, its log says
 //!   "kernel TLS unavailable";
+//! - the mixed run: copies intact, no kTLS connection at the server, one kernel TLS session
+//!   per connection (the client's) in tls_stat;
 //! - the plaintext server splices its READs too (so "spliced" means the same in both).
 //!
 //! The read times are printed, plaintext vs kernel TLS vs rustls (medians of three): relative
 //! figures under TCG emulation, not checked (bench/results/tls-ktls-guest-2026-11-28.md holds
-//! one such run). The client in the guest is `sluice cp`, whose TLS is rustls in every TLS
-//! mode: only the server's side changes between the two TLS modes.
+//! one such run).
 
 mod common;
 
@@ -86,6 +90,15 @@ fn server_hands_tls_records_to_the_kernel_and_splices_reads() {
         Duration::from_secs(1500),
     );
     let out = results.join("out");
+    // KTLS_GUEST_KEEP=DIR keeps what the guest saved (for bench/results), pass or fail.
+    if let Some(keep) = std::env::var_os("KTLS_GUEST_KEEP") {
+        let st = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(&out)
+            .arg(&keep)
+            .status();
+        eprintln!("ktls guest: out/ copied to {keep:?}: {st:?}");
+    }
     let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap_or_default();
     assert!(
         run.status.success() && !run.stdout.contains("KT FAIL"),
@@ -97,7 +110,7 @@ fn server_hands_tls_records_to_the_kernel_and_splices_reads() {
         read("ktls-serve.log"),
         read("rustls-serve.log")
     );
-    for mode in ["plain", "ktls", "rustls"] {
+    for mode in ["plain", "ktls", "rustls", "mixed"] {
         assert!(
             run.stdout.lines().any(|l| l == format!("KT PASS {mode}")),
             "no verdict for {mode}: {}",
@@ -141,8 +154,8 @@ fn server_hands_tls_records_to_the_kernel_and_splices_reads() {
     );
     for counter in ["TlsTxSw", "TlsRxSw"] {
         assert!(
-            grew.get(counter).copied().unwrap_or(0) >= up,
-            "/proc/net/tls_stat {counter} grew by less than {up} connections: {grew:?}"
+            grew.get(counter).copied().unwrap_or(0) >= 2 * up,
+            "/proc/net/tls_stat {counter} grew by less than two per connection ({up}): {grew:?}"
         );
     }
 
@@ -165,11 +178,28 @@ fn server_hands_tls_records_to_the_kernel_and_splices_reads() {
         "kernel TLS counters moved under rustls: {grew:?}"
     );
 
+    // Mixed: the client's kernel does its side, the server's connections stay on rustls.
+    let m = read("mixed-metrics.txt");
+    let up = metric(&m, "sluice_tls_connections_total");
+    assert!(up >= 4, "{m}");
+    assert_eq!(metric(&m, "sluice_tls_ktls_connections_total"), 0, "{m}");
+    let grew = tls_stat_growth(
+        &read("mixed-tls_stat-before.txt"),
+        &read("mixed-tls_stat-after.txt"),
+    );
+    for counter in ["TlsTxSw", "TlsRxSw"] {
+        assert_eq!(
+            grew.get(counter).copied().unwrap_or(0),
+            up,
+            "/proc/net/tls_stat {counter}: one client session per connection: {grew:?}"
+        );
+    }
+
     // The relative figures (emulated: printed, not checked).
     let times = read("times.txt");
     let mib = FILE_MIB as f64;
     let mut line = String::new();
-    for mode in ["plain", "ktls", "rustls"] {
+    for mode in ["plain", "ktls", "rustls", "mixed"] {
         let mut downs: Vec<f64> = times
             .lines()
             .filter_map(|l| {

@@ -1,6 +1,7 @@
-//! Kernel TLS (kTLS) for the server's RPC-with-TLS connections: rustls makes the handshake,
-//! the kernel does the record layer afterwards, so the connection is a plain socket again to
-//! the code above it and READ replies keep going by `splice` (file → pipe → socket; the
+//! Kernel TLS (kTLS) for RPC-with-TLS connections, the server's ([`accept`]) and the client's
+//! ([`connect`], through `tls::connect_upgrade_stream`): rustls makes the handshake, the kernel
+//! does the record layer afterwards, so the connection is a plain socket again to the code
+//! above it, and the server's READ replies keep going by `splice` (file → pipe → socket; the
 //! kernel encrypts the pages on their way out).
 //!
 //! ```text
@@ -27,21 +28,23 @@
 //! # What the kernel hands up besides data
 //! A record that is not application data (an alert, a KeyUpdate) arrives from `recvmsg` alone,
 //! with its type in a `TLS_GET_RECORD_TYPE` control message. A `close_notify` alert reads as
-//! end of stream; any other alert, and any handshake message, fails the read with a reason
-//! that the driver logs as it closes the connection: a KeyUpdate would need new receive keys
-//! that only rustls could derive, and rustls let go of the session. (Kernels before 6.14 cannot
-//! take new keys on a live socket anyway.) Decryption failures come back from the kernel as
-//! `EBADMSG` and close the connection the same way. Nothing is sent on close but the TCP FIN:
-//! TLS 1.3 does not require a `close_notify` before it.
+//! end of stream; a NewSessionTicket (which a rustls server sends a client after the
+//! handshake) is skipped, as this client does not resume; any other alert, and any other
+//! handshake message, fails the read with a reason that the driver logs as it closes the
+//! connection: a KeyUpdate would need new receive keys that only rustls could derive, and
+//! rustls let go of the session. Decryption failures come back from the kernel as `EBADMSG`
+//! and close the connection the same way. Nothing is sent on close but the TCP FIN: TLS 1.3
+//! does not require a `close_notify` before it.
 //!
 //! # Switch
-//! `SLUICE_KTLS=0` in the server's environment keeps every connection on rustls (to compare
-//! the two paths on a kernel that has the module). Which path a connection took is in the
-//! server log ("connection upgraded to TLS (kernel TLS)" or "(rustls)"), in
-//! [`TlsPeer::kernel`](crate::tls::TlsPeer) and in `sluice stats` (counter
+//! `SLUICE_KTLS=0` in the environment keeps every connection of that process on rustls,
+//! server or client (to compare the two paths on a kernel that has the module). Which path a
+//! server's connection took is in its log ("connection upgraded to TLS (kernel TLS)" or
+//! "(rustls)"), in [`TlsPeer::kernel`](crate::tls::TlsPeer) and in `sluice stats` (counter
 //! [`KtlsStats::connections`]).
 
-use rustls::{ConnectionTrafficSecrets, ServerConfig};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ConnectionTrafficSecrets, ServerConfig};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
@@ -51,7 +54,7 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tracing::info;
+use tracing::{debug, info};
 
 /// `TCP_ULP` from `<linux/tcp.h>` (libc does not name it).
 const TCP_ULP: libc::c_int = 31;
@@ -68,6 +71,9 @@ const TLS_CIPHER_CHACHA20_POLY1305: u16 = 54;
 const RECORD_ALERT: u8 = 21;
 const RECORD_HANDSHAKE: u8 = 22;
 const RECORD_APPLICATION_DATA: u8 = 23;
+/// Handshake message types (RFC 8446 §4) that may follow the handshake.
+const HANDSHAKE_NEW_SESSION_TICKET: u8 = 4;
+const HANDSHAKE_KEY_UPDATE: u8 = 24;
 /// The bytes of a TLS record header: type, legacy version (2), length (2).
 const RECORD_HEADER_BYTES: usize = 5;
 
@@ -84,11 +90,17 @@ fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var("SLUICE_KTLS").map_or(true, |v| v != "0"))
 }
 
-/// Logs once per process why connections stay on rustls.
-fn unavailable(reason: &str) {
+/// Logs once per process why connections stay on rustls: at info in a server (whose operator
+/// wants to know which path its connections take), at debug in a client command (where a line
+/// on every `sluice cp` would be noise).
+fn unavailable(server: bool, reason: &str) {
     static LOGGED: AtomicBool = AtomicBool::new(false);
     if !LOGGED.swap(true, Relaxed) {
-        info!("kernel TLS unavailable: {reason}; TLS connections use rustls");
+        if server {
+            info!("kernel TLS unavailable: {reason}; TLS connections use rustls");
+        } else {
+            debug!("kernel TLS unavailable: {reason}; TLS connections use rustls");
+        }
     }
 }
 
@@ -100,11 +112,11 @@ pub(crate) async fn accept(
     config: &Arc<ServerConfig>,
 ) -> Result<Result<(KtlsStream, bool), TcpStream>, String> {
     if !enabled() {
-        unavailable("switched off (SLUICE_KTLS=0)");
+        unavailable(true, "switched off (SLUICE_KTLS=0)");
         return Ok(Err(stream));
     }
     if let Err(e) = set_ulp(stream.as_raw_fd()) {
-        unavailable(&format!("setsockopt(TCP_ULP, \"tls\"): {e}"));
+        unavailable(true, &format!("setsockopt(TCP_ULP, \"tls\"): {e}"));
         return Ok(Err(stream));
     }
     let mut config = ServerConfig::clone(config);
@@ -115,9 +127,47 @@ pub(crate) async fn accept(
         .accept(Corked::new(stream))
         .await
         .map_err(|e| format!("TLS handshake: {e}"))?;
-    let (corked, mut conn) = tls.into_inner();
-    let mut stream = corked.stream;
+    let (corked, conn) = tls.into_inner();
     let verified = conn.peer_certificates().is_some();
+    let stream = hand_over(corked.stream, rustls::Connection::Server(conn)).await?;
+    Ok(Ok((stream, verified)))
+}
+
+/// The client's side of [`accept`], after the probe was answered STARTTLS: `Ok(Err(stream))`
+/// when the kernel has no TLS (nothing read or written). The server may send session tickets
+/// after the handshake: they reach the kernel and are skipped (this client does not resume).
+pub(crate) async fn connect(
+    stream: TcpStream,
+    config: &Arc<ClientConfig>,
+    name: ServerName<'static>,
+) -> io::Result<Result<KtlsStream, TcpStream>> {
+    if !enabled() {
+        unavailable(false, "switched off (SLUICE_KTLS=0)");
+        return Ok(Err(stream));
+    }
+    if let Err(e) = set_ulp(stream.as_raw_fd()) {
+        unavailable(false, &format!("setsockopt(TCP_ULP, \"tls\"): {e}"));
+        return Ok(Err(stream));
+    }
+    let mut config = ClientConfig::clone(config);
+    config.enable_secret_extraction = true;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tls = connector
+        .connect(name, Corked::new(stream))
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+    let (corked, conn) = tls.into_inner();
+    hand_over(corked.stream, rustls::Connection::Client(conn))
+        .await
+        .map(Ok)
+        .map_err(io::Error::other)
+}
+
+/// After the handshake: rustls's queued records out, its keys into the kernel.
+async fn hand_over(
+    mut stream: TcpStream,
+    mut conn: rustls::Connection,
+) -> Result<KtlsStream, String> {
     // Records rustls still has queued go out before the kernel takes over sending.
     let mut queued = Vec::new();
     while conn.wants_write() {
@@ -138,7 +188,15 @@ pub(crate) async fn accept(
         .map_err(|e| format!("kernel TLS: setsockopt(TLS_TX): {e}"))?;
     set_keys(fd, TLS_RX, secrets.rx.0, &secrets.rx.1)
         .map_err(|e| format!("kernel TLS: setsockopt(TLS_RX): {e}"))?;
-    Ok(Ok((KtlsStream { stream, pending }, verified)))
+    let (r, w) = stream.into_split();
+    Ok(KtlsStream {
+        reader: KtlsReadHalf {
+            inner: r,
+            pending,
+            pending_at: 0,
+        },
+        writer: w,
+    })
 }
 
 fn set_ulp(fd: RawFd) -> io::Result<()> {
@@ -278,34 +336,54 @@ impl AsyncWrite for Corked {
 
 /// A TCP connection whose TLS record layer is the kernel's.
 pub struct KtlsStream {
-    stream: TcpStream,
-    /// Plaintext rustls had decrypted before the switch, read before the socket.
-    pending: Vec<u8>,
+    reader: KtlsReadHalf,
+    writer: OwnedWriteHalf,
 }
 
 impl KtlsStream {
     pub fn tcp(&self) -> &TcpStream {
-        &self.stream
+        self.reader.inner.as_ref()
     }
 
     /// Reader and writer. The writer is the socket's own: what is written (also by splice)
     /// is encrypted by the kernel.
     pub fn into_split(self) -> (KtlsReadHalf, OwnedWriteHalf) {
-        let (r, w) = self.stream.into_split();
-        (
-            KtlsReadHalf {
-                inner: r,
-                pending: self.pending,
-                pending_at: 0,
-            },
-            w,
-        )
+        (self.reader, self.writer)
+    }
+}
+
+impl AsyncRead for KtlsStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().reader).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for KtlsStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().writer).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().writer).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().writer).poll_shutdown(cx)
     }
 }
 
 /// The reading half of a [`KtlsStream`]: `recvmsg` with room for the record type.
 pub struct KtlsReadHalf {
     inner: OwnedReadHalf,
+    /// Plaintext rustls had decrypted before the switch, read before the socket.
     pending: Vec<u8>,
     pending_at: usize,
 }
@@ -347,9 +425,11 @@ impl AsyncRead for KtlsReadHalf {
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }
-                Ok(Received::Control(kind, first, len)) => {
-                    return Poll::Ready(control_record(kind, first, len));
-                }
+                Ok(Received::Control(kind, first, len)) => match control_record(kind, first, len) {
+                    Ok(Control::EndOfStream) => return Poll::Ready(Ok(())),
+                    Ok(Control::Skip) => continue,
+                    Err(e) => return Poll::Ready(Err(e)),
+                },
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
             }
@@ -357,11 +437,21 @@ impl AsyncRead for KtlsReadHalf {
     }
 }
 
-/// What a record other than application data means for the connection: `Ok` (end of
-/// stream, nothing read) for `close_notify`, an error naming it for anything else.
-fn control_record(kind: u8, first: [u8; 2], len: usize) -> io::Result<()> {
+/// What a record that is not application data does to the reader.
+#[derive(Debug, PartialEq, Eq)]
+enum Control {
+    /// `close_notify`: the stream ends here.
+    EndOfStream,
+    /// A NewSessionTicket (the client's side): nothing for us, read on.
+    Skip,
+}
+
+/// What a record other than application data means for the connection: end of stream for
+/// `close_notify`, skipped for a session ticket, an error naming it for anything else.
+fn control_record(kind: u8, first: [u8; 2], len: usize) -> io::Result<Control> {
     match kind {
-        RECORD_ALERT if len >= 2 && first[1] == 0 => Ok(()),
+        RECORD_ALERT if len >= 2 && first[1] == 0 => Ok(Control::EndOfStream),
+        RECORD_HANDSHAKE if len >= 1 && first[0] == HANDSHAKE_NEW_SESSION_TICKET => Ok(Control::Skip),
         RECORD_ALERT => Err(io::Error::new(
             io::ErrorKind::ConnectionAborted,
             format!(
@@ -369,7 +459,7 @@ fn control_record(kind: u8, first: [u8; 2], len: usize) -> io::Result<()> {
                 first[1], first[0]
             ),
         )),
-        RECORD_HANDSHAKE if len >= 1 && first[0] == 24 => Err(io::Error::new(
+        RECORD_HANDSHAKE if len >= 1 && first[0] == HANDSHAKE_KEY_UPDATE => Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "kernel TLS: the peer sent a KeyUpdate, which this server cannot follow with the keys in the kernel",
         )),
@@ -449,7 +539,14 @@ mod tests {
 
     #[test]
     fn control_records() {
-        assert!(control_record(RECORD_ALERT, [1, 0], 2).is_ok());
+        assert_eq!(
+            control_record(RECORD_ALERT, [1, 0], 2).unwrap(),
+            Control::EndOfStream
+        );
+        assert_eq!(
+            control_record(RECORD_HANDSHAKE, [4, 0], 100).unwrap(),
+            Control::Skip
+        );
         assert!(control_record(RECORD_ALERT, [2, 40], 2).is_err());
         let e = control_record(RECORD_HANDSHAKE, [24, 0], 5).unwrap_err();
         assert!(e.to_string().contains("KeyUpdate"));

@@ -368,12 +368,64 @@ pub async fn connect_upgrade(
     })?
 }
 
+/// [`connect_upgrade`] as a [`Stream`]: with the record layer in the kernel after the
+/// handshake ([`crate::ktls`], [`Stream::Ktls`]) where the kernel has TLS (and `SLUICE_KTLS`
+/// is not 0), through rustls ([`Stream::Tls`]) elsewhere.
+pub async fn connect_upgrade_stream(
+    stream: TcpStream,
+    tls: &ClientTls,
+    server_name: &str,
+    prog: u32,
+    vers: u32,
+    timeout: Duration,
+) -> io::Result<Stream> {
+    let name = ServerName::try_from(server_name.to_string()).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{server_name:?} is not a name TLS can verify: {e}"),
+        )
+    })?;
+    let work = async {
+        let mut stream = stream;
+        probe(&mut stream, prog, vers).await?;
+        let stream = match crate::ktls::connect(stream, &tls.config, name.clone()).await? {
+            Ok(mut k) => {
+                if tls.mutual {
+                    confirm(&mut k, prog, vers).await?;
+                }
+                return Ok(Stream::Ktls(k));
+            }
+            Err(stream) => stream,
+        };
+        let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+        let s = connector
+            .connect(name, stream)
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+        let mut s = tokio_rustls::TlsStream::Client(s);
+        if tls.mutual {
+            confirm(&mut s, prog, vers).await?;
+        }
+        Ok(Stream::Tls(Box::new(s)))
+    };
+    tokio::time::timeout(timeout, work).await.map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("RPC-with-TLS probe and handshake not done within {timeout:?}"),
+        )
+    })?
+}
+
 /// Under TLS 1.3 the client's handshake ends before the server has checked the client's
 /// certificate: a server that refuses it says so with an alert on the client's first read.
 /// So that a refused certificate is an error of the connect (and not a connection that closes
 /// under the first call, again at every reconnect), an mtls connection sends a NULL call
 /// (AUTH_NONE) inside TLS and waits for its reply before it is handed over.
-async fn confirm(stream: &mut TlsStream, prog: u32, vers: u32) -> io::Result<()> {
+async fn confirm<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    prog: u32,
+    vers: u32,
+) -> io::Result<()> {
     const CONFIRM_XID: u32 = 0x544c_5332; // "TLS2"
     let call: Vec<u8> = [
         0x8000_0028,

@@ -8,14 +8,19 @@
 # by SHA-256; then the server's counters (`sluice stats --prometheus` and the text form) and
 # /proc/net/tls_stat are saved, and the server is stopped.
 #   plain   no TLS at all (the baseline)
-#   ktls    --tls-cert/--tls-key, ?xprtsec=tls: the server hands the record layer to the kernel
-#   rustls  the same with SLUICE_KTLS=0 in the server's environment: rustls does the records
+#   ktls    --tls-cert/--tls-key, ?xprtsec=tls: server and client (sluice cp) hand the record
+#           layer to the kernel after the handshake (KT_CLIENT_KTLS=0: the client stays on rustls)
+#   rustls  the same with SLUICE_KTLS=0 in the server's and the client's environment: rustls
+#           does the records at both ends
+#   mixed   the server on rustls (SLUICE_KTLS=0), the client on kernel TLS: the client's kernel
+#           receives the server's session tickets after the handshake (the client skips them)
 #
 # Guest environment (run.sh --env K=V):
-#   KT_MODES   modes, space separated                  [plain ktls rustls]
+#   KT_MODES   modes, space separated                  [plain ktls rustls mixed]
 #   KT_MIB     the file's size in MiB                  [32]
 #   KT_READS   timed reads per mode                    [3]
 #   KT_PKI     ca.pem, server.pem, server.key (a certificate for 127.0.0.1)   [/kc/pki]
+#   KT_CLIENT_KTLS  0: the client keeps rustls in the ktls mode too          [1]
 # Needs /kc/sluice (run.sh --file), and /kc/lib/ with the shared objects it needs that the
 # initramfs lacks (libgcc_s.so.1), if any.
 # Saved for the host, in out/: MODE-metrics.txt, MODE-stats.txt, MODE-serve.log,
@@ -40,7 +45,7 @@ SUM="$(sha256sum /tmp/src.bin | cut -d' ' -f1)"
 : > "$KC_OUT/times.txt"
 
 port=20049
-for mode in ${KT_MODES:-plain ktls rustls}; do
+for mode in ${KT_MODES:-plain ktls rustls mixed}; do
     port=$((port + 1))
     mport=$((port + 1000))
     exp="/tmp/export-$mode"
@@ -48,9 +53,13 @@ for mode in ${KT_MODES:-plain ktls rustls}; do
     kc_log "== $mode"
     cat /proc/net/tls_stat > "$KC_OUT/$mode-tls_stat-before.txt"
     case "$mode" in
-        plain) tlsflags="" query="version=3" ktls=1 ;;
-        ktls) tlsflags="--tls-cert $PKI/server.pem --tls-key $PKI/server.key" query="version=3&xprtsec=tls" ktls=1 ;;
-        rustls) tlsflags="--tls-cert $PKI/server.pem --tls-key $PKI/server.key" query="version=3&xprtsec=tls" ktls=0 ;;
+        plain) tlsflags="" query="version=3" ktls=1 cktls=1 ;;
+        ktls) tlsflags="--tls-cert $PKI/server.pem --tls-key $PKI/server.key" query="version=3&xprtsec=tls"
+              ktls=1 cktls="${KT_CLIENT_KTLS:-1}" ;;
+        rustls) tlsflags="--tls-cert $PKI/server.pem --tls-key $PKI/server.key" query="version=3&xprtsec=tls"
+                ktls=0 cktls=0 ;;
+        mixed) tlsflags="--tls-cert $PKI/server.pem --tls-key $PKI/server.key" query="version=3&xprtsec=tls"
+               ktls=0 cktls=1 ;;
         *) echo "KT FAIL $mode: unknown mode"; RC=1; continue ;;
     esac
     # shellcheck disable=SC2086  # tlsflags: words on purpose
@@ -72,7 +81,7 @@ for mode in ${KT_MODES:-plain ktls rustls}; do
     url="nfs://127.0.0.1:$port$exp/big.bin?$query"
     fail=""
     t0="$(now_cs)"
-    if "$SL" cp --tls-ca "$PKI/ca.pem" /tmp/src.bin "$url" > "$KC_OUT/$mode-cp.log" 2>&1; then
+    if SLUICE_KTLS=$cktls "$SL" cp --tls-ca "$PKI/ca.pem" /tmp/src.bin "$url" > "$KC_OUT/$mode-cp.log" 2>&1; then
         echo "$mode up $(secs "$t0" "$(now_cs)")" >> "$KC_OUT/times.txt"
     else
         fail="cp up failed"
@@ -84,7 +93,7 @@ for mode in ${KT_MODES:-plain ktls rustls}; do
         i=$((i + 1))
         rm -f /tmp/back.bin
         t0="$(now_cs)"
-        if "$SL" cp --tls-ca "$PKI/ca.pem" "$url" /tmp/back.bin >> "$KC_OUT/$mode-cp.log" 2>&1; then
+        if SLUICE_KTLS=$cktls "$SL" cp --tls-ca "$PKI/ca.pem" "$url" /tmp/back.bin >> "$KC_OUT/$mode-cp.log" 2>&1; then
             echo "$mode down $(secs "$t0" "$(now_cs)")" >> "$KC_OUT/times.txt"
         else
             fail="cp down $i failed"
