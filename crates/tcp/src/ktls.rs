@@ -71,6 +71,12 @@ const TLS_CIPHER_CHACHA20_POLY1305: u16 = 54;
 const RECORD_ALERT: u8 = 21;
 const RECORD_HANDSHAKE: u8 = 22;
 const RECORD_APPLICATION_DATA: u8 = 23;
+/// The most plaintext one TLS record carries (RFC 8446 §5.1).
+const RECORD_PLAINTEXT_BYTES_MAX: usize = 16 * 1024;
+/// A read with less room than this goes through a buffer of a whole record: a record that is
+/// not data (a session ticket, an alert) must be read whole to be told apart, and the record
+/// mark reads of the RPC layer ask for a few bytes at a time.
+const SMALL_READ_BYTES: usize = 4096;
 /// Handshake message types (RFC 8446 §4) that may follow the handshake.
 const HANDSHAKE_NEW_SESSION_TICKET: u8 = 4;
 const HANDSHAKE_KEY_UPDATE: u8 = 24;
@@ -411,8 +417,29 @@ impl AsyncRead for KtlsReadHalf {
         if buf.remaining() == 0 {
             return Poll::Ready(Ok(()));
         }
+        if buf.remaining() < SMALL_READ_BYTES {
+            // A record that is not data comes whole or in pieces that no longer say what
+            // they are: read into room for a whole record, hand out from there.
+            let mut scratch = vec![0u8; RECORD_PLAINTEXT_BYTES_MAX];
+            let mut part = ReadBuf::new(&mut scratch);
+            ready!(this.poll_recv(cx, &mut part))?;
+            let n = part.filled().len();
+            scratch.truncate(n);
+            let give = n.min(buf.remaining());
+            buf.put_slice(&scratch[..give]);
+            this.pending = scratch;
+            this.pending_at = give;
+            return Poll::Ready(Ok(()));
+        }
+        this.poll_recv(cx, buf)
+    }
+}
+
+impl KtlsReadHalf {
+    /// One `recvmsg` into `buf`, records that are not data dealt with (see the module docs).
+    fn poll_recv(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         loop {
-            let tcp: &TcpStream = this.inner.as_ref();
+            let tcp: &TcpStream = self.inner.as_ref();
             ready!(tcp.poll_read_ready(cx))?;
             let fd = tcp.as_raw_fd();
             // SAFETY: recvmsg writes at most `remaining` initialized-or-not bytes into the
