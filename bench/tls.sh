@@ -15,7 +15,8 @@
 # client (`sluice bench`'s own client_cpu_s) for both. Issue 28's goals: TLS throughput >= 0.8 of
 # plaintext on loopback, and >= 0.95 where kernel TLS is available. Whether this kernel has kernel
 # TLS is checked (`modprobe tls`, then a TCP_ULP "tls" setsockopt on a loopback socket) and
-# recorded; sluice itself uses rustls in user space either way (crates/tcp/src/tls.rs). Every
+# recorded; sluice hands the record layer to the kernel where it can (crates/tcp/src/ktls.rs),
+# else rustls carries it (crates/tcp/src/tls.rs). Every
 # TLS run must report tls=TLSv1_3:... and every plaintext one tls=none, or the script stops.
 #
 # Certificates: a throw-away CA and a server certificate for 127.0.0.1 (EC P-256) made with the
@@ -155,13 +156,13 @@ echo "# RPC-with-TLS vs plaintext: sequential 1 MiB write and read against sluic
 echo
 echo "Date: $(date -u +%Y-%m-%d). Machine: $(machine_line)."
 echo
-echo "One \`sluice serve --tls-cert --tls-key ${SLUICE_SERVE_ARGS:-}\` serving both transports on one port; client \`sluice bench\`, $SIZE in 1 MiB calls, 16 in flight, $NCONNECT TCP connection(s), with and without \`xprtsec=tls\` (negotiated: $CIPHER, rustls in user space on both sides)."
+echo "One \`sluice serve --tls-cert --tls-key ${SLUICE_SERVE_ARGS:-}\` serving both transports on one port; client \`sluice bench\`, $SIZE in 1 MiB calls, 16 in flight, $NCONNECT TCP connection(s), with and without \`xprtsec=tls\` (negotiated: $CIPHER; a trailing \`:ktls\` means the kernel carried the records, else rustls in user space)."
 echo "Phases per transport: write (**cold**: new file, old one removed, page cache dropped; ends with COMMIT) -> read (**warm**: the file is in the server's page cache)."
 echo "$REPS reps after $WARMUP untimed warm-up write(s) per transport and version, transport order alternating; medians over reps."
 echo "CPU: server utime+stime (/proc/PID/stat) and client CPU (\`client_cpu_s\`) per GiB moved. Loopback single-stream limit (iperf3, before/after): $(py "f'{$LOOP_BPS/1e6:.0f}'") / $(py "f'{$LOOP_BPS2/1e6:.0f}'") MB/s."
 echo
 echo "$KTLS."
-echo "Goals: TLS >= 0.8 of plaintext on loopback (checked below); >= 0.95 with kernel TLS: not measurable here, since sluice has no kernel TLS path (and the line above says whether this kernel could offer one)."
+echo "Goals: TLS >= 0.8 of plaintext on loopback (checked below); >= 0.95 with kernel TLS, which sluice uses on both ends where the kernel has it (the line above says whether this kernel does; without it the figures are rustls's)."
 echo
 echo "| NFS | phase | plaintext MB/s | TLS MB/s | TLS / plaintext | goal >= 0.8 | server CPU s/GiB plain | server CPU s/GiB TLS | client CPU s/GiB plain | client CPU s/GiB TLS |"
 echo "|---|---|---|---|---|---|---|---|---|---|"

@@ -469,6 +469,7 @@ async fn join_one(
 /// A run whose connections differ says so rather than naming one of them.
 fn tls_of(conns: &[sluice_client::transport::TransportStats]) -> String {
     let name = |t: &sluice_client::transport::TransportStats| match t.tls {
+        Some(s) if s.kernel => format!("{}:{}:ktls", s.version, s.cipher_suite),
         Some(s) => format!("{}:{}", s.version, s.cipher_suite),
         None => "none".into(),
     };

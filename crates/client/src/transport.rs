@@ -48,9 +48,10 @@
 //!   has nowhere to answer: its reply is dropped (the server has failed that call already).
 //! - **RPC-with-TLS** (RFC 9289, [`RpcConfig::tls`]): every TCP connection, the first and each
 //!   reconnect, sends the AUTH_TLS probe and runs the TLS 1.3 handshake before anything else
-//!   ([`sluice_tcp::tls::connect_upgrade`], within [`RpcConfig::connect_timeout`]); the reader
-//!   and writer then work on the TLS stream's halves, and the writer flushes rustls after each
-//!   batch. The callbacks of the back channel arrive on the same, encrypted, connection. A
+//!   ([`sluice_tcp::tls::connect_upgrade_stream`], within [`RpcConfig::connect_timeout`]); the
+//!   reader and writer then work on the TLS stream's halves, and the writer flushes rustls
+//!   after each batch. Where the kernel has TLS the record layer goes to it after the
+//!   handshake (kernel TLS, [`sluice_tcp::ktls`]): the halves are then a plain socket's. The callbacks of the back channel arrive on the same, encrypted, connection. A
 //!   server that does not offer TLS fails the connect with that reason, never a silent
 //!   fallback to plaintext.
 
@@ -1369,7 +1370,7 @@ async fn connect_stream(
         return Ok(Stream::Plain(stream));
     };
     let (prog, vers) = tls.probe_program;
-    let t = sluice_tcp::tls::connect_upgrade(
+    sluice_tcp::tls::connect_upgrade_stream(
         stream,
         &tls.client,
         &tls.server_name,
@@ -1377,8 +1378,7 @@ async fn connect_stream(
         vers,
         timeout,
     )
-    .await?;
-    Ok(Stream::Tls(Box::new(t)))
+    .await
 }
 
 /// Connects to `addr`, from a reserved port when asked to and running as root.

@@ -39,12 +39,15 @@
 //! answered STARTTLS and upgraded before its reader starts ([`sluice_tcp::tls::accept_upgrade`]:
 //! the first record is peeked, so a plaintext connection reaches the reader with every byte
 //! still in the socket). The reader and writer then work on a [`Stream`] half, plain or TLS,
-//! and the calls of a TLS connection carry [`Transport::Tls`], which keeps READ replies off the
-//! splice path (a pipe cannot be spliced into rustls): their data comes in pooled chunks, and
-//! the writer's iovec of chunks is encrypted by rustls into 16 KiB TLS records, never gathered
-//! into one buffer. A failed or stalled handshake (bounded by the TLS configuration's
-//! `handshake_timeout`) closes that connection alone; it is counted and logged with the peer
-//! and the reason.
+//! and the calls of a TLS connection carry [`Transport::Tls`]. Where the kernel took the record
+//! layer after the handshake ([`sluice_tcp::ktls`], `TlsPeer::kernel`), the connection is a
+//! plaintext socket to the driver and READ replies go by splice as over plain TCP, encrypted by
+//! the kernel. Otherwise rustls keeps READ replies off the splice path (a pipe cannot be
+//! spliced into rustls): their data comes in pooled chunks, and the writer's iovec of chunks is
+//! encrypted by rustls into 16 KiB TLS records, never gathered into one buffer. The log line
+//! of each upgrade names the path: "(kernel TLS)" or "(rustls)". A failed or stalled handshake
+//! (bounded by the TLS configuration's `handshake_timeout`) closes that connection alone; it
+//! is counted and logged with the peer and the reason.
 //!
 //! Socket reads go into 64 KiB buffers that are frozen and handed to the record decoder as
 //! they are, so a 1 MiB WRITE arrives as sixteen 64 KiB segments and is never copied into one
@@ -182,6 +185,10 @@ pub async fn serve_tcp_with<S: Service>(
                     info!(%addr, client_verified = peer.verified, "connection upgraded to TLS (rustls)");
                     (Stream::Tls(s), Transport::Tls(peer))
                 }
+                Ok(Upgraded::Ktls(s, peer)) => {
+                    info!(%addr, client_verified = peer.verified, "connection upgraded to TLS (kernel TLS)");
+                    (Stream::Ktls(s), Transport::Tls(peer))
+                }
                 Err(e) => {
                     warn!(%addr, reason = %e, "RPC-with-TLS handshake failed; connection closed");
                     return;
@@ -253,7 +260,8 @@ async fn serve_conn_io<S: Service>(
                     spliced: Some(sp),
                 }) => match &mut wr {
                     WriteHalf::Plain(wr) => write_spliced(wr, segs, sp, stall_max).await,
-                    // Calls over TLS carry `Transport::Tls`, which never splices: our bug.
+                    // Calls over rustls carry a `Transport::Tls` that never splices: our bug.
+                    // (Kernel TLS writes through `WriteHalf::Plain`: the kernel encrypts.)
                     WriteHalf::Tls(_) => {
                         Err(io::Error::other("a spliced reply on a TLS connection"))
                     }

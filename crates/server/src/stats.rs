@@ -237,6 +237,14 @@ impl Stats {
         })
     }
 
+    /// Of the connections upgraded to TLS, those whose record layer went to the kernel
+    /// (kernel TLS; the rest use rustls); `None` when the server has no TLS.
+    pub fn tls_kernel_count(&self) -> Option<u64> {
+        self.tls
+            .get()
+            .map(|t| t.stats.kernel.connections.load(Relaxed))
+    }
+
     /// The NFSv4 state gauges now, if a source was set.
     pub fn nfs4_gauges(&self) -> Option<Gauges4> {
         self.nfs4_gauges.get().map(|f| f())
@@ -259,8 +267,13 @@ impl Stats {
             for (name, help, v) in [
                 (
                     "sluice_tls_connections_total",
-                    "Connections upgraded to RPC-with-TLS (rustls).",
+                    "Connections upgraded to RPC-with-TLS (kernel TLS or rustls).",
                     up,
+                ),
+                (
+                    "sluice_tls_ktls_connections_total",
+                    "TLS connections whose record layer went to the kernel (kTLS; READ by splice).",
+                    self.tls_kernel_count().unwrap_or(0),
                 ),
                 (
                     "sluice_tls_client_verified_total",
@@ -597,9 +610,11 @@ impl Stats {
     pub fn render(&self) -> String {
         let mut s = String::new();
         if let Some((up, verified, failed)) = self.tls_counts() {
+            let kernel = self.tls_kernel_count().unwrap_or(0);
+            let rustls = up.saturating_sub(kernel);
             let _ = writeln!(
                 s,
-                "tls (rustls, no kernel TLS): {up} connections upgraded, {verified} with a verified client certificate, {failed} handshakes failed"
+                "tls: {up} connections upgraded ({kernel} kernel TLS with READ by splice, {rustls} rustls), {verified} with a verified client certificate, {failed} handshakes failed"
             );
         }
         let _ = writeln!(s, "Server nfs v3:");

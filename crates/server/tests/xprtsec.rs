@@ -17,8 +17,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 const PLAIN: Transport = Transport::Tcp;
-const TLS: Transport = Transport::Tls(TlsPeer { verified: false });
-const MTLS: Transport = Transport::Tls(TlsPeer { verified: true });
+const TLS: Transport = Transport::Tls(TlsPeer {
+    verified: false,
+    kernel: false,
+});
+const MTLS: Transport = Transport::Tls(TlsPeer {
+    verified: true,
+    kernel: false,
+});
 
 fn peer(transport: Transport, conn_id: u64) -> Peer {
     Peer {

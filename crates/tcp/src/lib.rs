@@ -35,6 +35,7 @@
 //! effort: a smaller buffer only costs throughput. Each driver picks its size and says why
 //! (the client's `transport::UDP_BUFFER_BYTES`, the server's `net::UDP_BUFFER_BYTES`).
 
+pub mod ktls;
 pub mod tls;
 
 use std::io;

@@ -40,13 +40,13 @@
 //! server calls it on SIGHUP); connections already up keep the configuration they started with.
 //!
 //! # The data path under TLS
-//! rustls encrypts from the caller's buffers into TLS records of at most 16 KiB, so a READ
-//! reply written as an iovec of pooled 64 KiB chunks goes through without ever being gathered
-//! into one large buffer; the price is the one copy that encryption is anyway (rustls copies
-//! the plaintext into its record buffer and encrypts it there). Kernel TLS
-//! (`ktls`), which would keep `splice` for READ replies, would slot in at [`Stream`] as a third
-//! variant after the handshake; it is not built (this project's development kernels have no
-//! `tls` module to test it on).
+//! Where the kernel has TLS (the `tls` module), the server hands the record layer to it right
+//! after the handshake ([`crate::ktls`]): the connection is [`Upgraded::Ktls`] /
+//! [`Stream::Ktls`], a plaintext socket to the drivers, and READ replies keep going by splice.
+//! Elsewhere rustls encrypts from the caller's buffers into TLS records of at most 16 KiB, so a
+//! READ reply written as an iovec of pooled 64 KiB chunks goes through without ever being
+//! gathered into one large buffer; the price is the one copy that encryption is anyway (rustls
+//! copies the plaintext into its record buffer and encrypts it there).
 //!
 //! # Reading under TLS
 //! rustls asks its transport for at most one TLS record at a time (about 16 KiB), so straight
@@ -153,6 +153,8 @@ pub struct TlsStats {
     pub handshakes_failed: AtomicU64,
     /// Of those upgraded, the ones whose client certificate was verified against the CA.
     pub peers_verified: AtomicU64,
+    /// Of those upgraded, the ones whose record layer went to the kernel ([`crate::ktls`]).
+    pub kernel: crate::ktls::KtlsStats,
 }
 
 impl ServerTls {
@@ -192,6 +194,9 @@ impl ServerTls {
 pub struct TlsPeer {
     /// The client presented a certificate that chains to the configured client CA.
     pub verified: bool,
+    /// The kernel does the TLS record layer ([`crate::ktls`]): the socket takes plaintext,
+    /// and splice works on it.
+    pub kernel: bool,
 }
 
 /// A connection after the server looked at its first record.
@@ -200,6 +205,8 @@ pub enum Upgraded {
     Plain(TcpStream),
     /// Upgraded: RPC records now flow inside TLS.
     Tls(Box<TlsStream>, TlsPeer),
+    /// Upgraded, and the kernel took over the record layer after the handshake.
+    Ktls(crate::ktls::KtlsStream, TlsPeer),
 }
 
 /// Why an upgrade failed: the connection is lost, and this says why for the log.
@@ -267,6 +274,21 @@ async fn upgrade(mut stream: TcpStream, tls: &ServerTls) -> Result<Upgraded, Han
         .write_all(&reply)
         .await
         .map_err(|e| HandshakeError(format!("sending STARTTLS: {e}")))?;
+    let stream = match crate::ktls::accept(stream, &tls.config())
+        .await
+        .map_err(HandshakeError)?
+    {
+        Ok((k, verified)) => {
+            tls.stats.handshakes.fetch_add(1, Relaxed);
+            tls.stats.kernel.connections.fetch_add(1, Relaxed);
+            if verified {
+                tls.stats.peers_verified.fetch_add(1, Relaxed);
+            }
+            let kernel = true;
+            return Ok(Upgraded::Ktls(k, TlsPeer { verified, kernel }));
+        }
+        Err(stream) => stream,
+    };
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
     let mut tls_stream = acceptor
         .accept(buffered(stream))
@@ -283,7 +305,10 @@ async fn upgrade(mut stream: TcpStream, tls: &ServerTls) -> Result<Upgraded, Han
     }
     Ok(Upgraded::Tls(
         Box::new(tokio_rustls::TlsStream::Server(tls_stream)),
-        TlsPeer { verified },
+        TlsPeer {
+            verified,
+            kernel: false,
+        },
     ))
 }
 
@@ -346,7 +371,8 @@ impl ClientTls {
 
 /// The client's side: probe with NULL of `prog`/`vers`, then the handshake, verifying that the
 /// server's certificate names `server_name` (a DNS name or an IP address) and chains to the CA.
-/// Bounded by `timeout` as a whole.
+/// Bounded by `timeout` as a whole. Always rustls; [`connect_upgrade_stream`] is what clients
+/// use.
 pub async fn connect_upgrade(
     stream: TcpStream,
     tls: &ClientTls,
@@ -355,27 +381,60 @@ pub async fn connect_upgrade(
     vers: u32,
     timeout: Duration,
 ) -> io::Result<TlsStream> {
-    let name = ServerName::try_from(server_name.to_string()).map_err(|e| {
+    let name = verified_name(server_name)?;
+    bounded(timeout, async {
+        let mut stream = stream;
+        probe(&mut stream, prog, vers).await?;
+        rustls_connect(stream, tls, name, prog, vers).await
+    })
+    .await
+}
+
+/// [`connect_upgrade`] as a [`Stream`]: with the record layer in the kernel after the
+/// handshake ([`crate::ktls`], [`Stream::Ktls`]) where the kernel has TLS (and `SLUICE_KTLS`
+/// is not 0), through rustls ([`Stream::Tls`]) elsewhere.
+pub async fn connect_upgrade_stream(
+    stream: TcpStream,
+    tls: &ClientTls,
+    server_name: &str,
+    prog: u32,
+    vers: u32,
+    timeout: Duration,
+) -> io::Result<Stream> {
+    let name = verified_name(server_name)?;
+    bounded(timeout, async {
+        let mut stream = stream;
+        probe(&mut stream, prog, vers).await?;
+        let stream = match crate::ktls::connect(stream, &tls.config, name.clone()).await? {
+            Ok(mut k) => {
+                if tls.mutual {
+                    confirm(&mut k, prog, vers).await?;
+                }
+                return Ok(Stream::Ktls(k));
+            }
+            Err(stream) => stream,
+        };
+        let s = rustls_connect(stream, tls, name, prog, vers).await?;
+        Ok(Stream::Tls(Box::new(s)))
+    })
+    .await
+}
+
+/// The name the server's certificate must carry, as TLS takes it.
+fn verified_name(server_name: &str) -> io::Result<ServerName<'static>> {
+    ServerName::try_from(server_name.to_string()).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{server_name:?} is not a name TLS can verify: {e}"),
         )
-    })?;
-    let work = async {
-        let mut stream = stream;
-        probe(&mut stream, prog, vers).await?;
-        let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
-        let mut s = connector
-            .connect(name, buffered(stream))
-            .await
-            .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
-        s.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
-        let mut s = tokio_rustls::TlsStream::Client(s);
-        if tls.mutual {
-            confirm(&mut s, prog, vers).await?;
-        }
-        Ok(s)
-    };
+    })
+}
+
+/// The probe and handshake as a whole, within `timeout`.
+async fn bounded<T>(
+    timeout: Duration,
+    work: impl std::future::Future<Output = io::Result<T>>,
+) -> io::Result<T> {
     tokio::time::timeout(timeout, work).await.map_err(|_| {
         io::Error::new(
             io::ErrorKind::TimedOut,
@@ -384,12 +443,38 @@ pub async fn connect_upgrade(
     })?
 }
 
+/// The client's handshake through rustls, after the probe: the socket under a read buffer and
+/// rustls's send buffer raised (see "Reading under TLS" and "Writing under TLS" above).
+async fn rustls_connect(
+    stream: TcpStream,
+    tls: &ClientTls,
+    name: ServerName<'static>,
+    prog: u32,
+    vers: u32,
+) -> io::Result<TlsStream> {
+    let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+    let mut s = connector
+        .connect(name, buffered(stream))
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+    s.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
+    let mut s = tokio_rustls::TlsStream::Client(s);
+    if tls.mutual {
+        confirm(&mut s, prog, vers).await?;
+    }
+    Ok(s)
+}
+
 /// Under TLS 1.3 the client's handshake ends before the server has checked the client's
 /// certificate: a server that refuses it says so with an alert on the client's first read.
 /// So that a refused certificate is an error of the connect (and not a connection that closes
 /// under the first call, again at every reconnect), an mtls connection sends a NULL call
 /// (AUTH_NONE) inside TLS and waits for its reply before it is handed over.
-async fn confirm(stream: &mut TlsStream, prog: u32, vers: u32) -> io::Result<()> {
+async fn confirm<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    prog: u32,
+    vers: u32,
+) -> io::Result<()> {
     const CONFIRM_XID: u32 = 0x544c_5332; // "TLS2"
     let call: Vec<u8> = [
         0x8000_0028,
@@ -472,25 +557,22 @@ async fn probe(stream: &mut TcpStream, prog: u32, vers: u32) -> io::Result<()> {
 pub enum Stream {
     Plain(TcpStream),
     Tls(Box<TlsStream>),
+    /// TLS with the record layer in the kernel: a plaintext socket to us.
+    Ktls(crate::ktls::KtlsStream),
 }
 
 impl Stream {
     pub fn is_tls(&self) -> bool {
-        matches!(self, Stream::Tls(_))
+        matches!(self, Stream::Tls(_) | Stream::Ktls(_))
     }
 
     /// What the TLS handshake settled on; `None` for plaintext.
     pub fn tls_session(&self) -> Option<TlsSession> {
-        let Stream::Tls(t) = self else { return None };
-        let conn = t.get_ref().1;
-        let name = |s: Option<&'static str>| s.unwrap_or("unknown");
-        Some(TlsSession {
-            version: name(conn.protocol_version().and_then(|v| v.as_str())),
-            cipher_suite: name(
-                conn.negotiated_cipher_suite()
-                    .and_then(|c| c.suite().as_str()),
-            ),
-        })
+        match self {
+            Stream::Plain(_) => None,
+            Stream::Tls(t) => Some(TlsSession::of(t.get_ref().1, false)),
+            Stream::Ktls(k) => Some(k.session()),
+        }
     }
 
     /// The TCP socket underneath.
@@ -498,6 +580,7 @@ impl Stream {
         match self {
             Stream::Plain(s) => s,
             Stream::Tls(t) => t.get_ref().0.get_ref(),
+            Stream::Ktls(k) => k.tcp(),
         }
     }
 
@@ -512,6 +595,11 @@ impl Stream {
                 let (r, w) = tokio::io::split(*t);
                 (ReadHalf::Tls(r), WriteHalf::Tls(w))
             }
+            // The kernel encrypts what is written: the writer is the socket's own.
+            Stream::Ktls(k) => {
+                let (r, w) = k.into_split();
+                (ReadHalf::Ktls(r), WriteHalf::Plain(w))
+            }
         }
     }
 }
@@ -521,16 +609,35 @@ impl fmt::Debug for Stream {
         match self {
             Stream::Plain(s) => write!(f, "Plain({s:?})"),
             Stream::Tls(_) => f.write_str("Tls(..)"),
+            Stream::Ktls(_) => f.write_str("Ktls(..)"),
         }
     }
 }
 
 /// The protocol version and cipher suite of a TLS connection, as rustls names them
-/// (`TLSv1_3`, `TLS13_AES_256_GCM_SHA384`), for statistics.
+/// (`TLSv1_3`, `TLS13_AES_256_GCM_SHA384`), and whether the kernel carries its records, for
+/// statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TlsSession {
     pub version: &'static str,
     pub cipher_suite: &'static str,
+    /// The record layer is in the kernel (kernel TLS), not in rustls.
+    pub kernel: bool,
+}
+
+impl TlsSession {
+    /// What `conn`'s handshake agreed on.
+    pub(crate) fn of(conn: &rustls::CommonState, kernel: bool) -> TlsSession {
+        let name = |s: Option<&'static str>| s.unwrap_or("unknown");
+        TlsSession {
+            version: name(conn.protocol_version().and_then(|v| v.as_str())),
+            cipher_suite: name(
+                conn.negotiated_cipher_suite()
+                    .and_then(|c| c.suite().as_str()),
+            ),
+            kernel,
+        }
+    }
 }
 
 impl fmt::Display for TlsSession {
@@ -543,6 +650,7 @@ impl fmt::Display for TlsSession {
 pub enum ReadHalf {
     Plain(OwnedReadHalf),
     Tls(tokio::io::ReadHalf<TlsStream>),
+    Ktls(crate::ktls::KtlsReadHalf),
 }
 
 /// The writing half of a [`Stream`]. Under TLS, bytes written may wait inside rustls until
@@ -561,6 +669,7 @@ impl AsyncRead for ReadHalf {
         match self.get_mut() {
             ReadHalf::Plain(r) => Pin::new(r).poll_read(cx, buf),
             ReadHalf::Tls(r) => Pin::new(r).poll_read(cx, buf),
+            ReadHalf::Ktls(r) => Pin::new(r).poll_read(cx, buf),
         }
     }
 }
@@ -733,6 +842,10 @@ mod tests {
             let (s, _) = l.accept().await.unwrap();
             match accept_upgrade(s, Some(&tls), Duration::from_secs(5)).await {
                 Ok(Upgraded::Plain(_)) => seen.push("plain".into()),
+                // Only where the kernel has TLS (not on the machines these tests run on).
+                Ok(Upgraded::Ktls(_, peer)) => {
+                    seen.push(format!("ktls verified={}", peer.verified))
+                }
                 Ok(Upgraded::Tls(mut t, peer)) => {
                     seen.push(format!("tls verified={}", peer.verified));
                     if answer_null {

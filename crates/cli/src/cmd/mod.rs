@@ -203,6 +203,7 @@ impl Session {
         let mut reads = ReadStats::default();
         let (mut retrans, mut reconnects, mut udp, mut conns) = (0, 0, false, 0);
         let (mut tls_handshakes, mut tls_sessions) = (0, Vec::new());
+        let (mut tls_kernel, mut tls_rustls) = (false, false);
         let mut versions: Vec<String> = Vec::new();
         let mut notes: Vec<String> = Vec::new();
         let mut notes_conn: Vec<String> = Vec::new();
@@ -212,7 +213,10 @@ impl Session {
             retrans += t.table.retransmissions;
             reconnects += t.reconnects;
             tls_handshakes += t.tls_handshakes;
-            if let Some(s) = t.tls.map(|s| s.to_string()) {
+            if let Some(session) = t.tls {
+                tls_kernel |= session.kernel;
+                tls_rustls |= !session.kernel;
+                let s = session.to_string();
                 if !tls_sessions.contains(&s) {
                     tls_sessions.push(s);
                 }
@@ -247,8 +251,13 @@ impl Session {
         if tls_sessions.is_empty() {
             out.push_str("\ntls: none (plaintext)");
         } else {
+            let path = match (tls_kernel, tls_rustls) {
+                (true, false) => "kernel TLS",
+                (true, true) => "kernel TLS and rustls",
+                _ => "rustls, no kernel TLS",
+            };
             out.push_str(&format!(
-                "\ntls (rustls, no kernel TLS): {}, {tls_handshakes} connection{} upgraded",
+                "\ntls ({path}): {}, {tls_handshakes} connection{} upgraded",
                 tls_sessions.join(", "),
                 if tls_handshakes == 1 { "" } else { "s" }
             ));

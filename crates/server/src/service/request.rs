@@ -31,10 +31,15 @@ pub enum Transport {
 }
 
 impl Transport {
-    /// Whether a READ reply's data may go by splice (pipe to socket): over plain TCP only.
-    /// UDP builds each datagram in memory, and TLS must encrypt the bytes in user space.
+    /// Whether a READ reply's data may go by splice (pipe to socket): over plain TCP, and over
+    /// TLS whose record layer is the kernel's (kTLS encrypts the spliced pages). UDP builds
+    /// each datagram in memory, and rustls must encrypt the bytes in user space.
     pub fn may_splice(self) -> bool {
-        self == Transport::Tcp
+        match self {
+            Transport::Tcp => true,
+            Transport::Tls(p) => p.kernel,
+            Transport::Udp => false,
+        }
     }
 
     /// Whether the call came over TLS, and whether its client certificate was verified.
@@ -69,4 +74,28 @@ pub trait Service: Send + Sync + 'static {
     /// The connection `conn_id` is gone (the driver calls it once, after the last call on it
     /// was handled or abandoned). State bound to connections (NFSv4.1 sessions) lets go of it.
     fn conn_closed(&self, _conn_id: u64) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_tcp::tls::TlsPeer;
+
+    #[test]
+    fn read_replies_splice_over_plain_tcp_and_kernel_tls_only() {
+        assert!(Transport::Tcp.may_splice());
+        assert!(!Transport::Udp.may_splice());
+        let tls = |kernel| {
+            Transport::Tls(TlsPeer {
+                verified: false,
+                kernel,
+            })
+        };
+        assert!(tls(true).may_splice());
+        assert!(!tls(false).may_splice());
+        assert!(
+            tls(true).tls().is_some(),
+            "kernel TLS is TLS to the export policy"
+        );
+    }
 }
