@@ -184,10 +184,16 @@ impl ChunkPool {
         if !self.accounting.acquire() {
             return None;
         }
-        Some(self.take_buffer())
+        let mut buf = self.take_buffer();
+        buf.clear();
+        Some(buf)
     }
 
-    /// Buffers enough for `bytes`, all or nothing.
+    /// Buffers enough for `bytes`, all or nothing. A reused buffer keeps the length and the
+    /// bytes of its last use (a new one is empty): a caller that reads into the buffers sets
+    /// the length it needs, which costs nothing when the buffer already has it, and must pass
+    /// on only the bytes it filled. Zeroing every chunk on every lend was measured at 12% of a
+    /// server's CPU on READs that cannot splice (RPC-with-TLS).
     pub fn acquire_for(&mut self, bytes: usize) -> Option<Vec<BytesMut>> {
         let n = self.accounting.chunks_for(bytes);
         if !self.accounting.try_acquire(n) {
@@ -202,7 +208,8 @@ impl ChunkPool {
         self.accounting.release(1);
         let c = &self.accounting.config;
         if buf.capacity() >= c.chunk_bytes && self.free.len() < c.free_chunks_kept_max {
-            buf.clear();
+            // Longer than a chunk (grown by its user): cut to one, so a lend never exceeds it.
+            buf.truncate(c.chunk_bytes);
             self.free.push(buf);
         }
     }
@@ -292,6 +299,18 @@ mod tests {
         assert!(b.is_empty());
         assert!(b.capacity() >= 1024);
         assert_eq!(p.accounting().stats().allocated, 1);
+    }
+
+    #[test]
+    fn acquire_for_hands_back_a_reused_buffer_as_it_was_left() {
+        let mut p = ChunkPool::new(small());
+        let mut b = p.acquire_for(1024).unwrap().remove(0);
+        assert!(b.is_empty(), "a new buffer is empty");
+        b.resize(1024, 7);
+        p.release(b);
+        let b = p.acquire_for(1024).unwrap().remove(0);
+        assert_eq!(b.len(), 1024, "length kept: no zeroing for the next reader");
+        assert!(b.iter().all(|&x| x == 7));
     }
 
     #[test]
