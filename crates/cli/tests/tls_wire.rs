@@ -304,7 +304,7 @@ fn client_stats_say_whether_the_connections_used_tls() {
     for version in ["3", "4.1"] {
         let u = url(&s, "s.txt", version, "&xprtsec=tls");
         let err = sluice_ok(&["cat", "--stats", "--nconnect", "2", "--tls-ca", &ca, &u]);
-        // The cipher suite is the server's first choice among the client's (rustls: AES-256-GCM).
+        // The cipher suite is the first of the client's list the server has (sluice: AES-128-GCM).
         assert!(
             err.lines().any(
                 |l| l.starts_with("tls (rustls, no kernel TLS): TLSv1_3 TLS13_")
