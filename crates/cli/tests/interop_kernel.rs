@@ -24,6 +24,7 @@
 mod common;
 
 use common::ceph::CephCluster;
+use common::kclient_logs as logs_of;
 use common::{free_port, require_tools, run_peer_script, Sluice, TempDir};
 use std::time::Duration;
 
@@ -184,28 +185,4 @@ fn kernel_interop(vers: &str) {
             "every delegation came back:\n{text}"
         );
     }
-}
-
-/// The last 8 KiB of every log of a kclient run folder (console, run.sh, the guest's output).
-fn logs_of(run_dir: &std::path::Path) -> String {
-    let mut out = String::new();
-    for dir in [run_dir.to_path_buf(), run_dir.join("out")] {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if !p.is_file() || p.extension().is_some_and(|x| x != "log" && x != "txt") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let mut start = text.len().saturating_sub(8192);
-            while !text.is_char_boundary(start) {
-                start += 1;
-            }
-            let tail = &text[start..];
-            out.push_str(&format!("--- {} ---\n{tail}\n", p.display()));
-        }
-    }
-    out
 }

@@ -21,9 +21,9 @@
 
 mod common;
 
+use common::kclient_logs as logs_of;
 use common::{free_port, require_tools, run_peer_script, sha256_file, Sluice, TempDir};
 use std::io::{Read, Write};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The stream's size, and the part of it on the server's disk when the host kills the server.
@@ -298,27 +298,4 @@ fn http_get(addr: &str, path: &str) -> String {
     text.split_once("\r\n\r\n")
         .map(|(_, body)| body.to_string())
         .unwrap_or(text)
-}
-
-/// The last 8 KiB of every log of a kclient run folder (console, run.sh, the guest's output).
-fn logs_of(run_dir: &Path) -> String {
-    let mut out = String::new();
-    for dir in [run_dir.to_path_buf(), run_dir.join("out")] {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if !p.is_file() || p.extension().is_some_and(|x| x != "log" && x != "txt") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let mut start = text.len().saturating_sub(8192);
-            while !text.is_char_boundary(start) {
-                start += 1;
-            }
-            out.push_str(&format!("--- {} ---\n{}\n", p.display(), &text[start..]));
-        }
-    }
-    out
 }

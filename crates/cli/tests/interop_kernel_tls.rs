@@ -35,6 +35,7 @@
 mod common;
 
 use common::conns::{classify, ConnCapture, FirstRecord};
+use common::kclient_logs as logs_of;
 use common::{free_port, metric, prometheus, require_tools, run_peer_script, sha256_file};
 use common::{Sluice, TempDir};
 use std::path::{Path, PathBuf};
@@ -456,28 +457,4 @@ fn phases(out: &Path) -> Vec<String> {
         })
         .map(|l| l.chars().take(70).collect())
         .collect()
-}
-
-/// The last 8 KiB of every log of a kclient run folder (console, run.sh, the guest's output,
-/// tlshd's).
-fn logs_of(run_dir: &Path) -> String {
-    let mut out = String::new();
-    for dir in [run_dir.to_path_buf(), run_dir.join("out")] {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if !p.is_file() || p.extension().is_some_and(|x| x != "log" && x != "txt") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let mut start = text.len().saturating_sub(8192);
-            while !text.is_char_boundary(start) {
-                start += 1;
-            }
-            out.push_str(&format!("--- {} ---\n{}\n", p.display(), &text[start..]));
-        }
-    }
-    out
 }

@@ -24,6 +24,7 @@
 
 mod common;
 
+use common::kclient_logs as logs_of;
 use common::{free_port, metric, op_counts, require_tools, run_peer_script, Sluice, TempDir};
 use std::time::Duration;
 
@@ -133,27 +134,4 @@ fn linux_kernel_client_locks_and_v42_ops_reach_the_server() {
     // LOCK's errors are the conflicts (NFS4ERR_DENIED) the guest provoked across clients.
     assert!(ops["LOCK"].1 > 0, "no LOCK was denied: {ops:?}");
     assert!(ops["LOCKT"].1 > 0, "no LOCKT was denied: {ops:?}");
-}
-
-/// The last 8 KiB of every log of a kclient run folder (console, run.sh, the guest's output).
-fn logs_of(run_dir: &std::path::Path) -> String {
-    let mut out = String::new();
-    for dir in [run_dir.to_path_buf(), run_dir.join("out")] {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if !p.is_file() || p.extension().is_some_and(|x| x != "log" && x != "txt") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let mut start = text.len().saturating_sub(8192);
-            while !text.is_char_boundary(start) {
-                start += 1;
-            }
-            out.push_str(&format!("--- {} ---\n{}\n", p.display(), &text[start..]));
-        }
-    }
-    out
 }

@@ -802,3 +802,27 @@ pub fn prometheus(metrics: &str) -> String {
     assert!(out.status.success(), "sluice stats: {out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// The last 8 KiB of every log of a kclient run folder (console, run.sh, the guest's output,
+/// tlshd's), for a failing kernel-client test's message.
+pub fn kclient_logs(run_dir: &Path) -> String {
+    let mut out = String::new();
+    for dir in [run_dir.to_path_buf(), run_dir.join("out")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if !p.is_file() || p.extension().is_some_and(|x| x != "log" && x != "txt") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let mut start = text.len().saturating_sub(8192);
+            while !text.is_char_boundary(start) {
+                start += 1;
+            }
+            out.push_str(&format!("--- {} ---\n{}\n", p.display(), &text[start..]));
+        }
+    }
+    out
+}
