@@ -186,7 +186,7 @@ async fn hand_over(
         .map_err(|e| format!("kernel TLS: flushing rustls output: {e}"))?;
     let mut pending = Vec::new();
     let _ = io::Read::read_to_end(&mut conn.reader(), &mut pending);
-    let session = crate::tls::TlsSession::of(&conn, true);
+    let session = crate::tls_session::TlsSession::of(&conn, true);
     let secrets = conn
         .dangerous_extract_secrets()
         .map_err(|e| format!("kernel TLS: extracting the keys: {e}"))?;
@@ -346,12 +346,12 @@ impl AsyncWrite for Corked {
 pub struct KtlsStream {
     reader: KtlsReadHalf,
     writer: OwnedWriteHalf,
-    session: crate::tls::TlsSession,
+    session: crate::tls_session::TlsSession,
 }
 
 impl KtlsStream {
     /// The version and cipher suite the handshake agreed on (for statistics).
-    pub fn session(&self) -> crate::tls::TlsSession {
+    pub fn session(&self) -> crate::tls_session::TlsSession {
         self.session
     }
 

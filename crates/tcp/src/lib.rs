@@ -37,6 +37,7 @@
 
 pub mod ktls;
 pub mod tls;
+pub mod tls_session;
 
 use std::io;
 use std::net::IpAddr;

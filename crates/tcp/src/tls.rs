@@ -85,6 +85,8 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 /// A TLS session over TCP, either end.
+pub use crate::tls_session::TlsSession;
+
 pub type TlsStream = tokio_rustls::TlsStream<TlsIo>;
 
 /// The socket under rustls: reads go through a buffer of `TLS_READ_BUFFER_BYTES`, writes
@@ -611,38 +613,6 @@ impl fmt::Debug for Stream {
             Stream::Tls(_) => f.write_str("Tls(..)"),
             Stream::Ktls(_) => f.write_str("Ktls(..)"),
         }
-    }
-}
-
-/// The protocol version and cipher suite of a TLS connection, as rustls names them
-/// (`TLSv1_3`, `TLS13_AES_128_GCM_SHA256`), and whether the kernel carries its records, for
-/// statistics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TlsSession {
-    pub version: &'static str,
-    pub cipher_suite: &'static str,
-    /// The record layer is in the kernel (kernel TLS), not in rustls.
-    pub kernel: bool,
-}
-
-impl TlsSession {
-    /// What `conn`'s handshake agreed on.
-    pub(crate) fn of(conn: &rustls::CommonState, kernel: bool) -> TlsSession {
-        let name = |s: Option<&'static str>| s.unwrap_or("unknown");
-        TlsSession {
-            version: name(conn.protocol_version().and_then(|v| v.as_str())),
-            cipher_suite: name(
-                conn.negotiated_cipher_suite()
-                    .and_then(|c| c.suite().as_str()),
-            ),
-            kernel,
-        }
-    }
-}
-
-impl fmt::Display for TlsSession {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.version, self.cipher_suite)
     }
 }
 
