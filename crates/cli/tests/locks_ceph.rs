@@ -16,13 +16,14 @@
 mod common;
 mod servers;
 
+use common::ceph::CephCluster;
 use common::{free_port, TempDir};
 use sluice_client::url::NfsUrl;
 use sluice_client::v4::{Client, CreateMode, Minor, V4Options};
 use sluice_client::ClientOptions;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 const ALL: u64 = u64::MAX;
@@ -31,55 +32,30 @@ const LIMIT: Duration = Duration::from_secs(30);
 /// The cluster, a ceph-fuse mount of its root, and `sluice serve` of `ceph:/vol` and a local
 /// directory; all stopped on drop.
 struct Rig {
-    dir: TempDir,
-    fuse: PathBuf,
     server: Option<Child>,
     port: u16,
     local: PathBuf,
+    /// Dropped after the server (the `Drop` below kills it first).
+    ceph: CephCluster,
 }
 
-fn script() -> PathBuf {
-    common::repo_root().join("tests/peers/ceph.sh")
+impl std::ops::Deref for Rig {
+    type Target = CephCluster;
+    fn deref(&self) -> &CephCluster {
+        &self.ceph
+    }
 }
 
 impl Rig {
     fn start() -> Rig {
-        common::require_tools(&["ceph-fuse", "ceph-mon", "fusermount3"]);
-        let dir = TempDir::new("ceph-locks");
-        let cluster = dir.path().join("cluster");
+        let ceph = CephCluster::start_in(TempDir::new("ceph-locks"), false);
         let mut rig = Rig {
-            fuse: dir.path().join("fuse"),
-            local: dir.path().join("local"),
-            dir,
+            local: ceph.dir.path().join("local"),
             server: None,
             port: free_port(),
+            ceph,
         };
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("start")
-            .arg(&cluster)
-            .env("CEPH_MGR", "0")
-            .output()
-            .expect("run tests/peers/ceph.sh");
-        assert!(
-            out.status.success(),
-            "tests/peers/ceph.sh start failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let conf = cluster.join("ceph.conf");
-        std::fs::create_dir_all(&rig.fuse).unwrap();
-        let st = Command::new("timeout")
-            .arg("30")
-            .arg("ceph-fuse")
-            .arg("-c")
-            .arg(&conf)
-            .arg(&rig.fuse)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("run ceph-fuse");
-        assert!(st.success(), "ceph-fuse could not mount the test cluster");
-        std::fs::create_dir_all(rig.fuse.join("vol")).unwrap();
+        let conf = rig.conf.clone();
         std::fs::create_dir_all(&rig.local).unwrap();
         let exports = rig.dir.path().join("exports");
         std::fs::write(
@@ -153,16 +129,6 @@ impl Drop for Rig {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = Command::new("fusermount3")
-            .arg("-u")
-            .arg(&self.fuse)
-            .status();
-        let _ = Command::new("umount").arg("-l").arg(&self.fuse).status();
-        let _ = Command::new("bash")
-            .arg(script())
-            .arg("stop")
-            .arg(self.dir.path().join("cluster"))
-            .status();
     }
 }
 

@@ -11,6 +11,7 @@
 
 mod common;
 
+use common::ceph::CephCluster;
 use common::{free_port, op_counts, pattern, TempDir};
 use sluice_client::url::NfsUrl;
 use sluice_client::v4::{Client as V4, CreateMode, Minor, V4Options};
@@ -196,51 +197,28 @@ fn handles_from_before_a_restart_resolve_after_it_on_ceph() {
 /// with a state directory, a metrics port and a log appended to across restarts; all stopped
 /// on drop.
 struct Rig {
-    dir: TempDir,
-    conf: PathBuf,
-    fuse: PathBuf,
     server: Option<Child>,
     port: u16,
     metrics: String,
+    /// Dropped after the server (the `Drop` below kills it first).
+    ceph: CephCluster,
+}
+
+impl std::ops::Deref for Rig {
+    type Target = CephCluster;
+    fn deref(&self) -> &CephCluster {
+        &self.ceph
+    }
 }
 
 impl Rig {
     fn start(tag: &str) -> Rig {
-        common::require_tools(&["ceph-fuse", "ceph-mon", "fusermount3"]);
-        let dir = TempDir::new(tag);
-        let cluster = dir.path().join("cluster");
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("start")
-            .arg(&cluster)
-            .output()
-            .expect("run tests/peers/ceph.sh");
         let mut rig = Rig {
-            conf: cluster.join("ceph.conf"),
-            fuse: dir.path().join("fuse"),
-            dir,
             server: None,
             port: free_port(),
             metrics: format!("127.0.0.1:{}", free_port()),
+            ceph: CephCluster::start_in(TempDir::new(tag), false),
         };
-        assert!(
-            out.status.success(),
-            "tests/peers/ceph.sh start failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::create_dir_all(&rig.fuse).unwrap();
-        let st = Command::new("timeout")
-            .arg("30")
-            .arg("ceph-fuse")
-            .arg("-c")
-            .arg(&rig.conf)
-            .arg(&rig.fuse)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("run ceph-fuse");
-        assert!(st.success(), "ceph-fuse could not mount the test cluster");
-        std::fs::create_dir_all(rig.fuse.join("vol")).unwrap();
         rig.serve();
         rig
     }
@@ -349,21 +327,7 @@ impl Rig {
 impl Drop for Rig {
     fn drop(&mut self) {
         self.kill9();
-        let _ = Command::new("fusermount3")
-            .arg("-u")
-            .arg(&self.fuse)
-            .status();
-        let _ = Command::new("umount").arg("-l").arg(&self.fuse).status();
-        let _ = Command::new("bash")
-            .arg(script())
-            .arg("stop")
-            .arg(self.dir.path().join("cluster"))
-            .status();
     }
-}
-
-fn script() -> PathBuf {
-    common::repo_root().join("tests/peers/ceph.sh")
 }
 
 /// The uuid in a `ceph:/vol session UUID: ...` line.

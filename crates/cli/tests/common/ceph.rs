@@ -4,19 +4,20 @@
 //! then the ceph-fuse mount, then the cluster, whose memstore data goes with it).
 //!
 //! Needs root, /dev/fuse and the ceph packages (`scripts/install-deps.sh`); a missing tool
-//! fails the test with that message, as every other peer does.
+//! fails the test with that message, as every other peer does. The cluster and its mount are
+//! the shared test kit's (`sluice_testkit::ceph`).
 
-use super::{free_port, repo_root, require_tools, TempDir};
+use super::{free_port, require_tools, TempDir};
+use sluice_testkit::ceph::{Cluster, FuseMount};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-/// How long `ceph-fuse` gets to mount the test cluster: a few hundred milliseconds when the
-/// MDS is up:active, which `ceph.sh start` waited for; 30 s leaves room for a loaded machine.
-pub const CEPH_FUSE_MOUNT_TIMEOUT_SECS: u32 = 30;
-
-/// The cluster and a ceph-fuse mount of its root, with the directory `vol` made in it.
+/// The cluster and a ceph-fuse mount of its root, with the directory `vol` made in it. Fields
+/// drop in order: the mount goes first, then the cluster, then the directory.
 pub struct CephCluster {
+    _mount: FuseMount,
+    _cluster: Cluster,
     /// Everything of the cluster (its daemons' files under `cluster/`), the mount point, and
     /// whatever the test keeps beside them.
     pub dir: TempDir,
@@ -26,73 +27,31 @@ pub struct CephCluster {
     pub fuse: PathBuf,
 }
 
-fn script() -> PathBuf {
-    repo_root().join("tests/peers/ceph.sh")
-}
-
 impl CephCluster {
     /// `mgr`: also a Ceph manager, without which the cluster reports no capacity (FSSTAT 0).
     pub fn start(mgr: bool) -> CephCluster {
+        CephCluster::start_in(TempDir::new("ceph"), mgr)
+    }
+
+    /// [`CephCluster::start`] in a directory the caller made (its name tags the test).
+    pub fn start_in(dir: TempDir, mgr: bool) -> CephCluster {
         require_tools(&["ceph-fuse", "ceph-mon", "fusermount3"]);
-        let dir = TempDir::new("ceph");
-        let cluster = dir.path().join("cluster");
-        let out = Command::new("bash")
-            .arg(script())
-            .arg("start")
-            .arg(&cluster)
-            .env("CEPH_MGR", if mgr { "1" } else { "0" })
-            .output()
-            .expect("run tests/peers/ceph.sh");
-        let c = CephCluster {
-            conf: cluster.join("ceph.conf"),
-            fuse: dir.path().join("fuse"),
+        let env = [("CEPH_MGR", if mgr { "1" } else { "0" })];
+        let cluster = Cluster::start_with(dir.path().join("cluster"), &env);
+        let mount = FuseMount::mount(cluster.conf(), dir.path().join("fuse"));
+        std::fs::create_dir_all(mount.path().join("vol")).unwrap();
+        CephCluster {
+            conf: cluster.conf().to_path_buf(),
+            fuse: mount.path().to_path_buf(),
+            _mount: mount,
+            _cluster: cluster,
             dir,
-        };
-        assert!(
-            out.status.success(),
-            "tests/peers/ceph.sh start failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::create_dir_all(&c.fuse).unwrap();
-        let st = Command::new("timeout")
-            .arg(CEPH_FUSE_MOUNT_TIMEOUT_SECS.to_string())
-            .arg("ceph-fuse")
-            .arg("-c")
-            .arg(&c.conf)
-            .arg(&c.fuse)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("run ceph-fuse");
-        assert!(st.success(), "ceph-fuse could not mount the test cluster");
-        std::fs::create_dir_all(c.fuse.join("vol")).unwrap();
-        c
+        }
     }
 
     /// The path through ceph-fuse of `name` in `/vol`.
     pub fn fuse_path(&self, name: &str) -> PathBuf {
         self.fuse.join("vol").join(name)
-    }
-}
-
-impl Drop for CephCluster {
-    fn drop(&mut self) {
-        // fusermount3 normally unmounts; the lazy umount is for a ceph-fuse that died, and
-        // says "not mounted" otherwise.
-        let _ = Command::new("fusermount3")
-            .arg("-u")
-            .arg(&self.fuse)
-            .status();
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(&self.fuse)
-            .stderr(Stdio::null())
-            .status();
-        let _ = Command::new("bash")
-            .arg(script())
-            .arg("stop")
-            .arg(self.dir.path().join("cluster"))
-            .status();
     }
 }
 
