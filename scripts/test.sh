@@ -37,6 +37,6 @@ stage "cargo test (run)"
 # The interop tests start servers and guests; two at a time is what 2 cores sustain.
 cargo test --workspace -- --test-threads=2
 
-stage "fuzz (15 s per target)"
-echo "   (replays the regression inputs, then 15 s per target; long runs: scripts/fuzz.sh 600)"
-./scripts/fuzz.sh 15
+stage "fuzz (5 s per target)"
+echo "   (replays the regression inputs, then 5 s per target; long runs: scripts/fuzz.sh 600)"
+./scripts/fuzz.sh 5
