@@ -121,8 +121,10 @@ pub enum Fh {
 pub struct Ctx {
     pub current: Option<Fh>,
     pub saved: Option<Fh>,
-    /// The current stateid (§16.2.3.1.2), for the "current stateid" special value.
+    /// The current stateid (§16.2.3.1.2), for the "current stateid" special value, and the
+    /// saved one (SAVEFH keeps it beside the saved handle, RESTOREFH brings it back).
     pub stateid: Option<Stateid4>,
+    pub saved_stateid: Option<Stateid4>,
     /// The session and slot of this COMPOUND's SEQUENCE, and the client it acts for.
     pub session: Option<(SessionId4, u32)>,
     pub clientid: Option<u64>,
@@ -131,6 +133,15 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// Makes `fh` the current handle, for an op that sets no stateid (PUTFH, PUTROOTFH,
+    /// PUTPUBFH, LOOKUP, LOOKUPP, CREATE): the current stateid goes with the handle it was
+    /// about (§16.2.3.1.2), so a later "current stateid" answers NFS4ERR_BAD_STATEID instead of
+    /// naming another file's state (knfsd's `OP_CLEAR_STATEID`).
+    pub fn set_current(&mut self, fh: Fh) {
+        self.current = Some(fh);
+        self.stateid = None;
+    }
+
     /// Resolves the special "current stateid" (§16.2.3.1.2) to the one last set.
     pub fn resolve_stateid(&self, s: &Stateid4) -> Result<Stateid4, Nfsstat4> {
         if *s == Stateid4::CURRENT {

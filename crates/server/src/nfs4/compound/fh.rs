@@ -109,7 +109,7 @@ impl Nfs4 {
             },
             None => Fh::Pseudo(root),
         };
-        ctx.current = Some(fh);
+        ctx.set_current(fh);
         Nfsstat4::OK
     }
 
@@ -174,7 +174,7 @@ impl Nfs4 {
                 }
             }
         };
-        ctx.current = Some(next);
+        ctx.set_current(next);
         Ok(())
     }
 
@@ -202,7 +202,7 @@ impl Nfs4 {
                 }
             }
         };
-        ctx.current = Some(next);
+        ctx.set_current(next);
         Ok(())
     }
 
@@ -557,7 +557,9 @@ impl Nfs4 {
             SECINFO_STYLE4_PARENT => not_wrongsec(self.lookupp(call, ctx))?,
             _ => return Err(Nfsstat4::INVAL),
         }
+        // SECINFO_NO_NAME consumes the handle (§18.45.3), and the stateid goes with it.
         ctx.current = None;
+        ctx.stateid = None;
         Ok(SecinfoList(
             FLAVORS.iter().map(|&f| Secinfo4::Flavor(f)).collect(),
         ))

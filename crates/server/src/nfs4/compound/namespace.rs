@@ -102,7 +102,7 @@ impl Nfs4 {
         }
         .map_err(|(e, _)| map::status(e))?;
         let cinfo = change_info(&ok.dir_wcc);
-        ctx.current = Some(Fh::Export { idx, fh: ok.fh });
+        ctx.set_current(Fh::Export { idx, fh: ok.fh });
         Ok(CreateResOk { cinfo, attrset })
     }
 

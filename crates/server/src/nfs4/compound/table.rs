@@ -230,9 +230,7 @@ static RUNS: [(Opnum4, Run); 73] = [
     (
         Opnum4::PUTFH,
         Memory(op!(Putfh, |nfs, call, fh, ctx| NfsResop4::Putfh(
-            status_of(nfs.put_fh(fh).map(|f| {
-                ctx.current = Some(f);
-            }))
+            status_of(nfs.put_fh(fh).map(|f| ctx.set_current(f)))
         ))),
     ),
     // knfsd's public handle is its root handle; so is ours.
@@ -280,6 +278,7 @@ static RUNS: [(Opnum4, Run); 73] = [
             match &ctx.saved {
                 Some(f) => {
                     ctx.current = Some(f.clone());
+                    ctx.stateid = ctx.saved_stateid;
                     Nfsstat4::OK
                 }
                 None => Nfsstat4::RESTOREFH,
@@ -290,6 +289,7 @@ static RUNS: [(Opnum4, Run); 73] = [
         Opnum4::SAVEFH,
         Memory(op!(Savefh, |nfs, call, (), ctx| {
             ctx.saved = ctx.current.clone();
+            ctx.saved_stateid = ctx.stateid;
             NfsResop4::Savefh(Nfsstat4::OK)
         })),
     ),
@@ -395,9 +395,10 @@ static RUNS: [(Opnum4, Run); 73] = [
     (
         Opnum4::FREE_STATEID,
         Fs(op!(FreeStateid, |nfs, call, sid, ctx| {
-            NfsResop4::FreeStateid(match ctx.clientid {
-                Some(c) => nfs.state().free_stateid(c, sid),
-                None => Nfsstat4::OP_NOT_IN_SESSION,
+            NfsResop4::FreeStateid(match (ctx.clientid, ctx.resolve_stateid(sid)) {
+                (None, _) => Nfsstat4::OP_NOT_IN_SESSION,
+                (Some(_), Err(s)) => s,
+                (Some(c), Ok(sid)) => nfs.state().free_stateid(c, &sid),
             })
         })),
     ),

@@ -1,0 +1,134 @@
+//! NFSv4.1 error paths over a real socket (issue #30): the errors RFC 8881's per-op tables
+//! (§15.2, §15.3) and its prose require, checked where sluice once answered another one or
+//! went on running. Each test is named for the rule it holds; the table maps them to the RFC.
+//! The CB_RECALL resend is `nfs4_errors_recall.rs`'s (it needs a client with a back channel).
+//!
+//! | RFC 8881 | behaviour | test |
+//! |---|---|---|
+//! | §16.2.3.1.2 | PUTFH, PUTROOTFH and LOOKUP clear the current stateid; SAVEFH / RESTOREFH keep it with the handle | `current_stateid::a_new_current_handle_clears_the_current_stateid` |
+//! | §16.2.3.1.2, §18.38.3 | FREE_STATEID resolves the current stateid (LOCKS_HELD through it) | `current_stateid::free_stateid_takes_the_current_stateid` |
+
+#[macro_use]
+mod support;
+
+use sluice_xdr::nfs4::ops::{NfsArgop4, NfsResop4};
+use sluice_xdr::nfs4::Nfsstat4;
+use support::nfs4::*;
+use support::{rw, TestServer};
+
+/// The export's directory, then `ops`.
+fn in_export(s: &TestServer, ops: Vec<NfsArgop4>) -> Vec<NfsArgop4> {
+    let mut all = walk_to(&s.export);
+    all.extend(ops);
+    all
+}
+
+/// The current stateid (issue #30, item 1).
+mod current_stateid {
+    use super::*;
+    use bytes::Bytes;
+    use sluice_xdr::nfs4::ops::{
+        LockArgs, LockRes, Locker4, OpenToLockOwner4, OPEN4_SHARE_ACCESS_BOTH, WRITE_LT,
+    };
+    use sluice_xdr::nfs4::{LockOwner4, Opaque4, Stateid4};
+
+    /// The status of the last result, and how many results there were.
+    fn last(res: &sluice_xdr::nfs4::compound::Compound4Res) -> (Nfsstat4, usize) {
+        (
+            res.results.last().map_or(Nfsstat4::OK, |r| r.status()),
+            res.results.len(),
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_current_handle_clears_the_current_stateid() {
+        let s = TestServer::start(rw()).await;
+        let mut v = V4::mount(&s, "current stateid").await;
+        let (_, fh) = v
+            .open(&s.export, "o", "f", true, OPEN4_SHARE_ACCESS_BOTH, 0)
+            .await
+            .unwrap();
+        let walk = walk_to(&s.export).len();
+        // Each op that sets a handle and no stateid, between OPEN and CLOSE(current): the CLOSE
+        // has no current stateid to use.
+        let between: [(&str, Vec<NfsArgop4>); 3] = [
+            ("PUTFH", vec![NfsArgop4::Putfh(fh.clone())]),
+            ("PUTROOTFH", vec![NfsArgop4::Putrootfh(())]),
+            ("LOOKUP", [walk_to(&s.export), vec![lookup("f")]].concat()),
+        ];
+        for (name, ops) in between {
+            let mut all = vec![open_op("o", "f", false, OPEN4_SHARE_ACCESS_BOTH, 0)];
+            all.extend(ops);
+            all.push(close_op(Stateid4::CURRENT));
+            let res = v.send(in_export(&s, all)).await;
+            assert_eq!(
+                res.status,
+                Nfsstat4::BAD_STATEID,
+                "CLOSE(current) after {name}: {res:?}"
+            );
+            assert!(
+                matches!(res.results.last(), Some(NfsResop4::Close(_))),
+                "{res:?}"
+            );
+        }
+        // SAVEFH keeps the stateid with the handle and RESTOREFH brings both back.
+        let res = v
+            .send(in_export(
+                &s,
+                vec![
+                    open_op("o", "f", false, OPEN4_SHARE_ACCESS_BOTH, 0),
+                    NfsArgop4::Savefh(()),
+                    NfsArgop4::Putrootfh(()),
+                    NfsArgop4::Restorefh(()),
+                    close_op(Stateid4::CURRENT),
+                ],
+            ))
+            .await;
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        assert_eq!(last(&res), (Nfsstat4::OK, walk + 6));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn free_stateid_takes_the_current_stateid() {
+        let s = TestServer::start(rw()).await;
+        let mut v = V4::mount(&s, "free current").await;
+        let (o, fh) = v
+            .open(&s.export, "o", "f", true, OPEN4_SHARE_ACCESS_BOTH, 0)
+            .await
+            .unwrap();
+        // LOCK sets the current stateid to the lock stateid, which holds a lock: FREE_STATEID
+        // of it is LOCKS_HELD, not BAD_STATEID.
+        let res = v
+            .send(vec![
+                NfsArgop4::Putfh(fh),
+                NfsArgop4::Lock(LockArgs {
+                    locktype: WRITE_LT,
+                    reclaim: false,
+                    offset: 0,
+                    length: 10,
+                    locker: Locker4::New(OpenToLockOwner4 {
+                        open_seqid: 0,
+                        open_stateid: o.stateid,
+                        lock_seqid: 0,
+                        lock_owner: LockOwner4 {
+                            clientid: 0,
+                            owner: Opaque4(Bytes::from_static(b"lo")),
+                        },
+                    }),
+                }),
+                NfsArgop4::FreeStateid(Stateid4::CURRENT),
+            ])
+            .await;
+        assert!(
+            matches!(res.results.get(2), Some(NfsResop4::Lock(LockRes::Ok(_)))),
+            "{res:?}"
+        );
+        assert_eq!(res.status, Nfsstat4::LOCKS_HELD, "{res:?}");
+        // With no current stateid at all: BAD_STATEID.
+        let res = v
+            .send(vec![NfsArgop4::FreeStateid(Stateid4::CURRENT)])
+            .await;
+        assert_eq!(res.status, Nfsstat4::BAD_STATEID, "{res:?}");
+    }
+}
+
