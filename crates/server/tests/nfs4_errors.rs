@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | §16.2.3.1.2 | PUTFH, PUTROOTFH and LOOKUP clear the current stateid; SAVEFH / RESTOREFH keep it with the handle | `current_stateid::a_new_current_handle_clears_the_current_stateid` |
 //! | §16.2.3.1.2, §18.38.3 | FREE_STATEID resolves the current stateid (LOCKS_HELD through it) | `current_stateid::free_stateid_takes_the_current_stateid` |
+//! | §18.13.3, §18.14.3, §18.22.3 | an op that needs a directory answers SYMLINK on a symlink, NOTDIR on a file; READ of a symlink is SYMLINK | `symlinks::directory_ops_on_a_symlink_answer_symlink` |
 
 #[macro_use]
 mod support;
@@ -129,6 +130,121 @@ mod current_stateid {
             .send(vec![NfsArgop4::FreeStateid(Stateid4::CURRENT)])
             .await;
         assert_eq!(res.status, Nfsstat4::BAD_STATEID, "{res:?}");
+    }
+}
+
+/// SYMLINK where a directory (or a regular file) is needed (issue #30, item 2).
+mod symlinks {
+    use super::*;
+    use bytes::Bytes;
+    use sluice_xdr::nfs4::ops::{
+        CreateArgs, Createtype4, ReadArgs, ReaddirArgs, RenameArgs, OPEN4_SHARE_ACCESS_BOTH,
+    };
+    use sluice_xdr::nfs4::{Bitmap4, Linktext4, NfsFh4, Stateid4};
+
+    /// CREATE of a symlink `name` to `target` in the current directory.
+    fn symlink_op(name: &str, target: &'static [u8]) -> NfsArgop4 {
+        NfsArgop4::Create(CreateArgs {
+            objtype: Createtype4::Lnk(Linktext4(Bytes::from_static(target))),
+            objname: component(name),
+            createattrs: Default::default(),
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn directory_ops_on_a_symlink_answer_symlink() {
+        let s = TestServer::start(rw()).await;
+        std::fs::create_dir(s.export.join("d")).unwrap();
+        std::fs::write(s.export.join("f"), b"x").unwrap();
+        let mut v = V4::mount(&s, "symlink ops").await;
+        let res = v
+            .send(in_export(
+                &s,
+                vec![symlink_op("ln", b"d"), NfsArgop4::Getfh(())],
+            ))
+            .await;
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        let Some(NfsResop4::Getfh(sluice_xdr::nfs4::ops::Res4::Ok(link))) = res.results.last()
+        else {
+            panic!("{res:?}")
+        };
+        let res = v
+            .send(in_export(&s, vec![lookup("f"), NfsArgop4::Getfh(())]))
+            .await;
+        let Some(NfsResop4::Getfh(sluice_xdr::nfs4::ops::Res4::Ok(file))) = res.results.last()
+        else {
+            panic!("{res:?}")
+        };
+        let ops = |dir: &NfsFh4| -> Vec<(&'static str, Vec<NfsArgop4>)> {
+            vec![
+                ("LOOKUP", vec![NfsArgop4::Putfh(dir.clone()), lookup("x")]),
+                (
+                    "LOOKUPP",
+                    vec![NfsArgop4::Putfh(dir.clone()), NfsArgop4::Lookupp(())],
+                ),
+                (
+                    "CREATE",
+                    vec![NfsArgop4::Putfh(dir.clone()), symlink_op("y", b"z")],
+                ),
+                (
+                    "OPEN",
+                    vec![
+                        NfsArgop4::Putfh(dir.clone()),
+                        open_op("o", "x", true, OPEN4_SHARE_ACCESS_BOTH, 0),
+                    ],
+                ),
+                (
+                    "REMOVE",
+                    vec![
+                        NfsArgop4::Putfh(dir.clone()),
+                        NfsArgop4::Remove(component("x")),
+                    ],
+                ),
+                (
+                    "READDIR",
+                    vec![
+                        NfsArgop4::Putfh(dir.clone()),
+                        NfsArgop4::Readdir(ReaddirArgs {
+                            cookie: 0,
+                            cookieverf: [0; 8],
+                            dircount: 4096,
+                            maxcount: 8192,
+                            attr_request: Bitmap4::default(),
+                        }),
+                    ],
+                ),
+                (
+                    "RENAME",
+                    vec![
+                        NfsArgop4::Putfh(dir.clone()),
+                        NfsArgop4::Savefh(()),
+                        NfsArgop4::Rename(RenameArgs {
+                            oldname: component("x"),
+                            newname: component("y"),
+                        }),
+                    ],
+                ),
+            ]
+        };
+        // READ wants a regular file: SYMLINK on a symlink (§18.22.3), ISDIR on a directory.
+        let read = |fh: &NfsFh4| {
+            vec![
+                NfsArgop4::Putfh(fh.clone()),
+                NfsArgop4::Read(ReadArgs {
+                    stateid: Stateid4::ANONYMOUS,
+                    offset: 0,
+                    count: 1,
+                }),
+            ]
+        };
+        let res = v.send(read(link)).await;
+        assert_eq!(res.status, Nfsstat4::SYMLINK, "READ of a symlink: {res:?}");
+        for (handle, want) in [(link, Nfsstat4::SYMLINK), (file, Nfsstat4::NOTDIR)] {
+            for (name, ops) in ops(handle) {
+                let res = v.send(ops).await;
+                assert_eq!(res.status, want, "{name} on a {want:?} handle: {res:?}");
+            }
+        }
     }
 }
 

@@ -206,6 +206,36 @@ impl Nfs4 {
         Ok(())
     }
 
+    /// Whether op `op`, which answered NFS4ERR_NOTDIR, must answer NFS4ERR_SYMLINK instead:
+    /// it needs a directory and the handle it was given is a symbolic link. RFC 8881 names
+    /// SYMLINK for LOOKUP and LOOKUPP (§18.13.3, §18.14.3) and NOTDIR for a directory op's
+    /// handle of another type; knfsd answers SYMLINK for every v4 op whose handle is a symlink
+    /// where a directory was wanted (`nfsd_mode_check`), and so do we, for the ops that take
+    /// a directory: LOOKUP, LOOKUPP, CREATE, OPEN, REMOVE, LINK, READDIR, SECINFO and
+    /// SECINFO_NO_NAME (current handle), RENAME (current or saved). Looked up only on the
+    /// error path.
+    pub(super) fn symlink_for_dir(&self, call: &Call<'_>, ctx: &Ctx, op: Opnum4) -> bool {
+        let handles = match op {
+            Opnum4::LOOKUP
+            | Opnum4::LOOKUPP
+            | Opnum4::CREATE
+            | Opnum4::OPEN
+            | Opnum4::REMOVE
+            | Opnum4::LINK
+            | Opnum4::READDIR
+            | Opnum4::SECINFO
+            | Opnum4::SECINFO_NO_NAME => [ctx.current.as_ref(), None],
+            Opnum4::RENAME => [ctx.current.as_ref(), ctx.saved.as_ref()],
+            _ => return false,
+        };
+        handles.into_iter().flatten().any(|h| match h {
+            Fh::Pseudo(_) => false,
+            Fh::Export { idx, fh } => self
+                .gate(call, *idx)
+                .is_ok_and(|(fs, _)| fs.getattr(fh).is_ok_and(|a| a.ftype == FileType::Symlink)),
+        })
+    }
+
     pub(super) fn lease_time_secs(&self) -> u32 {
         u32::try_from(self.state().config().lease.as_secs()).unwrap_or(u32::MAX)
     }

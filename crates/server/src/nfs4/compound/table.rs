@@ -84,7 +84,15 @@ pub(super) fn run(nfs: &Nfs4, call: &Call<'_>, op: &NfsArgop4, ctx: &mut Ctx) ->
         return NfsResop4::error(num, Nfsstat4::NOFILEHANDLE);
     }
     match row.run {
-        Run::Memory(h) | Run::Fs(h) => h(nfs, call, op, ctx),
+        Run::Memory(h) | Run::Fs(h) => {
+            let r = h(nfs, call, op, ctx);
+            match r.status() {
+                Nfsstat4::NOTDIR if nfs.symlink_for_dir(call, ctx, num) => {
+                    NfsResop4::error(num, Nfsstat4::SYMLINK)
+                }
+                _ => r,
+            }
+        }
         Run::NotSupported => NfsResop4::error(num, Nfsstat4::NOTSUPP),
         // The evaluation runs data ops itself, but for READ_PLUS while it is switched off
         // (`Nfs4::read_plus`): not served.
