@@ -8,6 +8,7 @@
 //! | §16.2.3.1.2 | PUTFH, PUTROOTFH and LOOKUP clear the current stateid; SAVEFH / RESTOREFH keep it with the handle | `current_stateid::a_new_current_handle_clears_the_current_stateid` |
 //! | §16.2.3.1.2, §18.38.3 | FREE_STATEID resolves the current stateid (LOCKS_HELD through it) | `current_stateid::free_stateid_takes_the_current_stateid` |
 //! | §18.13.3, §18.14.3, §18.22.3 | an op that needs a directory answers SYMLINK on a symlink, NOTDIR on a file; READ of a symlink is SYMLINK | `symlinks::directory_ops_on_a_symlink_answer_symlink` |
+//! | §2.10.6.4, §18.46.3 | SEQUENCE's own result is checked against the (cached) reply limit, before the slot | `reply_limits::a_sequence_that_does_not_fit_the_cached_limit_is_rep_too_big_to_cache` |
 
 #[macro_use]
 mod support;
@@ -245,6 +246,37 @@ mod symlinks {
                 assert_eq!(res.status, want, "{name} on a {want:?} handle: {res:?}");
             }
         }
+    }
+}
+
+/// SEQUENCE's own result against the reply limits (issue #30, item 4).
+mod reply_limits {
+    use super::*;
+
+    /// Bytes of a reply of SEQUENCE alone with the test tag: status, tag (4 + 8), result count,
+    /// SEQUENCE's result (44).
+    const SEQUENCE_ALONE_REPLY_BYTES: u32 = 4 + 12 + 4 + 44;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_sequence_that_does_not_fit_the_cached_limit_is_rep_too_big_to_cache() {
+        let s = TestServer::start(rw()).await;
+        let fore = sluice_xdr::nfs4::ops::ChannelAttrs4 {
+            maxresponsesize_cached: SEQUENCE_ALONE_REPLY_BYTES - 1,
+            ..chan()
+        };
+        let mut v = V4::mount_with(&s, "tiny cache", fore).await;
+        let sid = v.sessionid;
+        let res = compound(&mut v.rpc, 1, vec![sequence_on(sid, 0, 1, true)]).await;
+        assert_eq!(res.status, Nfsstat4::REP_TOO_BIG_TO_CACHE, "{res:?}");
+        assert_eq!(statuses(&res), vec![Nfsstat4::REP_TOO_BIG_TO_CACHE]);
+        // The slot was not used: sequence id 1 again, uncached, runs.
+        let res = compound(
+            &mut v.rpc,
+            1,
+            vec![sequence_on(sid, 0, 1, false), NfsArgop4::Putrootfh(())],
+        )
+        .await;
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
     }
 }
 
