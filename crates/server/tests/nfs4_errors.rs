@@ -9,6 +9,7 @@
 //! | §16.2.3.1.2, §18.38.3 | FREE_STATEID resolves the current stateid (LOCKS_HELD through it) | `current_stateid::free_stateid_takes_the_current_stateid` |
 //! | §18.13.3, §18.14.3, §18.22.3 | an op that needs a directory answers SYMLINK on a symlink, NOTDIR on a file; READ of a symlink is SYMLINK | `symlinks::directory_ops_on_a_symlink_answer_symlink` |
 //! | §2.10.6.4, §18.46.3 | SEQUENCE's own result is checked against the (cached) reply limit, before the slot | `reply_limits::a_sequence_that_does_not_fit_the_cached_limit_is_rep_too_big_to_cache` |
+//! | §18.36.3 | CREATE_SESSION grants small fore channels down to one SEQUENCE (knfsd's 64 bytes); the COMPOUNDs then meet REQ/REP_TOO_BIG | `small_channels::small_fore_channels_get_a_session_and_then_too_big` |
 
 #[macro_use]
 mod support;
@@ -277,6 +278,63 @@ mod reply_limits {
         )
         .await;
         assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    }
+}
+
+/// Small fore channels (issue #30, item 5).
+mod small_channels {
+    use super::*;
+    use sluice_xdr::nfs4::ops::ReadArgs;
+    use sluice_xdr::nfs4::Stateid4;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn small_fore_channels_get_a_session_and_then_too_big() {
+        let s = TestServer::start(rw()).await;
+        let mut rpc = s.connect().await;
+        let (clientid, seq) = exchange_id(&mut rpc, b"small channel").await;
+        // Below one SEQUENCE: TOOSMALL.
+        let tiny = sluice_xdr::nfs4::ops::ChannelAttrs4 {
+            maxresponsesize: 63,
+            ..chan()
+        };
+        let res = create_session_with(&mut rpc, clientid, seq, tiny).await;
+        assert_eq!(res.status, Nfsstat4::TOOSMALL, "{res:?}");
+        // 400 / 512 bytes: granted as asked.
+        let small = sluice_xdr::nfs4::ops::ChannelAttrs4 {
+            maxrequestsize: 400,
+            maxresponsesize: 512,
+            ..chan()
+        };
+        let mut v = V4::establish(rpc, "small channel", small).await;
+        let sid = v.sessionid;
+        // A LOOKUP of a 500-byte name does not fit 400 bytes of request.
+        let long = "n".repeat(500);
+        let res = compound(
+            &mut v.rpc,
+            1,
+            vec![
+                sequence_on(sid, 0, 1, false),
+                NfsArgop4::Putrootfh(()),
+                lookup(&long),
+            ],
+        )
+        .await;
+        assert_eq!(statuses(&res), vec![Nfsstat4::REQ_TOO_BIG], "{res:?}");
+        // A READ of 1000 bytes does not fit 512 bytes of reply: REP_TOO_BIG on the READ.
+        std::fs::write(s.export.join("data"), vec![b'x'; 1000]).unwrap();
+        let mut ops = vec![sequence_on(sid, 0, 1, false)];
+        ops.extend(walk_to(&s.export));
+        ops.push(lookup("data"));
+        ops.push(NfsArgop4::Read(ReadArgs {
+            stateid: Stateid4::ANONYMOUS,
+            offset: 0,
+            count: 1000,
+        }));
+        let n = ops.len();
+        let res = compound(&mut v.rpc, 1, ops).await;
+        assert_eq!(res.status, Nfsstat4::REP_TOO_BIG, "{:?}", statuses(&res));
+        assert_eq!(res.results.len(), n);
+        assert!(matches!(res.results[n - 1], NfsResop4::Read(_)), "{res:?}");
     }
 }
 
