@@ -10,6 +10,7 @@
 //! | §18.13.3, §18.14.3, §18.22.3 | an op that needs a directory answers SYMLINK on a symlink, NOTDIR on a file; READ of a symlink is SYMLINK | `symlinks::directory_ops_on_a_symlink_answer_symlink` |
 //! | §2.10.6.4, §18.46.3 | SEQUENCE's own result is checked against the (cached) reply limit, before the slot | `reply_limits::a_sequence_that_does_not_fit_the_cached_limit_is_rep_too_big_to_cache` |
 //! | §18.36.3 | CREATE_SESSION grants small fore channels down to one SEQUENCE (knfsd's 64 bytes); the COMPOUNDs then meet REQ/REP_TOO_BIG | `small_channels::small_fore_channels_get_a_session_and_then_too_big` |
+//! | §18.37.3 | DESTROY_SESSION of the COMPOUND's own session not last: NOT_ONLY_OP, nothing after it runs | `destroy_own_session::destroying_the_own_session_mid_compound_is_not_only_op` |
 
 #[macro_use]
 mod support;
@@ -335,6 +336,33 @@ mod small_channels {
         assert_eq!(res.status, Nfsstat4::REP_TOO_BIG, "{:?}", statuses(&res));
         assert_eq!(res.results.len(), n);
         assert!(matches!(res.results[n - 1], NfsResop4::Read(_)), "{res:?}");
+    }
+}
+
+/// DESTROY_SESSION of the COMPOUND's own session (issue #30, item 6).
+mod destroy_own_session {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn destroying_the_own_session_mid_compound_is_not_only_op() {
+        let s = TestServer::start(rw()).await;
+        let mut v = V4::mount(&s, "destroy own").await;
+        let sid = v.sessionid;
+        let res = v
+            .send(vec![
+                NfsArgop4::DestroySession(sid),
+                NfsArgop4::Putrootfh(()),
+            ])
+            .await;
+        assert_eq!(res.status, Nfsstat4::NOT_ONLY_OP, "{res:?}");
+        assert_eq!(statuses(&res), vec![Nfsstat4::OK, Nfsstat4::NOT_ONLY_OP]);
+        // The session lives on; as the last op, DESTROY_SESSION of it runs.
+        let res = v.send(vec![NfsArgop4::Putrootfh(())]).await;
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        let res = v.send(vec![NfsArgop4::DestroySession(sid)]).await;
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        let res = v.send(vec![NfsArgop4::Putrootfh(())]).await;
+        assert_eq!(res.status, Nfsstat4::BADSESSION, "{res:?}");
     }
 }
 

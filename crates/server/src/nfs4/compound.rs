@@ -130,6 +130,9 @@ pub struct Ctx {
     pub clientid: Option<u64>,
     /// The COMPOUND's minor version (1 or 2): which attributes exist.
     pub minor: u32,
+    /// The op now running is the COMPOUND's last (DESTROY_SESSION of the COMPOUND's own
+    /// session must be, §18.37.3).
+    pub last_op: bool,
 }
 
 impl Ctx {

@@ -256,6 +256,7 @@ impl Eval {
                     }
                 }
                 let removed = nfs.held_removal(call, &self.ctx, op);
+                self.ctx.last_op = last;
                 let mut r = table::run(nfs, call, op, &mut self.ctx);
                 if r.status() == Nfsstat4::OK {
                     // RFC 8881 §2.6.3.1.1: a put-filehandle op may have to answer WRONGSEC

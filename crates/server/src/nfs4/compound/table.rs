@@ -530,6 +530,11 @@ fn destroy_session(
     ctx: &Ctx,
     id: &SessionId4,
 ) -> Result<(), Nfsstat4> {
+    // The COMPOUND's own session may be destroyed only by its last op (§18.37.3): nothing
+    // may run in a session that is gone (knfsd answers the same).
+    if ctx.session.is_some_and(|(s, _)| s == *id) && !ctx.last_op {
+        return Err(Nfsstat4::NOT_ONLY_OP);
+    }
     let mut st = nfs.state();
     if ctx.session.is_none() {
         let s = st.session(id).ok_or(Nfsstat4::BADSESSION)?;
