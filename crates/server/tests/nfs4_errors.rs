@@ -11,6 +11,7 @@
 //! | §2.10.6.4, §18.46.3 | SEQUENCE's own result is checked against the (cached) reply limit, before the slot | `reply_limits::a_sequence_that_does_not_fit_the_cached_limit_is_rep_too_big_to_cache` |
 //! | §18.36.3 | CREATE_SESSION grants small fore channels down to one SEQUENCE (knfsd's 64 bytes); the COMPOUNDs then meet REQ/REP_TOO_BIG | `small_channels::small_fore_channels_get_a_session_and_then_too_big` |
 //! | §18.37.3 | DESTROY_SESSION of the COMPOUND's own session not last: NOT_ONLY_OP, nothing after it runs | `destroy_own_session::destroying_the_own_session_mid_compound_is_not_only_op` |
+//! | §15.1.7 | a new name (CREATE, OPEN create, RENAME, LINK) not UTF-8 is INVAL; an existing one stays reachable; "." and ".." are BADNAME in every op that takes a component | `names::names_not_utf8_are_inval_where_made_and_dot_names_are_badname` |
 
 #[macro_use]
 mod support;
@@ -363,6 +364,126 @@ mod destroy_own_session {
         assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
         let res = v.send(vec![NfsArgop4::Putrootfh(())]).await;
         assert_eq!(res.status, Nfsstat4::BADSESSION, "{res:?}");
+    }
+}
+
+/// Names: UTF-8 and "." / ".." (issue #30, item 9).
+mod names {
+    use super::*;
+    use bytes::Bytes;
+    use sluice_xdr::nfs4::ops::{CreateArgs, Createtype4, RenameArgs, OPEN4_SHARE_ACCESS_BOTH};
+
+    /// A component of raw bytes.
+    fn raw(name: &'static [u8]) -> sluice_xdr::nfs4::Component4 {
+        sluice_xdr::nfs4::Component4(Bytes::from_static(name))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn names_not_utf8_are_inval_where_made_and_dot_names_are_badname() {
+        use std::os::unix::ffi::OsStrExt;
+        let s = TestServer::start(rw()).await;
+        std::fs::write(s.export.join("f"), b"x").unwrap();
+        // A name some local program wrote in Latin-1: still reachable.
+        let latin1: &'static [u8] = b"caf\xe9";
+        std::fs::write(s.export.join(std::ffi::OsStr::from_bytes(latin1)), b"y").unwrap();
+        let mut v = V4::mount(&s, "names").await;
+        let fh_of = |res: &sluice_xdr::nfs4::compound::Compound4Res| match res.results.last() {
+            Some(NfsResop4::Getfh(sluice_xdr::nfs4::ops::Res4::Ok(fh))) => fh.clone(),
+            _ => panic!("{res:?}"),
+        };
+        let file = fh_of(
+            &v.send(in_export(&s, vec![lookup("f"), NfsArgop4::Getfh(())]))
+                .await,
+        );
+        let res = v
+            .send(in_export(&s, vec![NfsArgop4::Lookup(raw(latin1))]))
+            .await;
+        assert_eq!(
+            res.status,
+            Nfsstat4::OK,
+            "LOOKUP of an existing Latin-1 name: {res:?}"
+        );
+        let bad: &'static [u8] = b"bad\xff\xfe";
+        let made: Vec<(&str, Vec<NfsArgop4>)> = vec![
+            (
+                "CREATE",
+                vec![NfsArgop4::Create(CreateArgs {
+                    objtype: Createtype4::Dir,
+                    objname: raw(bad),
+                    createattrs: Default::default(),
+                })],
+            ),
+            ("OPEN create", vec![open_raw(bad, true)]),
+            (
+                "RENAME",
+                vec![
+                    NfsArgop4::Savefh(()),
+                    NfsArgop4::Rename(RenameArgs {
+                        oldname: component("f"),
+                        newname: raw(bad),
+                    }),
+                ],
+            ),
+            (
+                "LINK",
+                [
+                    vec![NfsArgop4::Putfh(file.clone()), NfsArgop4::Savefh(())],
+                    walk_to(&s.export),
+                    vec![NfsArgop4::Link(raw(bad))],
+                ]
+                .concat(),
+            ),
+        ];
+        for (name, ops) in made {
+            let res = v.send(in_export(&s, ops)).await;
+            assert_eq!(
+                res.status,
+                Nfsstat4::INVAL,
+                "{name} of a name not UTF-8: {res:?}"
+            );
+        }
+        assert!(s.export.join("f").exists(), "nothing renamed");
+        // "." and "..": BADNAME in every op that takes a component (knfsd's `check_filename`).
+        for dot in [&b"."[..], &b".."[..]] {
+            let dot: &'static [u8] = if dot == b"." { b"." } else { b".." };
+            let ops: Vec<(&str, Vec<NfsArgop4>)> = vec![
+                ("LOOKUP", vec![NfsArgop4::Lookup(raw(dot))]),
+                ("REMOVE", vec![NfsArgop4::Remove(raw(dot))]),
+                ("SECINFO", vec![NfsArgop4::Secinfo(raw(dot))]),
+                ("OPEN", vec![open_raw(dot, false)]),
+                (
+                    "CREATE",
+                    vec![NfsArgop4::Create(CreateArgs {
+                        objtype: Createtype4::Dir,
+                        objname: raw(dot),
+                        createattrs: Default::default(),
+                    })],
+                ),
+                (
+                    "RENAME",
+                    vec![
+                        NfsArgop4::Savefh(()),
+                        NfsArgop4::Rename(RenameArgs {
+                            oldname: component("f"),
+                            newname: raw(dot),
+                        }),
+                    ],
+                ),
+            ];
+            for (name, ops) in ops {
+                let res = v.send(in_export(&s, ops)).await;
+                assert_eq!(res.status, Nfsstat4::BADNAME, "{name} of {dot:?}: {res:?}");
+            }
+        }
+    }
+
+    /// OPEN of the raw name `name` by owner "o" (UNCHECKED create when `create`).
+    fn open_raw(name: &'static [u8], create: bool) -> NfsArgop4 {
+        let mut op = open_op("o", "placeholder", create, OPEN4_SHARE_ACCESS_BOTH, 0);
+        if let NfsArgop4::Open(a) = &mut op {
+            a.claim = sluice_xdr::nfs4::ops::OpenClaim4::Null(raw(name));
+        }
+        op
     }
 }
 

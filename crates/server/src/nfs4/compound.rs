@@ -210,8 +210,11 @@ impl Nfs4 {
     }
 }
 
-/// A LOOKUP name: not empty (INVAL), at most NAME_MAX (NAMETOOLONG), not "." or ".." and
-/// without '/' or NUL (BADNAME) — RFC 8881 §18.15.3.
+/// A component naming an entry that must exist (LOOKUP, REMOVE, RENAME's old name, OPEN
+/// without create, SECINFO): not empty (INVAL), at most NAME_MAX (NAMETOOLONG), not "." or
+/// ".." and without '/' or NUL (BADNAME), as knfsd's `check_filename` (RFC 8881 §15.1.7).
+/// Not checked as UTF-8: a file whose name some local program wrote in another encoding must
+/// stay reachable (§15.1.7 lets a server accommodate such names; knfsd never checks).
 fn check_name(name: &[u8]) -> Result<(), Nfsstat4> {
     if name.is_empty() {
         return Err(Nfsstat4::INVAL);
@@ -222,6 +225,16 @@ fn check_name(name: &[u8]) -> Result<(), Nfsstat4> {
     if name == b"." || name == b".." || name.iter().any(|&b| b == b'/' || b == 0) {
         return Err(Nfsstat4::BADNAME);
     }
+    Ok(())
+}
+
+/// A component naming an entry about to be made (CREATE, OPEN with create, RENAME's new name,
+/// LINK): [`check_name`]'s rules, and valid UTF-8 (NFS4ERR_INVAL otherwise, RFC 8881
+/// §15.1.7: names are UTF-8 strings), so that no new name this server makes is one a client
+/// cannot show.
+fn check_new_name(name: &[u8]) -> Result<(), Nfsstat4> {
+    check_name(name)?;
+    std::str::from_utf8(name).map_err(|_| Nfsstat4::INVAL)?;
     Ok(())
 }
 

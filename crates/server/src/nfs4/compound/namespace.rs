@@ -5,7 +5,7 @@
 //! (`sluice_nfs4state::recovery::parked`, [`Nfs4::sweep_parked`]), as knfsd's "silly rename" does
 //! on the client side; other clients' delegations on what changes are recalled first (`io.rs`).
 
-use super::{change_info, check_name, Call, Ctx, Fh, Nfs4};
+use super::{change_info, check_name, check_new_name, Call, Ctx, Fh, Nfs4};
 use crate::backend::{Caller, DeviceId, FileHandle, FileSystem, FileType};
 use crate::nfs4::map::{self};
 use bytes::Bytes;
@@ -65,7 +65,7 @@ impl Nfs4 {
     ) -> Result<CreateResOk, Nfsstat4> {
         let (idx, dir) = Self::export_fh(&ctx.current)?;
         let (fs, caller) = self.gate(call, idx)?;
-        check_name(&a.objname.0)?;
+        check_new_name(&a.objname.0)?;
         let (sattr, attrset) = map::set_attr(&a.createattrs, &self.idmap, ctx.minor)?;
         let name = &a.objname.0;
         let dev = |d: &Specdata4| DeviceId {
@@ -123,7 +123,7 @@ impl Nfs4 {
         }
         let (old, new) = (&a.oldname.0[..], &a.newname.0[..]);
         check_name(old)?;
-        check_name(new)?;
+        check_new_name(new)?;
         let (fs, caller) = self.gate(call, to_idx)?;
         // The file renamed and the file it replaces are both changes of their delegations.
         self.break_delegations_at(call, ctx, (fs, &caller), from_dir, old)?;
@@ -257,7 +257,7 @@ impl Nfs4 {
         if file_idx != dir_idx {
             return Err(Nfsstat4::XDEV);
         }
-        check_name(name)?;
+        check_new_name(name)?;
         let (fs, caller) = self.gate(call, dir_idx)?;
         self.break_delegations(call, ctx, fs, file)?; // its link count and ctime change
         let r = fs
