@@ -778,7 +778,10 @@ pub(super) fn encoded_len<T: Pack>(v: &T) -> usize {
     w.len()
 }
 
-/// Ops allowed first without SEQUENCE (RFC 8881 §2.6.3.1.1.1).
+/// Ops allowed first without SEQUENCE, each alone in its COMPOUND: EXCHANGE_ID,
+/// CREATE_SESSION, DESTROY_SESSION, DESTROY_CLIENTID and BIND_CONN_TO_SESSION (RFC 8881
+/// §18.46.3, SEQUENCE's placement rules, and those ops' own descriptions, §18.34-§18.37 and
+/// §18.50; not §2.6.3.1.1.x, which is about WRONGSEC).
 fn sessionless(op: Opnum4) -> bool {
     op_info(op).is_some_and(|i| i.flags.contains(OpFlags::SESSIONLESS))
 }
