@@ -12,6 +12,7 @@
 //! | §18.36.3 | CREATE_SESSION grants small fore channels down to one SEQUENCE (knfsd's 64 bytes); the COMPOUNDs then meet REQ/REP_TOO_BIG | `small_channels::small_fore_channels_get_a_session_and_then_too_big` |
 //! | §18.37.3 | DESTROY_SESSION of the COMPOUND's own session not last: NOT_ONLY_OP, nothing after it runs | `destroy_own_session::destroying_the_own_session_mid_compound_is_not_only_op` |
 //! | §15.1.7 | a new name (CREATE, OPEN create, RENAME, LINK) not UTF-8 is INVAL; an existing one stays reachable; "." and ".." are BADNAME in every op that takes a component | `names::names_not_utf8_are_inval_where_made_and_dot_names_are_badname` |
+//! | §18.24.3 | READLINK of any directory is ISDIR, a pseudo-tree one too | `readlink::readlink_of_any_directory_is_isdir` |
 
 #[macro_use]
 mod support;
@@ -487,3 +488,20 @@ mod names {
     }
 }
 
+/// READLINK of a directory (§18.24.3).
+mod readlink {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn readlink_of_any_directory_is_isdir() {
+        let s = TestServer::start(rw()).await;
+        let mut v = V4::mount(&s, "readlink").await;
+        // The pseudo root (the export is deeper) and the export's own root.
+        for ops in [vec![NfsArgop4::Putrootfh(())], walk_to(&s.export)] {
+            let mut ops = ops;
+            ops.push(NfsArgop4::Readlink(()));
+            let res = v.send(ops).await;
+            assert_eq!(res.status, Nfsstat4::ISDIR, "{res:?}");
+        }
+    }
+}

@@ -479,8 +479,9 @@ impl Nfs4 {
     /// READLINK (§18.24).
     pub(super) fn readlink(&self, call: &Call<'_>, ctx: &Ctx) -> Result<Linktext4, Nfsstat4> {
         match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
-            // Pseudo nodes are directories.
-            Fh::Pseudo(_) => Err(Nfsstat4::INVAL),
+            // Pseudo nodes are directories: ISDIR, as for an export's directory below (it was
+            // INVAL here, so READLINK of `/` answered differently by where the export is).
+            Fh::Pseudo(_) => Err(Nfsstat4::ISDIR),
             Fh::Export { idx, fh } => {
                 let (fs, _) = self.gate(call, *idx)?;
                 let attr = fs.getattr(fh).map_err(map::status)?;
