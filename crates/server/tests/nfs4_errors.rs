@@ -13,6 +13,7 @@
 //! | §18.37.3 | DESTROY_SESSION of the COMPOUND's own session not last: NOT_ONLY_OP, nothing after it runs | `destroy_own_session::destroying_the_own_session_mid_compound_is_not_only_op` |
 //! | §15.1.7 | a new name (CREATE, OPEN create, RENAME, LINK) not UTF-8 is INVAL; an existing one stays reachable; "." and ".." are BADNAME in every op that takes a component | `names::names_not_utf8_are_inval_where_made_and_dot_names_are_badname` |
 //! | §18.24.3 | READLINK of any directory is ISDIR, a pseudo-tree one too | `readlink::readlink_of_any_directory_is_isdir` |
+//! | §18.9.3 | LINK of a directory (the saved handle) is ISDIR, not the file system's PERM | `link::link_of_a_directory_is_isdir` |
 
 #[macro_use]
 mod support;
@@ -503,5 +504,23 @@ mod readlink {
             let res = v.send(ops).await;
             assert_eq!(res.status, Nfsstat4::ISDIR, "{res:?}");
         }
+    }
+}
+
+/// LINK of a directory (§18.9.3).
+mod link {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn link_of_a_directory_is_isdir() {
+        let s = TestServer::start(rw()).await;
+        std::fs::create_dir(s.export.join("d")).unwrap();
+        let mut v = V4::mount(&s, "link dir").await;
+        let mut ops = in_export(&s, vec![lookup("d"), NfsArgop4::Savefh(())]);
+        ops.extend(walk_to(&s.export));
+        ops.push(NfsArgop4::Link(component("d2")));
+        let res = v.send(ops).await;
+        assert_eq!(res.status, Nfsstat4::ISDIR, "{res:?}");
+        assert!(!s.export.join("d2").exists());
     }
 }

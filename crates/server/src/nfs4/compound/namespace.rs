@@ -245,7 +245,9 @@ impl Nfs4 {
         }
     }
 
-    /// LINK (§18.9): the saved file gets the name `name` in the current directory.
+    /// LINK (§18.9): the saved file gets the name `name` in the current directory. A saved
+    /// directory is NFS4ERR_ISDIR (§18.9.3; knfsd's `nfsd_link` checks it before the file
+    /// system, which would say EPERM).
     pub(super) fn link(
         &self,
         call: &Call<'_>,
@@ -259,6 +261,9 @@ impl Nfs4 {
         }
         check_new_name(name)?;
         let (fs, caller) = self.gate(call, dir_idx)?;
+        if fs.getattr(file).map_err(map::status)?.ftype == FileType::Directory {
+            return Err(Nfsstat4::ISDIR);
+        }
         self.break_delegations(call, ctx, fs, file)?; // its link count and ctime change
         let r = fs
             .link(&caller, file, dir, name)
