@@ -10,7 +10,8 @@
 //!        └ else: CB_RECALL queued (queue_recalls), the op gets NFS4ERR_DELAY
 //!   poll_callbacks(now) ──▶ recall_sent (the clock starts)
 //!   handle_callback(now) ─▶ recall_answered (answered / DELAY: again / lost)
-//!   tick(now) ─▶ DelegTable::tick: revoked after the lease; unqueued recalls queued again
+//!   tick(now) ─▶ DelegTable::tick: revoked after the lease; recalls stranded on a session
+//!                that cannot deliver them taken back; unqueued recalls queued again
 //! ```
 
 pub mod table;
