@@ -237,6 +237,19 @@ impl SessionCallbacks {
         self.probe_sequence_due = false;
     }
 
+    /// Takes queued CB_COMPOUND `token` back out of the queue, unsent (its caller sends it on
+    /// another session). False when it is not queued here: already on the wire, or done.
+    pub fn unqueue(&mut self, token: u64) -> bool {
+        let before = self.queued.len();
+        self.queued.retain(|(t, _)| *t != token);
+        self.queued.len() != before
+    }
+
+    /// Whether CB_COMPOUND `token` is on the wire now (its outcome will come).
+    pub fn in_flight(&self, token: u64) -> bool {
+        self.slot_busy.is_some_and(|(t, _)| t == token)
+    }
+
     /// Whether SEQUENCE should say this session's callbacks cannot get through.
     pub fn is_down(&self) -> bool {
         matches!(self.path, PathState::Down | PathState::Fault)

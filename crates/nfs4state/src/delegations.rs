@@ -10,7 +10,8 @@
 //!        └ else: CB_RECALL queued (queue_recalls), the op gets NFS4ERR_DELAY
 //!   poll_callbacks(now) ──▶ recall_sent (the clock starts)
 //!   handle_callback(now) ─▶ recall_answered (answered / DELAY: again / lost)
-//!   tick(now) ─▶ DelegTable::tick: revoked after the lease; unqueued recalls queued again
+//!   tick(now) ─▶ DelegTable::tick: revoked after the lease; recalls stranded on a session
+//!                that cannot deliver them taken back; unqueued recalls queued again
 //! ```
 
 pub mod table;
@@ -269,11 +270,33 @@ impl State4 {
         }
     }
 
-    /// Applies the delegation clock at `now`: revocations, and recalls to queue again.
+    /// Applies the delegation clock at `now`: revocations, recalls stranded on a session that
+    /// cannot deliver them, and recalls to queue again.
     pub(crate) fn tick_delegations(&mut self, now: Instant) {
         self.delegs.tick(now, self.cfg.lease);
+        self.unstrand_recalls();
         if self.delegs.has_unqueued_recall() {
             self.queue_recalls(now);
+        }
+    }
+
+    /// Takes back the CB_RECALLs queued on a session that will not deliver them, so that the
+    /// next [`State4::queue_recalls`] sends them on one that will: the session was destroyed
+    /// (the client reset it, DESTROY_SESSION then CREATE_SESSION, with a recall on its way or
+    /// waiting: its answer can no longer come), or its back channel is down with the recall
+    /// still in its queue. Without this the recall stayed with the dead session, the holder was
+    /// never asked again on its new session or new back channel, and the conflicting client
+    /// waited a whole lease for the revocation. A recall on the wire on a live session is left
+    /// to its outcome (an unanswered one comes back Lost, and is queued again then).
+    fn unstrand_recalls(&mut self) {
+        for (other, sid, token) in self.delegs.queued_recalls() {
+            let stranded = match self.sessions.get_mut(&sid) {
+                None => true,
+                Some(s) => s.cb.is_down() && !s.cb.in_flight(token) && s.cb.unqueue(token),
+            };
+            if stranded {
+                self.delegs.recall_stranded(&other);
+            }
         }
     }
 

@@ -104,6 +104,7 @@ impl State4 {
         // Grace ([`crate::recovery`]): reclaims only in grace, new locks only after it.
         if a.reclaim {
             self.check_reclaim(clientid)?;
+            self.note_reclaimed();
         } else {
             self.check_grace_new_state()?;
         }

@@ -42,6 +42,9 @@
 //! | READ / WRITE / SETATTR(size) under the anonymous or READ-bypass stateid | GRACE | as usual |
 //! | the same under a stateid of this instance | as usual | as usual |
 //! | RECLAIM_COMPLETE | may end grace early (AllReclaimed) | as usual |
+//!
+//! A deadline that finds reclaims still arriving extends grace a second at a time, up to twice
+//! its length ([`crate::recovery::grace`], "Extending grace").
 
 pub mod grace;
 pub mod parked;
@@ -189,7 +192,16 @@ impl State4 {
         share_deny: u32,
     ) -> Result<Stateid4, Nfsstat4> {
         self.check_reclaim(clientid)?;
+        self.note_reclaimed();
         self.open_share(now, clientid, owner, file, share_access, share_deny)
+    }
+
+    /// A reclaim passed [`State4::check_reclaim`]: grace is extended while they still arrive
+    /// ([`Grace::reclaimed`]).
+    pub(crate) fn note_reclaimed(&mut self) {
+        if let Some(g) = self.recovery.grace.as_mut() {
+            g.reclaimed();
+        }
     }
 
     /// RECLAIM_COMPLETE's part in grace: may end it early.

@@ -62,11 +62,16 @@ impl Default for ChannelLimits {
     }
 }
 
-/// Smallest fore-channel request a session must allow: a SEQUENCE plus a PUTFH and one small op
-/// in a call with credentials. Below it no useful COMPOUND fits (NFS4ERR_TOOSMALL).
-pub const FORE_REQUEST_BYTES_MIN: u32 = 1024;
-/// Smallest fore-channel reply we accept a session for: SEQUENCE's result plus a GETATTR's.
-pub const FORE_RESPONSE_BYTES_MIN: u32 = 1024;
+/// Smallest fore-channel request a session may have: room for a COMPOUND of one SEQUENCE
+/// with an empty tag, 16 XDR words (64 bytes), knfsd's `NFSD_MIN_REQ_HDR_SEQ_SZ`. Below it
+/// not even SEQUENCE fits and CREATE_SESSION answers NFS4ERR_TOOSMALL; above it the session is
+/// granted however small, and a COMPOUND that does not fit meets NFS4ERR_REQ_TOO_BIG (or
+/// NFS4ERR_REP_TOO_BIG) on the op that crosses the line, as a client asking for 400-512 bytes
+/// expects. (An earlier 1 KiB floor refused such clients a session outright.)
+pub const FORE_REQUEST_BYTES_MIN: u32 = 64;
+/// Smallest fore-channel reply a session may have: SEQUENCE's result with an empty tag, 16
+/// XDR words (64 bytes), knfsd's `NFSD_MIN_RESP_HDR_SEQ_SZ`.
+pub const FORE_RESPONSE_BYTES_MIN: u32 = 64;
 /// Smallest back-channel sizes: a CB_SEQUENCE and a CB_RECALL with a 128-byte handle fit in
 /// 512 bytes of call and 256 of reply (knfsd's minimums are of the same order).
 pub const BACK_REQUEST_BYTES_MIN: u32 = 512;
@@ -415,13 +420,21 @@ mod tests {
     fn channels_too_small_to_be_useful_are_toosmall() {
         let ours = ChannelLimits::default();
         assert_eq!(
-            negotiate_fore(&attrs(100, 1 << 20, 0, 8, 8), &ours),
+            negotiate_fore(&attrs(63, 1 << 20, 0, 8, 8), &ours),
             Err(Nfsstat4::TOOSMALL)
         );
         assert_eq!(
             negotiate_fore(&attrs(1 << 20, 1 << 20, 0, 8, 0), &ours),
             Err(Nfsstat4::TOOSMALL)
         );
+        assert_eq!(
+            negotiate_fore(&attrs(1 << 20, 63, 0, 8, 8), &ours),
+            Err(Nfsstat4::TOOSMALL)
+        );
+        // Small, as knfsd allows: a session, whose COMPOUNDs then meet REQ/REP_TOO_BIG.
+        let small = negotiate_fore(&attrs(400, 512, 0, 8, 8), &ours).unwrap();
+        assert_eq!((small.maxrequestsize, small.maxresponsesize), (400, 512));
+        assert!(negotiate_fore(&attrs(64, 64, 0, 8, 8), &ours).is_ok());
         assert_eq!(
             negotiate_back(&attrs(4096, 4096, 0, 1, 1)),
             Err(Nfsstat4::TOOSMALL)

@@ -22,16 +22,18 @@
 //! # What the reference model predicts (RFC 8881 §8.4.2, §18.51.3)
 //! Grace ends at the first of: the start, when nobody held state (Skipped); the instant the
 //! last client that held state sent RECLAIM_COMPLETE, if every one of them came back before
-//! G (AllReclaimed); G (Deadline). While it lasts, a returner's reclaims succeed and a
-//! newcomer's OPEN and anonymous READ get NFS4ERR_GRACE and its reclaim RECLAIM_BAD; after it,
-//! reclaims are NO_GRACE and new state is granted. The end the server reports carries that
-//! reason and lasts exactly that long; at the end, the records name exactly the clients that
-//! hold state in instance 2 (absent ones forgotten at the deadline).
+//! the deadline (AllReclaimed); the deadline (Deadline): G, or later while returners keep
+//! reclaiming (a look every second from G on finds a reclaim since the last look; never past
+//! 2 G). While it lasts, a returner's reclaims succeed and a newcomer's OPEN and anonymous
+//! READ get NFS4ERR_GRACE and its reclaim RECLAIM_BAD; after it, reclaims are NO_GRACE and
+//! new state is granted. The end the server reports carries that reason and lasts exactly
+//! that long; at the end, the records name exactly the clients that hold state in instance
+//! 2 (absent ones forgotten at the deadline).
 
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sluice_nfs4state::recovery::grace::EndReason;
+use sluice_nfs4state::recovery::grace::{EndReason, EXTENSION_STEP};
 use sluice_nfs4state::recovery::records::StableClients;
 use sluice_nfs4state::{Config4, SplitMix, State4};
 use sluice_rpc::server::Credentials;
@@ -151,6 +153,21 @@ struct World {
     report: GraceReport,
 }
 
+/// When the deadline ends grace of length `grace` with returners reclaiming at `returns`:
+/// at `grace`, unless one reclaimed since the last look, then a look every
+/// [`EXTENSION_STEP`] while reclaims keep coming, never past twice the length
+/// (`sluice_nfs4state::recovery::grace`, knfsd's rule). A return at a look's very instant
+/// comes after that look's tick, so it counts for the next one.
+fn deadline_end(grace: Duration, returns: &[Duration]) -> Duration {
+    let limit = grace * 2;
+    let (mut since, mut look) = (Duration::ZERO, grace);
+    while look < limit && returns.iter().any(|t| since <= *t && *t < look) {
+        since = look;
+        look = (look + EXTENSION_STEP).min(limit);
+    }
+    look
+}
+
 /// Runs one scenario; `epoch` is the `Instant` virtual zero maps to.
 pub fn run_grace(sc: &GraceScenario, epoch: Instant) -> GraceReport {
     let mut g = ChaCha8Rng::seed_from_u64(sc.seed);
@@ -168,10 +185,11 @@ pub fn run_grace(sc: &GraceScenario, epoch: Instant) -> GraceReport {
         (EndReason::Skipped, Duration::ZERO)
     } else {
         let last = returns.iter().copied().max().unwrap_or(Duration::MAX);
-        if sc.absent == 0 && last < grace {
+        let deadline = deadline_end(grace, &returns);
+        if sc.absent == 0 && last < deadline {
             (EndReason::AllReclaimed, last)
         } else {
-            (EndReason::Deadline, grace)
+            (EndReason::Deadline, deadline)
         }
     };
 
@@ -186,7 +204,9 @@ pub fn run_grace(sc: &GraceScenario, epoch: Instant) -> GraceReport {
         }
     }
     events.sort();
-    let horizon = grace.mul_f64(1.6);
+    // Past the model's end (an extended grace can end after 1.6 G when G is short), so that
+    // its end is seen and new state after it too.
+    let horizon = grace.mul_f64(1.6).max(want_end + EXTENSION_STEP * 2);
     let mut next_tick = Duration::ZERO;
     let mut events = events.into_iter().peekable();
     while w.now < horizon {

@@ -798,6 +798,36 @@ impl DelegTable {
             .min()
     }
 
+    /// The recalls queued on a session's back channel: (delegation, session, token).
+    pub fn queued_recalls(&self) -> Vec<(Other, SessionId4, u64)> {
+        let mut v: Vec<_> = self
+            .delegs
+            .iter()
+            .filter_map(|(o, d)| match d.status {
+                DelegStatus::Recalling {
+                    queued: Some((s, t)),
+                    ..
+                } => Some((*o, s, t)),
+                _ => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The CB_RECALL of `other` will never be answered where it was queued (its session went,
+    /// or its back channel is down with the call still waiting there): it waits to be queued
+    /// again, on a back channel that works. Its clock keeps running.
+    pub fn recall_stranded(&mut self, other: &Other) {
+        if let Some(Deleg {
+            status: DelegStatus::Recalling { queued, .. },
+            ..
+        }) = self.delegs.get_mut(other)
+        {
+            *queued = None;
+        }
+    }
+
     /// Whether any recall waits to be queued (the caller's tick queues it).
     pub fn has_unqueued_recall(&self) -> bool {
         self.delegs

@@ -16,9 +16,22 @@
 //!  start(now, records, length) ─┬─ no records ───────────────────────▶ Over(Skipped)
 //!                               └─ records ──▶ InGrace{deadline, waiting = records}
 //!  InGrace ─┬─ every waiting client sent RECLAIM_COMPLETE or is gone ──▶ Over(AllReclaimed)
-//!           └─ tick(now ≥ deadline) ──▶ Over(Deadline), the still-waiting records
+//!           ├─ tick(now ≥ deadline), a reclaim since the last look, now < start + 2 × length
+//!           │    ──▶ InGrace{deadline = now + EXTENSION_STEP} (extended)
+//!           └─ tick(now ≥ deadline) otherwise ──▶ Over(Deadline), the still-waiting records
 //!              are handed back: the driver removes them from the stable store
 //! ```
+//!
+//! # Extending grace while reclaims still arrive
+//! A server restarted under a thousand clients cannot count on all of them reclaiming within
+//! one lease: they come back in a crowd, retry after DELAY, and the last ones would meet
+//! NO_GRACE and lose their locks to whoever asks first. knfsd's rule (its laundromat's
+//! `clients_still_reclaiming`) is kept: when the deadline comes and some client reclaimed
+//! (OPEN CLAIM_PREVIOUS or LOCK reclaim, [`Grace::reclaimed`]) since the last look, grace goes
+//! on and is looked at again [`EXTENSION_STEP`] later, as long as reclaims keep coming, but
+//! never past twice its length from the start: a client that reclaims one lock a second
+//! cannot hold every other client's new state off forever. A deadline with no reclaim since
+//! the last look ends grace at once, as before.
 //!
 //! # What each check answers
 //! | call | in grace | after grace |
@@ -48,6 +61,11 @@ use std::time::{Duration, Instant};
 /// larger table still fits; an owner is at most 1024 bytes (NFS4_OPAQUE_LIMIT), so the set
 /// costs at most 4 MiB.
 pub const RECORDS_MAX: usize = 4096;
+
+/// How much longer grace lasts each time its deadline finds reclaims still arriving: one
+/// second, knfsd's laundromat's shortest wait (`NFSD_LAUNDROMAT_MINTIMEOUT`), so grace ends at
+/// most a second after the last reclaim once the lease has passed.
+pub const EXTENSION_STEP: Duration = Duration::from_secs(1);
 
 /// Why grace ended (or never began). Logged by the driver and kept for the stats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +120,8 @@ pub struct Grace {
     recorded: HashSet<Vec<u8>>,
     waiting: HashSet<Vec<u8>>,
     completed: HashSet<Vec<u8>>,
+    /// A reclaim ran since the deadline was last looked at ([`Grace::tick`]).
+    reclaimed_since_look: bool,
 }
 
 impl Grace {
@@ -129,6 +149,7 @@ impl Grace {
             waiting: recorded.clone(),
             recorded,
             completed: HashSet::new(),
+            reclaimed_since_look: false,
         };
         let end = skipped.then(|| GraceEnd {
             reason: EndReason::Skipped,
@@ -151,10 +172,26 @@ impl Grace {
         }
     }
 
-    /// Ends grace when its deadline has passed.
+    /// A reclaim (OPEN CLAIM_PREVIOUS, LOCK reclaim) passed [`Grace::check_reclaim`]: reclaims
+    /// are still arriving, and a deadline that finds this extends grace (module notes).
+    pub fn reclaimed(&mut self) {
+        if self.in_grace() {
+            self.reclaimed_since_look = true;
+        }
+    }
+
+    /// Ends grace when its deadline has passed, unless reclaims are still arriving and grace
+    /// has not yet lasted twice its length: then it goes on for [`EXTENSION_STEP`] more.
     pub fn tick(&mut self, now: Instant) -> Option<GraceEnd> {
         match self.phase {
             Phase::InGrace { deadline } if now >= deadline => {
+                let limit = self.started + self.length * 2;
+                if std::mem::take(&mut self.reclaimed_since_look) && now < limit {
+                    self.phase = Phase::InGrace {
+                        deadline: (now + EXTENSION_STEP).min(limit),
+                    };
+                    return None;
+                }
                 let mut forgotten: Vec<Vec<u8>> = self.waiting.drain().collect();
                 forgotten.sort();
                 Some(self.end(now, EndReason::Deadline, forgotten))
@@ -339,6 +376,122 @@ mod tests {
         );
         assert_eq!(g.client_gone(t0, b"a"), None);
         assert_eq!(g.reclaim_complete(t0, b"a"), Ok(None));
+    }
+
+    #[test]
+    fn reclaims_still_arriving_extend_grace_up_to_twice_its_length() {
+        let t0 = Instant::now();
+        let (mut g, _) = Grace::start(t0, owners(&["a", "b"]), LEASE);
+        g.reclaimed();
+        // The deadline finds a reclaim since the start: one step more.
+        assert_eq!(g.tick(t0 + LEASE), None);
+        assert!(g.in_grace());
+        assert_eq!(g.check_reclaim(b"b"), Ok(()));
+        assert_eq!(g.next_wakeup(), Some(t0 + LEASE + EXTENSION_STEP));
+        // Reclaims every step keep it going, but not past twice the length.
+        let mut now = t0 + LEASE;
+        while g.in_grace() {
+            g.reclaimed();
+            now = g.next_wakeup().unwrap();
+            if let Some(end) = g.tick(now) {
+                assert_eq!(end.reason, EndReason::Deadline);
+                assert_eq!(end.lasted, LEASE * 2);
+                assert_eq!(end.forgotten, owners(&["a", "b"]));
+            }
+        }
+        assert_eq!(now, t0 + LEASE * 2);
+        assert_eq!(g.check_reclaim(b"a"), Err(Nfsstat4::NO_GRACE));
+    }
+
+    #[test]
+    fn a_step_without_a_reclaim_ends_the_extension() {
+        let t0 = Instant::now();
+        let (mut g, _) = Grace::start(t0, owners(&["a", "b"]), LEASE);
+        g.reclaimed();
+        assert_eq!(g.tick(t0 + LEASE), None);
+        let end = g.tick(t0 + LEASE + EXTENSION_STEP).unwrap();
+        assert_eq!(end.reason, EndReason::Deadline);
+        assert_eq!(end.lasted, LEASE + EXTENSION_STEP);
+        // No reclaim at all: the deadline ends grace, as without the rule.
+        let (mut g, _) = Grace::start(t0, owners(&["a"]), LEASE);
+        assert_eq!(g.tick(t0 + LEASE).unwrap().lasted, LEASE);
+        // A reclaim noted after grace ended changes nothing.
+        g.reclaimed();
+        assert_eq!(g.tick(t0 + LEASE * 2), None);
+        assert!(!g.in_grace());
+    }
+
+    /// A thousand clients after a restart, reclaiming one after another 100 ms apart (100 s
+    /// for all, past a 90 s lease): every reclaim is in grace, and grace ends within two steps
+    /// of the last one (the look that finds it, and the one that finds none), by the deadline
+    /// (nobody sent RECLAIM_COMPLETE).
+    #[test]
+    fn a_thousand_clients_reclaiming_past_the_lease_all_get_grace() {
+        let t0 = Instant::now();
+        let names: Vec<Vec<u8>> = (0..1000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        let (mut g, _) = Grace::start(t0, names.clone(), LEASE);
+        let mut now = t0;
+        for (i, n) in names.iter().enumerate() {
+            now = t0 + Duration::from_millis(100 * (i as u64 + 1));
+            // The driver ticks at every wake-up it is given before this reclaim.
+            while let Some(w) = g.next_wakeup().filter(|w| *w <= now) {
+                assert_eq!(g.tick(w), None, "grace ended before client {i}");
+            }
+            assert_eq!(g.check_reclaim(n), Ok(()), "client {i}");
+            g.reclaimed();
+        }
+        let mut end = None;
+        while end.is_none() {
+            end = g.tick(g.next_wakeup().unwrap());
+        }
+        let end = end.unwrap();
+        assert_eq!(end.reason, EndReason::Deadline);
+        assert!(end.lasted > now - t0 && end.lasted <= now - t0 + EXTENSION_STEP * 2);
+    }
+
+    proptest! {
+        /// With reclaims among the events too: grace still ends exactly once, never by the
+        /// deadline before its length nor early (all reclaimed) past twice its length, is
+        /// over at any look at or past twice its length, and GRACE is answered exactly while
+        /// it lasts.
+        #[test]
+        fn extended_grace_ends_once_within_twice_its_length(
+            n in 1usize..5,
+            events in proptest::collection::vec((0u8..5, 0usize..6, 0u64..40), 0..40),
+        ) {
+            let t0 = Instant::now();
+            let names: Vec<Vec<u8>> = (0..n).map(|i| vec![b'c', i as u8]).collect();
+            let (mut g, _) = Grace::start(t0, names, LEASE);
+            let mut ends = 0;
+            let mut now = t0;
+            for (kind, who, secs) in events {
+                now += Duration::from_secs(secs);
+                let owner = vec![b'c', who as u8];
+                let end = match kind {
+                    0 => g.reclaim_complete(now, &owner).ok().flatten(),
+                    1 => g.client_gone(now, &owner),
+                    2 => {
+                        g.reclaimed();
+                        None
+                    }
+                    _ => g.tick(now),
+                };
+                if let Some(end) = end {
+                    ends += 1;
+                    prop_assert!(end.lasted <= now - t0);
+                    match end.reason {
+                        EndReason::AllReclaimed => prop_assert!(end.lasted < LEASE * 2),
+                        EndReason::Deadline => prop_assert!(end.lasted >= LEASE),
+                        EndReason::Skipped => prop_assert!(false, "skipped only at start"),
+                    }
+                }
+                if kind >= 3 && now >= t0 + LEASE * 2 {
+                    prop_assert!(!g.in_grace(), "a look past twice the length ends grace");
+                }
+                prop_assert_eq!(g.in_grace(), g.check_new_state() == Err(Nfsstat4::GRACE));
+            }
+            prop_assert!(ends <= 1);
+        }
     }
 
     proptest! {

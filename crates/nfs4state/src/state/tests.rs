@@ -1190,3 +1190,94 @@ fn a_recall_answered_badhandle_is_sent_again() {
         "{again:?}"
     );
 }
+
+/// Whether `sends` holds a CB_RECALL on session `sid`.
+fn recall_on(sends: &[(SessionId4, crate::callback::CbSend)], sid: SessionId4) -> bool {
+    use crate::callback::CbCall;
+    use sluice_xdr::nfs4::callback::CbArgop4;
+    sends.iter().any(|(s, c)| {
+        *s == sid
+            && matches!(&c.call, CbCall::Compound(a)
+                if a.ops.iter().any(|o| matches!(o, CbArgop4::Recall(_))))
+    })
+}
+
+/// A holder whose CB_RECALL went out unanswered and who then reset its session (DESTROY_SESSION,
+/// CREATE_SESSION with a new back channel) is asked again on the new session at the next tick,
+/// long before the lease would revoke the delegation.
+#[test]
+fn an_unanswered_recall_is_sent_again_on_the_holders_new_session() {
+    use sluice_xdr::nfs4::ops::OpenDelegation4;
+    let now = Instant::now();
+    let mut st = state();
+    let (a, sa) = holder(&mut st, now, b"holder");
+    let (b, _) = mount(&mut st, now, b"other");
+    st.open(now, a, b"o", b"f", 1, 0).unwrap();
+    let OpenDelegation4::Read(_) =
+        st.open_delegation(now, a, (&b"f"[..], &b"f"[..]), 1, SizeChange::default())
+    else {
+        panic!("a sole reader with a back channel gets one")
+    };
+    assert_eq!(
+        st.break_delegations(now, Some(b), b"f", true),
+        Err(Nfsstat4::DELAY)
+    );
+    let sends = st.poll_callbacks(now);
+    assert!(recall_on(&sends, sa), "{sends:?}");
+    // No answer; the client resets its session.
+    let t1 = now + Duration::from_secs(2);
+    st.destroy_session(&sa, None).unwrap();
+    let sb = back_session(&mut st, t1, a, 2);
+    // The probe of the new back channel (the client's SEQUENCE lets it finish).
+    answer_all(&mut st);
+    st.sequence(t1, &sb, &seq(0, 1)).unwrap();
+    st.complete(&sb, 0, None);
+    answer_all(&mut st);
+    assert_eq!(st.callback_path(&sb), Some(crate::callback::PathState::Up));
+    let t2 = t1 + Duration::from_secs(1);
+    st.tick(t2);
+    let again = st.poll_callbacks(t2);
+    assert!(
+        recall_on(&again, sb),
+        "sent again on the new session: {again:?}"
+    );
+    // The clock kept its first start: the recall is revoked a lease after it first went out.
+    let lease = Config4::default().lease;
+    assert_eq!(st.delegations().next_wakeup(lease), Some(now + lease));
+}
+
+/// A recall queued on a session whose back channel went down before it could be sent moves to
+/// another session of the holder whose back channel works.
+#[test]
+fn a_recall_waiting_on_a_dead_back_channel_moves_to_a_working_one() {
+    use sluice_xdr::nfs4::ops::OpenDelegation4;
+    let now = Instant::now();
+    let mut st = state();
+    let (a, sa) = holder(&mut st, now, b"holder");
+    let (b, _) = mount(&mut st, now, b"other");
+    st.open(now, a, b"o", b"f", 1, 0).unwrap();
+    let OpenDelegation4::Read(_) =
+        st.open_delegation(now, a, (&b"f"[..], &b"f"[..]), 1, SizeChange::default())
+    else {
+        panic!("a sole reader with a back channel gets one")
+    };
+    assert_eq!(
+        st.break_delegations(now, Some(b), b"f", true),
+        Err(Nfsstat4::DELAY)
+    );
+    // The back connection closes before the driver polled: the recall is left in the queue
+    // of a session with no path.
+    st.conn_closed(1);
+    assert!(st.poll_callbacks(now).is_empty());
+    // A second session with a working back channel.
+    let sb = back_session(&mut st, now, a, 2);
+    answer_all(&mut st);
+    st.sequence(now, &sb, &seq(0, 1)).unwrap();
+    st.complete(&sb, 0, None);
+    answer_all(&mut st);
+    let t1 = now + Duration::from_secs(1);
+    st.tick(t1);
+    let sends = st.poll_callbacks(t1);
+    assert!(recall_on(&sends, sb), "{sends:?}");
+    assert!(!recall_on(&sends, sa));
+}

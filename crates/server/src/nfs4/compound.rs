@@ -121,16 +121,30 @@ pub enum Fh {
 pub struct Ctx {
     pub current: Option<Fh>,
     pub saved: Option<Fh>,
-    /// The current stateid (§16.2.3.1.2), for the "current stateid" special value.
+    /// The current stateid (§16.2.3.1.2), for the "current stateid" special value, and the
+    /// saved one (SAVEFH keeps it beside the saved handle, RESTOREFH brings it back).
     pub stateid: Option<Stateid4>,
+    pub saved_stateid: Option<Stateid4>,
     /// The session and slot of this COMPOUND's SEQUENCE, and the client it acts for.
     pub session: Option<(SessionId4, u32)>,
     pub clientid: Option<u64>,
     /// The COMPOUND's minor version (1 or 2): which attributes exist.
     pub minor: u32,
+    /// The op now running is the COMPOUND's last (DESTROY_SESSION of the COMPOUND's own
+    /// session must be, §18.37.3).
+    pub last_op: bool,
 }
 
 impl Ctx {
+    /// Makes `fh` the current handle, for an op that sets no stateid (PUTFH, PUTROOTFH,
+    /// PUTPUBFH, LOOKUP, LOOKUPP, CREATE): the current stateid goes with the handle it was
+    /// about (§16.2.3.1.2), so a later "current stateid" answers NFS4ERR_BAD_STATEID instead of
+    /// naming another file's state (knfsd's `OP_CLEAR_STATEID`).
+    pub fn set_current(&mut self, fh: Fh) {
+        self.current = Some(fh);
+        self.stateid = None;
+    }
+
     /// Resolves the special "current stateid" (§16.2.3.1.2) to the one last set.
     pub fn resolve_stateid(&self, s: &Stateid4) -> Result<Stateid4, Nfsstat4> {
         if *s == Stateid4::CURRENT {
@@ -196,8 +210,11 @@ impl Nfs4 {
     }
 }
 
-/// A LOOKUP name: not empty (INVAL), at most NAME_MAX (NAMETOOLONG), not "." or ".." and
-/// without '/' or NUL (BADNAME) — RFC 8881 §18.15.3.
+/// A component naming an entry that must exist (LOOKUP, REMOVE, RENAME's old name, OPEN
+/// without create, SECINFO): not empty (INVAL), at most NAME_MAX (NAMETOOLONG), not "." or
+/// ".." and without '/' or NUL (BADNAME), as knfsd's `check_filename` (RFC 8881 §15.1.7).
+/// Not checked as UTF-8: a file whose name some local program wrote in another encoding must
+/// stay reachable (§15.1.7 lets a server accommodate such names; knfsd never checks).
 fn check_name(name: &[u8]) -> Result<(), Nfsstat4> {
     if name.is_empty() {
         return Err(Nfsstat4::INVAL);
@@ -208,6 +225,16 @@ fn check_name(name: &[u8]) -> Result<(), Nfsstat4> {
     if name == b"." || name == b".." || name.iter().any(|&b| b == b'/' || b == 0) {
         return Err(Nfsstat4::BADNAME);
     }
+    Ok(())
+}
+
+/// A component naming an entry about to be made (CREATE, OPEN with create, RENAME's new name,
+/// LINK): [`check_name`]'s rules, and valid UTF-8 (NFS4ERR_INVAL otherwise, RFC 8881
+/// §15.1.7: names are UTF-8 strings), so that no new name this server makes is one a client
+/// cannot show.
+fn check_new_name(name: &[u8]) -> Result<(), Nfsstat4> {
+    check_name(name)?;
+    std::str::from_utf8(name).map_err(|_| Nfsstat4::INVAL)?;
     Ok(())
 }
 

@@ -256,6 +256,7 @@ impl Eval {
                     }
                 }
                 let removed = nfs.held_removal(call, &self.ctx, op);
+                self.ctx.last_op = last;
                 let mut r = table::run(nfs, call, op, &mut self.ctx);
                 if r.status() == Nfsstat4::OK {
                     // RFC 8881 §2.6.3.1.1: a put-filehandle op may have to answer WRONGSEC
@@ -411,6 +412,21 @@ impl Eval {
                 digest: self.digest.clone().principal(&principal(call.cred).0),
                 conn: call.conn,
             };
+            let limits = nfs.state().session(&seq.sessionid).map(|s| ReplyLimits {
+                bytes_max: s.reply_bytes_max(false),
+                cached_bytes_max: seq.cachethis.then(|| s.reply_bytes_max(true)),
+            });
+            // SEQUENCE's own result must fit too (§2.10.6.4): a session whose reply limit
+            // (or cached limit, when caching was asked) cannot hold it answers SEQUENCE with
+            // REP_TOO_BIG (_TO_CACHE) before the slot is touched, as knfsd does (its
+            // `nfsd4_sequence` restricts the reply buffer before it bumps the slot).
+            if let Some(s) = limits
+                .as_ref()
+                .and_then(|l| l.over(self.reply_bytes + SEQUENCE_RESULT_BYTES))
+            {
+                self.record(NfsResop4::Sequence(Res4::Err(s)));
+                return Some(self.finish(nfs));
+            }
             let outcome = nfs.state().sequence(call.now, &seq.sessionid, &sc);
             let out = match outcome {
                 Err(s) => {
@@ -454,13 +470,9 @@ impl Eval {
             self.slot = Some((seq.sessionid, seq.slotid, seq.cachethis));
             self.ctx.session = Some((seq.sessionid, seq.slotid));
             self.ctx.clientid = Some(out.clientid);
-            // SEQUENCE's own result is recorded before the session's limits apply: it is
-            // always sent.
-            let limits = nfs.state().session(&seq.sessionid).map(|s| ReplyLimits {
-                bytes_max: s.reply_bytes_max(false),
-                cached_bytes_max: seq.cachethis.then(|| s.reply_bytes_max(true)),
-            });
+            // SEQUENCE's own result was checked against the limits above, before the slot.
             let sequence = NfsResop4::Sequence(Res4::Ok(out.res));
+            debug_assert_eq!(encoded_len(&sequence), SEQUENCE_RESULT_BYTES);
             self.reply_bytes += encoded_len(&sequence);
             self.record(sequence);
             self.limits = limits;
@@ -492,17 +504,7 @@ impl Eval {
         };
         if let Some(l) = &self.limits {
             let len = encoded_len(&r) + spliced_bytes(&self.spliced);
-            let over = if self.reply_bytes + len > l.bytes_max {
-                Some(Nfsstat4::REP_TOO_BIG)
-            } else if l
-                .cached_bytes_max
-                .is_some_and(|m| self.reply_bytes + len > m)
-            {
-                Some(Nfsstat4::REP_TOO_BIG_TO_CACHE)
-            } else {
-                None
-            };
-            if let Some(s) = over {
+            if let Some(s) = l.over(self.reply_bytes + len) {
                 r = NfsResop4::error(r.opnum(), s);
                 self.spliced = None;
             }
@@ -700,16 +702,25 @@ impl ReplyLimits {
         {
             return None;
         }
-        let worst = reply_bytes + info.reply_bytes_max as usize;
-        if worst > self.bytes_max {
+        self.over(reply_bytes + info.reply_bytes_max as usize)
+    }
+
+    /// The error of a reply of `reply_bytes`: over `ca_maxresponsesize` REP_TOO_BIG, else over
+    /// the cached limit (when caching was asked) REP_TOO_BIG_TO_CACHE.
+    fn over(&self, reply_bytes: usize) -> Option<Nfsstat4> {
+        if reply_bytes > self.bytes_max {
             Some(Nfsstat4::REP_TOO_BIG)
-        } else if self.cached_bytes_max.is_some_and(|m| worst > m) {
+        } else if self.cached_bytes_max.is_some_and(|m| reply_bytes > m) {
             Some(Nfsstat4::REP_TOO_BIG_TO_CACHE)
         } else {
             None
         }
     }
 }
+
+/// Bytes of SEQUENCE's successful result: op number, status, session id (16), sequence id,
+/// slot id, highest slot id, target highest slot id, status flags (RFC 8881 §18.46.2).
+const SEQUENCE_RESULT_BYTES: usize = 4 + 4 + 16 + 4 * 5;
 
 /// How much of a request that did not ask for its reply to be cached (`sa_cachethis` false)
 /// goes into its digest, beside its total length.
@@ -767,7 +778,10 @@ pub(super) fn encoded_len<T: Pack>(v: &T) -> usize {
     w.len()
 }
 
-/// Ops allowed first without SEQUENCE (RFC 8881 §2.6.3.1.1.1).
+/// Ops allowed first without SEQUENCE, each alone in its COMPOUND: EXCHANGE_ID,
+/// CREATE_SESSION, DESTROY_SESSION, DESTROY_CLIENTID and BIND_CONN_TO_SESSION (RFC 8881
+/// §18.46.3, SEQUENCE's placement rules, and those ops' own descriptions, §18.34-§18.37 and
+/// §18.50; not §2.6.3.1.1.x, which is about WRONGSEC).
 fn sessionless(op: Opnum4) -> bool {
     op_info(op).is_some_and(|i| i.flags.contains(OpFlags::SESSIONLESS))
 }

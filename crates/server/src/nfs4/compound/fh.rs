@@ -109,7 +109,7 @@ impl Nfs4 {
             },
             None => Fh::Pseudo(root),
         };
-        ctx.current = Some(fh);
+        ctx.set_current(fh);
         Nfsstat4::OK
     }
 
@@ -174,7 +174,7 @@ impl Nfs4 {
                 }
             }
         };
-        ctx.current = Some(next);
+        ctx.set_current(next);
         Ok(())
     }
 
@@ -202,8 +202,38 @@ impl Nfs4 {
                 }
             }
         };
-        ctx.current = Some(next);
+        ctx.set_current(next);
         Ok(())
+    }
+
+    /// Whether op `op`, which answered NFS4ERR_NOTDIR, must answer NFS4ERR_SYMLINK instead:
+    /// it needs a directory and the handle it was given is a symbolic link. RFC 8881 names
+    /// SYMLINK for LOOKUP and LOOKUPP (§18.13.3, §18.14.3) and NOTDIR for a directory op's
+    /// handle of another type; knfsd answers SYMLINK for every v4 op whose handle is a symlink
+    /// where a directory was wanted (`nfsd_mode_check`), and so do we, for the ops that take
+    /// a directory: LOOKUP, LOOKUPP, CREATE, OPEN, REMOVE, LINK, READDIR, SECINFO and
+    /// SECINFO_NO_NAME (current handle), RENAME (current or saved). Looked up only on the
+    /// error path.
+    pub(super) fn symlink_for_dir(&self, call: &Call<'_>, ctx: &Ctx, op: Opnum4) -> bool {
+        let handles = match op {
+            Opnum4::LOOKUP
+            | Opnum4::LOOKUPP
+            | Opnum4::CREATE
+            | Opnum4::OPEN
+            | Opnum4::REMOVE
+            | Opnum4::LINK
+            | Opnum4::READDIR
+            | Opnum4::SECINFO
+            | Opnum4::SECINFO_NO_NAME => [ctx.current.as_ref(), None],
+            Opnum4::RENAME => [ctx.current.as_ref(), ctx.saved.as_ref()],
+            _ => return false,
+        };
+        handles.into_iter().flatten().any(|h| match h {
+            Fh::Pseudo(_) => false,
+            Fh::Export { idx, fh } => self
+                .gate(call, *idx)
+                .is_ok_and(|(fs, _)| fs.getattr(fh).is_ok_and(|a| a.ftype == FileType::Symlink)),
+        })
     }
 
     pub(super) fn lease_time_secs(&self) -> u32 {
@@ -449,8 +479,9 @@ impl Nfs4 {
     /// READLINK (§18.24).
     pub(super) fn readlink(&self, call: &Call<'_>, ctx: &Ctx) -> Result<Linktext4, Nfsstat4> {
         match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
-            // Pseudo nodes are directories.
-            Fh::Pseudo(_) => Err(Nfsstat4::INVAL),
+            // Pseudo nodes are directories: ISDIR, as for an export's directory below (it was
+            // INVAL here, so READLINK of `/` answered differently by where the export is).
+            Fh::Pseudo(_) => Err(Nfsstat4::ISDIR),
             Fh::Export { idx, fh } => {
                 let (fs, _) = self.gate(call, *idx)?;
                 let attr = fs.getattr(fh).map_err(map::status)?;
@@ -557,7 +588,9 @@ impl Nfs4 {
             SECINFO_STYLE4_PARENT => not_wrongsec(self.lookupp(call, ctx))?,
             _ => return Err(Nfsstat4::INVAL),
         }
+        // SECINFO_NO_NAME consumes the handle (§18.45.3), and the stateid goes with it.
         ctx.current = None;
+        ctx.stateid = None;
         Ok(SecinfoList(
             FLAVORS.iter().map(|&f| Secinfo4::Flavor(f)).collect(),
         ))

@@ -31,8 +31,9 @@ pub(super) type DataTarget = (Arc<dyn FileSystem>, Caller, FileHandle);
 
 impl Nfs4 {
     /// What a data op works on: the export's file system, the caller after the export's
-    /// gate, and the current handle, which must be a regular file (a directory is ISDIR,
-    /// anything else INVAL, §18.22.3; a pseudo node is a directory).
+    /// gate, and the current handle, which must be a regular file (a directory is ISDIR, a
+    /// symbolic link SYMLINK, RFC 8881 §18.22.3 and knfsd's `nfsd_mode_check`; anything else
+    /// INVAL; a pseudo node is a directory).
     pub(super) fn data_target(&self, call: &Call<'_>, ctx: &Ctx) -> Result<DataTarget, Nfsstat4> {
         match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
             Fh::Pseudo(_) => Err(Nfsstat4::ISDIR),
@@ -41,6 +42,7 @@ impl Nfs4 {
                 match fs.getattr(fh).map_err(map::status)?.ftype {
                     FileType::Regular => {}
                     FileType::Directory => return Err(Nfsstat4::ISDIR),
+                    FileType::Symlink => return Err(Nfsstat4::SYMLINK),
                     _ => return Err(Nfsstat4::INVAL),
                 }
                 let fs = self.exports[*idx].fs.clone();

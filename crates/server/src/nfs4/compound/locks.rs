@@ -84,8 +84,8 @@ impl Nfs4 {
         }
     }
 
-    /// LOCKT (§18.11): the current handle must be a regular file (ISDIR, INVAL otherwise,
-    /// as for READ).
+    /// LOCKT (§18.11): the current handle must be a regular file (ISDIR, SYMLINK, INVAL
+    /// otherwise, as for READ).
     pub(super) fn lockt(&self, call: &Call<'_>, ctx: &Ctx, a: &LocktArgs) -> LocktRes {
         let run = || -> Result<(), LockRefused> {
             let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;

@@ -5,7 +5,7 @@
 //! (`sluice_nfs4state::recovery::parked`, [`Nfs4::sweep_parked`]), as knfsd's "silly rename" does
 //! on the client side; other clients' delegations on what changes are recalled first (`io.rs`).
 
-use super::{change_info, check_name, Call, Ctx, Fh, Nfs4};
+use super::{change_info, check_name, check_new_name, Call, Ctx, Fh, Nfs4};
 use crate::backend::{Caller, DeviceId, FileHandle, FileSystem, FileType};
 use crate::nfs4::map::{self};
 use bytes::Bytes;
@@ -65,7 +65,7 @@ impl Nfs4 {
     ) -> Result<CreateResOk, Nfsstat4> {
         let (idx, dir) = Self::export_fh(&ctx.current)?;
         let (fs, caller) = self.gate(call, idx)?;
-        check_name(&a.objname.0)?;
+        check_new_name(&a.objname.0)?;
         let (sattr, attrset) = map::set_attr(&a.createattrs, &self.idmap, ctx.minor)?;
         let name = &a.objname.0;
         let dev = |d: &Specdata4| DeviceId {
@@ -102,7 +102,7 @@ impl Nfs4 {
         }
         .map_err(|(e, _)| map::status(e))?;
         let cinfo = change_info(&ok.dir_wcc);
-        ctx.current = Some(Fh::Export { idx, fh: ok.fh });
+        ctx.set_current(Fh::Export { idx, fh: ok.fh });
         Ok(CreateResOk { cinfo, attrset })
     }
 
@@ -123,7 +123,7 @@ impl Nfs4 {
         }
         let (old, new) = (&a.oldname.0[..], &a.newname.0[..]);
         check_name(old)?;
-        check_name(new)?;
+        check_new_name(new)?;
         let (fs, caller) = self.gate(call, to_idx)?;
         // The file renamed and the file it replaces are both changes of their delegations.
         self.break_delegations_at(call, ctx, (fs, &caller), from_dir, old)?;
@@ -245,7 +245,9 @@ impl Nfs4 {
         }
     }
 
-    /// LINK (§18.9): the saved file gets the name `name` in the current directory.
+    /// LINK (§18.9): the saved file gets the name `name` in the current directory. A saved
+    /// directory is NFS4ERR_ISDIR (§18.9.3; knfsd's `nfsd_link` checks it before the file
+    /// system, which would say EPERM).
     pub(super) fn link(
         &self,
         call: &Call<'_>,
@@ -257,8 +259,11 @@ impl Nfs4 {
         if file_idx != dir_idx {
             return Err(Nfsstat4::XDEV);
         }
-        check_name(name)?;
+        check_new_name(name)?;
         let (fs, caller) = self.gate(call, dir_idx)?;
+        if fs.getattr(file).map_err(map::status)?.ftype == FileType::Directory {
+            return Err(Nfsstat4::ISDIR);
+        }
         self.break_delegations(call, ctx, fs, file)?; // its link count and ctime change
         let r = fs
             .link(&caller, file, dir, name)

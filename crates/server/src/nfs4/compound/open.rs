@@ -5,7 +5,7 @@
 //! (`State4::open` and its neighbours). A file removed while open is parked under a hidden
 //! name until its last CLOSE (`namespace.rs`, `sluice_nfs4state::recovery::parked`).
 
-use super::{change_info, check_name, Call, Ctx, Fh, Nfs4};
+use super::{change_info, check_name, check_new_name, Call, Ctx, Fh, Nfs4};
 use crate::backend::{CreateHow, FileHandle, FileSystem, FileType};
 use crate::nfs4::map::{self};
 use bytes::Bytes;
@@ -89,7 +89,11 @@ impl Nfs4 {
             // A client's own reboot: no delegation reclaim (see `deleg.rs`).
             OpenClaim4::DelegatePrev(_) | OpenClaim4::DelegPrevFh => return Err(Nfsstat4::NOTSUPP),
             OpenClaim4::Null(name) => {
-                check_name(&name.0)?;
+                if creating {
+                    check_new_name(&name.0)?;
+                } else {
+                    check_name(&name.0)?;
+                }
                 match &a.openhow {
                     Openflag4::Create(how) => {
                         let how = match how {

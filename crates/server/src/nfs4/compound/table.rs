@@ -84,7 +84,15 @@ pub(super) fn run(nfs: &Nfs4, call: &Call<'_>, op: &NfsArgop4, ctx: &mut Ctx) ->
         return NfsResop4::error(num, Nfsstat4::NOFILEHANDLE);
     }
     match row.run {
-        Run::Memory(h) | Run::Fs(h) => h(nfs, call, op, ctx),
+        Run::Memory(h) | Run::Fs(h) => {
+            let r = h(nfs, call, op, ctx);
+            match r.status() {
+                Nfsstat4::NOTDIR if nfs.symlink_for_dir(call, ctx, num) => {
+                    NfsResop4::error(num, Nfsstat4::SYMLINK)
+                }
+                _ => r,
+            }
+        }
         Run::NotSupported => NfsResop4::error(num, Nfsstat4::NOTSUPP),
         // The evaluation runs data ops itself, but for READ_PLUS while it is switched off
         // (`Nfs4::read_plus`): not served.
@@ -230,9 +238,7 @@ static RUNS: [(Opnum4, Run); 73] = [
     (
         Opnum4::PUTFH,
         Memory(op!(Putfh, |nfs, call, fh, ctx| NfsResop4::Putfh(
-            status_of(nfs.put_fh(fh).map(|f| {
-                ctx.current = Some(f);
-            }))
+            status_of(nfs.put_fh(fh).map(|f| ctx.set_current(f)))
         ))),
     ),
     // knfsd's public handle is its root handle; so is ours.
@@ -280,6 +286,7 @@ static RUNS: [(Opnum4, Run); 73] = [
             match &ctx.saved {
                 Some(f) => {
                     ctx.current = Some(f.clone());
+                    ctx.stateid = ctx.saved_stateid;
                     Nfsstat4::OK
                 }
                 None => Nfsstat4::RESTOREFH,
@@ -290,6 +297,7 @@ static RUNS: [(Opnum4, Run); 73] = [
         Opnum4::SAVEFH,
         Memory(op!(Savefh, |nfs, call, (), ctx| {
             ctx.saved = ctx.current.clone();
+            ctx.saved_stateid = ctx.stateid;
             NfsResop4::Savefh(Nfsstat4::OK)
         })),
     ),
@@ -395,9 +403,10 @@ static RUNS: [(Opnum4, Run); 73] = [
     (
         Opnum4::FREE_STATEID,
         Fs(op!(FreeStateid, |nfs, call, sid, ctx| {
-            NfsResop4::FreeStateid(match ctx.clientid {
-                Some(c) => nfs.state().free_stateid(c, sid),
-                None => Nfsstat4::OP_NOT_IN_SESSION,
+            NfsResop4::FreeStateid(match (ctx.clientid, ctx.resolve_stateid(sid)) {
+                (None, _) => Nfsstat4::OP_NOT_IN_SESSION,
+                (Some(_), Err(s)) => s,
+                (Some(c), Ok(sid)) => nfs.state().free_stateid(c, &sid),
             })
         })),
     ),
@@ -521,6 +530,11 @@ fn destroy_session(
     ctx: &Ctx,
     id: &SessionId4,
 ) -> Result<(), Nfsstat4> {
+    // The COMPOUND's own session may be destroyed only by its last op (§18.37.3): nothing
+    // may run in a session that is gone (knfsd answers the same).
+    if ctx.session.is_some_and(|(s, _)| s == *id) && !ctx.last_op {
+        return Err(Nfsstat4::NOT_ONLY_OP);
+    }
     let mut st = nfs.state();
     if ctx.session.is_none() {
         let s = st.session(id).ok_or(Nfsstat4::BADSESSION)?;

@@ -121,10 +121,10 @@ impl Nfs4 {
         a: &AllocateArgs,
         punch: bool,
     ) -> Result<(), Nfsstat4> {
-        // §15.1.3, §15.4.3: anything but a regular file is WRONG_TYPE (READ's ISDIR and INVAL
-        // are the only type answers `data_target` gives).
+        // §15.1.3, §15.4.3: anything but a regular file is WRONG_TYPE (READ's ISDIR, SYMLINK
+        // and INVAL are the only type answers `data_target` gives).
         let (fs, caller, fh) = self.data_target(call, ctx).map_err(|s| match s {
-            Nfsstat4::ISDIR | Nfsstat4::INVAL => Nfsstat4::WRONG_TYPE,
+            Nfsstat4::ISDIR | Nfsstat4::INVAL | Nfsstat4::SYMLINK => Nfsstat4::WRONG_TYPE,
             s => s,
         })?;
         self.check_io(call, ctx, &a.stateid, true)?;
