@@ -38,7 +38,9 @@
 //! new connection (its back channel too) and goes on in the same session.
 //!
 //! Duration: `SLUICE_LOAD_SECS` (default 10 s for the default suite; `bench/load.sh` runs
-//! 60 s in a release build), `SLUICE_LOAD_LINK_SECS` for the link runs (default 5 s).
+//! 60 s in a release build), `SLUICE_LOAD_LINK_SECS` for the link runs (default 5 s). Through
+//! the link a client goes on past that until its connection was reset at least once (a
+//! loaded machine may move less than 2 MiB per client in 5 s), at most 6 x as long.
 //! `SLUICE_LOAD_REPORT=PATH` also writes the NFSv3 run's report there,
 //! `SLUICE_LOAD_REPORT_V41=PATH` the NFSv4.1 run's.
 
@@ -194,7 +196,10 @@ fn run_load(
     let url = nfs_url(port, &server.export);
     let rt = runtime();
     let started = Instant::now();
-    let run_for = Duration::from_secs(secs);
+    let run_for = RunFor {
+        time: Duration::from_secs(secs),
+        until_reset: link_flags.is_some(),
+    };
     let workers: Vec<v3::Worker> = rt.block_on(async {
         let mut tasks = Vec::new();
         for i in 0..CLIENTS {
@@ -293,31 +298,31 @@ struct Recalls {
 }
 
 impl Recalls {
-    /// Delegations were granted and recalled, every recall was answered and none ended in a
-    /// revocation. With `resets` (through a resetting link) a CB_RECALL may be lost with its
-    /// connection: the server counts it timed out and sends it again once the client's back
-    /// channel is up again, so every one sent is answered or lost, and still none revoked.
+    /// Each client kept its one session, delegations were granted and recalled, and none
+    /// ended in a revocation. Without resets every recall sent was answered. Through a
+    /// resetting link a CB_RECALL may be lost with its connection (before or after it went on
+    /// the wire): the server counts it timed out and sends it again once the client's back
+    /// channel is bound again, so every one sent was answered or lost, none revoked.
     fn assert_exercised(&self, resets: bool) {
         assert_eq!(
             self.sessions_made, CLIENTS as u64,
             "CREATE_SESSIONs: each client keeps its one session (across reconnects too)"
         );
+        let what = format!(
+            "{} read delegations granted; recalls: {} sent, {} answered, {} timed out \
+             (lost), {} delegations revoked",
+            self.granted, self.sent, self.answered, self.timed_out, self.revoked
+        );
         assert!(
-            self.granted > 0 && self.sent > 0,
-            "{} read delegations granted, {} recalls sent: the run did not exercise recalls",
-            self.granted,
-            self.sent
+            self.granted > 0 && self.sent > 0 && self.answered > 0,
+            "the run did not exercise recalls: {what}"
         );
-        let lost = if resets { self.timed_out } else { 0 };
-        assert_eq!(
-            (self.answered + lost, self.timed_out - lost, self.revoked),
-            (self.sent, 0, 0),
-            "recalls: {} sent, {} answered, {} timed out (lost), {} delegations revoked",
-            self.sent,
-            self.answered,
-            self.timed_out,
-            self.revoked
-        );
+        assert_eq!(self.revoked, 0, "{what}");
+        if resets {
+            assert!(self.answered + self.timed_out >= self.sent, "{what}");
+        } else {
+            assert_eq!((self.answered, self.timed_out), (self.sent, 0), "{what}");
+        }
     }
 }
 
@@ -352,7 +357,10 @@ fn run_load_v41(
     let registry = v4::Registry::new(CLIENTS);
     let rt = runtime();
     let started = Instant::now();
-    let run_for = Duration::from_secs(secs);
+    let run_for = RunFor {
+        time: Duration::from_secs(secs),
+        until_reset: link_flags.is_some(),
+    };
     let workers: Vec<v4::Worker> = rt.block_on(async {
         let mut tasks = Vec::new();
         for i in 0..CLIENTS {
@@ -437,6 +445,8 @@ fn run_load_v41(
     };
     let shared: u64 = workers.iter().map(|w| w.shared_opens).sum();
     let delegated: u64 = workers.iter().map(|w| w.delegations).sum();
+    let removed_reads: u64 = workers.iter().map(|w| w.removed_reads).sum();
+    let busy_skips: u64 = workers.iter().map(|w| w.busy_skips).sum();
     let extra = vec![
         format!(
             "- sessions: {} made, {} connections bound to one (BIND_CONN_TO_SESSION)",
@@ -445,7 +455,9 @@ fn run_load_v41(
         ),
         format!(
             "- delegations: {} read delegations granted ({delegated} OPENs for reading came \
-             with one); {shared} OPENs of another client's file",
+             with one); {shared} OPENs of another client's file; {removed_reads} reads through \
+             an open of a file removed since; {busy_skips} reads left out while the owner \
+             changed the file",
             recalls.granted
         ),
         format!(
@@ -460,6 +472,14 @@ fn run_load_v41(
         format!(
             "- recalls: {} sent, {} answered, {} timed out; {} delegations revoked",
             recalls.sent, recalls.answered, recalls.timed_out, recalls.revoked
+        ),
+        format!(
+            "- teardown: DESTROY_SESSION {} calls ({} errors), DESTROY_CLIENTID {} calls ({} \
+             errors)",
+            op_calls("DESTROY_SESSION"),
+            ops.get("DESTROY_SESSION").map_or(0, |c| c.1),
+            op_calls("DESTROY_CLIENTID"),
+            ops.get("DESTROY_CLIENTID").map_or(0, |c| c.1),
         ),
         format!(
             "- server state after every client was destroyed: {}",

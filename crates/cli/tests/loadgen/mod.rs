@@ -46,6 +46,28 @@ pub const RSS_LIMIT_KIB: u64 = 1 << 20;
 /// The most errors printed when the test fails.
 const ERRORS_SHOWN: usize = 20;
 
+/// When a client stops: after the run time; through a resetting link (`until_reset`) not
+/// before its connection was reset at least once, so every client resends and reconnects
+/// however slowly a loaded machine lets it move bytes, but never past [`RESET_WAIT_FACTOR`]
+/// times the run time.
+#[derive(Clone, Copy, Debug)]
+pub struct RunFor {
+    pub time: Duration,
+    pub until_reset: bool,
+}
+
+/// The most a run through a resetting link is extended waiting for a client's first reset:
+/// 6 x the run time (30 s for the default 5 s), ample for 2 MiB even on a crowded machine.
+pub const RESET_WAIT_FACTOR: u32 = 6;
+
+impl RunFor {
+    /// Whether a client that started at `start` and has seen `reconnects` goes on.
+    pub fn goes_on(&self, start: Instant, reconnects: u64) -> bool {
+        let t = start.elapsed();
+        t < self.time || (self.until_reset && reconnects == 0 && t < self.time * RESET_WAIT_FACTOR)
+    }
+}
+
 /// One step of the workload (the mix is in the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -275,6 +297,8 @@ pub struct Tally {
     pub ops: u64,
     pub bytes_written: u64,
     pub bytes_read: u64,
+    /// How long the client ran its workload (the final verification not included).
+    pub run_time: Duration,
 }
 
 impl Tally {
@@ -300,6 +324,7 @@ impl Tally {
         let t0 = Instant::now();
         let r = call.await;
         self.latencies.entry(proc).or_default().push(t0.elapsed());
+
         match r {
             Ok(v) => Some(v),
             Err(e) => {
@@ -345,19 +370,30 @@ pub fn report(r: &ReportInput) -> String {
     let written: u64 = r.tallies.iter().map(|t| t.bytes_written).sum();
     let read: u64 = r.tallies.iter().map(|t| t.bytes_read).sum();
     let errors: usize = r.tallies.iter().map(|t| t.errors.len()).sum();
+    // Over the longest client's run: the run time, or longer through a resetting link
+    // while a client waits for its first reset (see `RunFor`).
+    let run_secs = r
+        .tallies
+        .iter()
+        .map(|t| t.run_time)
+        .max()
+        .unwrap_or_default()
+        .as_secs_f64()
+        .max(r.secs as f64)
+        .max(1.0);
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let mut s = String::new();
     s.push_str(&format!(
         "## sluice load: {}\n\n\
          - seed {:#x}, wall time {:.1} s (run + final verification)\n\
-         - {ops} operations, {calls} calls ({:.0} calls/s), {errors} errors\n\
+         - {ops} operations, {calls} calls in {run_secs:.1} s ({:.0} calls/s), {errors} errors\n\
          - {:.1} MiB written, {:.1} MiB read, {} files left and verified\n\
          - transport: {} retransmissions, {} reconnects\n\
          - server memory: VmHWM {:.1} MiB, VmRSS {:.1} MiB at the end (limit {:.0} MiB)\n",
         r.title,
         r.seed,
         r.elapsed.as_secs_f64(),
-        calls as f64 / r.secs.max(1) as f64,
+        calls as f64 / run_secs,
         mib(written),
         mib(read),
         r.files_left,

@@ -54,9 +54,9 @@ impl Worker {
         self.tally.fail(msg);
     }
 
-    pub async fn run(&mut self, run_for: Duration) {
-        let deadline = Instant::now() + run_for;
-        while Instant::now() < deadline {
+    pub async fn run(&mut self, run_for: RunFor) {
+        let start = Instant::now();
+        while run_for.goes_on(start, self.client.transport_stats().reconnects) {
             match next_op(&mut self.rng, self.files.len()) {
                 Op::Create => self.create().await,
                 Op::Write => self.write().await,
@@ -68,6 +68,7 @@ impl Worker {
             }
             self.tally.ops += 1;
         }
+        self.tally.run_time = start.elapsed();
     }
 
     fn pick(&mut self) -> String {

@@ -26,6 +26,20 @@
 //!              ── OPEN again ──────────▶ ok; WRITE, COMMIT, CLOSE; guard let go
 //! ```
 //!
+//! # A reader never waits
+//! A reader takes the read guard without waiting ([`tokio::sync::RwLock::try_read`]) and
+//! leaves the read out if the owner holds (or waits for) the write guard. Waiting would make
+//! the owner's progress hang on an idle client: the owner, under the write guard, waits for the
+//! reader's client to return its delegation, while the reader's task waits for the guard and
+//! sends nothing. That client answers a CB_RECALL from its library at once, as long as its back
+//! channel is up; but after `sluice link` reset its connection, the sluice client binds the new
+//! connection to the session (and so its back channel) only when it next sends a COMPOUND
+//! (`ensure_bound`), and an idle one sends nothing until its lease renewal, a third of the
+//! lease (30 s with sluice's 90 s): the owner's OPEN, RENAME or REMOVE then gets
+//! NFS4ERR_DELAY for up to that long (one link run, when readers still waited, had an OPEN
+//! of 30.1 s and a RENAME of 29.9 s). A client here always has a COMPOUND going soon, so
+//! none is left idle with a delegation.
+//!
 //! Each client keeps at most [`HELD_MAX`] opens for reading (its own files and others'), the
 //! oldest closed first. A file removed (or renamed over) while someone holds it open stays
 //! readable through that open with the contents it had (the server keeps it under a hidden
@@ -115,6 +129,10 @@ pub struct Worker {
     pub shared_opens: u64,
     /// OPENs that came with a read delegation.
     pub delegations: u64,
+    /// Reads through an open of a file removed (or renamed over) since it was opened.
+    pub removed_reads: u64,
+    /// Reads left out because the file's owner was changing it.
+    pub busy_skips: u64,
 }
 
 impl Worker {
@@ -143,6 +161,8 @@ impl Worker {
             tally: Tally::new(id),
             shared_opens: 0,
             delegations: 0,
+            removed_reads: 0,
+            busy_skips: 0,
         }
     }
 
@@ -150,9 +170,9 @@ impl Worker {
         self.files.len()
     }
 
-    pub async fn run(&mut self, run_for: Duration) {
-        let deadline = Instant::now() + run_for;
-        while Instant::now() < deadline {
+    pub async fn run(&mut self, run_for: RunFor) {
+        let start = Instant::now();
+        while run_for.goes_on(start, self.client.transport_stats().reconnects) {
             match next_op(&mut self.rng, self.files.len()) {
                 Op::Create => self.create().await,
                 Op::Write => self.write().await,
@@ -164,6 +184,7 @@ impl Worker {
             }
             self.tally.ops += 1;
         }
+        self.tally.run_time = start.elapsed();
     }
 
     fn pick(&mut self) -> String {
@@ -358,10 +379,17 @@ impl Worker {
                 self.files[&name].clone()
             }
         };
-        let st = file.state.read().await;
+        // Never waits for the owner: see "A reader never waits" in the module docs.
+        let Ok(st) = file.state.try_read() else {
+            self.busy_skips += 1;
+            return;
+        };
         let what = file.label.clone();
         let fh = match self.held.iter().find(|h| Arc::ptr_eq(&h.file, &file)) {
-            Some(h) => h.fh.clone(),
+            Some(h) => {
+                self.removed_reads += u64::from(st.removed);
+                h.fh.clone()
+            }
             // Gone before this client opened it: nothing to read it by.
             None if st.removed => return,
             None => {
