@@ -62,6 +62,10 @@ struct Seen {
     /// The file's contents, when READ, WRITE and GETATTR's size should follow them (else
     /// READ is empty and the size 42).
     data: Option<Vec<u8>>,
+    /// Answer the next DESTROY_SESSIONs with NFS4ERR_CONN_NOT_BOUND_TO_SESSION (as for one
+    /// resent on a new connection after a reset), and log DESTROY_SESSION and
+    /// DESTROY_CLIENTID (unset: the other tests' logs stay as they were, without them).
+    destroy_unbound: Option<u32>,
 }
 
 /// Serves every connection made to `listener`, each on its own task.
@@ -395,8 +399,25 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                     use_conn_in_rdma_mode: false,
                 }))
             }
-            NfsArgop4::DestroySession(_) => NfsResop4::DestroySession(Nfsstat4::OK),
-            NfsArgop4::DestroyClientid(_) => NfsResop4::DestroyClientid(Nfsstat4::OK),
+            NfsArgop4::DestroySession(_) => match seen.destroy_unbound.as_mut() {
+                None => NfsResop4::DestroySession(Nfsstat4::OK),
+                Some(n) => {
+                    seen.log.push("DESTROY_SESSION".into());
+                    if *n > 0 {
+                        *n -= 1;
+                        status = Nfsstat4::CONN_NOT_BOUND_TO_SESSION;
+                        results.push(NfsResop4::error(op.opnum(), status));
+                        break;
+                    }
+                    NfsResop4::DestroySession(Nfsstat4::OK)
+                }
+            },
+            NfsArgop4::DestroyClientid(_) => {
+                if seen.destroy_unbound.is_some() {
+                    seen.log.push("DESTROY_CLIENTID".into());
+                }
+                NfsResop4::DestroyClientid(Nfsstat4::OK)
+            }
             other => panic!("unexpected op {:?}", other.opnum()),
         };
         results.push(r);
@@ -557,6 +578,31 @@ async fn conn_not_bound_rebinds_the_connection_and_resends_on_the_same_slot_and_
         ]
     );
     c.shutdown().await;
+}
+
+/// A DESTROY_SESSION answered CONN_NOT_BOUND_TO_SESSION (its connection was reset after the
+/// bind, or the call itself cut and resent on a new one) is sent again after a new bind,
+/// then DESTROY_CLIENTID: else the client id would stay on the server, busy with the session,
+/// for a lease (found by the 32-client NFSv4.1 load test through a resetting link).
+#[tokio::test]
+async fn shutdown_binds_again_and_destroys_the_session_when_the_connection_is_not_bound() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let c = client(&seen).await;
+    let from = {
+        let mut s = seen.lock().unwrap();
+        s.destroy_unbound = Some(1);
+        s.log.len()
+    };
+    c.shutdown().await;
+    assert_eq!(
+        after_connect(&seen, from),
+        [
+            "DESTROY_SESSION",
+            "BIND_CONN_TO_SESSION s1 dir 1",
+            "DESTROY_SESSION",
+            "DESTROY_CLIENTID",
+        ]
+    );
 }
 
 #[tokio::test]

@@ -250,7 +250,9 @@ impl Client {
     /// OPEN after PUTFH `fh` (the file for CLAIM_FH, the directory for CLAIM_NULL): the open
     /// file's handle with its stateid, and its attributes. The one place the client opens a
     /// file: the open is recorded for reopening after a server restart ([`super::reopen`]).
-    pub(super) async fn open_at(
+    /// `access` is OPEN's share access (`OPEN4_SHARE_ACCESS_*`); a delegation is asked for
+    /// (and then kept and returned by the client) only for reading with a back channel up.
+    pub async fn open_at(
         &self,
         fh: &NfsFh4,
         access: u32,

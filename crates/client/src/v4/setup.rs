@@ -233,20 +233,33 @@ impl Client {
             return;
         }
         let goodbye = async {
-            // DESTROY_SESSION outside a SEQUENCE must come on a connection bound to the session.
-            self.ensure_bound(0).await;
             let (sessionid, clientid) = {
                 let s = self.inner.session.lock().expect("session lock");
                 (s.sessionid, s.clientid)
             };
-            destroy(
-                self.inner.conns.first(),
-                &self.inner.cred,
-                self.inner.minor,
-                sessionid,
-                clientid,
-            )
-            .await;
+            let (rpc, cred, minor) = (self.inner.conns.first(), &self.inner.cred, self.inner.minor);
+            // DESTROY_SESSION outside a SEQUENCE must come on a connection bound to the
+            // session. A connection reset after the bind, or one that cuts the call (the
+            // transport resends it on a new connection), gets CONN_NOT_BOUND_TO_SESSION: bound
+            // again and sent again. Else the session, and with it the client id (its
+            // DESTROY_CLIENTID is CLIENTID_BUSY), would stay on the server for a lease.
+            for _ in 0..DESTROY_ATTEMPTS {
+                self.ensure_bound(0).await;
+                let op = NfsArgop4::DestroySession(sessionid);
+                let not_bound = matches!(
+                    lone_op(rpc, cred, minor, op, None).await,
+                    Err(Error::Status {
+                        status: Nfsstat4::CONN_NOT_BOUND_TO_SESSION,
+                        ..
+                    })
+                );
+                if !not_bound {
+                    break;
+                }
+                self.inner.bound.lock().expect("bound lock")[0] = None;
+            }
+            let op = NfsArgop4::DestroyClientid(clientid);
+            let _ = lone_op(rpc, cred, minor, op, None).await;
         };
         if tokio::time::timeout(SHUTDOWN_WAIT, goodbye).await.is_err() {
             tracing::debug!(
@@ -566,6 +579,11 @@ pub(super) async fn destroy(
     let _ = lone_op(rpc, cred, minor, NfsArgop4::DestroySession(sessionid), None).await;
     let _ = lone_op(rpc, cred, minor, NfsArgop4::DestroyClientid(clientid), None).await;
 }
+
+/// DESTROY_SESSIONs [`Client::shutdown`] sends when the server says the connection is not
+/// bound to the session (binding it again before each): 3, so that resets that cut the call
+/// again and again (a flaky link) still end within [`SHUTDOWN_WAIT`].
+const DESTROY_ATTEMPTS: u32 = 3;
 
 /// How long [`Client::shutdown`] waits for DESTROY_SESSION and DESTROY_CLIENTID: 3 s. Two
 /// round trips take milliseconds on a LAN and well under a second over a WAN, so a live server
