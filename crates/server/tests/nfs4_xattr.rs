@@ -14,6 +14,7 @@
 //! | §8.4.3, §8.4.5 | a read-only export: ROFS (reading still works); a squashed caller without write permission: ACCESS | `a_read_only_export_is_rofs_and_squashed_callers_are_refused` |
 //! | RFC 8881 §2.10.6.4 | a value larger than the session's `ca_maxresponsesize`: REP_TOO_BIG | `a_value_larger_than_the_session_reply_is_rep_too_big` |
 //! | §8.4.3 | a value larger than the file system holds: XATTR2BIG; the pseudo tree: NOTSUPP and `xattr_support` false | `memfs_limits_give_xattr2big_and_the_pseudo_tree_has_none` |
+//! | §8.2 | an export whose file system has no user attributes: `xattr_support` false, every op NOTSUPP, the ACCESS bits not supported | `a_file_system_without_xattrs_answers_notsupp` |
 
 #[macro_use]
 mod support;
@@ -475,6 +476,203 @@ async fn memfs_limits_give_xattr2big_and_the_pseudo_tree_has_none() {
         remove("a"),
     ] {
         let res = v.send_minor(2, vec![NfsArgop4::Putrootfh(()), op]).await;
+        assert_eq!(res.status, Nfsstat4::NOTSUPP, "{res:?}");
+    }
+    server.abort();
+}
+
+/// A file system without extended attributes: MemFs behind the trait's required methods only,
+/// so the xattr methods are the trait's defaults (NotSupp, `xattr_support` false), as for a
+/// backend that has none.
+struct NoXattrs(MemFs);
+
+mod no_xattrs {
+    use super::NoXattrs;
+    use bytes::Bytes;
+    use sluice_server::backend::*;
+
+    #[allow(clippy::result_large_err)]
+    impl FileSystem for NoXattrs {
+        fn root_handle(&self) -> FileHandle {
+            self.0.root_handle()
+        }
+        fn export_id(&self) -> ExportId {
+            self.0.export_id()
+        }
+        fn write_verifier(&self) -> [u8; 8] {
+            self.0.write_verifier()
+        }
+        fn reset_write_verifier(&self) {
+            self.0.reset_write_verifier()
+        }
+        fn getattr(&self, fh: &FileHandle) -> Result<Attr, FsError> {
+            self.0.getattr(fh)
+        }
+        fn setattr(
+            &self,
+            c: &Caller,
+            fh: &FileHandle,
+            s: &SetAttr,
+            g: Option<Time>,
+        ) -> Res<Wcc, Wcc> {
+            self.0.setattr(c, fh, s, g)
+        }
+        fn lookup(&self, c: &Caller, d: &FileHandle, n: &[u8]) -> Res<LookupOk, Option<Attr>> {
+            self.0.lookup(c, d, n)
+        }
+        fn access(
+            &self,
+            c: &Caller,
+            fh: &FileHandle,
+            r: u32,
+        ) -> Res<(u32, Option<Attr>), Option<Attr>> {
+            self.0.access(c, fh, r)
+        }
+        fn readlink(&self, fh: &FileHandle) -> Res<(Vec<u8>, Option<Attr>), Option<Attr>> {
+            self.0.readlink(fh)
+        }
+        fn read(
+            &self,
+            c: &Caller,
+            fh: &FileHandle,
+            o: u64,
+            b: &mut [&mut [u8]],
+        ) -> Res<ReadOk, Option<Attr>> {
+            self.0.read(c, fh, o, b)
+        }
+        fn write(
+            &self,
+            c: &Caller,
+            fh: &FileHandle,
+            o: u64,
+            d: &[Bytes],
+            s: StableHow,
+        ) -> Res<WriteOk, Wcc> {
+            self.0.write(c, fh, o, d, s)
+        }
+        fn commit(&self, c: &Caller, fh: &FileHandle, o: u64, n: u32) -> Res<Wcc, Wcc> {
+            self.0.commit(c, fh, o, n)
+        }
+        fn create(&self, c: &Caller, d: &FileHandle, n: &[u8], h: CreateHow) -> Res<CreateOk, Wcc> {
+            self.0.create(c, d, n, h)
+        }
+        fn mkdir(&self, c: &Caller, d: &FileHandle, n: &[u8], s: &SetAttr) -> Res<CreateOk, Wcc> {
+            self.0.mkdir(c, d, n, s)
+        }
+        fn symlink(
+            &self,
+            c: &Caller,
+            d: &FileHandle,
+            n: &[u8],
+            t: &[u8],
+            s: &SetAttr,
+        ) -> Res<CreateOk, Wcc> {
+            self.0.symlink(c, d, n, t, s)
+        }
+        fn mknod(
+            &self,
+            c: &Caller,
+            d: &FileHandle,
+            n: &[u8],
+            f: FileType,
+            s: &SetAttr,
+            r: DeviceId,
+        ) -> Res<CreateOk, Wcc> {
+            self.0.mknod(c, d, n, f, s, r)
+        }
+        fn remove(&self, c: &Caller, d: &FileHandle, n: &[u8]) -> Res<Wcc, Wcc> {
+            self.0.remove(c, d, n)
+        }
+        fn rmdir(&self, c: &Caller, d: &FileHandle, n: &[u8]) -> Res<Wcc, Wcc> {
+            self.0.rmdir(c, d, n)
+        }
+        fn rename(
+            &self,
+            c: &Caller,
+            fd: &FileHandle,
+            fname: &[u8],
+            td: &FileHandle,
+            tname: &[u8],
+        ) -> Res<RenameWcc, RenameWcc> {
+            self.0.rename(c, fd, fname, td, tname)
+        }
+        fn link(
+            &self,
+            c: &Caller,
+            fh: &FileHandle,
+            d: &FileHandle,
+            n: &[u8],
+        ) -> Res<LinkRes, LinkRes> {
+            self.0.link(c, fh, d, n)
+        }
+        fn readdir(
+            &self,
+            c: &Caller,
+            d: &FileHandle,
+            cookie: u64,
+            verf: [u8; 8],
+            plus: bool,
+            visit: &mut dyn FnMut(DirEntry<'_>) -> bool,
+        ) -> Res<ReaddirOk, Option<Attr>> {
+            self.0.readdir(c, d, cookie, verf, plus, visit)
+        }
+        fn fsstat(&self, fh: &FileHandle) -> Res<FsStat, Option<Attr>> {
+            self.0.fsstat(fh)
+        }
+        fn fsinfo(&self, fh: &FileHandle) -> Res<FsInfo, Option<Attr>> {
+            self.0.fsinfo(fh)
+        }
+        fn pathconf(&self, fh: &FileHandle) -> Res<PathConf, Option<Attr>> {
+            self.0.pathconf(fh)
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_system_without_xattrs_answers_notsupp() {
+    let fs = Arc::new(NoXattrs(MemFs::new(MemFsConfig::default())));
+    let entries = vec![ExportEntry {
+        fs: fs.clone(),
+        export: export_to_all(PathBuf::from("/plain"), rw_options()),
+    }];
+    let bound = sluice_server::bind_exports(rw(), entries)
+        .await
+        .expect("binds");
+    let addr = bound.local_addr().unwrap();
+    let server = tokio::spawn(sluice_server::run(bound));
+    let mut v = V4::establish(Rpc::connect(addr).await, "plain", chan()).await;
+    let export = PathBuf::from("/plain");
+    let mut ops = walk_to(&export);
+    ops.push(NfsArgop4::Getattr(Bitmap4::from_bits(&[
+        num::SUPPORTED_ATTRS,
+        num::XATTR_SUPPORT,
+    ])));
+    ops.push(NfsArgop4::Access(AccessArgs {
+        access: ACCESS4_READ | ACCESS4_XAREAD | ACCESS4_XAWRITE | ACCESS4_XALIST,
+    }));
+    let res = v.send_minor(2, ops).await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let n = res.results.len();
+    let a = attrs(&res.results[n - 2]);
+    assert_eq!(
+        a.xattr_support,
+        Some(false),
+        "the attribute exists, and says no"
+    );
+    assert!(a.supported_attrs.unwrap().contains(num::XATTR_SUPPORT));
+    let NfsResop4::Access(Res4::Ok(acc)) = &res.results[n - 1] else {
+        panic!("{res:?}")
+    };
+    assert_eq!((acc.supported, acc.access), (ACCESS4_READ, ACCESS4_READ));
+    for op in [
+        get("a"),
+        set(SETXATTR4_EITHER, "a", b"1"),
+        list(0, 4096),
+        remove("a"),
+    ] {
+        let mut ops = walk_to(&export);
+        ops.push(op);
+        let res = v.send_minor(2, ops).await;
         assert_eq!(res.status, Nfsstat4::NOTSUPP, "{res:?}");
     }
     server.abort();
