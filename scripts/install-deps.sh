@@ -17,6 +17,7 @@ APT_PACKAGES=(
   pkg-config
   iperf3              # loopback limit in benchmark ratios
   rsync
+  attr                # setfattr / getfattr: the mount's user.* extended attributes test
   # used by tests/peers/*.sh and tests/peers/kclient/build.sh; not in a minimal Debian 12 image
   iproute2            # ss: port checks in tests/peers/ganesha.sh
   gcc                 # kclient build.sh compiles a static mount helper

@@ -79,6 +79,7 @@ use sluice_vfs::{
     SetAttr, SetTime, StableHow, Time, Wcc, WccAttr, WriteOk, COPY_BYTES_MAX, IO_BYTES_MAX_DEFAULT,
     NAME_MAX, READDIR_BYTES_PREF_DEFAULT, SYMLINK_TARGET_MAX,
 };
+use sluice_vfs::{XattrError, XattrSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -89,6 +90,7 @@ mod idle_table;
 mod locks;
 mod namespace;
 mod open_files;
+mod xattr;
 
 use data::may;
 use handles::{err, ftype, lookup_name, new_name, OpenFh};
@@ -1194,6 +1196,41 @@ impl FileSystem for CephFs {
             count: done,
             wcc: self.wcc_after(pre, &d),
         })
+    }
+
+    /// User extended attributes (`xattr`): CephFS always has them.
+    fn xattr_support(&self) -> bool {
+        true
+    }
+    fn getxattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+        size_max: usize,
+    ) -> Result<Vec<u8>, XattrError> {
+        self.xattr_get(caller, fh, name, size_max)
+    }
+    fn setxattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<Wcc, XattrError> {
+        self.xattr_set(caller, fh, name, value, how)
+    }
+    fn listxattrs(&self, caller: &Caller, fh: &FileHandle) -> Result<Vec<Vec<u8>>, XattrError> {
+        self.xattr_list(caller, fh)
+    }
+    fn removexattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+    ) -> Result<Wcc, XattrError> {
+        self.xattr_remove(caller, fh, name)
     }
 }
 

@@ -15,7 +15,8 @@
 //!
 //! The calls are the low-level `ceph_ll_*` API that NFS gateways use: inode pointers instead of
 //! paths, credentials per call, an inode lookup by number for handles whose inode is not cached
-//! (`ceph_ll_lookup_inode`), and byte-range locks on an open file (`ceph_ll_setlk`).
+//! (`ceph_ll_lookup_inode`), byte-range locks on an open file (`ceph_ll_setlk`), and extended
+//! attributes by inode (`ceph_ll_getxattr` and its family).
 //! Debian 12's libcephfs does not export the newer non-blocking `ceph_ll_nonblocking_readv_writev`;
 //! nothing here needs it.
 
@@ -201,6 +202,10 @@ table! {
     ceph_ll_statfs: fn(*mut MountInfo, *mut Inode, *mut libc::statvfs) -> c_int;
     ceph_ll_getlk: fn(*mut MountInfo, *mut Fh, *mut libc::flock, u64) -> c_int;
     ceph_ll_setlk: fn(*mut MountInfo, *mut Fh, *mut libc::flock, u64, c_int) -> c_int;
+    ceph_ll_getxattr: fn(*mut MountInfo, *mut Inode, *const c_char, *mut c_void, size_t, *const UserPerm) -> c_int;
+    ceph_ll_setxattr: fn(*mut MountInfo, *mut Inode, *const c_char, *const c_void, size_t, c_int, *const UserPerm) -> c_int;
+    ceph_ll_listxattr: fn(*mut MountInfo, *mut Inode, *mut c_char, size_t, *mut size_t, *const UserPerm) -> c_int;
+    ceph_ll_removexattr: fn(*mut MountInfo, *mut Inode, *const c_char, *const UserPerm) -> c_int;
 }
 
 // SAFETY: the table holds a dlopen handle (never closed) and function pointers; libcephfs's

@@ -94,6 +94,18 @@ pub struct Cursor {
     pub plain: bool,
 }
 
+/// How [`Namespace::setxattr`] treats an existing attribute (`setxattr(2)`'s flags, RFC 8276
+/// `setxattr_option4`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XattrSet {
+    /// Create or replace (no flag).
+    Either,
+    /// Only create: an existing one is EXIST (`XATTR_CREATE`).
+    Create,
+    /// Only replace: a missing one is NOXATTR (`XATTR_REPLACE`).
+    Replace,
+}
+
 /// How [`Namespace::create`] treats a name that exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CreateMode {
@@ -225,6 +237,32 @@ pub trait Namespace: Send + Sync + 'static {
     }
     /// Space and files of the file system holding `fh`.
     fn statfs<'a>(&'a self, _fh: &'a Handle) -> Fut<'a, FsStat> {
+        Box::pin(async { Err(Error::local(Status::NOTSUPP)) })
+    }
+
+    // Extended attributes of the user namespace, names without `user.` (NFSv4.2, RFC 8276):
+    // NOTSUPP where the version (v3, 4.1) or the server has none.
+
+    /// The value of attribute `name` of `fh`.
+    fn getxattr<'a>(&'a self, _fh: &'a Handle, _name: &'a [u8]) -> Fut<'a, Vec<u8>> {
+        Box::pin(async { Err(Error::local(Status::NOTSUPP)) })
+    }
+    /// Sets attribute `name` of `fh` to `value`, as `how` says.
+    fn setxattr<'a>(
+        &'a self,
+        _fh: &'a Handle,
+        _name: &'a [u8],
+        _value: &'a [u8],
+        _how: XattrSet,
+    ) -> Fut<'a, ()> {
+        Box::pin(async { Err(Error::local(Status::NOTSUPP)) })
+    }
+    /// The names of `fh`'s attributes.
+    fn listxattrs<'a>(&'a self, _fh: &'a Handle) -> Fut<'a, Vec<Vec<u8>>> {
+        Box::pin(async { Err(Error::local(Status::NOTSUPP)) })
+    }
+    /// Removes attribute `name` of `fh`.
+    fn removexattr<'a>(&'a self, _fh: &'a Handle, _name: &'a [u8]) -> Fut<'a, ()> {
         Box::pin(async { Err(Error::local(Status::NOTSUPP)) })
     }
 

@@ -14,9 +14,10 @@
 //! A case panics with its name on the first difference (these are tests).
 
 use bytes::Bytes;
+use sluice_vfs::xattr::XATTR_NAME_BYTES_MAX;
 use sluice_vfs::{
     Caller, CreateHow, Cred, DirEntry, FileHandle, FileSystem, FileType, FsError, SetAttr,
-    StableHow,
+    StableHow, XattrError, XattrSet,
 };
 
 /// Makes a fresh backend whose root is an empty directory.
@@ -93,6 +94,10 @@ pub const CASES: &[Case] = &[
     Case {
         name: "dot_and_dotdot_at_the_root",
         run: dot_and_dotdot_at_the_root,
+    },
+    Case {
+        name: "user_xattrs_set_list_get_remove",
+        run: user_xattrs_set_list_get_remove,
     },
 ];
 
@@ -593,6 +598,101 @@ fn change_attribute_moves_on_every_change(fs: &dyn FileSystem) {
         before,
         "a new name changes the directory"
     );
+}
+
+/// User extended attributes (RFC 8276's semantics, `setxattr(2)`'s flags): on a backend that
+/// says it has none, every call is NotSupp; otherwise create/replace rules, sorted listing,
+/// size limits, permissions, the read-only flag and the change attribute.
+fn user_xattrs_set_list_get_remove(fs: &dyn FileSystem) {
+    let r = fs.root_handle();
+    fs.setattr(&root(), &r, &mode(0o777), None).unwrap();
+    let alice = user(1001);
+    let bob = user(1002);
+    let f = create(fs, &alice, &r, b"x", 0o644);
+    let not_supp = XattrError::Fs(FsError::NotSupp);
+    if !fs.xattr_support() {
+        assert_eq!(fs.getxattr(&alice, &f, b"a", 64), Err(not_supp));
+        assert_eq!(
+            fs.setxattr(&alice, &f, b"a", b"1", XattrSet::Either),
+            Err(not_supp)
+        );
+        assert_eq!(fs.listxattrs(&alice, &f), Err(not_supp));
+        assert_eq!(fs.removexattr(&alice, &f, b"a"), Err(not_supp));
+        return;
+    }
+    let before = fs.getattr(&f).unwrap().change;
+    let wcc = fs
+        .setxattr(&alice, &f, b"b", b"1", XattrSet::Create)
+        .unwrap();
+    let after = wcc.after.expect("attributes after").change;
+    assert_ne!(after, before, "an xattr change moves the change attribute");
+    assert_eq!(fs.getattr(&f).unwrap().change, after);
+    assert_eq!(
+        fs.setxattr(&alice, &f, b"b", b"2", XattrSet::Create),
+        Err(XattrError::Fs(FsError::Exist))
+    );
+    assert_eq!(
+        fs.setxattr(&alice, &f, b"a", b"2", XattrSet::Replace),
+        Err(XattrError::NoXattr)
+    );
+    fs.setxattr(&alice, &f, b"b", b"22", XattrSet::Replace)
+        .unwrap();
+    fs.setxattr(&alice, &f, b"a", b"", XattrSet::Either)
+        .unwrap();
+    assert_eq!(fs.getxattr(&alice, &f, b"b", 64).unwrap(), b"22");
+    assert_eq!(fs.getxattr(&alice, &f, b"a", 64).unwrap(), b"");
+    assert_eq!(fs.getxattr(&alice, &f, b"b", 1), Err(XattrError::TooBig));
+    assert_eq!(fs.getxattr(&alice, &f, b"zz", 64), Err(XattrError::NoXattr));
+    assert_eq!(
+        fs.listxattrs(&alice, &f).unwrap(),
+        vec![b"a".to_vec(), b"b".to_vec()],
+        "names sorted, without the user. prefix"
+    );
+    assert_eq!(
+        fs.getxattr(&alice, &f, &[b'n'; XATTR_NAME_BYTES_MAX + 1], 64),
+        Err(XattrError::Fs(FsError::NameTooLong))
+    );
+    assert_eq!(
+        fs.getxattr(&alice, &f, b"", 64),
+        Err(XattrError::Fs(FsError::Inval))
+    );
+    // Others read a 0644 file's attributes but may not change them.
+    assert_eq!(fs.getxattr(&bob, &f, b"b", 64).unwrap(), b"22");
+    assert_eq!(
+        fs.setxattr(&bob, &f, b"c", b"1", XattrSet::Either),
+        Err(XattrError::Fs(FsError::Acces))
+    );
+    assert_eq!(
+        fs.removexattr(&bob, &f, b"b"),
+        Err(XattrError::Fs(FsError::Acces))
+    );
+    fs.setattr(&alice, &f, &mode(0o600), None).unwrap();
+    assert_eq!(
+        fs.getxattr(&bob, &f, b"b", 64),
+        Err(XattrError::Fs(FsError::Acces))
+    );
+    assert_eq!(fs.listxattrs(&bob, &f), Err(XattrError::Fs(FsError::Acces)));
+    let ro = Caller {
+        cred: Cred::root(),
+        read_only: true,
+    };
+    assert_eq!(
+        fs.setxattr(&ro, &f, b"c", b"1", XattrSet::Either),
+        Err(XattrError::Fs(FsError::RoFs))
+    );
+    assert_eq!(
+        fs.removexattr(&ro, &f, b"b"),
+        Err(XattrError::Fs(FsError::RoFs))
+    );
+    assert_eq!(fs.getxattr(&ro, &f, b"b", 64).unwrap(), b"22");
+    fs.removexattr(&alice, &f, b"a").unwrap();
+    assert_eq!(fs.removexattr(&alice, &f, b"a"), Err(XattrError::NoXattr));
+    assert_eq!(fs.listxattrs(&alice, &f).unwrap(), vec![b"b".to_vec()]);
+    // Directories hold them too.
+    let d = fs.mkdir(&alice, &r, b"d", &mode(0o755)).unwrap().fh;
+    fs.setxattr(&alice, &d, b"on.dir", b"v", XattrSet::Either)
+        .unwrap();
+    assert_eq!(fs.getxattr(&alice, &d, b"on.dir", 64).unwrap(), b"v");
 }
 
 fn new_objects_belong_to_the_caller(fs: &dyn FileSystem) {

@@ -63,3 +63,25 @@ fn memfs_matches_localfs_on_random_operations() {
         sluice_testkit::seed::seeds("memfs_matches_localfs_on_random_operations", MEM_SEEDS),
     );
 }
+
+/// LocalFs's `xattr_support` is what the directory's file system does: the suite's xattr case
+/// takes its supported branch exactly where `setxattr(2)` of a user attribute works.
+#[test]
+fn localfs_reports_user_xattr_support_as_its_file_system_has_it() {
+    let l = Locals::new("xattr");
+    let fs = l.make();
+    let probe = l.base.join("probe");
+    std::fs::write(&probe, b"").unwrap();
+    let path = std::ffi::CString::new(probe.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: NUL-terminated strings, a one-byte value.
+    let r = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            c"user.p".as_ptr(),
+            b"1".as_ptr().cast(),
+            1,
+            0,
+        )
+    };
+    assert_eq!(fs.xattr_support(), r == 0);
+}

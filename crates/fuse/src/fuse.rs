@@ -13,7 +13,7 @@ use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
     INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags,
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock,
-    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use sluice_client::namespace::{Attr, FileType as NsType};
 use std::ffi::OsStr;
@@ -427,6 +427,54 @@ impl Filesystem for SluiceFuse {
         reply.ok();
     }
 
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let name = bytes(name);
+        self.spawn(|fs| async move {
+            match fs.getxattr(ino.0, &name).await {
+                Ok(v) => xattr_reply(reply, &v, size),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let (name, value) = (bytes(name), Bytes::copy_from_slice(value));
+        self.spawn(|fs| async move {
+            match fs.setxattr(ino.0, &name, &value, flags).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.spawn(|fs| async move {
+            match fs.listxattr(ino.0).await {
+                Ok(list) => xattr_reply(reply, &list, size),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = bytes(name);
+        self.spawn(|fs| async move {
+            match fs.removexattr(ino.0, &name).await {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         self.spawn(|fs| async move {
             match fs.statfs().await {
@@ -521,6 +569,16 @@ fn invalidate_kernel_attr(notifier: &OnceLock<Notifier>, ino: INodeNo) {
 
 fn errno(e: FsErrno) -> Errno {
     Errno::from_i32(e.0)
+}
+
+/// A getxattr or listxattr answer as FUSE wants it: the size when asked with no room (`size`
+/// 0), the bytes when they fit, ERANGE when they do not.
+fn xattr_reply(reply: ReplyXattr, data: &[u8], size: u32) {
+    match u32::try_from(data.len()) {
+        Ok(len) if size == 0 => reply.size(len),
+        Ok(len) if len <= size => reply.data(data),
+        _ => reply.error(Errno::ERANGE),
+    }
 }
 
 fn bytes(s: &OsStr) -> Bytes {

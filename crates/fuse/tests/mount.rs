@@ -1,5 +1,6 @@
 //! The FUSE mount under ordinary tools (cp, rsync, tar, mv, rm), against the sluice server and
-//! nfs-ganesha, over NFSv3 and NFSv4.1; fcntl and flock locks over v4.1 (LOCK, LOCKT, LOCKU).
+//! nfs-ganesha, over NFSv3 and NFSv4.1; fcntl and flock locks over v4.1 (LOCK, LOCKT, LOCKU);
+//! `user.*` extended attributes over 4.2 (setfattr, getfattr, the `*xattr(2)` calls).
 //! Each test has its own directories, ports and mount point; every command runs under
 //! `timeout`. A missing peer fails the test loudly: nothing is skipped.
 
@@ -1084,4 +1085,115 @@ fn a_mount_process_exits_promptly_after_umount_when_its_server_is_gone() {
         exited.is_some(),
         "sluice mount still running {waited:?} after umount"
     );
+}
+
+/// The value of attribute `name` of `path` through `getxattr(2)`, or the errno.
+fn xattr_get(path: &Path, name: &str) -> Result<Vec<u8>, i32> {
+    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    let mut buf = vec![0u8; 65536];
+    // SAFETY: NUL-terminated strings, `buf` valid for its length.
+    let r = unsafe { libc::getxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    match usize::try_from(r) {
+        Ok(len) => Ok(buf[..len].to_vec()),
+        Err(_) => Err(std::io::Error::last_os_error().raw_os_error().unwrap()),
+    }
+}
+
+/// `setxattr(2)` with `flags`: 0 or the errno.
+fn xattr_set(path: &Path, name: &str, value: &[u8], flags: i32) -> i32 {
+    let p = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: NUL-terminated strings, `value` valid for its length.
+    let r = unsafe {
+        libc::setxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            flags,
+        )
+    };
+    if r == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap()
+    }
+}
+
+/// `user.*` attributes over a 4.2 mount reach the export's files as `user.*` attributes
+/// (GETXATTR, SETXATTR, LISTXATTRS, REMOVEXATTR); other namespaces, and every attribute over
+/// 4.1 and v3, are EOPNOTSUPP, as on Linux's own NFS mounts.
+#[test]
+fn user_xattrs_work_on_a_v4_2_mount_and_are_not_supported_on_v4_1_and_v3() {
+    let server = SluiceServer::start();
+    let export = server.export_dir().to_path_buf();
+    std::fs::write(export.join("f"), b"data").unwrap();
+    let m = Mount::new(&versioned_url(&server, "4.2"));
+    let f = m.path().join("f");
+    let q = |p: &Path| p.display().to_string();
+
+    sh(&format!("setfattr -n user.color -v blue {}", q(&f)));
+    assert_eq!(
+        sh(&format!("getfattr --only-values -n user.color {}", q(&f))),
+        "blue"
+    );
+    assert_eq!(
+        xattr_get(&export.join("f"), "user.color").unwrap(),
+        b"blue",
+        "stored on the server's file as user.color"
+    );
+    // Set on the server, listed and read through the mount.
+    assert_eq!(
+        xattr_set(&export.join("f"), "user.from.server", b"hello", 0),
+        0
+    );
+    let dump = sh(&format!("getfattr -d {}", q(&f)));
+    assert!(
+        dump.contains("user.color=\"blue\"") && dump.contains("user.from.server=\"hello\""),
+        "{dump}"
+    );
+    // A value of a few KiB, binary, round-trips.
+    let big: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+    assert_eq!(xattr_set(&f, "user.big", &big, 0), 0);
+    assert_eq!(xattr_get(&f, "user.big").unwrap(), big);
+    // XATTR_CREATE of an existing name, XATTR_REPLACE of a missing one, a missing name.
+    assert_eq!(
+        xattr_set(&f, "user.color", b"red", libc::XATTR_CREATE),
+        libc::EEXIST
+    );
+    assert_eq!(
+        xattr_set(&f, "user.none", b"x", libc::XATTR_REPLACE),
+        libc::ENODATA
+    );
+    assert_eq!(xattr_get(&f, "user.none"), Err(libc::ENODATA));
+    assert_eq!(xattr_set(&f, "user.color", b"red", libc::XATTR_REPLACE), 0);
+    assert_eq!(xattr_get(&f, "user.color").unwrap(), b"red");
+    // Other namespaces have no NFS counterpart.
+    assert_eq!(xattr_set(&f, "trusted.t", b"x", 0), libc::EOPNOTSUPP);
+    sh(&format!("setfattr -x user.color {}", q(&f)));
+    assert_eq!(
+        xattr_get(&export.join("f"), "user.color"),
+        Err(libc::ENODATA)
+    );
+    assert_eq!(xattr_get(&f, "user.color"), Err(libc::ENODATA));
+    assert_eq!(std::fs::read(&f).unwrap(), b"data");
+    m.unmount();
+
+    for version in ["4.1", "3"] {
+        let m = Mount::new(&versioned_url(&server, version));
+        let f = m.path().join("f");
+        assert_eq!(
+            xattr_get(&f, "user.from.server"),
+            Err(libc::EOPNOTSUPP),
+            "v{version}"
+        );
+        assert_eq!(
+            xattr_set(&f, "user.x", b"1", 0),
+            libc::EOPNOTSUPP,
+            "v{version}"
+        );
+        m.unmount();
+    }
+    assert_eq!(xattr_get(&export.join("f"), "user.x"), Err(libc::ENODATA));
 }

@@ -27,6 +27,7 @@ use crate::types::{
     PathConf, ReadOk, ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat, SetAttr, StableHow, Time, Wcc,
     WriteOk, IO_BYTES_MAX_DEFAULT,
 };
+use crate::xattr::{XattrError, XattrSet};
 use bytes::Bytes;
 
 /// One exported file system. Object safe: handlers may hold a `&dyn FileSystem`.
@@ -322,5 +323,59 @@ pub trait FileSystem: Send + Sync {
     ) -> Res<Wcc, Wcc> {
         let _ = (caller, src, src_offset, dst_offset, count);
         Err((FsError::NotSupp, Wcc::after(self.getattr(dst).ok())))
+    }
+
+    // Extended attributes of the user namespace (RFC 8276; the vocabulary, limits and errors
+    // are in [`crate::xattr`]). Names come without the `user.` prefix. Reading needs read
+    // permission on the object, changing needs write permission, as `getxattr(2)` and
+    // `setxattr(2)` check for `user.*`; a read-only export ([`Caller::read_only`]) answers
+    // [`FsError::RoFs`] to changes. A backend without them answers [`FsError::NotSupp`] (the
+    // defaults) and says so in [`FileSystem::xattr_support`].
+
+    /// Whether objects of this file system take user extended attributes (NFSv4.2's
+    /// `xattr_support`). No I/O. Default false.
+    fn xattr_support(&self) -> bool {
+        false
+    }
+    /// The value of attribute `name` of `fh`, at most `size_max` bytes (a larger one is
+    /// [`XattrError::TooBig`]).
+    fn getxattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+        size_max: usize,
+    ) -> Result<Vec<u8>, XattrError> {
+        let _ = (caller, fh, name, size_max);
+        Err(FsError::NotSupp.into())
+    }
+    /// Sets attribute `name` of `fh` to `value` as `how` says; the object's attributes before
+    /// and after (its change attribute moves, as for any metadata change).
+    fn setxattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<Wcc, XattrError> {
+        let _ = (caller, fh, name, value, how);
+        Err(FsError::NotSupp.into())
+    }
+    /// The names of `fh`'s user attributes, sorted bytewise, so that a position in the list is
+    /// a stable cookie while the set does not change.
+    fn listxattrs(&self, caller: &Caller, fh: &FileHandle) -> Result<Vec<Vec<u8>>, XattrError> {
+        let _ = (caller, fh);
+        Err(FsError::NotSupp.into())
+    }
+    /// Removes attribute `name` of `fh` (a missing one is [`XattrError::NoXattr`]).
+    fn removexattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+    ) -> Result<Wcc, XattrError> {
+        let _ = (caller, fh, name);
+        Err(FsError::NotSupp.into())
     }
 }

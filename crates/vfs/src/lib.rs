@@ -27,6 +27,8 @@
 //! * [`types`]: the trait's vocabulary: handles, attributes, before/after pairs, [`FsError`],
 //!   the [`Caller`], and each operation's arguments and results. Pure.
 //! * [`fs`]: the [`FileSystem`] trait.
+//! * [`xattr`]: the vocabulary of its extended-attribute methods (user namespace, RFC 8276):
+//!   limits, [`XattrSet`], [`XattrError`]. Pure.
 //! * [`memfs`]: [`MemFs`], the same trait in memory with injected faults. Pure.
 //! * [`exports`]: export options and `/etc/exports` parsing, squashing. Pure.
 //! * [`gate`]: the export gate every protocol calls ([`gate::admit`]): the client's rule,
@@ -61,6 +63,7 @@ pub mod openfiles;
 pub mod stats;
 mod sys;
 pub mod types;
+pub mod xattr;
 
 pub use creds::Cred;
 pub use exports::{Export, ExportOptions, IoMode, IoModes};
@@ -69,3 +72,4 @@ pub use handle::{export_id_of, ExportId};
 pub use localfs::*;
 pub use memfs::MemFs;
 pub use types::*;
+pub use xattr::{XattrError, XattrSet};

@@ -29,6 +29,14 @@
 //! to ([`MemFs::refuse_locks`]), every pushed-down LOCK finds a conflicting lock of "another
 //! client", and the pushed-down lock calls can be logged ([`MemFs::lock_calls`]).
 //!
+//! # Extended attributes
+//! User attributes live in each object's own map, at most [`XATTR_VALUE_BYTES_MAX`] a value
+//! (or less: [`MemFs::set_xattr_value_bytes_max`] plays a backend with a smaller limit, whose
+//! larger values are [`XattrError::TooBig`]). As on Linux, only regular files and directories
+//! hold them (another type reads as having none and refuses to take one, EPERM); reading and
+//! listing need read permission, changing needs write permission, and a change moves the
+//! object's ctime and change counter.
+//!
 //! # What it simplifies
 //! Permissions are the classic mode bits with root's overrides (no ACLs); the caller's
 //! read-only flag is honoured; names are one component of at most 255 bytes. `change` is a true
@@ -46,6 +54,7 @@ use crate::types::{
     PathConf, ReadOk, ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat, SetAttr, SetTime, StableHow,
     Time, Wcc, WccAttr, WriteOk, COPY_BYTES_MAX, NAME_MAX,
 };
+use crate::xattr::{self, XattrError, XattrSet, XATTR_VALUE_BYTES_MAX};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -155,6 +164,8 @@ struct State {
     lock_refusal: Option<LockConflict>,
     /// The pushed-down lock calls, oldest first, at most [`LOCK_CALLS_MAX`].
     lock_calls: Vec<LockCall>,
+    /// Largest xattr value taken (module notes).
+    xattr_value_bytes_max: usize,
 }
 
 struct Node {
@@ -177,6 +188,8 @@ struct Node {
     /// Directories: the parent (the root is its own).
     parent: u64,
     target: Vec<u8>,
+    /// User extended attributes, name (without `user.`) → value.
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 /// The id of the root directory.
@@ -207,8 +220,34 @@ impl MemFs {
                 bytes_used: 0,
                 lock_refusal: None,
                 lock_calls: Vec::new(),
+                xattr_value_bytes_max: XATTR_VALUE_BYTES_MAX,
             }),
         }
+    }
+
+    /// Refuses xattr values larger than `bytes` from now on ([`XattrError::TooBig`]), as a
+    /// backend with a smaller limit than Linux's does (at most [`XATTR_VALUE_BYTES_MAX`]).
+    pub fn set_xattr_value_bytes_max(&self, bytes: usize) {
+        self.lock().xattr_value_bytes_max = bytes.min(XATTR_VALUE_BYTES_MAX);
+    }
+
+    /// The node of `fh` for an xattr call: its id, after the caller's permission (`want`, mode
+    /// bits) and, for a change, the export's read-only flag.
+    fn xattr_node(
+        &self,
+        st: &State,
+        caller: &Caller,
+        fh: &FileHandle,
+        want: u32,
+    ) -> Result<u64, XattrError> {
+        let id = self.id_of(st, fh)?;
+        if want & 0o2 != 0 && caller.read_only {
+            return Err(FsError::RoFs.into());
+        }
+        if !may(&st.nodes[&id], caller, want) {
+            return Err(FsError::Acces.into());
+        }
+        Ok(id)
     }
 
     /// Sets the time stamped on changes from now on.
@@ -633,6 +672,7 @@ impl Node {
             entries: BTreeMap::new(),
             parent,
             target: Vec::new(),
+            xattrs: BTreeMap::new(),
         }
     }
 
@@ -1484,5 +1524,80 @@ impl FileSystem for MemFs {
         let (_, wcc) =
             self.copy_bytes(caller, src, src_offset, dst, dst_offset, count, u64::MAX)?;
         Ok(wcc)
+    }
+
+    fn xattr_support(&self) -> bool {
+        true
+    }
+
+    fn getxattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+        size_max: usize,
+    ) -> Result<Vec<u8>, XattrError> {
+        xattr::check_name(name)?;
+        let st = self.lock();
+        let id = self.xattr_node(&st, caller, fh, 0o4)?;
+        let v = st.nodes[&id].xattrs.get(name).ok_or(XattrError::NoXattr)?;
+        if v.len() > size_max {
+            return Err(XattrError::TooBig);
+        }
+        Ok(v.clone())
+    }
+
+    fn setxattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<Wcc, XattrError> {
+        xattr::check_name(name)?;
+        let mut st = self.lock();
+        let id = self.xattr_node(&st, caller, fh, 0o2)?;
+        if value.len() > st.xattr_value_bytes_max {
+            return Err(XattrError::TooBig);
+        }
+        let before = self.wcc_attr(&st, id);
+        let now = st.now;
+        let node = st.nodes.get_mut(&id).expect("found above");
+        if !matches!(node.ftype, FileType::Regular | FileType::Directory) {
+            return Err(FsError::Perm.into());
+        }
+        match (how, node.xattrs.contains_key(name)) {
+            (XattrSet::Create, true) => return Err(FsError::Exist.into()),
+            (XattrSet::Replace, false) => return Err(XattrError::NoXattr),
+            _ => {}
+        }
+        node.xattrs.insert(name.to_vec(), value.to_vec());
+        node.touch_meta(now);
+        Ok(self.wcc(&st, before, id))
+    }
+
+    fn listxattrs(&self, caller: &Caller, fh: &FileHandle) -> Result<Vec<Vec<u8>>, XattrError> {
+        let st = self.lock();
+        let id = self.xattr_node(&st, caller, fh, 0o4)?;
+        // A BTreeMap's keys are sorted bytewise, as the trait asks.
+        Ok(st.nodes[&id].xattrs.keys().cloned().collect())
+    }
+
+    fn removexattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+    ) -> Result<Wcc, XattrError> {
+        xattr::check_name(name)?;
+        let mut st = self.lock();
+        let id = self.xattr_node(&st, caller, fh, 0o2)?;
+        let before = self.wcc_attr(&st, id);
+        let now = st.now;
+        let node = st.nodes.get_mut(&id).expect("found above");
+        node.xattrs.remove(name).ok_or(XattrError::NoXattr)?;
+        node.touch_meta(now);
+        Ok(self.wcc(&st, before, id))
     }
 }

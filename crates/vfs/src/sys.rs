@@ -472,6 +472,61 @@ pub(crate) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
     cvt(unsafe { libc::chmod(path.as_ptr(), mode) }).map(drop)
 }
 
+// Extended attributes through `/proc/self/fd/N` (O_PATH descriptors cannot be `f*xattr`ed; the
+// magic link reaches the object itself, a symlink included).
+
+/// `getxattr("/proc/self/fd/N", name, buf)`: the value's length; with an empty `buf`, the size
+/// of the value without reading it.
+pub(crate) fn getxattr_fd(fd: BorrowedFd<'_>, name: &CStr, buf: &mut [u8]) -> io::Result<usize> {
+    let path = proc_fd_path(fd);
+    // SAFETY: NUL-terminated strings; `buf` is valid for `buf.len()` bytes.
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    cvt_size(n)
+}
+
+/// `setxattr("/proc/self/fd/N", name, value, flags)` (`XATTR_CREATE`, `XATTR_REPLACE` or 0).
+pub(crate) fn setxattr_fd(
+    fd: BorrowedFd<'_>,
+    name: &CStr,
+    value: &[u8],
+    flags: libc::c_int,
+) -> io::Result<()> {
+    let path = proc_fd_path(fd);
+    // SAFETY: NUL-terminated strings; `value` is valid for `value.len()` bytes.
+    let r = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            flags,
+        )
+    };
+    cvt(r).map(drop)
+}
+
+/// `listxattr("/proc/self/fd/N", buf)`: the bytes of `NAME\0` entries written.
+pub(crate) fn listxattr_fd(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    let path = proc_fd_path(fd);
+    // SAFETY: NUL-terminated path; `buf` is valid for `buf.len()` bytes.
+    let n = unsafe { libc::listxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    cvt_size(n)
+}
+
+/// `removexattr("/proc/self/fd/N", name)`.
+pub(crate) fn removexattr_fd(fd: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    let path = proc_fd_path(fd);
+    // SAFETY: NUL-terminated strings.
+    cvt(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) }).map(drop)
+}
+
 /// A time for [`set_times`]: `None` leaves it, `Some(None)` is "now", `Some(Some((s, ns)))` is a
 /// given time.
 pub(crate) type TimeSpec = Option<Option<(i64, u32)>>;

@@ -113,6 +113,7 @@ pub mod reopen;
 mod send;
 pub mod session;
 mod setup;
+pub mod xattr;
 
 use callback::*;
 pub use ops::DIR_ENTRIES_MAX;

@@ -11,6 +11,7 @@
 //! | mkdir / symlink | PUTFH dir, CREATE NF4DIR / NF4LNK, GETFH, GETATTR |
 //! | link / rename | PUTFH src, SAVEFH, PUTFH dir, LINK / RENAME |
 //! | setattr | PUTFH, SETATTR (anonymous stateid, or the open's) |
+//! | getxattr / setxattr / listxattrs / removexattr | PUTFH, GETXATTR / SETXATTR / LISTXATTRS (per page) / REMOVEXATTR (4.2 only, [`super::xattr`]) |
 //!
 //! Attributes come back as `fattr4` and are mapped to the neutral [`Attr`] here, change
 //! attribute included (see [`crate::neutral`] for the mapping's rules); [`SetAttr`] goes out
@@ -23,7 +24,7 @@ use super::{
 };
 use crate::namespace::{
     Attr as NsAttr, CreateMode, Cursor, Entry, FileType, FsStat, Fut, Handle, Namespace, OpenFile,
-    ProtoVersion, SetAttr, SetTime, SpecialKind, Status, Time, NOBODY_ID,
+    ProtoVersion, SetAttr, SetTime, SpecialKind, Status, Time, XattrSet, NOBODY_ID,
 };
 use crate::neutral::{Device, LockConflict};
 use crate::open::{BoxFut, OpenCalls};
@@ -907,6 +908,25 @@ impl Namespace for Client {
             Client::shutdown(self).await;
             Ok(())
         })
+    }
+
+    fn getxattr<'a>(&'a self, fh: &'a Handle, name: &'a [u8]) -> Fut<'a, Vec<u8>> {
+        Box::pin(async move { Ok(Client::getxattr(self, &fh4(fh)?, name).await?) })
+    }
+    fn setxattr<'a>(
+        &'a self,
+        fh: &'a Handle,
+        name: &'a [u8],
+        value: &'a [u8],
+        how: XattrSet,
+    ) -> Fut<'a, ()> {
+        Box::pin(async move { Ok(Client::setxattr(self, &fh4(fh)?, name, value, how).await?) })
+    }
+    fn listxattrs<'a>(&'a self, fh: &'a Handle) -> Fut<'a, Vec<Vec<u8>>> {
+        Box::pin(async move { Ok(Client::listxattrs(self, &fh4(fh)?).await?) })
+    }
+    fn removexattr<'a>(&'a self, fh: &'a Handle, name: &'a [u8]) -> Fut<'a, ()> {
+        Box::pin(async move { Ok(Client::removexattr(self, &fh4(fh)?, name).await?) })
     }
 }
 

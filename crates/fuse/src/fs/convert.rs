@@ -95,6 +95,8 @@ pub fn errno(e: &NsError) -> Errno {
         Status(10029) => libc::ELOOP,   // NFS4ERR_SYMLINK
         Status(10045) => libc::EDEADLK, // NFS4ERR_DEADLOCK
         Status(10083) => libc::EINVAL,  // NFS4ERR_WRONG_TYPE
+        Status(10095) => libc::ENODATA, // NFS4ERR_NOXATTR
+        Status(10096) => libc::E2BIG,   // NFS4ERR_XATTR2BIG
         Status::NAMETOOLONG => libc::ENAMETOOLONG,
         Status::NOTEMPTY => libc::ENOTEMPTY,
         Status::DQUOT => libc::EDQUOT,

@@ -19,6 +19,8 @@
 //!   namespace.rs  SETATTR, CREATE, RENAME, LINK, REMOVE, files parked while open
 //!   locks.rs      LOCK, LOCKT, LOCKU
 //!   v42.rs        NFSv4.2: SEEK, ALLOCATE, DEALLOCATE, COPY, CLONE, OFFLOAD_*
+//!   xattr.rs      NFSv4.2 extended attributes (RFC 8276): GETXATTR, SETXATTR,
+//!                 LISTXATTRS, REMOVEXATTR, the ACCESS xattr bits
 //!   recovery.rs   stable client records, grace, the lease tick
 //!   recall.rs     the v3 side of delegation recalls (crate::recall::RecallGate)
 //! ```
@@ -285,6 +287,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 mod v42;
+mod xattr;
 
 pub use driver::{drive, drive_ready, Driven, Executor, Inline, Outcome, Sender};
 use eval::join;

@@ -25,8 +25,11 @@
 //! - `space_freed`: what removing the file would free: its `space_used` when this is its
 //!   only link, 0 when other links keep the data.
 //!
-//! `mode_umask` (RFC 8275) and `xattr_support` (RFC 8276) are not advertised: the first would
-//! make OPEN and CREATE apply the umask, and the extended-attribute ops answer NOTSUPP.
+//! - `xattr_support` (RFC 8276 §8.2): whether the object's file system takes user extended
+//!   attributes ([`crate::backend::FileSystem::xattr_support`]; false on the pseudo tree), so
+//!   the Linux client sends GETXATTR and the rest there (`compound/xattr.rs`).
+//!
+//! `mode_umask` (RFC 8275) is not advertised: it would make OPEN and CREATE apply the umask.
 //!
 //! Owners travel as numeric strings ("1000") by default, as knfsd does with no idmapping: the
 //! Linux client maps them back to ids without a domain. With a domain configured they travel as
@@ -106,7 +109,12 @@ pub const SUPPORTED: &[u32] = &[
 ];
 
 /// The attributes of minor version 2 only (RFC 7862 §12.2), in bit order; all read-only.
-pub const SUPPORTED_42: &[u32] = &[num::CLONE_BLKSIZE, num::SPACE_FREED, num::CHANGE_ATTR_TYPE];
+pub const SUPPORTED_42: &[u32] = &[
+    num::CLONE_BLKSIZE,
+    num::SPACE_FREED,
+    num::CHANGE_ATTR_TYPE,
+    num::XATTR_SUPPORT,
+];
 
 /// `clone_blksize`: no alignment stated (see the module notes).
 pub const CLONE_BLKSIZE: u32 = 0;
@@ -259,6 +267,9 @@ pub struct AttrCtx<'a> {
     /// The object's file system's CLONE alignment (`FileSystem::clone_blksize`), for
     /// `clone_blksize`.
     pub clone_blksize: u32,
+    /// The object's file system takes user extended attributes
+    /// (`FileSystem::xattr_support`), for `xattr_support`.
+    pub xattr_support: bool,
 }
 
 /// The neutral attributes of pseudo directory `node`: read-only (0555), owned by root, one
@@ -345,6 +356,7 @@ pub fn values(a: &Attr, ctx: &AttrCtx) -> AttrValues {
             ChangeKind::Ctime => NFS4_CHANGE_TYPE_IS_TIME_METADATA,
             ChangeKind::Counter => NFS4_CHANGE_TYPE_IS_VERSION_COUNTER_NOPNFS,
         });
+        v.xattr_support = Some(ctx.xattr_support);
     }
     if let Some(s) = &ctx.fsstat {
         v.files_avail = Some(s.afiles);
@@ -471,6 +483,7 @@ mod tests {
             minor: 2,
             change_kind: ChangeKind::Ctime,
             clone_blksize: CLONE_BLKSIZE,
+            xattr_support: true,
         }
     }
 
@@ -699,5 +712,12 @@ mod tests {
             v.change_attr_type,
             Some(NFS4_CHANGE_TYPE_IS_VERSION_COUNTER_NOPNFS)
         );
+        // `xattr_support` is the file system's (RFC 8276 §8.2).
+        assert_eq!(v.xattr_support, Some(true));
+        c.xattr_support = false;
+        let v = AttrValues::decode(&fattr4(&one_link, &c, &req).unwrap())
+            .unwrap()
+            .values;
+        assert_eq!(v.xattr_support, Some(false));
     }
 }

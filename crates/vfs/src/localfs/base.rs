@@ -117,6 +117,8 @@ pub struct LocalFs {
     pub(super) whole_fs: bool,
     /// [`LocalFs::clone_blksize`], from `fstatfs` of the root at start.
     pub(super) clone_blksize: u32,
+    /// The file system takes user extended attributes (probed at start, see `xattr`).
+    pub(super) xattr_support: bool,
     pub(super) key: HandleKey,
     pub(super) fsid: u64,
     pub(super) files: OpenFiles,
@@ -201,6 +203,7 @@ impl LocalFs {
         } else {
             config.open_files_max
         };
+        let xattr_support = super::xattr::probe_user_xattrs(root.as_fd());
         Ok(LocalFs {
             root,
             root_id: dev_ino(&st),
@@ -209,6 +212,7 @@ impl LocalFs {
             root_fh,
             whole_fs,
             clone_blksize,
+            xattr_support,
             key,
             fsid: u64::from(export.0),
             files: OpenFiles::new(open_files_max),

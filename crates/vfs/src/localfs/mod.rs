@@ -48,6 +48,7 @@
 //! * `dir`: directory machinery: names, making and unlinking, attributes, READDIR entries.
 //! * `data`: the open-file cache, the cache modes, and the READ fast paths of the data path.
 //! * `procs`: [`FileSystem`](crate::FileSystem) for [`LocalFs`], every procedure's body.
+//! * `xattr`: user extended attributes (the bodies `procs` forwards the xattr methods to).
 //!
 //! A trait's implementation is one block, so the procedures stay together in `procs` (in the
 //! trait's order, no forwarding layer); the other files hold what they share, one role each.
@@ -62,6 +63,7 @@ mod dir;
 mod perms;
 mod procs;
 mod resolve;
+mod xattr;
 
 pub use base::{reflink_block_bytes, LocalFs, LocalFsConfig, SetupError, DEFAULT_STATE_DIR};
 pub use data::{CheckedRead, NowaitRead};

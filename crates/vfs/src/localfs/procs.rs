@@ -17,6 +17,7 @@ use crate::types::{
     FileType, FsError, FsInfo, FsStat, LinkRes, LookupOk, PathConf, ReadOk, ReaddirOk, RenameWcc,
     Res, SeekOk, SeekWhat, SetAttr, StableHow, Time, Wcc, WriteOk, COPY_BYTES_MAX, NAME_MAX,
 };
+use crate::xattr::{XattrError, XattrSet};
 use bytes::Bytes;
 use std::os::fd::AsFd;
 
@@ -845,5 +846,44 @@ impl FileSystem for LocalFs {
             dfile.advance_validated(ctime_stamp(&dst_st), ctime_stamp(post));
         }
         Ok(Wcc::new(Some(pre), post.map(|p| self.fattr(&p))))
+    }
+
+    /// User extended attributes (`xattr`): whether the export's file system takes them.
+    fn xattr_support(&self) -> bool {
+        self.xattr_support
+    }
+
+    fn getxattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+        size_max: usize,
+    ) -> Result<Vec<u8>, XattrError> {
+        self.xattr_get(caller, fh, name, size_max)
+    }
+
+    fn setxattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> Result<Wcc, XattrError> {
+        self.xattr_set(caller, fh, name, value, how)
+    }
+
+    fn listxattrs(&self, caller: &Caller, fh: &FileHandle) -> Result<Vec<Vec<u8>>, XattrError> {
+        self.xattr_list(caller, fh)
+    }
+
+    fn removexattr(
+        &self,
+        caller: &Caller,
+        fh: &FileHandle,
+        name: &[u8],
+    ) -> Result<Wcc, XattrError> {
+        self.xattr_remove(caller, fh, name)
     }
 }

@@ -265,6 +265,12 @@ pub const ACCESS4_MODIFY: u32 = 0x04;
 pub const ACCESS4_EXTEND: u32 = 0x08;
 pub const ACCESS4_DELETE: u32 = 0x10;
 pub const ACCESS4_EXECUTE: u32 = 0x20;
+/// The extended-attribute ACCESS4 bits of RFC 8276 §8.4.1 (minor version 2): read an
+/// attribute's value (GETXATTR), set or remove one (SETXATTR, REMOVEXATTR), list the names
+/// (LISTXATTRS).
+pub const ACCESS4_XAREAD: u32 = 0x40;
+pub const ACCESS4_XAWRITE: u32 = 0x80;
+pub const ACCESS4_XALIST: u32 = 0x100;
 
 xdr_struct!(
     /// `ACCESS4args`.
@@ -2270,6 +2276,32 @@ mod tests {
         head.extend_from_slice(&[1; 5]);
         head.extend_from_slice(&[0; 3]);
         assert_eq!(head, to_bytes(&ok).to_vec());
+    }
+
+    /// RFC 8276 §8.4.3: SETXATTR4args is the option, the key (a `component4`) and the value.
+    #[test]
+    fn setxattr_args_golden_and_value_bound() {
+        let a = NfsArgop4::Setxattr(SetxattrArgs {
+            option: SETXATTR4_CREATE,
+            key: Component4(Bytes::from_static(b"ab")),
+            value: XattrValue4(Bytes::from_static(b"xyz")),
+        });
+        let b = to_bytes(&a);
+        assert_eq!(
+            &b[..],
+            &[
+                0, 0, 0, 73, 0, 0, 0, 1, 0, 0, 0, 2, b'a', b'b', 0, 0, 0, 0, 0, 3, b'x', b'y',
+                b'z', 0
+            ]
+        );
+        assert_eq!(from_bytes::<NfsArgop4>(&b).unwrap(), a);
+        // A value one byte over the bound is refused before allocation.
+        let mut w = Writer::new();
+        SETXATTR4_EITHER.pack(&mut w);
+        Component4(Bytes::from_static(b"k")).pack(&mut w);
+        ((MAX_XATTR_VALUE_WIRE + 1) as u32).pack(&mut w);
+        let b = w.into_bytes();
+        assert!(SetxattrArgs::unpack(&mut Reader::from_bytes(&b)).is_err());
     }
 
     #[test]

@@ -322,6 +322,7 @@ impl Nfs4 {
                 let fsid = map::export_fsid(fs.export_id().0);
                 let change_kind = fs.change_kind();
                 let clone_blksize = fs.clone_blksize();
+                let xattr_support = fs.xattr_support();
                 let mut failed = None;
                 let ok = fs
                     .readdir(&caller, fh, a.cookie, a.cookieverf, true, &mut |d| {
@@ -341,6 +342,7 @@ impl Nfs4 {
                                     minor: ctx.minor,
                                     change_kind,
                                     clone_blksize,
+                                    xattr_support,
                                 };
                                 match map::fattr4(attr, &actx, &a.attr_request) {
                                     Ok(f) => f,
@@ -406,6 +408,8 @@ impl Nfs4 {
             // The tree's change attribute is its generation, a counter.
             change_kind: ChangeKind::Counter,
             clone_blksize: map::CLONE_BLKSIZE,
+            // The pseudo tree is no file system that holds attributes.
+            xattr_support: false,
         };
         map::fattr4(
             &map::pseudo_attr(n, subdirs, self.pseudo.generation()),
@@ -472,6 +476,7 @@ impl Nfs4 {
             minor,
             change_kind: fs.change_kind(),
             clone_blksize: fs.clone_blksize(),
+            xattr_support: fs.xattr_support(),
         };
         map::fattr4(&attr, &actx, req)
     }
@@ -550,17 +555,24 @@ impl Nfs4 {
             | ACCESS4_EXTEND
             | ACCESS4_DELETE
             | ACCESS4_EXECUTE;
-        let supported = asked & known;
+        let mut supported = asked & known;
         let access = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
             // Read-only directories anyone may list and traverse.
             Fh::Pseudo(_) => supported & (ACCESS4_READ | ACCESS4_LOOKUP | ACCESS4_EXECUTE),
             Fh::Export { idx, fh } => {
                 let (fs, caller) = self.gate(call, *idx)?;
+                // RFC 8276 §8.4.1.1: the xattr bits exist in 4.2, where the file system has
+                // user attributes (`xattr.rs`).
+                let xattr_bits = asked & super::xattr::ACCESS4_XATTR_BITS;
+                if ctx.minor >= 2 && fs.xattr_support() {
+                    supported |= xattr_bits;
+                }
+                let wanted = supported | super::xattr::access_needs(supported);
                 // The neutral access bits have v3's values, which are v4's.
                 let (granted, _) = fs
-                    .access(&caller, fh, supported)
+                    .access(&caller, fh, wanted & known)
                     .map_err(|(e, _)| map::status(e))?;
-                granted & supported
+                (granted | super::xattr::access_grants(granted)) & supported
             }
         };
         Ok(AccessResOk { supported, access })

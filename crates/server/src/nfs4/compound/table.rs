@@ -18,7 +18,7 @@
 //! finding an op's row is an index. Each handler takes the decoded `NfsArgop4` of its own op
 //! (the `op!` macro matches it; another op is a bug, answered SERVERFAULT) and returns its
 //! result; the role files (`fh.rs`, `open.rs`, `io.rs`, `namespace.rs`, `locks.rs`,
-//! `v42.rs`, `recovery.rs`) hold what the handlers call. What the evaluation does around a
+//! `v42.rs`, `xattr.rs`, `recovery.rs`) hold what the handlers call. What the evaluation does around a
 //! handler (position rules, refusals, reply limits, held writes) is `eval.rs`'s.
 
 use super::{nfs_fh4, principal};
@@ -515,10 +515,31 @@ static RUNS: [(Opnum4, Run); 73] = [
             nfs.clone_op(call, ctx, a)
         )))),
     ),
-    (Opnum4::GETXATTR, NotSupported),
-    (Opnum4::SETXATTR, NotSupported),
-    (Opnum4::LISTXATTRS, NotSupported),
-    (Opnum4::REMOVEXATTR, NotSupported),
+    // The extended-attribute ops of RFC 8276 (`xattr.rs`).
+    (
+        Opnum4::GETXATTR,
+        Fs(op!(Getxattr, |nfs, call, name, ctx| NfsResop4::Getxattr(
+            res(nfs.getxattr(call, ctx, name))
+        ))),
+    ),
+    (
+        Opnum4::SETXATTR,
+        Fs(op!(Setxattr, |nfs, call, a, ctx| NfsResop4::Setxattr(res(
+            nfs.setxattr(call, ctx, a)
+        )))),
+    ),
+    (
+        Opnum4::LISTXATTRS,
+        Fs(op!(Listxattrs, |nfs, call, a, ctx| NfsResop4::Listxattrs(
+            res(nfs.listxattrs(call, ctx, a))
+        ))),
+    ),
+    (
+        Opnum4::REMOVEXATTR,
+        Fs(op!(Removexattr, |nfs, call, name, ctx| {
+            NfsResop4::Removexattr(res(nfs.removexattr(call, ctx, name)))
+        })),
+    ),
 ];
 
 /// DESTROY_SESSION (§18.37.3): outside a session (no SEQUENCE) the connection it comes on

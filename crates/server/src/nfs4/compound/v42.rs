@@ -65,8 +65,8 @@
 //! file in 10% of the bytes and 7% of the time of READ on loopback; a dense one at READ's CPU.
 //!
 //! # Not here
-//! The extended attribute ops (RFC 8276) and WRITE_SAME, IO_ADVISE, LAYOUTERROR, LAYOUTSTATS
-//! answer NFS4ERR_NOTSUPP.
+//! The extended attribute ops (RFC 8276) are `xattr.rs`'s. WRITE_SAME, IO_ADVISE, LAYOUTERROR
+//! and LAYOUTSTATS answer NFS4ERR_NOTSUPP.
 
 use super::{Call, Ctx, Fh, Nfs4};
 use crate::backend::{Caller, FileHandle, FileSystem, FileType, SeekWhat};
