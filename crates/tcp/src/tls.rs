@@ -43,27 +43,40 @@
 //! Where the kernel has TLS (the `tls` module), the server hands the record layer to it right
 //! after the handshake ([`crate::ktls`]): the connection is [`Upgraded::Ktls`] /
 //! [`Stream::Ktls`], a plaintext socket to the drivers, and READ replies keep going by splice.
-//! Elsewhere rustls encrypts from the caller's buffers into TLS records of at most 16 KiB, so a
-//! READ reply written as an iovec of pooled 64 KiB chunks goes through without ever being
-//! gathered into one large buffer; the price is the one copy that encryption is anyway (rustls
-//! copies the plaintext into its record buffer and encrypts it there).
+//! Elsewhere the record layer is ours, in user space, the same split as kernel TLS: rustls makes
+//! the handshake (its unbuffered connection, driven over the socket by `handshake`), then
+//! hands over the traffic secrets together with what only it can do afterwards, the key
+//! schedule for KeyUpdates and the client's session store (`dangerous_into_kernel_connection`,
+//! the API rustls has for kernel TLS). [`TlsStream`] then seals and opens records itself with
+//! ring's AEAD, in buffers it owns (`tls_record` has the records and the messages after
+//! the handshake). The reader and the writer are independent: they share the key schedule only,
+//! touched at a KeyUpdate (rustls's stream, split in two, took a lock for every read and write,
+//! so decrypting and encrypting took turns).
 //!
 //! # Reading under TLS
-//! rustls asks its transport for at most one TLS record at a time (about 16 KiB), so straight
-//! on the socket a 1 MiB WRITE call (or READ reply) took 65 `recvfrom` calls, against about four
-//! of the plaintext reader's 64 KiB reads. The socket under rustls is therefore wrapped in a
-//! 64 KiB read buffer ([`TlsIo`]): one system call fills it, and rustls takes its records out of
-//! it (measured on a 64 MiB sequential read: 4,132 `recvfrom` calls in the client before, 1,059
-//! after). The buffer adds a memory copy of what is read, cheaper than the system calls it
-//! saves.
+//! ```text
+//!  socket ─recv, ≤ 256 KiB─► ciphertext buffer ─open in place─► plaintext slices ─copy─► caller
+//! ```
+//! One `recvfrom` takes as much as is there, up to `TLS_READ_BUFFER_BYTES`, and the whole
+//! records in it are decrypted where they lie; the plaintext is copied once, into the caller's
+//! buffer. Through rustls's buffered API it was copied three times (from a read buffer under
+//! rustls into rustls's, out of the record into rustls's plaintext queue, out of that into the
+//! caller's buffer), about a seventh of a server's CPU on a TLS WRITE load. rustls asked its
+//! transport for one record (16 KiB) per read, hence the read buffer that was under it.
 //!
 //! # Writing under TLS
-//! Writes go straight to the socket: rustls hands the records it has to one `writev`. How
-//! many it has is its send buffer limit, raised from rustls's 64 KiB to
-//! `TLS_SEND_BUFFER_BYTES` on both ends: a 64 MiB sequential read took 1,095 `writev` calls
-//! in the server before, 199 after, and an alternating A/B on loopback (4 reps each, twice)
-//! measured about a sixth less server CPU on TLS reads and a fifth less client CPU on TLS
-//! writes.
+//! A write seals up to `TLS_SEND_BUFFER_BYTES` of the caller's iovec into the connection's
+//! send buffer, record by record (16 KiB each), copying the plaintext in and encrypting it in
+//! place: the one copy encrypting out of place is anyway, and no allocation (rustls made one
+//! per record). A READ reply written as an iovec of pooled 64 KiB chunks is never gathered
+//! into one large buffer. The sealed records go out in one `write`; a write waits until the
+//! previous one's records are all out before it seals more. At rustls's 64 KiB send limit a
+//! 64 MiB sequential read took 1,095 `writev` calls in the server, at 512 KiB 199.
+//!
+//! # Closing
+//! Shutting the writer down sends `close_notify` before the FIN. A `close_notify` received
+//! ends the stream; so does a FIN at a record boundary (TLS 1.3 does not require the alert),
+//! while a FIN inside a record is an error.
 
 use crate::tls_record::{self, Kernel, Receiver, Sender, RECORD_BYTES_MAX};
 use bytes::{Buf, Bytes, BytesMut};
@@ -861,19 +874,13 @@ impl WriteSide {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        if self.out.len() - self.sent >= TLS_SEND_BUFFER_BYTES {
-            ready!(self.poll_send(io, cx))?;
-        }
-        if self.sent >= TLS_SEND_BUFFER_BYTES {
-            // The socket takes part of each write: drop what went out before the buffer
-            // grows past its size.
-            self.out.drain(..self.sent);
-            self.sent = 0;
-        }
-        let room = TLS_SEND_BUFFER_BYTES - (self.out.len() - self.sent);
-        let n = self.tx.seal(bufs, room, &mut self.out)?;
-        // Out now if the socket takes it; what it does not take waits for the next write or
-        // the flush.
+        // What was sealed before goes out first, so records are sealed into an empty buffer
+        // only: no compaction, no growth past one write's worth, and no trickle of small
+        // seals while the socket is full (the socket's own buffer keeps the wire busy while
+        // the next batch is sealed).
+        ready!(self.poll_send(io, cx))?;
+        let n = self.tx.seal(bufs, TLS_SEND_BUFFER_BYTES, &mut self.out)?;
+        // Out now if the socket takes it; the rest waits for the next write or the flush.
         if let Poll::Ready(Err(e)) = self.poll_send(io, cx) {
             return Poll::Ready(Err(e));
         }
