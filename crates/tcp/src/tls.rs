@@ -63,6 +63,10 @@
 //! rustls into rustls's, out of the record into rustls's plaintext queue, out of that into the
 //! caller's buffer), about a seventh of a server's CPU on a TLS WRITE load. rustls asked its
 //! transport for one record (16 KiB) per read, hence the read buffer that was under it.
+//! Measured against rustls's buffered path (A/B on loopback, 256 MiB sequential, NFSv3, 14
+//! alternating reps on a loaded 2-core machine, medians): server CPU on TLS WRITEs 1.52 ->
+//! 1.12 s/GiB, client CPU on TLS READs 0.71 -> 0.66 s/GiB; the sealing side did not move
+//! beyond the noise (server on READs 1.24 -> 1.28).
 //!
 //! # Writing under TLS
 //! A write seals up to `TLS_SEND_BUFFER_BYTES` of the caller's iovec into the connection's
@@ -72,6 +76,10 @@
 //! into one large buffer. The sealed records go out in one `write`; a write waits until the
 //! previous one's records are all out before it seals more. At rustls's 64 KiB send limit a
 //! 64 MiB sequential read took 1,095 `writev` calls in the server, at 512 KiB 199.
+//!
+//! Both buffers stay with the connection while it lives: a TLS connection that has moved bulk
+//! data holds up to `TLS_READ_BUFFER_BYTES` + `TLS_SEND_BUFFER_BYTES` (about 0.8 MiB), where
+//! rustls's buffered path freed its send records once written.
 //!
 //! # Closing
 //! Shutting the writer down sends `close_notify` before the FIN. A `close_notify` received
