@@ -37,6 +37,7 @@
 
 pub mod ktls;
 pub mod tls;
+mod tls_record;
 pub mod tls_session;
 
 use std::io;

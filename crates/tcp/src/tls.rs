@@ -43,69 +43,92 @@
 //! Where the kernel has TLS (the `tls` module), the server hands the record layer to it right
 //! after the handshake ([`crate::ktls`]): the connection is [`Upgraded::Ktls`] /
 //! [`Stream::Ktls`], a plaintext socket to the drivers, and READ replies keep going by splice.
-//! Elsewhere rustls encrypts from the caller's buffers into TLS records of at most 16 KiB, so a
-//! READ reply written as an iovec of pooled 64 KiB chunks goes through without ever being
-//! gathered into one large buffer; the price is the one copy that encryption is anyway (rustls
-//! copies the plaintext into its record buffer and encrypts it there).
+//! Elsewhere the record layer is ours, in user space, the same split as kernel TLS: rustls makes
+//! the handshake (its unbuffered connection, driven over the socket by `handshake`), then
+//! hands over the traffic secrets together with what only it can do afterwards, the key
+//! schedule for KeyUpdates and the client's session store (`dangerous_into_kernel_connection`,
+//! the API rustls has for kernel TLS). [`TlsStream`] then seals and opens records itself with
+//! ring's AEAD, in buffers it owns (`tls_record` has the records and the messages after
+//! the handshake). The reader and the writer are independent: they share the key schedule only,
+//! touched at a KeyUpdate (rustls's stream, split in two, took a lock for every read and write,
+//! so decrypting and encrypting took turns).
 //!
 //! # Reading under TLS
-//! rustls asks its transport for at most one TLS record at a time (about 16 KiB), so straight
-//! on the socket a 1 MiB WRITE call (or READ reply) took 65 `recvfrom` calls, against about four
-//! of the plaintext reader's 64 KiB reads. The socket under rustls is therefore wrapped in a
-//! 64 KiB read buffer ([`TlsIo`]): one system call fills it, and rustls takes its records out of
-//! it (measured on a 64 MiB sequential read: 4,132 `recvfrom` calls in the client before, 1,059
-//! after). The buffer adds a memory copy of what is read, cheaper than the system calls it
-//! saves.
+//! ```text
+//!  socket ─recv, ≤ 256 KiB─► ciphertext buffer ─open in place─► plaintext slices ─copy─► caller
+//! ```
+//! One `recvfrom` takes as much as is there, up to `TLS_READ_BUFFER_BYTES`, and the whole
+//! records in it are decrypted where they lie; the plaintext is copied once, into the caller's
+//! buffer. Through rustls's buffered API it was copied three times (from a read buffer under
+//! rustls into rustls's, out of the record into rustls's plaintext queue, out of that into the
+//! caller's buffer), about a seventh of a server's CPU on a TLS WRITE load. rustls asked its
+//! transport for one record (16 KiB) per read, hence the read buffer that was under it.
+//! Measured against rustls's buffered path (A/B on loopback, 256 MiB sequential, NFSv3, 14
+//! alternating reps on a loaded 2-core machine, medians): server CPU on TLS WRITEs 1.52 ->
+//! 1.12 s/GiB, client CPU on TLS READs 0.71 -> 0.66 s/GiB; the sealing side did not move
+//! beyond the noise (server on READs 1.24 -> 1.28).
 //!
 //! # Writing under TLS
-//! Writes go straight to the socket: rustls hands the records it has to one `writev`. How
-//! many it has is its send buffer limit, raised from rustls's 64 KiB to
-//! `TLS_SEND_BUFFER_BYTES` on both ends: a 64 MiB sequential read took 1,095 `writev` calls
-//! in the server before, 199 after, and an alternating A/B on loopback (4 reps each, twice)
-//! measured about a sixth less server CPU on TLS reads and a fifth less client CPU on TLS
-//! writes.
+//! A write seals up to `TLS_SEND_BUFFER_BYTES` of the caller's iovec into the connection's
+//! send buffer, record by record (16 KiB each), copying the plaintext in and encrypting it in
+//! place: the one copy encrypting out of place is anyway, and no allocation (rustls made one
+//! per record). A READ reply written as an iovec of pooled 64 KiB chunks is never gathered
+//! into one large buffer. The sealed records go out in one `write`; a write waits until the
+//! previous one's records are all out before it seals more. At rustls's 64 KiB send limit a
+//! 64 MiB sequential read took 1,095 `writev` calls in the server, at 512 KiB 199.
+//!
+//! Both buffers stay with the connection while it lives: a TLS connection that has moved bulk
+//! data holds up to `TLS_READ_BUFFER_BYTES` + `TLS_SEND_BUFFER_BYTES` (about 0.8 MiB), where
+//! rustls's buffered path freed its send records once written.
+//!
+//! # Closing
+//! Shutting the writer down sends `close_notify` before the FIN. A `close_notify` received
+//! ends the stream; so does a FIN at a record boundary (TLS 1.3 does not require the alert),
+//! while a FIN inside a record is an error.
 
-use bytes::{Bytes, BytesMut};
+use crate::tls_record::{self, Kernel, Receiver, Sender, RECORD_BYTES_MAX};
+use bytes::{Buf, Bytes, BytesMut};
+use rustls::client::{ClientConnectionData, UnbufferedClientConnection};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{ServerConnectionData, UnbufferedServerConnection, WebPkiClientVerifier};
+use rustls::unbuffered::{
+    ConnectionState, EncodeError, EncodeTlsData, UnbufferedConnectionCommon, UnbufferedStatus,
+};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use sluice_rpc::record::{frame, RecordDecoder, RecordDecoderConfig, MAX_FRAGMENT_BYTES};
 use sluice_rpc::tls::{check_probe_reply, is_probe, probe_call, starttls_reply};
+use std::collections::VecDeque;
 use std::fmt;
 use std::io;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 /// A TLS session over TCP, either end.
 pub use crate::tls_session::TlsSession;
 
-pub type TlsStream = tokio_rustls::TlsStream<TlsIo>;
+/// Ciphertext is read from the socket into buffers of this size: as large as the plaintext
+/// reader's (64 KiB) and four times that, so a 1 MiB WRITE call or READ reply takes a handful
+/// of `recvfrom` calls (rustls on its own asked for one record, 16 KiB, per call).
+const TLS_READ_BUFFER_BYTES: usize = 256 * 1024;
 
-/// The socket under rustls: reads go through a buffer of `TLS_READ_BUFFER_BYTES`, writes
-/// straight to the socket (see "Reading under TLS" in the module docs).
-pub type TlsIo = BufReader<TcpStream>;
-
-/// The read buffer under rustls: as large as the plaintext reader's buffers (64 KiB), so a
-/// socket read under TLS takes about as much as one without it.
-const TLS_READ_BUFFER_BYTES: usize = 64 * 1024;
-
-/// The most ciphertext rustls holds for the socket on one connection (its default is 64 KiB).
-/// Each write encrypts at most this much before the records go out in one `writev`: at 64 KiB
-/// a 1 MiB READ reply took 16 system calls (and 16 wake-ups of the reader), at 512 KiB two.
-/// The cost is this much memory per connection while it sends, beside the reply it encrypts.
+/// The most ciphertext held for the socket on one connection. Each write seals at most this
+/// much before the records go out in one `write`: at 64 KiB (rustls's default) a 1 MiB READ
+/// reply took 16 system calls (and 16 wake-ups of the reader), at 512 KiB two. The buffer is
+/// the connection's for as long as it lives (reused, never reallocated per write).
 const TLS_SEND_BUFFER_BYTES: usize = 512 * 1024;
 
-fn buffered(stream: TcpStream) -> TlsIo {
-    BufReader::with_capacity(TLS_READ_BUFFER_BYTES, stream)
-}
+/// The most the handshake may buffer from the peer: a flight with a certificate chain is a
+/// few KiB; rustls reassembles handshake messages of up to 64 KiB in this buffer.
+const HANDSHAKE_BUFFER_BYTES_MAX: usize = 256 * 1024;
 
 /// The bytes of a probe on the wire: a four-byte record mark and a 40-byte call.
 const PROBE_RECORD_BYTES: usize = 44;
@@ -291,22 +314,32 @@ async fn upgrade(mut stream: TcpStream, tls: &ServerTls) -> Result<Upgraded, Han
         }
         Err(stream) => stream,
     };
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
-    let mut tls_stream = acceptor
-        .accept(buffered(stream))
+    let mut conn = UnbufferedServerConnection::new(tls.config())
+        .map_err(|e| HandshakeError(format!("TLS handshake: {e}")))?;
+    let mut stream = stream;
+    let (ciphertext, plaintext) = handshake(&mut conn, &mut stream)
         .await
         .map_err(|e| HandshakeError(format!("TLS handshake: {e}")))?;
-    tls_stream
-        .get_mut()
-        .1
-        .set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
-    let verified = tls_stream.get_ref().1.peer_certificates().is_some();
+    let verified = conn.peer_certificates().is_some();
+    let session = TlsSession::of(&conn, false);
+    let (secrets, kernel) = conn
+        .dangerous_into_kernel_connection()
+        .map_err(|e| HandshakeError(format!("TLS handshake: taking the keys: {e}")))?;
+    let tls_stream = TlsStream::new(
+        stream,
+        secrets,
+        Kernel::Server(kernel),
+        ciphertext,
+        plaintext,
+        session,
+    )
+    .map_err(|e| HandshakeError(format!("TLS handshake: {e}")))?;
     tls.stats.handshakes.fetch_add(1, Relaxed);
     if verified {
         tls.stats.peers_verified.fetch_add(1, Relaxed);
     }
     Ok(Upgraded::Tls(
-        Box::new(tokio_rustls::TlsStream::Server(tls_stream)),
+        Box::new(tls_stream),
         TlsPeer {
             verified,
             kernel: false,
@@ -358,12 +391,14 @@ impl ClientTls {
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(io::Error::other)?
             .with_root_certificates(roots);
-        let config = match identity {
+        let mut config = match identity {
             Some((cert, key)) => builder
                 .with_client_auth_cert(certs(cert)?, private_key(key)?)
                 .map_err(|e| bad_file(cert, e))?,
             None => builder.with_no_client_auth(),
         };
+        // As the server's (see `server_config`).
+        config.enable_secret_extraction = true;
         Ok(ClientTls {
             config: Arc::new(config),
             mutual: identity.is_some(),
@@ -445,22 +480,38 @@ async fn bounded<T>(
     })?
 }
 
-/// The client's handshake through rustls, after the probe: the socket under a read buffer and
-/// rustls's send buffer raised (see "Reading under TLS" and "Writing under TLS" above).
+/// The client's handshake through rustls, after the probe; the record layer is then ours
+/// (see "The data path under TLS" above).
 async fn rustls_connect(
-    stream: TcpStream,
+    mut stream: TcpStream,
     tls: &ClientTls,
     name: ServerName<'static>,
     prog: u32,
     vers: u32,
 ) -> io::Result<TlsStream> {
-    let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
-    let mut s = connector
-        .connect(name, buffered(stream))
+    let handshake_failed = |e: &dyn fmt::Display| {
+        io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            format!("TLS handshake: {e}"),
+        )
+    };
+    let mut conn = UnbufferedClientConnection::new(tls.config.clone(), name)
+        .map_err(|e| handshake_failed(&e))?;
+    let (ciphertext, plaintext) = handshake(&mut conn, &mut stream)
         .await
-        .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
-    s.get_mut().1.set_buffer_limit(Some(TLS_SEND_BUFFER_BYTES));
-    let mut s = tokio_rustls::TlsStream::Client(s);
+        .map_err(|e| handshake_failed(&e))?;
+    let session = TlsSession::of(&conn, false);
+    let (secrets, kernel) = conn
+        .dangerous_into_kernel_connection()
+        .map_err(|e| handshake_failed(&e))?;
+    let mut s = TlsStream::new(
+        stream,
+        secrets,
+        Kernel::Client(kernel),
+        ciphertext,
+        plaintext,
+        session,
+    )?;
     if tls.mutual {
         confirm(&mut s, prog, vers).await?;
     }
@@ -555,6 +606,500 @@ async fn probe(stream: &mut TcpStream, prog: u32, vers: u32) -> io::Result<()> {
         .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, e.to_string()))
 }
 
+// --- the handshake ---------------------------------------------------------------------------
+
+/// The two sides of rustls's unbuffered connection, for [`handshake`].
+trait Side: Sized {
+    fn process<'c, 'i>(
+        conn: &'c mut UnbufferedConnectionCommon<Self>,
+        incoming: &'i mut [u8],
+    ) -> UnbufferedStatus<'c, 'i, Self>;
+}
+
+impl Side for ServerConnectionData {
+    fn process<'c, 'i>(
+        conn: &'c mut UnbufferedConnectionCommon<Self>,
+        incoming: &'i mut [u8],
+    ) -> UnbufferedStatus<'c, 'i, Self> {
+        conn.process_tls_records(incoming)
+    }
+}
+
+impl Side for ClientConnectionData {
+    fn process<'c, 'i>(
+        conn: &'c mut UnbufferedConnectionCommon<Self>,
+        incoming: &'i mut [u8],
+    ) -> UnbufferedStatus<'c, 'i, Self> {
+        conn.process_tls_records(incoming)
+    }
+}
+
+/// What the handshake loop does next.
+enum Step {
+    Again,
+    Send,
+    Receive,
+    /// rustls may send application data: done unless the handshake is still going (a
+    /// server waits for the client's Finished).
+    Traffic,
+    Failed(rustls::Error),
+    Closed,
+}
+
+/// Drives rustls's unbuffered connection through the handshake on `tcp`. Returns the bytes
+/// read past it (records the peer sent after its Finished) and any application data rustls
+/// already decrypted from them; the connection is then ready for
+/// `dangerous_into_kernel_connection` (handshake over, nothing left to send).
+async fn handshake<D: Side>(
+    conn: &mut UnbufferedConnectionCommon<D>,
+    tcp: &mut TcpStream,
+) -> Result<(BytesMut, Vec<u8>), String> {
+    let mut incoming = BytesMut::new();
+    let mut outgoing: Vec<u8> = Vec::new();
+    let mut plaintext: Vec<u8> = Vec::new();
+    loop {
+        let UnbufferedStatus { mut discard, state } = D::process(conn, &mut incoming);
+        let step = match state {
+            Ok(ConnectionState::EncodeTlsData(mut e)) => {
+                encode(&mut e, &mut outgoing)?;
+                Step::Again
+            }
+            Ok(ConnectionState::TransmitTlsData(t)) => {
+                // Sent right below, before rustls is asked anything else.
+                t.done();
+                Step::Send
+            }
+            Ok(ConnectionState::BlockedHandshake) => Step::Receive,
+            Ok(ConnectionState::WriteTraffic(_)) => Step::Traffic,
+            Ok(ConnectionState::ReadTraffic(mut r)) => {
+                // The client's first call can come with its Finished.
+                while let Some(record) = r.next_record() {
+                    let record = record.map_err(|e| e.to_string())?;
+                    discard += record.discard;
+                    plaintext.extend_from_slice(record.payload);
+                }
+                Step::Again
+            }
+            Ok(ConnectionState::PeerClosed | ConnectionState::Closed) => Step::Closed,
+            Ok(other) => return Err(format!("unexpected state {other:?}")),
+            Err(e) => Step::Failed(e),
+        };
+        incoming.advance(discard);
+        match step {
+            Step::Again => {}
+            Step::Send => {
+                tcp.write_all(&outgoing)
+                    .await
+                    .map_err(|e| format!("sending: {e}"))?;
+                outgoing.clear();
+            }
+            Step::Traffic if !conn.is_handshaking() => break,
+            Step::Receive | Step::Traffic => {
+                if incoming.len() >= HANDSHAKE_BUFFER_BYTES_MAX {
+                    return Err("handshake messages too long".into());
+                }
+                incoming.reserve(RECORD_BYTES_MAX);
+                let n = tcp
+                    .read_buf(&mut incoming)
+                    .await
+                    .map_err(|e| format!("receiving: {e}"))?;
+                if n == 0 {
+                    return Err("the peer closed the connection".into());
+                }
+            }
+            Step::Closed => return Err("the peer closed the connection".into()),
+            Step::Failed(e) => {
+                send_alert(conn, &mut incoming, tcp).await;
+                return Err(e.to_string());
+            }
+        }
+    }
+    Ok((incoming, plaintext))
+}
+
+/// Appends the record rustls has for the peer to `out`.
+fn encode<D>(e: &mut EncodeTlsData<'_, D>, out: &mut Vec<u8>) -> Result<(), String> {
+    let mut room = 4096;
+    loop {
+        let used = out.len();
+        out.resize(used + room, 0);
+        match e.encode(&mut out[used..]) {
+            Ok(n) => {
+                out.truncate(used + n);
+                return Ok(());
+            }
+            Err(EncodeError::InsufficientSize(s)) => {
+                out.truncate(used);
+                room = s.required_size;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// After a failed handshake: the alert rustls queued for the peer, if any, best effort.
+/// rustls hands out what it queued before it looks at `incoming` again (the handshake's
+/// buffer, which it may still point into); it is asked once only, as asking again would
+/// make it process the bytes that failed a second time.
+async fn send_alert<D: Side>(
+    conn: &mut UnbufferedConnectionCommon<D>,
+    incoming: &mut BytesMut,
+    tcp: &mut TcpStream,
+) {
+    let mut out = Vec::new();
+    let queued = match D::process(conn, incoming).state {
+        Ok(ConnectionState::EncodeTlsData(mut e)) => encode(&mut e, &mut out).is_ok(),
+        _ => false,
+    };
+    if queued {
+        let _ = tcp.write_all(&out).await;
+    }
+}
+
+// --- the record layer on the socket ----------------------------------------------------------
+
+/// The receiving side of a TLS connection: ciphertext read into a buffer of ours, opened in
+/// place ([`tls_record`]), the plaintext handed out from where it lies.
+struct ReadSide {
+    rx: Receiver,
+    /// Bytes read and not yet opened: a record's head first.
+    ciphertext: BytesMut,
+    /// Plaintext opened and not yet handed out, in order: slices of earlier ciphertext buffers.
+    plaintext: VecDeque<Bytes>,
+    /// Scratch for [`Receiver::open_records`].
+    ranges: Vec<Range<usize>>,
+    /// The peer sent `close_notify` or closed TCP at a record boundary.
+    end: bool,
+}
+
+impl ReadSide {
+    /// Ready when plaintext waits or the stream ended.
+    fn poll_fill<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            if !self.plaintext.is_empty() || self.end {
+                return Poll::Ready(Ok(()));
+            }
+            if !self.ciphertext.is_empty() {
+                self.ranges.clear();
+                let got = self
+                    .rx
+                    .open_records(&mut self.ciphertext, &mut self.ranges)?;
+                if got.consumed > 0 {
+                    let opened = self.ciphertext.split_to(got.consumed).freeze();
+                    for r in self.ranges.drain(..) {
+                        self.plaintext.push_back(opened.slice(r));
+                    }
+                }
+                self.end = got.end;
+                if !self.plaintext.is_empty() || self.end {
+                    continue;
+                }
+            }
+            if self.ciphertext.capacity() - self.ciphertext.len() < RECORD_BYTES_MAX {
+                self.ciphertext.reserve(TLS_READ_BUFFER_BYTES);
+            }
+            let spare = self.ciphertext.spare_capacity_mut();
+            let mut rb = ReadBuf::uninit(spare);
+            ready!(Pin::new(&mut *io).poll_read(cx, &mut rb))?;
+            let n = rb.filled().len();
+            if n == 0 {
+                if self.ciphertext.is_empty() {
+                    // TLS 1.3 does not require close_notify before the FIN; a record cut
+                    // short is another matter.
+                    self.end = true;
+                    continue;
+                }
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "TLS: the peer closed the connection inside a record",
+                )));
+            }
+            // SAFETY: `poll_read` initialized the first `n` bytes of the spare capacity.
+            unsafe { self.ciphertext.set_len(self.ciphertext.len() + n) };
+        }
+    }
+
+    fn poll_read<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        ready!(self.poll_fill(io, cx))?;
+        while buf.remaining() > 0 {
+            let Some(front) = self.plaintext.front_mut() else {
+                break;
+            };
+            let n = front.len().min(buf.remaining());
+            buf.put_slice(&front[..n]);
+            front.advance(n);
+            if front.is_empty() {
+                self.plaintext.pop_front();
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The sending side: plaintext sealed into one buffer per connection, written from there.
+struct WriteSide {
+    tx: Sender,
+    /// Records sealed; `out[sent..]` not yet written.
+    out: Vec<u8>,
+    sent: usize,
+    closing: bool,
+}
+
+impl WriteSide {
+    /// Writes what is sealed; ready when all of it is out.
+    fn poll_send<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        while self.sent < self.out.len() {
+            let n = ready!(Pin::new(&mut *io).poll_write(cx, &self.out[self.sent..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent += n;
+        }
+        self.out.clear();
+        self.sent = 0;
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_write<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        // What was sealed before goes out first, so records are sealed into an empty buffer
+        // only: no compaction, no growth past one write's worth, and no trickle of small
+        // seals while the socket is full (the socket's own buffer keeps the wire busy while
+        // the next batch is sealed).
+        ready!(self.poll_send(io, cx))?;
+        let n = self.tx.seal(bufs, TLS_SEND_BUFFER_BYTES, &mut self.out)?;
+        // Out now if the socket takes it; the rest waits for the next write or the flush.
+        if let Poll::Ready(Err(e)) = self.poll_send(io, cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        ready!(self.poll_send(io, cx))?;
+        Pin::new(io).poll_flush(cx)
+    }
+
+    /// `close_notify`, then the FIN.
+    fn poll_shutdown<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        if !self.closing {
+            self.closing = true;
+            self.tx.close_notify(&mut self.out)?;
+        }
+        ready!(self.poll_send(io, cx))?;
+        Pin::new(io).poll_shutdown(cx)
+    }
+}
+
+/// A TCP connection under TLS whose record layer is ours (see the module docs): rustls made
+/// the handshake and keeps the key schedule.
+pub struct TlsStream {
+    tcp: TcpStream,
+    // Boxed: a key schedule is about half a KiB, and the halves sit in the drivers' enums.
+    rd: Box<ReadSide>,
+    wr: Box<WriteSide>,
+    session: TlsSession,
+}
+
+impl TlsStream {
+    /// After the handshake: `ciphertext` read past it, `plaintext` rustls decrypted of that.
+    fn new(
+        tcp: TcpStream,
+        secrets: rustls::ExtractedSecrets,
+        kernel: Kernel,
+        ciphertext: BytesMut,
+        plaintext: Vec<u8>,
+        session: TlsSession,
+    ) -> io::Result<TlsStream> {
+        let (rx, tx) = tls_record::record_layer(secrets, kernel)?;
+        let mut early = VecDeque::new();
+        if !plaintext.is_empty() {
+            early.push_back(Bytes::from(plaintext));
+        }
+        Ok(TlsStream {
+            tcp,
+            rd: Box::new(ReadSide {
+                rx,
+                ciphertext,
+                plaintext: early,
+                ranges: Vec::new(),
+                end: false,
+            }),
+            wr: Box::new(WriteSide {
+                tx,
+                out: Vec::new(),
+                sent: 0,
+                closing: false,
+            }),
+            session,
+        })
+    }
+
+    /// What the handshake agreed on.
+    pub fn session(&self) -> TlsSession {
+        self.session
+    }
+
+    /// The TCP socket underneath.
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
+    /// Reader and writer, usable from two tasks: they share nothing but the key schedule
+    /// (touched at a KeyUpdate only).
+    pub fn into_split(self) -> (TlsReadHalf, TlsWriteHalf) {
+        let (r, w) = self.tcp.into_split();
+        (
+            TlsReadHalf { io: r, rd: self.rd },
+            TlsWriteHalf { io: w, wr: self.wr },
+        )
+    }
+}
+
+impl fmt::Debug for TlsStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsStream")
+            .field("tcp", &self.tcp)
+            .field("session", &self.session)
+            .finish()
+    }
+}
+
+impl AsyncRead for TlsStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.rd.poll_read(&mut this.tcp, cx, buf)
+    }
+}
+
+impl AsyncWrite for TlsStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.wr
+            .poll_write(&mut this.tcp, cx, &[io::IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.wr.poll_write(&mut this.tcp, cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.wr.poll_flush(&mut this.tcp, cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.wr.poll_shutdown(&mut this.tcp, cx)
+    }
+}
+
+/// The reading half of a [`TlsStream`].
+pub struct TlsReadHalf {
+    io: OwnedReadHalf,
+    rd: Box<ReadSide>,
+}
+
+impl AsyncRead for TlsReadHalf {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.rd.poll_read(&mut this.io, cx, buf)
+    }
+}
+
+/// The writing half of a [`TlsStream`]: what is written is sealed into records at once and
+/// may wait in its buffer until a flush.
+pub struct TlsWriteHalf {
+    io: OwnedWriteHalf,
+    wr: Box<WriteSide>,
+}
+
+impl AsyncWrite for TlsWriteHalf {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.wr
+            .poll_write(&mut this.io, cx, &[io::IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        this.wr.poll_write(&mut this.io, cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.wr.poll_flush(&mut this.io, cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        this.wr.poll_shutdown(&mut this.io, cx)
+    }
+}
+
+// --- what the drivers use --------------------------------------------------------------------
+
 /// A connection, plaintext or TLS: what the drivers read and write.
 pub enum Stream {
     Plain(TcpStream),
@@ -572,7 +1117,7 @@ impl Stream {
     pub fn tls_session(&self) -> Option<TlsSession> {
         match self {
             Stream::Plain(_) => None,
-            Stream::Tls(t) => Some(TlsSession::of(t.get_ref().1, false)),
+            Stream::Tls(t) => Some(t.session()),
             Stream::Ktls(k) => Some(k.session()),
         }
     }
@@ -581,7 +1126,7 @@ impl Stream {
     pub fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(s) => s,
-            Stream::Tls(t) => t.get_ref().0.get_ref(),
+            Stream::Tls(t) => t.tcp(),
             Stream::Ktls(k) => k.tcp(),
         }
     }
@@ -594,7 +1139,7 @@ impl Stream {
                 (ReadHalf::Plain(r), WriteHalf::Plain(w))
             }
             Stream::Tls(t) => {
-                let (r, w) = tokio::io::split(*t);
+                let (r, w) = t.into_split();
                 (ReadHalf::Tls(r), WriteHalf::Tls(w))
             }
             // The kernel encrypts what is written: the writer is the socket's own.
@@ -619,15 +1164,15 @@ impl fmt::Debug for Stream {
 /// The reading half of a [`Stream`].
 pub enum ReadHalf {
     Plain(OwnedReadHalf),
-    Tls(tokio::io::ReadHalf<TlsStream>),
+    Tls(TlsReadHalf),
     Ktls(crate::ktls::KtlsReadHalf),
 }
 
-/// The writing half of a [`Stream`]. Under TLS, bytes written may wait inside rustls until
-/// a flush: writers flush after each batch.
+/// The writing half of a [`Stream`]. Under TLS, bytes written may wait in the connection's
+/// send buffer until a flush: writers flush after each batch.
 pub enum WriteHalf {
     Plain(OwnedWriteHalf),
-    Tls(tokio::io::WriteHalf<TlsStream>),
+    Tls(TlsWriteHalf),
 }
 
 impl AsyncRead for ReadHalf {
@@ -720,9 +1265,12 @@ fn server_config(files: &ServerTlsFiles) -> io::Result<Arc<ServerConfig>> {
         }
         None => builder.with_no_client_auth(),
     };
-    let config = builder
+    let mut config = builder
         .with_single_cert(certs(&files.cert)?, private_key(&files.key)?)
         .map_err(|e| bad_file(&files.key, e))?;
+    // The record layer after the handshake is ours (or the kernel's): rustls hands over the
+    // traffic secrets.
+    config.enable_secret_extraction = true;
     Ok(Arc::new(config))
 }
 
@@ -1016,5 +1564,176 @@ mod tests {
             }
         }
         assert_eq!(tls.stats.handshakes_failed.load(Relaxed), 2);
+    }
+
+    /// A server that upgrades one connection and echoes what it reads until the client's
+    /// close_notify, then closes with its own. `key_update_every`: its key moves on that often.
+    async fn bulk_echo_server(
+        tls: Arc<ServerTls>,
+        key_update_every: Option<u64>,
+    ) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            let Ok(Upgraded::Tls(mut t, _)) =
+                accept_upgrade(s, Some(&tls), Duration::from_secs(5)).await
+            else {
+                panic!("not upgraded")
+            };
+            if let Some(n) = key_update_every {
+                t.wr.tx.key_update_every(n);
+            }
+            let (mut r, mut w) = Stream::Tls(t).into_split();
+            let mut buf = vec![0u8; 100_000];
+            loop {
+                let n = r.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                w.write_all(&buf[..n]).await.unwrap();
+                w.flush().await.unwrap();
+            }
+            w.shutdown().await.unwrap();
+        });
+        (addr, task)
+    }
+
+    fn pattern(bytes: usize, salt: u32) -> Vec<u8> {
+        (0..bytes as u32)
+            .map(|i| (i.wrapping_mul(7) ^ (i >> 9) ^ salt) as u8)
+            .collect()
+    }
+
+    /// Writes `data` through `w` in uneven vectored writes, then closes (close_notify).
+    async fn write_unevenly<W: AsyncWrite + Unpin>(mut w: W, data: Vec<u8>) {
+        let mut at = 0;
+        let mut k = 1usize;
+        while at < data.len() {
+            let a = (at + (k * 7919) % 70_000 + 1).min(data.len());
+            let b = (a + (k * 104_729) % 40_000).min(data.len());
+            let slices = [
+                io::IoSlice::new(&data[at..a]),
+                io::IoSlice::new(&data[a..b]),
+            ];
+            at += w.write_vectored(&slices).await.unwrap();
+            k += 1;
+        }
+        w.flush().await.unwrap();
+        w.shutdown().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bulk_data_flows_both_ways_through_key_updates_and_close_notify() {
+        let pki = Pki::new("bulk");
+        let tls = Arc::new(pki.server(false));
+        // The server's key moves on every 3 records, the client's every 2.
+        let (addr, server) = bulk_echo_server(tls, Some(3)).await;
+        let client = ClientTls::load(&pki.p("ca.pem"), None).unwrap();
+        let s = TcpStream::connect(addr).await.unwrap();
+        let mut t = connect_upgrade(s, &client, "127.0.0.1", 100003, 3, Duration::from_secs(5))
+            .await
+            .unwrap();
+        t.wr.tx.key_update_every(2);
+        let (mut r, w) = t.into_split();
+        let data = pattern(3_000_000, 1);
+        let writer = tokio::spawn(write_unevenly(w, data.clone()));
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).await.unwrap();
+        writer.await.unwrap();
+        server.await.unwrap();
+        assert_eq!(got.len(), data.len());
+        assert!(got == data, "the echo differs");
+    }
+
+    /// Our server against rustls's own record layer (tokio-rustls, buffered) as the client,
+    /// which asks for a KeyUpdate between rounds (update_requested: ours must follow).
+    #[tokio::test]
+    async fn a_rustls_client_interoperates_through_key_updates() {
+        let pki = Pki::new("rustlscli");
+        let tls = Arc::new(pki.server(false));
+        let (addr, server) = bulk_echo_server(tls, None).await;
+        let client = ClientTls::load(&pki.p("ca.pem"), None).unwrap();
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        probe(&mut s, 100003, 3).await.unwrap();
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        let mut t = tokio_rustls::TlsConnector::from(client.config.clone())
+            .connect(name, s)
+            .await
+            .unwrap();
+        for round in 0..6 {
+            let chunk = pattern(200_000, round);
+            t.write_all(&chunk).await.unwrap();
+            t.flush().await.unwrap();
+            let mut back = vec![0u8; chunk.len()];
+            t.read_exact(&mut back).await.unwrap();
+            assert!(back == chunk, "round {round}");
+            t.get_mut().1.refresh_traffic_keys().unwrap();
+        }
+        t.shutdown().await.unwrap();
+        let mut rest = Vec::new();
+        t.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+        server.await.unwrap();
+    }
+
+    /// Our client against a rustls server (buffered): it takes the server's session tickets
+    /// (the second connection resumes) and follows its KeyUpdates.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn our_client_takes_a_rustls_servers_tickets_and_key_updates() {
+        let pki = Pki::new("rustlssrv");
+        let config = server_config(&ServerTlsFiles {
+            cert: pki.p("server.pem"),
+            key: pki.p("server.key"),
+            client_ca: None,
+        })
+        .unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let mut kinds = Vec::new();
+            for _ in 0..2 {
+                let (mut s, _) = l.accept().await.unwrap();
+                let mut call = [0u8; PROBE_RECORD_BYTES];
+                s.read_exact(&mut call).await.unwrap();
+                let xid = is_probe(&[Bytes::copy_from_slice(&call[4..])]).unwrap();
+                s.write_all(&frame(starttls_reply(xid), MAX_FRAGMENT_BYTES).concat())
+                    .await
+                    .unwrap();
+                let mut t = tokio_rustls::TlsAcceptor::from(config.clone())
+                    .accept(s)
+                    .await
+                    .unwrap();
+                kinds.push(t.get_ref().1.handshake_kind());
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = t.read(&mut buf).await.unwrap();
+                    if n == 0 {
+                        break;
+                    }
+                    t.get_mut().1.refresh_traffic_keys().unwrap();
+                    t.write_all(&buf[..n]).await.unwrap();
+                    t.flush().await.unwrap();
+                }
+                t.shutdown().await.unwrap();
+            }
+            kinds
+        });
+        let client = ClientTls::load(&pki.p("ca.pem"), None).unwrap();
+        for round in 0..2 {
+            let s = TcpStream::connect(addr).await.unwrap();
+            let t = connect_upgrade(s, &client, "127.0.0.1", 100003, 3, Duration::from_secs(5))
+                .await
+                .unwrap();
+            let (mut r, w) = t.into_split();
+            let data = pattern(1_000_000, round);
+            let writer = tokio::spawn(write_unevenly(w, data.clone()));
+            let mut got = Vec::new();
+            r.read_to_end(&mut got).await.unwrap();
+            writer.await.unwrap();
+            assert!(got == data, "round {round}");
+        }
+        use rustls::HandshakeKind::{Full, Resumed};
+        assert_eq!(server.await.unwrap(), [Some(Full), Some(Resumed)]);
     }
 }
