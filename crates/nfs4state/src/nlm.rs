@@ -351,6 +351,13 @@ impl Nlm {
         self.hosts.len()
     }
 
+    /// Whether host `name` holds any lock, waiter or share reservation.
+    pub fn holds(&self, st: &State4, name: &[u8]) -> bool {
+        self.hosts
+            .get(name)
+            .is_some_and(|&i| self.holds_anything(st, ClientId4::from(i)))
+    }
+
     /// The host names known, for the monitor's records.
     pub fn hosts(&self) -> impl Iterator<Item = &Bytes> {
         self.hosts.keys()

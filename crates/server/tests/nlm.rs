@@ -432,14 +432,30 @@ async fn a_restart_notifies_the_client_and_grace_admits_reclaims() {
         .await,
         Nlm4Stats::GRANTED
     );
+    // Host z locks too, and will not come back.
+    let (_, other) = v3_file(&s, "g").await;
+    assert_eq!(
+        lock(
+            &mut c,
+            lock_args(alock("z", &other, 1, 0, 0), true, false, false)
+        )
+        .await,
+        Nlm4Stats::GRANTED
+    );
+    let hosts_record = s.dirs.state().join("nsm-hosts");
+    let recorded = std::fs::read_to_string(&hosts_record).unwrap();
+    assert!(recorded.contains("61 127.0.0.1") && recorded.contains("7a 127.0.0.1"));
     drop(c);
     s.restart().await;
     // The monitored host hears of the restart from the server's NSM, with a new odd state.
-    let got = fake.next().await;
-    assert_eq!((got.prog, got.proc_), (nsm::PROGRAM, nsm::proc_::NOTIFY));
-    let n: StatChge = sluice_xdr::from_bytes(&got.args).unwrap();
-    assert_eq!(n.state, 3, "the second start's state number");
-    assert_eq!(&n.mon_name.0[..], b"127.0.0.1");
+    // Both hosts were recorded from 127.0.0.1: a notice for each.
+    for _ in 0..2 {
+        let got = fake.next().await;
+        assert_eq!((got.prog, got.proc_), (nsm::PROGRAM, nsm::proc_::NOTIFY));
+        let n: StatChge = sluice_xdr::from_bytes(&got.args).unwrap();
+        assert_eq!(n.state, 3, "the second start's state number");
+        assert_eq!(&n.mon_name.0[..], b"127.0.0.1");
+    }
 
     let mut c = s.connect().await;
     // In grace: only reclaims.
@@ -465,14 +481,23 @@ async fn a_restart_notifies_the_client_and_grace_admits_reclaims() {
     );
     // After grace (its full length: an NLM host never says it is done): a's reclaimed lock
     // holds, new locks are answered, reclaims are refused.
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(
-        lock(
+    // Polled: grace ends at its deadline, seen by the server's next lease tick.
+    let deadline = std::time::Instant::now() + CALLBACK_WAIT;
+    let after = loop {
+        let stat = lock(
             &mut c,
-            lock_args(alock("b", &fh, 1, 0, 0), true, false, false)
+            lock_args(alock("b", &fh, 1, 0, 0), true, false, false),
         )
-        .await,
-        Nlm4Stats::DENIED
+        .await;
+        if stat != Nlm4Stats::DENIED_GRACE_PERIOD || std::time::Instant::now() > deadline {
+            break stat;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        after,
+        Nlm4Stats::DENIED,
+        "a's reclaimed lock holds after grace"
     );
     assert_eq!(
         lock(
@@ -482,6 +507,18 @@ async fn a_restart_notifies_the_client_and_grace_admits_reclaims() {
         .await,
         Nlm4Stats::DENIED_GRACE_PERIOD
     );
+    // z reclaimed nothing: no longer monitored once the timer has seen grace over (it looks
+    // every second); a still is.
+    let deadline = std::time::Instant::now() + CALLBACK_WAIT;
+    let recorded = loop {
+        let r = std::fs::read_to_string(&hosts_record).unwrap();
+        if !r.contains("7a ") || std::time::Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(recorded.contains("61 127.0.0.1"), "{recorded:?}");
+    assert!(!recorded.contains("7a "), "{recorded:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

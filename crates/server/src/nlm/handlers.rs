@@ -308,9 +308,28 @@ fn free_host(s: &Server, name: &[u8]) {
     s.nlm.act(d);
 }
 
+/// Once grace is over: the hosts of the last run that reclaimed nothing stop being monitored
+/// (they are recorded again by their next lock), so a later restart neither notifies them nor
+/// holds grace open for them. Returns whether grace is over.
+fn forget_unreclaimed(s: &Server) -> bool {
+    let st = s.nfs4.state();
+    if st.in_grace() {
+        return false;
+    }
+    let core = s.nlm.core.lock().expect("nlm lock");
+    let mut monitor = s.nlm.monitor.lock().expect("monitor lock");
+    if let Some(m) = monitor.as_mut() {
+        if let Err(e) = m.forget(|name| !core.holds(&st, name)) {
+            tracing::debug!("NSM: hosts not forgotten: {e}");
+        }
+    }
+    true
+}
+
 /// The timer: retries waiters and drops stale ones, whenever the core asks (module notes of
 /// [`crate::nlm`]); ends with the server.
 pub async fn run_timer(server: std::sync::Weak<Server>) {
+    let mut grace_seen_over = false;
     loop {
         let wake = {
             let Some(s) = server.upgrade() else { return };
@@ -322,6 +341,9 @@ pub async fn run_timer(server: std::sync::Weak<Server>) {
         };
         tokio::time::sleep(wake).await;
         let Some(s) = server.upgrade() else { return };
+        if !grace_seen_over {
+            grace_seen_over = forget_unreclaimed(&s);
+        }
         let due = s
             .nlm
             .core
