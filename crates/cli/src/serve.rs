@@ -423,6 +423,9 @@ fn config_and_ceph(a: &ServeArgs) -> Result<(ServerConfig, Vec<crate::ceph::Ceph
         write_delegations: !a.no_write_delegations,
         // Not flags: the defaults' reasons are in `sluice_nfs4state::Config4`.
         nfs4_limits: Default::default(),
+        // NLM/NSM for v3 clients' locks: bounds from `sluice_nfs4state::nlm`, clients'
+        // portmappers on 111.
+        nlm: Default::default(),
         net,
         io: {
             let mut io = sluice_server::io::IoConfig {

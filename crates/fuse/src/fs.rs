@@ -56,7 +56,7 @@
 //! its deleg core (COMMIT, DELEGRETURN) without this module. Over v4 the OPEN's own GETATTR is
 //! the close-to-open revalidation of a first open. NFSv3 has no open state: an open is free.
 //!
-//! # Locks (NFSv4)
+//! # Locks (NFSv4 LOCK, NFSv3 NLM)
 //! `fcntl` and `flock` locks reach [`Fs::getlk`] / [`Fs::setlk`] (the mount asks the kernel
 //! for both with FUSE_POSIX_LOCKS and FUSE_FLOCK_LOCKS, over v4 only) and become LOCKT, LOCK
 //! and LOCKU under the file's open, one NFS lock owner per FUSE `lock_owner` (a process's
@@ -66,8 +66,9 @@
 //! denied, 1 s doubling to 30 s between tries as Linux does for NFS4ERR_DENIED, and gives up
 //! with EINTR when the waiting process has a signal to take (see [`Fs::setlk`]). The kernel
 //! does not unlock by itself when the fs keeps the locks: `flush` drops the `fcntl` locks of
-//! its `lock_owner` and `release` the `flock` of its file. NFSv3 has no lock protocol in
-//! sluice (no NLM): over v3 the kernel keeps the locks itself, local to this mount, as before.
+//! its `lock_owner` and `release` the `flock` of its file. Over NFSv3 the same calls become
+//! NLM v4 LOCK, TEST and UNLOCK to the server's lock manager (`sluice_client`'s
+//! `v3/client/nlm.rs`), so v3 and v4 mounts of one server see each other's locks.
 //!
 //! # Writes
 //! The kernel's writes go to the file's [`FileWriter::write_at`]: contiguous ones fill wsize
@@ -319,10 +320,10 @@ impl Fs {
     pub fn version(&self) -> ProtoVersion {
         self.ns.version()
     }
-    /// Whether byte-range locks go to the server (NFSv4: LOCK); over NFSv3 the kernel keeps
-    /// them local to the mount (see the module docs).
+    /// Whether byte-range locks go to the server: NFSv4 LOCK, NFSv3 NLM (see the module
+    /// docs). Always, now that v3 has NLM; kept as the one place that decides.
     pub fn server_locks(&self) -> bool {
-        self.version() != ProtoVersion::V3
+        true
     }
     pub fn config(&self) -> &FsConfig {
         &self.config

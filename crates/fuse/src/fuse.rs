@@ -74,8 +74,8 @@ impl Filesystem for SluiceFuse {
         // data-cache half of the NFS client's attribute revalidation.
         let _ = config.add_capabilities(InitFlags::FUSE_AUTO_INVAL_DATA);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
-        // Over NFSv4 fcntl and flock locks come to us (getlk/setlk) and become LOCK/LOCKU;
-        // over NFSv3 (no NLM in sluice) the kernel keeps them, local to this mount.
+        // fcntl and flock locks come to us (getlk/setlk) and become LOCK/LOCKU (NFSv4) or
+        // NLM LOCK/UNLOCK (NFSv3).
         if self.fs.server_locks() {
             let _ = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS);
             let _ = config.add_capabilities(InitFlags::FUSE_FLOCK_LOCKS);

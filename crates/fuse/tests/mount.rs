@@ -1,6 +1,7 @@
 //! The FUSE mount under ordinary tools (cp, rsync, tar, mv, rm), against the sluice server and
-//! nfs-ganesha, over NFSv3 and NFSv4.1; fcntl and flock locks over v4.1 (LOCK, LOCKT, LOCKU);
-//! `user.*` extended attributes over 4.2 (setfattr, getfattr, the `*xattr(2)` calls).
+//! nfs-ganesha, over NFSv3 and NFSv4.1; fcntl and flock locks over v4.1 (LOCK, LOCKT, LOCKU),
+//! and fcntl locks over v3 (NLM), meeting v4.1 locks; `user.*` extended attributes over 4.2
+//! (setfattr, getfattr, the `*xattr(2)` calls).
 //! Each test has its own directories, ports and mount point; every command runs under
 //! `timeout`. A missing peer fails the test loudly: nothing is skipped.
 
@@ -734,6 +735,77 @@ fn an_open_right_after_its_lookup_sends_no_getattr_and_a_later_open_does() {
 }
 
 // --- locks over NFSv4.1 ----------------------------------------------------------------------
+
+/// fcntl locks through a v3 mount go to the server's NLM: two processes conflict on
+/// overlapping ranges and not on disjoint ones, F_GETLK reports the holder's range, an unlock
+/// lets the other in; and a lock taken through a v3 mount and one through a v4.1 mount of the
+/// same server conflict both ways (one lock table for NLM and NFSv4).
+#[test]
+fn fcntl_locks_on_a_v3_mount_go_to_nlm_and_meet_v4_locks() {
+    let server = SluiceServer::start_with(&[]);
+    let m3 = Mount::new(&versioned_url(&server, "3"));
+    let m4 = Mount::new(&versioned_url(&server, "4.1"));
+    let file3 = m3.path().join("locked3");
+    std::fs::write(&file3, vec![7u8; 4096]).unwrap();
+    let file4 = m4.path().join("locked3");
+    let path3 = std::ffi::CString::new(file3.as_os_str().as_encoded_bytes()).unwrap();
+    let path4 = std::ffi::CString::new(file4.as_os_str().as_encoded_bytes()).unwrap();
+    let (p3, p4) = (path3.as_c_str(), path4.as_c_str());
+    const CONFLICT: i32 = 1;
+    let try_lock = |p: &std::ffi::CStr, start: i64, len: i64| {
+        let fd = open_rw(p);
+        match fcntl_lock(fd, libc::F_SETLK, libc::F_WRLCK, start, len).0 {
+            0 => 0,
+            libc::EAGAIN | libc::EACCES => CONFLICT,
+            _ => 9,
+        }
+    };
+
+    // This process holds [0, 100) through the v3 mount.
+    let fd = open_rw(p3);
+    assert!(fd >= 0);
+    assert_eq!(fcntl_lock(fd, libc::F_SETLK, libc::F_WRLCK, 0, 100).0, 0);
+    assert_eq!(in_child(|| try_lock(p3, 50, 10)), CONFLICT, "v3 vs v3");
+    assert_eq!(in_child(|| try_lock(p3, 100, 100)), 0, "disjoint on v3");
+    assert_eq!(in_child(|| try_lock(p4, 50, 10)), CONFLICT, "v4 vs v3");
+    let getlk = in_child(|| {
+        let fd = open_rw(p3);
+        let (e, fl) = fcntl_lock(fd, libc::F_GETLK, libc::F_RDLCK, 10, 5);
+        if e != 0 {
+            return 9;
+        }
+        let ok = i32::from(fl.l_type) == libc::F_WRLCK && fl.l_start == 0 && fl.l_len == 100;
+        if ok {
+            0
+        } else {
+            CONFLICT
+        }
+    });
+    assert_eq!(getlk, 0, "F_GETLK must report the write lock on [0, 100)");
+    assert_eq!(fcntl_lock(fd, libc::F_SETLK, libc::F_UNLCK, 0, 100).0, 0);
+    assert_eq!(
+        in_child(|| try_lock(p3, 50, 10)),
+        0,
+        "free after the unlock"
+    );
+
+    // Now this process holds [0, 100) through the v4.1 mount: the v3 mount meets it.
+    let fd4 = open_rw(p4);
+    assert!(fd4 >= 0);
+    assert_eq!(fcntl_lock(fd4, libc::F_SETLK, libc::F_WRLCK, 0, 100).0, 0);
+    assert_eq!(in_child(|| try_lock(p3, 10, 1)), CONFLICT, "v3 vs v4");
+    assert_eq!(fcntl_lock(fd4, libc::F_SETLK, libc::F_UNLCK, 0, 100).0, 0);
+    assert_eq!(
+        in_child(|| try_lock(p3, 10, 1)),
+        0,
+        "free after the v4 unlock"
+    );
+    // SAFETY: our fds.
+    unsafe {
+        libc::close(fd);
+        libc::close(fd4);
+    }
+}
 
 /// Runs `f` in a forked child and returns its exit code. The child only makes system calls
 /// (this process has other threads, so it must not allocate or take locks after the fork).

@@ -82,6 +82,7 @@ pub mod delegations;
 pub mod idmap;
 pub mod ids;
 pub mod locks;
+pub mod nlm;
 pub mod offload;
 pub mod opens;
 pub mod pseudo;

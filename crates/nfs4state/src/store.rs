@@ -10,6 +10,7 @@
 //! | [`names::CLIENTS`] | the owners of clients that may reclaim ([`crate::recovery::records`]) | a client's first state, its expiry or destruction | at start: who grace waits for |
 //! | [`names::BOOT_EPOCH`] | the last instance's boot epoch ([`crate::recovery::records::next_boot_epoch`]) | once at start | once at start |
 //! | [`names::PARKED`] | files kept under a hidden name after REMOVE/RENAME ([`crate::recovery::parked`]) | a park and its end | at start: hidden names to unlink |
+//! | `nsm-state`, `nsm-hosts` | NSM's state number and the NLM client hosts it monitors ([`crate::nlm::monitor`]) | once at start; a host's first lock | at start: whom to notify of the restart |
 //!
 //! # The seam
 //! ```text

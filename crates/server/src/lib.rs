@@ -31,6 +31,7 @@ pub mod mountd;
 pub mod net;
 pub mod nfs;
 pub mod nfs4;
+pub mod nlm;
 pub mod portmap;
 pub mod recall;
 pub mod service;
@@ -98,6 +99,9 @@ pub struct ServerConfig {
     /// module notes of [`sluice_nfs4state::state`]. Not command-line flags: the defaults serve any
     /// ordinary site; tests and embedders set them.
     pub nfs4_limits: sluice_nfs4state::StateLimits,
+    /// NLM and NSM for v3 clients' locks: bounds, and where clients' portmappers listen
+    /// (111; tests set their own). See [`nlm`].
+    pub nlm: nlm::NlmDriverConfig,
 }
 
 impl Default for ServerConfig {
@@ -121,6 +125,7 @@ impl Default for ServerConfig {
             idmap_domain: None,
             nfs4_limits: sluice_nfs4state::StateLimits::default(),
             write_delegations: true,
+            nlm: nlm::NlmDriverConfig::default(),
         }
     }
 }
@@ -234,7 +239,13 @@ pub async fn bind_exports(
         .map(|e| e.fs.write_verifier())
         .unwrap_or_default();
     let engine = io::Engine::new(config.io.clone(), config.read_bytes_max, stats.clone());
-    let mut nfs4 = nfs4_service(&config, exports.clone(), &engine)?;
+    // NSM first: the hosts it monitored hold the grace period open as NFSv4 clients do.
+    let monitor = nsm_monitor(&config);
+    let nlm_hosts: Vec<Vec<u8>> = monitor
+        .as_ref()
+        .map(|m| m.hosts().map(|(n, _)| grace_record_of_host(n)).collect())
+        .unwrap_or_default();
+    let mut nfs4 = nfs4_service(&config, exports.clone(), &engine, nlm_hosts)?;
     nfs4.op_observer = Some(stats.clone());
     nfs4.read_plus = config.read_plus;
     let nfs4 = Arc::new(nfs4);
@@ -278,6 +289,7 @@ pub async fn bind_exports(
             recall: Some(recall),
         },
         mountd: mountd::Mountd::new(exports.clone()),
+        nlm: nlm::NlmServer::new(config.nlm.clone(), monitor),
         ports: portmap::PortTable {
             port,
             udp: config.udp,
@@ -320,6 +332,7 @@ fn nfs4_service(
     config: &ServerConfig,
     exports: Arc<Vec<nfs::ExportEntry>>,
     engine: &io::Engine,
+    nlm_hosts: Vec<Vec<u8>>,
 ) -> Result<nfs4::compound::Nfs4, String> {
     // The instance stamp of client ids, session ids and stateids: ids a client kept from an
     // earlier run are then recognised as stale. Seconds, kept in the state directory so that
@@ -364,7 +377,8 @@ fn nfs4_service(
                 config.state_dir.display()
             )
         })?;
-    let records: Vec<Vec<u8>> = stable.owners();
+    let mut records: Vec<Vec<u8>> = stable.owners();
+    records.extend(nlm_hosts);
     let grace = config.grace.unwrap_or(config.lease);
     if !records.is_empty() {
         info!(
@@ -394,6 +408,39 @@ fn nfs4_service(
         service.idmap = nfs4::idmap::IdMap::with_domain(domain, Arc::new(nfs4::idmap::SystemIds));
     }
     Ok(service)
+}
+
+/// NSM's records in the state directory ([`sluice_nfs4state::nlm::monitor`]): this start's
+/// state number, and the hosts to notify. `None` (logged) when the directory cannot hold
+/// them: locks still work, nobody is told of the restart.
+fn nsm_monitor(config: &ServerConfig) -> Option<sluice_nfs4state::nlm::monitor::Monitor> {
+    use std::os::unix::fs::DirBuilderExt;
+    let made = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&config.state_dir);
+    let store: Arc<dyn nfs4::store::StateStore> =
+        Arc::new(nfs4::store::DirStore::new(&config.state_dir));
+    match made.map_err(|e| e.to_string()).and_then(|()| {
+        sluice_nfs4state::nlm::monitor::Monitor::start(store).map_err(|e| e.to_string())
+    }) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::warn!(
+                "NSM records in {}: {e}; NFSv3 clients will not be told of restarts",
+                config.state_dir.display()
+            );
+            None
+        }
+    }
+}
+
+/// The grace record standing for an NLM host: never an NFSv4 owner's (those come from
+/// EXCHANGE_ID and the prefix marks these), so grace waits its full length for the host.
+fn grace_record_of_host(name: &[u8]) -> Vec<u8> {
+    let mut r = b"nlm-host:".to_vec();
+    r.extend_from_slice(name);
+    r
 }
 
 /// 64 bits the OS seeded (std's hash keys come from the OS's random source), for the NFSv4
@@ -430,6 +477,7 @@ pub async fn run_with(bound: Bound, connections: net::Connections) -> Result<(),
         connections.clone(),
     ));
     tasks.spawn(nfs4::offload::driver::drive(server.nfs4.clone()));
+    nlm::start(&server);
     tasks.spawn(net::serve_tcp_with(
         tcp,
         server.clone(),

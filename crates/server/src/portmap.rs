@@ -5,11 +5,14 @@
 //! and UNSET (nobody else may register here). Clients that ask a portmapper (libnfs without
 //! `nfsport`/`mountport`, the kernel's mount helper) then find everything in one round trip.
 //!
+//! NLM v4 and NSM v1 (the lock manager and status monitor of v3 clients, `crate::nlm`) are
+//! served on the same port too, over TCP and, with `--udp`, UDP: a client's lockd finds them here.
+//!
 //! NFS version 4 (minor versions 1 and 2 in its COMPOUND) is listed for TCP only: RFC 8881
 //! §2.9.1 requires a transport with congestion control, and the UDP listener refuses it.
 
 use sluice_xdr::portmap::{Mapping, PmapList, IPPROTO_TCP, IPPROTO_UDP};
-use sluice_xdr::{mount3, nfs3, nfs4, portmap};
+use sluice_xdr::{mount3, nfs3, nfs4, nlm, nsm, portmap};
 
 /// What this server offers, for PORTMAP answers.
 #[derive(Debug, Clone)]
@@ -43,6 +46,8 @@ impl PortTable {
                 (portmap::PROGRAM, portmap::VERSION),
                 (nfs3::PROGRAM, nfs3::VERSION),
                 (mount3::PROGRAM, mount3::VERSION),
+                (nlm::PROGRAM, nlm::VERSION),
+                (nsm::PROGRAM, nsm::VERSION),
             ] {
                 out.push(Mapping {
                     prog,
@@ -92,12 +97,17 @@ mod tests {
         assert_eq!(t.getport(&q(100005, 3, IPPROTO_TCP)), 2049);
         assert_eq!(t.getport(&q(100003, 4, IPPROTO_TCP)), 2049);
         assert_eq!(t.getport(&q(100003, 3, IPPROTO_UDP)), 0);
-        assert_eq!(t.getport(&q(100021, 4, IPPROTO_TCP)), 0);
+        // NLM v4 and NSM v1 (v3 clients' locks) on the same port; NLM v1-v3 not served.
+        assert_eq!(t.getport(&q(100021, 4, IPPROTO_TCP)), 2049);
+        assert_eq!(t.getport(&q(100024, 1, IPPROTO_TCP)), 2049);
+        assert_eq!(t.getport(&q(100021, 1, IPPROTO_TCP)), 0);
+        assert_eq!(t.getport(&q(100021, 4, IPPROTO_UDP)), 0);
         let t = PortTable {
             port: 2049,
             udp: true,
         };
         assert_eq!(t.getport(&q(100003, 3, IPPROTO_UDP)), 2049);
+        assert_eq!(t.getport(&q(100021, 4, IPPROTO_UDP)), 2049);
         // Version 4 never over UDP (RFC 8881 §2.9.1).
         assert_eq!(t.getport(&q(100003, 4, IPPROTO_UDP)), 0);
         assert_eq!(t.getport(&q(100003, 4, IPPROTO_TCP)), 2049);

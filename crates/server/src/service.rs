@@ -67,6 +67,8 @@ pub struct Server {
     /// NFSv4.1/4.2: the COMPOUND processor and its state (one port with v3).
     pub nfs4: Arc<Nfs4>,
     pub mountd: Mountd,
+    /// NLM v4 and NSM v1 for NFSv3 clients' locks ([`crate::nlm`]).
+    pub nlm: crate::nlm::NlmServer,
     pub ports: PortTable,
     pub stats: std::sync::Arc<Stats>,
     /// Log one line per request (`--log-requests`).
@@ -169,6 +171,16 @@ fn build_registry() -> Registry<Handler> {
                 mount3_export,
             ],
         ),
+    )
+    .register(
+        sluice_xdr::nlm::PROGRAM,
+        "NLM",
+        crate::nlm::handlers::nlm_version(),
+    )
+    .register(
+        sluice_xdr::nsm::PROGRAM,
+        "NSM",
+        crate::nlm::handlers::nsm_version(),
     );
     r
 }
@@ -841,7 +853,8 @@ mod tests {
     #[test]
     fn the_registry_serves_portmap_nfs3_nfs4_and_mount3() {
         let r = registry();
-        assert_eq!(r.programs().len(), 3, "v4 joins the NFS program");
+        // PORTMAP, NFS (v4 joins the NFS program), MOUNT, NLM and NSM.
+        assert_eq!(r.programs().len(), 5, "v4 joins the NFS program");
         for vers in [2, 5] {
             assert!(matches!(
                 r.route(nfs3::PROGRAM, vers, 0),
@@ -854,7 +867,14 @@ mod tests {
             r.route(portmap::PROGRAM, 2, 6),
             Route::ProcUnavail
         ));
-        assert!(matches!(r.route(100_021, 1, 0), Route::ProgUnavail));
+        // NLM: version 4 only (the 64-bit one NFSv3 clients use).
+        assert!(matches!(
+            r.route(100_021, 1, 0),
+            Route::ProgMismatch { low: 4, high: 4 }
+        ));
+        assert!(matches!(r.route(100_021, 4, 16), Route::Found { .. }));
+        assert!(matches!(r.route(100_021, 4, 24), Route::ProcUnavail));
+        assert!(matches!(r.route(100_099, 1, 0), Route::ProgUnavail));
         let cached: Vec<(u32, u32)> = r
             .programs()
             .iter()

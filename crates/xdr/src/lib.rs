@@ -25,6 +25,8 @@ pub(crate) mod arb;
 pub mod mount3;
 pub mod nfs3;
 pub mod nfs4;
+pub mod nlm;
+pub mod nsm;
 pub mod portmap;
 pub mod procs;
 pub mod rpc;

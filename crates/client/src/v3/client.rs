@@ -107,6 +107,8 @@ struct Inner {
     version_note: std::sync::OnceLock<String>,
     /// What all files of this client share: the readahead budget, read statistics.
     files: FileContext,
+    /// The server's lock manager (NLM), connected on the first lock (`client/nlm.rs`).
+    nlm: tokio::sync::OnceCell<RpcClient>,
 }
 
 /// One export in the server's list (MOUNT EXPORT), as `showmount -e` shows it.
@@ -240,6 +242,7 @@ impl Client {
         conns.grow_up_to(trunk, &rpc_config);
         let target = strip_export(&url.path, &export);
         let inner = Inner {
+            nlm: tokio::sync::OnceCell::new(),
             url,
             export,
             target,
@@ -1410,6 +1413,7 @@ impl FileOf<Client> {
 }
 
 mod file_protocol;
+mod nlm;
 
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use crate::namespace::{
     Attr, CreateMode, Cursor, Entry, Error, FileType, FsStat, Fut, Handle, Namespace, OpenFile,
     ProtoVersion, SetAttr, SetTime, SpecialKind, Status, Time,
 };
-use crate::neutral::Device;
+use crate::neutral::{Device, LockConflict};
 use crate::open::{BoxFut, OpenCalls};
 use crate::proto::{
     CommitCall, FileContext, FileProtocol, ReadCall, ReadReply, Stability, WriteCall,
@@ -499,5 +499,48 @@ impl OpenCalls for Open3 {
 
     fn close(&self) -> BoxFut<'_, Result<(), Error>> {
         Box::pin(async { Ok(()) })
+    }
+
+    /// Byte-range locks through the server's NLM (`client/nlm.rs`).
+    fn lock<'a>(
+        &'a self,
+        owner: &'a [u8],
+        write: bool,
+        offset: u64,
+        length: u64,
+    ) -> BoxFut<'a, Result<Option<LockConflict>, Error>> {
+        Box::pin(async move {
+            Ok(self
+                .client
+                .nlm_lock(&self.fh, owner, write, offset, length)
+                .await?)
+        })
+    }
+    fn test_lock<'a>(
+        &'a self,
+        owner: &'a [u8],
+        write: bool,
+        offset: u64,
+        length: u64,
+    ) -> BoxFut<'a, Result<Option<LockConflict>, Error>> {
+        Box::pin(async move {
+            Ok(self
+                .client
+                .nlm_test(&self.fh, owner, write, offset, length)
+                .await?)
+        })
+    }
+    fn unlock<'a>(
+        &'a self,
+        owner: &'a [u8],
+        offset: u64,
+        length: u64,
+    ) -> BoxFut<'a, Result<(), Error>> {
+        Box::pin(async move {
+            Ok(self
+                .client
+                .nlm_unlock(&self.fh, owner, offset, length)
+                .await?)
+        })
     }
 }

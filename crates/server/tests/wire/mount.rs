@@ -57,7 +57,14 @@ async fn portmap_getport_and_dump_name_the_one_port() {
     let s = TestServer::start(rw()).await;
     let mut c = s.connect().await;
     let port = u32::from(s.addr.port());
-    for (prog, vers) in [(NFS, 3), (NFS, 4), (mount3::PROGRAM, 3)] {
+    // NLM v4 and NSM v1: v3 clients' locks, on the same port.
+    for (prog, vers) in [
+        (NFS, 3),
+        (NFS, 4),
+        (mount3::PROGRAM, 3),
+        (100_021, 4),
+        (100_024, 1),
+    ] {
         let r = c
             .portmap(portmap::Args::Getport(Mapping {
                 prog,
@@ -68,8 +75,8 @@ async fn portmap_getport_and_dump_name_the_one_port() {
             .await;
         assert_eq!(r, portmap::Res::Getport(port), "GETPORT {prog} v{vers} tcp");
     }
-    // Not served: NFS v2, NLM.
-    for (prog, vers) in [(NFS, 2), (100_021, 4)] {
+    // Not served: NFS v2, NLM v1 (the 32-bit one), the rquota program.
+    for (prog, vers) in [(NFS, 2), (100_021, 1), (100_011, 1)] {
         let r = c
             .portmap(portmap::Args::Getport(Mapping {
                 prog,

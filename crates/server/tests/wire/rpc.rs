@@ -39,7 +39,7 @@ async fn rpc_version_3_is_denied_with_rpc_mismatch_2_2() {
 async fn unknown_program_is_prog_unavail() {
     let s = TestServer::start(rw()).await;
     let mut c = s.connect().await;
-    let r = c.call(100_021, 4, 0, &[]).await; // NLM: not served
+    let r = c.call(100_011, 1, 0, &[]).await; // rquota: not served
     assert_eq!(r.body, ReplyBody::accepted(AcceptStat::PROG_UNAVAIL));
 }
 
