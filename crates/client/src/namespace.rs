@@ -283,7 +283,26 @@ pub trait Namespace: Send + Sync + 'static {
     }
     /// Ends what the server holds for this client (v4: the session and client id).
     fn shutdown(&self) -> Fut<'_, ()>;
+
+    /// Whether this client holds a write delegation of the file `fh` (NFSv4): until it is
+    /// returned no other client sees the file, so written data need not be committed at
+    /// close (see [`crate::v4::deleg`]: write delegations). Always false over v3.
+    fn write_delegated(&self, _fh: &Handle) -> bool {
+        false
+    }
+
+    /// Registers the hook a delegation's return runs first (NFSv4; see [`WriteBack`]). With
+    /// one registered, the v4 client takes write delegations on the files it creates.
+    fn set_write_back(&self, _hook: WriteBack) {}
 }
+
+/// What a user of [`Namespace`] that keeps written data after a close (the mount, under a
+/// write delegation) registers with [`Namespace::set_write_back`]: called with the file's
+/// handle before the client returns the file's delegation (recall, unmount), it sends and
+/// commits what it kept, resending what a server restart lost.
+pub type WriteBack = std::sync::Arc<
+    dyn Fn(Handle) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
+>;
 
 impl dyn Namespace {
     /// The directory holding `path` (relative to the root) and the last component's name.

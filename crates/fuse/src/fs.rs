@@ -80,6 +80,21 @@
 //! close. A getattr or read of a file with unanswered WRITEs first waits for them, so size,
 //! mtime and data are the server's after the writes.
 //!
+//! # Writes under a write delegation (NFSv4)
+//! Off unless [`FsConfig::write_delegations`] (its docs say why). A file the mount creates
+//! comes with a write delegation when the server grants one (the v4 client asks for it on
+//! creates once [`Fs::new`] registered its write-back hook). Until the
+//! delegation goes back no other client sees the file, so its close need not make the data
+//! stable: `flush` and `release` send what is buffered (WRITEs, UNSTABLE) and COMMIT nothing,
+//! and the last release parks the file's writer, with the data the server has not committed,
+//! in [`Fs`]'s parked table. That data is committed, and resent if the server's write
+//! verifier changed (a restart lost it), when the client returns the delegation: on CB_RECALL
+//! before its DELEGRETURN, and at unmount; or when the file is opened again; or, past
+//! [`PARKED_FILES_MAX`] parked files, at once. `fsync` commits as always. So a small file
+//! costs its OPEN, one WRITE and its CLOSE, without a disk flush on the server per file (the
+//! COMMIT comes later, or the recall's). This is the Linux client's way under a write
+//! delegation (`nfs4_file_flush` starts the write-back and does not wait for a COMMIT).
+//!
 //! # Reads
 //! [`File::read_at`]: the engine of `sluice_engine::readahead` sees every offset the kernel
 //! asks for, so sequential readers get a window that grows with bandwidth × delay (within the
@@ -95,15 +110,16 @@ use crate::cache::{AttrCacheConfig, CachedAttr};
 use bytes::Bytes;
 use sluice_client::namespace::{
     Attr, CreateMode, Error as NsError, FileType, FsStat, Handle, Namespace, OpenFile,
-    ProtoVersion, SetAttr as NsSetAttr, SpecialKind, Status, Time, Writer, XattrSet,
+    ProtoVersion, SetAttr as NsSetAttr, SpecialKind, Status, Time, WriteBack, Writer,
+    XattrSet,
 };
 use std::collections::HashMap;
-
-/// The attribute namespace NFSv4.2 carries (RFC 8276 §5): the only one a mount serves.
-const XATTR_USER_PREFIX: &[u8] = b"user.";
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+
+/// The attribute namespace NFSv4.2 carries (RFC 8276 §5): the only one a mount serves.
+const XATTR_USER_PREFIX: &[u8] = b"user.";
 
 /// A FUSE node id.
 pub type Ino = u64;
@@ -112,6 +128,13 @@ pub const ROOT_INO: Ino = 1;
 
 /// Synthetic node ids (fileid collisions) start here, far above real fileids.
 const SYNTHETIC_INO_BASE: u64 = 1 << 63;
+
+/// Closed files whose written data is kept uncommitted under a write delegation (see "Writes
+/// under a write delegation"): 1024, a quarter of the client's delegation table
+/// (`DELEGATIONS_MAX`). A parked writer holds the data the server has not committed, which
+/// for a file written in one go is the file (the writer's COMMIT bound caps it otherwise), so
+/// 1024 small files are a few MiB. Past it a release commits at once.
+pub const PARKED_FILES_MAX: usize = 1024;
 
 /// A POSIX error number for the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +158,12 @@ pub struct FsConfig {
     /// of asking again (see "Close-to-open" in the module docs). Default 2 ms; 0 (`--noac`):
     /// every open asks.
     pub open_trusts_attrs_for: Duration,
+    /// Take write delegations on creates and keep the written data uncommitted past the
+    /// close under them (NFSv4; see "Writes under a write delegation"). Default false: with
+    /// the sluice server the written data then stays in the server's write-behind until the
+    /// COMMIT, out of the exported file, and a SETATTR of the times sent before it lands is
+    /// overwritten by the landing (`rsync` and `tar` set the times after the close).
+    pub write_delegations: bool,
 }
 
 impl Default for FsConfig {
@@ -146,6 +175,7 @@ impl Default for FsConfig {
             // SAFETY: geteuid/getegid have no preconditions and cannot fail.
             auth_ids: unsafe { (libc::geteuid(), libc::getegid()) },
             open_trusts_attrs_for: Duration::from_millis(2),
+            write_delegations: false,
         }
     }
 }
@@ -238,6 +268,9 @@ pub struct Fs {
     handles: Mutex<HashMap<u64, Ino>>,
     dirs: Mutex<HashMap<u64, Arc<Vec<DirItem>>>>,
     next_handle: AtomicU64,
+    /// Writers of closed files with uncommitted data under a write delegation (see "Writes
+    /// under a write delegation"); the client's write-back hook holds a weak reference.
+    parked: Arc<Mutex<HashMap<Handle, Writer>>>,
 }
 
 struct OpenEntry {
@@ -296,6 +329,10 @@ impl Fs {
         );
         let mut by_fh = HashMap::new();
         by_fh.insert(root, ROOT_INO);
+        let parked = Arc::new(Mutex::new(HashMap::new()));
+        if config.write_delegations {
+            ns.set_write_back(write_back(Arc::downgrade(&parked)));
+        }
         Ok(Fs {
             ns,
             config,
@@ -310,6 +347,7 @@ impl Fs {
             handles: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
+            parked,
         })
     }
 
@@ -809,6 +847,7 @@ impl Fs {
             self.check_writable()?;
         }
         let fh = self.fh_of(ino)?;
+        self.commit_parked(&fh).await?;
         let existing = self.open_io(ino);
         let covered = match &existing {
             Some(io) => !write || io.state.lock().await.write,
@@ -927,10 +966,30 @@ impl Fs {
         }
     }
 
-    /// `close(2)` of a descriptor: [`Fs::sync`], and (server locks) the `fcntl` locks of
+    /// What a close sends: [`Fs::sync`], or under a write delegation the buffered data without
+    /// a COMMIT (see "Writes under a write delegation"); reports deferred errors.
+    async fn sync_at_close(&self, handle: u64) -> FsResult<()> {
+        let (ino, io) = self.io_of(handle)?;
+        let mut s = io.state.lock().await;
+        if !s.write || !self.ns.write_delegated(&s.file.handle()) {
+            drop(s);
+            return self.sync(handle).await;
+        }
+        let had_data = s.writer.is_dirty();
+        let r = s.write_out().await;
+        s.error = None;
+        drop(s);
+        if had_data {
+            self.invalidate_attr(ino);
+        }
+        r
+    }
+
+    /// `close(2)` of a descriptor: [`Fs::sync`] (under a write delegation without the
+    /// COMMIT), and (server locks) the `fcntl` locks of
     /// `lock_owner` on the file are dropped, as POSIX drops them at any close by the process.
     pub async fn flush(&self, handle: u64, lock_owner: Option<u64>) -> FsResult<()> {
-        let r = self.sync(handle).await;
+        let r = self.sync_at_close(handle).await;
         if let Some(owner) = lock_owner.filter(|_| self.server_locks()) {
             self.unlock_all(handle, owner).await?;
         }
@@ -941,7 +1000,7 @@ impl Fs {
     /// ends its open (NFSv4 CLOSE). `flock_owner`: the kernel's word that this file
     /// description held a `flock`, released here.
     pub async fn release(&self, handle: u64, flock_owner: Option<u64>) -> FsResult<()> {
-        let mut r = self.sync(handle).await;
+        let mut r = self.sync_at_close(handle).await;
         if let Some(owner) = flock_owner.filter(|_| self.server_locks()) {
             if let Err(e) = self.unlock_all(handle, owner).await {
                 r = r.and(Err(e));
@@ -964,7 +1023,19 @@ impl Fs {
             }
         };
         if let Some(io) = last {
-            let s = io.state.lock().await;
+            let mut s = io.state.lock().await;
+            if s.writer.is_uncommitted() {
+                // Written under a write delegation and not committed (`sync_at_close`): parked
+                // until the delegation goes back, or committed now past the bound.
+                let fresh = s.file.writer();
+                let writer = std::mem::replace(&mut s.writer, fresh);
+                if let Some(mut w) = self.park(s.file.handle(), writer) {
+                    if let Err(e) = w.sync().await {
+                        tracing::warn!("writing back failed: {e}");
+                        r = r.and(Err(errno(&e)));
+                    }
+                }
+            }
             for f in s.retired.iter().chain(std::iter::once(&s.file)) {
                 if let Err(e) = f.close().await {
                     tracing::warn!("CLOSE failed: {e}");
@@ -1359,12 +1430,69 @@ impl Fs {
         Ok((ino, io))
     }
 
+    /// Parks `writer` of the closed file `fh` (see "Writes under a write delegation"); hands
+    /// it back when the table is full or the file is no longer delegated, to be committed by
+    /// the caller.
+    fn park(&self, fh: Handle, writer: Writer) -> Option<Writer> {
+        let mut parked = self.parked.lock().expect("parked");
+        if parked.len() >= PARKED_FILES_MAX || !self.ns.write_delegated(&fh) {
+            return Some(writer);
+        }
+        // A writer parked earlier for the same file was committed at its open (`open`); one
+        // that is still there (another open raced it) is the caller's to commit.
+        parked.insert(fh, writer)
+    }
+
+    /// The mount ends: the data parked under write delegations is committed, then the
+    /// client's state on the server ends (NFSv4: the delegations go back, DESTROY_SESSION,
+    /// DESTROY_CLIENTID; see [`Namespace::shutdown`]).
+    pub async fn shutdown(&self) {
+        let parked: Vec<Writer> = {
+            let mut p = self.parked.lock().expect("parked");
+            p.drain().map(|(_, w)| w).collect()
+        };
+        for mut w in parked {
+            if let Err(e) = w.sync().await {
+                tracing::warn!("writing back at unmount failed: {e}");
+            }
+        }
+        let _ = self.ns.shutdown().await;
+    }
+
+    /// Commits the data parked for `fh`, if any (a new open of the file: its writes start
+    /// from the server's committed state).
+    async fn commit_parked(&self, fh: &Handle) -> FsResult<()> {
+        let writer = self.parked.lock().expect("parked").remove(fh);
+        if let Some(mut w) = writer {
+            w.sync().await.map_err(|e| errno(&e))?;
+        }
+        Ok(())
+    }
+
     /// Drops what the open file read ahead, at the next read (this mount changed the file).
     async fn mark_reads_stale(&self, ino: Ino) {
         if let Some(io) = self.open_io(ino) {
             io.state.lock().await.reads_stale = true;
         }
     }
+}
+
+/// The client's write-back hook (see "Writes under a write delegation"): commits the data
+/// parked for a file before its delegation goes back. Weak, so the client (which keeps the
+/// hook) does not keep the parked writers (which keep the client) alive.
+fn write_back(parked: std::sync::Weak<Mutex<HashMap<Handle, Writer>>>) -> WriteBack {
+    Arc::new(move |fh: Handle| {
+        let writer = parked
+            .upgrade()
+            .and_then(|p| p.lock().expect("parked").remove(&fh));
+        Box::pin(async move {
+            if let Some(mut w) = writer {
+                if let Err(e) = w.sync().await {
+                    tracing::warn!("writing back before a delegation's return failed: {e}");
+                }
+            }
+        })
+    })
 }
 
 impl Tables {

@@ -61,6 +61,9 @@ pub struct MountArgs {
     pub nconnect: Option<usize>,
     #[command(flatten)]
     pub tls: TlsArgs,
+    /// Take write delegations on creates (`FsConfig::write_delegations`); not a flag yet.
+    #[arg(skip)]
+    pub write_delegations: bool,
 }
 
 /// Certificate files for RPC-with-TLS (`?xprtsec=tls|mtls` in the URL), shared by the mount
@@ -108,6 +111,7 @@ impl MountArgs {
             timeo: None,
             nconnect: None,
             tls: TlsArgs::default(),
+            write_delegations: false,
         }
     }
 
@@ -155,6 +159,7 @@ impl MountArgs {
             } else {
                 d.open_trusts_attrs_for
             },
+            write_delegations: self.write_delegations,
             ..d
         }
     }
@@ -173,7 +178,7 @@ pub async fn run(args: MountArgs) -> Result<(), MountError> {
     loop {
         tokio::select! {
             r = &mut m.ended => {
-                let _ = m.fs.namespace().shutdown().await;
+                m.fs.shutdown().await;
                 return session_result(r);
             }
             _ = int.recv() => m.unmount_or_warn(),
@@ -218,7 +223,7 @@ impl Mounted {
     /// process alive).
     pub async fn wait(self) -> Result<(), MountError> {
         let r = session_result(self.ended.await);
-        let _ = self.fs.namespace().shutdown().await;
+        self.fs.shutdown().await;
         r
     }
 }

@@ -3,7 +3,7 @@
 //! channel (the table and its design notes are in [`crate::delegations::table`]).
 //!
 //! ```text
-//!   OPEN (read, sole reader) ─ open_delegation ─▶ DelegTable::grant
+//!   OPEN (sole reader, or sole writer that may read) ─ open_delegation ─▶ DelegTable::grant
 //!   conflicting op of another client ─ break_delegations ─▶ DelegTable::conflicts
 //!     (an NFSv3 op through the server's `recall::RecallGate`: no client id, NFS3ERR_JUKEBOX for the DELAY)
 //!        │ holder is a courtesy client: expired at once, the op goes on
@@ -35,7 +35,8 @@ use std::time::Instant;
 impl State4 {
     /// OPEN's delegation result, after its open state was created (see
     /// [`crate::delegations::table::DelegTable::grant`]). `(file, fh)`: the file's key in the state
-    /// tables and the handle the client opened it by (what its callbacks name).
+    /// tables and the handle the client opened it by (what its callbacks name). A write-only
+    /// OPEN gets no write delegation here: see [`State4::open_delegation_may_read`].
     pub fn open_delegation(
         &mut self,
         now: Instant,
@@ -43,6 +44,21 @@ impl State4 {
         (file, fh): (&[u8], &[u8]),
         share_access: u32,
         attrs: SizeChange,
+    ) -> OpenDelegation4 {
+        self.open_delegation_may_read(now, clientid, (file, fh), share_access, attrs, false)
+    }
+
+    /// [`State4::open_delegation`] with what the caller found out about the client's read
+    /// permission (`may_read`): a write-only OPEN of a client that may read the file gets a
+    /// write delegation as an OPEN for both would (the table's notes: what is granted).
+    pub fn open_delegation_may_read(
+        &mut self,
+        now: Instant,
+        clientid: ClientId4,
+        (file, fh): (&[u8], &[u8]),
+        share_access: u32,
+        attrs: SizeChange,
+        may_read: bool,
     ) -> OpenDelegation4 {
         let contended = self.opens.iter_file(file).any(|o| {
             o.clientid != clientid
@@ -55,6 +71,7 @@ impl State4 {
             contended,
             others_open,
             attrs,
+            may_read,
         };
         self.delegs
             .grant(now, clientid, (file, fh), ask, self.entropy.as_mut())

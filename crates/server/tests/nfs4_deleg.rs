@@ -44,10 +44,12 @@ use sluice_xdr::nfs4::callback::{
 };
 use sluice_xdr::nfs4::compound::{Compound4Args, Compound4Res, CompoundLimits};
 use sluice_xdr::nfs4::ops::{
-    CallbackSecParms4, CallbackSecParmsList, CreateSessionArgs, NfsArgop4, NfsResop4,
-    NfsSpaceLimit4, OpenDelegation4, OpenNoneDelegation4, ReadArgs, Res4, SetattrArgs, StateidList,
-    CREATE_SESSION4_FLAG_CONN_BACK_CHAN, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
-    OPEN4_SHARE_ACCESS_WRITE, OPEN4_SHARE_WANT_READ_DELEG, SEQ4_STATUS_RECALLABLE_STATE_REVOKED,
+    CallbackSecParms4, CallbackSecParmsList, CommitArgs, CreateSessionArgs, Createhow4, NfsArgop4,
+    NfsResop4, NfsSpaceLimit4, OpenDelegation4, OpenNoneDelegation4, Openflag4, ReadArgs, Res4,
+    SetattrArgs, StateidList, WriteArgs, CREATE_SESSION4_FLAG_CONN_BACK_CHAN,
+    OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
+    OPEN4_SHARE_WANT_READ_DELEG, OPEN4_SHARE_WANT_WRITE_DELEG,
+    SEQ4_STATUS_RECALLABLE_STATE_REVOKED, WND4_NOT_SUPP_UPGRADE,
 };
 use sluice_xdr::nfs4::{self, NfsFh4, Nfsstat4, SessionId4, Stateid4, Utf8Str};
 use sluice_xdr::procs::TimerClass;
@@ -178,6 +180,8 @@ async fn start(
 /// The client that holds delegations: the real transport with a back channel.
 struct Holder {
     rpc: RpcClient,
+    /// Who its COMPOUNDs run as (AUTH_SYS root, unless made by [`Holder::connect_as`]).
+    cred: OpaqueAuth,
     sid: SessionId4,
     seq: u32,
     recalls: mpsc::UnboundedReceiver<CbRecallArgs>,
@@ -193,6 +197,16 @@ impl Holder {
         addr: std::net::SocketAddr,
         server: &sluice_server::service::Server,
         silent: bool,
+    ) -> Holder {
+        Self::connect_as(addr, server, silent, root()).await
+    }
+
+    /// As [`Holder::connect`], its COMPOUNDs sent as `cred`.
+    async fn connect_as(
+        addr: std::net::SocketAddr,
+        server: &sluice_server::service::Server,
+        silent: bool,
+        cred: OpaqueAuth,
     ) -> Holder {
         let (tx, recalls) = mpsc::unbounded_channel();
         let (gtx, getattrs) = mpsc::unbounded_channel();
@@ -241,6 +255,7 @@ impl Holder {
         };
         let mut h = Holder {
             rpc,
+            cred,
             sid: cs.sessionid,
             seq: 1,
             recalls,
@@ -262,7 +277,33 @@ impl Holder {
         let mut all = vec![sequence(self.sid, self.seq)];
         all.extend(ops);
         self.seq += 1;
-        call(&self.rpc, all).await
+        call_as(&self.rpc, &self.cred, all).await
+    }
+
+    /// OPEN of `name` in `export` for writing only, created with `mode` (how `tar`, `cp` and
+    /// compilers create their outputs): the open stateid, the delegation and the handle.
+    async fn create_write_only(
+        &mut self,
+        export: &Path,
+        name: &str,
+        mode: u32,
+        want: u32,
+    ) -> (Stateid4, OpenDelegation4, NfsFh4) {
+        let mut open = open_op("holder", name, true, OPEN4_SHARE_ACCESS_WRITE | want, 0);
+        if let NfsArgop4::Open(o) = &mut open {
+            o.openhow = Openflag4::Create(Createhow4::Unchecked(mode_attrs(mode)));
+        }
+        let mut ops = walk_to(export);
+        ops.extend([open, NfsArgop4::Getfh(())]);
+        let res = self.send(ops).await;
+        assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+        let n = res.results.len();
+        let (NfsResop4::Open(Res4::Ok(o)), NfsResop4::Getfh(Res4::Ok(fh))) =
+            (&res.results[n - 2], &res.results[n - 1])
+        else {
+            panic!("{res:?}")
+        };
+        (o.stateid, o.delegation.clone(), fh.clone())
     }
 
     /// OPEN of `name` in `export` for reading: the OPEN result's delegation and the handle.
@@ -322,6 +363,10 @@ impl Holder {
 }
 
 async fn call(rpc: &RpcClient, ops: Vec<NfsArgop4>) -> Compound4Res {
+    call_as(rpc, &root(), ops).await
+}
+
+async fn call_as(rpc: &RpcClient, cred: &OpaqueAuth, ops: Vec<NfsArgop4>) -> Compound4Res {
     let args = Compound4Args {
         tag: Utf8Str(Bytes::from_static(TAG)),
         minorversion: 1,
@@ -336,7 +381,7 @@ async fn call(rpc: &RpcClient, ops: Vec<NfsArgop4>) -> Compound4Res {
     };
     let out = tokio::time::timeout(
         LIMIT,
-        rpc.call(id, &root(), w.into_segments(), TimerClass::Getattr),
+        rpc.call(id, cred, w.into_segments(), TimerClass::Getattr),
     )
     .await
     .expect("COMPOUND answered in time")
@@ -996,7 +1041,8 @@ async fn a_write_delegation_answers_getattrs_by_cb_getattr_and_a_reader_recalls_
     let (addr, server, metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
     let export = dirs.export();
     let mut holder = Holder::connect(addr, &server, false).await;
-    // Read-only and write-only opens get no write delegation; the first gets a read one.
+    // A read-only open gets a read delegation, not a write one (write-only opens:
+    // `a_write_only_create_gets_a_write_delegation_and_a_recall_loses_nothing`).
     let (_, d, fh) = holder.open_read(&export, "f").await;
     let r = read_deleg(&d);
     holder
@@ -1260,4 +1306,141 @@ async fn a_delegation_is_recalled_by_a_conflict_through_another_hard_link() {
     holder
         .send(vec![NfsArgop4::Putfh(ha), NfsArgop4::Delegreturn(w)])
         .await;
+}
+
+/// A write-only OPEN that creates a file (what `tar`, `cp` and compilers send) gets a write
+/// delegation when the client may read the file too (`delegations::table`, what is granted).
+/// The holder writes under it; another client's OPEN for reading gets NFS4ERR_DELAY and the
+/// holder CB_RECALL; the holder flushes (WRITE and COMMIT under the recalled delegation)
+/// before its DELEGRETURN, and the reader then sees every byte. A v3 WRITE recalls such a
+/// delegation as it does any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_only_create_gets_a_write_delegation_and_a_recall_loses_nothing() {
+    let dirs = TestDirs::new("nfs4-wdeleg-creat");
+    let export = dirs.export();
+    let (addr, server, _metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
+    let mut holder = Holder::connect(addr, &server, false).await;
+    let (open, d, fh) = holder.create_write_only(&export, "out.o", 0o644, 0).await;
+    let w = write_deleg(&d);
+    let g = gauges(&server);
+    assert_eq!((g.delegations_read, g.delegations_write), (0, 1));
+    // Cached writes: the holder sends some now, the rest when recalled.
+    let write = |offset, data: &'static [u8]| {
+        vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Write(WriteArgs {
+                stateid: w,
+                offset,
+                stable: sluice_xdr::nfs4::StableHow4::UNSTABLE,
+                data: Bytes::from_static(data).into(),
+            }),
+        ]
+    };
+    assert_eq!(holder.send(write(0, b"hello")).await.status, Nfsstat4::OK);
+    // It may read under it too, though it opened for writing only.
+    let res = holder
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Read(ReadArgs {
+                stateid: w,
+                offset: 0,
+                count: 64,
+            }),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+
+    // Another client opens it for reading: DELAY, CB_RECALL.
+    let mut reader = other_client(addr, "reader").await;
+    let r = reader
+        .open(&export, "r", "out.o", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await;
+    assert_eq!(r.err(), Some(Nfsstat4::DELAY));
+    let recall = holder.next_recall().await;
+    assert_eq!((recall.stateid, &recall.fh), (w, &fh));
+    // The holder answers as a client must: its dirty data, a COMMIT, then DELEGRETURN and
+    // CLOSE. The recalled delegation still covers the flush.
+    assert_eq!(holder.send(write(5, b" world")).await.status, Nfsstat4::OK);
+    let res = holder
+        .send(vec![
+            NfsArgop4::Putfh(fh.clone()),
+            NfsArgop4::Commit(CommitArgs {
+                offset: 0,
+                count: 0,
+            }),
+            NfsArgop4::Delegreturn(w),
+            close_op(open),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    let (o, rfh) = reader
+        .open(&export, "r", "out.o", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .expect("the OPEN goes through after DELEGRETURN");
+    let res = reader
+        .send(vec![
+            NfsArgop4::Putfh(rfh),
+            NfsArgop4::Read(ReadArgs {
+                stateid: o.stateid,
+                offset: 0,
+                count: 64,
+            }),
+        ])
+        .await;
+    let Some(NfsResop4::Read(Res4::Ok(data))) = res.results.get(2) else {
+        panic!("{res:?}")
+    };
+    assert_eq!(&data.data.to_vec()[..], b"hello world", "nothing lost");
+    assert_eq!(std::fs::read(export.join("out.o")).unwrap(), b"hello world");
+
+    // A v3 WRITE recalls one the same way: JUKEBOX until the DELEGRETURN.
+    let (_, d, fh2) = holder.create_write_only(&export, "out2.o", 0o644, 0).await;
+    let w2 = write_deleg(&d);
+    let (mut c, root3) = v3_client(addr, &export).await;
+    let fh3 = v3_lookup(&mut c, &root3, "out2.o").await;
+    let write3 = Args3::Write(v3::WriteArgs {
+        file: fh3,
+        offset: 0,
+        count: 2,
+        stable: v3::StableHow::FILE_SYNC,
+        data: sluice_xdr::Payload::from(b"v3".to_vec()),
+    });
+    assert_eq!(status3(&c.nfs(write3.clone()).await), v3::Nfsstat3::JUKEBOX);
+    assert_eq!(holder.next_recall().await.stateid, w2);
+    let res = holder
+        .send(vec![NfsArgop4::Putfh(fh2), NfsArgop4::Delegreturn(w2)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    assert_eq!(status3(&c.nfs(write3).await), v3::Nfsstat3::OK);
+}
+
+/// A write-only OPEN of a client that may not read the file (created with mode 0200, by a
+/// caller that is not root: the server switches to its credentials) gets no delegation,
+/// WND4_NOT_SUPP_UPGRADE when asked by want bits; the OPEN itself goes through (its creator
+/// may write it). The same client gets one for a file it may read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_write_delegation_to_a_write_only_open_that_may_not_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dirs = TestDirs::new("nfs4-wdeleg-noread");
+    let export = dirs.export();
+    std::fs::set_permissions(&export, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (addr, server, _metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
+    let mut holder = Holder::connect_as(addr, &server, false, auth_sys(1000, 1000)).await;
+    let (_, d, _) = holder.create_write_only(&export, "wo", 0o200, 0).await;
+    assert_eq!(d, OpenDelegation4::None);
+    let (_, d, _) = holder
+        .create_write_only(&export, "wo", 0o200, OPEN4_SHARE_WANT_WRITE_DELEG)
+        .await;
+    assert_eq!(
+        d,
+        OpenDelegation4::NoneExt(OpenNoneDelegation4::Why(WND4_NOT_SUPP_UPGRADE))
+    );
+    let g = gauges(&server);
+    assert_eq!((g.delegations_read, g.delegations_write), (0, 0));
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(export.join("wo")).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (1000, 0o200));
+    // Mode 0600: it may read its file, so it gets the delegation.
+    let (_, d, _) = holder.create_write_only(&export, "rw", 0o600, 0).await;
+    write_deleg(&d);
 }

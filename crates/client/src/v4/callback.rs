@@ -19,15 +19,53 @@ impl Client {
             .held_count()
     }
 
+    /// Whether this client holds a write delegation of `fh` (not being returned): its writes
+    /// may wait for their COMMIT until the delegation goes back (see [`deleg`]: write
+    /// delegations).
+    pub fn write_delegated(&self, fh: &NfsFh4) -> bool {
+        let cbs = self.inner.callbacks.lock().expect("callbacks lock");
+        matches!(cbs.delegations.held(fh), Some((_, deleg::Kind::Write)))
+    }
+
+    /// Registers what a delegation's return runs first for its file: the mount sends the
+    /// data it kept after the close under a write delegation (see [`deleg`]). One hook per
+    /// client; a second replaces the first.
+    pub fn set_write_back(&self, hook: WriteBack) {
+        *self.inner.write_back.lock().expect("write-back lock") = Some(hook);
+    }
+
+    /// Returns every delegation held (unmount, as Linux does at `umount`): each file's kept
+    /// data is written back and committed first. Bounded by [`SHUTDOWN_WAIT`] per return.
+    pub async fn return_all_delegations(&self) {
+        let all = self
+            .inner
+            .callbacks
+            .lock()
+            .expect("callbacks lock")
+            .delegations
+            .return_all();
+        for r in all {
+            let c = self.clone();
+            if tokio::time::timeout(SHUTDOWN_WAIT, c.return_delegation(r))
+                .await
+                .is_err()
+            {
+                tracing::debug!("{}: a delegation's return timed out", self.inner.url.host);
+            }
+        }
+    }
+
     /// An OPEN of `fh` came with `d`: records it, or returns it at once when it cannot be
     /// kept (see [`deleg::Granted`]). The delegation stateid kept, if any.
     /// `attr`: the file's size and change as the OPEN's GETATTR saw them (a write
-    /// delegation's CB_GETATTR answer until it is returned, which is at once: see [`deleg`]).
+    /// delegation's CB_GETATTR answer). `created`: the OPEN created the file; only then is a
+    /// write delegation kept (see [`deleg`]: write delegations).
     pub(super) async fn delegation_granted(
         &self,
         fh: &NfsFh4,
         d: &OpenDelegation4,
         attr: Option<(u64, u64)>,
+        created: bool,
     ) -> Option<Stateid4> {
         let (stateid, kind) = match d {
             OpenDelegation4::Read(d) => (d.stateid, deleg::Kind::Read),
@@ -38,6 +76,9 @@ impl Client {
             let mut cbs = self.inner.callbacks.lock().expect("callbacks lock");
             match (cbs.up, kind, attr) {
                 (true, deleg::Kind::Read, _) => cbs.delegations.granted(fh, stateid, kind),
+                (true, deleg::Kind::Write, Some((size, change))) if created => {
+                    cbs.delegations.write_held(fh, stateid, size, change)
+                }
                 (true, deleg::Kind::Write, Some((size, change))) => {
                     cbs.delegations.write_granted(fh, stateid, size, change)
                 }
@@ -64,12 +105,30 @@ impl Client {
         }
     }
 
-    /// Carries out a recall (see [`deleg::Return`]): COMMIT the file if UNSTABLE data went to
-    /// it since its last COMMIT, through the same path as the file layer's COMMITs, then
-    /// DELEGRETURN. Failures are logged: the server revokes a delegation that is not
-    /// returned, which costs us nothing we rely on.
+    /// Carries out a recall (see [`deleg::Return`]): the write-back hook first (a write
+    /// delegation's data the mount kept after its close: sent, resent if a server restart
+    /// lost it, and committed), then a COMMIT of the file if UNSTABLE data went to it since
+    /// its last COMMIT, through the same path as the file layer's COMMITs, then DELEGRETURN.
+    /// Failures are logged: the server revokes a delegation that is not returned, which costs
+    /// us nothing we rely on.
     pub(super) async fn return_delegation(self, r: deleg::Return) {
-        if r.flush {
+        let hook = self
+            .inner
+            .write_back
+            .lock()
+            .expect("write-back lock")
+            .clone();
+        if let Some(hook) = hook {
+            hook(crate::namespace::Handle::v4(r.fh.0.clone())).await;
+        }
+        let dirty = self
+            .inner
+            .callbacks
+            .lock()
+            .expect("callbacks lock")
+            .delegations
+            .is_dirty(&r.fh);
+        if r.flush && dirty {
             let fh = Fh::unopened(r.fh.clone());
             if let Err(e) = self.start_commit(&fh, 0, 0).await.await {
                 tracing::debug!("{}: COMMIT before DELEGRETURN: {e}", self.inner.url.host);

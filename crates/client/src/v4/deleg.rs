@@ -46,25 +46,38 @@
 //!                          │                ─▶ NFS4ERR_DELAY (our OPEN reply may be racing it)
 //!                          └ unknown ───────▶ NFS4ERR_BADHANDLE (§20.2.3)
 //! ```
-//! Flushing means COMMIT here, not WRITE: this client sends its writes under the open
-//! stateid as the file layer issues them, and does not cache writes locally on the strength
-//! of a delegation, so what a delegation could hide from other clients is only data the
-//! server holds UNSTABLE. Data the file layer has not yet sent is sent later under the open
-//! stateid, which stays valid after the return. CB_RECALL_ANY (§20.6) returns all but
-//! `craa_objects_to_keep` of the delegations. CB_GETATTR is answered as below. Other
-//! callback ops get NFS4ERR_NOTSUPP (this client holds no layouts, directory delegations or
-//! lock notifications to act on).
+//! Flushing means COMMIT here, plus whatever the file layer still holds: a write-back hook
+//! the mount registers ([`super::Client::set_write_back`]) sends the data it kept under a
+//! write delegation, then the COMMIT covers it (below). Data the file layer of a file still
+//! open has not yet sent is sent later under the open stateid, which stays valid after the
+//! return. CB_RECALL_ANY (§20.6) returns all but `craa_objects_to_keep` of the delegations.
+//! CB_GETATTR is answered as below. Other callback ops get NFS4ERR_NOTSUPP (this client
+//! holds no layouts, directory delegations or lock notifications to act on).
 //!
-//! # Write delegations: not wanted, returned at once
-//! An OPEN with write access says `OPEN4_SHARE_WANT_NO_DELEG`, and a write delegation a
-//! server grants anyway is returned at once. A write delegation is worth having to a client
-//! that caches writes and the size on its strength; this one does not (its writes go out
-//! under the open stateid as the file layer issues them). Holding one would only oblige it
-//! to answer CB_GETATTR with a size that counts data its write-behind has not sent yet, and to
-//! send that data before DELEGRETURN on every recall; and any other client's stat of the
-//! file would cost a CB_GETATTR round trip. Until its DELEGRETURN is done, a write
-//! delegation's CB_GETATTR is answered with the size and change the OPEN saw (nothing was
-//! written under it); any other file's is NFS4ERR_BADHANDLE (§20.1.3).
+//! # Write delegations: taken on creates, kept after the close
+//! A write delegation is what makes a small file cheap (issue #29): a file this client
+//! creates (`tar`, `cp`, a compiler's output) is its alone until another client asks, so its
+//! close needs no COMMIT, and the delegation need not go back with the CLOSE. An OPEN that
+//! creates asks for any delegation (no want bits); any other OPEN with write access says
+//! `OPEN4_SHARE_WANT_NO_DELEG`, and a write delegation granted to it anyway is returned at
+//! once, as before (a file opened for writing that the client did not make is more likely
+//! shared).
+//!
+//! ```text
+//!   OPEN(create) ─▶ write delegation held (opens counted; CB_GETATTR answered from it)
+//!   close(2) ─▶ WRITEs of what is buffered, no COMMIT; the mount keeps the written data
+//!   last CLOSE ─▶ the delegation stays (Held, no opens)
+//!   CB_RECALL / unmount / more than DELEGATIONS_MAX ─▶ write-back hook (resends what a
+//!       server restart lost), COMMIT if UNSTABLE data went out since the last one, DELEGRETURN
+//!   fsync ─▶ the file layer's COMMIT, as without a delegation
+//! ```
+//! This is what the Linux client does under a write delegation: `nfs4_file_flush` starts the
+//! write-back at close without waiting for a COMMIT, and the delegation outlives the open.
+//! While the delegation is held, a CB_GETATTR is answered with the size and change the OPEN
+//! saw, the size grown to the end of every WRITE sent under it and the change moved on once
+//! per WRITE (the server shows the holder's size and a change that moved on; RFC 8881
+//! §10.4.3). A delegation whose DELEGRETURN is under way is answered from the same values;
+//! any other file's CB_GETATTR is NFS4ERR_BADHANDLE (§20.1.3).
 //!
 //! # Bounds
 //! [`DELEGATIONS_MAX`] delegations are kept; one granted beyond that is returned at once.
@@ -123,8 +136,8 @@ struct Held {
     dirty: bool,
     /// A DELEGRETURN of it has been started.
     returning: bool,
-    /// A write delegation's size and change as the OPEN that came with it saw them (what a
-    /// CB_GETATTR is answered until the return is done).
+    /// A write delegation's size and change as the OPEN that came with it saw them, grown by
+    /// the WRITEs sent under it (what a CB_GETATTR is answered until the return is done).
     attrs: Option<(u64, u64)>,
 }
 
@@ -164,9 +177,28 @@ impl Delegations {
         Granted::Held
     }
 
+    /// An OPEN that created `fh` came with write delegation `stateid`, the file then of
+    /// `size` bytes and change `change`: held past the last close (module notes: write
+    /// delegations), or returned at once when the table is full.
+    pub fn write_held(
+        &mut self,
+        fh: &NfsFh4,
+        stateid: Stateid4,
+        size: u64,
+        change: u64,
+    ) -> Granted {
+        let g = self.granted(fh, stateid, Kind::Write);
+        if g == Granted::Held {
+            let h = self.held.get_mut(fh).expect("just granted");
+            h.attrs.get_or_insert((size, change));
+        }
+        g
+    }
+
     /// An OPEN of `fh` came with write delegation `stateid`, the file then of `size` bytes
-    /// and change `change`: always returned at once (module notes: write delegations), and
-    /// remembered until [`Delegations::returned`] so that a CB_GETATTR meanwhile is answered.
+    /// and change `change`, that this client does not keep (not a create): returned at once
+    /// (module notes: write delegations), and remembered until [`Delegations::returned`] so
+    /// that a CB_GETATTR meanwhile is answered.
     pub fn write_granted(
         &mut self,
         fh: &NfsFh4,
@@ -204,6 +236,30 @@ impl Delegations {
         Ok(v.encode_masked(Some(request)))
     }
 
+    /// The write delegation of `fh`, held or being returned: what I/O of a file whose open
+    /// is closed goes under (the mount writes back after the close).
+    pub fn write_stateid(&self, fh: &NfsFh4) -> Option<Stateid4> {
+        self.held
+            .get(fh)
+            .filter(|h| h.kind == Kind::Write)
+            .map(|h| h.stateid)
+    }
+
+    /// A WRITE under our write delegation of `fh` reached `end` (bytes): the size and change a
+    /// CB_GETATTR is answered with move on (module notes: write delegations).
+    pub fn wrote(&mut self, fh: &NfsFh4, end: u64) {
+        if let Some((size, change)) = self.held.get_mut(fh).and_then(|h| h.attrs.as_mut()) {
+            *size = (*size).max(end);
+            *change = change.wrapping_add(1);
+        }
+    }
+
+    /// Every delegation not already being returned, marked returning (the client is going
+    /// away: unmount).
+    pub fn return_all(&mut self) -> Vec<Return> {
+        self.recall_any(0)
+    }
+
     /// The delegation held on `fh`, if any (and not being returned).
     pub fn held(&self, fh: &NfsFh4) -> Option<(Stateid4, Kind)> {
         self.held
@@ -226,6 +282,11 @@ impl Delegations {
         self.held.is_empty()
     }
 
+    /// UNSTABLE data went to `fh` since the last COMMIT was sent.
+    pub fn is_dirty(&self, fh: &NfsFh4) -> bool {
+        self.held.get(fh).is_some_and(|h| h.dirty)
+    }
+
     /// An UNSTABLE WRITE to `fh` is going out.
     pub fn wrote_unstable(&mut self, fh: &NfsFh4) {
         if let Some(h) = self.held.get_mut(fh) {
@@ -241,11 +302,12 @@ impl Delegations {
     }
 
     /// One of our opens of `fh` is closing: the delegation to return with the CLOSE when it
-    /// was the last open using it.
+    /// was the last open using it. A write delegation is kept (module notes: write
+    /// delegations).
     pub fn closing(&mut self, fh: &NfsFh4) -> Option<Stateid4> {
         let h = self.held.get_mut(fh)?;
         h.opens = h.opens.saturating_sub(1);
-        if h.opens > 0 || h.returning {
+        if h.opens > 0 || h.returning || h.kind == Kind::Write {
             return None;
         }
         h.returning = true;
@@ -719,6 +781,53 @@ mod tests {
         c.new_session(SESSION, false, 4);
         let o = c.handle_compound(&compound(vec![seq(0, 1, false)]));
         assert_eq!(o.res.status, Nfsstat4::BADSESSION);
+    }
+
+    #[test]
+    fn a_write_delegation_of_a_created_file_outlives_its_close_and_goes_back_with_its_data() {
+        use sluice_xdr::nfs4::attrs::num;
+        let mut c = up();
+        assert_eq!(
+            c.delegations.write_held(&fh(4), sid(4), 0, 50),
+            Granted::Held
+        );
+        assert_eq!(c.delegations.held(&fh(4)), Some((sid(4), Kind::Write)));
+        // Writes under it move the CB_GETATTR answer on.
+        c.delegations.wrote(&fh(4), 300);
+        c.delegations.wrote_unstable(&fh(4));
+        let getattr = CbArgop4::Getattr(CbGetattrArgs {
+            fh: fh(4),
+            attr_request: Bitmap4::from_bits(&[num::CHANGE, num::SIZE]),
+        });
+        let o = c.handle_compound(&compound(vec![seq(0, 1, false), getattr]));
+        let CbResop4::Getattr(Res4::Ok(f)) = &o.res.results[1] else {
+            panic!("{o:?}")
+        };
+        let v = AttrValues::decode(f).unwrap().values;
+        assert_eq!((v.size, v.change), (Some(300), Some(51)));
+        // The last close keeps it; its stateid still carries writes.
+        assert_eq!(c.delegations.closing(&fh(4)), None);
+        assert_eq!(c.delegations.write_stateid(&fh(4)), Some(sid(4)));
+        assert!(c.delegations.is_dirty(&fh(4)));
+        // Unmount: returned, with a flush for its UNSTABLE data.
+        let all = c.delegations.return_all();
+        assert_eq!(
+            all,
+            [Return {
+                fh: fh(4),
+                stateid: sid(4),
+                flush: true
+            }]
+        );
+        assert_eq!(c.delegations.held(&fh(4)), None, "being returned");
+        assert_eq!(
+            c.delegations.write_stateid(&fh(4)),
+            Some(sid(4)),
+            "the write-back before DELEGRETURN still writes under it"
+        );
+        c.delegations.returned(&fh(4), sid(4));
+        assert!(c.delegations.is_empty());
+        assert_eq!(c.delegations.write_stateid(&fh(4)), None);
     }
 
     #[test]

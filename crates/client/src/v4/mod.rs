@@ -96,9 +96,12 @@
 //! server's calls to the callback service (`callback.rs`), which answers them from the sans-IO [`deleg`] module. A
 //! delegation granted on OPEN is recorded per file; a CB_RECALL is answered at once and the
 //! file is committed (if UNSTABLE data went to it) and returned on a task of its own; the
-//! last CLOSE of a file returns its delegation with the CLOSE. A server that takes no back
-//! channel gets `OPEN4_SHARE_WANT_NO_DELEG`, and any delegation it grants anyway is returned
-//! at once. After a new client id the old delegations are forgotten.
+//! last CLOSE of a file returns its read delegation with the CLOSE. A write delegation, taken
+//! on the files the client creates once its user registered a write-back hook (the mount),
+//! outlives the CLOSE: the hook's kept data is committed when it goes back (recall,
+//! [`Client::shutdown`]); see [`deleg`]. A server that takes no back channel gets
+//! `OPEN4_SHARE_WANT_NO_DELEG`, and any delegation it grants anyway is returned at once.
+//! After a new client id the old delegations are forgotten.
 //!
 //! # Locks
 //! LOCK, LOCKT and LOCKU for the mount's `fcntl` and `flock`: see [`lock`].
@@ -126,6 +129,7 @@ pub use setup::{stable_owner, SHUTDOWN_WAIT};
 mod fake;
 
 use crate::identity::{credentials, resolve};
+pub use crate::namespace::WriteBack;
 use crate::options::{checked_nconnect, ClientOptions};
 use crate::proto::{
     Call, CommitCall, FileContext, FileError, FileOptions, FileProtocol, ReadCall, ReadReply,
@@ -419,6 +423,9 @@ struct Inner {
     /// The back channel's slots and the delegations held (see [`deleg`]); shared with the
     /// callback service the transport calls.
     callbacks: Arc<Mutex<deleg::Callbacks>>,
+    /// What a delegation's return runs first ([`Client::set_write_back`]); with one set,
+    /// creates take write delegations.
+    write_back: Mutex<Option<WriteBack>>,
 }
 
 struct SessionState {

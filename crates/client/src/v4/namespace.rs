@@ -134,6 +134,11 @@ pub fn sattr_values(a: &SetAttr) -> AttrValues {
     }
 }
 
+/// `h` as a v4 handle, if it is one.
+fn h4(h: &Handle) -> Option<NfsFh4> {
+    h.is_v4().then(|| NfsFh4(h.bytes().clone()))
+}
+
 fn fh4(h: &Handle) -> Result<NfsFh4, crate::namespace::Error> {
     if !h.is_v4() {
         return Err(crate::namespace::Error::wrong_handle());
@@ -277,10 +282,19 @@ impl Client {
         let n = self.inner.opens.fetch_add(1, Ordering::Relaxed);
         let owner = format!("open-{n}").into_bytes();
         // Without a back channel a delegation could never be recalled: ask for none. A
-        // writer asks for none either: a write delegation is no use to this client (see
-        // `deleg`: write delegations).
+        // writer asks for none either, unless it creates the file and its user keeps written
+        // data under a write delegation (the mount's write-back hook; see `deleg`: write
+        // delegations).
         let writes = access & sluice_xdr::nfs4::ops::OPEN4_SHARE_ACCESS_WRITE != 0;
-        let want = if self.back_channel_up() && !writes {
+        let creates = matches!(openhow, Openflag4::Create(_));
+        let keeps_writes = creates
+            && self
+                .inner
+                .write_back
+                .lock()
+                .expect("write-back lock")
+                .is_some();
+        let want = if self.back_channel_up() && (!writes || keeps_writes) {
             0
         } else {
             sluice_xdr::nfs4::ops::OPEN4_SHARE_WANT_NO_DELEG
@@ -311,7 +325,12 @@ impl Client {
         let attr = super::find_attr(&res)?;
         // Recorded (returned at the last close or on recall), or returned at once.
         let delegation = self
-            .delegation_granted(&fhandle, &open.delegation, Some((attr.size, attr.change)))
+            .delegation_granted(
+                &fhandle,
+                &open.delegation,
+                Some((attr.size, attr.change)),
+                keeps_writes,
+            )
             .await;
         let fh = Fh {
             fh: fhandle,
@@ -886,6 +905,13 @@ impl Namespace for Client {
                 avail_files: v.files_avail.unwrap_or(0),
             })
         })
+    }
+
+    fn write_delegated(&self, fh: &Handle) -> bool {
+        h4(fh).is_some_and(|fh| Client::write_delegated(self, &fh))
+    }
+    fn set_write_back(&self, hook: crate::namespace::WriteBack) {
+        Client::set_write_back(self, hook)
     }
 
     fn stats(&self) -> ClientStats {

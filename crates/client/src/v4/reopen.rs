@@ -321,6 +321,11 @@ impl OpenTable {
         }
     }
 
+    /// Whether `stateid` is an open this table tracks (not closed).
+    pub fn tracks(&self, stateid: Stateid4) -> bool {
+        self.records.contains_key(&stateid.other)
+    }
+
     /// The stateid to send for the one the caller holds.
     pub fn current(&self, stateid: Stateid4) -> Stateid4 {
         self.records

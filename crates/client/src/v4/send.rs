@@ -405,6 +405,25 @@ pub(super) fn sequence_error(seq: &Outcome) -> Error {
     }
 }
 
+impl Client {
+    /// The stateid a WRITE of `fh` goes under: its open's while it is open; after the close,
+    /// the write delegation's (the mount writes back what it kept under one; see `deleg`).
+    fn write_stateid(&self, fh: &Fh) -> Stateid4 {
+        if fh.stateid == Stateid4::ANONYMOUS
+            || self
+                .inner
+                .open_files
+                .lock()
+                .expect("opens lock")
+                .tracks(fh.stateid)
+        {
+            return fh.stateid;
+        }
+        let cbs = self.inner.callbacks.lock().expect("callbacks lock");
+        cbs.delegations.write_stateid(&fh.fh).unwrap_or(fh.stateid)
+    }
+}
+
 impl FileProtocol for Client {
     type Handle = Fh;
     type Attr = Attr;
@@ -446,10 +465,11 @@ impl FileProtocol for Client {
             Stability::DataSync => StableHow4::DATA_SYNC,
             Stability::FileSync => StableHow4::FILE_SYNC,
         };
+        let end = offset.saturating_add(data.len() as u64);
         let ops = vec![
             NfsArgop4::Putfh(fh.fh.clone()),
             NfsArgop4::Write(WriteArgs {
-                stateid: fh.stateid,
+                stateid: self.write_stateid(fh),
                 offset,
                 stable,
                 data: Payload::from(data),
@@ -472,14 +492,15 @@ impl FileProtocol for Client {
                 }),
                 _ => Err(Error::Other("WRITE returned no result".into())),
             });
-            if matches!(&reply, Ok(w) if w.committed == Stability::Unstable) {
-                // Marked on the reply, not the send: a COMMIT sent before the WRITE ran does
-                // not cover it, and this mark comes after that COMMIT's send (see `deleg`).
-                callbacks
-                    .lock()
-                    .expect("callbacks lock")
-                    .delegations
-                    .wrote_unstable(&file);
+            if let Ok(w) = &reply {
+                let mut cbs = callbacks.lock().expect("callbacks lock");
+                cbs.delegations.wrote(&file, end);
+                if w.committed == Stability::Unstable {
+                    // Marked on the reply, not the send: a COMMIT sent before the WRITE ran
+                    // does not cover it, and this mark comes after that COMMIT's send (see
+                    // `deleg`).
+                    cbs.delegations.wrote_unstable(&file);
+                }
             }
             (reply, rtt)
         })

@@ -176,6 +176,7 @@ impl Client {
             open_files: Mutex::new(OpenTable::default()),
             reopen_done: Notify::new(),
             callbacks: service.state.clone(),
+            write_back: Mutex::new(None),
         };
         let mut client = Client {
             inner: Arc::new(inner),
@@ -229,6 +230,12 @@ impl Client {
     /// after [`SHUTDOWN_WAIT`]: a server that is gone must not keep the caller (a mount that
     /// was just unmounted) waiting; its lease ends the state instead.
     pub async fn shutdown(&self) {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        // What is held goes back first, the data kept under write delegations committed
+        // (as Linux returns its delegations at unmount).
+        self.return_all_delegations().await;
         if self.inner.closed.swap(true, Ordering::SeqCst) {
             return;
         }

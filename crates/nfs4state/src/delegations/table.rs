@@ -12,7 +12,8 @@
 //! since 6.6 and asks their holders with CB_GETATTR since 6.10; this follows it.
 //!
 //! A read delegation goes to an OPEN for reading only (no write access), a write delegation
-//! to an OPEN for reading and writing (OPEN4_SHARE_ACCESS_BOTH), when
+//! to an OPEN for writing, with or without reading, when the client may also read the file
+//! (`GrantAsk::may_read`, below), and
 //! ```text
 //!   the client did not say OPEN4_SHARE_WANT_NO_DELEG
 //!   its back channel works (PathState::Up)        (§10.2.1: we must be able to recall it)
@@ -26,11 +27,20 @@
 //!   the per-client and overall bounds leave room
 //! ```
 //! Other clients may hold read delegations of the same file at the same time, as in knfsd:
-//! readers do not conflict. A write-only OPEN gets no write delegation (WND4_NOT_SUPP_UPGRADE
-//! when asked by want bits), as in knfsd 6.6: the holder of a write delegation reads under
-//! it too (a page cache fills partial pages), and the v4 data path does not check READ
-//! permission per op, so the OPEN itself must have been allowed to read. A write delegation
-//! carries no space limit (NFS_LIMIT_SIZE of 2^64-1 bytes, as knfsd) and an empty ACE.
+//! readers do not conflict.
+//!
+//! The holder of a write delegation reads under it too (a page cache fills partial pages
+//! before it writes them back), and the v4 data path does not check READ permission per op,
+//! so the client must be allowed to read the file. An OPEN for reading was checked for that;
+//! a write-only OPEN (`tar`, `cp` and compilers create their outputs O_WRONLY, so this is the
+//! small-file case) gets its write delegation only when the caller finds that the client may
+//! read the file as well (`GrantAsk::may_read`: the server's OPEN asks the backend's ACCESS
+//! for READ). Without it (a file created with mode 0200, say) the answer is no delegation,
+//! WND4_NOT_SUPP_UPGRADE when asked by want bits. knfsd decides the same way since 2025
+//! (before, from 6.6, it granted write delegations to OPEN4_SHARE_ACCESS_BOTH only): for a
+//! write-only OPEN it opens the file for reading itself, which checks read permission, and
+//! grants none when that fails. A write delegation carries no space limit (NFS_LIMIT_SIZE of
+//! 2^64-1 bytes, as knfsd) and an empty ACE.
 //!
 //! Write delegations are on by default (`--no-write-delegations` turns them off). Measured
 //! with the Linux 6.1 client in the kernel guest: stat and read by another client, recalls,
@@ -160,7 +170,7 @@ use crate::opens::Other;
 use bytes::Bytes;
 use sluice_xdr::nfs4::ops::{
     NfsSpaceLimit4, OpenDelegation4, OpenNoneDelegation4, OpenReadDelegation4,
-    OpenWriteDelegation4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_WRITE,
+    OpenWriteDelegation4, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
     OPEN4_SHARE_WANT_CANCEL, OPEN4_SHARE_WANT_MASK, OPEN4_SHARE_WANT_NO_DELEG,
     OPEN4_SHARE_WANT_NO_PREFERENCE, OPEN4_SHARE_WANT_READ_DELEG, OPEN4_SHARE_WANT_WRITE_DELEG,
     WND4_CANCELLED, WND4_NOT_SUPP_UPGRADE, WND4_NOT_WANTED, WND4_WRITE_DELEG_NOT_SUPP_FTYPE,
@@ -341,6 +351,10 @@ pub struct GrantAsk {
     pub others_open: bool,
     /// The file's size and change now (a write delegation's starting point).
     pub attrs: SizeChange,
+    /// The client may read the file (module notes: a write-only OPEN gets a write delegation
+    /// only then). Implied by an OPEN for reading; for a write-only OPEN the caller checks
+    /// read permission.
+    pub may_read: bool,
 }
 
 /// How a recall answer came back (from the back channel's [`crate::callback::CbDone`]).
@@ -442,11 +456,11 @@ impl DelegTable {
                 return none(OpenNoneDelegation4::Why(WND4_WRITE_DELEG_NOT_SUPP_FTYPE));
             }
             // A write delegation lets the holder read too (its page cache fills partial
-            // pages under it), so it goes to an open that may read as well, as knfsd's:
-            // a read-only open asking for one, or a write-only open, gets none.
-            if ask.share_access & OPEN4_SHARE_ACCESS_BOTH != OPEN4_SHARE_ACCESS_BOTH
-                || want == OPEN4_SHARE_WANT_READ_DELEG
-            {
+            // pages under it), so it goes to a writer that may read as well, as knfsd's:
+            // a read-only open asking for one, or a write-only open of a client that may
+            // not read the file, gets none.
+            let may_read = ask.may_read || ask.share_access & OPEN4_SHARE_ACCESS_READ != 0;
+            if !writer || !may_read || want == OPEN4_SHARE_WANT_READ_DELEG {
                 return none(OpenNoneDelegation4::Why(WND4_NOT_SUPP_UPGRADE));
             }
         }

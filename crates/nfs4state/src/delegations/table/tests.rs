@@ -34,6 +34,7 @@ fn ask(share_access: u32) -> GrantAsk {
             size: 10,
             change: 100,
         },
+        may_read: false,
     }
 }
 
@@ -415,7 +416,8 @@ fn a_sole_opener_for_reading_and_writing_gets_a_write_delegation_and_only_then()
     let now = Instant::now();
     let both = OPEN4_SHARE_ACCESS_BOTH;
     let ext = |w| OpenDelegation4::NoneExt(OpenNoneDelegation4::Why(w));
-    // Write-only: none (the holder must be allowed to read too).
+    // Write-only by a client that may not read the file: none (the holder must be allowed
+    // to read too).
     assert_eq!(
         t.grant(now, A, same(b"f"), ask(OPEN4_SHARE_ACCESS_WRITE), &mut e),
         OpenDelegation4::None
@@ -430,6 +432,14 @@ fn a_sole_opener_for_reading_and_writing_gets_a_write_delegation_and_only_then()
         ),
         ext(WND4_NOT_SUPP_UPGRADE)
     );
+    // A read-only open asking for a write delegation gets none, whatever it may do.
+    let mut reader = ask(OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_WANT_WRITE_DELEG);
+    reader.may_read = true;
+    assert_eq!(
+        t.grant(now, A, same(b"f"), reader, &mut e),
+        ext(WND4_NOT_SUPP_UPGRADE)
+    );
+    assert!(t.is_empty());
     // Another client's open, of any kind, is contention.
     let mut others = ask(both | OPEN4_SHARE_WANT_ANY_DELEG);
     others.others_open = true;
@@ -470,6 +480,42 @@ fn a_sole_opener_for_reading_and_writing_gets_a_write_delegation_and_only_then()
             &mut e
         ),
         ext(WND4_WRITE_DELEG_NOT_SUPP_FTYPE)
+    );
+}
+
+#[test]
+fn a_write_only_opener_that_may_read_gets_a_write_delegation_recalled_as_any() {
+    use sluice_xdr::nfs4::ops::OPEN4_SHARE_ACCESS_WRITE;
+    let (mut t, mut e) = table();
+    let now = Instant::now();
+    let mut creat = ask(OPEN4_SHARE_ACCESS_WRITE);
+    creat.may_read = true;
+    let w = match t.grant(now, A, same(b"f"), creat, &mut e) {
+        OpenDelegation4::Write(w) => w.stateid,
+        other => panic!("no write delegation: {other:?}"),
+    };
+    assert_eq!(t.get(&w.other).unwrap().kind(), Kind::Write);
+    assert_eq!(t.counters.granted_write, 1);
+    // The same bounds as any write delegation: another's open is contention.
+    let mut contended = creat;
+    contended.others_open = true;
+    assert_eq!(
+        t.grant(now, A, same(b"g"), contended, &mut e),
+        OpenDelegation4::None
+    );
+    // Another client's read recalls it.
+    assert_eq!(t.conflicts(now, B, b"f", false), vec![w.other]);
+    // Turned off: none.
+    let mut off = DelegTable::new(
+        9,
+        DelegConfig {
+            write: false,
+            ..DelegConfig::default()
+        },
+    );
+    assert_eq!(
+        off.grant(now, A, same(b"f"), creat, &mut e),
+        OpenDelegation4::None
     );
 }
 

@@ -15,7 +15,7 @@ use sluice_xdr::nfs4::ops::{
     OpenNoneDelegation4, OpenResOk, Openflag4, ACCESS4_MODIFY, ACCESS4_READ,
     OPEN4_RESULT_LOCKTYPE_POSIX, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_ACCESS_WRITE,
     OPEN4_SHARE_DENY_READ, OPEN4_SHARE_WANT_CANCEL, OPEN4_SHARE_WANT_MASK,
-    OPEN4_SHARE_WANT_NO_PREFERENCE, WND4_CANCELLED, WND4_NOT_WANTED,
+    OPEN4_SHARE_WANT_NO_DELEG, OPEN4_SHARE_WANT_NO_PREFERENCE, WND4_CANCELLED, WND4_NOT_WANTED,
 };
 use sluice_xdr::nfs4::Nfsstat4;
 use sluice_xdr::nfs4::{Bitmap4, ChangeInfo4, Stateid4};
@@ -178,6 +178,17 @@ impl Nfs4 {
                 return Err(Nfsstat4::ACCESS);
             }
         }
+        // A write-only OPEN gets a write delegation only if the client may read the file too
+        // (its page cache reads under it): asked of the backend as knfsd does, here before
+        // the state's lock is taken (`delegations::table`, what is granted).
+        let may_read = access & OPEN4_SHARE_ACCESS_READ != 0
+            || (access == OPEN4_SHARE_ACCESS_WRITE
+                && matches!(a.claim, OpenClaim4::Null(_) | OpenClaim4::Fh)
+                && fs.grants_delegations()
+                && wants_delegation(a.share_access)
+                && fs
+                    .access(&caller, &fh, ACCESS4_READ)
+                    .is_ok_and(|(granted, _)| granted & ACCESS4_READ != 0));
         // State is the file's, whichever of its handles (hard links in other directories)
         // the client came by (`FileSystem::state_key`).
         let file = fs.state_key(&fh);
@@ -219,7 +230,15 @@ impl Nfs4 {
                         change: attr.change,
                     };
                     let fh = fh.as_bytes();
-                    st.open_delegation(call.now, clientid, (&file, fh), a.share_access, now_attrs)
+                    let at = (&file[..], fh);
+                    st.open_delegation_may_read(
+                        call.now,
+                        clientid,
+                        at,
+                        a.share_access,
+                        now_attrs,
+                        may_read,
+                    )
                 }
                 // A reclaim gets the read delegation it names back (`deleg.rs`, "Reboot
                 // recovery").
@@ -307,6 +326,15 @@ impl Nfs4 {
         let sid = ctx.resolve_stateid(stateid)?;
         self.state().delegreturn(clientid, &sid, &file)
     }
+}
+
+/// The OPEN did not decline a delegation by its want bits (OPEN4_SHARE_WANT_NO_DELEG,
+/// OPEN4_SHARE_WANT_CANCEL): worth asking the backend whether it may get a write one.
+fn wants_delegation(share_access: u32) -> bool {
+    !matches!(
+        share_access & OPEN4_SHARE_WANT_MASK,
+        OPEN4_SHARE_WANT_NO_DELEG | OPEN4_SHARE_WANT_CANCEL
+    )
 }
 
 /// No delegation because the server does not want to grant one on this file system: a
