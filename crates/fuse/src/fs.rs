@@ -110,8 +110,7 @@ use crate::cache::{AttrCacheConfig, CachedAttr};
 use bytes::Bytes;
 use sluice_client::namespace::{
     Attr, CreateMode, Error as NsError, FileType, FsStat, Handle, Namespace, OpenFile,
-    ProtoVersion, SetAttr as NsSetAttr, SpecialKind, Status, Time, WriteBack, Writer,
-    XattrSet,
+    ProtoVersion, SetAttr as NsSetAttr, SpecialKind, Status, Time, WriteBack, Writer, XattrSet,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

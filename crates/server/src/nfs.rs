@@ -422,7 +422,11 @@ proc3! {
         }
     }
 
-    /// A size change first waits for held writes to the file to land.
+    /// Held writes to the file land first, whatever the attributes: a size change must not
+    /// have bytes written back past it, and times or a mode set now must not be undone by data
+    /// landing later (a client under a write delegation sends its WRITEs unstable and then
+    /// `tar`'s or `cp -p`'s SETATTR of the times, with no COMMIT between). A file with nothing
+    /// held costs one lookup.
     async fn run(
         self,
         nfs: &Nfs3,
@@ -430,9 +434,7 @@ proc3! {
         caller: Caller,
         _: bool,
     ) -> Outcome<SetattrResOk, SetattrResFail> {
-        if self.new_attributes.size.is_some() {
-            nfs.data().before_resize(&map::handle(&self.object)).await;
-        }
+        nfs.data().before_resize(&map::handle(&self.object)).await;
         Outcome::Res(nfs.blocking(fs, caller, self).await)
     }
 }

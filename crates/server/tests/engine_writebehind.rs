@@ -292,6 +292,46 @@ async fn a_truncate_drops_held_data_beyond_the_new_size() {
     assert!(s.disk("f") == pattern_range(0, (MIB / 2) as usize));
 }
 
+/// `tar` and `cp -p` set a file's times right after writing it; under a write delegation the
+/// client sends its WRITEs unstable and no COMMIT before that SETATTR. Held data must land
+/// before the times are set, or its landing moves the mtime back to "now".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn times_set_after_held_writes_are_not_undone_when_the_data_lands() {
+    use std::os::unix::fs::MetadataExt;
+    let s = start("wb-times", holding).await;
+    let (mut c, root) = s.client().await;
+    let fh = c.create(&root, "f").await;
+    c.write_pipelined(&fh, &[0, 1], MIB).await;
+    assert!(
+        s.stats.engine.dirty_bytes.load(Relaxed) > 0,
+        "the writes are held"
+    );
+    let when = Nfstime3 {
+        seconds: 1_000_000_000,
+        nseconds: 0,
+    };
+    let r = c
+        .nfs(Args3::Setattr(SetattrArgs {
+            object: fh.clone(),
+            new_attributes: Sattr3 {
+                atime: SetTime::ClientTime(when),
+                mtime: SetTime::ClientTime(when),
+                ..Default::default()
+            },
+            guard: None,
+        }))
+        .await;
+    assert!(matches!(r, Res3::Setattr(NfsResult::Ok(_))), "{r:?}");
+    assert_eq!(s.stats.engine.dirty_bytes.load(Relaxed), 0, "landed first");
+    let NfsResult::Ok(_) = c.commit(&fh, 0, 0).await else {
+        panic!("COMMIT failed")
+    };
+    let meta = std::fs::metadata(s.dirs.export().join("f")).unwrap();
+    assert_eq!(meta.mtime(), 1_000_000_000, "mtime on disk");
+    assert_eq!(meta.len(), 2 * MIB);
+    assert_eq!(c.getattr(&fh).await.mtime.seconds, 1_000_000_000);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn remove_drops_the_files_held_data() {
     let s = start("wb-remove", holding).await;

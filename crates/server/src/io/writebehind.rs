@@ -52,8 +52,11 @@
 //!   *before* that, checked *after* it, could show the old size. [`WriteBehindDriver::epoch`]
 //!   counts departures; a fix that finds no held data but a changed epoch answers
 //!   [`SizeFix::Uncertain`] and the handler reads the attributes again (or omits optional ones).
-//! * **SETATTR size** flushes the whole file and waits before truncating, so bytes below the new
-//!   size survive and bytes beyond it cannot be written back after the truncate. The same for
+//! * **SETATTR** flushes the whole file and waits before changing anything, so bytes below a
+//!   new size survive and bytes beyond it cannot be written back after the truncate, and
+//!   times (or a mode) set by the SETATTR are not undone by data landing after it (`tar` and
+//!   `cp -p` set the times right after writing, with no COMMIT between under a write
+//!   delegation). The same for
 //!   CREATE UNCHECKED with a size on an existing file.
 //! * **REMOVE** that makes the file's handle stale drops the file's held data: it is marked
 //!   discarded and its runs are completed without a backend write.

@@ -177,8 +177,8 @@ impl Nfs4 {
         Ok(DataReq { fs, caller, fh, op })
     }
 
-    /// The file whose held writes must land before `op` runs: the current file for SETATTR of
-    /// the size, the named one for an OPEN that truncates (CLAIM_NULL, UNCHECKED with a size),
+    /// The file whose held writes must land before `op` runs: the current file for SETATTR
+    /// (of any attribute), the named one for an OPEN that truncates (CLAIM_NULL, UNCHECKED with a size),
     /// the file of SEEK and DEALLOCATE, the source (else the destination) of COPY and CLONE,
     /// when write-behind holds writes for it. `None` also when the op will fail anyway.
     pub(super) fn held_before(
@@ -195,7 +195,8 @@ impl Nfs4 {
             map::set_attr(f, &self.idmap, ctx.minor).is_ok_and(|(s, _)| s.size.is_some())
         };
         let target = match op {
-            NfsArgop4::Setattr(a) if sets_size(&a.obj_attributes) => fh.clone(),
+            // Any SETATTR: times or a mode set must not be undone by held data landing later.
+            NfsArgop4::Setattr(_) => fh.clone(),
             NfsArgop4::Open(OpenArgs {
                 openhow: Openflag4::Create(Createhow4::Unchecked(f)),
                 claim: OpenClaim4::Null(name),

@@ -38,8 +38,10 @@ impl Nfs4 {
             let sid = ctx.resolve_stateid(&a.stateid)?;
             self.state()
                 .check_io(clientid, &sid, &fs.state_key(fh), true)?;
-            self.settle(fh)?;
         }
+        // Held writes landed before this op ran (`held_before`), whatever it sets: none may
+        // land past a new size or after new times.
+        self.settle(fh)?;
         // Any attribute change is one a read delegation's holder caches (§10.4.1).
         self.break_delegations(call, ctx, fs, fh)?;
         fs.setattr(&caller, fh, &sattr, None)
