@@ -38,6 +38,7 @@ use crate::datapath::{fix_post_op, DataPath, ReadData};
 use crate::io::writebehind::SizeFix;
 use crate::io::Engine;
 use crate::recall::RecallGate;
+use crate::service::inline;
 use crate::service::request::{Peer, Transport};
 use crate::splice::{LentPipe, PipePool, SplicedData};
 use crate::stats::Stats;
@@ -334,7 +335,9 @@ impl Nfs3 {
         }
     }
 
-    /// Runs `P::execute` on the blocking pool (SERVERFAULT if the pool lost it).
+    /// Runs `P::execute` on the blocking pool (SERVERFAULT if the pool lost it), or on this
+    /// task when the call is quick on this backend (`service::inline`: GETATTR, LOOKUP and
+    /// their like on a local directory).
     async fn blocking<P: Proc3>(
         &self,
         fs: Arc<dyn FileSystem>,
@@ -342,6 +345,9 @@ impl Nfs3 {
         args: P,
     ) -> NfsResult<P::Ok, P::Fail> {
         let io = self.io.clone();
+        if inline::inline(fs.metadata_speed(), [inline::v3_work(P::NUM)]) {
+            return args.execute(&*fs, &caller, &io);
+        }
         self.io
             .spawn(move || args.execute(&*fs, &caller, &io))
             .await

@@ -37,6 +37,7 @@
 //! (`service/request.rs`): the socket driver (`crate::net`) produces and consumes them, the protocol
 //! handlers take them.
 
+pub mod inline;
 pub mod registry;
 pub mod reply;
 pub mod request;
@@ -418,6 +419,11 @@ struct Pool<'a> {
 impl compound4::Executor for Pool<'_> {
     fn now(&self) -> Instant {
         Instant::now()
+    }
+
+    /// Quick metadata steps run on this task ([`inline`]): the pool's two wake-ups cost more.
+    fn quick_inline(&self) -> bool {
+        true
     }
 
     fn metadata<T: Send + 'static>(

@@ -24,8 +24,8 @@ use crate::stats::BackendStats;
 use crate::types::{
     Attr, Caller, ChangeKind, CopyOk, CreateHow, CreateOk, DeviceId, DirEntry, FileHandle,
     FileType, FsError, FsInfo, FsStat, LinkRes, LockConflict, LockError, LockType, LookupOk,
-    PathConf, ReadOk, ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat, SetAttr, StableHow, Time, Wcc,
-    WriteOk, IO_BYTES_MAX_DEFAULT,
+    MetadataSpeed, PathConf, ReadOk, ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat, SetAttr,
+    StableHow, Time, Wcc, WriteOk, IO_BYTES_MAX_DEFAULT,
 };
 use crate::xattr::{XattrError, XattrSet};
 use bytes::Bytes;
@@ -76,6 +76,12 @@ pub trait FileSystem: Send + Sync {
     /// 0: none stated (no reflinks, or any range clones). Default 0.
     fn clone_blksize(&self) -> u32 {
         0
+    }
+    /// How long this backend's metadata calls take ([`MetadataSpeed`]): a server may make the
+    /// quick ones on its own task instead of a blocking pool. No I/O. Default: `Remote` (a
+    /// backend that does not say is never called from a task that must not wait).
+    fn metadata_speed(&self) -> MetadataSpeed {
+        MetadataSpeed::Remote
     }
     // Byte-range locks pushed down. The NFSv4 server's lock table (`sluice-nfs4state`) is
     // the truth for its own clients and decides first; a backend shared with other clients

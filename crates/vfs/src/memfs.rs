@@ -51,8 +51,8 @@ use crate::handle::{export_id_of, ExportId, HANDLE_VERSION};
 use crate::types::{
     access, Attr, Caller, ChangeKind, CopyOk, CreateHow, CreateOk, DeviceId, DirEntry, FileHandle,
     FileType, FsError, FsInfo, FsStat, LinkRes, LockConflict, LockError, LockType, LookupOk,
-    PathConf, ReadOk, ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat, SetAttr, SetTime, StableHow,
-    Time, Wcc, WccAttr, WriteOk, COPY_BYTES_MAX, NAME_MAX,
+    MetadataSpeed, PathConf, ReadOk, ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat, SetAttr, SetTime,
+    StableHow, Time, Wcc, WccAttr, WriteOk, COPY_BYTES_MAX, NAME_MAX,
 };
 use crate::xattr::{self, XattrError, XattrSet, XATTR_VALUE_BYTES_MAX};
 use bytes::Bytes;
@@ -742,6 +742,11 @@ impl FileSystem for MemFs {
 
     fn change_kind(&self) -> ChangeKind {
         ChangeKind::Counter
+    }
+
+    /// Every call is memory only (latency faults are a driver's to add, see [`MemFs::latency`]).
+    fn metadata_speed(&self) -> MetadataSpeed {
+        MetadataSpeed::Memory
     }
 
     fn export_id(&self) -> ExportId {

@@ -28,7 +28,7 @@ const PC_LINK_MAX: libc::c_int = 0;
 pub(crate) const KERNEL_HANDLE_MAX: usize = 44;
 
 /// A kernel file handle as produced by `name_to_handle_at(2)`.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct KernelHandle {
     pub ty: i32,
     pub len: u8,

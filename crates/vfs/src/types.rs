@@ -129,6 +129,23 @@ pub enum ChangeKind {
     Counter,
 }
 
+/// How long a backend's metadata calls (GETATTR, LOOKUP, ACCESS, READLINK) take, in kinds,
+/// for a server deciding whether to make them on its own task or hand them to a blocking pool
+/// (the hand-off costs two thread wake-ups, more than such a call itself when it hits a cache).
+/// Ordered fastest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MetadataSpeed {
+    /// Memory only: never waits (the in-memory backend).
+    Memory,
+    /// A few system calls answered from the kernel's inode and dentry caches: microseconds,
+    /// waiting on a disk only when the object's inode is not in memory (the local-directory
+    /// backend). Changes (create, remove, rename, set attributes) may wait on a journal.
+    KernelCache,
+    /// May wait on another machine or an unknown amount of work (a network file system, any
+    /// backend that does not say otherwise).
+    Remote,
+}
+
 /// The attributes of an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Attr {

@@ -689,6 +689,28 @@ fn handles_of_objects_outside_the_export_do_not_resolve() {
     assert_eq!(fx.fs.getattr(&lfile), Err(FsError::Stale));
 }
 
+/// A proof that an object is inside the export is trusted for a second (`localfs/confined.rs`):
+/// a directory moved out of the export is stale at once (its own ctime changed), an object
+/// below it once the proof of that object is older than the TTL.
+#[test]
+fn an_object_whose_directory_leaves_the_export_is_stale_within_the_confinement_ttl() {
+    let fx = Fixture::new("confine-ttl");
+    std::fs::create_dir_all(fx.base.join("outside")).unwrap();
+    std::fs::create_dir_all(fx.path("d/sub")).unwrap();
+    std::fs::write(fx.path("d/f"), b"f").unwrap();
+    let d = fx.walk("d");
+    let sub = fx.walk("d/sub");
+    let f = fx.walk("d/f");
+    for fh in [&d, &sub, &f] {
+        assert!(fx.fs.getattr(fh).is_ok(), "proved inside");
+    }
+    std::fs::rename(fx.path("d"), fx.base.join("outside/d")).unwrap();
+    assert_eq!(fx.fs.getattr(&d), Err(FsError::Stale), "renamed itself");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(fx.fs.getattr(&sub), Err(FsError::Stale));
+    assert_eq!(fx.fs.getattr(&f), Err(FsError::Stale));
+}
+
 #[test]
 fn rename_and_link_across_exports_is_xdev() {
     let fx = Fixture::new("xdev");

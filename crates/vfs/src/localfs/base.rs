@@ -2,6 +2,7 @@
 //! export is opened (the directory, the handle secret, the checks that its file system can serve
 //! persistent handles), a resolved object ([`Obj`]), attributes for replies, and errno mapping.
 
+use super::confined::{Confined, CONFINED_ENTRIES_MAX, CONFINED_TTL};
 use crate::attr::{self, dev_ino};
 use crate::exports::{IoMode, IoModes};
 use crate::handle::{self, ExportId, HandleKey};
@@ -122,6 +123,8 @@ pub struct LocalFs {
     pub(super) key: HandleKey,
     pub(super) fsid: u64,
     pub(super) files: OpenFiles,
+    /// Objects lately proved inside the export (`confined.rs`).
+    pub(super) confined: Confined,
     /// The cache mode and its fallbacks; does every READ and WRITE.
     pub(super) modes: ModeIo,
     /// The WRITE/COMMIT verifier, as a big-endian u64 so it can change without a lock.
@@ -216,6 +219,7 @@ impl LocalFs {
             key,
             fsid: u64::from(export.0),
             files: OpenFiles::new(open_files_max),
+            confined: Confined::new(CONFINED_TTL, CONFINED_ENTRIES_MAX),
             modes: ModeIo::new(config.io, path.clone()),
             write_verifier: std::sync::atomic::AtomicU64::new(u64::from_be_bytes(write_verifier)),
             config: LocalFsConfig { path, ..config },

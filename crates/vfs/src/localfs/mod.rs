@@ -58,6 +58,7 @@
 #![allow(clippy::result_large_err)]
 
 mod base;
+mod confined;
 mod data;
 mod dir;
 mod perms;

@@ -14,8 +14,9 @@ use crate::sys::{self, Dirents};
 use crate::types::symlink_target;
 use crate::types::{
     access, fsprops, Attr, Caller, CopyOk, CreateHow, CreateOk, DeviceId, DirEntry, FileHandle,
-    FileType, FsError, FsInfo, FsStat, LinkRes, LookupOk, PathConf, ReadOk, ReaddirOk, RenameWcc,
-    Res, SeekOk, SeekWhat, SetAttr, StableHow, Time, Wcc, WriteOk, COPY_BYTES_MAX, NAME_MAX,
+    FileType, FsError, FsInfo, FsStat, LinkRes, LookupOk, MetadataSpeed, PathConf, ReadOk,
+    ReaddirOk, RenameWcc, Res, SeekOk, SeekWhat, SetAttr, StableHow, Time, Wcc, WriteOk,
+    COPY_BYTES_MAX, NAME_MAX,
 };
 use crate::xattr::{XattrError, XattrSet};
 use bytes::Bytes;
@@ -26,6 +27,11 @@ impl FileSystem for LocalFs {
     /// where it has reflinks (see [`reflink_block_bytes`](crate::reflink_block_bytes)), else 0.
     fn clone_blksize(&self) -> u32 {
         self.clone_blksize
+    }
+
+    /// System calls on the kernel's caches: see [`MetadataSpeed::KernelCache`].
+    fn metadata_speed(&self) -> MetadataSpeed {
+        MetadataSpeed::KernelCache
     }
 
     /// The handle of the export root (for MOUNT).

@@ -6,6 +6,7 @@
 //! [`HandleKey::decode`]: crate::handle::HandleKey::decode
 
 use super::base::{errno, LocalFs, Obj, DIRENT_BUF_BYTES};
+use super::confined::Stamp;
 use crate::attr::{dev_ino, is_dir};
 use crate::handle::{Decoded, Kind};
 use crate::sys::{self, Dirents, KernelHandle};
@@ -13,6 +14,7 @@ use crate::types::{Attr, FileHandle, FsError, Wcc};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::Instant;
 
 impl LocalFs {
     /// Verifies a handle and opens its object `O_PATH`, checking that it still exists and is
@@ -54,11 +56,29 @@ impl LocalFs {
         }
     }
 
-    /// Is the object behind `fd` inside the export?
+    /// Is the object behind `fd` inside the export? Proved by its path (see [`Self::prove_inside`]),
+    /// or taken from a recent proof for the same object unchanged since (`confined.rs`).
     fn confine(&self, fd: BorrowedFd<'_>, st: &libc::statx, d: &Decoded) -> Result<(), FsError> {
         if self.whole_fs || dev_ino(st) == self.root_id {
             return Ok(());
         }
+        let (stamp, now) = (Stamp::of(st), Instant::now());
+        if self.confined.fresh(&d.object, stamp, now) {
+            return Ok(());
+        }
+        self.prove_inside(fd, st, d)?;
+        self.confined.record(d.object, stamp, now);
+        Ok(())
+    }
+
+    /// Proves that the object behind `fd` is inside the export: by its path, or for a
+    /// non-directory the kernel places elsewhere, by the directory it was found in.
+    fn prove_inside(
+        &self,
+        fd: BorrowedFd<'_>,
+        st: &libc::statx,
+        d: &Decoded,
+    ) -> Result<(), FsError> {
         match self.place_of(fd, st) {
             Place::Inside => Ok(()),
             Place::Outside | Place::Unknown if is_dir(st) => Err(FsError::Stale),
@@ -102,8 +122,8 @@ impl LocalFs {
         }
     }
 
-    /// The handle of an object found inside the export; `parent` is the directory it was found
-    /// in (recorded as a hint for non-directories).
+    /// The handle of an object found inside the export (by name, in a directory just resolved);
+    /// `parent` is the directory it was found in (recorded as a hint for non-directories).
     pub(super) fn handle_for(
         &self,
         fd: BorrowedFd<'_>,
@@ -127,6 +147,9 @@ impl LocalFs {
                 errno(&e)
             }
         })?;
+        // Found by name in a directory resolved (so proved inside) just before: inside too,
+        // so the calls that follow on the new handle need not prove it (`confined.rs`).
+        self.confined.record(kh, Stamp::of(st), Instant::now());
         self.key
             .encode(is_dir(st), &kh, parent.filter(|_| !is_dir(st)))
             .ok_or(FsError::ServerFault)

@@ -6,7 +6,8 @@
 //!
 //! ```text
 //!   drive(record) ─▶ begin ─▶ ┬─ may_block? ─ exec.metadata(step) ─┐  production: blocking pool
-//!                             │  no ──────── step inline ─────────┤  simulator, tests: inline
+//!                             │  no, or quick (service::inline) ──┤  simulator, tests: inline
+//!                             │  ─── step inline ─────────────────┤
 //!                             ▼                                   ▼
 //!                  Step::Data(req) ─▶ exec.data(req) ─▶ resume ─▶ step …
 //!                  Step::Settle(s) ─▶ exec.settle(s) ─▶ settled ─▶ step …
@@ -34,6 +35,7 @@ use super::{Call, Eval, Nfs4, Reply4, Step};
 use crate::backend::exports::Xprtsec;
 use crate::nfs4::data::{DataDone, DataOps, DataReq, Settle};
 use crate::nfs4::map;
+use crate::service::inline;
 use bytes::Bytes;
 use core::future::Future;
 use core::net::SocketAddr;
@@ -56,6 +58,15 @@ pub trait Executor: Sync {
         &self,
         step: impl FnOnce() -> T + Send + 'static,
     ) -> impl Future<Output = Option<T>> + Send;
+
+    /// Whether a step of quick metadata ops on quick backends (`service::inline`'s rule) may
+    /// run on the driver's own task instead of through [`Executor::metadata`]: the service's
+    /// executor says yes (the pool's hand-off costs more than such a step); default no, so an
+    /// executor that stands for a pool (a simulator's, a test's) still sees every step that
+    /// may call a file system.
+    fn quick_inline(&self) -> bool {
+        false
+    }
 
     /// Runs a data op (READ, WRITE, COMMIT, READ_PLUS) through the data path.
     fn data(&self, req: DataReq) -> impl Future<Output = Result<DataDone, Nfsstat4>> + Send;
@@ -114,7 +125,14 @@ pub async fn drive<E: Executor>(
         let Some(mut eval) = guard.eval.take() else {
             unreachable!("put back after every step")
         };
-        let step = if eval.may_block() {
+        // A step of quick metadata ops on quick backends runs here, not on the pool
+        // (`service::inline`: the hand-off costs more than a cached GETATTR or LOOKUP).
+        let step = if eval.may_block()
+            && !(exec.quick_inline()
+                && inline::inline(
+                    inline::slowest(nfs4.exports.iter().map(|e| e.fs.metadata_speed())),
+                    eval.step_ops().map(inline::v4_work),
+                )) {
             // As many ops in a row as come before the next data op. The guard travels along,
             // so a call whose connection went away still frees its slot.
             let g = Evaluating {

@@ -385,6 +385,18 @@ impl Eval {
         }
     }
 
+    /// The ops the next [`Eval::step`] runs, up to the next data op (what the driver asks
+    /// `service::inline` about); none once only the reply is left.
+    pub fn step_ops(&self) -> impl Iterator<Item = Opnum4> + '_ {
+        let ops = match self.phase {
+            Phase::Start | Phase::Run => &self.args.ops[self.next..],
+            _ => &[],
+        };
+        ops.iter()
+            .map(|op| op.opnum())
+            .take_while(|n| !table::row(*n).is_some_and(|row| matches!(row.run, Run::Data)))
+    }
+
     /// Ends an evaluation that will not reach its reply (its driver went away): the slot is
     /// freed with nothing kept, so a retry gets NFS4ERR_RETRY_UNCACHED_REP, not DELAY forever.
     pub fn abandon(&mut self, nfs: &Nfs4) {
