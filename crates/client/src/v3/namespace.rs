@@ -20,6 +20,7 @@ use crate::transport::TransportStats;
 use crate::url::NfsUrl;
 use bytes::Bytes;
 use sluice_xdr::nfs3::{Fattr3, NfsFh3, Nfsstat3, Nfstime3, Sattr3};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 fn fh3(h: &Handle) -> Result<NfsFh3, Error> {
@@ -104,6 +105,7 @@ impl Client {
                 handle: Handle::v3(fh.0.clone()),
                 client: self.clone(),
                 fh,
+                locked: AtomicBool::new(false),
             }),
             attr,
         )
@@ -422,6 +424,11 @@ struct Open3 {
     client: Client,
     fh: NfsFh3,
     handle: Handle,
+    /// A LOCK was sent under this open: only then does an unlock go to the server. A close
+    /// unlocks every range of its owner (POSIX drops a process's locks at any close), and a
+    /// file never locked must not cost an NLM call (nor fail where the server has no NLM), as
+    /// the Linux client sends none for a file without locks.
+    locked: AtomicBool,
 }
 
 // The outer future is the call being sent, the inner one its reply (see `crate::proto`,
@@ -510,6 +517,8 @@ impl OpenCalls for Open3 {
         length: u64,
     ) -> BoxFut<'a, Result<Option<LockConflict>, Error>> {
         Box::pin(async move {
+            // Before the call: a reply lost after the server granted still leaves a lock.
+            self.locked.store(true, Ordering::Relaxed);
             Ok(self
                 .client
                 .nlm_lock(&self.fh, owner, write, offset, length)
@@ -537,6 +546,9 @@ impl OpenCalls for Open3 {
         length: u64,
     ) -> BoxFut<'a, Result<(), Error>> {
         Box::pin(async move {
+            if !self.locked.load(Ordering::Relaxed) {
+                return Ok(());
+            }
             Ok(self
                 .client
                 .nlm_unlock(&self.fh, owner, offset, length)
