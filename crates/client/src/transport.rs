@@ -20,7 +20,9 @@
 //!   timeout), the driver reconnects with exponential backoff ([`RpcConfig::reconnect_delay_initial`]
 //!   doubling up to [`RpcConfig::reconnect_delay_max`]) and tells the table, which resends every
 //!   outstanding call once with its original XID so the server's duplicate request cache can
-//!   recognise it. Over a live TCP connection nothing is ever retransmitted.
+//!   recognise it. Over a live TCP connection nothing is ever retransmitted. A caller that
+//!   must act on a new connection before it has a call to make (the NFSv4.1 client binds it
+//!   to its session, for the server's callbacks) watches [`RpcClient::reconnected`].
 //! - **Hard or soft.** `retrans: None` in the table config retries forever (hard, the default);
 //!   `Some(n)` fails a call with [`RpcError::TimedOut`] at its n-th major timeout.
 //! - **Logging.** "server HOST not responding, still trying" and "server HOST OK" once per
@@ -285,6 +287,9 @@ pub struct RpcClient {
     recv: Arc<RecvGauge>,
     addr: SocketAddr,
     udp: bool,
+    /// Connections established after the first, published once the driver's counters say so
+    /// (see [`RpcClient::reconnected`]).
+    reconnected: tokio::sync::watch::Receiver<u64>,
 }
 
 /// What a connection's reader did, counted as it happens (lock-free: read on every call by
@@ -420,13 +425,22 @@ impl RpcClient {
         let stats = Arc::new(Mutex::new(TransportStats::default()));
         let recv = Arc::new(RecvGauge::default());
         let xid_seed: u32 = rand::thread_rng().gen();
-        let driver = Driver::new(addr, config, xid_seed, stats.clone(), recv.clone());
+        let (reconnected_tx, reconnected) = tokio::sync::watch::channel(0);
+        let driver = Driver::new(
+            addr,
+            config,
+            xid_seed,
+            stats.clone(),
+            recv.clone(),
+            reconnected_tx,
+        );
         let client = RpcClient {
             commands: tx,
             stats,
             recv,
             addr,
             udp,
+            reconnected,
         };
         Ok((client, driver.run(rx, socket)))
     }
@@ -482,6 +496,14 @@ impl RpcClient {
     /// What this connection's reader did so far.
     pub fn recv_counters(&self) -> RecvCounters {
         self.recv.counters()
+    }
+
+    /// Watches the reconnect count ([`TransportStats::reconnects`]): it changes as soon as a
+    /// new connection is up, and by then [`RpcClient::stats`] shows the new count. For a caller
+    /// that must act on a new connection before it has anything to send (the NFSv4.1 client
+    /// binds it to its session at once, so that the server's callbacks reach it).
+    pub fn reconnected(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reconnected.clone()
     }
 }
 
@@ -754,6 +776,8 @@ struct Driver {
     local: TransportStats,
     /// Callbacks running now (bounded by `callbacks_in_flight_max`).
     callbacks_running: usize,
+    /// Publishes `local.reconnects` after `stats` (see [`RpcClient::reconnected`]).
+    reconnected: tokio::sync::watch::Sender<u64>,
 }
 
 struct Pending {
@@ -767,6 +791,7 @@ impl Driver {
         xid_seed: u32,
         stats: Arc<Mutex<TransportStats>>,
         recv: Arc<RecvGauge>,
+        reconnected: tokio::sync::watch::Sender<u64>,
     ) -> Self {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         Driver {
@@ -785,6 +810,7 @@ impl Driver {
             recv,
             local: TransportStats::default(),
             callbacks_running: 0,
+            reconnected,
         }
     }
 
@@ -864,6 +890,13 @@ impl Driver {
         self.transmit();
         self.local.table = *self.table.stats();
         *self.stats.lock().expect("stats lock") = self.local;
+        // After the counters: a watcher woken by the new count finds it in `stats` too.
+        let reconnects = self.local.reconnects;
+        self.reconnected.send_if_modified(|n| {
+            let changed = *n != reconnects;
+            *n = reconnects;
+            changed
+        });
     }
 
     fn transmit(&mut self) {

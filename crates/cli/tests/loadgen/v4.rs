@@ -32,13 +32,14 @@
 //! the owner's progress hang on an idle client: the owner, under the write guard, waits for the
 //! reader's client to return its delegation, while the reader's task waits for the guard and
 //! sends nothing. That client answers a CB_RECALL from its library at once, as long as its back
-//! channel is up; but after `sluice link` reset its connection, the sluice client binds the new
-//! connection to the session (and so its back channel) only when it next sends a COMPOUND
-//! (`ensure_bound`), and an idle one sends nothing until its lease renewal, a third of the
-//! lease (30 s with sluice's 90 s): the owner's OPEN, RENAME or REMOVE then gets
-//! NFS4ERR_DELAY for up to that long (one link run, when readers still waited, had an OPEN
-//! of 30.1 s and a RENAME of 29.9 s). A client here always has a COMPOUND going soon, so
-//! none is left idle with a delegation.
+//! channel is up. After `sluice link` reset its connection, the sluice client used to bind the
+//! new connection to the session (and so its back channel) only when it next sent a COMPOUND,
+//! and an idle one sent nothing until its lease renewal, a third of the lease (30 s with
+//! sluice's 90 s): the owner's OPEN, RENAME or REMOVE then got NFS4ERR_DELAY for up to that
+//! long (one link run, when readers still waited, had an OPEN of 30.1 s and a RENAME of
+//! 29.9 s). The client now binds a re-established connection at once (see the client's
+//! "Back channel after a reset"; `deleg_reset_v4.rs` checks it end to end); a client here
+//! still always has a COMPOUND going soon, so the run does not depend on that.
 //!
 //! Each client keeps at most [`HELD_MAX`] opens for reading (its own files and others'), the
 //! oldest closed first. A file removed (or renamed over) while someone holds it open stays

@@ -2,7 +2,8 @@
 //! SEQ_MISORDERED, BADSESSION, CONN_NOT_BOUND_TO_SESSION and STALE_CLIENTID (reopening its
 //! files, with and without a grace period), and with `nconnect` (binds, or a refusal), seen on
 //! the wire; and the back channel: a CB_RECALL sent down the client's connection, with the
-//! reply and the COMMIT and DELEGRETURN that follow.
+//! reply and the COMMIT and DELEGRETURN that follow; a reset of the back channel's connection
+//! ([`reset`]) and the bind that follows it, and the SEQUENCE flags that ask for one.
 
 use super::*;
 use sluice_rpc::record::{RecordDecoder, RecordDecoderConfig};
@@ -13,6 +14,10 @@ use sluice_xdr::nfs4::ops::{
 };
 use sluice_xdr::nfs4::ops::{
     OpenReadDelegation4, OpenWriteDelegation4, WriteResOk, OPEN4_SHARE_WANT_NO_DELEG,
+};
+use sluice_xdr::nfs4::ops::{
+    CDFC4_BACK, CDFS4_BOTH, SEQ4_STATUS_BACKCHANNEL_FAULT, SEQ4_STATUS_CB_PATH_DOWN,
+    SEQ4_STATUS_CB_PATH_DOWN_SESSION,
 };
 use sluice_xdr::rpc::{CallHeader, MsgHeader};
 use sluice_xdr::{Reader, Unpack};
@@ -57,8 +62,16 @@ struct Seen {
     recalling: bool,
     /// A recall to send to this session's connection, after the current reply.
     conflict: Option<u8>,
-    /// The writers of each session's connection (for callbacks from another connection).
+    /// The writers of each session's back channel connection: the one CREATE_SESSION came
+    /// on, or the last one bound for the back channel (for callbacks from another connection,
+    /// or from the test).
     back: std::collections::HashMap<u8, tokio::sync::mpsc::UnboundedSender<Vec<Bytes>>>,
+    /// What closes each session's back channel connection (see [`reset`]).
+    kill: std::collections::HashMap<u8, tokio::sync::watch::Sender<bool>>,
+    /// Status flags for the next SEQUENCE replies, in order (then 0).
+    seq_flags: Vec<u32>,
+    /// The `lease_time` GETATTR answers, in seconds (unset: none, the client's default).
+    lease_secs: Option<u32>,
     /// The file's contents, when READ, WRITE and GETATTR's size should follow them (else
     /// READ is empty and the size 42).
     data: Option<Vec<u8>>,
@@ -85,8 +98,16 @@ async fn serve_conn(sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
     // put a callback on this one (see `Seen::back`).
     let (mut sock, mut wr) = sock.into_split();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Bytes>>();
+    // Both halves end on a reset, which closes the connection (see [`reset`]).
+    let (kill, mut killed) = tokio::sync::watch::channel(false);
+    let mut writer_killed = killed.clone();
     tokio::spawn(async move {
-        while let Some(out) = rx.recv().await {
+        loop {
+            let out = tokio::select! {
+                out = rx.recv() => out,
+                _ = writer_killed.changed() => None,
+            };
+            let Some(out) = out else { return };
             for b in out {
                 if wr.write_all(&b).await.is_err() {
                     return;
@@ -95,7 +116,11 @@ async fn serve_conn(sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
         }
     });
     loop {
-        let n = match sock.read(&mut buf).await {
+        let read = tokio::select! {
+            r = sock.read(&mut buf) => r,
+            _ = killed.changed() => return,
+        };
+        let n = match read {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
@@ -124,6 +149,15 @@ async fn serve_conn(sock: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>) {
                 if args.ops.iter().any(|o| o.opnum() == Opnum4::CREATE_SESSION) {
                     let session = seen.sessions;
                     seen.back.insert(session, tx.clone());
+                    seen.kill.insert(session, kill.clone());
+                }
+                for op in &args.ops {
+                    if let NfsArgop4::BindConnToSession(b) = op {
+                        if b.dir & CDFC4_BACK != 0 && seen.back_chan && !seen.refuse_binds {
+                            seen.back.insert(b.sessid[0], tx.clone());
+                            seen.kill.insert(b.sessid[0], kill.clone());
+                        }
+                    }
                 }
                 if let Some(holder) = seen.conflict.take() {
                     seen.cb_seq += 1;
@@ -250,13 +284,18 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                     status = s;
                     break;
                 }
+                let status_flags = if seen.seq_flags.is_empty() {
+                    0
+                } else {
+                    seen.seq_flags.remove(0)
+                };
                 NfsResop4::Sequence(Res4::Ok(SequenceResOk {
                     sessionid: a.sessionid,
                     sequenceid: a.sequenceid,
                     slotid: a.slotid,
                     highest_slotid: 3,
                     target_highest_slotid: 3,
-                    status_flags: 0,
+                    status_flags,
                 }))
             }
             NfsArgop4::ReclaimComplete(_) => {
@@ -379,6 +418,7 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                 seen.log.push("GETATTR".into());
                 let a = AttrValues {
                     size: Some(seen.data.as_ref().map_or(42, |d| d.len() as u64)),
+                    lease_time: seen.lease_secs,
                     ..AttrValues::default()
                 };
                 NfsResop4::Getattr(Res4::Ok(a.encode()))
@@ -395,7 +435,11 @@ fn answer(args: &Compound4Args, seen: &mut Seen) -> Compound4Res {
                 }
                 NfsResop4::BindConnToSession(Res4::Ok(BindConnToSessionResOk {
                     sessid: a.sessid,
-                    dir: CDFS4_FORE,
+                    dir: if a.dir & CDFC4_BACK != 0 && seen.back_chan {
+                        CDFS4_BOTH
+                    } else {
+                        CDFS4_FORE
+                    },
                     use_conn_in_rdma_mode: false,
                 }))
             }
@@ -970,4 +1014,104 @@ async fn a_namespace_open_records_its_delegation_and_its_close_returns_it() {
     assert_eq!(ops_after(&seen, from), ["CLOSE 1", "DELEGRETURN d1"]);
     assert_eq!(c.delegations_held(), 0);
     c.shutdown().await;
+}
+
+/// Closes the connection that carries session `session`'s back channel, as a link reset does
+/// (the client's transport connects again); until a bind for the back channel, the server has
+/// no way to call the session back.
+fn reset(seen: &Arc<Mutex<Seen>>, session: u8) {
+    let mut s = seen.lock().unwrap();
+    s.back.remove(&session);
+    let kill = s.kill.remove(&session).expect("a back channel connection");
+    let _ = kill.send(true);
+}
+
+/// Recalls the delegation held (`last_deleg`) on session `session`'s back channel now, with no
+/// call of the client to answer first.
+fn recall_now(seen: &Arc<Mutex<Seen>>, session: u8) {
+    let mut s = seen.lock().unwrap();
+    s.cb_seq += 1;
+    let stateid = s.last_deleg.expect("a delegation to recall");
+    let cb = cb_recall(session, s.cb_seq, stateid);
+    let back = s.back.get(&session).expect("a back channel bound");
+    let _ = back.send(sluice_rpc::record::frame(cb, 1 << 20));
+}
+
+/// An idle client holding a delegation whose connection is reset binds the new connection to
+/// the session for both directions as soon as it is up, with no call from the application
+/// (the lease here is an hour, so no renewal can be what binds it); a recall sent on it then
+/// is answered and the delegation returned.
+#[tokio::test]
+async fn a_reset_connection_is_bound_again_at_once_and_a_recall_after_it_is_answered() {
+    let seen = Arc::new(Mutex::new(Seen {
+        back_chan: true,
+        delegate: true,
+        lease_secs: Some(3600),
+        ..Seen::default()
+    }));
+    let c = client(&seen).await;
+    let (f, _) = c.open("/d/f").await.unwrap();
+    assert_eq!(c.delegations_held(), 1);
+    let from = seen.lock().unwrap().log.len();
+    reset(&seen, 1);
+    wait_for(&seen, from, "BIND_CONN_TO_SESSION").await;
+    assert_eq!(
+        after_connect(&seen, from),
+        // CDFC4_FORE_OR_BOTH = 3, and nothing before it: no request had to come first.
+        ["BIND_CONN_TO_SESSION s1 dir 3"]
+    );
+    recall_now(&seen, 1);
+    wait_for(&seen, from, "DELEGRETURN").await;
+    wait_for(&seen, from, "CB_COMPOUND").await;
+    let mut ops = ops_after(&seen, from);
+    // The recall's reply and the DELEGRETURN go out from different tasks, in either order.
+    ops[1..].sort();
+    assert_eq!(
+        ops,
+        [
+            "BIND_CONN_TO_SESSION s1 dir 3",
+            "CB_COMPOUND NFS4_OK [NFS4_OK, NFS4_OK]",
+            "DELEGRETURN d1",
+        ]
+    );
+    assert_eq!(c.delegations_held(), 0);
+    c.close(&f).await.unwrap();
+    c.shutdown().await;
+}
+
+/// A SEQUENCE reply saying the server has no callback path binds the first connection again
+/// for both directions (in the background, after the reply); the flags of a session without
+/// a back channel change nothing.
+#[tokio::test]
+async fn a_callback_path_down_flag_binds_the_back_channel_again() {
+    for (back_chan, flag) in [
+        (true, SEQ4_STATUS_CB_PATH_DOWN),
+        (true, SEQ4_STATUS_CB_PATH_DOWN_SESSION),
+        (true, SEQ4_STATUS_BACKCHANNEL_FAULT),
+        (false, SEQ4_STATUS_CB_PATH_DOWN),
+    ] {
+        let seen = Arc::new(Mutex::new(Seen {
+            back_chan,
+            ..Seen::default()
+        }));
+        let c = client(&seen).await;
+        let from = {
+            let mut s = seen.lock().unwrap();
+            s.seq_flags = vec![flag];
+            s.log.len()
+        };
+        c.getattr_fh(&NfsFh4::from(&b"fh"[..])).await.unwrap();
+        if back_chan {
+            wait_for(&seen, from, "BIND_CONN_TO_SESSION").await;
+        }
+        // A call after the bind: it follows it on the wire (same connection, sent later).
+        c.getattr_fh(&NfsFh4::from(&b"fh"[..])).await.unwrap();
+        let want: &[&str] = if back_chan {
+            &["GETATTR", "BIND_CONN_TO_SESSION s1 dir 3", "GETATTR"]
+        } else {
+            &["GETATTR", "GETATTR"]
+        };
+        assert_eq!(ops_after(&seen, from), want, "flag {flag:#x}");
+        c.shutdown().await;
+    }
 }

@@ -57,7 +57,8 @@
 //! and its transport's reconnect count of its last bind, and one whose pair is stale is bound
 //! again before it carries a COMPOUND. So a new session (BADSESSION, STALE_CLIENTID) re-binds
 //! every connection, right after the recovery, and a connection the transport re-established
-//! is re-bound on its next use. The transport resends what was in flight on a reset before
+//! is re-bound on its next use; the first one, which carries the back channel, at once (see
+//! "Back channel after a reset" below). The transport resends what was in flight on a reset before
 //! that bind can go out; a server that binds the fore channel on SEQUENCE (RFC 8881 says it
 //! does with SP4_NONE; sluice and Linux do) takes them, and one that answers
 //! CONN_NOT_BOUND_TO_SESSION gets the bind and the same slot and sequence id again
@@ -102,6 +103,22 @@
 //! [`Client::shutdown`]); see [`deleg`]. A server that takes no back channel gets
 //! `OPEN4_SHARE_WANT_NO_DELEG`, and any delegation it grants anyway is returned at once.
 //! After a new client id the old delegations are forgotten.
+//!
+//! # Back channel after a reset
+//! The server can call back only on a connection bound to the session for the back channel.
+//! When the transport re-establishes the first connection (the one CREATE_SESSION gave the
+//! back channel), the new connection is bound to nothing; binding it on its next use would
+//! leave an idle client that holds a delegation deaf to its recall until the lease renewal,
+//! a third of the lease later (30 s with a 90 s lease), while the server answers every
+//! conflicting OPEN, RENAME or REMOVE of other clients NFS4ERR_DELAY (the NFSv4.1 load test
+//! through a resetting link saw a 30.1 s OPEN). So a task watches the transport's reconnects
+//! (`setup::rebind_loop`) and sends BIND_CONN_TO_SESSION with CDFC4_FORE_OR_BOTH as soon as
+//! the new connection is up, with nothing from the application. And a SEQUENCE reply whose
+//! status flags say the server has no path back (SEQ4_STATUS_CB_PATH_DOWN,
+//! CB_PATH_DOWN_SESSION, BACKCHANNEL_FAULT: RFC 8881 §18.46.3) binds the first connection
+//! again too, at most once a [`CB_REBIND_INTERVAL`] (Linux binds again on the two PATH_DOWN
+//! flags and resets the session on BACKCHANNEL_FAULT; binding again is the lighter cure, and
+//! a server whose fault stays gets the same bind each interval).
 //!
 //! # Locks
 //! LOCK, LOCKT and LOCKU for the mount's `fcntl` and `flock`: see [`lock`].
@@ -370,6 +387,11 @@ const CACHED_REPLY_BYTES: u32 = 4096;
 const OPS_MAX: u32 = 32;
 /// The lease assumed until the server says (`lease_time`): 90 s, the Linux and knfsd default.
 const LEASE_DEFAULT: Duration = Duration::from_secs(90);
+/// Least time between two binds of the back channel's connection asked for by SEQUENCE status
+/// flags (see "Back channel after a reset"): 1 s. A server keeps the flag up until it has
+/// checked the new path (a CB_NULL, one round trip), so every COMPOUND of a busy client would
+/// otherwise send one more bind meanwhile; a recall waits at most this long for its path.
+const CB_REBIND_INTERVAL: Duration = Duration::from_secs(1);
 /// Session recoveries (new session or client) one COMPOUND may go through before it fails:
 /// a server that drops every new session at once would otherwise keep the call looping.
 const RECOVERIES_MAX: u32 = 8;
@@ -426,6 +448,9 @@ struct Inner {
     /// What a delegation's return runs first ([`Client::set_write_back`]); with one set,
     /// creates take write delegations.
     write_back: Mutex<Option<WriteBack>>,
+    /// When a SEQUENCE status flag last had the back channel's connection bound again (see
+    /// [`Client::callback_path_down`]).
+    cb_rebind_at: Mutex<Option<Instant>>,
 }
 
 struct SessionState {

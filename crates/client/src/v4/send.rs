@@ -4,6 +4,9 @@
 //! calls ([`crate::FileProtocol`]: READ, WRITE, COMMIT, GETATTR) over it.
 
 use super::*;
+use sluice_xdr::nfs4::ops::{
+    SEQ4_STATUS_BACKCHANNEL_FAULT, SEQ4_STATUS_CB_PATH_DOWN, SEQ4_STATUS_CB_PATH_DOWN_SESSION,
+};
 impl Client {
     /// Sends `ops` after a SEQUENCE and waits for the reply (recovering the session as needed).
     pub async fn compound(&self, ops: Vec<NfsArgop4>) -> Result<Reply, Error> {
@@ -115,12 +118,13 @@ impl Client {
                 s.table.complete(sent.slot, &seq)
             };
             self.inner.slot_freed.notify_waiters();
-            if let Outcome::Ok(_) = seq {
+            if let Outcome::Ok(ok) = &seq {
                 self.inner
                     .lease
                     .lock()
                     .expect("lease lock")
                     .renewed(sent.sent_at);
+                self.callback_path_down(ok.status_flags);
             }
             let failed = match &result {
                 Ok(r) => !r.status.is_ok(),
@@ -329,6 +333,39 @@ impl Client {
                 conn + 1
             );
         }
+    }
+
+    /// A SEQUENCE reply's status flags: when they say the server cannot call back on the
+    /// session (SEQ4_STATUS_CB_PATH_DOWN, CB_PATH_DOWN_SESSION, BACKCHANNEL_FAULT), binds the
+    /// first connection again for both directions, in the background and at most once a
+    /// [`CB_REBIND_INTERVAL`] (see "Back channel after a reset" in the module docs of `mod.rs`).
+    pub(super) fn callback_path_down(&self, status_flags: u32) {
+        const DOWN: u32 = SEQ4_STATUS_CB_PATH_DOWN
+            | SEQ4_STATUS_CB_PATH_DOWN_SESSION
+            | SEQ4_STATUS_BACKCHANNEL_FAULT;
+        if status_flags & DOWN == 0
+            || !self.back_channel_up()
+            || self.inner.closed.load(Ordering::SeqCst)
+        {
+            return;
+        }
+        let now = Instant::now();
+        {
+            let mut at = self.inner.cb_rebind_at.lock().expect("rebind lock");
+            if at.is_some_and(|t| now < t + CB_REBIND_INTERVAL) {
+                return;
+            }
+            *at = Some(now);
+        }
+        tracing::debug!(
+            "{}: the server reports no callback path (SEQUENCE flags {status_flags:#x}); \
+             binding the first connection again",
+            self.inner.url.host
+        );
+        // Forgotten first, so that `ensure_bound` binds although nothing changed on our side.
+        self.inner.bound.lock().expect("bound lock")[0] = None;
+        let c = self.clone();
+        tokio::spawn(async move { c.ensure_bound(0).await });
     }
 
     pub(super) fn record(&self, op: Opnum4, sample: Sample) {

@@ -4,6 +4,7 @@
 //! the client owner, and [`Client::shutdown`] (DESTROY_SESSION, DESTROY_CLIENTID).
 
 use super::*;
+use tokio::sync::watch;
 impl Client {
     /// Connects to the server of `url` (port: `nfsport`, else the URL's port, else 2049) and
     /// sets up a session with the first minor version of `minor` the server takes.
@@ -177,6 +178,7 @@ impl Client {
             reopen_done: Notify::new(),
             callbacks: service.state.clone(),
             write_back: Mutex::new(None),
+            cb_rebind_at: Mutex::new(None),
         };
         let mut client = Client {
             inner: Arc::new(inner),
@@ -188,6 +190,8 @@ impl Client {
         // Only now: `fit_to_filesystem` needs the one strong handle and no weak ones.
         let _ = service.client.set(Arc::downgrade(&client.inner));
         tokio::spawn(renew_loop(Arc::downgrade(&client.inner)));
+        let reconnected = client.inner.conns.first().reconnected();
+        tokio::spawn(rebind_loop(Arc::downgrade(&client.inner), reconnected));
         Ok(client)
     }
 
@@ -618,6 +622,24 @@ pub(super) async fn renew_loop(inner: Weak<Inner>) {
             let c = Client { inner: i };
             // A SEQUENCE alone; its success renews the lease (in `finish`).
             let _ = c.compound(Vec::new()).await;
+        }
+    }
+}
+
+/// Binds the first connection again as soon as its transport has re-established it, while the
+/// session has a back channel, until the client is gone or shut down (see "Back channel after
+/// a reset" in the module docs of `mod.rs`). Holds no strong handle while it waits.
+pub(super) async fn rebind_loop(inner: Weak<Inner>, mut reconnected: watch::Receiver<u64>) {
+    // `changed` fails once the transport's driver is gone, which it is only with the client.
+    while reconnected.changed().await.is_ok() {
+        let Some(i) = inner.upgrade() else { return };
+        if i.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let c = Client { inner: i };
+        if c.back_channel_up() {
+            // With CDFC4_FORE_OR_BOTH (connection 0 with a back channel): see `ensure_bound`.
+            c.ensure_bound(0).await;
         }
     }
 }
