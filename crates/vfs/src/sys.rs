@@ -475,6 +475,15 @@ pub(crate) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
 // Extended attributes through `/proc/self/fd/N` (O_PATH descriptors cannot be `f*xattr`ed; the
 // magic link reaches the object itself, a symlink included).
 
+/// Whether the file system of `root` takes user extended attributes: asking for the size of a
+/// name nobody sets answers ENODATA where they exist and EOPNOTSUPP where they do not.
+pub(crate) fn user_xattrs_supported(root: BorrowedFd<'_>) -> bool {
+    match getxattr_fd(root, c"user.sluice-probe", &mut []) {
+        Ok(_) => true,
+        Err(e) => e.raw_os_error() != Some(libc::EOPNOTSUPP),
+    }
+}
+
 /// `getxattr("/proc/self/fd/N", name, buf)`: the value's length; with an empty `buf`, the size
 /// of the value without reading it.
 pub(crate) fn getxattr_fd(fd: BorrowedFd<'_>, name: &CStr, buf: &mut [u8]) -> io::Result<usize> {

@@ -206,7 +206,7 @@ impl LocalFs {
         } else {
             config.open_files_max
         };
-        let xattr_support = super::xattr::probe_user_xattrs(root.as_fd());
+        let xattr_support = crate::sys::user_xattrs_supported(root.as_fd());
         Ok(LocalFs {
             root,
             root_id: dev_ino(&st),

@@ -4,7 +4,7 @@
 //! attributes on symlinks and devices itself (EPERM). Listing needs read permission, checked
 //! here (the kernel checks none; knfsd asks for read). Whether the file system takes user
 //! attributes at all is probed once, on the export root, when the export opens
-//! ([`probe_user_xattrs`]): tmpfs before Linux 6.6, for one, does not.
+//! ([`crate::sys::user_xattrs_supported`]): tmpfs before Linux 6.6, for one, does not.
 
 use super::base::{errno, LocalFs};
 use super::perms::permitted;
@@ -15,16 +15,7 @@ use crate::xattr::{
     user_name, user_names, XattrError, XattrSet, XATTR_LIST_BYTES_MAX, XATTR_VALUE_BYTES_MAX,
 };
 use std::ffi::CString;
-use std::os::fd::{AsFd, BorrowedFd};
-
-/// Whether the file system of `root` takes user extended attributes: asking for the size of a
-/// name nobody sets answers ENODATA where they exist and EOPNOTSUPP where they do not.
-pub(super) fn probe_user_xattrs(root: BorrowedFd<'_>) -> bool {
-    match sys::getxattr_fd(root, c"user.sluice-probe", &mut []) {
-        Ok(_) => true,
-        Err(e) => e.raw_os_error() != Some(libc::EOPNOTSUPP),
-    }
-}
+use std::os::fd::AsFd;
 
 /// `user.NAME` as a C string.
 fn c_name(name: &[u8]) -> Result<CString, XattrError> {
