@@ -64,6 +64,53 @@ fn cephfs_passes_the_backend_suite_and_matches_localfs() {
     );
     drop(second);
 
+    // User xattrs written through the backend are what another Ceph client (ceph-fuse) reads
+    // as `user.NAME`, and the reverse.
+    let path = cluster.fresh_dir("x");
+    let fs = cluster.export(&path);
+    let root = sluice_vfs::Caller::with_cred(sluice_vfs::Cred::root());
+    let made = fs
+        .create(
+            &root,
+            &fs.root_handle(),
+            b"xf",
+            sluice_vfs::CreateHow::Unchecked(sluice_vfs::SetAttr::default()),
+        )
+        .unwrap();
+    assert!(fs.xattr_support(), "CephFS takes user xattrs");
+    fs.setxattr(
+        &root,
+        &made.fh,
+        b"from-sluice",
+        b"sluice wrote this",
+        sluice_vfs::XattrSet::Create,
+    )
+    .unwrap();
+    let fuse = cluster.fuse();
+    let on_fuse = fuse.path(&format!("{path}/xf"));
+    let seen = std::process::Command::new("getfattr")
+        .args(["--only-values", "-n", "user.from-sluice"])
+        .arg(&on_fuse)
+        .output()
+        .expect("run getfattr (package attr, scripts/install-deps.sh)");
+    assert!(
+        seen.status.success(),
+        "getfattr through ceph-fuse: {seen:?}"
+    );
+    assert_eq!(seen.stdout, b"sluice wrote this");
+    let st = std::process::Command::new("setfattr")
+        .args(["-n", "user.from-fuse", "-v", "ceph-fuse wrote this"])
+        .arg(&on_fuse)
+        .status()
+        .expect("run setfattr");
+    assert!(st.success(), "setfattr through ceph-fuse");
+    let v = fs
+        .getxattr(&root, &made.fh, b"from-fuse", 4096)
+        .unwrap_or_else(|e| panic!("getxattr of ceph-fuse's attribute: {e:?}"));
+    assert_eq!(v, b"ceph-fuse wrote this");
+    drop(fuse);
+    drop(fs);
+
     let stats = cluster.admin().stats();
     eprintln!("admin mount stats: {stats:?}");
 }
