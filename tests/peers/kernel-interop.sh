@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Host side of the kernel-client interop test: places a tree and a 64 MiB file in each export's
-# backing dir, runs guest/kernel-interop.sh in one kclient guest (kclient.sh), which mounts
-# every export in turn and runs the workload on each, then checks on the host what the guest
-# wrote (sha256 of every kept file) and that the guest read the host file correctly.
+# backing dir, runs guest/kernel-interop.sh in one kclient guest (kclient.sh), which for each
+# NFS version of KI_VERSIONS (all at once) mounts every export in turn and runs the workload on
+# each (one "run" per version and export, numbered from 1, each in its own work folder), then
+# checks on the host what the guest wrote in every run (sha256 of every kept file) and that
+# the guest read the host file correctly.
 #
 #   kernel-interop.sh NFS_PORT MOUNT_PORT EXPORT BACKING_DIR [EXPORT BACKING_DIR]...
 #
@@ -12,12 +14,15 @@
 # the checksums are those an independent Ceph client reads).
 # It builds the guest's two static helpers with gcc: guest/kc-lock.c (an fcntl lock held by one
 # process, probed by another) and guest/kc-fsx.c (fsx-style random operations against a model).
-# Environment: KC_VERS (default 3), KI_BIG_MIB (64), KI_KEEP=1 keeps the files afterwards,
+# Environment: KI_VERSIONS, NFS versions space separated (default KC_VERS, default 3), each
+# VERS or VERS@PORT: that version mounts the server on PORT (NFS and MOUNT; one server per
+# version, serving the same EXPORTs) instead of NFS_PORT/MOUNT_PORT;
+# KI_BIG_MIB (64), KI_KEEP=1 keeps the files afterwards,
 # KI_FSX_SEED (random, printed) and KI_FSX_OPS (1500) for kc-fsx,
 # KI_COHERE="N..." (1-based export numbers) adds the coherence check on those exports: the
 # host rewrites a file the guest has read (same size, same mtime, new bytes) through
 # BACKING_DIR, and the guest's next open must read the new bytes (close-to-open, the mount's
-# default attribute cache options); plus everything kclient.sh reads (KC_RUN_DIR, KC_VERBOSE, ...).
+# default attribute cache options), at every version; plus everything kclient.sh reads (KC_RUN_DIR, KC_VERBOSE, ...).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
@@ -33,6 +38,10 @@ while [ $# -gt 0 ]; do
     shift 2
 done
 N=${#EXPORTS[@]}
+VERSIONS="${KI_VERSIONS:-${KC_VERS:-3}}"
+for spec in $VERSIONS; do
+    case "${spec%%@*}" in 3|4.1|4.2) ;; *) die "KI_VERSIONS: unknown NFS version in $spec" ;; esac
+done
 
 TAG="ki-$$"
 WORK="$TAG-work" HTREE="$TAG-host-tree" HFILE="$TAG-host.bin" COH="$TAG-coherence.bin"
@@ -53,7 +62,7 @@ command -v gcc >/dev/null || die "gcc not found (run scripts/install-deps.sh)"
 cleanup() {
     if [ "${KI_KEEP:-0}" != 1 ]; then
         for b in "${BACKS[@]}"; do
-            rm -rf "${b:?}/$WORK" "${b:?}/$HTREE" "${b:?}/$HFILE" "${b:?}/$COH"
+            rm -rf "${b:?}/$WORK"-* "${b:?}/$HTREE" "${b:?}/$HFILE" "${b:?}/$COH"-*
         done
     fi
     rm -rf "$SCRATCH"
@@ -80,9 +89,19 @@ for b in "${BACKS[@]}"; do
 done
 for i in $COHERE; do
     [ "$i" -ge 1 ] && [ "$i" -le "$N" ] || die "KI_COHERE names export $i of $N"
+done
+# RUNS: one "VERS EXPORT_INDEX" line per run, in the guest's order (run k is line k).
+RUNS=()
+for spec in $VERSIONS; do
+    for i in $(seq 1 "$N"); do RUNS+=("${spec%%@*} $i"); done
+done
+coherent() { case " $COHERE " in *" $1 "*) return 0 ;; esac; return 1; }
+for k in $(seq 1 "${#RUNS[@]}"); do
+    read -r v i <<< "${RUNS[$((k - 1))]}"
+    coherent "$i" || continue
     b="${BACKS[$((i - 1))]}"
-    cp "$SCRATCH/coh-1.bin" "$b/$COH"
-    touch -m -d "@$COH_MTIME" "$b/$COH"
+    cp "$SCRATCH/coh-1.bin" "$b/$COH-$k"
+    touch -m -d "@$COH_MTIME" "$b/$COH-$k"
 done
 
 # ------------------------------------------------------------------ the guest
@@ -92,8 +111,9 @@ for t in kc-lock kc-fsx; do
     gcc -static -O2 -Wall -o "$RUN/build/$t" "$HERE/guest/$t.c" || die "cannot build $t"
 done
 set +e
-"$HERE/kclient.sh" "$PORT" "$MPORT" "${EXPORTS[0]}" "$HERE/guest/kernel-interop.sh" \
+KC_VERS="$(echo "${VERSIONS%% *}" | cut -d@ -f1)" "$HERE/kclient.sh" "$PORT" "$MPORT" "${EXPORTS[0]}" "$HERE/guest/kernel-interop.sh" \
     --file "$RUN/build/kc-lock" --file "$RUN/build/kc-fsx" \
+    --env "KI_VERSIONS=$VERSIONS" \
     --env "KI_EXPORTS=${EXPORTS[*]}" --env "KI_FSX_SEED=$FSX_SEED" --env "KI_FSX_OPS=$FSX_OPS" \
     --env "KI_WORK=$WORK" --env "KI_HOST_TREE=$HTREE" --env "KI_HOST_FILE=$HFILE" \
     --env "KI_BIG_MIB=$BIG_MIB" --env "KI_COHERE=$COHERE" --env "KI_COH_FILE=$COH" \
@@ -101,20 +121,29 @@ set +e
 GUEST=$!
 set -e
 
-# The coherence check's host half: once the guest has read the file of export i (marker
-# coh-i-read in the live run folder), rewrite it in place through the backing dir with the
-# same size and mtime, and tell the guest (coh-i-changed).
-for i in $COHERE; do
-    b="${BACKS[$((i - 1))]}"
-    t=0
-    while [ ! -e "$RUN/out/coh-$i-read" ] && kill -0 "$GUEST" 2>/dev/null && [ $t -lt 6000 ]; do
-        sleep 0.1; t=$((t + 1))
+# The coherence check's host half, for each run on an export of KI_COHERE, in whatever order
+# the versions get there: once the guest has read run k's file (marker coh-k-read in the live
+# run folder), rewrite it in place through the backing dir with the same size and mtime, and
+# tell the guest (coh-k-changed). Until every such run is served or the guest is gone.
+PENDING=()
+for k in $(seq 1 "${#RUNS[@]}"); do
+    read -r v i <<< "${RUNS[$((k - 1))]}"
+    coherent "$i" && PENDING+=("$k")
+done
+while [ ${#PENDING[@]} -gt 0 ] && kill -0 "$GUEST" 2>/dev/null; do
+    LEFT=()
+    for k in "${PENDING[@]}"; do
+        if [ ! -e "$RUN/out/coh-$k-read" ]; then LEFT+=("$k"); continue; fi
+        read -r v i <<< "${RUNS[$((k - 1))]}"
+        b="${BACKS[$((i - 1))]}"
+        dd if="$SCRATCH/coh-2.bin" of="$b/$COH-$k" bs=65536 conv=notrunc,fsync status=none
+        touch -m -d "@$COH_MTIME" "$b/$COH-$k"
+        [ "$(sha256sum "$b/$COH-$k" | cut -d' ' -f1)" = "$COH2" ] \
+            || die "the host's rewrite of $b/$COH-$k did not take"
+        : > "$RUN/out/coh-$k-changed"
     done
-    [ -e "$RUN/out/coh-$i-read" ] || break
-    dd if="$SCRATCH/coh-2.bin" of="$b/$COH" bs=65536 conv=notrunc,fsync status=none
-    touch -m -d "@$COH_MTIME" "$b/$COH"
-    [ "$(sha256sum "$b/$COH" | cut -d' ' -f1)" = "$COH2" ] || die "the host's rewrite of $b/$COH did not take"
-    : > "$RUN/out/coh-$i-changed"
+    PENDING=("${LEFT[@]}")
+    sleep 0.1
 done
 set +e
 wait "$GUEST"
@@ -123,10 +152,12 @@ set -e
 [ "$rc" = 0 ] || die "guest script failed (rc $rc); run folder $RUN"
 
 # ------------------------------------------------------------------ verify on the host
-for i in $(seq 1 "$N"); do
-    EXPORT="${EXPORTS[$((i - 1))]}" BACK="${BACKS[$((i - 1))]}"
-    SUMS="$RUN/out/e$i-sums.txt"
-    [ -s "$SUMS" ] || die "guest saved no e$i-sums.txt for $EXPORT ($RUN)"
+for k in $(seq 1 "${#RUNS[@]}"); do
+    read -r v i <<< "${RUNS[$((k - 1))]}"
+    # The verdicts name the version and the export ("vers 4.1 export /vol").
+    EXPORT="vers $v export ${EXPORTS[$((i - 1))]}" BACK="${BACKS[$((i - 1))]}" W="$WORK-$k"
+    SUMS="$RUN/out/e$k-sums.txt"
+    [ -s "$SUMS" ] || die "guest saved no e$k-sums.txt for $EXPORT ($RUN)"
     n=0
     while read -r sum path; do
         case "$sum" in
@@ -142,16 +173,16 @@ for i in $(seq 1 "$N"); do
     done < "$SUMS"
     grep -q "^host:$HSUM" "$SUMS" || die "$EXPORT: guest did not report the host file's checksum"
     [ "$n" -ge 30 ] || die "$EXPORT: only $n files verified (expected >= 30)"
-    [ "$(readlink "$BACK/$WORK/newlink")" = tree-kept/sub/s5.txt ] \
+    [ "$(readlink "$BACK/$W/newlink")" = tree-kept/sub/s5.txt ] \
         || die "$EXPORT: symlink made by the guest reads differently on the host"
-    [ ! -e "$BACK/$WORK/tree" ] || die "$EXPORT: rm -r in the guest left $WORK/tree on the host"
-    [ "$(readlink "$BACK/$WORK/tree-kept/link-to-dir")" = sub/deeper ] \
+    [ ! -e "$BACK/$W/tree" ] || die "$EXPORT: rm -r in the guest left $W/tree on the host"
+    [ "$(readlink "$BACK/$W/tree-kept/link-to-dir")" = sub/deeper ] \
         || die "$EXPORT: symlink copied by cp -a differs on the host"
     coh=""
-    case " $COHERE " in *" $i "*)
-        ms="$(cat "$RUN/out/coh-$i-ms" 2>/dev/null)" || die "$EXPORT: the guest saved no coherence time"
-        coh="; a host rewrite read at the next open (${ms} ms)" ;;
-    esac
-    [ -n "${KC_VERBOSE:-}" ] && echo "kernel-interop: PASS ($n files verified on the host, host file sha256 ok$coh; export $EXPORT; run folder $RUN)"
+    if coherent "$i"; then
+        ms="$(cat "$RUN/out/coh-$k-ms" 2>/dev/null)" || die "$EXPORT: the guest saved no coherence time"
+        coh="; a host rewrite read at the next open (${ms} ms)"
+    fi
+    [ -n "${KC_VERBOSE:-}" ] && echo "kernel-interop: PASS ($n files verified on the host, host file sha256 ok$coh; $EXPORT; run folder $RUN)"
 done
 exit 0

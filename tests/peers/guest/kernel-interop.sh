@@ -1,7 +1,9 @@
 # Guest script (busybox sh, run by ../kclient.sh inside the kclient guest; kc-lib.sh is
-# already sourced). The Linux kernel NFS client against the server under test, on each export
-# of KI_EXPORTS in turn (each mounted on its own mount point, the workload run on it, then
-# unmounted):
+# already sourced). The Linux kernel NFS client against the server under test: for each NFS
+# version of KI_VERSIONS (all versions at once, each against its own server when KI_VERSIONS
+# gives ports), on each export of KI_EXPORTS in turn (each such run, numbered N from 1 in
+# version then export order, mounted on its own mount point /mnt/eN with its own work folder
+# and its own /tmp/runN, the workload run on it, then unmounted):
 #   cp -a of a tree (nested dirs, symlinks, 0 B .. 1 MiB+1 files) both from the guest's tmpfs
 #   and from a tree the host placed in the export; ls -lR; dd of 64 MiB both ways with sha256;
 #   sha256 of a host-placed file; rename (file, dir, over an existing file); symlink + readlink;
@@ -14,16 +16,21 @@
 # Prints one PASS/FAIL line per check and exits non-zero if any failed.
 #
 # Guest environment (run.sh --env K=V):
+#   KI_VERSIONS   NFS versions (3, 4.1, 4.2), each VERS or VERS@PORT (that version's
+#                 server's port, NFS and MOUNT), space separated  [$KC_VERS]
 #   KI_EXPORTS    export paths, space separated                [$KC_EXPORT]
-#   KI_WORK       work folder name inside each export          [kernel-interop]
+#   KI_WORK       work folder name inside each export, run N's is WORK-N  [kernel-interop]
 #   KI_HOST_TREE  tree placed by the host (relative to export) [host-tree]; skipped if absent
 #   KI_HOST_FILE  file placed by the host (relative to export) [host-64m.bin]; skipped if absent
 #   KI_BIG_MIB    size of the dd test file                     [64]
 #   KI_FSX_SEED, KI_FSX_OPS  kc-fsx's seed (plus the export's number) and op count  [1, 1500]
-#   KI_COHERE     1-based numbers of the exports to check coherence on  [none]
-#   KI_COH_FILE, KI_COH_SUM1, KI_COH_SUM2: the file the host rewrites, its sha256 before and
-#                 after
-# Files saved for the host (run folder out/), per export number N: eN-sums.txt ("sha256
+#   KI_COHERE     1-based numbers (in KI_EXPORTS) of the exports to check coherence on, at
+#                 every version  [none]
+#   KI_COH_FILE, KI_COH_SUM1, KI_COH_SUM2: the file the host rewrites (run N's is
+#                 KI_COH_FILE-N), its sha256 before and after
+# Prints one PASS/FAIL line per check, each version's together (vers-V.log, saved as it goes,
+# printed once all versions are done).
+# Files saved for the host (run folder out/), per run number N: eN-sums.txt ("sha256
 # path-relative-to-export" for every file the guest wrote and kept, plus "host:" lines for what
 # it read), eN-ls-lR.txt; for the coherence check coh-N-read (the guest has read the file:
 # the host may rewrite it, then creates coh-N-changed) and coh-N-ms (how long the guest's first
@@ -55,8 +62,8 @@ manifest() {
 }
 # finish: the verdict of one export's run (in its subshell)
 finish() {
-    echo "RESULT $KC_EXPORT: $NPASS passed, $NFAIL failed"
-    [ "$NFAIL" = 0 ] && echo "RESULT $KC_EXPORT: PASS" || echo "RESULT $KC_EXPORT: FAIL"
+    echo "RESULT vers $KC_VERS $KC_EXPORT: $NPASS passed, $NFAIL failed"
+    [ "$NFAIL" = 0 ] && echo "RESULT vers $KC_VERS $KC_EXPORT: PASS" || echo "RESULT vers $KC_VERS $KC_EXPORT: FAIL"
     [ "$NFAIL" = 0 ]
     exit $?
 }
@@ -71,7 +78,7 @@ now_ms() { awk '{ printf "%d", $1 * 1000 }' /proc/uptime; }
 # the client that its cached pages are stale. That first open must read the new bytes; when it
 # does not, the guest keeps reading for acregmax to say whether the change shows up later.
 coherence() {
-    local f="$MNT/$KI_COH_FILE" before after t0 t ms i
+    local f="$MNT/$KI_COH_FILE-$N" before after t0 t ms i
     check "coherence file reads as the host placed it" sh -c "[ \"\$(sha256sum '$f' | cut -d' ' -f1)\" = $KI_COH_SUM1 ]"
     before="$(stat -c '%s %Y %Z' "$f")"
     : > "$KC_OUT/coh-$N-read"
@@ -102,20 +109,24 @@ coherence() {
         "[ '${before% *}' = '${after% *}' ] && [ '${before##* }' != '${after##* }' ]"
 }
 
-# run_one N: the workload on export number N ($KC_EXPORT), mounted on /mnt/eN
+# run_one N E: run N, the workload over NFS $KC_VERS on export number E ($KC_EXPORT), mounted
+# on /mnt/eN, in the work folder WORK-N (in a subshell: WORK and N stay its own)
 run_one() {
     N="$1"
+    WORK="$WORK-$N"
     MNT="/mnt/e$N"
+    TMPD="/tmp/run$N"
+    rm -rf "$TMPD"; mkdir -p "$TMPD"
     W="$MNT/$WORK"
     kc_mount "$MNT" || { fail "mount $KC_SERVER:$KC_EXPORT"; finish; }
-    pass "mount $KC_SERVER:$KC_EXPORT ($(awk -v m="$MNT" '$2 == m {print $4}' /proc/mounts | cut -c1-80)...)"
+    pass "mount vers $KC_VERS $KC_SERVER:$KC_EXPORT ($(awk -v m="$MNT" '$2 == m {print $4}' /proc/mounts | cut -c1-80)...)"
 
     rm -rf "$W" 2>/dev/null
     check "mkdir $WORK" mkdir "$W"
-    : > /tmp/sums.txt
+    : > $TMPD/sums.txt
 
     # ------------------------------------------------------------------ a tree made in the guest
-    T=/tmp/tree
+    T=$TMPD/tree
     rm -rf "$T"; mkdir -p "$T/sub/deeper" "$T/empty-dir"
     i=0
     for size in 0 1 2 511 512 513 4095 4096 4097 65535 65536 65537 131072 1048575 1048576 1048577; do
@@ -129,61 +140,61 @@ run_one() {
     ln -s does-not-exist "$T/dangling-link"
     chmod 600 "$T/sub/s2.txt"; chmod 755 "$T/sub/s3.txt"
     NENT=$(find "$T" | wc -l)
-    manifest "$T" > /tmp/tree.manifest
+    manifest "$T" > $TMPD/tree.manifest
 
     check "cp -a guest tree ($NENT entries) into the export" cp -a "$T" "$W/tree"
     kc_dropcaches
-    manifest "$W/tree" > /tmp/tree-nfs.manifest
+    manifest "$W/tree" > $TMPD/tree-nfs.manifest
     check "tree read back after drop_caches: names, sizes, sha256, symlink targets" \
-        diff /tmp/tree.manifest /tmp/tree-nfs.manifest
+        diff $TMPD/tree.manifest $TMPD/tree-nfs.manifest
     check "modes preserved (600, 755)" sh -c \
         "[ \"\$(stat -c %a '$W/tree/sub/s2.txt')\" = 600 ] && [ \"\$(stat -c %a '$W/tree/sub/s3.txt')\" = 755 ]"
     check "cat through a symlink to a dir" sh -c "[ \"\$(cat '$W/tree/link-to-dir/d1.bin' | wc -c)\" = 3000 ]"
-    ls -lR "$W/tree" > /tmp/ls-lR.txt 2>&1
-    check "ls -lR" sh -c "grep -q 'link-to-file -> sub/s1.txt' /tmp/ls-lR.txt && grep -q 'deeper' /tmp/ls-lR.txt \
-        && [ \$(grep -c '^-' /tmp/ls-lR.txt) -ge 30 ]"
-    kc_save "e$N-ls-lR.txt" < /tmp/ls-lR.txt
+    ls -lR "$W/tree" > $TMPD/ls-lR.txt 2>&1
+    check "ls -lR" sh -c "grep -q 'link-to-file -> sub/s1.txt' $TMPD/ls-lR.txt && grep -q 'deeper' $TMPD/ls-lR.txt \
+        && [ \$(grep -c '^-' $TMPD/ls-lR.txt) -ge 30 ]"
+    kc_save "e$N-ls-lR.txt" < $TMPD/ls-lR.txt
     # keep one copy for the host to verify, the original is used for rename/rm tests
     check "cp -a tree -> tree-kept (server to server through the client)" cp -a "$W/tree" "$W/tree-kept"
     (cd "$W/tree-kept" && find . -type f | LC_ALL=C sort | while read -r p; do
-        echo "$(sha "$p")  $WORK/tree-kept/${p#./}"; done) >> /tmp/sums.txt
+        echo "$(sha "$p")  $WORK/tree-kept/${p#./}"; done) >> $TMPD/sums.txt
 
     # ------------------------------------------------------------------ a tree placed by the host
     if [ -d "$MNT/$HOST_TREE" ]; then
-        manifest "$MNT/$HOST_TREE" > /tmp/host-tree.manifest
-        rm -rf /tmp/host-tree-copy
-        check "cp -a host tree out of the export" cp -a "$MNT/$HOST_TREE" /tmp/host-tree-copy
-        manifest /tmp/host-tree-copy > /tmp/host-tree-copy.manifest
-        check "host tree copy identical" diff /tmp/host-tree.manifest /tmp/host-tree-copy.manifest
-        check "cp -a host tree back into the export" cp -a /tmp/host-tree-copy "$W/host-tree-copy"
-        kc_save "e$N-host-tree.manifest" < /tmp/host-tree.manifest
+        manifest "$MNT/$HOST_TREE" > $TMPD/host-tree.manifest
+        rm -rf $TMPD/host-tree-copy
+        check "cp -a host tree out of the export" cp -a "$MNT/$HOST_TREE" $TMPD/host-tree-copy
+        manifest $TMPD/host-tree-copy > $TMPD/host-tree-copy.manifest
+        check "host tree copy identical" diff $TMPD/host-tree.manifest $TMPD/host-tree-copy.manifest
+        check "cp -a host tree back into the export" cp -a $TMPD/host-tree-copy "$W/host-tree-copy"
+        kc_save "e$N-host-tree.manifest" < $TMPD/host-tree.manifest
     else
         echo "SKIP host tree: no $HOST_TREE in the export"
     fi
 
     # ------------------------------------------------------------------ dd, 64 MiB both ways
-    gdd if=/dev/urandom of=/tmp/big.src bs=1M count="$BIG_MIB" status=none
-    SRC_SUM=$(sha /tmp/big.src)
-    out=$(gdd if=/tmp/big.src of="$W/big.bin" bs=1M conv=fsync 2>&1) \
+    gdd if=/dev/urandom of=$TMPD/big.src bs=1M count="$BIG_MIB" status=none
+    SRC_SUM=$(sha $TMPD/big.src)
+    out=$(gdd if=$TMPD/big.src of="$W/big.bin" bs=1M conv=fsync 2>&1) \
         && pass "dd write ${BIG_MIB} MiB: $(echo "$out" | tail -n 1)" || fail "dd write: $out"
-    rm -f /tmp/big.src
+    rm -f $TMPD/big.src
     kc_dropcaches
-    out=$(gdd if="$W/big.bin" of=/tmp/big.back bs=1M 2>&1) \
+    out=$(gdd if="$W/big.bin" of=$TMPD/big.back bs=1M 2>&1) \
         && pass "dd read ${BIG_MIB} MiB: $(echo "$out" | tail -n 1)" || fail "dd read: $out"
-    BACK_SUM=$(sha /tmp/big.back)
+    BACK_SUM=$(sha $TMPD/big.back)
     [ "$SRC_SUM" = "$BACK_SUM" ] && pass "dd round trip sha256 $SRC_SUM" \
         || fail "dd round trip: wrote $SRC_SUM read $BACK_SUM"
     check "size $((BIG_MIB * 1048576))" sh -c "[ \$(stat -c %s '$W/big.bin') = $((BIG_MIB * 1048576)) ]"
-    rm -f /tmp/big.back
-    echo "$SRC_SUM  $WORK/big-renamed.bin" >> /tmp/sums.txt
+    rm -f $TMPD/big.back
+    echo "$SRC_SUM  $WORK/big-renamed.bin" >> $TMPD/sums.txt
 
     if [ -f "$MNT/$HOST_FILE" ]; then
-        out=$(gdd if="$MNT/$HOST_FILE" of=/tmp/host.bin bs=1M 2>&1) \
+        out=$(gdd if="$MNT/$HOST_FILE" of=$TMPD/host.bin bs=1M 2>&1) \
             && pass "dd read host file $HOST_FILE: $(echo "$out" | tail -n 1)" || fail "dd read host file: $out"
-        HSUM=$(sha /tmp/host.bin)
+        HSUM=$(sha $TMPD/host.bin)
         echo "host-file sha256 $HSUM $HOST_FILE"
-        echo "host:$HSUM  $HOST_FILE" >> /tmp/sums.txt
-        rm -f /tmp/host.bin
+        echo "host:$HSUM  $HOST_FILE" >> $TMPD/sums.txt
+        rm -f $TMPD/host.bin
     else
         echo "SKIP host file: no $HOST_FILE in the export"
     fi
@@ -219,7 +230,7 @@ run_one() {
     # the name must be gone. The Linux client turns the remove of a name still open into a
     # rename to .nfsXXXX (v3 and v4.x alike) and removes that when the holder closes; the server
     # must keep serving the file through the rename, and no .nfs file may be left behind.
-    HOLD=/tmp/holder
+    HOLD=$TMPD/holder
     rm -rf "$HOLD"; mkdir -p "$HOLD"
     printf 'held open across rename and remove\n' > "$W/held.txt"
     (
@@ -249,8 +260,8 @@ run_one() {
     kc_dropcaches
     : > "$HOLD/read"
     wait "$HOLDER"
-    printf 'held open across rename and remove\nappended by the holder after the remove\n' > /tmp/held.expect
-    check "the holder reads its data and its append after the remove" cmp /tmp/held.expect "$HOLD/seen"
+    printf 'held open across rename and remove\nappended by the holder after the remove\n' > $TMPD/held.expect
+    check "the holder reads its data and its append after the remove" cmp $TMPD/held.expect "$HOLD/seen"
     # The client removes its .nfsXXXX name once the last holder closed (asynchronously).
     i=0
     while ls -a "$W" | grep -q '^\.nfs' && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
@@ -261,31 +272,31 @@ run_one() {
     # it; a second process finds it held, then free once the first let go. Over v3 the harness
     # mounts with nolock (it runs no NLM), so there these are the client's own locks; over 4.x
     # they go to the server (LOCK, LOCKT) unless the client holds a write delegation on the file.
-    rm -f /tmp/lk-ready /tmp/lk-release
-    /kc/kc-lock hold "$W/locked" /tmp/lk-ready /tmp/lk-release > /tmp/lk.log 2>&1 &
+    rm -f $TMPD/lk-ready $TMPD/lk-release
+    /kc/kc-lock hold "$W/locked" $TMPD/lk-ready $TMPD/lk-release > $TMPD/lk.log 2>&1 &
     LK=$!
     i=0
-    while [ ! -e /tmp/lk-ready ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-    check "fcntl write lock taken by one process" test -e /tmp/lk-ready
+    while [ ! -e $TMPD/lk-ready ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    check "fcntl write lock taken by one process" test -e $TMPD/lk-ready
     check "a second process finds it held" sh -c "[ \"\$(/kc/kc-lock probe '$W/locked')\" = held ]"
-    : > /tmp/lk-release
-    wait "$LK" && pass "the holder wrote under its lock and let go" || fail "lock holder: $(cat /tmp/lk.log)"
+    : > $TMPD/lk-release
+    wait "$LK" && pass "the holder wrote under its lock and let go" || fail "lock holder: $(cat $TMPD/lk.log)"
     check "free once let go" sh -c "[ \"\$(/kc/kc-lock probe '$W/locked')\" = free ]"
-    printf 'locked\nstill held after\n' > /tmp/locked.expect
-    check "what the holder wrote under the lock" cmp /tmp/locked.expect "$W/locked"
-    echo "$(sha /tmp/locked.expect)  $WORK/locked" >> /tmp/sums.txt
+    printf 'locked\nstill held after\n' > $TMPD/locked.expect
+    check "what the holder wrote under the lock" cmp $TMPD/locked.expect "$W/locked"
+    echo "$(sha $TMPD/locked.expect)  $WORK/locked" >> $TMPD/sums.txt
 
     # ------------------------------------------------------------------ fsx-style random operations
     # kc-fsx (--file): random writes, truncates, reads checked against a model, fsync with the
     # pages dropped, close and reopen; then the file after drop_caches must be the model, and
     # the host checks its sha256 through its own path.
     seed=$((${KI_FSX_SEED:-1} + N))
-    out=$(/kc/kc-fsx "$W/fsx.bin" "$seed" "${KI_FSX_OPS:-1500}" /tmp/fsx.model 2>&1) \
+    out=$(/kc/kc-fsx "$W/fsx.bin" "$seed" "${KI_FSX_OPS:-1500}" $TMPD/fsx.model 2>&1) \
         && pass "kc-fsx seed $seed: $(echo "$out" | tail -n 1)" || fail "kc-fsx: $(echo "$out" | tail -n 24)"
     kc_dropcaches
-    check "the kc-fsx file read after drop_caches is the model" cmp /tmp/fsx.model "$W/fsx.bin"
-    echo "$(sha /tmp/fsx.model)  $WORK/fsx.bin" >> /tmp/sums.txt
-    rm -f /tmp/fsx.model
+    check "the kc-fsx file read after drop_caches is the model" cmp $TMPD/fsx.model "$W/fsx.bin"
+    echo "$(sha $TMPD/fsx.model)  $WORK/fsx.bin" >> $TMPD/sums.txt
+    rm -f $TMPD/fsx.model
 
     # ------------------------------------------------------------------ rm -r
     check "rm -r tree" rm -r "$W/tree"
@@ -295,19 +306,45 @@ run_one() {
     check "rmdir of a non-empty dir fails" sh -c "! rmdir '$W/tree-kept' 2>/dev/null"
     check "ls of the work dir" sh -c "ls -la '$W' >/dev/null"
 
-    kc_save "e$N-sums.txt" < /tmp/sums.txt
-    case " ${KI_COHERE:-} " in *" $N "*) coherence ;; esac
+    kc_save "e$N-sums.txt" < $TMPD/sums.txt
+    case " ${KI_COHERE:-} " in *" $2 "*) coherence ;; esac
     cd /
     check "umount" kc_umount "$MNT"
     finish
 }
 
+# vers_runs V FIRST: version V's runs, one per export in turn, numbered from FIRST; the status
+# is 0 when all passed
+vers_runs() {
+    local v="$1" n="$2" e_i=0 e rc=0
+    for e in ${KI_EXPORTS:-$KC_EXPORT}; do
+        e_i=$((e_i + 1))
+        ( KC_VERS="$v" KC_EXPORT="$e"; run_one "$n" "$e_i" ) || rc=1
+        kc_log "done with run $n (vers $v, export $e)"
+        n=$((n + 1))
+    done
+    return $rc
+}
+
 RC=0
-N=0
-for e in ${KI_EXPORTS:-$KC_EXPORT}; do
-    N=$((N + 1))
-    ( KC_EXPORT="$e"; run_one "$N" ) || RC=1
-    kc_log "done with export $N ($e)"
+N=1
+NEXP=$(echo ${KI_EXPORTS:-$KC_EXPORT} | wc -w)
+JOBS=""
+for spec in ${KI_VERSIONS:-$KC_VERS}; do
+    v="${spec%%@*}"
+    (
+        case "$spec" in *@*) KC_PORT="${spec#*@}" KC_MOUNTPORT="${spec#*@}" ;; esac
+        vers_runs "$v" "$N"
+    ) > "$KC_OUT/vers-$v.log" 2>&1 &
+    JOBS="$JOBS $v:$!"
+    N=$((N + NEXP))
+done
+for j in $JOBS; do
+    wait "${j#*:}" || RC=1
+done
+for j in $JOBS; do
+    echo "== vers ${j%%:*}"
+    cat "$KC_OUT/vers-${j%%:*}.log"
 done
 [ "$RC" = 0 ] && echo "RESULT: PASS" || echo "RESULT: FAIL"
 exit "$RC"
