@@ -9,11 +9,16 @@
 # EXPORT is the server's v4 path of the export; BACKING_DIR the local directory it serves.
 # Environment: KV_COPY_MIB (40), KV_KEEP=1 keeps the files afterwards, plus everything
 # kclient.sh reads (KC_RUN_DIR, KC_VERBOSE, KC_TIMEOUT, ...).
+# KV_XATTR="PORT EXPORT BACKING_DIR": the same boot then also runs kernel-xattr.sh's guest
+# checks against that (other) server, after the v42 checks, with kernel-xattr.sh preparing
+# and verifying them (KX_PHASE); their guest output goes to RUN/out/xattr.log and the xattr
+# verdict to RUN/xattr-verdict.txt, so this script's own output and status stay the v42
+# checks' alone.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 die() { echo "kernel-v42: FAIL: $*" >&2; exit 1; }
-[ $# -eq 3 ] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -eq 3 ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 PORT="$1" EXPORT="$2" BACK="$3"
 [ -d "$BACK" ] || die "backing dir $BACK does not exist"
 BACK="$(cd "$BACK" && pwd -P)"
@@ -26,8 +31,23 @@ RUN="${KC_RUN_DIR:-$REPO/target/kclient-results/kernel-v42-$(date +%Y%m%d-%H%M%S
 export KC_RUN_DIR="$RUN"
 mkdir -p "$RUN"
 
-cleanup() { if [ "${KV_KEEP:-0}" != 1 ]; then rm -rf "${BACK:?}/$WORK"; fi; }
+XATTR=()
+if [ -n "${KV_XATTR:-}" ]; then
+    read -r XPORT XEXPORT XBACK <<< "$KV_XATTR"
+    XWORK="kx-$$"
+fi
+cleanup() {
+    if [ "${KV_KEEP:-0}" != 1 ]; then
+        rm -rf "${BACK:?}/$WORK"
+        [ -z "${XWORK:-}" ] || rm -rf "${XBACK:?}/$XWORK"
+    fi
+}
 trap cleanup EXIT
+if [ -n "${KV_XATTR:-}" ]; then
+    KX_PHASE=prepare KX_WORK="$XWORK" "$HERE/kernel-xattr.sh" "$XPORT" "$XEXPORT" "$XBACK" \
+        > "$RUN/xattr-options.txt" || die "kernel-xattr.sh prepare failed"
+    mapfile -t XATTR < "$RUN/xattr-options.txt"
+fi
 
 # The helper is built fresh for each run (a second on this machine), beside the run folder's
 # files (run.sh copies what --file names into the run folder itself).
@@ -37,8 +57,12 @@ gcc -static -O2 -Wall -o "$TOOL" "$HERE/guest/v42-tool.c" || die "cannot build v
 
 set +e
 KC_VERS=4.2 "$HERE/kclient.sh" "$PORT" "$PORT" "$EXPORT" "$HERE/guest/kernel-v42.sh" \
-    --file "$TOOL" --env "KV_WORK=$WORK" --env "KV_COPY_MIB=$COPY_MIB"
+    --file "$TOOL" --env "KV_WORK=$WORK" --env "KV_COPY_MIB=$COPY_MIB" "${XATTR[@]}"
 rc=$?
+if [ -n "${KV_XATTR:-}" ]; then
+    KX_PHASE=verify KX_WORK="$XWORK" KX_KEEP="${KV_KEEP:-0}" KX_GUEST_RC="$(cat "$RUN/out/xattr.rc" 2>/dev/null || echo none)" \
+        "$HERE/kernel-xattr.sh" "$XPORT" "$XEXPORT" "$XBACK" > "$RUN/xattr-verdict.txt" 2>&1
+fi
 set -e
 [ "$rc" = 0 ] || die "guest script failed (rc $rc); run folder $RUN"
 

@@ -15,6 +15,9 @@
 # Guest environment (run.sh --env K=V):
 #   KV_WORK      work folder name inside the export   [kernel-v42]
 #   KV_COPY_MIB  size of the copied file              [40]
+#   KX_PORT, KX_EXPORT, KX_WORK: when set (../kernel-v42.sh's KV_XATTR), /kc/kernel-xattr.sh
+#                runs at the end against that server, in this boot; its output and status
+#                go to out/xattr.log and out/xattr.rc only (not this script's verdict)
 # Saved for the host (run folder out/): sums.txt ("sha256  path-relative-to-export" for the
 # files the host checks), clone.txt (what FICLONE answered).
 
@@ -38,10 +41,21 @@ tool() {
 }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 finish() {
+    xattr
     echo "RESULT: $NPASS passed, $NFAIL failed"
     [ "$NFAIL" = 0 ] && echo "RESULT: PASS" || echo "RESULT: FAIL"
     [ "$NFAIL" = 0 ]
     exit $?
+}
+
+# xattr: the user extended attribute checks of kernel-xattr.sh against the KX_PORT server,
+# when asked for (their own mounts and verdict; see above)
+xattr() {
+    [ -n "${KX_PORT:-}" ] || return 0
+    kc_log "== kernel-xattr.sh against port $KX_PORT"
+    ( cd /; KC_PORT="$KX_PORT" KC_EXPORT="$KX_EXPORT"; . /kc/kernel-xattr.sh ) > /tmp/xattr.log 2>&1
+    echo $? | kc_save xattr.rc
+    kc_save xattr.log < /tmp/xattr.log
 }
 
 [ -x "$TOOL" ] || { fail "no $TOOL in the guest (run.sh --file)"; finish; }
