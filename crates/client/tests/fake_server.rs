@@ -1,7 +1,9 @@
 //! The client against an in-process fake NFS server that misbehaves on purpose:
 //! - "a verifier change makes the client resend unstable data": the server restarts (loses
 //!   everything not committed, changes its write verifier) in the middle of a file;
-//! - "a broken connection makes the client reconnect and resend with the same XIDs".
+//! - "a broken connection makes the client reconnect and resend with the same XIDs";
+//! - "the lock manager is the NFS server's own, not the one another server's portmapper
+//!   names".
 //!
 //! The fake serves one export with one file, with a memory image (what UNSTABLE WRITEs
 //! change) and a disk image (what COMMIT and FILE_SYNC make durable).
@@ -11,7 +13,7 @@ use sluice_client::{Client, ClientOptions};
 use sluice_rpc::record::{frame, RecordDecoder};
 use sluice_rpc::server::{parse_call, success_header, CallParse};
 use sluice_xdr::nfs3::{self, *};
-use sluice_xdr::{mount3, Pack, Payload, Unpack, Writer};
+use sluice_xdr::{mount3, nlm, portmap, Pack, Payload, Unpack, Writer};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -41,6 +43,12 @@ struct Fake {
     v4_calls: usize,
     /// WRITEs and COMMITs in the order they arrived.
     arrivals: Vec<Arrival>,
+    /// What PORTMAP GETPORT of NLM v4 answers (0: not registered).
+    nlm_port: u32,
+    /// The status every NLM call is answered with.
+    nlm_stat: u32,
+    /// NLM calls answered.
+    nlm_calls: usize,
 }
 
 /// One WRITE or COMMIT as the fake server saw it.
@@ -118,6 +126,24 @@ fn handle(rec: &[Bytes], fake: &Shared) -> Option<Vec<Bytes>> {
     let mut w: Writer = success_header(call.xid);
     let verf = f.verf.to_be_bytes();
     match (call.prog(), call.proc_()) {
+        (portmap::PROGRAM, portmap::proc_::GETPORT) => {
+            let m = portmap::Mapping::unpack(&mut r).unwrap();
+            let port = if m.prog == nlm::PROGRAM && m.vers == nlm::VERSION {
+                f.nlm_port
+            } else {
+                0
+            };
+            port.pack(&mut w)
+        }
+        (nlm::PROGRAM, nlm::proc_::LOCK) => {
+            let a = nlm::Nlm4LockArgs::unpack(&mut r).unwrap();
+            f.nlm_calls += 1;
+            nlm::Nlm4Res {
+                cookie: a.cookie,
+                stat: nlm::Nlm4Stats(f.nlm_stat),
+            }
+            .pack(&mut w)
+        }
         (mount3::PROGRAM, mount3::proc_::EXPORT) => mount3::Exports(vec![]).pack(&mut w),
         (mount3::PROGRAM, mount3::proc_::MNT) => mount3::MntRes::Ok(mount3::MntResOk {
             fhandle: NfsFh3(Bytes::from_static(ROOT)),
@@ -423,4 +449,36 @@ async fn a_server_silent_to_nfsv4_makes_a_url_without_version_fall_back_to_v3() 
     assert!(note.contains("no answer to the NFSv4 probe"), "{note}");
     let (_, attr) = ns.lookup_path("f").await.unwrap();
     assert_eq!(attr.size, 10);
+}
+
+/// The NFS server is on its own port (`?nfsport=`) and the portmapper of its address belongs
+/// to another server (a kernel NFS server beside it, another sluice holding port 111; here
+/// the URL's port names it): that portmapper names its own lock manager, which knows none of
+/// this server's handles. The client asks the NFS server itself first, on its connection, and
+/// takes its locks there; the other lock manager gets no call.
+#[tokio::test]
+async fn locks_go_to_the_nfs_servers_own_lock_manager_not_a_neighbours() {
+    let fake = Shared::default();
+    let port = serve(fake.clone()).await;
+    fake.lock().unwrap().nlm_port = u32::from(port);
+    let decoy = Shared::default();
+    let decoy_port = serve(decoy.clone()).await;
+    {
+        let mut d = decoy.lock().unwrap();
+        d.nlm_port = u32::from(decoy_port);
+        d.nlm_stat = nlm::Nlm4Stats::STALE_FH.0;
+    }
+    let url = format!("nfs://127.0.0.1:{decoy_port}/export?nfsport={port}&mountport={port}");
+    let c = Client::connect(url.as_str(), ClientOptions::default())
+        .await
+        .unwrap();
+    let f = c.create_file("/f", 0o644).await.unwrap();
+    let got = c.nlm_lock(f.fh(), b"owner", true, 0, 10).await.unwrap();
+    assert!(got.is_none(), "granted by the server's own lock manager");
+    assert_eq!(fake.lock().unwrap().nlm_calls, 1);
+    assert_eq!(
+        decoy.lock().unwrap().nlm_calls,
+        0,
+        "the neighbour's got nothing"
+    );
 }

@@ -7,6 +7,10 @@
 //! and where the errors are. The state gauges (clients, sessions, open and lock stateids, locks) are read from
 //! the state core when rendered, through [`Stats::set_nfs4_gauges`].
 //!
+//! NLM v4, the lock manager of NFSv3 clients, is counted per procedure like NFSv3 and MOUNT
+//! (`sluice_nlm_calls_total`): whether a v3 client's `fcntl` locks reach the server at all
+//! (or stay local, as with a `nolock` mount) shows there.
+//!
 //! Backends that make calls of their own (a Ceph export's libcephfs calls) count them
 //! themselves; their counters are read when rendered, per export, through
 //! [`Stats::set_backends`], and shown only when some export has any: in `/metrics` as
@@ -19,7 +23,7 @@ use crate::backend::stats::BackendStats;
 /// count their own calls in the same shape; named here too, where the server's code finds them.
 pub use crate::backend::stats::{CallStats, ProcStats, LATENCY_BUCKETS_MICROS};
 use sluice_xdr::nfs4::ops::{op_info, Opnum4, OP_INFO};
-use sluice_xdr::{mount3, nfs3, nfs4};
+use sluice_xdr::{mount3, nfs3, nfs4, nlm};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
@@ -191,6 +195,9 @@ pub struct Stats {
     tls: OnceLock<Arc<sluice_tcp::tls::ServerTls>>,
     /// MOUNT v3, indexed like `mount3::PROCS`.
     pub mount: [ProcStats; mount3::proc_::NAMES.len()],
+    /// NLM v4 (NFSv3 clients' locks), indexed like `nlm::PROCS`: a lock the client keeps to
+    /// itself never shows here, one it asks the server about does.
+    pub nlm: [ProcStats; nlm::proc_::NAMES.len()],
     /// Calls to any other program or version, and calls no procedure table holds.
     pub other_calls: AtomicU64,
     pub wire_read_bytes: SizeHistogram,
@@ -205,6 +212,7 @@ impl Stats {
         let slot = match (prog, vers) {
             (nfs3::PROGRAM, nfs3::VERSION) => self.nfs.get(proc_ as usize),
             (mount3::PROGRAM, mount3::VERSION) => self.mount.get(proc_ as usize),
+            (nlm::PROGRAM, nlm::VERSION) => self.nlm.get(proc_ as usize),
             (nfs4::PROGRAM, nfs4::VERSION) => self.nfs4.get(proc_ as usize),
             _ => None,
         };
@@ -312,6 +320,19 @@ impl Stats {
                 "sluice_nfs_errors_total{{proc=\"{}\"}} {}",
                 nfs3::PROCS[i].name,
                 p.errors.load(Relaxed)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "# HELP sluice_nlm_calls_total NLM v4 calls (NFSv3 clients' locks) by procedure."
+        );
+        let _ = writeln!(s, "# TYPE sluice_nlm_calls_total counter");
+        for (i, p) in self.nlm.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "sluice_nlm_calls_total{{proc=\"{}\"}} {}",
+                nlm::PROCS[i].name,
+                p.calls.load(Relaxed)
             );
         }
         for (metric, help, counter) in [
@@ -653,6 +674,28 @@ impl Stats {
                 avg
             );
         }
+        if self.nlm.iter().any(|p| p.calls.load(Relaxed) > 0) {
+            let _ = writeln!(s, "Server nlm v4:");
+            let _ = writeln!(
+                s,
+                "{:<12} {:>10} {:>8} {:>12}",
+                "proc", "calls", "errors", "avg_us"
+            );
+            for (i, p) in self.nlm.iter().enumerate() {
+                let calls = p.calls.load(Relaxed);
+                if calls == 0 {
+                    continue;
+                }
+                let _ = writeln!(
+                    s,
+                    "{:<12} {:>10} {:>8} {:>12}",
+                    nlm::PROCS[i].name.to_ascii_lowercase(),
+                    calls,
+                    p.errors.load(Relaxed),
+                    p.latency_micros_total.load(Relaxed) / calls
+                );
+            }
+        }
         if self.nfs4_ops.used().next().is_some() {
             let _ = writeln!(s, "Server nfs v4 operations:");
             let _ = writeln!(
@@ -947,6 +990,40 @@ fn render_grace_prometheus(s: &mut String, g: &sluice_nfs4state::recovery::grace
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// NLM v4 calls are counted by procedure, not among the calls no table holds, and show in
+    /// both renderings; NLM version 1 (not served) is "other".
+    #[test]
+    fn nlm_calls_are_counted_by_procedure() {
+        let st = Stats::default();
+        let ms = Duration::from_millis(1);
+        st.record(nlm::PROGRAM, nlm::VERSION, nlm::proc_::LOCK, ms, true);
+        st.record(nlm::PROGRAM, nlm::VERSION, nlm::proc_::LOCK, ms, true);
+        st.record(nlm::PROGRAM, nlm::VERSION, nlm::proc_::UNLOCK, ms, true);
+        st.record(nlm::PROGRAM, 1, nlm::proc_::LOCK, ms, false);
+        assert_eq!(st.other_calls.load(Relaxed), 1, "only version 1");
+        let prom = st.render_prometheus();
+        assert!(
+            prom.contains("sluice_nlm_calls_total{proc=\"LOCK\"} 2\n"),
+            "{prom}"
+        );
+        assert!(
+            prom.contains("sluice_nlm_calls_total{proc=\"UNLOCK\"} 1\n"),
+            "{prom}"
+        );
+        assert!(
+            prom.contains("sluice_nlm_calls_total{proc=\"TEST\"} 0\n"),
+            "{prom}"
+        );
+        let text = st.render();
+        assert!(text.contains("Server nlm v4:"), "{text}");
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().take(3).eq(["lock", "2", "0"])),
+            "{text}"
+        );
+        assert!(!text.lines().any(|l| l.starts_with("test ")), "{text}");
+    }
 
     /// A COMPOUND is counted under NFSv4's COMPOUND, not among the calls no table holds, and
     /// shows in both renderings.

@@ -7,9 +7,15 @@
 //!   unlock  NLM4_UNLOCK
 //! ```
 //!
-//! The lock manager is found through the server's portmapper (GETPORT of NLM v4 over the
-//! NFS connection's transport); when none answers, the NFS connection's own port is used
-//! (sluice's server serves NLM there). The connection is made on the first lock and kept.
+//! The lock manager is found by GETPORT of NLM v4, asked first of the NFS server itself, on
+//! the NFS connection (sluice's server answers PORTMAP on its NFS port; a server that does
+//! not answers PROG_UNAVAIL), then of the portmapper at the URL's port (default 111); when
+//! neither names it, the NFS connection's own port is used (sluice serves NLM there too).
+//! The server itself comes first because the portmapper at 111 of the server's address may
+//! be another server's: a sluice on its own port (`?nfsport=`) beside a kernel NFS server, or
+//! beside another sluice that holds port 111. That portmapper names *its* lock manager, which
+//! knows nothing of this server's file handles (it answered NLM4_STALE_FH: every lock failed
+//! with EIO). The connection is made on the first lock and kept.
 //!
 //! The owner the server sees is (caller name, svid, oh): the caller name is this host's name,
 //! the owner handle `oh` the caller's owner bytes, and `svid` a 32-bit digest of them (the
@@ -156,6 +162,18 @@ impl Client {
     async fn nlm_connect(&self) -> Result<crate::transport::RpcClient, NfsError> {
         let nfs = self.inner.conns.first().peer_addr();
         let config = setup_config(&self.inner.options.rpc);
+        let own = getport(
+            self.inner.conns.first(),
+            &self.inner.cred,
+            nlm::PROGRAM,
+            nlm::VERSION,
+            &self.inner.stats,
+        );
+        if let Ok(Ok(port)) = tokio::time::timeout(super::PORTMAP_WAIT, own).await {
+            return crate::transport::RpcClient::connect(SocketAddr::new(nfs.ip(), port), config)
+                .await
+                .map_err(|e| NfsError::Connect(format!("cannot reach the lock manager: {e}")));
+        }
         let pm_addr = SocketAddr::new(nfs.ip(), self.inner.url.port.unwrap_or(portmap::PORT));
         let asked = async {
             let pm = crate::transport::RpcClient::connect(pm_addr, config.clone())
