@@ -61,6 +61,7 @@ mod localfs;
 pub mod memfs;
 pub mod openfiles;
 pub mod stats;
+pub mod syncgate;
 mod sys;
 pub mod types;
 pub mod xattr;

@@ -8,6 +8,7 @@ use crate::exports::{IoMode, IoModes};
 use crate::handle::{self, ExportId, HandleKey};
 use crate::iomode::ModeIo;
 use crate::openfiles::{OpenFiles, OPEN_FILES_DEFAULT};
+use crate::syncgate::{SyncCounts, SyncDriver, SYNC_FILES_DEFAULT};
 use crate::sys::{self, KernelHandle};
 use crate::types::{
     Attr, FileHandle, FsError, Wcc, WccAttr, IO_BYTES_MAX_DEFAULT, READDIR_BYTES_PREF_DEFAULT,
@@ -123,6 +124,8 @@ pub struct LocalFs {
     pub(super) key: HandleKey,
     pub(super) fsid: u64,
     pub(super) files: OpenFiles,
+    /// Which COMMIT needs an `fdatasync` (see [`crate::syncgate`]), by `(dev, ino)`.
+    pub(super) syncs: SyncDriver<(u64, u64)>,
     /// Objects lately proved inside the export (`confined.rs`).
     pub(super) confined: Confined,
     /// The cache mode and its fallbacks; does every READ and WRITE.
@@ -219,11 +222,18 @@ impl LocalFs {
             key,
             fsid: u64::from(export.0),
             files: OpenFiles::new(open_files_max),
+            syncs: SyncDriver::new(SYNC_FILES_DEFAULT),
             confined: Confined::new(CONFINED_TTL, CONFINED_ENTRIES_MAX),
             modes: ModeIo::new(config.io, path.clone()),
             write_verifier: std::sync::atomic::AtomicU64::new(u64::from_be_bytes(write_verifier)),
             config: LocalFsConfig { path, ..config },
         })
+    }
+
+    /// What the sync gate decided so far: `fdatasync`s run for COMMITs, and COMMITs spared
+    /// one (clean file, or joined a running sync).
+    pub fn sync_counts(&self) -> SyncCounts {
+        self.syncs.counts()
     }
 
     /// The canonical path of the export.

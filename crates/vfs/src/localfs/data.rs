@@ -168,6 +168,7 @@ impl LocalFs {
         flush_bytes: Option<u64>,
     ) -> Res<WriteOk, Wcc> {
         let (file, st, pre) = self.open_to_change(caller, fh, true)?;
+        let _written = self.writing(&st);
         let fail = |s| (s, self.wcc_after(Some(pre), file.as_fd()));
         let total: u64 = data.iter().map(|b| b.len() as u64).sum();
         if offset
@@ -210,6 +211,7 @@ impl LocalFs {
         punch: bool,
     ) -> Res<Wcc, Wcc> {
         let (file, st, pre) = self.open_to_change(caller, fh, true)?;
+        let _written = self.writing(&st);
         let fail = |s| (s, self.wcc_after(Some(pre), file.as_fd()));
         {
             let _as = self.act_as(caller).map_err(fail)?;
@@ -242,6 +244,18 @@ impl LocalFs {
             .open_file(dst, true)
             .map_err(|s| (s, self.wcc_or_default(dst)))?;
         Ok((sfile, sst, dfile, dst_st))
+    }
+
+    /// Marks the file of `st` written for the sync gate when the returned guard drops, that
+    /// is after the caller's system calls returned and before its reply leaves. Every call
+    /// that changes a file's data or size through a descriptor opened for writing takes one
+    /// (WRITE, ALLOCATE, COPY, CLONE, a size in SETATTR or CREATE): a change the gate does not
+    /// see would let a later COMMIT skip the `fdatasync` it needs.
+    pub(super) fn writing(&self, st: &libc::statx) -> Written<'_> {
+        Written {
+            syncs: &self.syncs,
+            key: dev_ino(st),
+        }
     }
 
     /// The start that calls changing a file's data share (WRITE, COMMIT, ALLOCATE): refuse a
@@ -372,4 +386,16 @@ impl LocalFs {
 /// The ctime as one number, for the open-file cache's validation stamps.
 pub(super) fn ctime_stamp(st: &libc::statx) -> u64 {
     ((st.stx_ctime.tv_sec as u64) << 30) | u64::from(st.stx_ctime.tv_nsec)
+}
+
+/// See [`LocalFs::writing`].
+pub(super) struct Written<'a> {
+    syncs: &'a crate::syncgate::SyncDriver<(u64, u64)>,
+    key: (u64, u64),
+}
+
+impl Drop for Written<'_> {
+    fn drop(&mut self) {
+        self.syncs.note_written(&self.key);
+    }
 }

@@ -104,6 +104,7 @@ impl LocalFs {
                 .map_err(|e| fail(errno_busy_is_acces(&e)))?;
             if let Some((dev, ino)) = victim {
                 self.files.remove_inode(dev, ino);
+                self.syncs.forget(&(dev, ino));
             }
         }
         Ok(self.wcc_after(Some(pre), d.fd.as_fd()))

@@ -130,6 +130,7 @@ impl FileSystem for LocalFs {
             Some(_) => Some(self.open_file(fh, true).map_err(fail)?.0),
             None => None,
         };
+        let _written = file.as_ref().map(|_| self.writing(&obj.st));
         {
             let _as = self.act_as(caller).map_err(fail)?;
             self.apply_sattr(
@@ -304,6 +305,11 @@ impl FileSystem for LocalFs {
     /// the file): `sync_file_range` writes the range's dirty pages and waits for them, then
     /// `fdatasync` commits the metadata needed to read them back and flushes the disk cache.
     /// Needs write permission (or ownership), like WRITE.
+    ///
+    /// The sync goes through the sync gate ([`crate::syncgate`]): a file with no change since
+    /// a successful `fdatasync` is not synced again, and COMMITs arriving while one runs share
+    /// it or the next one. `fdatasync` covers the whole file, so a shared sync answers COMMITs
+    /// of any range.
     fn commit(&self, caller: &Caller, fh: &FileHandle, offset: u64, count: u32) -> Res<Wcc, Wcc> {
         let (file, st, pre) = self.open_to_change(caller, fh, false)?;
         let fail = |s| (s, self.wcc_after(Some(pre), file.as_fd()));
@@ -311,8 +317,13 @@ impl FileSystem for LocalFs {
             let _as = self.act_as(caller).map_err(fail)?;
             may_write(file.as_fd(), &st, &caller.cred).map_err(fail)?;
         }
-        sys::sync_range(file.as_fd(), offset, u64::from(count)).map_err(|e| fail(errno(&e)))?;
-        sys::fdatasync(file.as_fd()).map_err(|e| fail(errno(&e)))?;
+        self.syncs
+            .commit(&dev_ino(&st), || {
+                sys::sync_range(file.as_fd(), offset, u64::from(count))?;
+                sys::fdatasync(file.as_fd())
+            })
+            // A COMMIT that joined a failed sync reports what a sync that lost pages reports.
+            .map_err(|e| fail(e.map_or(FsError::Io, |e| errno(&e))))?;
         Ok(self.wcc_after(Some(pre), file.as_fd()))
     }
 
@@ -395,6 +406,7 @@ impl FileSystem for LocalFs {
                 Some(_) => Some(self.open_file(&fh, true).map_err(fail)?.0),
                 None => None,
             };
+            let _written = file.as_ref().map(|_| self.writing(&obj.st));
             let _as = self.act_as(caller).map_err(fail)?;
             self.apply_sattr(obj.fd.as_fd(), &obj.st, file.as_deref(), &s, &caller.cred)
                 .map_err(fail)?;
@@ -531,6 +543,7 @@ impl FileSystem for LocalFs {
                 .map_err(|e| fail(errno_busy_is_acces(&e)))?;
             if let Some((dev, ino)) = victim.filter(|v| Some(*v) != source) {
                 self.files.remove_inode(dev, ino);
+                self.syncs.forget(&(dev, ino));
             }
         }
         Ok(wccs())
@@ -770,6 +783,7 @@ impl FileSystem for LocalFs {
         count: u64,
     ) -> Res<CopyOk, Wcc> {
         let (sfile, sst, dfile, dst_st) = self.two_files(caller, src, dst)?;
+        let _written = self.writing(&dst_st);
         let pre = attr::wcc(&dst_st);
         let fail = |s| (s, self.wcc_after(Some(pre), dfile.as_fd()));
         let Some(left) = sst.stx_size.checked_sub(src_offset) else {
@@ -833,6 +847,7 @@ impl FileSystem for LocalFs {
         count: u64,
     ) -> Res<Wcc, Wcc> {
         let (sfile, sst, dfile, dst_st) = self.two_files(caller, src, dst)?;
+        let _written = self.writing(&dst_st);
         let pre = attr::wcc(&dst_st);
         let fail = |s| (s, self.wcc_after(Some(pre), dfile.as_fd()));
         {

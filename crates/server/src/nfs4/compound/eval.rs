@@ -223,6 +223,9 @@ impl Eval {
             self.next += 1;
             self.op_started = self.observer.as_ref().map(|o| o.op_start());
             let num = op.opnum();
+            if num != Opnum4::GETATTR && num != Opnum4::GETFH {
+                self.ctx.fresh = None;
+            }
             let run = table::row(num).map(|row| row.run);
             let r = if let Some(refused) = refuse(op, self.args.minorversion) {
                 refused

@@ -37,9 +37,9 @@
 //! tree leaves out exports the caller may not use, a refused transport included.
 //!
 
-use super::{check_name, nfs_fh4, Call, Ctx, Fh, Nfs4, FLAVORS};
+use super::{check_name, nfs_fh4, Call, Ctx, Fh, FreshAttr, Nfs4, FLAVORS};
 use crate::backend::gate::{self, Program, Refusal};
-use crate::backend::{Caller, ChangeKind, FileHandle, FileSystem, FileType, FsStat};
+use crate::backend::{Attr, Caller, ChangeKind, FileHandle, FileSystem, FileType, FsStat};
 use crate::exports::identity;
 use crate::io::writebehind::SizeFix;
 use crate::nfs4::map::{self, AttrCtx};
@@ -165,13 +165,22 @@ impl Nfs4 {
             },
             Fh::Export { idx, fh } => {
                 let (fs, caller) = self.gate(call, *idx)?;
+                let since = self.wb_epoch();
                 let ok = fs
                     .lookup(&caller, fh, name)
                     .map_err(|(e, _)| map::status(e))?;
-                Fh::Export {
+                let fresh = FreshAttr {
+                    fh: ok.fh.clone(),
+                    attr: ok.attr,
+                    since,
+                };
+                let next = Fh::Export {
                     idx: *idx,
                     fh: ok.fh,
-                }
+                };
+                ctx.set_current(next);
+                ctx.fresh = Some(fresh);
+                return Ok(());
             }
         };
         ctx.set_current(next);
@@ -260,7 +269,9 @@ impl Nfs4 {
                 } else {
                     GetattrView::Server
                 };
-                self.export_fattr_as(fs, *idx, fh, (lease_time, ctx.minor), req, view)
+                let fresh = ctx.fresh.as_ref().filter(|f| f.fh == *fh);
+                let attr = self.fetch_attr(fs, fh, fresh, view)?;
+                self.fattr_of(fs, *idx, fh, (lease_time, ctx.minor), req, &attr)
             }
         }
     }
@@ -441,8 +452,32 @@ impl Nfs4 {
         req: &Bitmap4,
         view: GetattrView,
     ) -> Result<Fattr4, Nfsstat4> {
-        let since = self.write_behind.as_ref().map(|wb| wb.epoch());
-        let mut attr = fs.getattr(fh).map_err(map::status)?;
+        let attr = self.fetch_attr(fs, fh, None, view)?;
+        self.fattr_of(fs, idx, fh, (lease_time, minor), req, &attr)
+    }
+
+    /// Write-behind's epoch now (none without write-behind), to take before a backend call
+    /// whose attributes a later GETATTR may use ([`FreshAttr::since`]).
+    pub(super) fn wb_epoch(&self) -> Option<u64> {
+        self.write_behind.as_ref().map(|wb| wb.epoch())
+    }
+
+    /// The attributes GETATTR reports for `fh`: the backend's (or `fresh`, fetched earlier in
+    /// this COMPOUND), the size raised for held writes, a delegation holder's size and change.
+    fn fetch_attr(
+        &self,
+        fs: &dyn FileSystem,
+        fh: &FileHandle,
+        fresh: Option<&FreshAttr>,
+        view: GetattrView,
+    ) -> Result<Attr, Nfsstat4> {
+        let (mut attr, since) = match fresh {
+            Some(f) => (f.attr, f.since),
+            None => {
+                let since = self.wb_epoch();
+                (fs.getattr(fh).map_err(map::status)?, since)
+            }
+        };
         // Writes write-behind holds were acknowledged (UNSTABLE) but are not in the backend
         // yet: the size must show them, as v3's attributes do (datapath::fix_post_op).
         if let (Some(wb), Some(since)) = (&self.write_behind, since) {
@@ -454,6 +489,19 @@ impl Nfs4 {
             attr.size = size.unwrap_or(attr.size);
             attr.change = attr.change.wrapping_add(change_bump);
         }
+        Ok(attr)
+    }
+
+    /// The FATTR4 of `attr`, the attributes of `fh` in export `idx`, as `req` asks.
+    fn fattr_of(
+        &self,
+        fs: &dyn FileSystem,
+        idx: usize,
+        fh: &FileHandle,
+        (lease_time, minor): (u32, u32),
+        req: &Bitmap4,
+        attr: &Attr,
+    ) -> Result<Fattr4, Nfsstat4> {
         let mounted_on_fileid = if *fh == fs.root_handle() {
             self.pseudo
                 .node_of_export(idx)
@@ -478,7 +526,7 @@ impl Nfs4 {
             clone_blksize: fs.clone_blksize(),
             xattr_support: fs.xattr_support(),
         };
-        map::fattr4(&attr, &actx, req)
+        map::fattr4(attr, &actx, req)
     }
 
     /// READLINK (§18.24).

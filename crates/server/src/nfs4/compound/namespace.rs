@@ -5,7 +5,7 @@
 //! (`sluice_nfs4state::recovery::parked`, [`Nfs4::sweep_parked`]), as knfsd's "silly rename" does
 //! on the client side; other clients' delegations on what changes are recalled first (`io.rs`).
 
-use super::{change_info, check_name, check_new_name, Call, Ctx, Fh, Nfs4};
+use super::{change_info, check_name, check_new_name, Call, Ctx, Fh, FreshAttr, Nfs4};
 use crate::backend::{Caller, DeviceId, FileHandle, FileSystem, FileType};
 use crate::nfs4::map::{self};
 use bytes::Bytes;
@@ -24,7 +24,7 @@ impl Nfs4 {
     pub(super) fn setattr(
         &self,
         call: &Call<'_>,
-        ctx: &Ctx,
+        ctx: &mut Ctx,
         a: &SetattrArgs,
     ) -> Result<Bitmap4, Nfsstat4> {
         let (idx, fh) = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
@@ -44,8 +44,16 @@ impl Nfs4 {
         self.settle(fh)?;
         // Any attribute change is one a read delegation's holder caches (§10.4.1).
         self.break_delegations(call, ctx, fs, fh)?;
-        fs.setattr(&caller, fh, &sattr, None)
+        let since = self.wb_epoch();
+        let wcc = fs
+            .setattr(&caller, fh, &sattr, None)
             .map_err(|(e, _)| map::status(e))?;
+        // The post-op attributes answer a GETATTR after this op (`Ctx::fresh`).
+        ctx.fresh = wcc.after.map(|attr| FreshAttr {
+            fh: fh.clone(),
+            attr,
+            since,
+        });
         Ok(mask)
     }
 

@@ -5,7 +5,7 @@
 //! (`State4::open` and its neighbours). A file removed while open is parked under a hidden
 //! name until its last CLOSE (`namespace.rs`, `sluice_nfs4state::recovery::parked`).
 
-use super::{change_info, check_name, check_new_name, Call, Ctx, Fh, Nfs4};
+use super::{change_info, check_name, check_new_name, Call, Ctx, Fh, FreshAttr, Nfs4};
 use crate::backend::{CreateHow, FileHandle, FileSystem, FileType};
 use crate::nfs4::map::{self};
 use bytes::Bytes;
@@ -58,6 +58,7 @@ impl Nfs4 {
             Fh::Export { idx, fh } => (*idx, fh.clone()),
         };
         let (fs, caller) = self.gate(call, idx)?;
+        let since = self.wb_epoch();
         let mut attrset = Bitmap4::new();
         let mut created = false;
         let (fh, attr, cinfo) = match &a.claim {
@@ -132,8 +133,9 @@ impl Nfs4 {
                             .map_err(|(e, _)| map::status(e))?;
                         created = true;
                         let cinfo = change_info(&ok.dir_wcc);
-                        let attr = fs.getattr(&ok.fh).map_err(map::status)?;
-                        (ok.fh, attr, cinfo)
+                        // CREATE's own attributes are the new file's after its settings:
+                        // no second backend call (and handle resolution) for them.
+                        (ok.fh, ok.attr, cinfo)
                     }
                     _ => {
                         let ok = fs
@@ -255,6 +257,12 @@ impl Nfs4 {
             }
         };
         let stateid = ctx.stateid.expect("set above");
+        // The attributes answer a GETATTR after this op (`Ctx::fresh`).
+        ctx.fresh = Some(FreshAttr {
+            fh: fh.clone(),
+            attr,
+            since,
+        });
         ctx.current = Some(Fh::Export { idx, fh });
         Ok(OpenResOk {
             stateid,
