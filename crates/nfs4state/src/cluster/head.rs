@@ -29,10 +29,22 @@
 //!              clear my NEED, drop the entries I carry; no NEED left ─▶ R = 0
 //!  6 normal    R = 0 ─▶ Enforce(false), clear my ENFORCING
 //!  ── when the record needs none of that ──
-//!  7 admit     R ≠ 0, every head ENFORCING, I have NEED ─▶ StartReclaim(head) for myself
-//!              (restarted) and each head I carry, then AdmitReclaims: the file system may
-//!              release the old sessions' locks now that nobody hands out new state
+//!  7 admit     R ≠ 0, every head ENFORCING, I have NEED ─▶ OpenSession (restarted: my
+//!              previous session goes with it) and StartReclaim(head) for each head I carry,
+//!              then AdmitReclaims: the file system may release the old sessions' locks now
+//!              that nobody hands out new state
+//!  8 session   joined afresh (no old clients) ─▶ OpenSession
 //! ```
+//!
+//! # The file-system session and its identity
+//! On CephFS a head's session carries a uuid, and `ceph_start_reclaim(uuid)` on a new client
+//! evicts whatever session holds that uuid. So a head opens its own session
+//! ([`Action::OpenSession`]: reclaim-reset its uuid, tag the new session, mount) only at a
+//! point where evicting its predecessor is safe, steps 7 and 8, and never while its entry is
+//! carried: the carrier's StartReclaim of that head would evict the new session too. A carrier
+//! evicts a dead head's session from a client of its own made for that call alone, and takes
+//! the reclaimed locks in its own session, so nothing of the dead head's identity lives on
+//! once the carrier lifts and the head may join again.
 //! Step 7 is the file-system guarantee of ganesha's design: a dead head's locks are released
 //! only once every head refuses new state, so no new lock can slip in before the owners
 //! reclaim. Step 5's "every head ENFORCING" is ganesha's lift rule for the same reason.
@@ -99,9 +111,14 @@ pub enum Action {
     ReadClientRecords { head: HeadId, epochs: [u64; 2] },
     /// Start (true) or stop refusing new state with NFS4ERR_GRACE.
     Enforce(bool),
-    /// Tell the file system to release the state `head`'s earlier sessions hold (on CephFS:
-    /// `ceph_start_reclaim` with its uuid, then `ceph_finish_reclaim`). Every head enforces.
+    /// Tell the file system to release the state `head`'s session holds (on CephFS:
+    /// `ceph_start_reclaim` with its uuid in RESET mode, then `ceph_finish_reclaim`, from a
+    /// client made for that call). Every head enforces. Never names this head.
     StartReclaim { head: HeadId },
+    /// Open this head's own file-system session under its identity, releasing the state its
+    /// previous session held (on CephFS: reclaim-reset its uuid, set it, mount). Before this
+    /// the head serves no file operation. Once per [`Head`].
+    OpenSession,
     /// Admit reclaims from the clients read so far; report with [`Head::reclaims_done`] when
     /// each has sent RECLAIM_COMPLETE or expired. A later generation replaces an earlier one.
     AdmitReclaims { generation: u64 },
@@ -154,6 +171,7 @@ pub struct Head {
     reclaims_over: bool,
     reclaim_deadline: Option<Instant>,
     enforcing: bool,
+    session_opened: bool,
     records_epoch: u64,
     last_seen: BTreeMap<HeadId, Instant>,
     /// The uncarried heads of the record last decided on.
@@ -180,6 +198,7 @@ impl Head {
             reclaims_over: false,
             reclaim_deadline: None,
             enforcing: false,
+            session_opened: false,
             records_epoch: 0,
             last_seen: BTreeMap::new(),
             live_seen: BTreeSet::new(),
@@ -468,8 +487,9 @@ impl Head {
             }
         }
 
-        // 6 normal.
-        if !want.in_grace() {
+        // 6 normal, on a record read with R = 0 only: after my own lift has landed, not
+        // before (a lost race would leave the grace in force and my reclaim state gone).
+        if !rec.in_grace() && !want.in_grace() {
             self.end_grace_locally();
             if self.records_epoch != want.current {
                 self.records_epoch = want.current;
@@ -477,7 +497,9 @@ impl Head {
                     epoch: want.current,
                 });
             }
-            if self.enforcing {
+            // A head starting afresh serves once its entry is in the record, so that every
+            // grace from then on waits for its ENFORCING flag.
+            if self.enforcing && self.joined {
                 self.enforcing = false;
                 self.actions.push_back(Action::Enforce(false));
             }
@@ -504,6 +526,11 @@ impl Head {
             }
         }
 
+        // 8 session (before 7: a head carrying others needs its session to take their locks).
+        if !self.own_need {
+            self.open_session();
+        }
+
         // 7 admit.
         let mine_need = want
             .heads
@@ -512,8 +539,12 @@ impl Head {
         let new: Vec<HeadId> = to_admit.difference(&self.admitted).cloned().collect();
         if want.in_grace() && want.all_enforcing() && mine_need && !new.is_empty() {
             for h in new {
-                self.actions
-                    .push_back(Action::StartReclaim { head: h.clone() });
+                if h == me {
+                    self.open_session();
+                } else {
+                    self.actions
+                        .push_back(Action::StartReclaim { head: h.clone() });
+                }
                 self.admitted.insert(h);
             }
             self.generation += 1;
@@ -522,6 +553,13 @@ impl Head {
             self.actions.push_back(Action::AdmitReclaims {
                 generation: self.generation,
             });
+        }
+    }
+
+    fn open_session(&mut self) {
+        if !self.session_opened {
+            self.session_opened = true;
+            self.actions.push_back(Action::OpenSession);
         }
     }
 
@@ -767,11 +805,11 @@ mod tests {
         assert_eq!((r.current, r.recovery), (2, 1));
         assert!(n.heads["b"].enforcing());
         let start = n
-            .position(
-                "a",
-                |a| matches!(a, Action::StartReclaim { head } if head.as_str() == "a"),
-            )
-            .unwrap();
+            .position("a", |a| *a == Action::OpenSession)
+            .expect("the restarted head opens its session, evicting its predecessor's");
+        assert!(n
+            .position("a", |a| matches!(a, Action::StartReclaim { .. }))
+            .is_none());
         let b_enforces = n
             .position("b", |a| matches!(a, Action::Enforce(true)))
             .unwrap();
@@ -794,9 +832,14 @@ mod tests {
         n.kill("a");
         n.advance(6);
         assert!(n.record().in_grace());
+        n.log.clear();
         n.start("a");
         n.advance(2);
         assert!(n.heads["a"].enforcing(), "it serves nobody yet");
+        assert!(
+            n.position("a", |a| *a == Action::OpenSession).is_none(),
+            "no session while carried: the carrier's eviction would take it"
+        );
         assert!(n.record().heads[&HeadId::new("a").unwrap()]
             .carrier
             .is_some());
@@ -810,6 +853,7 @@ mod tests {
             "a joined afresh"
         );
         assert!(!n.heads["a"].enforcing());
+        assert!(n.position("a", |a| *a == Action::OpenSession).is_some());
     }
 
     #[test]
