@@ -196,6 +196,9 @@ struct World {
     fs: Fs,
     heads: Vec<Option<HeadNode>>,
     restart_at: Vec<Option<Instant>>,
+    /// A head paused (a stall, or cut off from the others) does nothing and is heard by
+    /// nobody until then.
+    paused_until: Vec<Instant>,
     incarnations: u64,
     route: Vec<usize>,
     clients: Vec<Client>,
@@ -220,6 +223,8 @@ struct Stats {
     grace_refusals: usize,
     /// Heads declared dead while alive, and evicted by the file system.
     evicted_alive: usize,
+    /// Heads declared dead while alive that read so in the record (Action::Fenced).
+    fenced: usize,
     steps: usize,
     virtual_ms: u64,
 }
@@ -241,6 +246,7 @@ impl World {
             },
             heads: (0..n_heads).map(|_| None).collect(),
             restart_at: vec![None; n_heads],
+            paused_until: vec![base; n_heads],
             incarnations: 0,
             route: (0..n_heads).collect(),
             clients: Vec::new(),
@@ -324,13 +330,23 @@ impl World {
             let alive = self.alive();
             if alive.len() > 1 {
                 let h = alive[self.rng.below(alive.len() as u64) as usize];
-                self.kill(h);
+                if self.rng.chance(800) {
+                    self.kill(h);
+                } else {
+                    // A stall of up to 10 s: past `dead_after` it is declared dead while
+                    // alive, and finds its session evicted when it wakes.
+                    let stall = Duration::from_millis(self.rng.below(10_000));
+                    self.paused_until[h] = self.now + stall;
+                    self.note(|| format!("pause head {h} for {stall:?}"));
+                }
             }
         } else if roll < 45 {
             let alive = self.alive();
             if !alive.is_empty() {
                 let h = alive[self.rng.below(alive.len() as u64) as usize];
-                self.head_step(h)?;
+                if self.now >= self.paused_until[h] {
+                    self.head_step(h)?;
+                }
             }
         } else if roll < 85 {
             let c = self.rng.below(self.clients.len() as u64) as usize;
@@ -355,6 +371,9 @@ impl World {
         }
         let now = self.now;
         for h in self.alive() {
+            if now < self.paused_until[h] {
+                continue;
+            }
             let node = self.heads[h].as_mut().unwrap();
             if node.core.poll_timeout().is_some_and(|t| now >= t) {
                 node.core.handle_timeout(now);
@@ -489,15 +508,21 @@ impl World {
                 node.pool.clear();
             }
             Action::Heartbeat => self.heartbeat(h),
-            Action::Fenced => self.kill(h),
+            Action::Fenced => {
+                self.stats.fenced += 1;
+                self.kill(h);
+            }
         }
         Ok(())
     }
 
     fn heartbeat(&mut self, h: usize) {
+        if self.now < self.paused_until[h] {
+            return;
+        }
         let id = self.heads[h].as_ref().unwrap().id.clone();
         for o in self.alive() {
-            if o != h {
+            if o != h && self.now >= self.paused_until[o] {
                 let core = &mut self.heads[o].as_mut().unwrap().core;
                 core.handle_heartbeat(self.now, &id);
             }
@@ -541,6 +566,9 @@ impl World {
         let Some(node) = self.heads[h].as_ref() else {
             return Ok(()); // connection refused: try again later
         };
+        if self.now < self.paused_until[h] {
+            return Ok(()); // no answer yet
+        }
         let here = (h, node.incarnation);
         let now = self.now;
         let was = self.clients[c].server;
@@ -805,6 +833,7 @@ fn run_world(w: &mut World) -> Result<Stats, String> {
 
 #[test]
 fn heads_die_at_random_and_no_lock_is_lost_untold() {
+    let replay = std::env::var("CLUSTER_SIM_SEED").is_ok();
     let seeds: Vec<u64> = match std::env::var("CLUSTER_SIM_SEED") {
         Ok(s) => vec![s.parse().expect("CLUSTER_SIM_SEED is a number")],
         // CLUSTER_SIM_SEEDS=n runs more (a soak); the default fits a few seconds.
@@ -822,6 +851,7 @@ fn heads_die_at_random_and_no_lock_is_lost_untold() {
                 total.told_lost += s.told_lost;
                 total.grace_refusals += s.grace_refusals;
                 total.evicted_alive += s.evicted_alive;
+                total.fenced += s.fenced;
                 total.steps += s.steps;
                 total.virtual_ms += s.virtual_ms;
             }
@@ -829,9 +859,10 @@ fn heads_die_at_random_and_no_lock_is_lost_untold() {
         }
     }
     eprintln!("{total:?}");
-    // The runs must have exercised what they claim to.
+    // The runs must have exercised what they claim to (a single replayed seed need not).
     assert!(
-        total.kills > 0 && total.takeovers > 0 && total.reclaimed > 0,
+        replay
+            || total.kills > 0 && total.takeovers > 0 && total.reclaimed > 0 && total.told_lost > 0,
         "{total:?}"
     );
 }

@@ -27,7 +27,8 @@
 //!              promises what the head already does)
 //!  5 lift      my reclaims are done (or their deadline passed), every head ENFORCING ─▶
 //!              clear my NEED, drop the entries I carry; no NEED left ─▶ R = 0
-//!  6 normal    R = 0 ─▶ Enforce(false), clear my ENFORCING
+//!  6 normal    R = 0 ─▶ clear my ENFORCING, then, once that is in the record,
+//!              Enforce(false) (the flag never claims more than the head does)
 //!  ── when the record needs none of that ──
 //!  7 admit     R ≠ 0, every head ENFORCING, I have NEED ─▶ OpenSession (restarted: my
 //!              previous session goes with it) and StartReclaim(head) for each head I carry,
@@ -54,8 +55,16 @@
 //! ([`Action::Heartbeat`]; over RADOS a notify on the grace object, or the watch itself) and
 //! reports the others' ([`Head::handle_heartbeat`]). A head unheard for `dead_after` is dead;
 //! the first survivor whose conditional write lands carries it. A head first seen in the
-//! record is given a full `dead_after` from then. The driver also re-reads the record at every
-//! heartbeat, so a lost change notification costs at most one interval.
+//! record is given a full `dead_after` from then, and so is every head when this one's timer
+//! fires more than an interval late (this head was stalled: the silence was its own, and a
+//! stalled head that judged the others on it would take over live heads). The driver also
+//! re-reads the record at every heartbeat, so a lost change notification costs at most one
+//! interval.
+//!
+//! A head declared dead while alive (stalled, or cut off) is not trusted to notice: the
+//! carrier's StartReclaim evicts its file-system session (Ceph blocklists it), so it can
+//! neither keep nor take a lock, and it stops ([`Action::Fenced`]) when it next reads the
+//! record.
 //!
 //! # Client records
 //! A head records its clients (the owners that may reclaim, [`crate::recovery::records`])
@@ -305,6 +314,13 @@ impl Head {
             return;
         }
         if now >= self.next_beat {
+            if now > self.next_beat + self.cfg.heartbeat_interval {
+                // Woken more than an interval late: this head was stalled, and the silence
+                // it would see is its own. Judge the others afresh from now.
+                for seen in self.last_seen.values_mut() {
+                    *seen = (*seen).max(now);
+                }
+            }
             self.next_beat = now + self.cfg.heartbeat_interval;
             self.actions.push_back(Action::Heartbeat);
             self.handle_notify();
@@ -497,14 +513,22 @@ impl Head {
                     epoch: want.current,
                 });
             }
-            // A head starting afresh serves once its entry is in the record, so that every
-            // grace from then on waits for its ENFORCING flag.
-            if self.enforcing && self.joined {
-                self.enforcing = false;
-                self.actions.push_back(Action::Enforce(false));
-            }
+            // The flag goes first, local refusal after, once a record without my flag has
+            // been read or written: a flag must never claim more than the head does, or a
+            // grace starting in between would find a stale ENFORCING and release a dead
+            // head's locks while this head still grants new ones. (The same rule makes a
+            // head starting afresh serve only once its entry is in the record, so that every
+            // grace from then on waits for its flag.)
             if let Some(e) = want.heads.get_mut(&me) {
                 e.flags.set(Flags::ENFORCING, false);
+            }
+            let flag_cleared = rec
+                .heads
+                .get(&me)
+                .is_some_and(|e| !e.flags.has(Flags::ENFORCING));
+            if self.enforcing && self.joined && flag_cleared {
+                self.enforcing = false;
+                self.actions.push_back(Action::Enforce(false));
             }
         }
 
@@ -724,6 +748,106 @@ mod tests {
         fn position(&self, name: &str, pred: impl Fn(&Action) -> bool) -> Option<usize> {
             self.log.iter().position(|(n, a)| *n == name && pred(a))
         }
+    }
+
+    fn drain(h: &mut Head) -> Vec<Action> {
+        std::iter::from_fn(|| h.poll_action()).collect()
+    }
+
+    fn rec(current: u64, recovery: u64, heads: &[(&str, u8)]) -> GraceRecord {
+        GraceRecord {
+            current,
+            recovery,
+            heads: heads
+                .iter()
+                .map(|(h, f)| {
+                    (
+                        HeadId::new(h).unwrap(),
+                        Entry {
+                            flags: Flags(*f),
+                            carrier: None,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn written(actions: &[Action]) -> Option<GraceRecord> {
+        actions.iter().find_map(|a| match a {
+            Action::WriteRecord { data, .. } => Some(GraceRecord::decode(data).unwrap()),
+            _ => None,
+        })
+    }
+
+    /// Regression (found by the simulation): a head that stopped enforcing when the grace
+    /// ended, before clearing its flag, left a stale ENFORCING in the record; a grace starting
+    /// in between counted it and released a dead head's locks while this head granted new ones.
+    #[test]
+    fn a_head_stops_enforcing_only_once_its_flag_is_cleared_in_the_record() {
+        let t = Instant::now();
+        let mut a = Head::new(HeadConfig::new(HeadId::new("a").unwrap()), t);
+        drain(&mut a);
+        let start = rec(2, 1, &[("b", 3)]);
+        a.handle_read(t, 1, Some(&start.encode())).unwrap();
+        let join = written(&drain(&mut a)).unwrap();
+        assert_eq!(
+            join.heads[&HeadId::new("a").unwrap()].flags,
+            Flags::ENFORCING
+        );
+        a.handle_write(t, WriteResult::Written { version: 2 });
+        drain(&mut a);
+        assert!(a.enforcing());
+
+        let lifted = rec(2, 0, &[("a", 2), ("b", 2)]);
+        a.handle_read(t, 3, Some(&lifted.encode())).unwrap();
+        let acts = drain(&mut a);
+        let w = written(&acts).expect("the flag is cleared first");
+        assert_eq!(w.heads[&HeadId::new("a").unwrap()].flags, Flags::default());
+        assert!(!acts.contains(&Action::Enforce(false)), "{acts:?}");
+        assert!(a.enforcing());
+        a.handle_write(t, WriteResult::Written { version: 4 });
+        assert!(drain(&mut a).contains(&Action::Enforce(false)));
+        assert!(!a.enforcing());
+    }
+
+    /// Regression (found by the simulation): a head that stopped enforcing on its own lift
+    /// before the write landed lost the race, stayed in a grace still in force, and had
+    /// forgotten that its reclaims were done, so it never lifted.
+    #[test]
+    fn a_lift_that_loses_a_race_is_made_again_and_enforcement_holds_meanwhile() {
+        let t = Instant::now();
+        let me = HeadId::new("a").unwrap();
+        let mut a = Head::new(HeadConfig::new(me.clone()), t);
+        drain(&mut a);
+        a.handle_read(t, 1, Some(&rec(1, 0, &[("a", 0)]).encode()))
+            .unwrap();
+        let join = written(&drain(&mut a)).unwrap();
+        assert_eq!(
+            (join.current, join.recovery),
+            (2, 1),
+            "a restart starts a grace"
+        );
+        a.handle_write(t, WriteResult::Written { version: 2 });
+        let acts = drain(&mut a);
+        assert!(acts.contains(&Action::OpenSession));
+        assert!(acts.contains(&Action::AdmitReclaims { generation: 1 }));
+
+        a.reclaims_done(t, 1);
+        let acts = drain(&mut a);
+        let lift = written(&acts).unwrap();
+        assert_eq!(lift.recovery, 0);
+        assert!(!acts.contains(&Action::Enforce(false)));
+        a.handle_write(t, WriteResult::Conflict);
+        assert_eq!(drain(&mut a), vec![Action::ReadRecord]);
+        assert!(a.enforcing(), "the grace is still in force");
+
+        // b joined meanwhile (enforcing, as a grace is in force).
+        a.handle_read(t, 3, Some(&rec(2, 1, &[("a", 3), ("b", 2)]).encode()))
+            .unwrap();
+        let again = written(&drain(&mut a)).expect("the lift is made again");
+        assert_eq!(again.recovery, 0);
+        assert_eq!(again.heads[&me].flags, Flags::ENFORCING);
     }
 
     #[test]
