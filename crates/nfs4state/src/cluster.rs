@@ -43,5 +43,5 @@
 pub mod head;
 pub mod record;
 
-pub use head::{Action, Head, HeadConfig, HeadStatus, WriteResult};
+pub use head::{Action, GraceSeen, Head, HeadConfig, HeadStatus, WriteResult};
 pub use record::{client_record_name, Flags, GraceRecord, HeadId, GRACE_RECORD};

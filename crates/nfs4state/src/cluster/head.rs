@@ -155,6 +155,24 @@ pub struct HeadStatus {
     pub fenced: bool,
     /// Heads this head carries now.
     pub carrying: Vec<HeadId>,
+    /// The last cluster grace this head saw begin, and why.
+    pub last_grace: Option<GraceSeen>,
+}
+
+/// A cluster grace as one head saw it (for the stats: why it started, when it ended).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraceSeen {
+    /// Its recovery epoch R.
+    pub recovery: u64,
+    /// When this head first saw it in force.
+    pub seen: Instant,
+    /// Why, as the record told it when first seen: the heads with NEED then, each with its
+    /// carrier (a head taken over) or none (a head that restarted, or one that carries).
+    pub needing: Vec<(HeadId, Option<HeadId>)>,
+    /// When this head saw R = 0 again.
+    pub ended: Option<Instant>,
+    /// This head's own reclaims ended by `reclaim_max` rather than by its clients.
+    pub deadline_hit: bool,
 }
 
 /// One head's cluster-grace state machine (module notes).
@@ -185,6 +203,7 @@ pub struct Head {
     last_seen: BTreeMap<HeadId, Instant>,
     /// The uncarried heads of the record last decided on.
     live_seen: BTreeSet<HeadId>,
+    last_grace: Option<GraceSeen>,
     next_beat: Instant,
     actions: VecDeque<Action>,
 }
@@ -211,6 +230,7 @@ impl Head {
             records_epoch: 0,
             last_seen: BTreeMap::new(),
             live_seen: BTreeSet::new(),
+            last_grace: None,
             actions: VecDeque::new(),
         };
         // Until the record says otherwise a starting head refuses new state: it may be
@@ -328,6 +348,9 @@ impl Head {
         if self.reclaim_deadline.is_some_and(|d| now >= d) {
             self.reclaim_deadline = None;
             self.reclaims_over = true;
+            if let Some(g) = &mut self.last_grace {
+                g.deadline_hit = true;
+            }
             self.actions.push_back(Action::EndReclaims);
         }
         self.decide(now);
@@ -355,6 +378,35 @@ impl Head {
             enforcing: self.enforcing,
             reclaiming: !self.admitted.is_empty() && !self.reclaims_over,
             fenced: self.fenced,
+            last_grace: self.last_grace.clone(),
+        }
+    }
+
+    /// Notes a grace's start or end as the record `rec` shows it.
+    fn observe_grace(&mut self, now: Instant, rec: &GraceRecord) {
+        let current = self.last_grace.as_ref().filter(|g| g.ended.is_none());
+        match (rec.in_grace(), current) {
+            (true, Some(g)) if g.recovery == rec.recovery => {}
+            (true, _) => {
+                self.last_grace = Some(GraceSeen {
+                    recovery: rec.recovery,
+                    seen: now,
+                    needing: rec
+                        .heads
+                        .iter()
+                        .filter(|(_, e)| e.flags.has(Flags::NEED))
+                        .map(|(h, e)| (h.clone(), e.carrier.clone()))
+                        .collect(),
+                    ended: None,
+                    deadline_hit: false,
+                })
+            }
+            (false, Some(_)) => {
+                if let Some(g) = &mut self.last_grace {
+                    g.ended = Some(now);
+                }
+            }
+            (false, None) => {}
         }
     }
 
@@ -410,6 +462,7 @@ impl Head {
             *t = (*t).max(now);
         }
         self.live_seen = live;
+        self.observe_grace(now, &rec);
         let mut want = rec.clone();
         let mine = rec.heads.get(&me).cloned();
 
@@ -906,7 +959,20 @@ mod tests {
             "new state refused everywhere in grace"
         );
 
+        let seen = n.heads[other].status().last_grace.unwrap();
+        assert_eq!(
+            seen.needing,
+            vec![
+                (
+                    HeadId::new("a").unwrap(),
+                    Some(HeadId::new(carrier).unwrap())
+                ),
+                (HeadId::new(carrier).unwrap(), None),
+            ],
+            "the stats say a grace began for a takeover of a by {carrier}"
+        );
         n.finish_reclaims();
+        assert!(n.heads[other].status().last_grace.unwrap().ended.is_some());
         let r = n.record();
         assert_eq!(
             r.recovery, 0,
@@ -995,6 +1061,7 @@ mod tests {
         n.advance(2);
         assert_eq!(n.record().recovery, 0);
         assert!(n.position("b", |a| *a == Action::EndReclaims).is_some());
+        assert!(n.heads["b"].status().last_grace.unwrap().deadline_hit);
     }
 
     #[test]
