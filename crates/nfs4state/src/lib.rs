@@ -24,6 +24,7 @@
 //! | [`delegations`] | the grant at OPEN, the recall gate, DELEGRETURN, CB_GETATTR; `table`: the delegations | §10.2, §10.4 |
 //! | [`callback`] | one session's back channel: credentials, the server's slot, path state, what a reply means | §2.10.3.1, §20 |
 //! | [`recovery`] | restart recovery; `grace`: the grace period; `records`: the stable client records and the boot epoch; `parked`: files kept open after REMOVE | §8.4.2 |
+//! | [`cluster`] | several heads over one file system: the shared grace record (ganesha's layout), each head's grace coordination, takeover of a dead head's clients | §8.4 |
 //! | [`store`] | [`StateStore`], the one seam to persistence, and [`MemStore`] | |
 //! | [`pseudo`] | the read-only tree over the exports' paths | §7.3 |
 //! | [`idmap`] | owners and groups as strings | §5.9 |
@@ -77,6 +78,7 @@
 
 pub mod callback;
 pub mod clients;
+pub mod cluster;
 pub mod config;
 pub mod delegations;
 pub mod idmap;

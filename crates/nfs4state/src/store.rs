@@ -33,12 +33,24 @@
 //! client retries, or the server refuses to start). The backing storage's own error travels
 //! as an `io::Error` source, the common currency of OS and cluster client libraries alike.
 //!
+//! # Conditional writes
+//! A record several writers share (a cluster's grace record, [`crate::cluster`]) is changed by
+//! read-modify-write: [`StateStore::get_versioned`] returns the record with its version, and
+//! [`StateStore::put_if_version`] writes only if the record is still at that version, else
+//! answers [`PutIf::Conflict`] and the writer reads again. A version is a number the store
+//! raises on every change of the record (RADOS's object version, which
+//! `rados_write_op_assert_version` checks, is one); version 0 means "no record", so a
+//! conditional put at version 0 creates the record only if nobody else did. Stores that
+//! cannot offer this (the single server's state directory) keep the default methods, which
+//! refuse with an `Unsupported` backend error: a cluster cannot run over them.
+//!
 //! # Testing a store
 //! [`check_contract`] is the rules above as one check; each implementation's tests run it over
 //! a fresh store ([`MemStore`] here, the state directory's store in the server).
 //!
 //! # Bounds
-//! Names are at most [`NAME_BYTES_MAX`] bytes of `[a-z0-9._-]`; a reader names the most it
+//! Names are at most [`NAME_BYTES_MAX`] bytes of `[a-z0-9._:-]` (the colon for the cluster's
+//! per-head client records, named as ganesha names its RADOS objects: `rec-<epoch>:<head>`); a reader names the most it
 //! will take of a record (`bytes_max`), so a damaged record cannot make the server read
 //! without end. [`MemStore`] also bounds its record count ([`MEM_RECORDS_MAX`]).
 
@@ -76,6 +88,48 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
 
     /// Removes the record `name`, durably (nothing to do when there is none).
     fn delete(&self, name: &str) -> Result<(), StoreError>;
+
+    /// The record `name` with its version (module notes, "Conditional writes"); version 0
+    /// and no data when there is none. The default refuses: the store has no versions.
+    fn get_versioned(&self, name: &str, bytes_max: usize) -> Result<Versioned, StoreError> {
+        let _ = bytes_max;
+        Err(unsupported(name))
+    }
+
+    /// Replaces the record `name` by `data` only if its version is still `version` (0: only
+    /// if there is no record). The default refuses: the store has no versions.
+    fn put_if_version(&self, name: &str, version: u64, data: &[u8]) -> Result<PutIf, StoreError> {
+        let _ = (version, data);
+        Err(unsupported(name))
+    }
+}
+
+/// A record read with its version ([`StateStore::get_versioned`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned {
+    /// The record, or `None` when there is none.
+    pub data: Option<Vec<u8>>,
+    /// Its version: 0 when there is none, raised by every change.
+    pub version: u64,
+}
+
+/// What a conditional put did ([`StateStore::put_if_version`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutIf {
+    /// Written; the record's new version.
+    Written(u64),
+    /// Not written: the record changed since it was read (its version now).
+    Conflict(u64),
+}
+
+fn unsupported(name: &str) -> StoreError {
+    StoreError::Backend {
+        name: name.to_string(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "this store has no record versions",
+        ),
+    }
 }
 
 /// Why a store refused (module notes).
@@ -108,7 +162,7 @@ pub fn check_name(name: &str) -> Result<(), StoreError> {
         && !name.starts_with('.')
         && name
             .bytes()
-            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-'));
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'.' | b'_' | b'-' | b':'));
     if ok {
         Ok(())
     } else {
@@ -120,19 +174,40 @@ pub fn check_name(name: &str) -> Result<(), StoreError> {
 
 /// Records in memory: for tests and the simulator, where a "restart" builds a new server
 /// instance over the same store (the "disk" that survives a simulated crash). Every change is
-/// "durable" at once; bounded by [`MEM_RECORDS_MAX`].
+/// "durable" at once; bounded by [`MEM_RECORDS_MAX`]. Versions come from one counter for the
+/// whole store, so a record deleted and made again never returns to an earlier version.
 #[derive(Debug, Default)]
 pub struct MemStore {
-    records: Mutex<BTreeMap<String, Vec<u8>>>,
+    records: Mutex<Records>,
+}
+
+#[derive(Debug, Default)]
+struct Records {
+    map: BTreeMap<String, (Vec<u8>, u64)>,
+    last_version: u64,
+}
+
+impl Records {
+    fn put(&mut self, name: &str, data: &[u8]) -> Result<u64, StoreError> {
+        if !self.map.contains_key(name) && self.map.len() >= MEM_RECORDS_MAX {
+            return Err(StoreError::Full {
+                name: name.to_string(),
+            });
+        }
+        self.last_version += 1;
+        self.map
+            .insert(name.to_string(), (data.to_vec(), self.last_version));
+        Ok(self.last_version)
+    }
 }
 
 impl MemStore {
     /// The names of the records held, in order.
     pub fn names(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
+        self.lock().map.keys().cloned().collect()
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Vec<u8>>> {
+    fn lock(&self) -> MutexGuard<'_, Records> {
         // A panic under the lock is a bug elsewhere; the map stays usable.
         self.records.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -140,34 +215,89 @@ impl MemStore {
 
 impl StateStore for MemStore {
     fn get(&self, name: &str, bytes_max: usize) -> Result<Option<Vec<u8>>, StoreError> {
-        check_name(name)?;
-        match self.lock().get(name) {
-            None => Ok(None),
-            Some(d) if d.len() > bytes_max => Err(StoreError::TooLarge {
-                name: name.to_string(),
-                bytes_max,
-            }),
-            Some(d) => Ok(Some(d.clone())),
-        }
+        Ok(self.get_versioned(name, bytes_max)?.data)
     }
 
     fn put(&self, name: &str, data: &[u8]) -> Result<(), StoreError> {
         check_name(name)?;
-        let mut records = self.lock();
-        if !records.contains_key(name) && records.len() >= MEM_RECORDS_MAX {
-            return Err(StoreError::Full {
-                name: name.to_string(),
-            });
-        }
-        records.insert(name.to_string(), data.to_vec());
-        Ok(())
+        self.lock().put(name, data).map(|_| ())
     }
 
     fn delete(&self, name: &str) -> Result<(), StoreError> {
         check_name(name)?;
-        self.lock().remove(name);
+        self.lock().map.remove(name);
         Ok(())
     }
+
+    fn get_versioned(&self, name: &str, bytes_max: usize) -> Result<Versioned, StoreError> {
+        check_name(name)?;
+        match self.lock().map.get(name) {
+            None => Ok(Versioned {
+                data: None,
+                version: 0,
+            }),
+            Some((d, _)) if d.len() > bytes_max => Err(StoreError::TooLarge {
+                name: name.to_string(),
+                bytes_max,
+            }),
+            Some((d, v)) => Ok(Versioned {
+                data: Some(d.clone()),
+                version: *v,
+            }),
+        }
+    }
+
+    fn put_if_version(&self, name: &str, version: u64, data: &[u8]) -> Result<PutIf, StoreError> {
+        check_name(name)?;
+        let mut records = self.lock();
+        let now = records.map.get(name).map_or(0, |(_, v)| *v);
+        if now != version {
+            return Ok(PutIf::Conflict(now));
+        }
+        records.put(name, data).map(PutIf::Written)
+    }
+}
+
+/// The conditional-write contract ([`StateStore::put_if_version`]) over a fresh store, for
+/// stores that offer versions (a cluster's). Panics at the first broken rule; for tests.
+pub fn check_versioned_contract(store: &dyn StateStore) {
+    let name = "contract-versioned";
+    let none = store.get_versioned(name, 16).unwrap();
+    assert_eq!(
+        (none.data, none.version),
+        (None, 0),
+        "no record is version 0"
+    );
+    let v1 = match store.put_if_version(name, 0, b"one").unwrap() {
+        PutIf::Written(v) => v,
+        c => panic!("creating at version 0 must succeed: {c:?}"),
+    };
+    assert!(v1 > 0);
+    assert!(
+        matches!(store.put_if_version(name, 0, b"x"), Ok(PutIf::Conflict(v)) if v == v1),
+        "a second creator loses"
+    );
+    let read = store.get_versioned(name, 16).unwrap();
+    assert_eq!(
+        (read.data.as_deref(), read.version),
+        (Some(&b"one"[..]), v1)
+    );
+    let v2 = match store.put_if_version(name, v1, b"two").unwrap() {
+        PutIf::Written(v) => v,
+        c => panic!("a put at the current version must succeed: {c:?}"),
+    };
+    assert!(v2 > v1, "a change raises the version");
+    assert!(
+        matches!(store.put_if_version(name, v1, b"stale"), Ok(PutIf::Conflict(v)) if v == v2),
+        "a put at a stale version is refused"
+    );
+    assert_eq!(store.get(name, 16).unwrap().unwrap(), b"two", "unchanged");
+    store.put(name, b"three").unwrap();
+    assert!(
+        store.get_versioned(name, 16).unwrap().version > v2,
+        "a plain put raises the version too"
+    );
+    store.delete(name).unwrap();
 }
 
 /// The contract every [`StateStore`] keeps, as one check a store's own tests call over a fresh,
@@ -231,6 +361,33 @@ mod tests {
     }
 
     #[test]
+    fn the_memory_store_keeps_the_versioned_contract() {
+        check_versioned_contract(&MemStore::default());
+    }
+
+    #[test]
+    fn a_store_without_versions_refuses_conditional_writes() {
+        #[derive(Debug)]
+        struct Plain;
+        impl StateStore for Plain {
+            fn get(&self, _: &str, _: usize) -> Result<Option<Vec<u8>>, StoreError> {
+                Ok(None)
+            }
+            fn put(&self, _: &str, _: &[u8]) -> Result<(), StoreError> {
+                Ok(())
+            }
+            fn delete(&self, _: &str) -> Result<(), StoreError> {
+                Ok(())
+            }
+        }
+        assert!(matches!(
+            Plain.put_if_version("grace", 0, b""),
+            Err(StoreError::Backend { .. })
+        ));
+        assert!(Plain.get_versioned("grace", 1).is_err());
+    }
+
+    #[test]
     fn a_record_is_read_back_replaced_and_deleted() {
         let s = MemStore::default();
         assert!(s.get(names::CLIENTS, 100).unwrap().is_none());
@@ -274,6 +431,7 @@ mod tests {
             names::BOOT_EPOCH,
             names::PARKED,
             "nfs4-clients.head-2",
+            "rec-0000000000000003:head-a",
         ] {
             check_name(good).unwrap();
         }
