@@ -28,7 +28,8 @@ impl Nfs4 {
     /// clients' delegations (for a writer), the share reservation in the state core, and the
     /// delegation grant (`deleg.rs`). CLAIM_PREVIOUS reclaims an open of the current handle in
     /// grace (NO_GRACE / RECLAIM_BAD otherwise), with the read delegation it names granted
-    /// back; every other claim is NFS4ERR_GRACE in grace (`state/recovery.rs`);
+    /// back; every other claim is NFS4ERR_GRACE in grace and before the client's
+    /// RECLAIM_COMPLETE (`sluice_nfs4state::recovery`, "Before RECLAIM_COMPLETE");
     /// CLAIM_DELEGATE_PREV / CLAIM_DELEG_PREV_FH are NOTSUPP (`deleg.rs`, "Reboot recovery").
     pub(super) fn open(
         &self,
@@ -42,7 +43,7 @@ impl Nfs4 {
         if reclaim {
             self.state().check_reclaim(clientid)?;
         } else {
-            self.state().check_grace_new_state()?;
+            self.state().check_new_state(clientid)?;
         }
         self.ensure_record(clientid)?;
         let creating = matches!(a.openhow, Openflag4::Create(_));
