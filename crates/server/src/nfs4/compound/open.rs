@@ -38,6 +38,13 @@ impl Nfs4 {
         a: &OpenArgs,
     ) -> Result<OpenResOk, Nfsstat4> {
         let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        // §18.16.3: only CLAIM_NULL creates. Any other claim with OPEN4_CREATE is INVAL, the
+        // delegation claims too (this was NOTSUPP for the PREV ones and ran as a plain open
+        // for CLAIM_DELEGATE_CUR); first of all, as knfsd checks it.
+        let creating = matches!(a.openhow, Openflag4::Create(_));
+        if creating && !matches!(a.claim, OpenClaim4::Null(_)) {
+            return Err(Nfsstat4::INVAL);
+        }
         // Grace before anything is created, the stable record before anything is granted.
         let reclaim = matches!(a.claim, OpenClaim4::Previous(_));
         if reclaim {
@@ -46,7 +53,6 @@ impl Nfs4 {
             self.state().check_new_state(clientid)?;
         }
         self.ensure_record(clientid)?;
-        let creating = matches!(a.openhow, Openflag4::Create(_));
         let (idx, cur) = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
             // Pseudo directories hold no files.
             Fh::Pseudo(_) if creating => return Err(Nfsstat4::ROFS),
@@ -62,9 +68,6 @@ impl Nfs4 {
         let mut attrset = Bitmap4::new();
         let mut created = false;
         let (fh, attr, cinfo) = match &a.claim {
-            OpenClaim4::Fh | OpenClaim4::Previous(_) | OpenClaim4::DelegCurFh(_) if creating => {
-                return Err(Nfsstat4::INVAL)
-            }
             // CLAIM_PREVIOUS names the file by the current handle, as CLAIM_FH does; the
             // delegation it asks back is decided after the open (below).
             OpenClaim4::Fh | OpenClaim4::Previous(_) => Self::open_existing(fs, cur)?,
