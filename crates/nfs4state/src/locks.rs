@@ -101,12 +101,13 @@ impl State4 {
         let kind = LockKind::from_wire(a.locktype)?;
         let range = Range::from_wire(a.offset, a.length)?;
         self.clients.get(clientid)?;
-        // Grace ([`crate::recovery`]): reclaims only in grace, new locks only after it.
+        // Grace ([`crate::recovery`]): reclaims only in grace, new locks only after it and
+        // after the client's RECLAIM_COMPLETE.
         if a.reclaim {
             self.check_reclaim(clientid)?;
             self.note_reclaimed();
         } else {
-            self.check_grace_new_state()?;
+            self.check_new_state(clientid)?;
         }
         let (owner, open, existing) = match &a.locker {
             Locker4::New(n) => {
@@ -339,7 +340,7 @@ mod tests {
         crate::testkit::channel_attrs(4)
     }
 
-    /// A confirmed client with one session.
+    /// A confirmed client with one session that sent RECLAIM_COMPLETE (nothing to reclaim).
     fn mount(st: &mut State4, now: Instant, owner: &'static [u8]) -> ClientId4 {
         let p = Principal(Bytes::from_static(b"u"));
         let e = st
@@ -367,6 +368,7 @@ mod tests {
             sec_parms: CallbackSecParmsList(Vec::new()),
         };
         st.create_session(now, &args, &p, 1).unwrap();
+        st.reclaim_complete(now, e.clientid, false).unwrap();
         e.clientid
     }
 

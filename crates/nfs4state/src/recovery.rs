@@ -16,12 +16,28 @@
 //! the OPEN covers them. A record is written once per owner and instance (the state keeps the
 //! set the store holds), so steady-state OPENs cost a hash lookup.
 //!
-//! RFC 8881 §18.51.3 also says that a non-reclaim OPEN or LOCK before the client's
-//! RECLAIM_COMPLETE "will" get NFS4ERR_GRACE, and knfsd refuses it so even after grace. We
-//! do not, outside grace: the record written at that OPEN keeps the one promise that matters
-//! (whoever holds state can reclaim it after a crash), and clients that skip RECLAIM_COMPLETE
-//! (simple tools, tests) keep working. In grace such an OPEN gets NFS4ERR_GRACE anyway.
+//! # Before RECLAIM_COMPLETE (RFC 8881 §18.51.3)
+//! A 4.1 client "MUST send a RECLAIM_COMPLETE with rca_one_fs set to FALSE, even if there are
+//! no locks to reclaim", before "the first non-reclaim operation that obtains a lock", and
+//! non-reclaim locking operations before it "will" get NFS4ERR_GRACE. The ops that obtain a
+//! lock (share reservation or byte range) are OPEN and LOCK, so [`State4::check_new_state`]
+//! refuses, with NFS4ERR_GRACE and whether or not the server is in grace:
+//! - OPEN with any claim but CLAIM_PREVIOUS (CLAIM_NULL, CLAIM_FH, CLAIM_DELEGATE_CUR,
+//!   CLAIM_DELEG_CUR_FH; the delegation reclaims CLAIM_DELEGATE_PREV / CLAIM_DELEG_PREV_FH
+//!   are NOTSUPP before this is asked);
+//! - LOCK with `reclaim` false.
 //!
+//! knfsd refuses the OPENs the same way (in `nfsd4_open`, after its claim checks) but not
+//! the LOCK; a LOCK needs an open, which before RECLAIM_COMPLETE is a reclaimed one, so the two
+//! differ only for a client whose grace ended between its reclaim and its RECLAIM_COMPLETE:
+//! there the RFC's words decide. Everything else (LOOKUP, GETATTR, READ and WRITE under the
+//! stateids it holds, CLOSE, LOCKU, DELEGRETURN, ...) obtains no lock and runs as usual; the
+//! Linux client sends RECLAIM_COMPLETE and its first GETATTR of the root together.
+//!
+//! With that duty enforced, the record written at RECLAIM_COMPLETE would cover every grant;
+//! the processor still asks before each OPEN (above), which costs a hash lookup and keeps the
+//! promise whatever the order of the checks.
+
 //! # When it is removed
 //! When the last client record of its owner goes for real: DESTROY_CLIENTID, or expiry (the
 //! lease ran out with no state, a courtesy client's `courtesy_max` passed, or a conflict broke
@@ -38,7 +54,7 @@
 //! | OPEN CLAIM_PREVIOUS, LOCK reclaim, client of the records | reclaims | NO_GRACE |
 //! | the same, client not in the records | RECLAIM_BAD | NO_GRACE |
 //! | the same, after the client's RECLAIM_COMPLETE | NO_GRACE | NO_GRACE |
-//! | OPEN other claims, LOCK without reclaim | GRACE | as usual |
+//! | OPEN other claims, LOCK without reclaim | GRACE | as usual (GRACE before the client's RECLAIM_COMPLETE) |
 //! | READ / WRITE / SETATTR(size) under the anonymous or READ-bypass stateid | GRACE | as usual |
 //! | the same under a stateid of this instance | as usual | as usual |
 //! | RECLAIM_COMPLETE | may end grace early (AllReclaimed) | as usual |
@@ -166,6 +182,16 @@ impl State4 {
             Some(g) => g.check_new_state(),
             None => Ok(()),
         }
+    }
+
+    /// May `clientid` take new locking state (OPEN other than CLAIM_PREVIOUS, LOCK without
+    /// reclaim)? NFS4ERR_GRACE before its RECLAIM_COMPLETE (module notes, "Before
+    /// RECLAIM_COMPLETE"), and in grace.
+    pub fn check_new_state(&self, clientid: ClientId4) -> Result<(), Nfsstat4> {
+        if !self.clients.get(clientid)?.reclaim_complete {
+            return Err(Nfsstat4::GRACE);
+        }
+        self.check_grace_new_state()
     }
 
     /// May `clientid` reclaim (OPEN CLAIM_PREVIOUS, LOCK with reclaim) now?

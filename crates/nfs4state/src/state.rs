@@ -457,8 +457,8 @@ impl State4 {
 
     // ----- open state ----------------------------------------------------------------------
 
-    /// OPEN's state part (§18.16): NFS4ERR_GRACE in grace (reclaims are
-    /// [`State4::reclaim_open`]), share checks (conflicting courtesy clients are expired),
+    /// OPEN's state part (§18.16): NFS4ERR_GRACE before the client's RECLAIM_COMPLETE and in
+    /// grace (reclaims are [`State4::reclaim_open`]; [`State4::check_new_state`]), share checks (conflicting courtesy clients are expired),
     /// then a new or upgraded open stateid.
     pub fn open(
         &mut self,
@@ -469,7 +469,7 @@ impl State4 {
         share_access: u32,
         share_deny: u32,
     ) -> Result<Stateid4, Nfsstat4> {
-        self.check_grace_new_state()?;
+        self.check_new_state(clientid)?;
         self.open_share(now, clientid, owner, file, share_access, share_deny)
     }
 

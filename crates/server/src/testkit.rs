@@ -1,6 +1,16 @@
 //! Test support shared by the server's own tests and the simulator (`sluice-sim`): one NFSv4.1
-//! session client, so that EXCHANGE_ID + CREATE_SESSION, the channel attributes and the
-//! numbering of SEQUENCEs are written once.
+//! session client, so that EXCHANGE_ID + CREATE_SESSION (+ RECLAIM_COMPLETE), the channel
+//! attributes and the numbering of SEQUENCEs are written once.
+//!
+//! # RECLAIM_COMPLETE
+//! A 4.1 client must send RECLAIM_COMPLETE before it opens or locks anything anew (RFC 8881
+//! §18.51.3; the server answers NFS4ERR_GRACE until it does, `sluice_nfs4state::recovery`).
+//! [`Session4::establish`] sends it, as a client with nothing to reclaim does, unless
+//! [`SessionConfig::reclaim_complete`] is off (a test that reclaims first). It goes on the
+//! session's highest slot ([`Session4::reclaim_complete`]): a test that numbers slot 0 itself
+//! then finds it fresh (its first sequence id is 1), as it did before the server asked for
+//! RECLAIM_COMPLETE; with one slot that is slot 0, whose next sequence id
+//! [`Session4::seqid`] tells.
 //!
 //! It lives in the server crate, behind the `testkit` cargo feature (on in the server's own
 //! unit tests; its integration tests and the simulator turn it on through their
@@ -25,7 +35,7 @@ use sluice_xdr::nfs4::ops::{
     ExchangeIdArgs, ExchangeIdResOk, ImplIdList, NfsArgop4, NfsResop4, Res4, SequenceArgs,
     StateProtect4A,
 };
-use sluice_xdr::nfs4::{Opaque4, SessionId4, Utf8Str};
+use sluice_xdr::nfs4::{Nfsstat4, Opaque4, SessionId4, Utf8Str};
 use sluice_xdr::{Pack, Reader, Writer};
 use std::sync::Arc;
 use std::time::Instant;
@@ -84,6 +94,9 @@ pub struct SessionConfig {
     pub flags: u32,
     /// How the server is to authenticate its callbacks.
     pub cb_sec: CallbackSecParmsList,
+    /// [`Session4::establish`] sends RECLAIM_COMPLETE (on by default; off for a client that
+    /// reclaims first).
+    pub reclaim_complete: bool,
 }
 
 impl SessionConfig {
@@ -96,6 +109,7 @@ impl SessionConfig {
             fore: None,
             flags: 0,
             cb_sec: CallbackSecParmsList(Vec::new()),
+            reclaim_complete: true,
         }
     }
 }
@@ -112,10 +126,12 @@ pub struct Session4 {
 }
 
 impl Session4 {
-    /// EXCHANGE_ID, then CREATE_SESSION, each as a COMPOUND of its own through `send`.
+    /// EXCHANGE_ID, then CREATE_SESSION, each as a COMPOUND of its own through `send`, then
+    /// (unless `cfg` says not to) RECLAIM_COMPLETE ([`Session4::reclaim_complete`]).
     ///
     /// # Panics
-    /// When either fails: a test that expects a failure sends the ops itself.
+    /// When any fails (RECLAIM_COMPLETE may answer COMPLETE_ALREADY: a client of the same owner
+    /// and verifier set up before sent it): a test that expects a failure sends the ops itself.
     pub fn establish(
         cfg: &SessionConfig,
         mut send: impl FnMut(Vec<NfsArgop4>) -> Compound4Res,
@@ -128,7 +144,26 @@ impl Session4 {
         let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
             panic!("CREATE_SESSION failed: {res:?}")
         };
-        Session4::new(e.clientid, s.clone())
+        let mut session = Session4::new(e.clientid, s.clone());
+        if cfg.reclaim_complete {
+            let res = send(session.reclaim_complete());
+            // COMPLETE_ALREADY: a further session of a client that completed already.
+            assert!(
+                matches!(res.status, Nfsstat4::OK | Nfsstat4::COMPLETE_ALREADY),
+                "RECLAIM_COMPLETE: {res:?}"
+            );
+        }
+        session
+    }
+
+    /// SEQUENCE on the session's highest slot and RECLAIM_COMPLETE (rca_one_fs false): what a
+    /// client with nothing to reclaim sends before it opens (module notes).
+    pub fn reclaim_complete(&mut self) -> Vec<NfsArgop4> {
+        let last = self.granted.fore_chan_attrs.maxrequests.saturating_sub(1);
+        vec![
+            self.sequence(last, false),
+            NfsArgop4::ReclaimComplete(false),
+        ]
     }
 
     /// The session CREATE_SESSION answered with `granted`, for client `clientid`, no SEQUENCE
@@ -158,7 +193,7 @@ impl Session4 {
             sessionid: self.sessionid,
             sequenceid: self.seqids.get(slot as usize).copied().unwrap_or(0),
             slotid: slot,
-            highest_slotid: 0,
+            highest_slotid: slot,
             cachethis,
         })
     }

@@ -262,8 +262,10 @@ impl Holder {
             getattrs,
             getattr,
         };
-        // The probe's CB_SEQUENCE waits for our first SEQUENCE.
-        h.send(vec![]).await;
+        // The probe's CB_SEQUENCE waits for our first SEQUENCE, which carries the
+        // RECLAIM_COMPLETE a client sends before it opens (RFC 8881 §18.51.3).
+        let res = h.send(vec![NfsArgop4::ReclaimComplete(false)]).await;
+        assert_eq!(res.status, Nfsstat4::OK, "RECLAIM_COMPLETE: {res:?}");
         within("the back channel comes up", async {
             while server.nfs4.state.lock().unwrap().callback_path(&h.sid) != Some(PathState::Up) {
                 tokio::time::sleep(Duration::from_millis(5)).await;

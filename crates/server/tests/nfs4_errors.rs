@@ -14,6 +14,7 @@
 //! | §15.1.7 | a new name (CREATE, OPEN create, RENAME, LINK) not UTF-8 is INVAL; an existing one stays reachable; "." and ".." are BADNAME in every op that takes a component | `names::names_not_utf8_are_inval_where_made_and_dot_names_are_badname` |
 //! | §18.24.3 | READLINK of any directory is ISDIR, a pseudo-tree one too | `readlink::readlink_of_any_directory_is_isdir` |
 //! | §18.9.3 | LINK of a directory (the saved handle) is ISDIR, not the file system's PERM | `link::link_of_a_directory_is_isdir` |
+//! | §18.16.3 | OPEN4_CREATE with any claim but CLAIM_NULL is INVAL (delegation claims too), before grace and RECLAIM_COMPLETE are asked | `open_claims::only_claim_null_creates` |
 
 #[macro_use]
 mod support;
@@ -522,5 +523,68 @@ mod link {
         let res = v.send(ops).await;
         assert_eq!(res.status, Nfsstat4::ISDIR, "{res:?}");
         assert!(!s.export.join("d2").exists());
+    }
+}
+
+/// OPEN4_CREATE goes with CLAIM_NULL only (§18.16.3).
+mod open_claims {
+    use super::*;
+    use bytes::Bytes;
+    use sluice_xdr::nfs4::attrs::AttrValues;
+    use sluice_xdr::nfs4::ops::{
+        Createhow4, OpenArgs, OpenClaim4, OpenClaimDelegateCur4, Openflag4, OPEN4_SHARE_ACCESS_READ,
+    };
+    use sluice_xdr::nfs4::{Opaque4, StateOwner4, Stateid4};
+
+    fn create_with(claim: OpenClaim4) -> NfsArgop4 {
+        let mode = AttrValues {
+            mode: Some(0o644),
+            ..AttrValues::default()
+        };
+        NfsArgop4::Open(OpenArgs {
+            seqid: 0,
+            share_access: OPEN4_SHARE_ACCESS_READ,
+            share_deny: 0,
+            owner: StateOwner4 {
+                clientid: 0,
+                owner: Opaque4(Bytes::from_static(b"o")),
+            },
+            openhow: Openflag4::Create(Createhow4::Unchecked(mode.encode())),
+            claim,
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_claim_null_creates() {
+        let s = TestServer::start(rw()).await;
+        std::fs::write(s.export.join("f"), b"x").unwrap();
+        let mut v = V4::mount(&s, "open claims").await;
+        let cur = OpenClaim4::DelegateCur(OpenClaimDelegateCur4 {
+            delegate_stateid: Stateid4 {
+                seqid: 1,
+                other: [7; 12],
+            },
+            file: component("n"),
+        });
+        for claim in [
+            cur,
+            OpenClaim4::DelegatePrev(component("n")),
+            OpenClaim4::DelegPrevFh,
+        ] {
+            let res = v
+                .send(in_export(&s, vec![create_with(claim.clone())]))
+                .await;
+            assert_eq!(res.status, Nfsstat4::INVAL, "{claim:?}: {res:?}");
+        }
+        assert!(!s.export.join("n").exists());
+        // Before anything else: a client that has not sent RECLAIM_COMPLETE hears INVAL too.
+        let mut early = V4::mount_reclaiming(&s, "open claims early").await;
+        let res = early
+            .send(in_export(
+                &s,
+                vec![lookup("f"), create_with(OpenClaim4::Fh)],
+            ))
+            .await;
+        assert_eq!(res.status, Nfsstat4::INVAL, "{res:?}");
     }
 }

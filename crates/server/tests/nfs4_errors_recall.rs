@@ -230,7 +230,8 @@ async fn an_unanswered_recall_is_sent_again_on_the_holders_new_session() {
     };
     let first = create_session(&rpc, e.clientid, e.sequenceid).await;
     bring_up(&rpc, &server, first).await;
-    let mut ops = vec![sequence(first, 2)];
+    // RECLAIM_COMPLETE before the first OPEN (RFC 8881 §18.51.3).
+    let mut ops = vec![sequence(first, 2), NfsArgop4::ReclaimComplete(false)];
     ops.extend(walk_to(&export));
     ops.push(open_op("holder", "f", false, OPEN4_SHARE_ACCESS_READ, 0));
     let res = call(&rpc, ops).await;

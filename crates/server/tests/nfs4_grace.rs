@@ -13,6 +13,8 @@
 //! | §8.4.2 | no records: no grace at all, reclaims are NO_GRACE | `no_client_held_state_so_grace_is_skipped` |
 //! | §8.4.2 | a client that does not come back holds grace to its deadline, then loses its record | `grace_ends_at_its_deadline_without_the_absent_client` |
 //! | §18.50 | DESTROY_CLIENTID removes the record: the next start skips grace | `destroy_clientid_removes_the_record` |
+//! | §18.51.3 | before its RECLAIM_COMPLETE a client's OPEN (but CLAIM_PREVIOUS) is NFS4ERR_GRACE, grace or not; a second RECLAIM_COMPLETE is COMPLETE_ALREADY | `no_new_open_before_reclaim_complete_even_without_grace` |
+//! | §18.51.3 | the same for LOCK without reclaim, after a reclaim in a grace period that then ended at its deadline | `no_new_open_or_lock_before_reclaim_complete_after_grace` |
 
 #[macro_use]
 mod support;
@@ -147,7 +149,7 @@ async fn reclaim_complete(v: &mut V4) -> Nfsstat4 {
 /// write lock on its first 100 bytes, as a client does: RECLAIM_COMPLETE first.
 async fn client_with_state(s: &TestServer) -> (V4, NfsFh4) {
     std::fs::write(s.export.join("f"), b"held across the restart").unwrap();
-    let mut a = V4::mount(s, "host-a").await;
+    let mut a = V4::mount_reclaiming(s, "host-a").await;
     assert_eq!(reclaim_complete(&mut a).await, Nfsstat4::OK);
     let (o, fh) = a
         .open(
@@ -191,7 +193,7 @@ async fn an_open_and_a_lock_are_reclaimed_and_grace_ends_early() {
         .contains("nfs v4 grace: in progress (1 of 1 clients"));
 
     // A client that held nothing: every new state waits, and it has nothing to reclaim.
-    let mut b = V4::mount(&s, "host-b").await;
+    let mut b = V4::mount_reclaiming(&s, "host-b").await;
     let res = b
         .send({
             let mut ops = walk_to(&s.export);
@@ -233,7 +235,7 @@ async fn an_open_and_a_lock_are_reclaimed_and_grace_ends_early() {
     );
 
     // host-a comes back (a new client id) and reclaims its open and its lock.
-    let mut a = V4::mount(&s, "host-a").await;
+    let mut a = V4::mount_reclaiming(&s, "host-a").await;
     let reclaim_a = open_claim(
         "oa",
         OPEN4_SHARE_ACCESS_BOTH,
@@ -258,7 +260,9 @@ async fn an_open_and_a_lock_are_reclaimed_and_grace_ends_early() {
     assert_eq!(st, Nfsstat4::NO_GRACE, "a reclaim after RECLAIM_COMPLETE");
     assert!(restarted.elapsed() < LONG_GRACE / 2);
 
-    // Grace is over: new state is granted, and what was reclaimed is in force.
+    // Grace is over: new state is granted (once host-b too said it reclaims nothing: RFC 8881
+    // §18.51.3), and what was reclaimed is in force.
+    assert_eq!(reclaim_complete(&mut b).await, Nfsstat4::OK);
     let (st, _) = on(
         &mut b,
         &fh,
@@ -327,7 +331,7 @@ async fn a_delegation_named_at_claim_previous_is_granted_back() {
     let (mut s, _) = start(TestDirs::new("nfs4-grace-deleg"), LONG_GRACE).await;
     std::fs::write(s.export.join("r"), b"read under a delegation").unwrap();
     std::fs::write(s.export.join("w"), b"written under one").unwrap();
-    let mut a = V4::mount(&s, "host-d").await;
+    let mut a = V4::mount_reclaiming(&s, "host-d").await;
     assert_eq!(reclaim_complete(&mut a).await, Nfsstat4::OK);
     let (_, fr) = a
         .open(&s.export, "or", "r", false, OPEN4_SHARE_ACCESS_READ, 0)
@@ -339,7 +343,7 @@ async fn a_delegation_named_at_claim_previous_is_granted_back() {
         .unwrap();
     drop(a);
     crash_and_restart(&mut s).await;
-    let mut a = V4::mount(&s, "host-d").await;
+    let mut a = V4::mount_reclaiming(&s, "host-d").await;
     let claim = |t| OpenClaim4::Previous(t);
     let (st, res) = on(
         &mut a,
@@ -422,18 +426,21 @@ async fn no_client_held_state_so_grace_is_skipped() {
     let (mut s, _) = start(TestDirs::new("nfs4-grace-skip"), LONG_GRACE).await;
     std::fs::write(s.export.join("f"), b"data").unwrap();
     // A client that mounts and looks around takes no state and leaves no record.
-    let mut a = V4::mount(&s, "host-a").await;
+    let mut a = V4::mount_reclaiming(&s, "host-a").await;
     let res = a.send(walk_to(&s.export)).await;
     assert_eq!(res.status, Nfsstat4::OK);
     assert!(records(&s).is_empty());
     drop(a);
 
     let m = crash_and_restart(&mut s).await;
-    let mut a = V4::mount(&s, "host-a").await;
-    let (o, fh) = a
-        .open(&s.export, "oa", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
-        .await
-        .expect("no grace: a new OPEN at once");
+    let mut a = V4::mount_reclaiming(&s, "host-a").await;
+    let mut ops = walk_to(&s.export);
+    ops.extend([lookup("f"), NfsArgop4::Getfh(())]);
+    let res = a.send(ops).await;
+    let Some(NfsResop4::Getfh(Res4::Ok(fh))) = res.results.last() else {
+        panic!("{res:?}")
+    };
+    let fh = fh.clone();
     let (st, _) = on(
         &mut a,
         &fh,
@@ -446,6 +453,11 @@ async fn no_client_held_state_so_grace_is_skipped() {
     )
     .await;
     assert_eq!(st, Nfsstat4::NO_GRACE, "nothing to reclaim in");
+    assert_eq!(reclaim_complete(&mut a).await, Nfsstat4::OK);
+    let (o, _) = a
+        .open(&s.export, "oa", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .expect("no grace: a new OPEN at once");
     let (st, _) = on(&mut a, &fh, vec![lock_op(true, o.stateid, "p")]).await;
     assert_eq!(st, Nfsstat4::NO_GRACE);
     let prom = metrics(m).await;
@@ -460,7 +472,7 @@ async fn no_client_held_state_so_grace_is_skipped() {
     assert_eq!(
         records(&s),
         vec![owner_bytes("host-a")],
-        "its OPEN recorded it"
+        "its RECLAIM_COMPLETE recorded it"
     );
 }
 
@@ -472,7 +484,7 @@ async fn grace_ends_at_its_deadline_without_the_absent_client() {
     drop(a);
     let m = crash_and_restart(&mut s).await;
     let restarted = Instant::now();
-    let mut b = V4::mount(&s, "host-b").await;
+    let mut b = V4::mount_reclaiming(&s, "host-b").await;
     assert_eq!(reclaim_complete(&mut b).await, Nfsstat4::OK);
     assert_eq!(open_new(&mut b, &s.export).await, Nfsstat4::GRACE);
     // host-a never comes back: grace lasts its whole length, then ends.
@@ -491,7 +503,7 @@ async fn grace_ends_at_its_deadline_without_the_absent_client() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destroy_clientid_removes_the_record() {
     let (mut s, _) = start(TestDirs::new("nfs4-grace-destroy"), LONG_GRACE).await;
-    let mut a = V4::mount(&s, "host-a").await;
+    let mut a = V4::mount_reclaiming(&s, "host-a").await;
     assert_eq!(reclaim_complete(&mut a).await, Nfsstat4::OK);
     assert_eq!(records(&s), vec![owner_bytes("host-a")]);
     let sid = a.sessionid;
@@ -509,4 +521,87 @@ async fn destroy_clientid_removes_the_record() {
     a.open(&s.export, "oa", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
         .await
         .expect("no record, no grace");
+}
+
+/// RFC 8881 §18.51.3: a client sends RECLAIM_COMPLETE before its first non-reclaim OPEN; one
+/// that does not gets NFS4ERR_GRACE (as from knfsd), here on a server that has no grace period
+/// at all; afterwards the OPEN is granted and a second RECLAIM_COMPLETE is COMPLETE_ALREADY.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_new_open_before_reclaim_complete_even_without_grace() {
+    let (s, m) = start(TestDirs::new("nfs4-grace-rc-none"), LONG_GRACE).await;
+    metrics_when(m, "sluice_nfs4_grace_ended{reason=\"Skipped\"} 1\n").await;
+    std::fs::write(s.export.join("f"), b"data").unwrap();
+    let mut a = V4::mount_reclaiming(&s, "host-a").await;
+    assert_eq!(open_new(&mut a, &s.export).await, Nfsstat4::GRACE);
+    assert!(!s.export.join("g").exists(), "nothing created");
+    let opened = a
+        .open(&s.export, "oa", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await;
+    assert_eq!(
+        opened.err(),
+        Some(Nfsstat4::GRACE),
+        "an OPEN of an existing file"
+    );
+    assert_eq!(reclaim_complete(&mut a).await, Nfsstat4::OK);
+    assert_eq!(open_new(&mut a, &s.export).await, Nfsstat4::OK);
+    a.open(&s.export, "oa", "f", false, OPEN4_SHARE_ACCESS_READ, 0)
+        .await
+        .expect("an OPEN after RECLAIM_COMPLETE");
+    assert_eq!(reclaim_complete(&mut a).await, Nfsstat4::COMPLETE_ALREADY);
+}
+
+/// RFC 8881 §18.51.3 after a restart: the client reclaims its open (CLAIM_PREVIOUS before
+/// RECLAIM_COMPLETE, in grace: granted), grace then ends at its deadline without its
+/// RECLAIM_COMPLETE, and its new OPENs and a LOCK without reclaim are still NFS4ERR_GRACE
+/// until it sends it (knfsd refuses the OPENs so, and grants the LOCK: the RFC's "non-reclaim
+/// locking operations" decide, `sluice_nfs4state::recovery`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_new_open_or_lock_before_reclaim_complete_after_grace() {
+    let grace = Duration::from_secs(1);
+    let (mut s, _) = start(TestDirs::new("nfs4-grace-rc-after"), grace).await;
+    let (a, fh) = client_with_state(&s).await;
+    drop(a);
+    let m = crash_and_restart(&mut s).await;
+    let mut a = V4::mount_reclaiming(&s, "host-a").await;
+    let reclaim = open_claim(
+        "oa",
+        OPEN4_SHARE_ACCESS_BOTH,
+        OPEN4_SHARE_DENY_WRITE,
+        OpenClaim4::Previous(OPEN_DELEGATE_NONE),
+    );
+    let (st, res) = on(&mut a, &fh, vec![reclaim]).await;
+    assert_eq!(
+        st,
+        Nfsstat4::OK,
+        "CLAIM_PREVIOUS before RECLAIM_COMPLETE: {res:?}"
+    );
+    let NfsResop4::Open(Res4::Ok(o)) = &res[2] else {
+        panic!("{res:?}")
+    };
+    let open = o.stateid;
+    metrics_when(m, "sluice_nfs4_grace_ended{reason=\"Deadline\"} 1\n").await;
+
+    assert_eq!(open_new(&mut a, &s.export).await, Nfsstat4::GRACE);
+    assert!(!s.export.join("g").exists(), "nothing created");
+    let by_fh = open_claim("ob", OPEN4_SHARE_ACCESS_READ, 0, OpenClaim4::Fh);
+    assert_eq!(
+        on(&mut a, &fh, vec![by_fh.clone()]).await.0,
+        Nfsstat4::GRACE
+    );
+    let (st, _) = on(&mut a, &fh, vec![lock_op(false, open, "pid-1")]).await;
+    assert_eq!(st, Nfsstat4::GRACE, "a new LOCK before RECLAIM_COMPLETE");
+    // What it reclaimed it uses meanwhile.
+    let read = NfsArgop4::Read(ReadArgs {
+        stateid: open,
+        offset: 0,
+        count: 4,
+    });
+    assert_eq!(on(&mut a, &fh, vec![read]).await.0, Nfsstat4::OK);
+
+    assert_eq!(reclaim_complete(&mut a).await, Nfsstat4::OK);
+    let (st, res) = on(&mut a, &fh, vec![lock_op(false, open, "pid-1")]).await;
+    assert_eq!(st, Nfsstat4::OK, "{res:?}");
+    assert_eq!(on(&mut a, &fh, vec![by_fh]).await.0, Nfsstat4::OK);
+    assert_eq!(open_new(&mut a, &s.export).await, Nfsstat4::OK);
+    assert_eq!(reclaim_complete(&mut a).await, Nfsstat4::COMPLETE_ALREADY);
 }

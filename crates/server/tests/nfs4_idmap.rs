@@ -58,7 +58,9 @@ async fn session(c: &mut Rpc) -> SessionId4 {
     let Some(NfsResop4::ExchangeId(Res4::Ok(e))) = res.results.first() else {
         panic!("{res:?}")
     };
-    let chan = sluice_server::testkit::channel_attrs(1);
+    // Two slots: slot 1 carries the RECLAIM_COMPLETE a client sends before it creates
+    // anything (RFC 8881 §18.51.3), slot 0 is the test's.
+    let chan = sluice_server::testkit::channel_attrs(2);
     let res = compound(
         c,
         vec![NfsArgop4::CreateSession(CreateSessionArgs {
@@ -75,7 +77,23 @@ async fn session(c: &mut Rpc) -> SessionId4 {
     let Some(NfsResop4::CreateSession(Res4::Ok(s))) = res.results.first() else {
         panic!("{res:?}")
     };
-    s.sessionid
+    let sessionid = s.sessionid;
+    let res = compound(
+        c,
+        vec![
+            NfsArgop4::Sequence(SequenceArgs {
+                sessionid,
+                sequenceid: 1,
+                slotid: 1,
+                highest_slotid: 1,
+                cachethis: false,
+            }),
+            NfsArgop4::ReclaimComplete(false),
+        ],
+    )
+    .await;
+    assert_eq!(res.status, Nfsstat4::OK, "RECLAIM_COMPLETE: {res:?}");
+    sessionid
 }
 
 /// SEQUENCE on slot 0, then PUTROOTFH and LOOKUPs down to the export.

@@ -503,6 +503,7 @@ impl<'a> World<'a> {
                 closed: false,
                 clientid,
             });
+            w.reclaim_complete(c);
             if c == 0 {
                 w.root_fh = w.export_root_fh();
             }
@@ -894,6 +895,7 @@ impl<'a> World<'a> {
             m.highest = self.sc.slots - 1;
             m.target = self.sc.slots - 1;
             m.renewed = self.now;
+            self.reclaim_complete(c);
             let res = self.direct_in_session(c, vec![NfsArgop4::Putfh(self.root_fh.clone())]);
             if res.status != Nfsstat4::OK {
                 self.violation(format!(
@@ -1328,15 +1330,28 @@ impl<'a> World<'a> {
         decode_res(&self.compound(&encode_args(ops)))
     }
 
-    /// EXCHANGE_ID and CREATE_SESSION for client `c` (the shared test client's set-up).
+    /// EXCHANGE_ID and CREATE_SESSION for client `c` (the shared test client's set-up); its
+    /// RECLAIM_COMPLETE is [`World::reclaim_complete`], on a slot the model knows of.
     fn establish(&mut self, c: usize) -> (u64, SessionId4) {
-        let cfg = SessionConfig::new(format!("sim client {c}").as_bytes(), self.sc.slots);
+        let cfg = SessionConfig {
+            reclaim_complete: false,
+            ..SessionConfig::new(format!("sim client {c}").as_bytes(), self.sc.slots)
+        };
         let s = Session4::establish(&cfg, |ops| self.direct(ops));
         assert_eq!(
             s.granted.fore_chan_attrs.maxrequests, self.sc.slots,
             "slots granted"
         );
         (s.clientid, s.sessionid)
+    }
+
+    /// RECLAIM_COMPLETE of client `c`, before it opens anything (RFC 8881 §18.51.3), on slot 0
+    /// as the model counts it.
+    fn reclaim_complete(&mut self, c: usize) {
+        let res = self.direct_in_session(c, vec![NfsArgop4::ReclaimComplete(false)]);
+        if res.status != Nfsstat4::OK {
+            self.violation(format!("client {c}: RECLAIM_COMPLETE got {:?}", res.status));
+        }
     }
 
     /// A SEQUENCE'd COMPOUND sent straight to the processor on slot 0 (kept in the model).

@@ -222,9 +222,14 @@ fn server() -> Nfs4 {
     Nfs4::new(Arc::new(exports), state, 1).expect("one export")
 }
 
-/// EXCHANGE_ID and CREATE_SESSION (one slot) on connection 1, by the shared test client.
+/// EXCHANGE_ID and CREATE_SESSION (one slot) on connection 1, by the shared test client. No
+/// RECLAIM_COMPLETE: the client takes no locking state (COMMIT needs none), and its first
+/// SEQUENCE is the scenario's sequence id 1.
 fn session(send: &mut impl FnMut(Vec<NfsArgop4>, u64) -> Compound4Res) -> SessionId4 {
-    let cfg = SessionConfig::new(b"sim cut-off client", 1);
+    let cfg = SessionConfig {
+        reclaim_complete: false,
+        ..SessionConfig::new(b"sim cut-off client", 1)
+    };
     Session4::establish(&cfg, |ops| send(ops, 1)).sessionid
 }
 

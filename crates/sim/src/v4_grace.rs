@@ -568,7 +568,11 @@ impl World {
     }
 
     fn establish(&mut self, owner: &str) {
-        let cfg = SessionConfig::new(owner.as_bytes(), 1);
+        // RECLAIM_COMPLETE is each scenario step's own: reclaims come before it.
+        let cfg = SessionConfig {
+            reclaim_complete: false,
+            ..SessionConfig::new(owner.as_bytes(), 1)
+        };
         let s = Session4::establish(&cfg, |ops| self.compound(ops));
         self.sessions.insert(owner.to_string(), s);
     }

@@ -272,8 +272,8 @@ impl<'a> World<'a> {
 
     /// The holder with a probed back channel and a read delegation of f; the writer's session.
     fn setup(&mut self) {
-        self.holder = (self.establish(b"holder", HOLDER_CONN, true), 1);
-        self.writer = (self.establish(b"writer", WRITER_CONN, false), 1);
+        self.holder = self.establish(b"holder", HOLDER_CONN, true);
+        self.writer = self.establish(b"writer", WRITER_CONN, false);
         // The probe: CB_NULL, the holder's first SEQUENCE, CB_SEQUENCE.
         self.send(true, vec![]);
         for _ in 0..3 {
@@ -690,7 +690,9 @@ impl<'a> World<'a> {
         self.woken.store(false, Ordering::SeqCst);
     }
 
-    fn establish(&mut self, owner: &'static [u8], conn: u64, back: bool) -> SessionId4 {
+    /// The shared test client's set-up, RECLAIM_COMPLETE included (on slot 0, the only one):
+    /// the session and the sequence id of its next request on slot 0.
+    fn establish(&mut self, owner: &'static [u8], conn: u64, back: bool) -> (SessionId4, u32) {
         let sys = AuthSys {
             stamp: 1,
             machine_name: Bytes::from_static(b"sim"),
@@ -707,7 +709,8 @@ impl<'a> World<'a> {
             cb_sec: CallbackSecParmsList(vec![CallbackSecParms4::AuthSys(sys)]),
             ..SessionConfig::new(owner, 1)
         };
-        Session4::establish(&cfg, |ops| self.compound(conn, ops)).sessionid
+        let s = Session4::establish(&cfg, |ops| self.compound(conn, ops));
+        (s.sessionid, s.seqid(0) + 1)
     }
 
     /// A SEQUENCE'd COMPOUND of the holder (`true`) or the writer, on slot 0.

@@ -97,6 +97,7 @@ fn v4_client(st: &mut State4, now: Instant, owner: &'static [u8]) -> (ClientId4,
         sec_parms: CallbackSecParmsList(Vec::new()),
     };
     st.create_session(now, &args, &p, 1).unwrap();
+    st.reclaim_complete(now, e.clientid, false).unwrap();
     let open = st.open(now, e.clientid, b"o", F, 3, 0).unwrap();
     (e.clientid, open)
 }

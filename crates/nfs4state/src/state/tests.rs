@@ -66,8 +66,21 @@ fn seq(slotid: u32, sequenceid: u32) -> SequenceCall {
     }
 }
 
-/// EXCHANGE_ID + CREATE_SESSION: a confirmed client with one session.
+/// EXCHANGE_ID + CREATE_SESSION + RECLAIM_COMPLETE: a confirmed client with one session,
+/// free to open and lock, as a client comes up with nothing to reclaim.
 fn mount(st: &mut State4, now: Instant, owner: &'static [u8]) -> (ClientId4, SessionId4) {
+    let (c, s) = mount_reclaiming(st, now, owner);
+    st.reclaim_complete(now, c, false).unwrap();
+    (c, s)
+}
+
+/// EXCHANGE_ID + CREATE_SESSION, no RECLAIM_COMPLETE yet: a client that may still reclaim
+/// and may not yet take new state (`crate::recovery`, "Before RECLAIM_COMPLETE").
+fn mount_reclaiming(
+    st: &mut State4,
+    now: Instant,
+    owner: &'static [u8],
+) -> (ClientId4, SessionId4) {
     let e = st.exchange_id(now, &exid(owner, 1), &p(b"u")).unwrap();
     let s = st
         .create_session(now, &cs(e.clientid, e.sequenceid, 0), &p(b"u"), 1)
@@ -183,6 +196,7 @@ fn a_restarted_client_loses_its_old_state_when_it_confirms() {
     );
     st.create_session(now, &cs(e.clientid, e.sequenceid, 0), &p(b"u"), 2)
         .unwrap();
+    st.reclaim_complete(now, e.clientid, false).unwrap();
     assert!(st.opens().is_empty());
     assert!(st.session(&s).is_none());
     assert!(st.clients().get(c).is_err());
@@ -276,7 +290,12 @@ fn a_courtesy_client_that_comes_back_is_ordinary_again_and_courtesy_ends() {
 fn test_and_free_stateid_and_reclaim_complete() {
     let now = Instant::now();
     let mut st = state();
-    let (c, _) = mount(&mut st, now, b"a");
+    let (c, _) = mount_reclaiming(&mut st, now, b"a");
+    // No new state before RECLAIM_COMPLETE, out of grace too; rca_one_fs does not count.
+    assert_eq!(st.open(now, c, b"o", b"f", 1, 0), Err(Nfsstat4::GRACE));
+    assert_eq!(st.reclaim_complete(now, c, true), Ok(()));
+    assert_eq!(st.open(now, c, b"o", b"f", 1, 0), Err(Nfsstat4::GRACE));
+    assert_eq!(st.reclaim_complete(now, c, false), Ok(()));
     let o = st.open(now, c, b"o", b"f", 1, 0).unwrap();
     let bad = Stateid4 {
         seqid: 1,
@@ -288,7 +307,6 @@ fn test_and_free_stateid_and_reclaim_complete() {
     );
     assert_eq!(st.free_stateid(c, &o), Nfsstat4::LOCKS_HELD);
     assert_eq!(st.reclaim_complete(now, c, true), Ok(()));
-    assert_eq!(st.reclaim_complete(now, c, false), Ok(()));
     assert_eq!(
         st.reclaim_complete(now, c, false),
         Err(Nfsstat4::COMPLETE_ALREADY)
@@ -369,6 +387,8 @@ struct Model {
     session: Option<SessionId4>,
     slots: [u32; 10],
     stateids: Vec<(Stateid4, Bytes)>,
+    /// The client sent RECLAIM_COMPLETE (after its first session): it may open.
+    completed: bool,
 }
 
 const OWNERS: [&[u8]; 4] = [b"c0", b"c1", b"c2", b"c3"];
@@ -413,6 +433,13 @@ proptest! {
                                 m.cs_seq += 1;
                                 m.session = Some(r.sessionid);
                                 m.slots = [0; 10];
+                                // As a client does before it opens (once per client id).
+                                let rc = st.reclaim_complete(now, c, false);
+                                prop_assert!(
+                                    matches!(rc, Ok(()) | Err(Nfsstat4::COMPLETE_ALREADY)),
+                                    "{:?}", rc
+                                );
+                                m.completed = true;
                             }
                             // Over the session quota: an answer that uses up the sequence id.
                             Err(Nfsstat4::NOSPC) if skew == 1 => m.cs_seq += 1,
@@ -459,6 +486,8 @@ proptest! {
                             m.stateids.retain(|(s, _)| s.other != sid.other);
                             m.stateids.push((sid, fh));
                         }
+                        // GRACE: no RECLAIM_COMPLETE yet (no session yet).
+                        Err(Nfsstat4::GRACE) => prop_assert!(!m.completed),
                         Err(e) => prop_assert!(
                             [Nfsstat4::INVAL, Nfsstat4::SHARE_DENIED, Nfsstat4::DELAY,
                              Nfsstat4::STALE_CLIENTID].contains(&e), "{:?}", e),
@@ -662,6 +691,7 @@ fn courtesy_clients_give_back_the_reply_cache_budget_and_open_room() {
         s.fore_chan_attrs.maxrequests, 8,
         "a's session was expired for room"
     );
+    st.reclaim_complete(t1, e.clientid, false).unwrap();
     assert!(st.clients().get(a).is_err());
     assert!(st.open(t1, e.clientid, b"o", b"g", 1, 0).is_ok());
 
@@ -842,11 +872,13 @@ fn reclaims_run_in_grace_and_new_state_waits() {
     let t0 = Instant::now();
     let mut st = restarted(t0, &[b"host-a"]);
     assert!(st.in_grace());
-    let (a, _) = mount(&mut st, t0, b"host-a");
-    let (b, _) = mount(&mut st, t0, b"host-b");
-    // a's open comes back with its share reservation; b's new open waits.
+    let (a, _) = mount_reclaiming(&mut st, t0, b"host-a");
+    let (b, _) = mount_reclaiming(&mut st, t0, b"host-b");
+    let (c, _) = mount(&mut st, t0, b"host-c");
+    // a's open comes back with its share reservation; c's new open waits (c has nothing to
+    // reclaim and said so: only grace holds it back).
     let o = st.reclaim_open(t0, a, b"oa", b"f", 3, 2).unwrap();
-    assert_eq!(st.open(t0, b, b"ob", b"g", 1, 0), Err(Nfsstat4::GRACE));
+    assert_eq!(st.open(t0, c, b"oc", b"g", 1, 0), Err(Nfsstat4::GRACE));
     // b held nothing before the restart: its reclaim is refused.
     assert_eq!(
         st.reclaim_open(t0, b, b"ob", b"g", 1, 0),
@@ -871,7 +903,7 @@ fn reclaims_run_in_grace_and_new_state_waits() {
     assert_eq!(end.reason, crate::recovery::grace::EndReason::AllReclaimed);
     assert!(!st.in_grace());
     assert_eq!(
-        st.open(t0, b, b"ob", b"f", 2, 0),
+        st.open(t0, c, b"oc", b"f", 2, 0),
         Err(Nfsstat4::SHARE_DENIED)
     );
     // Reclaims after grace: NO_GRACE.
@@ -885,7 +917,7 @@ fn reclaims_run_in_grace_and_new_state_waits() {
 fn a_client_that_completed_may_not_reclaim_and_grace_waits_for_the_others() {
     let t0 = Instant::now();
     let mut st = restarted(t0, &[b"host-a", b"host-b"]);
-    let (a, _) = mount(&mut st, t0, b"host-a");
+    let (a, _) = mount_reclaiming(&mut st, t0, b"host-a");
     assert_eq!(st.reclaim_complete(t0, a, false), Ok(()));
     assert_eq!(
         st.reclaim_open(t0, a, b"oa", b"f", 1, 0),
@@ -955,7 +987,7 @@ fn reclaimed_locks_come_back_and_new_locks_wait() {
     use sluice_xdr::nfs4::LockOwner4;
     let t0 = Instant::now();
     let mut st = restarted(t0, &[b"host-a"]);
-    let (a, _) = mount(&mut st, t0, b"host-a");
+    let (a, _) = mount_reclaiming(&mut st, t0, b"host-a");
     let open = st.reclaim_open(t0, a, b"oa", b"f", 3, 0).unwrap();
     let lock = |reclaim: bool, open: Stateid4| LockArgs {
         locktype: WRITE_LT,
@@ -985,12 +1017,54 @@ fn reclaimed_locks_come_back_and_new_locks_wait() {
     );
 }
 
+/// RFC 8881 §18.51.3: a client takes no new locking state before its RECLAIM_COMPLETE, even
+/// once grace is over (here it ended at its deadline between the client's reclaim and its
+/// RECLAIM_COMPLETE); its reclaimed state stays usable meanwhile.
+#[test]
+fn no_new_open_or_lock_before_reclaim_complete_even_after_grace() {
+    use sluice_xdr::nfs4::ops::{LockArgs, Locker4, OpenToLockOwner4, WRITE_LT};
+    use sluice_xdr::nfs4::LockOwner4;
+    let t0 = Instant::now();
+    let mut st = restarted(t0, &[b"host-a"]);
+    let (a, _) = mount_reclaiming(&mut st, t0, b"host-a");
+    let open = st.reclaim_open(t0, a, b"oa", b"f", 3, 0).unwrap();
+    // Past any extension (at most twice the length, `recovery::grace`).
+    let t1 = t0 + GRACE * 3;
+    st.recovery_tick(t1);
+    assert!(!st.in_grace());
+    let lock = LockArgs {
+        locktype: WRITE_LT,
+        reclaim: false,
+        offset: 0,
+        length: 10,
+        locker: Locker4::New(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid: open,
+            lock_seqid: 0,
+            lock_owner: LockOwner4 {
+                clientid: a,
+                owner: Opaque4(Bytes::from_static(b"pid-1")),
+            },
+        }),
+    };
+    assert_eq!(
+        st.lock(t1, a, b"f", &lock),
+        Err(LockRefused::Status(Nfsstat4::GRACE))
+    );
+    assert_eq!(st.open(t1, a, b"ob", b"g", 1, 0), Err(Nfsstat4::GRACE));
+    assert!(st.check_io(a, &open, b"f", true).is_ok());
+    st.reclaim_complete(t1, a, false).unwrap();
+    assert!(st.lock(t1, a, b"f", &lock).is_ok());
+    assert!(st.open(t1, a, b"ob", b"g", 1, 0).is_ok());
+}
+
 /// A client with a back channel that the probe found up: its client id and session.
 fn holder(st: &mut State4, now: Instant, owner: &'static [u8]) -> (ClientId4, SessionId4) {
     let e = st.exchange_id(now, &exid(owner, 1), &p(b"u")).unwrap();
     let s = back_session(st, now, e.clientid, e.sequenceid);
     answer_all(st);
     st.sequence(now, &s, &seq(0, 1)).unwrap();
+    st.reclaim_complete(now, e.clientid, false).unwrap();
     st.complete(&s, 0, None);
     answer_all(st);
     assert_eq!(st.callback_path(&s), Some(crate::callback::PathState::Up));

@@ -390,7 +390,7 @@ async fn exclusive4_1_creates_once_and_knows_its_retransmission_after_a_restart(
     // is in grace until it says it has nothing to reclaim.
     drop(v);
     s.restart().await;
-    let mut v = V4::mount(&s, "excl client").await;
+    let mut v = V4::mount_reclaiming(&s, "excl client").await;
     let res = v.send(vec![NfsArgop4::ReclaimComplete(false)]).await;
     assert_eq!(res.status, Nfsstat4::OK, "{:?}", statuses(&res));
     let res = v.send(excl(1, mode_attrs(0o640))).await;

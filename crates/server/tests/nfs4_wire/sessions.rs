@@ -60,7 +60,9 @@ async fn a_retried_request_gets_the_cached_reply_byte_for_byte() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slot_and_position_errors() {
     let s = TestServer::start(rw()).await;
-    let mut v = V4::mount(&s, "slot client").await;
+    // Without RECLAIM_COMPLETE, which the shared set-up sends on the highest slot: every
+    // slot here is fresh.
+    let mut v = V4::mount_reclaiming(&s, "slot client").await;
     let sid = v.sessionid;
     let c = &mut v.rpc;
     // The session has 4 slots (ids 0..=3): slot 4 is BADSLOT, and a slot's first sequence

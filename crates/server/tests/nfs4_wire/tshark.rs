@@ -55,7 +55,8 @@ async fn tshark_dissects_a_v41_session() {
         panic!("{res:?}")
     };
     let sid = cs.sessionid;
-    let mut ops = vec![sequence(sid, 1)];
+    // RECLAIM_COMPLETE before the first OPEN (RFC 8881 §18.51.3).
+    let mut ops = vec![sequence(sid, 1), NfsArgop4::ReclaimComplete(false)];
     ops.extend(walk_to(&s.export));
     ops.extend([
         open_op("owner", "file", true, OPEN4_SHARE_ACCESS_BOTH, 0),
@@ -126,6 +127,7 @@ async fn tshark_dissects_a_v41_session() {
         "NFS4.op.EXCHANGE_ID",
         "NFS4.op.CREATE_SESSION",
         "NFS4.op.SEQUENCE",
+        "NFS4.op.RECLAIM_COMPLETE",
         "NFS4.op.PUTROOTFH",
         "NFS4.op.LOOKUP",
         "NFS4.op.OPEN",

@@ -200,7 +200,9 @@ pub fn mode_attrs(mode: u32) -> Fattr4 {
 }
 
 /// A client with a confirmed client id and one session: the shared test client's
-/// [`Session4`] numbers the SEQUENCEs (slot 0), this owns the connection.
+/// [`Session4`] numbers the SEQUENCEs (slot 0), this owns the connection. Set up as the shared
+/// test client is, RECLAIM_COMPLETE included (on the highest slot: `sluice_server::testkit`,
+/// "RECLAIM_COMPLETE"), unless made by [`V4::mount_reclaiming`].
 pub struct V4 {
     pub rpc: Rpc,
     pub clientid: u64,
@@ -218,8 +220,28 @@ impl V4 {
         V4::establish(s.connect().await, owner, fore).await
     }
 
+    /// EXCHANGE_ID, CREATE_SESSION and RECLAIM_COMPLETE for `owner` on `rpc`, with the fore
+    /// channel `fore`.
+    pub async fn establish(rpc: Rpc, owner: &str, fore: ChannelAttrs4) -> V4 {
+        let mut v = V4::establish_reclaiming(rpc, owner, fore).await;
+        let ops = v.session.reclaim_complete();
+        let res = compound(&mut v.rpc, 1, ops).await;
+        // COMPLETE_ALREADY: a further session of a client that completed already.
+        assert!(
+            matches!(res.status, Nfsstat4::OK | Nfsstat4::COMPLETE_ALREADY),
+            "RECLAIM_COMPLETE: {res:?}"
+        );
+        v
+    }
+
+    /// Connects to `s` and sets up a session for `owner` without RECLAIM_COMPLETE: a client
+    /// that reclaims first (or a test of what comes before it).
+    pub async fn mount_reclaiming(s: &TestServer, owner: &str) -> V4 {
+        V4::establish_reclaiming(s.connect().await, owner, chan()).await
+    }
+
     /// EXCHANGE_ID and CREATE_SESSION for `owner` on `rpc`, with the fore channel `fore`.
-    pub async fn establish(mut rpc: Rpc, owner: &str, fore: ChannelAttrs4) -> V4 {
+    pub async fn establish_reclaiming(mut rpc: Rpc, owner: &str, fore: ChannelAttrs4) -> V4 {
         let (clientid, seq) = exchange_id(&mut rpc, owner.as_bytes()).await;
         let res = create_session_with(&mut rpc, clientid, seq, fore).await;
         assert_eq!(res.status, Nfsstat4::OK, "CREATE_SESSION: {res:?}");

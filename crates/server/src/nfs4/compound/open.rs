@@ -28,7 +28,8 @@ impl Nfs4 {
     /// clients' delegations (for a writer), the share reservation in the state core, and the
     /// delegation grant (`deleg.rs`). CLAIM_PREVIOUS reclaims an open of the current handle in
     /// grace (NO_GRACE / RECLAIM_BAD otherwise), with the read delegation it names granted
-    /// back; every other claim is NFS4ERR_GRACE in grace (`state/recovery.rs`);
+    /// back; every other claim is NFS4ERR_GRACE in grace and before the client's
+    /// RECLAIM_COMPLETE (`sluice_nfs4state::recovery`, "Before RECLAIM_COMPLETE");
     /// CLAIM_DELEGATE_PREV / CLAIM_DELEG_PREV_FH are NOTSUPP (`deleg.rs`, "Reboot recovery").
     pub(super) fn open(
         &self,
@@ -37,15 +38,21 @@ impl Nfs4 {
         a: &OpenArgs,
     ) -> Result<OpenResOk, Nfsstat4> {
         let clientid = ctx.clientid.ok_or(Nfsstat4::OP_NOT_IN_SESSION)?;
+        // §18.16.3: only CLAIM_NULL creates. Any other claim with OPEN4_CREATE is INVAL, the
+        // delegation claims too (this was NOTSUPP for the PREV ones and ran as a plain open
+        // for CLAIM_DELEGATE_CUR); first of all, as knfsd checks it.
+        let creating = matches!(a.openhow, Openflag4::Create(_));
+        if creating && !matches!(a.claim, OpenClaim4::Null(_)) {
+            return Err(Nfsstat4::INVAL);
+        }
         // Grace before anything is created, the stable record before anything is granted.
         let reclaim = matches!(a.claim, OpenClaim4::Previous(_));
         if reclaim {
             self.state().check_reclaim(clientid)?;
         } else {
-            self.state().check_grace_new_state()?;
+            self.state().check_new_state(clientid)?;
         }
         self.ensure_record(clientid)?;
-        let creating = matches!(a.openhow, Openflag4::Create(_));
         let (idx, cur) = match ctx.current.as_ref().ok_or(Nfsstat4::NOFILEHANDLE)? {
             // Pseudo directories hold no files.
             Fh::Pseudo(_) if creating => return Err(Nfsstat4::ROFS),
@@ -62,9 +69,6 @@ impl Nfs4 {
         let mut attrset = Bitmap4::new();
         let mut created = false;
         let (fh, attr, cinfo) = match &a.claim {
-            OpenClaim4::Fh | OpenClaim4::Previous(_) | OpenClaim4::DelegCurFh(_) if creating => {
-                return Err(Nfsstat4::INVAL)
-            }
             // CLAIM_PREVIOUS names the file by the current handle, as CLAIM_FH does; the
             // delegation it asks back is decided after the open (below).
             OpenClaim4::Fh | OpenClaim4::Previous(_) => Self::open_existing(fs, cur)?,

@@ -207,9 +207,19 @@ fn decode(b: &Bytes) -> Compound4Res {
     res
 }
 
-/// EXCHANGE_ID, CREATE_SESSION (the shared test client, 4 slots): the session id.
+/// EXCHANGE_ID, CREATE_SESSION, RECLAIM_COMPLETE (the shared test client, 4 slots, slot 0
+/// untouched: `crate::testkit`): the session id.
 fn mount(c: &Client) -> SessionId4 {
     Session4::establish(&SessionConfig::new(b"linux client", 4), |ops| c.send(ops)).sessionid
+}
+
+/// [`mount`] without RECLAIM_COMPLETE: what the test sends is all the client sent.
+fn mount_reclaiming(c: &Client) -> SessionId4 {
+    let cfg = SessionConfig {
+        reclaim_complete: false,
+        ..SessionConfig::new(b"linux client", 4)
+    };
+    Session4::establish(&cfg, |ops| c.send(ops)).sessionid
 }
 
 fn seq(sessionid: SessionId4, sequenceid: u32) -> NfsArgop4 {

@@ -148,7 +148,7 @@ fn a_reply_over_the_cached_size_is_rep_too_big_to_cache() {
 #[test]
 fn destroy_session_and_clientid() {
     let c = Client::new();
-    let sid = mount(&c);
+    let sid = mount_reclaiming(&c);
     let res = c.send(vec![seq(sid, 1), NfsArgop4::ReclaimComplete(false)]);
     assert_eq!(res.status, Nfsstat4::OK);
     // Alone, BIND_CONN_TO_SESSION binds and answers the direction granted.
@@ -324,7 +324,7 @@ fn the_op_observer_sees_every_op_with_its_status() {
     let mut c = Client::new();
     let stats = Arc::new(Stats::default());
     c.nfs_mut().op_observer = Some(stats.clone());
-    let sid = mount(&c);
+    let sid = mount_reclaiming(&c);
     let res = c.send(vec![seq(sid, 1), NfsArgop4::Putrootfh(()), lookup(b"nope")]);
     assert_eq!(res.status, Nfsstat4::NOENT);
     // Not in a session: counted under the op, as an error.
