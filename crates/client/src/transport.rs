@@ -80,7 +80,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -1198,20 +1198,19 @@ async fn read_loop(
 ) {
     // Reads land in one growing buffer that is cut into `Bytes` per read, so a 1 MiB READ reply
     // is a handful of zero-copy segments. 256 KiB per read: a few syscalls per 1 MiB reply.
+    // Under TLS the decrypted records go to the decoder from where they were opened.
     const READ_BYTES: usize = 256 * 1024;
-    let mut buf = BytesMut::with_capacity(READ_BYTES);
+    let mut buf = BytesMut::new();
     let why = loop {
-        if buf.capacity() - buf.len() < READ_BYTES / 4 {
-            buf.reserve(READ_BYTES);
-        }
-        let room = buf.capacity() - buf.len();
-        match rd.read_buf(&mut buf).await {
-            Ok(0) => break "connection closed by the server".to_string(),
-            Ok(n) => {
+        match rd
+            .read_into(&mut decoder, &mut buf, READ_BYTES / 4, READ_BYTES)
+            .await
+        {
+            Ok(r) if r.bytes == 0 => break "connection closed by the server".to_string(),
+            Ok(r) => {
                 // A read that filled all the room offered: more was waiting (see
                 // sluice_engine::trunk).
-                gauge.record(n, n >= room);
-                decoder.push(buf.split().freeze());
+                gauge.record(r.bytes, r.full);
                 loop {
                     match decoder.next_record() {
                         Ok(Some(record)) => {

@@ -55,38 +55,59 @@
 //!
 //! # Reading under TLS
 //! ```text
-//!  socket ─recv, ≤ 256 KiB─► ciphertext buffer ─open in place─► plaintext slices ─copy─► caller
+//!  socket ─recv, ≤ 256 KiB─► ciphertext buffer ─open in place─► plaintext slices ─► decoder
+//!                                                                       └─copy─► AsyncRead
 //! ```
 //! One `recvfrom` takes as much as is there, up to `TLS_READ_BUFFER_BYTES`, and the whole
-//! records in it are decrypted where they lie; the plaintext is copied once, into the caller's
-//! buffer. Through rustls's buffered API it was copied three times (from a read buffer under
-//! rustls into rustls's, out of the record into rustls's plaintext queue, out of that into the
-//! caller's buffer), about a seventh of a server's CPU on a TLS WRITE load. rustls asked its
-//! transport for one record (16 KiB) per read, hence the read buffer that was under it.
-//! Measured against rustls's buffered path (A/B on loopback, 256 MiB sequential, NFSv3, 14
-//! alternating reps on a loaded 2-core machine, medians): server CPU on TLS WRITEs 1.52 ->
-//! 1.12 s/GiB, client CPU on TLS READs 0.71 -> 0.66 s/GiB; the sealing side did not move
-//! beyond the noise (server on READs 1.24 -> 1.28).
+//! records in it are decrypted where they lie. The drivers read with [`ReadHalf::read_into`],
+//! which hands each record's plaintext to their RPC record decoder as a `Bytes` slice of the
+//! buffer it was read into: the decrypted bytes are not copied at all (a 1 MiB READ reply
+//! arrives as 64 slices of 16 KiB). Through `AsyncRead` (the handshake's NULL call, tests) the
+//! plaintext is copied once, into the caller's buffer. Through rustls's buffered API it was
+//! copied three times (from a read buffer under rustls into rustls's, out of the record into
+//! rustls's plaintext queue, out of that into the caller's buffer), about a seventh of a
+//! server's CPU on a TLS WRITE load. Measured against rustls's buffered path (A/B on loopback,
+//! 256 MiB sequential, NFSv3, 14 alternating reps on a loaded 2-core machine, medians): server
+//! CPU on TLS WRITEs 1.52 -> 1.12 s/GiB, client CPU on TLS READs 0.71 -> 0.66 s/GiB, with the
+//! one copy left then.
 //!
 //! # Writing under TLS
-//! A write seals up to `TLS_SEND_BUFFER_BYTES` of the caller's iovec into the connection's
-//! send buffer, record by record (16 KiB each), copying the plaintext in and encrypting it in
-//! place: the one copy encrypting out of place is anyway, and no allocation (rustls made one
-//! per record). A READ reply written as an iovec of pooled 64 KiB chunks is never gathered
-//! into one large buffer. The sealed records go out in one `write`; a write waits until the
-//! previous one's records are all out before it seals more. At rustls's 64 KiB send limit a
-//! 64 MiB sequential read took 1,095 `writev` calls in the server, at 512 KiB 199.
+//! A write seals the caller's iovec a batch at a time (`TLS_SEND_BATCH_BYTES`, four records
+//! of 16 KiB) into a batch buffer, record by record, copying the plaintext in and encrypting
+//! it in place (ring's AEAD encrypts in place only; no allocation, where rustls made one per
+//! record), and writes the batch out before it seals the next, so the kernel copies the
+//! records into the socket while they are still in the core's cache. A READ reply written as
+//! an iovec of pooled 64 KiB chunks is never gathered into one large buffer. A batch the
+//! socket does not take whole waits for the next write or the flush, which send it before
+//! anything more is sealed.
 //!
-//! Both buffers stay with the connection while it lives: a TLS connection that has moved bulk
-//! data holds up to `TLS_READ_BUFFER_BYTES` + `TLS_SEND_BUFFER_BYTES` (about 0.8 MiB), where
-//! rustls's buffered path freed its send records once written.
+//! # Buffers and idle connections
+//! Neither buffer stays with a connection that has nothing to do. A send batch comes from a
+//! pool shared by all connections (`SEND_POOL`) and goes back as soon as all of it is
+//! written. The read buffer goes back to its own pool (`READ_POOL`) whenever the socket has
+//! nothing and no record is begun, and is taken again (most likely the same one, for the room
+//! it has left) when bytes come. Both pools are bounded (2 and 4 MiB). Before, a TLS
+//! connection that had moved bulk data held a 256 KiB read and a 512 KiB send buffer for
+//! life. Freeing the read buffer to the allocator at each wait instead of pooling it cost more
+//! CPU than decryption (see `ReadPool`).
+//!
+//! Measured with `examples/tls_cpu.rs` (one connection on loopback, 1 MiB messages of
+//! 64 KiB chunks, each thread's CPU time; 5 alternating reps of 512 MiB on a 2-core machine
+//! at a load average of 15, medians, s/GiB), against the one 512 KiB send buffer and the
+//! copy into the decoder's buffer before: sending READ replies 0.46 -> 0.38, receiving them
+//! 0.45 -> 0.34; sending WRITE calls 0.36 -> 0.36, receiving them 0.36 -> 0.32. Plaintext on
+//! the same harness: about 0.13 sending, 0.17 receiving. Of the sender's TLS cost, a profile
+//! puts AES-GCM and the one copy into the batch at about half each.
 //!
 //! # Closing
 //! Shutting the writer down sends `close_notify` before the FIN. A `close_notify` received
 //! ends the stream; so does a FIN at a record boundary (TLS 1.3 does not require the alert),
 //! while a FIN inside a record is an error.
 
-use crate::tls_record::{self, Kernel, Receiver, Sender, RECORD_BYTES_MAX};
+use crate::tls_record::{
+    self, Kernel, Receiver, Sender, RECORD_BYTES_MAX, RECORD_OVERHEAD_BYTES,
+    RECORD_PLAINTEXT_BYTES_MAX,
+};
 use bytes::{Buf, Bytes, BytesMut};
 use rustls::client::{ClientConnectionData, UnbufferedClientConnection};
 use rustls::pki_types::pem::PemObject;
@@ -120,11 +141,107 @@ pub use crate::tls_session::TlsSession;
 /// of `recvfrom` calls (rustls on its own asked for one record, 16 KiB, per call).
 const TLS_READ_BUFFER_BYTES: usize = 256 * 1024;
 
-/// The most ciphertext held for the socket on one connection. Each write seals at most this
-/// much before the records go out in one `write`: at 64 KiB (rustls's default) a 1 MiB READ
-/// reply took 16 system calls (and 16 wake-ups of the reader), at 512 KiB two. The buffer is
-/// the connection's for as long as it lives (reused, never reallocated per write).
-const TLS_SEND_BUFFER_BYTES: usize = 512 * 1024;
+/// The plaintext sealed into one batch before its records go out in one `write`: four
+/// records. Batches of 64, 128 and 512 KiB measured within the noise of each other in CPU
+/// per GiB (`examples/tls_cpu.rs`, loaded machine); the smallest keeps a batch in the core's
+/// cache between the AEAD and the kernel's copy, and the pool small, for 16 `write` calls per
+/// 1 MiB READ reply instead of 2.
+const TLS_SEND_BATCH_BYTES: usize = 4 * RECORD_PLAINTEXT_BYTES_MAX;
+
+/// A batch's buffer: its plaintext, each record's header, content type and tag, and room for
+/// a KeyUpdate and a `close_notify` record.
+const TLS_SEND_BATCH_CAPACITY_BYTES: usize = TLS_SEND_BATCH_BYTES
+    + (TLS_SEND_BATCH_BYTES / RECORD_PLAINTEXT_BYTES_MAX + 2) * RECORD_OVERHEAD_BYTES
+    + 64;
+
+/// Send batches no connection holds: a connection takes one when it seals and gives it back
+/// once every record in it is written, so an idle connection holds none and a busy one
+/// reuses them without allocating.
+struct BatchPool {
+    free: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+/// Read buffers no connection holds, shared by all: a connection gives its buffer back
+/// whenever the socket has nothing for it and no record is begun, and takes one (most likely
+/// its own) when bytes come. A buffer here may still be shared with plaintext handed out of
+/// it (records are opened in place and handed on without a copy): it is taken for the room
+/// left after that plaintext, or whole again once the plaintext is dropped (`try_reclaim`).
+/// So an idle connection holds no read buffer, and a busy one does not allocate a buffer per
+/// wait for the socket: freeing and allocating 256 KiB that often (the allocator's `munmap`
+/// and page faults, and the TLB shootdowns they send to the other threads) cost more CPU per
+/// GiB than the decryption, measured with `examples/tls_cpu.rs`.
+struct ReadPool {
+    free: std::sync::Mutex<VecDeque<BytesMut>>,
+}
+
+/// The most read buffers the pool keeps (4 MiB): past that the oldest is dropped.
+const READ_POOL_FREE_MAX: usize = 16;
+
+static READ_POOL: ReadPool = ReadPool {
+    free: std::sync::Mutex::new(VecDeque::new()),
+};
+
+impl ReadPool {
+    fn free(&self) -> std::sync::MutexGuard<'_, VecDeque<BytesMut>> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A buffer with at least `room_bytes` of room, the newest given back first.
+    fn take(&self, room_bytes: usize) -> BytesMut {
+        let mut free = self.free();
+        let usable = free.iter_mut().rev().position(|b| {
+            b.capacity() - b.len() >= room_bytes || b.try_reclaim(TLS_READ_BUFFER_BYTES)
+        });
+        if let Some(from_back) = usable {
+            let at = free.len() - 1 - from_back;
+            if let Some(b) = free.remove(at) {
+                if b.capacity() - b.len() >= room_bytes {
+                    return b;
+                }
+            }
+        }
+        drop(free);
+        BytesMut::with_capacity(TLS_READ_BUFFER_BYTES.max(room_bytes))
+    }
+
+    fn give(&self, b: BytesMut) {
+        if b.capacity() == 0 {
+            return;
+        }
+        debug_assert!(b.is_empty());
+        let mut free = self.free();
+        if free.len() == READ_POOL_FREE_MAX {
+            free.pop_front();
+        }
+        free.push_back(b);
+    }
+}
+
+/// The most batches the pool keeps free (2 MiB): past that a batch given back is freed.
+const SEND_POOL_FREE_MAX: usize = 32;
+
+static SEND_POOL: BatchPool = BatchPool {
+    free: std::sync::Mutex::new(Vec::new()),
+};
+
+impl BatchPool {
+    fn free(&self) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+        self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn take(&self) -> Vec<u8> {
+        let b = self.free().pop();
+        b.unwrap_or_else(|| Vec::with_capacity(TLS_SEND_BATCH_CAPACITY_BYTES))
+    }
+
+    fn give(&self, mut b: Vec<u8>) {
+        b.clear();
+        let mut free = self.free();
+        if free.len() < SEND_POOL_FREE_MAX {
+            free.push(b);
+        }
+    }
+}
 
 /// The most the handshake may buffer from the peer: a flight with a certificate chain is a
 /// few KiB; rustls reassembles handshake messages of up to 64 KiB in this buffer.
@@ -762,7 +879,8 @@ async fn send_alert<D: Side>(
 /// place ([`tls_record`]), the plaintext handed out from where it lies.
 struct ReadSide {
     rx: Receiver,
-    /// Bytes read and not yet opened: a record's head first.
+    /// Bytes read and not yet opened: a record's head first. From [`READ_POOL`], and back
+    /// there (leaving this empty, no capacity) while the socket has nothing.
     ciphertext: BytesMut,
     /// Plaintext opened and not yet handed out, in order: slices of earlier ciphertext buffers.
     plaintext: VecDeque<Bytes>,
@@ -770,6 +888,8 @@ struct ReadSide {
     ranges: Vec<Range<usize>>,
     /// The peer sent `close_notify` or closed TCP at a record boundary.
     end: bool,
+    /// The last read from the socket filled all the room it had: more was likely waiting.
+    full: bool,
 }
 
 impl ReadSide {
@@ -800,12 +920,26 @@ impl ReadSide {
                 }
             }
             if self.ciphertext.capacity() - self.ciphertext.len() < RECORD_BYTES_MAX {
-                self.ciphertext.reserve(TLS_READ_BUFFER_BYTES);
+                // A buffer with room for a whole record more, the record begun moved in.
+                let mut fresh = READ_POOL.take(self.ciphertext.len() + RECORD_BYTES_MAX);
+                fresh.extend_from_slice(&self.ciphertext);
+                let mut old = std::mem::replace(&mut self.ciphertext, fresh);
+                old.clear();
+                READ_POOL.give(old);
             }
             let spare = self.ciphertext.spare_capacity_mut();
+            let room = spare.len();
             let mut rb = ReadBuf::uninit(spare);
-            ready!(Pin::new(&mut *io).poll_read(cx, &mut rb))?;
+            if Pin::new(&mut *io).poll_read(cx, &mut rb)?.is_pending() {
+                if self.ciphertext.is_empty() {
+                    // Nothing to read and no record begun: the buffer goes back to the pool
+                    // until there is.
+                    READ_POOL.give(std::mem::take(&mut self.ciphertext));
+                }
+                return Poll::Pending;
+            }
             let n = rb.filled().len();
+            self.full = n == room;
             if n == 0 {
                 if self.ciphertext.is_empty() {
                     // TLS 1.3 does not require close_notify before the FIN; a record cut
@@ -821,6 +955,31 @@ impl ReadSide {
             // SAFETY: `poll_read` initialized the first `n` bytes of the spare capacity.
             unsafe { self.ciphertext.set_len(self.ciphertext.len() + n) };
         }
+    }
+
+    /// Hands the plaintext opened to `decoder` as it lies, in the buffers it was read into.
+    fn poll_read_into<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+        cx: &mut Context<'_>,
+        decoder: &mut RecordDecoder,
+    ) -> Poll<io::Result<ReadInto>> {
+        ready!(self.poll_fill(io, cx))?;
+        let mut bytes = 0;
+        for b in self.plaintext.drain(..) {
+            bytes += b.len();
+            decoder.push(b);
+        }
+        Poll::Ready(Ok(ReadInto {
+            bytes,
+            full: self.full,
+        }))
+    }
+
+    /// Bytes of buffer held (capacity), for the tests of the release when idle.
+    #[cfg(test)]
+    fn buffer_bytes(&self) -> usize {
+        self.ciphertext.capacity()
     }
 
     fn poll_read<R: AsyncRead + Unpin>(
@@ -848,17 +1007,28 @@ impl ReadSide {
     }
 }
 
-/// The sending side: plaintext sealed into one buffer per connection, written from there.
+/// The sending side: plaintext sealed a batch at a time into a buffer from [`SEND_POOL`],
+/// written from there.
 struct WriteSide {
     tx: Sender,
-    /// Records sealed; `out[sent..]` not yet written.
+    /// Records sealed; `out[sent..]` not yet written. A batch from the pool while it holds
+    /// records not yet all written, empty (no allocation) otherwise.
     out: Vec<u8>,
     sent: usize,
     closing: bool,
 }
 
 impl WriteSide {
-    /// Writes what is sealed; ready when all of it is out.
+    /// The batch to seal into (`out`), from the pool if the connection holds none.
+    fn batch(out: &mut Vec<u8>) -> &mut Vec<u8> {
+        if out.capacity() == 0 {
+            *out = SEND_POOL.take();
+        }
+        out
+    }
+
+    /// Writes what is sealed; ready when all of it is out, and the batch then goes back to
+    /// the pool.
     fn poll_send<W: AsyncWrite + Unpin>(
         &mut self,
         io: &mut W,
@@ -871,7 +1041,9 @@ impl WriteSide {
             }
             self.sent += n;
         }
-        self.out.clear();
+        if self.out.capacity() > 0 {
+            SEND_POOL.give(std::mem::take(&mut self.out));
+        }
         self.sent = 0;
         Poll::Ready(Ok(()))
     }
@@ -882,17 +1054,25 @@ impl WriteSide {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        // What was sealed before goes out first, so records are sealed into an empty buffer
-        // only: no compaction, no growth past one write's worth, and no trickle of small
-        // seals while the socket is full (the socket's own buffer keeps the wire busy while
-        // the next batch is sealed).
+        // What was sealed before goes out first, so records are sealed into an empty batch
+        // only: no compaction, no growth past one batch, and no trickle of small seals while
+        // the socket is full (the socket's own buffer keeps the wire busy while the next
+        // batch is sealed).
         ready!(self.poll_send(io, cx))?;
-        let n = self.tx.seal(bufs, TLS_SEND_BUFFER_BYTES, &mut self.out)?;
-        // Out now if the socket takes it; the rest waits for the next write or the flush.
-        if let Poll::Ready(Err(e)) = self.poll_send(io, cx) {
-            return Poll::Ready(Err(e));
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let mut taken = 0;
+        while taken < total {
+            let out = Self::batch(&mut self.out);
+            taken += self.tx.seal(bufs, taken, TLS_SEND_BATCH_BYTES, out)?;
+            // Out now while it is in the cache; if the socket is full the rest of the batch
+            // waits for the next write or the flush.
+            match self.poll_send(io, cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => break,
+            }
         }
-        Poll::Ready(Ok(n))
+        Poll::Ready(Ok(taken))
     }
 
     fn poll_flush<W: AsyncWrite + Unpin>(
@@ -912,7 +1092,7 @@ impl WriteSide {
     ) -> Poll<io::Result<()>> {
         if !self.closing {
             self.closing = true;
-            self.tx.close_notify(&mut self.out)?;
+            self.tx.close_notify(Self::batch(&mut self.out))?;
         }
         ready!(self.poll_send(io, cx))?;
         Pin::new(io).poll_shutdown(cx)
@@ -952,6 +1132,7 @@ impl TlsStream {
                 plaintext: early,
                 ranges: Vec::new(),
                 end: false,
+                full: false,
             }),
             wr: Box::new(WriteSide {
                 tx,
@@ -1166,6 +1347,65 @@ pub enum ReadHalf {
     Plain(OwnedReadHalf),
     Tls(TlsReadHalf),
     Ktls(crate::ktls::KtlsReadHalf),
+}
+
+/// What one [`ReadHalf::read_into`] took in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadInto {
+    /// Bytes handed to the decoder; 0 at the end of the stream.
+    pub bytes: usize,
+    /// The read from the socket filled all the room it had: more was likely waiting.
+    pub full: bool,
+}
+
+impl ReadHalf {
+    /// Reads what the socket has and hands it to `decoder` as `Bytes`, copied nowhere:
+    /// plaintext is read into `buf` (given `chunk_bytes` more room whenever less than
+    /// `room_min_bytes` is left) and cut off it; under TLS in user space the records are
+    /// opened where they were read, and their plaintext goes to the decoder from there
+    /// (`buf` is then not used). Cancel safe, as `read_buf` is.
+    pub async fn read_into(
+        &mut self,
+        decoder: &mut RecordDecoder,
+        buf: &mut BytesMut,
+        room_min_bytes: usize,
+        chunk_bytes: usize,
+    ) -> io::Result<ReadInto> {
+        std::future::poll_fn(|cx| match self {
+            ReadHalf::Tls(r) => r.rd.poll_read_into(&mut r.io, cx, decoder),
+            ReadHalf::Plain(r) => poll_read_chunk(r, cx, decoder, buf, room_min_bytes, chunk_bytes),
+            ReadHalf::Ktls(r) => poll_read_chunk(r, cx, decoder, buf, room_min_bytes, chunk_bytes),
+        })
+        .await
+    }
+}
+
+/// One read into `buf`'s spare room, cut off and handed to `decoder`.
+fn poll_read_chunk<R: AsyncRead + Unpin>(
+    r: &mut R,
+    cx: &mut Context<'_>,
+    decoder: &mut RecordDecoder,
+    buf: &mut BytesMut,
+    room_min_bytes: usize,
+    chunk_bytes: usize,
+) -> Poll<io::Result<ReadInto>> {
+    if buf.capacity() - buf.len() < room_min_bytes {
+        buf.reserve(chunk_bytes);
+    }
+    let spare = buf.spare_capacity_mut();
+    let room = spare.len();
+    let mut rb = ReadBuf::uninit(spare);
+    ready!(Pin::new(r).poll_read(cx, &mut rb))?;
+    let n = rb.filled().len();
+    // SAFETY: `poll_read` initialized the first `n` bytes of the spare capacity.
+    unsafe { buf.set_len(buf.len() + n) };
+    if n > 0 {
+        decoder.push(buf.split().freeze());
+    }
+    Poll::Ready(Ok(ReadInto {
+        bytes: n,
+        full: n == room,
+    }))
 }
 
 /// The writing half of a [`Stream`]. Under TLS, bytes written may wait in the connection's
@@ -1644,6 +1884,110 @@ mod tests {
         server.await.unwrap();
         assert_eq!(got.len(), data.len());
         assert!(got == data, "the echo differs");
+    }
+
+    /// After bulk data both ways, a connection with nothing to read or send holds no
+    /// buffer: the send batch goes back to the pool once written, the read buffer when the
+    /// socket has nothing and no record is begun (the poll that finds it so is the idle event:
+    /// no sleeping). And the records were handed to a decoder without a copy.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_connection_holds_no_buffers_after_bulk_data() {
+        let pki = Pki::new("idle");
+        let tls = Arc::new(pki.server(false));
+        let (addr, server) = bulk_echo_server(tls, None).await;
+        let client = ClientTls::load(&pki.p("ca.pem"), None).unwrap();
+        let s = TcpStream::connect(addr).await.unwrap();
+        let t = connect_upgrade(s, &client, "127.0.0.1", 100003, 3, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let (mut r, mut w) = t.into_split();
+        // One RPC record of 2 MB, echoed back whole.
+        let body = pattern(2_000_000, 3);
+        let record = frame(vec![Bytes::from(body.clone())], MAX_FRAGMENT_BYTES).concat();
+        let mut decoder = RecordDecoder::new(RecordDecoderConfig {
+            max_record_bytes: 4_000_000,
+            ..RecordDecoderConfig::default()
+        });
+        let mut rd = ReadHalf::Tls(r);
+        let mut buf = BytesMut::new();
+        let write = async {
+            w.write_all(&record).await.unwrap();
+            w.flush().await.unwrap();
+        };
+        let read = async {
+            loop {
+                if let Some(got) = decoder.next_record().unwrap() {
+                    return got;
+                }
+                let n = rd.read_into(&mut decoder, &mut buf, 1, 1).await.unwrap();
+                assert!(n.bytes > 0, "the echo ended early");
+            }
+        };
+        let ((), got) = tokio::join!(write, read);
+        assert!(got.concat() == body, "the echo differs");
+        assert!(got.len() > 1, "handed over in the records' slices");
+        assert_eq!(
+            buf.capacity(),
+            0,
+            "the plaintext buffer is not used under TLS"
+        );
+        // All of it written: the send batch is back in the pool.
+        assert_eq!(w.wr.out.capacity(), 0);
+        let ReadHalf::Tls(r2) = rd else {
+            unreachable!()
+        };
+        r = r2;
+        // One small echo: the read side holds a buffer with room for a record.
+        w.write_all(b"x").await.unwrap();
+        w.flush().await.unwrap();
+        let mut x = [0u8; 1];
+        r.read_exact(&mut x).await.unwrap();
+        assert!(r.rd.buffer_bytes() >= RECORD_BYTES_MAX - 64);
+        // The server sends nothing more: the next poll finds the socket empty.
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut one = [0u8; 1];
+        let mut rb = ReadBuf::new(&mut one);
+        assert!(Pin::new(&mut r).poll_read(&mut cx, &mut rb).is_pending());
+        assert_eq!(
+            r.rd.buffer_bytes(),
+            0,
+            "the read buffer went back to the pool"
+        );
+        w.shutdown().await.unwrap();
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+        server.await.unwrap();
+    }
+
+    #[test]
+    fn the_read_pool_hands_out_room_and_reclaims_what_is_no_longer_shared() {
+        let pool = ReadPool {
+            free: std::sync::Mutex::new(VecDeque::new()),
+        };
+        let mut b = pool.take(RECORD_BYTES_MAX);
+        assert!(b.capacity() >= TLS_READ_BUFFER_BYTES);
+        b.extend_from_slice(&vec![7u8; TLS_READ_BUFFER_BYTES - 100]);
+        let handed_out = b.split().freeze();
+        pool.give(b);
+        // Shared with plaintext still in use, and too little room left: a new one, and the
+        // first stays in the pool.
+        let c = pool.take(RECORD_BYTES_MAX);
+        assert!(c.capacity() >= TLS_READ_BUFFER_BYTES);
+        assert_eq!(pool.free().len(), 1);
+        // Its room left is taken as it is.
+        let b = pool.take(50);
+        assert_eq!(b.capacity(), 100);
+        pool.give(b);
+        // The plaintext dropped: the buffer is whole again.
+        drop(handed_out);
+        let d = pool.take(TLS_READ_BUFFER_BYTES);
+        assert!(d.capacity() >= TLS_READ_BUFFER_BYTES);
+        assert!(pool.free().is_empty());
+        for _ in 0..READ_POOL_FREE_MAX + 3 {
+            pool.give(BytesMut::with_capacity(10));
+        }
+        assert_eq!(pool.free().len(), READ_POOL_FREE_MAX, "bounded");
     }
 
     /// Our server against rustls's own record layer (tokio-rustls, buffered) as the client,

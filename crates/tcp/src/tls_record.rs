@@ -441,6 +441,19 @@ fn alert(body: &[u8]) -> io::Result<bool> {
     }
 }
 
+/// The bytes of `bufs` from `skip` bytes into them, as non-empty slices.
+fn skipped<'a>(bufs: &'a [IoSlice<'a>], skip: usize) -> impl Iterator<Item = &'a [u8]> {
+    let mut to_skip = skip;
+    bufs.iter()
+        .map(move |b| {
+            let b: &[u8] = b;
+            let s = to_skip.min(b.len());
+            to_skip -= s;
+            &b[s..]
+        })
+        .filter(|b| !b.is_empty())
+}
+
 /// The sending direction.
 pub(crate) struct Sender {
     sealer: Sealer,
@@ -450,15 +463,22 @@ pub(crate) struct Sender {
 }
 
 impl Sender {
-    /// Seals up to `bytes_max` bytes of `bufs` as application data, appending the records to
-    /// `out`; returns how many bytes it took. A KeyUpdate that is due goes first.
+    /// Seals up to `bytes_max` bytes of `bufs`, from `skip` bytes into them, as application
+    /// data, appending the records to `out`; returns how many bytes it took. A KeyUpdate that
+    /// is due goes first.
     pub fn seal(
         &mut self,
         bufs: &[IoSlice<'_>],
+        skip: usize,
         bytes_max: usize,
         out: &mut Vec<u8>,
     ) -> io::Result<usize> {
-        let total = bufs.iter().map(|b| b.len()).sum::<usize>().min(bytes_max);
+        let total = bufs
+            .iter()
+            .map(|b| b.len())
+            .sum::<usize>()
+            .saturating_sub(skip)
+            .min(bytes_max);
         if total == 0 {
             return Ok(0);
         }
@@ -467,7 +487,7 @@ impl Sender {
         }
         let records = total.div_ceil(RECORD_PLAINTEXT_BYTES_MAX);
         out.reserve(total + records * RECORD_OVERHEAD_BYTES);
-        let mut slices = bufs.iter().map(|b| &b[..]).filter(|b| !b.is_empty());
+        let mut slices = skipped(bufs, skip);
         let mut current: &[u8] = &[];
         let mut taken = 0;
         while taken < total {
@@ -620,6 +640,19 @@ mod tests {
         let got = o.open(&mut out).unwrap().unwrap();
         assert_eq!(got.typ, 23);
         assert_eq!(&out[got.plaintext], b"abc");
+    }
+
+    #[test]
+    fn skipping_into_an_iovec() {
+        let (a, b, c) = (&b"abc"[..], &b""[..], &b"defg"[..]);
+        let bufs = [IoSlice::new(a), IoSlice::new(b), IoSlice::new(c)];
+        let got = |skip| skipped(&bufs, skip).collect::<Vec<&[u8]>>();
+        assert_eq!(got(0), [&b"abc"[..], b"defg"]);
+        assert_eq!(got(2), [&b"c"[..], b"defg"]);
+        assert_eq!(got(3), [&b"defg"[..]]);
+        assert_eq!(got(5), [&b"fg"[..]]);
+        assert!(got(7).is_empty());
+        assert!(got(9).is_empty());
     }
 
     #[test]
