@@ -232,6 +232,16 @@ fn lock(s: &Server, peer: &Peer, cred: &Credentials, a: &Nlm4LockArgs, monitor: 
         .expect("nlm lock")
         .lock(&mut st, Instant::now(), &file, a);
     drop(st);
+    if a.reclaim {
+        // A client's lockd reclaiming after this server's restart (its SM_NOTIFY reached
+        // the client): rare and worth a line, the proof that the notice went through.
+        tracing::info!(
+            host = %String::from_utf8_lossy(&a.alock.caller_name),
+            granted = r.stat == Nlm4Stats::GRANTED,
+            stat = r.stat.0,
+            "NLM lock reclaim"
+        );
+    }
     if monitor && (r.stat == Nlm4Stats::GRANTED || r.stat == Nlm4Stats::BLOCKED) {
         s.nlm.monitor(&a.alock.caller_name, peer);
     }
