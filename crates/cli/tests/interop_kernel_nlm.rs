@@ -24,9 +24,11 @@
 //!   rpcbind, and the guest's statd and lockd listen on fixed ports forwarded from the same
 //!   port numbers on the host (`run.sh --fwd`), so the ports rpcbind gives work from the host.
 //!
-//! Write delegations are off (`--no-write-delegations`): under one, the Linux v4.1 client keeps
-//! its locks to itself, and sluice's NLM does not recall delegations (a conflict it then cannot
-//! see; issue #30's open end).
+//! Write delegations are on (the server's default): the v4.1 client that holds one keeps its
+//! locks to itself, so the v3 lock's NLM request recalls it and is dropped until the
+//! DELEGRETURN (`sluice_server::nlm`: Delegations); the client's retry then meets the v4.1
+//! lock, which the client sent before returning the delegation. A v4.1 OPEN of a file with
+//! a v3 lock gets no delegation, so its LOCK reaches the server and meets the v3 lock.
 
 mod common;
 
@@ -116,7 +118,6 @@ fn linux_v3_client_locks_conflict_and_are_reclaimed_after_a_kill9_restart() {
             &pmap,
             "--grace-secs",
             &grace,
-            "--no-write-delegations",
         ],
         &work.path().join("server.log"),
     );
@@ -175,6 +176,15 @@ fn linux_v3_client_locks_conflict_and_are_reclaimed_after_a_kill9_restart() {
     assert!(
         before.contains("sluice: serving") && !before.contains("NLM lock reclaim"),
         "{before}"
+    );
+    // Whether the v4.1 holder had a delegation recalled (it gets one only if its back channel
+    // was up at its OPEN): shown, not required; the guest's checks hold either way.
+    eprintln!(
+        "NLM requests dropped for a delegation recall before the kill: {}",
+        before
+            .lines()
+            .filter(|l| l.contains("a delegation of its file is being recalled"))
+            .count()
     );
     server.kill9();
     std::thread::sleep(DOWN);
