@@ -52,10 +52,10 @@
 //! the retry meets them in the range table and is answered as usual.
 //!
 //! The cost is the client's retransmission timer: Linux lockd sends the call again after
-//! `nlm_timeout` (10 s by default), over UDP and TCP alike (over TCP the connection stays up
-//! and the same call is sent again on it), with the wait growing by 10 s per try; a recall
-//! answered at once thus costs the v3 locker about 10 s. Nothing is sent to the client when
-//! the recall ends.
+//! `nlm_timeout` (10 s by default), over UDP and TCP alike (over TCP this server keeps the
+//! connection and simply never answers that XID; the retransmission is answered), with the
+//! wait growing by 10 s per try; a recall answered at once thus costs the v3 locker about
+//! 10 s (the kernel-guest test sees it). Nothing is sent to the client when the recall ends.
 //!
 //! The other half is in the grant: no delegation is granted on a file that an NFSv3 host
 //! holds NLM locks on (`sluice_nfs4state::delegations`), and a waiting (blocked) LOCK recalls
