@@ -6,7 +6,8 @@
 #       boot the guest, mount 127.0.0.1:EXPORT (the guest sees the server as 10.0.2.2),
 #       run GUEST_SCRIPT there (busybox sh, kc-lib.sh helpers sourced), exit with its status
 #       (124 timeout, 125 set-up error). Extra options go to run.sh (e.g. --file PATH, --env K=V,
-#       -o MOUNTOPTS). The guest script mounts by itself (kc_mount).
+#       -o MOUNTOPTS, --fwd HOSTPORT[:GUESTPORT]). The guest script mounts by itself (kc_mount;
+#       v3 with locking: kc_nsm and KC_LOCK=1, see kclient/guest/kc-lib.sh).
 #
 # Environment:
 #   KC_VERS             3 | 4.1 ...                  [3]
@@ -30,7 +31,7 @@ esac
 export KC_RESULTS="${KC_RESULTS:-$REPO/target/kclient-results}"
 
 die() { echo "kclient.sh: ERROR: $*" >&2; exit 125; }
-usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 125; }
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 125; }
 
 [ -x "$KDIR/run.sh" ] && [ -x "$KDIR/build.sh" ] \
     || die "no kclient harness (build.sh, run.sh) at $KDIR"

@@ -100,6 +100,13 @@ pub struct ServeArgs {
     /// Also answer PORTMAP queries on port 111.
     #[arg(long)]
     pub portmapper: bool,
+    /// The port of NFSv3 clients' portmappers, where the server asks for a client's lock
+    /// manager and status monitor before calling them (a granted blocked lock, SM_NOTIFY after
+    /// a restart). Only for clients reached through port forwarding, such as a qemu user-mode
+    /// guest the server sees as 127.0.0.1.
+    #[arg(long, value_name = "PORT", default_value_t = sluice_xdr::portmap::PORT,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub client_portmap_port: u16,
     /// Also serve NFS and MOUNT over UDP on the same port.
     #[arg(long)]
     pub udp: bool,
@@ -424,8 +431,11 @@ fn config_and_ceph(a: &ServeArgs) -> Result<(ServerConfig, Vec<crate::ceph::Ceph
         // Not flags: the defaults' reasons are in `sluice_nfs4state::Config4`.
         nfs4_limits: Default::default(),
         // NLM/NSM for v3 clients' locks: bounds from `sluice_nfs4state::nlm`, clients'
-        // portmappers on 111.
-        nlm: Default::default(),
+        // portmappers on 111 unless --client-portmap-port says otherwise.
+        nlm: sluice_server::nlm::NlmDriverConfig {
+            client_portmap_port: a.client_portmap_port,
+            ..Default::default()
+        },
         net,
         io: {
             let mut io = sluice_server::io::IoConfig {
@@ -684,6 +694,23 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn client_portmap_port_defaults_to_111() {
+        let port = |args: &[&str]| config_from(&parse(args)).unwrap().nlm.client_portmap_port;
+        assert_eq!(port(&["/srv"]), 111);
+        assert_eq!(port(&["/srv", "--client-portmap-port", "40111"]), 40111);
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let argv = ["serve", "/srv", "--client-portmap-port", "0"];
+        assert!(
+            <Cli as clap::Parser>::try_parse_from(argv).is_err(),
+            "port 0 is refused"
+        );
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! channel (the table and its design notes are in [`crate::delegations::table`]).
 //!
 //! ```text
-//!   OPEN (sole reader, or sole writer that may read) ─ open_delegation ─▶ DelegTable::grant
+//!   OPEN (sole reader, or sole writer that may read; no NLM lock on the file)
+//!        ─ open_delegation ─▶ DelegTable::grant
 //!   conflicting op of another client ─ break_delegations ─▶ DelegTable::conflicts
-//!     (an NFSv3 op through the server's `recall::RecallGate`: no client id, NFS3ERR_JUKEBOX for the DELAY)
+//!     (an NFSv3 op through the server's `recall::RecallGate`: no client id, NFS3ERR_JUKEBOX for the DELAY;
+//!      an NLM LOCK or TEST, and a waiting NLM LOCK's retry (`crate::nlm`): the request is dropped)
 //!        │ holder is a courtesy client: expired at once, the op goes on
 //!        └ else: CB_RECALL queued (queue_recalls), the op gets NFS4ERR_DELAY
 //!   poll_callbacks(now) ──▶ recall_sent (the clock starts)
@@ -63,7 +65,7 @@ impl State4 {
         let contended = self.opens.iter_file(file).any(|o| {
             o.clientid != clientid
                 && (o.access & OPEN4_SHARE_ACCESS_WRITE != 0 || o.deny & OPEN4_SHARE_DENY_READ != 0)
-        });
+        }) || self.nlm_locked(file);
         let others_open = self.opens.iter_file(file).any(|o| o.clientid != clientid);
         let ask = GrantAsk {
             share_access,
@@ -75,6 +77,18 @@ impl State4 {
         };
         self.delegs
             .grant(now, clientid, (file, fh), ask, self.entropy.as_mut())
+    }
+
+    /// Whether an NFSv3 host holds NLM locks on `file` (`crate::nlm`): no delegation is
+    /// granted then. The Linux client keeps its locks local under a delegation (it sends no
+    /// LOCK), so a delegation beside another host's NLM lock would let the two overlap
+    /// unseen; knfsd refuses the lease for the same reason (lockd holds the file open).
+    fn nlm_locked(&self, file: &[u8]) -> bool {
+        self.locks
+            .ranges
+            .locks_of(file)
+            .iter()
+            .any(|l| crate::nlm::is_nlm_owner(l.owner.clientid))
     }
 
     /// OPEN CLAIM_PREVIOUS's delegation (see [`crate::delegations::table::DelegTable::grant_reclaimed`]):

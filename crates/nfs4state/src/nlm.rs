@@ -49,6 +49,16 @@
 //! A waiter that its client neither renews (the Linux client re-sends a blocking LOCK every
 //! 30 s while it waits) nor cancels is dropped after [`NlmConfig::blocked_ttl`].
 //!
+//! # Delegations
+//! A v4 client holding a delegation keeps its locks to itself (the Linux client sends no LOCK
+//! under one), so the range table alone cannot see them. Two rules close that: no delegation
+//! is granted on a file with an NLM lock (`State4::open_delegation`), and an NLM request that
+//! could meet the holder's unseen locks recalls the delegation first. The request itself
+//! passes the gate in the server's driver (`sluice_server::nlm`, which drops it while the
+//! recall runs); a waiting LOCK's retry here passes the same gate
+//! ([`State4::break_delegations`], `write` = the lock is exclusive) and stays queued until
+//! the delegation is returned or revoked.
+//!
 //! # Share reservations
 //! SHARE and UNSHARE (DOS-style deny modes) are kept here, per file, and checked against each
 //! other only: NFSv3 has no OPEN, and NFSv4 share reservations are not consulted.
@@ -447,9 +457,14 @@ impl Nlm {
         let mut out = Vec::new();
         let mut still = VecDeque::with_capacity(self.blocked.len());
         while let Some(w) = self.blocked.pop_front() {
+            // A delegation granted since the waiter came (to a client whose locks under it
+            // are local) is recalled first: the waiter waits for the DELEGRETURN.
             let free = st
-                .nlm_break_courtesy(now, &w.file, &w.owner, w.kind, w.range)
+                .break_delegations(now, None, &w.file, w.exclusive)
                 .is_ok()
+                && st
+                    .nlm_break_courtesy(now, &w.file, &w.owner, w.kind, w.range)
+                    .is_ok()
                 && st
                     .locks
                     .ranges

@@ -25,6 +25,11 @@
 //! | READ | the handle's file | no: read delegations allow it |
 //! | others (GETATTR, COMMIT, ...) | nothing | |
 //!
+//! NLM (NFSv3's locks, [`crate::nlm`]) passes the same gate in its own way: LOCK and TEST
+//! call `State4::break_delegations` under the state's lock they take anyway (exclusive:
+//! `write`), and a conflict drops the request with no reply instead of an error, as knfsd's
+//! lockd does (the Linux client sends it again; the notes of [`crate::nlm`]: Delegations).
+//!
 //! knfsd answers the v3 caller NFS3ERR_JUKEBOX while the recall is under way (its
 //! `nfsd_open` breaks the lease with `O_NONBLOCK`); the Linux client waits 5 s and sends the
 //! call again with a new XID. sluice's v3 client backs off from 100 ms to 2 s.

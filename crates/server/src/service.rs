@@ -89,6 +89,10 @@ pub enum Handled {
     GarbageArgs(DecodeError),
     /// A procedure of the table this server does not carry out (PORTMAP's CALLIT).
     ProcUnavail,
+    /// No reply at all: the client is to send the call again later (an NLM request while a
+    /// delegation of its file is recalled, `crate::nlm`'s notes). The handler counted and
+    /// logged it.
+    Dropped,
 }
 
 /// A call carried out.
@@ -262,6 +266,21 @@ impl Service for Server {
                 )
             }
             Handled::ProcUnavail => (Reply::from(rpcs::proc_unavail(xid)), None, false),
+            Handled::Dropped => {
+                if let Some(key) = drc_key {
+                    // Run afresh when sent again, not answered "in progress" from the cache.
+                    self.drc.lock().expect("drc lock").abort(&key);
+                }
+                self.drc_done.notify_waiters();
+                self.stats.record(
+                    call.prog(),
+                    call.vers(),
+                    call.proc_(),
+                    started.elapsed(),
+                    false,
+                );
+                return None;
+            }
         };
         if let Some(key) = drc_key {
             // Only READs are spliced, and READ is idempotent: a cached reply is all in memory.

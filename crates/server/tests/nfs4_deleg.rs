@@ -25,6 +25,12 @@
 //!   other name asks the write delegation's holder by CB_GETATTR; CB_RECALL and CB_GETATTR
 //!   carry the handle the holder used.
 //!
+//! - NLM (NFSv3 locks, `sluice_server::nlm`: Delegations): an NLM LOCK or TEST that conflicts
+//!   with a delegation (any, for an exclusive request; a write delegation, for a shared one) is
+//!   dropped with no reply, counted, and CB_RECALL goes to the holder; after the holder's LOCK
+//!   and DELEGRETURN the retry is answered and meets the holder's lock. No delegation is
+//!   granted on a file an NFSv3 host holds an NLM lock on.
+//!
 //! Every wait is bounded by [`LIMIT`], so a hang fails the test instead of the suite.
 
 #[macro_use]
@@ -1445,4 +1451,286 @@ async fn no_write_delegation_to_a_write_only_open_that_may_not_read() {
     // Mode 0600: it may read its file, so it gets the delegation.
     let (_, d, _) = holder.create_write_only(&export, "rw", 0o600, 0).await;
     write_deleg(&d);
+}
+
+// ----- NLM (NFSv3 locks) and delegations (`sluice_server::nlm`: Delegations) -----
+
+use sluice_xdr::nfs4::ops::{LockArgs, LockRes, Locker4, OpenToLockOwner4, WRITE_LT};
+use sluice_xdr::nfs4::{LockOwner4, Opaque4};
+use sluice_xdr::nlm::{
+    self as nlm4, CallerName, Netobj, Nlm4Lock, Nlm4LockArgs, Nlm4Res, Nlm4Stats, Nlm4TestArgs,
+    Nlm4TestRes, Nlm4TestRply, Nlm4UnlockArgs, NlmFh,
+};
+
+/// How long the connection is watched for a reply to a call the server has already counted
+/// as dropped: a reply would have been written right after that.
+const NO_REPLY_WAIT: Duration = Duration::from_millis(300);
+
+fn nlm_lock(fh: &v3::NfsFh3, svid: u32) -> Nlm4Lock {
+    Nlm4Lock {
+        caller_name: CallerName(Bytes::from_static(b"v3host")),
+        fh: NlmFh(fh.0.clone()),
+        oh: Netobj(Bytes::from(format!("{svid}@v3host"))),
+        svid,
+        l_offset: 0,
+        l_len: 0,
+    }
+}
+
+fn nlm_lock_args(fh: &v3::NfsFh3, svid: u32, exclusive: bool) -> Nlm4LockArgs {
+    Nlm4LockArgs {
+        cookie: Netobj(Bytes::from_static(b"cookie")),
+        block: false,
+        exclusive,
+        alock: nlm_lock(fh, svid),
+        reclaim: false,
+        state: 1,
+    }
+}
+
+fn nlm_test_args(fh: &v3::NfsFh3, svid: u32, exclusive: bool) -> Nlm4TestArgs {
+    Nlm4TestArgs {
+        cookie: Netobj::default(),
+        exclusive,
+        alock: nlm_lock(fh, svid),
+    }
+}
+
+/// One NLM call answered: its results.
+async fn nlm_call(c: &mut Rpc, proc_: u32, args: &impl Pack) -> Bytes {
+    let r = c
+        .call(
+            nlm4::PROGRAM,
+            nlm4::VERSION,
+            proc_,
+            &sluice_xdr::to_bytes(args),
+        )
+        .await;
+    r.results
+}
+
+/// One NLM call that the server drops: it counts the drop, and no reply comes (the
+/// connection stays up).
+async fn nlm_dropped(
+    c: &mut Rpc,
+    server: &sluice_server::service::Server,
+    proc_: u32,
+    args: &impl Pack,
+) {
+    let before = recall_drops(server);
+    let msg = call_message(
+        c.next_xid(),
+        nlm4::PROGRAM,
+        nlm4::VERSION,
+        proc_,
+        &c.cred.clone(),
+        &sluice_xdr::to_bytes(args),
+    );
+    c.send_message(&msg).await;
+    within("the server drops the call", async {
+        while recall_drops(server) == before {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(recall_drops(server), before + 1);
+    assert!(
+        c.recv_within(NO_REPLY_WAIT).await.is_none(),
+        "no reply to a dropped NLM call, and the connection stays up"
+    );
+}
+
+/// NLM LOCK answered: its status.
+async fn nlm_lock_stat(c: &mut Rpc, a: &Nlm4LockArgs) -> Nlm4Stats {
+    let r = nlm_call(c, nlm4::proc_::LOCK, a).await;
+    let r: Nlm4Res = sluice_xdr::from_bytes(&r).expect("nlm4_res");
+    r.stat
+}
+
+/// NLM TEST answered: its result.
+async fn nlm_test_stat(c: &mut Rpc, a: &Nlm4TestArgs) -> Nlm4TestRply {
+    let r = nlm_call(c, nlm4::proc_::TEST, a).await;
+    let r: Nlm4TestRes = sluice_xdr::from_bytes(&r).expect("nlm4_testres");
+    r.stat
+}
+
+fn recall_drops(server: &sluice_server::service::Server) -> u64 {
+    server
+        .nlm
+        .recall_drops
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A v4 LOCK (write, whole file) of the holder's open `open` of `fh`.
+fn v4_write_lock(fh: &NfsFh4, open: Stateid4) -> Vec<NfsArgop4> {
+    vec![
+        NfsArgop4::Putfh(fh.clone()),
+        NfsArgop4::Lock(LockArgs {
+            locktype: WRITE_LT,
+            reclaim: false,
+            offset: 0,
+            length: u64::MAX,
+            locker: Locker4::New(OpenToLockOwner4 {
+                open_seqid: 0,
+                open_stateid: open,
+                lock_seqid: 0,
+                lock_owner: LockOwner4 {
+                    clientid: 0,
+                    owner: Opaque4(Bytes::from_static(b"holder's process")),
+                },
+            }),
+        }),
+    ]
+}
+
+/// An NLM LOCK or TEST of a file another client holds a write delegation of is dropped (no
+/// reply) while CB_RECALL goes to the holder, and counted; the holder sends its lock (as the
+/// Linux client does before DELEGRETURN) and returns the delegation; the retry is answered
+/// and meets the holder's lock. A read delegation lets a shared NLM lock and TEST through
+/// and recalls for an exclusive one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_nlm_request_on_a_delegated_file_is_dropped_until_delegreturn() {
+    let dirs = TestDirs::new("nfs4-deleg-nlm");
+    let export = dirs.export();
+    std::fs::write(export.join("w"), b"w").unwrap();
+    std::fs::write(export.join("r"), b"r").unwrap();
+    let (addr, server, _metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
+    let mut holder = Holder::connect(addr, &server, false).await;
+    let (mut c, root) = v3_client(addr, &export).await;
+    let wfh3 = v3_lookup(&mut c, &root, "w").await;
+
+    // A write delegation: LOCK (shared, too) and TEST are dropped; one CB_RECALL.
+    let (open, d, wfh4) = holder.open_both(&export, "w", false).await;
+    let deleg = write_deleg(&d);
+    nlm_dropped(
+        &mut c,
+        &server,
+        nlm4::proc_::LOCK,
+        &nlm_lock_args(&wfh3, 1, true),
+    )
+    .await;
+    let recall = holder.next_recall().await;
+    assert_eq!((recall.stateid, &recall.fh), (deleg, &wfh4));
+    nlm_dropped(
+        &mut c,
+        &server,
+        nlm4::proc_::LOCK,
+        &nlm_lock_args(&wfh3, 1, false),
+    )
+    .await;
+    nlm_dropped(
+        &mut c,
+        &server,
+        nlm4::proc_::TEST,
+        &nlm_test_args(&wfh3, 1, false),
+    )
+    .await;
+    assert_eq!(recall_drops(&server), 3);
+    // What the Linux client does on the recall: its local lock to the server, then back.
+    let res = holder.send(v4_write_lock(&wfh4, open)).await;
+    assert!(
+        matches!(&res.results[2], NfsResop4::Lock(LockRes::Ok(_))),
+        "{res:?}"
+    );
+    let res = holder
+        .send(vec![
+            NfsArgop4::Putfh(wfh4.clone()),
+            NfsArgop4::Delegreturn(deleg),
+        ])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    // The retries are answered, and meet the holder's lock.
+    assert_eq!(
+        nlm_lock_stat(&mut c, &nlm_lock_args(&wfh3, 1, true)).await,
+        Nlm4Stats::DENIED
+    );
+    match nlm_test_stat(&mut c, &nlm_test_args(&wfh3, 1, false)).await {
+        Nlm4TestRply::Denied(h) => {
+            assert_eq!(&h.oh.0[..], b"holder's process");
+            assert!(h.exclusive);
+        }
+        other => panic!("TEST after DELEGRETURN: {other:?}"),
+    }
+    assert_eq!(
+        recall_drops(&server),
+        3,
+        "nothing dropped after DELEGRETURN"
+    );
+    assert!(holder.recalls.try_recv().is_err(), "one CB_RECALL");
+
+    // A read delegation: shared LOCK and TEST go through; an exclusive LOCK recalls.
+    let rfh3 = v3_lookup(&mut c, &root, "r").await;
+    let (_open, d, rfh4) = holder.open_read(&export, "r").await;
+    let rdeleg = read_deleg(&d);
+    assert_eq!(
+        nlm_test_stat(&mut c, &nlm_test_args(&rfh3, 2, false))
+            .await
+            .stat(),
+        Nlm4Stats::GRANTED
+    );
+    assert_eq!(
+        nlm_lock_stat(&mut c, &nlm_lock_args(&rfh3, 2, false)).await,
+        Nlm4Stats::GRANTED
+    );
+    nlm_dropped(
+        &mut c,
+        &server,
+        nlm4::proc_::LOCK,
+        &nlm_lock_args(&rfh3, 3, true),
+    )
+    .await;
+    let recall = holder.next_recall().await;
+    assert_eq!((recall.stateid, &recall.fh), (rdeleg, &rfh4));
+    assert_eq!(recall_drops(&server), 4);
+    let res = holder
+        .send(vec![NfsArgop4::Putfh(rfh4), NfsArgop4::Delegreturn(rdeleg)])
+        .await;
+    assert_eq!(res.status, Nfsstat4::OK, "{res:?}");
+    // The retry meets the host's own shared lock of another process (svid 2).
+    assert_eq!(
+        nlm_lock_stat(&mut c, &nlm_lock_args(&rfh3, 3, true)).await,
+        Nlm4Stats::DENIED
+    );
+    assert_eq!(
+        nlm_lock_stat(&mut c, &nlm_lock_args(&rfh3, 2, true)).await,
+        Nlm4Stats::GRANTED,
+        "svid 2 upgrades its own lock"
+    );
+}
+
+/// No delegation is granted on a file an NFSv3 host holds an NLM lock on; once unlocked, the
+/// same OPEN gets one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_delegation_on_a_file_with_an_nlm_lock() {
+    let dirs = TestDirs::new("nfs4-deleg-nlm-grant");
+    let export = dirs.export();
+    std::fs::write(export.join("f"), b"f").unwrap();
+    let (addr, server, _metrics, _run) = start(&dirs, Duration::from_secs(90)).await;
+    let mut holder = Holder::connect(addr, &server, false).await;
+    let (mut c, root) = v3_client(addr, &export).await;
+    let fh3 = v3_lookup(&mut c, &root, "f").await;
+    assert_eq!(
+        nlm_lock_stat(&mut c, &nlm_lock_args(&fh3, 1, false)).await,
+        Nlm4Stats::GRANTED
+    );
+    let (_open, d, _fh) = holder.open_read(&export, "f").await;
+    assert!(
+        matches!(d, OpenDelegation4::None | OpenDelegation4::NoneExt(_)),
+        "a read open beside a shared NLM lock: {d:?}"
+    );
+    let (_open, d, _fh) = holder.open_both(&export, "f", false).await;
+    assert!(
+        matches!(d, OpenDelegation4::None | OpenDelegation4::NoneExt(_)),
+        "a read-write open beside a shared NLM lock: {d:?}"
+    );
+    let unlock = Nlm4UnlockArgs {
+        cookie: Netobj::default(),
+        alock: nlm_lock(&fh3, 1),
+    };
+    let r = nlm_call(&mut c, nlm4::proc_::UNLOCK, &unlock).await;
+    let r: Nlm4Res = sluice_xdr::from_bytes(&r).expect("nlm4_res");
+    assert_eq!(r.stat, Nlm4Stats::GRANTED);
+    let (_open, d, _fh) = holder.open_both(&export, "f", false).await;
+    write_deleg(&d);
+    assert_eq!(recall_drops(&server), 0);
 }

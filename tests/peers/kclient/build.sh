@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Builds the kernel-client guest: the stock Debian kernel (linux-image-*-amd64, downloaded with
 # `apt-get download`) and a small initramfs (busybox-static, the NFS/virtio/9p modules and their
-# dependencies, a static mount(2) helper, GNU dd). Idempotent: does nothing when up to date.
+# dependencies, a static mount(2) helper, GNU dd; in the default guest also rpcbind and
+# rpc.statd, for v3 mounts with locking). Idempotent: does nothing when up to date.
 #
 #   build.sh [--force]
 #
 # Environment:
 #   KC_SUITE      host | trixie                                                  [host]
-#                 host: this machine's own package lists (Debian 12: kernel 6.1).
+#                 host: this machine's own package lists (Debian 12: kernel 6.1), with
+#                 rpcbind and rpc.statd (the rpcbind and nfs-common packages) and the shared
+#                 libraries they load, taken from this machine (the same release; ldd finds
+#                 them), plus its /etc/netconfig, /etc/services and /etc/protocols.
 #                 trixie: Debian 13's kernel (6.12, RPC-with-TLS) and tlshd (ktls-utils) with
 #                 the shared libraries it needs, from a private apt configuration under the
 #                 cache (its own sources.list, lists and download cache; the machine's apt
@@ -99,6 +103,13 @@ deb_of() {   # deb_of PACKAGE: the downloaded .deb's name (downloads it the firs
 }
 KDEB="$(deb_of "$KPKG")"
 BDEB="$(deb_of busybox-static)"
+# rpcbind and rpc.statd (host suite): a v3 mount without nolock needs both in the guest (the
+# kernel's lockd registers with rpcbind and asks statd to monitor the server). kc_nsm in
+# guest/kc-lib.sh starts them.
+NSM_DEBS=()
+if [ "$SUITE" = host ]; then
+    NSM_DEBS=("$(deb_of rpcbind)" "$(deb_of nfs-common)")
+fi
 
 # tlshd (trixie): ktls-utils and the closure of its Depends (libc6 with its loader, gnutls and
 # its crypto libraries, glib, libnl, keyutils ...), unpacked side by side in userland/. Which
@@ -139,6 +150,17 @@ if [ "${#TLS_DEBS[@]}" -gt 0 ]; then
         rm -rf userland && mkdir userland
         for d in "${TLS_DEBS[@]}"; do dpkg-deb -x "$d" userland; done
         touch userland
+    fi
+fi
+if [ "${#NSM_DEBS[@]}" -gt 0 ]; then
+    fresh=1
+    [ -d nsm ] || fresh=0
+    for d in "${NSM_DEBS[@]}"; do [ "$d" -nt nsm ] && fresh=0; done
+    if [ "$fresh" = 0 ]; then
+        say "unpacking rpcbind and nfs-common"
+        rm -rf nsm && mkdir nsm
+        for d in "${NSM_DEBS[@]}"; do dpkg-deb -x "$d" nsm; done
+        touch nsm
     fi
 fi
 BB="$CACHE/busybox/bin/busybox"
@@ -184,7 +206,7 @@ fi
 KEY="kver=$KVER strip=${KC_STRIP_SIG:-1}"
 [ "$SUITE" = host ] || KEY="$KEY suite=$SUITE"
 INPUTS=("$HERE/build.sh" "$HERE/guest/init" "$HERE/guest/kc-lib.sh" "$HERE/src/kcmount.c" "$KDEB" "$BDEB"
-        ${TLS_DEBS[@]+"${TLS_DEBS[@]}"})
+        ${TLS_DEBS[@]+"${TLS_DEBS[@]}"} ${NSM_DEBS[@]+"${NSM_DEBS[@]}"})
 if [ "$FORCE" = 0 ] && [ -f initramfs.cpio ] && [ "$(cat initramfs.key 2>/dev/null)" = "$KEY" ]; then
     stale=0
     for f in "${INPUTS[@]}"; do [ "$f" -nt initramfs.cpio ] && stale=1; done
@@ -306,10 +328,31 @@ install -m 755 -D "$(readlink -f "$dd_bin")" "$ROOT/usr/local/bin/gdd"
 for lib in $(ldd "$dd_bin" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
     [ -e "$ROOT$lib" ] || install -m 755 -D "$(readlink -f "$lib")" "$ROOT$lib"
 done
+if [ "${#NSM_DEBS[@]}" -gt 0 ]; then
+    # rpcbind, rpc.statd and rpcinfo with the libraries ldd finds for them on this machine
+    # (the packages' own release), and the files libtirpc and getaddrinfo read.
+    for b in sbin/rpcbind sbin/rpc.statd usr/bin/rpcinfo; do
+        rm -f "$ROOT/$b"   # a busybox applet link of that name would be written through
+        install -m 755 -D "$CACHE/nsm/$b" "$ROOT/$b"
+        ! ldd "$CACHE/nsm/$b" | grep -q 'not found' \
+            || die "$b needs libraries this machine lacks: $(ldd "$CACHE/nsm/$b" | grep 'not found')"
+        for lib in $(ldd "$CACHE/nsm/$b" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
+            [ -e "$ROOT$lib" ] || install -m 755 -D "$(readlink -f "$lib")" "$ROOT$lib"
+        done
+    done
+    for f in /etc/netconfig /etc/services /etc/protocols; do
+        [ -r "$f" ] || die "no $f on this machine (rpcbind and rpc.statd in the guest need it)"
+        cp "$f" "$ROOT$f"
+    done
+    say "rpcbind and rpc.statd"
+fi
 install -m 755 "$HERE/guest/init" "$ROOT/init"
 install -m 644 "$HERE/guest/kc-lib.sh" "$ROOT/etc/kc-lib.sh"
-echo "root:x:0:0:root:/root:/bin/sh" > "$ROOT/etc/passwd"
-echo "root:x:0:" > "$ROOT/etc/group"
+# _rpc: the user rpcbind runs as (Debian's build drops to it); statd: rpc.statd's, unused
+# while /var/lib/nfs belongs to root (statd then stays root).
+printf '%s\n' "root:x:0:0:root:/root:/bin/sh" "_rpc:x:102:65534::/run/rpcbind:/bin/false" \
+    "statd:x:103:65534::/var/lib/nfs:/bin/false" > "$ROOT/etc/passwd"
+printf '%s\n' "root:x:0:" "nogroup:x:65534:" > "$ROOT/etc/group"
 echo "127.0.0.1 localhost" > "$ROOT/etc/hosts"
 
 say "writing initramfs.cpio"

@@ -12,6 +12,8 @@
 #   -c N / -M MiB  guest CPUs / memory                           [2 / 2048]
 #   --env K=V      a variable for the guest script (repeatable)
 #   --file PATH    copied into the run folder, /kc/NAME in the guest (repeatable)
+#   --fwd H[:G]    forward this machine's 127.0.0.1:H (TCP and UDP) to the guest's port G
+#                  [= H] (repeatable): how a server reaches the guest's rpcbind, statd, lockd
 #   -O DIR         run folder: env, script.sh, console.log, out/ [REPO/target/kclient-results/run-*]
 #   -t SEC         power the guest off after SEC seconds         [600]
 #   -q             do not echo the serial console
@@ -31,7 +33,7 @@ case "${KC_SUITE:-host}" in
 esac
 
 PORT=2049 MOUNTPORT="" EXPORT=/ VERS=3 OPTS="" CPUS=2 MEM=2048 OUT="" TIMEOUT=600 QUIET=0
-ENVS=() FILES=()
+ENVS=() FILES=() NETDEV=user,id=n0
 die() { echo "kclient run: ERROR: $*" >&2; exit 125; }
 say() { echo "kclient run: $*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 125; }
@@ -47,6 +49,11 @@ while [ $# -gt 0 ]; do
         -M) MEM="$2"; shift 2 ;;
         --env) ENVS+=("$2"); shift 2 ;;
         --file) FILES+=("$2"); shift 2 ;;
+        --fwd)
+            [[ "$2" =~ ^([0-9]+)(:([0-9]+))?$ ]] || die "bad --fwd $2 (HOSTPORT[:GUESTPORT])"
+            h="${BASH_REMATCH[1]}" g="${BASH_REMATCH[3]:-${BASH_REMATCH[1]}}"
+            NETDEV="$NETDEV,hostfwd=tcp:127.0.0.1:$h-:$g,hostfwd=udp:127.0.0.1:$h-:$g"
+            shift 2 ;;
         -O) OUT="$2"; shift 2 ;;
         -t) TIMEOUT="$2"; shift 2 ;;
         -q) QUIET=1; shift ;;
@@ -92,7 +99,7 @@ QEMU=(qemu-system-x86_64 -accel tcg,thread=multi -cpu qemu64 -smp "$CPUS" -m "$M
       -kernel "$KERNEL" -initrd "$INITRD"
       -append "console=ttyS0 panic=-1 loglevel=4 edd=off kc.ip=$GUEST_IP kc.share=kc kc.host=kc-$(date +%H%M%S)-$$"
       -no-reboot -nodefaults -no-user-config -display none -serial stdio
-      -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=
+      -netdev "$NETDEV" -device virtio-net-pci,netdev=n0,romfile=
       -virtfs "local,path=$OUT,mount_tag=kc,security_model=none,id=kc")
 printf '%q ' "${QEMU[@]}" > "$OUT/qemu.cmd"
 

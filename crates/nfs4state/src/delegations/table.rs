@@ -345,7 +345,8 @@ pub struct GrantAsk {
     pub share_access: u32,
     /// The client's back channel works.
     pub callback_up: bool,
-    /// Another client has the file open for writing, or denies reading.
+    /// Another client has the file open for writing, or denies reading, or an NFSv3 host
+    /// holds NLM locks on it.
     pub contended: bool,
     /// Another client has the file open at all (a write delegation needs a sole opener).
     pub others_open: bool,

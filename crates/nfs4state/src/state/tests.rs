@@ -1355,3 +1355,120 @@ fn a_recall_waiting_on_a_dead_back_channel_moves_to_a_working_one() {
     assert!(recall_on(&sends, sb), "{sends:?}");
     assert!(!recall_on(&sends, sa));
 }
+
+/// NLM locks and delegations (`crate::nlm`: Delegations): no delegation of a file an NLM host
+/// holds a lock on; a waiting NLM LOCK does not take a lock beside a delegation granted while
+/// it waited, but recalls it and is granted after the DELEGRETURN.
+#[test]
+fn nlm_locks_and_delegations_exclude_each_other() {
+    use crate::callback::CbCall;
+    use crate::nlm::{Decision, Nlm, NlmConfig};
+    use sluice_xdr::nfs4::callback::CbArgop4;
+    use sluice_xdr::nfs4::ops::{
+        LockArgs, Locker4, LockuArgs, OpenDelegation4, OpenToLockOwner4, READ_LT,
+    };
+    use sluice_xdr::nfs4::LockOwner4;
+    use sluice_xdr::nlm::{
+        CallerName, Netobj, Nlm4Lock, Nlm4LockArgs, Nlm4Stats, Nlm4UnlockArgs, NlmFh,
+    };
+    let now = Instant::now();
+    let mut st = state();
+    let mut n = Nlm::new(NlmConfig::default());
+    let (a, sa) = holder(&mut st, now, b"holder");
+    let (b, _) = mount(&mut st, now, b"v4 locker");
+    let alock = |svid: u32| Nlm4Lock {
+        caller_name: CallerName(Bytes::from_static(b"v3host")),
+        fh: NlmFh(Bytes::from_static(b"fh")),
+        oh: Netobj(Bytes::from_static(b"oh")),
+        svid,
+        l_offset: 0,
+        l_len: 0,
+    };
+    let nlm_lock = |svid: u32, exclusive: bool, block: bool| Nlm4LockArgs {
+        cookie: Netobj(Bytes::from_static(b"c")),
+        block,
+        exclusive,
+        alock: alock(svid),
+        reclaim: false,
+        state: 1,
+    };
+    let deleg = |st: &mut State4| {
+        st.open_delegation(now, a, (&b"f"[..], &b"f"[..]), 1, SizeChange::default())
+    };
+
+    // A shared NLM lock on f: a sole reader gets no delegation; once unlocked, it does.
+    assert_eq!(
+        n.lock(&mut st, now, b"f", &nlm_lock(1, false, false)).stat,
+        Nlm4Stats::GRANTED
+    );
+    st.open(now, a, b"o", b"f", 1, 0).unwrap();
+    assert_eq!(deleg(&mut st), OpenDelegation4::None);
+    let unlock = Nlm4UnlockArgs {
+        cookie: Netobj::default(),
+        alock: alock(1),
+    };
+    let (r, _) = n.unlock(&mut st, now, b"f", &unlock);
+    assert_eq!(r.stat, Nlm4Stats::GRANTED);
+    let OpenDelegation4::Read(d) = deleg(&mut st) else {
+        panic!("no NLM lock left: a read delegation")
+    };
+    assert_eq!(st.delegreturn(a, &d.stateid, b"f"), Ok(()));
+
+    // An exclusive NLM LOCK waits on b's v4 read lock.
+    let open_b = st.open(now, b, b"ob", b"f", 1, 0).unwrap();
+    let v4 = LockArgs {
+        locktype: READ_LT,
+        reclaim: false,
+        offset: 0,
+        length: u64::MAX,
+        locker: Locker4::New(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid: open_b,
+            lock_seqid: 0,
+            lock_owner: LockOwner4 {
+                clientid: b,
+                owner: Opaque4(Bytes::from_static(b"pid-1")),
+            },
+        }),
+    };
+    let lock_b = st.lock(now, b, b"f", &v4).unwrap();
+    assert_eq!(
+        n.lock(&mut st, now, b"f", &nlm_lock(2, true, true)).stat,
+        Nlm4Stats::BLOCKED
+    );
+    // b unlocks (a v4 LOCKU: the NLM core learns of it at its next retry); meanwhile a
+    // gets a read delegation.
+    let locku = LockuArgs {
+        locktype: READ_LT,
+        seqid: 0,
+        lock_stateid: lock_b,
+        offset: 0,
+        length: u64::MAX,
+    };
+    st.locku(b, b"f", &locku).unwrap();
+    let OpenDelegation4::Read(d) = deleg(&mut st) else {
+        panic!("only a waiter on f: a read delegation")
+    };
+    // The retry recalls the delegation instead of locking beside it.
+    let t1 = now + NlmConfig::default().retry_interval;
+    assert_eq!(n.tick(&mut st, t1), Vec::new());
+    assert_eq!(n.blocked_len(), 1);
+    let sends = st.poll_callbacks(t1);
+    assert_eq!(sends.len(), 1);
+    assert_eq!(sends[0].0, sa);
+    let CbCall::Compound(args) = &sends[0].1.call else {
+        panic!("{sends:?}")
+    };
+    assert!(
+        matches!(args.ops.get(1), Some(CbArgop4::Recall(r)) if r.stateid == d.stateid),
+        "{args:?}"
+    );
+    // Returned: the next retry grants the waiter.
+    assert_eq!(st.delegreturn(a, &d.stateid, b"f"), Ok(()));
+    let t2 = t1 + NlmConfig::default().retry_interval;
+    let granted = n.tick(&mut st, t2);
+    assert!(
+        matches!(&granted[..], [Decision::Granted { args, .. }] if args.alock.svid == 2),
+        "{granted:?}"
+    );
+}

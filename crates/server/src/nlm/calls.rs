@@ -87,7 +87,12 @@ pub async fn send(call: &Outgoing, portmap_port: u16) -> io::Result<()> {
             })
         }
     };
-    rpc_udp(to, prog, vers, proc_, &args).await.map(|_| ())
+    rpc_udp(to, prog, vers, proc_, &args).await?;
+    if let Outgoing::Notify { state, .. } = call {
+        // Once per monitored host and restart: the line that shows the notice arrived.
+        tracing::info!(to = %to, state, "NSM: SM_NOTIFY answered by the client's status monitor");
+    }
+    Ok(())
 }
 
 /// The port `prog`/`vers` has over UDP at the portmapper `pmap`; an error when unregistered.

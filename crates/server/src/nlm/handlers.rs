@@ -1,9 +1,12 @@
 //! The NLM v4 and NSM v1 procedure handlers: one function per procedure, each decoding its
 //! own arguments (GARBAGE_ARGS when they do not decode) and answering from the pure cores
 //! (the module notes of [`crate::nlm`]). `_MSG` procedures answer nothing in their reply and
-//! queue the matching `_RES` call to the client.
+//! queue the matching `_RES` call to the client. LOCK, NM_LOCK, TEST and their `_MSG` forms
+//! are dropped (no reply, no `_RES`) while a delegation of their file is recalled (module
+//! notes of [`crate::nlm`]: Delegations).
 
 use super::{file_key, Outgoing};
+use crate::recall::Recalling;
 use crate::service::registry::Version;
 use crate::service::{Done, Handled, Handler, HandlerFuture, Peer, Reply, Server};
 use bytes::Bytes;
@@ -68,8 +71,27 @@ pub fn nsm_version() -> Version<Handler> {
     )
 }
 
+/// What a handler's body yields: results, PROC_UNAVAIL, or no reply.
+enum Answer<T> {
+    Results(T),
+    ProcUnavail,
+    Dropped,
+}
+
+impl<T> From<Option<T>> for Answer<T> {
+    fn from(o: Option<T>) -> Self {
+        o.map_or(Answer::ProcUnavail, Answer::Results)
+    }
+}
+
+impl<T> From<Result<T, Recalling>> for Answer<T> {
+    fn from(r: Result<T, Recalling>) -> Self {
+        r.map_or(Answer::Dropped, Answer::Results)
+    }
+}
+
 /// Handlers answered from memory, as `service`'s MOUNT and PORTMAP ones: `$body` yields the
-/// results, or `None` for PROC_UNAVAIL.
+/// results (`Some`, or `Ok`), `None` for PROC_UNAVAIL, or `Err(Recalling)` for no reply.
 macro_rules! handlers {
     ($(
         $(#[$doc:meta])*
@@ -89,8 +111,8 @@ macro_rules! handlers {
                     Err(e) => return Handled::GarbageArgs(e),
                 };
                 let ($server, $peer, $cred, $args) = (server, peer, &call.cred, args);
-                match $body {
-                    Some(results) => {
+                match Answer::from($body) {
+                    Answer::Results(results) => {
                         let mut w = rpcs::success_header(call.xid);
                         let header_bytes = w.len();
                         results.pack(&mut w);
@@ -103,7 +125,8 @@ macro_rules! handlers {
                             payload_bytes_asked: 0,
                         })
                     }
-                    None => Handled::ProcUnavail,
+                    Answer::ProcUnavail => Handled::ProcUnavail,
+                    Answer::Dropped => Handled::Dropped,
                 }
             })
         }
@@ -112,8 +135,8 @@ macro_rules! handlers {
 
 handlers! {
     fn nlm_null(_, _, _, () = ()) { Some(()) }
-    fn nlm_test(s, peer, cred, a = Nlm4TestArgs) { Some(test(s, peer, cred, &a)) }
-    fn nlm_lock(s, peer, cred, a = Nlm4LockArgs) { Some(lock(s, peer, cred, &a, true)) }
+    fn nlm_test(s, peer, cred, a = Nlm4TestArgs) { test(s, peer, cred, &a) }
+    fn nlm_lock(s, peer, cred, a = Nlm4LockArgs) { lock(s, peer, cred, &a, true) }
     fn nlm_cancel(s, peer, cred, a = Nlm4CancArgs) { Some(cancel(s, peer, cred, &a)) }
     fn nlm_unlock(s, peer, cred, a = Nlm4UnlockArgs) { Some(unlock(s, peer, cred, &a)) }
     /// GRANTED is the server's call to a client; this server waits for no lock of its own.
@@ -121,14 +144,10 @@ handlers! {
         Some(Nlm4Res { cookie: a.cookie, stat: Nlm4Stats::DENIED })
     }
     fn nlm_test_msg(s, peer, cred, a = Nlm4TestArgs) {
-        let r = test(s, peer, cred, &a);
-        s.nlm.send(Outgoing::nlm(peer.addr.ip(), p::TEST_RES, &r));
-        Some(())
+        test(s, peer, cred, &a).map(|r| s.nlm.send(Outgoing::nlm(peer.addr.ip(), p::TEST_RES, &r)))
     }
     fn nlm_lock_msg(s, peer, cred, a = Nlm4LockArgs) {
-        let r = lock(s, peer, cred, &a, true);
-        s.nlm.send(Outgoing::nlm(peer.addr.ip(), p::LOCK_RES, &r));
-        Some(())
+        lock(s, peer, cred, &a, true).map(|r| s.nlm.send(Outgoing::nlm(peer.addr.ip(), p::LOCK_RES, &r)))
     }
     fn nlm_cancel_msg(s, peer, cred, a = Nlm4CancArgs) {
         let r = cancel(s, peer, cred, &a);
@@ -157,7 +176,7 @@ handlers! {
     fn nlm_unshare(s, peer, cred, a = Nlm4ShareArgs) { Some(share(s, peer, cred, &a, false)) }
     fn nlm_nm_lock(s, peer, cred, a = Nlm4LockArgs) {
         let a = Nlm4LockArgs { block: false, ..a };
-        Some(lock(s, peer, cred, &a, false))
+        lock(s, peer, cred, &a, false)
     }
     fn nlm_free_all(s, _, _, n = Nlm4Notify) {
         free_host(s, &n.name);
@@ -193,49 +212,82 @@ handlers! {
     }
 }
 
-fn test(s: &Server, peer: &Peer, cred: &Credentials, a: &Nlm4TestArgs) -> Nlm4TestRes {
+fn test(
+    s: &Server,
+    peer: &Peer,
+    cred: &Credentials,
+    a: &Nlm4TestArgs,
+) -> Result<Nlm4TestRes, Recalling> {
     let file = match file_key(&s.nfs4.exports, peer, cred, &a.alock.fh) {
         Ok(f) => f,
         Err(stat) => {
-            return Nlm4TestRes {
+            return Ok(Nlm4TestRes {
                 cookie: a.cookie.clone(),
                 stat: Nlm4TestRply::Other(stat.0),
-            }
+            })
         }
     };
-    let st = s.nfs4.state();
+    let now = Instant::now();
+    let mut st = s.nfs4.state();
+    // The gate and the test under one hold of the state's lock: no delegation comes between.
+    if st.break_delegations(now, None, &file, a.exclusive).is_err() {
+        drop(st);
+        return Err(s.nlm.recall_drop("TEST", &a.alock.caller_name));
+    }
     let r = s
         .nlm
         .core
         .lock()
         .expect("nlm lock")
-        .test(&st, Instant::now(), &file, a);
-    r
+        .test(&st, now, &file, a);
+    Ok(r)
 }
 
-fn lock(s: &Server, peer: &Peer, cred: &Credentials, a: &Nlm4LockArgs, monitor: bool) -> Nlm4Res {
+fn lock(
+    s: &Server,
+    peer: &Peer,
+    cred: &Credentials,
+    a: &Nlm4LockArgs,
+    monitor: bool,
+) -> Result<Nlm4Res, Recalling> {
     let file = match file_key(&s.nfs4.exports, peer, cred, &a.alock.fh) {
         Ok(f) => f,
         Err(stat) => {
-            return Nlm4Res {
+            return Ok(Nlm4Res {
                 cookie: a.cookie.clone(),
                 stat,
-            }
+            })
         }
     };
     s.nlm.seen(&a.alock.caller_name, peer);
+    let now = Instant::now();
     let mut st = s.nfs4.state();
+    // The gate and the lock under one hold of the state's lock: no delegation comes between.
+    if st.break_delegations(now, None, &file, a.exclusive).is_err() {
+        drop(st);
+        return Err(s.nlm.recall_drop("LOCK", &a.alock.caller_name));
+    }
     let r = s
         .nlm
         .core
         .lock()
         .expect("nlm lock")
-        .lock(&mut st, Instant::now(), &file, a);
+        .lock(&mut st, now, &file, a);
     drop(st);
+    if a.reclaim {
+        // A client's lockd reclaiming after this server's restart (its SM_NOTIFY reached
+        // the client): rare and worth a line, the proof that the notice went through.
+        tracing::info!(
+            host = %String::from_utf8_lossy(&a.alock.caller_name),
+            granted = r.stat == Nlm4Stats::GRANTED,
+            stat = r.stat.0,
+            "NLM lock reclaim"
+        );
+    }
     if monitor && (r.stat == Nlm4Stats::GRANTED || r.stat == Nlm4Stats::BLOCKED) {
         s.nlm.monitor(&a.alock.caller_name, peer);
     }
-    r
+    Ok(r)
 }
 
 fn cancel(s: &Server, peer: &Peer, cred: &Credentials, a: &Nlm4CancArgs) -> Nlm4Res {

@@ -35,6 +35,34 @@
 //! admitted as for MOUNT (no reserved-port rule: a lock grants no data), then the key is
 //! `FileSystem::state_key` of the handle, the key NFSv4's OPEN and LOCK use for that file.
 //! Locks on a Ceph export are kept in the server's table only (not pushed to the backend).
+//!
+//! # Delegations
+//! A Linux NFSv4 client holding a delegation keeps its locks local: it sends LOCK to the
+//! server only when it gives the delegation back. So NLM must not meet a delegation silently.
+//! LOCK, NM_LOCK and TEST (and LOCK_MSG, TEST_MSG) pass the recall gate of [`crate::recall`]
+//! first, as `State4::break_delegations` under the same hold of the state's lock as the lock
+//! itself (so no delegation is granted between the check and the lock): an exclusive request
+//! conflicts with every delegation of the file (a read delegation's holder may hold read
+//! locks locally), a shared one with write delegations. On a conflict the recall starts
+//! (CB_RECALL to the holder) and the request is **dropped**: no reply, no `_RES`
+//! ([`crate::service::Handled::Dropped`]), counted in [`NlmServer::recall_drops`] and logged.
+//! knfsd does the same (its lockd opens the file through nfsd, which breaks the lease and
+//! drops the call), because the Linux client takes NLM4_DENIED as final but sends a call
+//! that got no reply again. The holder sends its locks with LOCK before its DELEGRETURN, so
+//! the retry meets them in the range table and is answered as usual.
+//!
+//! The cost is the client's retransmission timer: Linux lockd sends the call again after
+//! `nlm_timeout` (10 s by default), over UDP and TCP alike (over TCP this server keeps the
+//! connection and simply never answers that XID; the retransmission is answered), with the
+//! wait growing by 10 s per try; a recall answered at once thus costs the v3 locker about
+//! 10 s (the kernel-guest test sees it). Nothing is sent to the client when the recall ends.
+//!
+//! The other half is in the grant: no delegation is granted on a file that an NFSv3 host
+//! holds NLM locks on (`sluice_nfs4state::delegations`), and a waiting (blocked) LOCK recalls
+//! a delegation granted since it came before it is granted (`sluice_nfs4state::nlm`). Not
+//! covered: an NLM waiter or SHARE reservation does not stop a grant (the grant sees only the
+//! range table), and UNLOCK and CANCEL pass no gate (they take nothing another client could
+//! hold locally).
 
 pub mod calls;
 pub mod handlers;
@@ -49,6 +77,7 @@ use sluice_vfs::gate::{self, Program};
 use sluice_xdr::nlm::{Nlm4Stats, NlmFh};
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 use tracing::debug;
@@ -87,6 +116,9 @@ pub struct NlmServer {
     pub cfg: NlmDriverConfig,
     calls: tokio::sync::mpsc::Sender<Outgoing>,
     calls_rx: Mutex<Option<tokio::sync::mpsc::Receiver<Outgoing>>>,
+    /// Requests dropped (no reply) while a delegation of their file was recalled (module
+    /// notes: Delegations).
+    pub recall_drops: AtomicU64,
 }
 
 impl NlmServer {
@@ -100,7 +132,22 @@ impl NlmServer {
             cfg,
             calls: tx,
             calls_rx: Mutex::new(Some(rx)),
+            recall_drops: AtomicU64::new(0),
         }
+    }
+
+    /// Counts and logs a request `what` of `host` dropped while a delegation of its file is
+    /// recalled (module notes: Delegations).
+    pub fn recall_drop(&self, what: &str, host: &[u8]) -> crate::recall::Recalling {
+        let n = self.recall_drops.fetch_add(1, Ordering::Relaxed) + 1;
+        // One line per drop: the client sends the call again only every 10 s or more, and
+        // the line explains the v3 locker's wait.
+        tracing::info!(
+            host = %String::from_utf8_lossy(host),
+            drops = n,
+            "NLM {what} dropped: a delegation of its file is being recalled; the client will send it again"
+        );
+        crate::recall::Recalling
     }
 
     /// The hosts to tell of this restart, with their addresses (read at start).
