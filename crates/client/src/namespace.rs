@@ -188,6 +188,19 @@ pub trait Namespace: Send + Sync + 'static {
         mode: u32,
         how: CreateMode,
     ) -> Fut<'a, OpenFile>;
+    /// [`Namespace::create`], and the directory's attributes after it where the same round
+    /// trip brings them (NFSv3: CREATE's post-op `dir_wcc`; NFSv4: a GETATTR of the saved
+    /// directory in the OPEN's COMPOUND), so that a cache of them stays valid without a
+    /// GETATTR of its own. The default brings none.
+    fn create_in_dir<'a>(
+        &'a self,
+        dir: &'a Handle,
+        name: &'a str,
+        mode: u32,
+        how: CreateMode,
+    ) -> Fut<'a, (OpenFile, Option<Attr>)> {
+        Box::pin(async move { Ok((self.create(dir, name, mode, how).await?, None)) })
+    }
     /// Opens the file `fh` (attributes `attr`, from a lookup) for reading, or for reading and
     /// writing.
     fn open<'a>(&'a self, fh: &'a Handle, attr: Attr, write: bool) -> Fut<'a, OpenFile>;

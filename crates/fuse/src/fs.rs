@@ -23,10 +23,14 @@
 //!
 //! # Caching (the Linux NFS client's rules)
 //! - Attributes: [`CachedAttr`] with acregmin/acregmax/acdirmin/acdirmax; the kernel gets the
-//!   remaining validity as its TTL. Every reply carrying post-op attributes refreshes the cache.
+//!   remaining validity as its TTL. Every reply carrying post-op attributes refreshes the cache;
+//!   a create's reply carries its directory's too (`Namespace::create_in_dir`), so the
+//!   kernel's permission check before the next create in the directory needs no GETATTR.
 //! - Names: a positive LOOKUP or READDIRPLUS entry is reused while the directory's cached mtime
 //!   equals the mtime it was cached under and the directory's attributes are fresh; any change
-//!   of the directory makes its entries be looked up again (Linux's dentry revalidation).
+//!   of the directory makes its entries be looked up again (Linux's dentry revalidation). A
+//!   name not in the cache is looked up without the directory's attributes being fetched
+//!   first (they validate cached names only).
 //! - Close-to-open (RFC 1813 §4.11 practice): `open` sends GETATTR; if the file changed since
 //!   the attributes the cache held (the NFSv4 change attribute where the server has one, else
 //!   size and mtime; `cache::data_changed`), or an earlier LOOKUP or GETATTR saw it
@@ -81,10 +85,10 @@
 //! mtime and data are the server's after the writes.
 //!
 //! # Writes under a write delegation (NFSv4)
-//! Off unless [`FsConfig::write_delegations`] (its docs say why). A file the mount creates
-//! comes with a write delegation when the server grants one (the v4 client asks for it on
-//! creates once [`Fs::new`] registered its write-back hook). Until the
-//! delegation goes back no other client sees the file, so its close need not make the data
+//! On unless [`FsConfig::write_delegations`] is off (`--no-write-delegations`). A file the
+//! mount creates comes with a write delegation when the server grants one (the v4 client asks
+//! for it on creates once [`Fs::new`] registered its write-back hook). Until the delegation
+//! goes back no other client sees the file, so its close need not make the data
 //! stable: `flush` and `release` send what is buffered (WRITEs, UNSTABLE) and COMMIT nothing,
 //! and the last release parks the file's writer, with the data the server has not committed,
 //! in [`Fs`]'s parked table. That data is committed, and resent if the server's write
@@ -95,22 +99,30 @@
 //! COMMIT comes later, or the recall's). This is the Linux client's way under a write
 //! delegation (`nfs4_file_flush` starts the write-back and does not wait for a COMMIT).
 //!
-//! # Reads
-//! [`File::read_at`]: the engine of `sluice_engine::readahead` sees every offset the kernel
-//! asks for, so sequential readers get a window that grows with bandwidth × delay (within the
-//! client's readahead budget) and random readers shrink it to what they ask. The kernel hands
-//! over up to 8 MiB of its own readahead at once and those reads run concurrently, so they reach
-//! the engine out of order: its reorder allowance keeps them with their stream and their data
-//! in the cache until they come. Data read ahead is
-//! dropped when the attributes show a change, when this mount writes or truncates the file
-//! (within the attributes' time granularity its own change may not show), and at open when
-//! close-to-open revalidation sees a change.
+//! # Attribute changes under a write delegation (NFSv4)
+//! `tar` sets each file's times, owner and mode on the open descriptor after writing it, one
+//! FUSE SETATTR each. On a file open for writing under a write delegation, a SETATTR of
+//! mode, owner or times (no size, no set-id bits) is held in the open's I/O state, merged
+//! with the ones that follow, and answered with the attributes the file will have (the
+//! cached ones with the changes applied, the size covering what this open wrote, ctime now);
+//! a GETATTR of the file (the kernel asks before a chown) is answered the same. The one
+//! merged SETATTR goes out, after the data written before it, at the first of: the close
+//! (`flush`/`release`), `fsync`, a write (which must move mtime on after the set times), a
+//! SETATTR that cannot be held. So `tar`'s three SETATTRs cost one. The delegation makes the
+//! file this client's alone until a recall (RFC 8881 §10.4): no other client opens it
+//! without one, and the hold never outlives the open, so the change reaches the server
+//! before the delegation goes back when the file was closed first, and at the close
+//! otherwise (like data still buffered in an open file). The price: an error of the held
+//! SETATTR (a server that refuses the owner) is reported by the close, not by the `fchown`;
+//! and a `stat` from another client between the `fchmod` and the close sees the old mode,
+//! as it would have had the `fchmod` come later.
 
 use crate::cache::{AttrCacheConfig, CachedAttr};
 use bytes::Bytes;
 use sluice_client::namespace::{
     Attr, CreateMode, Error as NsError, FileType, FsStat, Handle, Namespace, OpenFile,
-    ProtoVersion, SetAttr as NsSetAttr, SpecialKind, Status, Time, WriteBack, Writer, XattrSet,
+    ProtoVersion, SetAttr as NsSetAttr, SetTime, SpecialKind, Status, Time, WriteBack, Writer,
+    XattrSet,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -158,10 +170,9 @@ pub struct FsConfig {
     /// every open asks.
     pub open_trusts_attrs_for: Duration,
     /// Take write delegations on creates and keep the written data uncommitted past the
-    /// close under them (NFSv4; see "Writes under a write delegation"). Default false: with
-    /// the sluice server the written data then stays in the server's write-behind until the
-    /// COMMIT, out of the exported file, and a SETATTR of the times sent before it lands is
-    /// overwritten by the landing (`rsync` and `tar` set the times after the close).
+    /// close under them, and the SETATTRs of the open file merged until its close (NFSv4;
+    /// see "Writes under a write delegation"). Default true; `--no-write-delegations` turns
+    /// it off, and then every close COMMITs what it wrote.
     pub write_delegations: bool,
 }
 
@@ -174,7 +185,7 @@ impl Default for FsConfig {
             // SAFETY: geteuid/getegid have no preconditions and cannot fail.
             auth_ids: unsafe { (libc::geteuid(), libc::getegid()) },
             open_trusts_attrs_for: Duration::from_millis(2),
-            write_delegations: false,
+            write_delegations: true,
         }
     }
 }
@@ -377,15 +388,25 @@ impl Fs {
 
     /// LOOKUP, answered from the name cache when the directory is unchanged. Counts a lookup.
     pub async fn lookup(&self, parent: Ino, name: &[u8]) -> FsResult<Node> {
-        let dir_attr = self.fresh_attr(parent).await?;
         let key = (parent, Bytes::copy_from_slice(name));
+        // The directory's attributes serve only to validate a cached name: a name not in the
+        // cache (a create's LOOKUP of its new name, every name the first time) goes to the
+        // server without them, and is cached under the directory mtime last seen, which is
+        // at worst older than the LOOKUP (a later check then finds it changed and looks the
+        // name up again).
+        let known = self.lock_tables().names.contains_key(&key);
+        let dir_mtime = if known {
+            self.fresh_attr(parent).await?.mtime
+        } else {
+            self.cached_attr_of(parent)?.mtime
+        };
         let now = Instant::now();
         let cached = {
             let t = self.lock_tables();
             t.names.get(&key).and_then(|e| {
                 let age = now.saturating_duration_since(e.fetched_at);
                 let timeout = CachedAttr::new(e.attr, e.fetched_at, &self.config.attr).timeout;
-                (e.dir_mtime == dir_attr.mtime && age < timeout)
+                (known && e.dir_mtime == dir_mtime && age < timeout)
                     .then(|| (e.fh.clone(), e.attr, e.fetched_at))
             })
         };
@@ -409,7 +430,7 @@ impl Fs {
         let node = self.remember(fh.clone(), attr, now, true);
         // Cached under the directory's mtime as it was before the LOOKUP (the neutral lookup
         // carries no directory attributes): a change since then makes it looked up again.
-        self.cache_name(parent, key.1, &fh, attr, now, Some(dir_attr.mtime));
+        self.cache_name(parent, key.1, &fh, attr, now, Some(dir_mtime));
         Ok(node)
     }
 
@@ -445,6 +466,15 @@ impl Fs {
     pub async fn getattr(&self, ino: Ino) -> FsResult<Node> {
         if let Some(io) = self.open_io(ino) {
             let mut s = io.state.lock().await;
+            if s.held.is_some() {
+                // The attributes the held SETATTR will give, as its own reply told (see
+                // "Attribute changes under a write delegation"); the kernel asks before a
+                // chown, to clear set-id bits.
+                let attr = self.cached_attr_of(ino)?;
+                drop(s);
+                self.update_attr(ino, attr);
+                return Ok(self.node(ino, attr));
+            }
             if s.writer.is_dirty() {
                 s.write_out().await?;
                 self.invalidate_attr(ino);
@@ -454,23 +484,11 @@ impl Fs {
         Ok(self.node(ino, attr))
     }
 
-    /// SETATTR (chmod, chown, truncate, utimens).
+    /// SETATTR (chmod, chown, truncate, utimens). Under a write delegation, on a file open
+    /// for writing, held and merged with the next (see "Attribute changes under a write
+    /// delegation").
     pub async fn setattr(&self, ino: Ino, set: SetAttr) -> FsResult<Node> {
         self.check_writable()?;
-        // A file open for writing is changed under its open (NFSv4: a size change must present
-        // a stateid with write access, RFC 8881 §18.30); otherwise the anonymous stateid.
-        let mut open = None;
-        if let Some(io) = self.open_io(ino) {
-            let mut s = io.state.lock().await;
-            s.reads_stale = true;
-            if s.writer.is_dirty() {
-                s.write_out().await?;
-            }
-            if s.write {
-                open = Some(s.file.clone());
-            }
-        }
-        let fh = self.fh_of(ino)?;
         let sattr = NsSetAttr {
             mode: set.mode.map(|m| m & 0o7777),
             uid: set.uid,
@@ -479,6 +497,41 @@ impl Fs {
             atime: set_time(set.atime),
             mtime: set_time(set.mtime),
         };
+        // A file open for writing is changed under its open (NFSv4: a size change must present
+        // a stateid with write access, RFC 8881 §18.30); otherwise the anonymous stateid.
+        let mut open = None;
+        if let Some(io) = self.open_io(ino) {
+            let mut s = io.state.lock().await;
+            if s.write && holdable(&sattr) && self.ns.write_delegated(&s.file.handle()) {
+                let held = merge_setattr(s.held.take(), &sattr);
+                let attr = with_set(self.cached_attr_of(ino)?, &held, &s, SystemTime::now());
+                s.held = Some(held);
+                drop(s);
+                self.update_attr(ino, attr);
+                return Ok(self.node(ino, attr));
+            }
+            // What is held goes first, on its own: a truncate or set-id bits are the server's
+            // to order against it.
+            self.send_held(ino, &mut s).await?;
+            s.reads_stale = true;
+            if s.writer.is_dirty() {
+                if s.write && !self.ns.write_delegated(&s.file.handle()) {
+                    // Written back and committed, as Linux's `nfs_setattr` does: a file that
+                    // fits one WRITE goes FILE_SYNC, and its close has nothing left to COMMIT.
+                    if let Err(e) = s.writer.sync().await {
+                        tracing::warn!("writing back failed: {e}");
+                        s.error.get_or_insert(errno(&e));
+                        return Err(errno(&e));
+                    }
+                } else {
+                    s.write_out().await?;
+                }
+            }
+            if s.write {
+                open = Some(s.file.clone());
+            }
+        }
+        let fh = self.fh_of(ino)?;
         let r = match &open {
             Some(f) => f.set_attr_attrs(&sattr).await,
             None => self.ns.setattr_attrs(&fh, &sattr).await,
@@ -597,9 +650,9 @@ impl Fs {
             CreateMode::Unchecked
         };
         let name_str = utf8(name)?;
-        let file = self
+        let (file, dir_attr) = self
             .ns
-            .create(&dir, name_str, mode & 0o7777, how)
+            .create_in_dir(&dir, name_str, mode & 0o7777, how)
             .await
             .map_err(|e| errno(&e))?;
         let fh = file.handle();
@@ -620,7 +673,12 @@ impl Fs {
                 }
             }
         }
-        self.invalidate_attr(parent);
+        // The directory changed: its attributes from the create's own reply, else fetched
+        // again when next needed.
+        match dir_attr {
+            Some(a) => self.update_attr(parent, a),
+            None => self.invalidate_attr(parent),
+        }
         let node = self.remember(fh, attr, Instant::now(), true);
         let handle = self.open_handle(node.ino, file, true).await;
         if truncate {
@@ -934,6 +992,10 @@ impl Fs {
         let (ino, io) = self.io_of(handle)?;
         let mut s = io.state.lock().await;
         s.reads_stale = true;
+        // Held times and mode go out before data written after them (a write moves mtime on).
+        self.send_held(ino, &mut s).await?;
+        s.written_end = s.written_end.max(offset.saturating_add(data.len() as u64));
+        s.wrote_since_attr = true;
         if let Err(e) = s.writer.write_at(offset, data).await {
             tracing::warn!("WRITE near offset {offset} failed: {e}");
             s.error.get_or_insert(errno(&e));
@@ -947,6 +1009,9 @@ impl Fs {
     pub async fn sync(&self, handle: u64) -> FsResult<()> {
         let (ino, io) = self.io_of(handle)?;
         let mut s = io.state.lock().await;
+        if let Err(e) = self.send_held(ino, &mut s).await {
+            s.error.get_or_insert(e);
+        }
         let had_data = s.writer.is_uncommitted();
         if had_data {
             if let Err(e) = s.writer.sync().await {
@@ -975,7 +1040,10 @@ impl Fs {
             return self.sync(handle).await;
         }
         let had_data = s.writer.is_dirty();
-        let r = s.write_out().await;
+        let r = match self.send_held(ino, &mut s).await {
+            Ok(()) => s.write_out().await,
+            Err(e) => Err(e),
+        };
         s.error = None;
         drop(s);
         if had_data {
@@ -1196,6 +1264,15 @@ impl Fs {
         let t = self.lock_tables();
         let a = &t.inodes.get(&ino)?.attr;
         (a.fetched_at.elapsed() < self.config.open_trusts_attrs_for).then_some(a.attr)
+    }
+
+    /// The node's attributes as last seen, fresh or not; ESTALE for a node the kernel forgot.
+    fn cached_attr_of(&self, ino: Ino) -> FsResult<Attr> {
+        self.lock_tables()
+            .inodes
+            .get(&ino)
+            .map(|i| i.attr.attr)
+            .ok_or(Errno(libc::ESTALE))
     }
 
     fn cached_attr(&self, ino: Ino) -> Attr {
@@ -1458,6 +1535,19 @@ impl Fs {
         let _ = self.ns.shutdown().await;
     }
 
+    /// Sends the SETATTR held for the open file (see "Attribute changes under a write
+    /// delegation"), after the data written before it; its reply refreshes the cache.
+    async fn send_held(&self, ino: Ino, s: &mut IoState) -> FsResult<()> {
+        let Some(held) = s.held.take() else {
+            return Ok(());
+        };
+        s.write_out().await?;
+        let attr = s.file.set_attr_attrs(&held).await.map_err(|e| errno(&e))?;
+        s.wrote_since_attr = false;
+        self.update_attr(ino, attr);
+        Ok(())
+    }
+
     /// Commits the data parked for `fh`, if any (a new open of the file: its writes start
     /// from the server's committed state).
     async fn commit_parked(&self, fh: &Handle) -> FsResult<()> {
@@ -1492,6 +1582,57 @@ fn write_back(parked: std::sync::Weak<Mutex<HashMap<Handle, Writer>>>) -> WriteB
             }
         })
     })
+}
+
+/// Whether a SETATTR may be held (see "Attribute changes under a write delegation"): no
+/// size (a truncate goes out at once), and no set-id bits (the server's answer to an owner
+/// change next to them is its own).
+fn holdable(sa: &NsSetAttr) -> bool {
+    sa.size.is_none() && sa.mode.is_none_or(|m| m & 0o6000 == 0)
+}
+
+/// `newer` over `older`: what one SETATTR sending both sets (both [`holdable`]).
+fn merge_setattr(older: Option<NsSetAttr>, newer: &NsSetAttr) -> NsSetAttr {
+    let Some(o) = older else {
+        return *newer;
+    };
+    let time = |n: SetTime, o: SetTime| match n {
+        SetTime::DontChange => o,
+        n => n,
+    };
+    NsSetAttr {
+        mode: newer.mode.or(o.mode),
+        uid: newer.uid.or(o.uid),
+        gid: newer.gid.or(o.gid),
+        size: newer.size.or(o.size),
+        atime: time(newer.atime, o.atime),
+        mtime: time(newer.mtime, o.mtime),
+    }
+}
+
+/// The attributes `attr` will have once `held` is set: what the kernel is told meanwhile.
+/// The size covers what this open wrote; a write since the server's attributes moves mtime
+/// and ctime to `now`, as does the SETATTR ctime.
+fn with_set(mut attr: Attr, held: &NsSetAttr, s: &IoState, now: SystemTime) -> Attr {
+    let now = nfstime(now);
+    if let Some(m) = held.mode {
+        attr.mode = (attr.mode & !0o7777) | (m & 0o7777);
+    }
+    attr.uid = held.uid.unwrap_or(attr.uid);
+    attr.gid = held.gid.unwrap_or(attr.gid);
+    attr.size = attr.size.max(s.written_end);
+    if s.wrote_since_attr {
+        attr.mtime = now;
+    }
+    let time = |t: &SetTime, old: Time| match t {
+        SetTime::DontChange => old,
+        SetTime::ServerTime => now,
+        SetTime::ClientTime(t) => *t,
+    };
+    attr.atime = time(&held.atime, attr.atime);
+    attr.mtime = time(&held.mtime, attr.mtime);
+    attr.ctime = now;
+    attr
 }
 
 impl Tables {
@@ -1538,6 +1679,9 @@ impl FileIo {
                 retired: Vec::new(),
                 error: None,
                 reads_stale: false,
+                held: None,
+                written_end: 0,
+                wrote_since_attr: false,
             }),
         }
     }
@@ -1556,6 +1700,12 @@ struct IoState {
     error: Option<Errno>,
     /// Written or truncated here since the read cache was last dropped.
     reads_stale: bool,
+    /// A SETATTR of mode, owner or times held under a write delegation, not yet sent.
+    held: Option<NsSetAttr>,
+    /// The end of the furthest write through this open: the size the file has at least.
+    written_end: u64,
+    /// Written since the cached attributes came from the server (their mtime is behind).
+    wrote_since_attr: bool,
 }
 
 impl IoState {

@@ -61,8 +61,9 @@ pub struct MountArgs {
     pub nconnect: Option<usize>,
     #[command(flatten)]
     pub tls: TlsArgs,
-    /// Take write delegations on creates (`FsConfig::write_delegations`); not a flag yet.
-    #[arg(skip)]
+    /// Take no write delegations on creates: every close then COMMITs what it wrote, and the
+    /// delegation's return does not follow later (`FsConfig::write_delegations`).
+    #[arg(long = "no-write-delegations", action = clap::ArgAction::SetFalse)]
     pub write_delegations: bool,
 }
 
@@ -111,7 +112,7 @@ impl MountArgs {
             timeo: None,
             nconnect: None,
             tls: TlsArgs::default(),
-            write_delegations: false,
+            write_delegations: true,
         }
     }
 

@@ -597,11 +597,15 @@ fn a_url_without_a_version_mounts_nfsv4_2() {
         "4.2"
     );
     std::fs::write(m.path().join("x"), b"over 4.2").unwrap();
+    assert_eq!(std::fs::read(m.path().join("x")).unwrap(), b"over 4.2");
+    // Written under a write delegation: the close sent the data UNSTABLE, and the server
+    // puts it in the exported file at the COMMIT, which the unmount sends (as it would a
+    // recall or an fsync) before it returns the delegation.
+    m.unmount();
     assert_eq!(
         std::fs::read(server.export_dir().join("x")).unwrap(),
         b"over 4.2"
     );
-    m.unmount();
 }
 
 #[test]

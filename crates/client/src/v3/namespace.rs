@@ -225,14 +225,19 @@ impl Namespace for Client {
         mode: u32,
         how: CreateMode,
     ) -> Fut<'a, OpenFile> {
+        Box::pin(async move { Ok(self.create_in_dir(dir, name, mode, how).await?.0) })
+    }
+
+    fn create_in_dir<'a>(
+        &'a self,
+        dir: &'a Handle,
+        name: &'a str,
+        mode: u32,
+        how: CreateMode,
+    ) -> Fut<'a, (OpenFile, Option<Attr>)> {
         use sluice_xdr::nfs3::CreateHow;
         Box::pin(async move {
             let dir = &fh3(dir)?;
-            if how == CreateMode::Truncate {
-                let f = self.create_in(dir, name, mode).await?;
-                let attr = attr_of(f.attr());
-                return Ok(self.open_file(f.fh().clone(), attr));
-            }
             let attrs = Sattr3 {
                 mode: Some(mode),
                 ..Sattr3::default()
@@ -240,6 +245,11 @@ impl Namespace for Client {
             let how3 = match how {
                 CreateMode::Guarded => CreateHow::Guarded(attrs),
                 CreateMode::Unchecked => CreateHow::Unchecked(attrs),
+                // UNCHECKED with size 0: an existing file is truncated.
+                CreateMode::Truncate => CreateHow::Unchecked(Sattr3 {
+                    size: Some(0),
+                    ..attrs
+                }),
                 _ => CreateHow::Exclusive(rand::random()),
             };
             let res = Client::create(self, dir, name, how3).await?;
@@ -255,7 +265,8 @@ impl Namespace for Client {
             } else {
                 self.attr_or_getattr(&fh, res.obj_attributes).await?
             };
-            Ok(self.open_file(fh, attr))
+            let dir_attr = res.dir_wcc.after.as_ref().map(attr_of);
+            Ok((self.open_file(fh, attr), dir_attr))
         })
     }
 

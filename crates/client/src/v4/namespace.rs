@@ -265,8 +265,9 @@ impl Client {
         openhow: Openflag4,
         claim: OpenClaim4,
     ) -> Result<(Fh, Attr), Error> {
-        self.open_after(vec![NfsArgop4::Putfh(fh.clone())], access, openhow, claim)
-            .await
+        let ops = vec![NfsArgop4::Putfh(fh.clone())];
+        let (fh, attr, _) = self.open_after(ops, access, openhow, claim, false).await?;
+        Ok((fh, attr))
     }
 
     /// [`Client::open_at`] with the ops that make the current filehandle spelled out: PUTFH,
@@ -277,7 +278,8 @@ impl Client {
         access: u32,
         openhow: Openflag4,
         claim: OpenClaim4,
-    ) -> Result<(Fh, Attr), Error> {
+        dir_attr: bool,
+    ) -> Result<(Fh, Attr, Option<Attr>), Error> {
         let clientid = self.inner.session.lock().expect("session lock").clientid;
         let n = self.inner.opens.fetch_add(1, Ordering::Relaxed);
         let owner = format!("open-{n}").into_bytes();
@@ -314,7 +316,49 @@ impl Client {
             NfsArgop4::Getfh(()),
             NfsArgop4::Getattr(super::attr_request()),
         ]);
-        let res = self.compound(ops).await?.ok()?;
+        if dir_attr {
+            // The directory's attributes after the OPEN, from the handle saved before it
+            // (`ops` made the directory current).
+            ops.insert(ops.len() - 3, NfsArgop4::Savefh(()));
+            ops.extend([
+                NfsArgop4::Restorefh(()),
+                NfsArgop4::Getattr(super::attr_request()),
+            ]);
+        }
+        let reply = self.compound(ops).await?;
+        // A failure of the directory's RESTOREFH or GETATTR leaves the open made: it is kept,
+        // without the directory's attributes.
+        let dir_failed = dir_attr
+            && !reply.status.is_ok()
+            && matches!(
+                reply.results.last().map(|r| r.opnum()),
+                Some(
+                    sluice_xdr::nfs4::ops::Opnum4::RESTOREFH
+                        | sluice_xdr::nfs4::ops::Opnum4::GETATTR
+                )
+            )
+            && reply
+                .results
+                .iter()
+                .filter(|r| matches!(r, NfsResop4::Getattr(Res4::Ok(_))))
+                .count()
+                == 1;
+        let res = if dir_failed {
+            let mut r = reply.results;
+            r.pop();
+            r
+        } else {
+            reply.ok()?
+        };
+        let mut attrs = res.iter().filter_map(|r| match r {
+            NfsResop4::Getattr(Res4::Ok(f)) => Some(f),
+            _ => None,
+        });
+        let attr = match attrs.next() {
+            Some(f) => Attr::from_fattr(f)?,
+            None => return Err(Error::Other("the reply has no attributes".into())),
+        };
+        let dir_attr = attrs.next().and_then(|f| Attr::from_fattr(f).ok());
         let Some(open) = res.iter().find_map(|r| match r {
             NfsResop4::Open(Res4::Ok(o)) => Some(o),
             _ => None,
@@ -322,7 +366,6 @@ impl Client {
             return Err(Error::Other("OPEN returned no result".into()));
         };
         let fhandle = find_fh(&res)?;
-        let attr = super::find_attr(&res)?;
         // Recorded (returned at the last close or on recall), or returned at once.
         let delegation = self
             .delegation_granted(
@@ -349,7 +392,7 @@ impl Client {
         if !tracked {
             tracing::debug!("too many opens to track; this one is not reopened after a restart");
         }
-        Ok((fh, attr))
+        Ok((fh, attr, dir_attr))
     }
 
     /// `ops` after PUTFH `dir`, ending with GETFH and GETATTR: the new object.
@@ -660,6 +703,16 @@ impl Namespace for Client {
         mode: u32,
         how: CreateMode,
     ) -> Fut<'a, OpenFile> {
+        Box::pin(async move { Ok(self.create_in_dir(dir, name, mode, how).await?.0) })
+    }
+
+    fn create_in_dir<'a>(
+        &'a self,
+        dir: &'a Handle,
+        name: &'a str,
+        mode: u32,
+        how: CreateMode,
+    ) -> Fut<'a, (OpenFile, Option<NsAttr>)> {
         Box::pin(async move {
             let mut a = AttrValues {
                 mode: Some(mode & 0o7777),
@@ -677,15 +730,18 @@ impl Namespace for Client {
                     attrs: a.encode(),
                 }),
             };
-            let (fh, attr) = self
-                .open_at(
-                    &fh4(dir)?,
+            // The directory's attributes in the same COMPOUND (SAVEFH, RESTOREFH, GETATTR), as
+            // Linux's OPEN once carried them: a cache of them stays valid without a GETATTR.
+            let (fh, attr, dir_attr) = self
+                .open_after(
+                    vec![NfsArgop4::Putfh(fh4(dir)?)],
                     OPEN4_SHARE_ACCESS_BOTH,
                     Openflag4::Create(how),
                     OpenClaim4::Null(component(name)?),
+                    self.inner.ops_max >= 8,
                 )
                 .await?;
-            Ok(self.open_file(fh, &attr))
+            Ok((self.open_file(fh, &attr), dir_attr.map(|a| a.to_attr())))
         })
     }
 
@@ -728,10 +784,11 @@ impl Namespace for Client {
                         OPEN4_SHARE_ACCESS_READ,
                         Openflag4::NoCreate,
                         OpenClaim4::Null(name),
+                        false,
                     )
                     .await
                 {
-                    Ok((fh, attr)) => return Ok(self.open_file(fh, &attr)),
+                    Ok((fh, attr, _)) => return Ok(self.open_file(fh, &attr)),
                     // Not a regular file (a directory, a link, a device): the lookup and
                     // `open` below say so as for any other path.
                     Err(e)
