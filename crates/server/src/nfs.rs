@@ -776,6 +776,30 @@ proc3! {
             ),
         }
     }
+
+    /// RENAME over a file write-behind holds data for removes that file's link as REMOVE
+    /// does: if its handle is stale afterwards, its held data is dropped. Left held, it would
+    /// fail to land on a file that is gone, and that failure changes the write verifier, so
+    /// every client would resend what it has not committed.
+    async fn run(
+        self,
+        nfs: &Nfs3,
+        fs: Arc<dyn FileSystem>,
+        caller: Caller,
+        _: bool,
+    ) -> Outcome<RenameResOk, RenameResFail> {
+        let data = nfs.data();
+        if !data.holds_any() {
+            return Outcome::Res(nfs.blocking(fs, caller, self).await);
+        }
+        let (dir, name) = (map::handle(&self.to.dir), self.to.name.clone());
+        let target = data.held_target(&fs, &caller, dir, name).await;
+        let res = nfs.blocking(fs.clone(), caller, self).await;
+        if let (Some(fh), NfsResult::Ok(_)) = (target, &res) {
+            data.after_remove(fs, fh).await;
+        }
+        Outcome::Res(res)
+    }
 }
 
 proc3! {

@@ -352,6 +352,46 @@ async fn remove_drops_the_files_held_data() {
     );
 }
 
+/// A RENAME over a file with held data removes that file as REMOVE does: its data is dropped,
+/// not written to a file nobody can reach (whose failure would change the write verifier and
+/// make every client resend), and the renamed file keeps its own held data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rename_over_a_file_drops_its_held_data_and_keeps_the_verifier() {
+    let s = start("wb-rename", holding).await;
+    let (mut c, root) = s.client().await;
+    let other = c.create(&root, "other").await;
+    c.write_pipelined(&other, &[0], MIB).await;
+    let NfsResult::Ok(before) = c.commit(&other, 0, 0).await else {
+        panic!("COMMIT failed")
+    };
+    let written = s.stats.backend_write_bytes.count.load(Relaxed);
+    let victim = c.create(&root, "victim").await;
+    c.write_pipelined(&victim, &[0, 1], MIB).await;
+    std::fs::write(s.dirs.export().join("new"), b"replacement").unwrap();
+    let r = c
+        .nfs(Args3::Rename(RenameArgs {
+            from: dirop(&root, "new"),
+            to: dirop(&root, "victim"),
+        }))
+        .await;
+    assert!(matches!(r, Res3::Rename(NfsResult::Ok(_))), "{r:?}");
+    assert_eq!(s.stats.engine.dirty_bytes.load(Relaxed), 0, "nothing held");
+    assert_eq!(
+        s.stats.backend_write_bytes.count.load(Relaxed),
+        written,
+        "nothing written for the replaced file"
+    );
+    assert_eq!(
+        std::fs::read(s.dirs.export().join("victim")).unwrap(),
+        b"replacement"
+    );
+    c.write_pipelined(&other, &[1], MIB).await;
+    let NfsResult::Ok(after) = c.commit(&other, 0, 0).await else {
+        panic!("COMMIT failed")
+    };
+    assert_eq!(before.verf, after.verf, "the write verifier did not change");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failed_flush_is_reported_by_the_next_commit() {
     let s = start("wb-error", holding).await;

@@ -7,7 +7,7 @@
 //!        (open table; anonymous and READ-bypass stateids) ─▶ break_delegations: another
 //!        client's conflicting delegation is recalled (NFS4ERR_DELAY meanwhile) ─▶ DataReq
 //!   SETATTR(size), OPEN(truncate) ─▶ held_before: write-behind holds writes? Settle::Land
-//!   REMOVE ─▶ held_removal: the file's held writes are dropped if its last link went
+//!   REMOVE, RENAME onto a file ─▶ held_removal: its held writes dropped if its last link went
 //! ```
 //!
 //! Delegations are keyed by the file's identity ([`Nfs4::state_key`]), so two handles of one
@@ -216,16 +216,21 @@ impl Nfs4 {
         wb.holds(target.as_bytes()).then_some(target)
     }
 
-    /// For a REMOVE of a file write-behind holds writes for: the file, whose data is dropped
-    /// after the REMOVE if that was its last link (v3's REMOVE does the same).
+    /// For a REMOVE of a file write-behind holds writes for, or a RENAME over one: the file,
+    /// whose data is dropped after the op if that was its last link (v3's REMOVE does the
+    /// same). Left held, it would fail to land on a file that is gone, and the failure would
+    /// change the write verifier, making every client resend what it has not committed.
     pub(super) fn held_removal(
         &self,
         call: &Call<'_>,
         ctx: &Ctx,
         op: &NfsArgop4,
     ) -> Option<(Arc<dyn FileSystem>, FileHandle)> {
-        let NfsArgop4::Remove(name) = op else {
-            return None;
+        // A RENAME over an existing file removes that file's link as a REMOVE does.
+        let name = match op {
+            NfsArgop4::Remove(name) => name,
+            NfsArgop4::Rename(a) => &a.newname,
+            _ => return None,
         };
         let wb = self.write_behind.as_ref().filter(|wb| wb.holds_any())?;
         let Some(Fh::Export { idx, fh: dir }) = &ctx.current else {
