@@ -22,13 +22,22 @@
 //! kernel puts a process id there; the server compares all three, so the digest only has to
 //! be stable). Lengths: the neutral `u64::MAX` "to the end" is NLM's 0.
 //!
+//! A request the server drops gets no answer: knfsd and sluice drop an NLM LOCK or TEST while
+//! they recall an NFSv4 delegation of its file, and expect the client to send it again, as
+//! Linux's lockd does after its `nlm_timeout` (10 s). So the lock manager's connection waits
+//! [`NLM_RESEND_WAIT`] for an answer, then resends on a new connection, and gives up only after
+//! [`NLM_RESENDS`] of those, longer than a recall may last (the server revokes a delegation not
+//! returned within a lease, 90 s by default).
+//!
 //! Not done here: the client's own NSM (a restart of the server is not noticed, so locks
 //! are not reclaimed after it), and GRANTED callbacks (a waiting lock polls instead).
 
 use super::{getport, raw_call, setup_config, Client};
 use crate::neutral::LockConflict;
+use crate::transport::RpcConfig;
 use crate::NfsError;
 use bytes::Bytes;
+use sluice_rpc::client::CallTableConfig;
 use sluice_xdr::nfs3::NfsFh3;
 use sluice_xdr::nlm::{
     self, CallerName, Netobj, Nlm4Lock, Nlm4LockArgs, Nlm4Res, Nlm4Stats, Nlm4TestArgs,
@@ -36,6 +45,27 @@ use sluice_xdr::nlm::{
 };
 use sluice_xdr::portmap;
 use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How long a call to the lock manager waits for its answer before it is sent again (module
+/// notes): shorter than Linux lockd's 10 s, because a dropped LOCK holds up an application's
+/// `fcntl` and a resend costs one small call.
+const NLM_RESEND_WAIT: Duration = Duration::from_secs(5);
+/// Resends before a lock call fails: 24 × 5 s outlasts a recall that ends in a revocation at
+/// the end of a 90 s lease.
+const NLM_RESENDS: u32 = 24;
+
+/// The lock manager connection's call settings: `base` with the resend policy above.
+fn nlm_config(base: &RpcConfig) -> RpcConfig {
+    RpcConfig {
+        table: CallTableConfig {
+            major_timeout: NLM_RESEND_WAIT,
+            retrans: Some(NLM_RESENDS),
+            ..base.table
+        },
+        ..base.clone()
+    }
+}
 
 impl Client {
     /// NLM LOCK of `[offset, offset + length)` (`u64::MAX`: to the end) for `owner`:
@@ -162,6 +192,7 @@ impl Client {
     async fn nlm_connect(&self) -> Result<crate::transport::RpcClient, NfsError> {
         let nfs = self.inner.conns.first().peer_addr();
         let config = setup_config(&self.inner.options.rpc);
+        let lock_config = nlm_config(&self.inner.options.rpc);
         let own = getport(
             self.inner.conns.first(),
             &self.inner.cred,
@@ -170,9 +201,12 @@ impl Client {
             &self.inner.stats,
         );
         if let Ok(Ok(port)) = tokio::time::timeout(super::PORTMAP_WAIT, own).await {
-            return crate::transport::RpcClient::connect(SocketAddr::new(nfs.ip(), port), config)
-                .await
-                .map_err(|e| NfsError::Connect(format!("cannot reach the lock manager: {e}")));
+            return crate::transport::RpcClient::connect(
+                SocketAddr::new(nfs.ip(), port),
+                lock_config,
+            )
+            .await
+            .map_err(|e| NfsError::Connect(format!("cannot reach the lock manager: {e}")));
         }
         let pm_addr = SocketAddr::new(nfs.ip(), self.inner.url.port.unwrap_or(portmap::PORT));
         let asked = async {
@@ -192,7 +226,7 @@ impl Client {
             Ok(Ok(p)) => p,
             _ => nfs.port(),
         };
-        crate::transport::RpcClient::connect(SocketAddr::new(nfs.ip(), port), config)
+        crate::transport::RpcClient::connect(SocketAddr::new(nfs.ip(), port), lock_config)
             .await
             .map_err(|e| NfsError::Connect(format!("cannot reach the lock manager: {e}")))
     }
