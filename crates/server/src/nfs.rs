@@ -354,6 +354,31 @@ impl Nfs3 {
             .unwrap_or(NfsResult::Err(Nfsstat3::SERVERFAULT, Default::default()))
     }
 
+    /// Runs a call that removes the link `name` of `dir` (REMOVE, RENAME onto an existing
+    /// name). When write-behind holds data for the object that name leads to and its handle is
+    /// stale afterwards (the call took its last link), that data is dropped instead of written
+    /// to a file nobody can reach: the write would fail, and the failure changes the write
+    /// verifier, so every client would resend what it has not committed.
+    async fn unlinking<P: Proc3>(
+        &self,
+        fs: Arc<dyn FileSystem>,
+        caller: Caller,
+        dir: backend::FileHandle,
+        name: Bytes,
+        args: P,
+    ) -> NfsResult<P::Ok, P::Fail> {
+        let data = self.data();
+        if !data.holds_any() {
+            return self.blocking(fs, caller, args).await;
+        }
+        let target = data.held_target(&fs, &caller, dir, name).await;
+        let res = self.blocking(fs.clone(), caller, args).await;
+        if let (Some(fh), NfsResult::Ok(_)) = (target, &res) {
+            data.after_remove(fs, fh).await;
+        }
+        res
+    }
+
     /// The data path, over this program's shared state.
     fn data(&self) -> DataPath<'_> {
         DataPath {
@@ -718,8 +743,7 @@ proc3! {
         removed(fs.remove(caller, &map::handle(&self.object.dir), &self.object.name))
     }
 
-    /// REMOVE (§3.3.12) while write-behind holds data: if the removed file's handle is stale
-    /// afterwards (its last link is gone), its held data is dropped.
+    /// REMOVE (§3.3.12) while write-behind holds data: [`Nfs3::unlinking`].
     async fn run(
         self,
         nfs: &Nfs3,
@@ -727,17 +751,8 @@ proc3! {
         caller: Caller,
         _: bool,
     ) -> Outcome<RemoveResOk, RemoveResFail> {
-        let data = nfs.data();
-        if !data.holds_any() {
-            return Outcome::Res(nfs.blocking(fs, caller, self).await);
-        }
         let (dir, name) = (map::handle(&self.object.dir), self.object.name.clone());
-        let target = data.held_target(&fs, &caller, dir, name).await;
-        let res = nfs.blocking(fs.clone(), caller, self).await;
-        if let (Some(fh), NfsResult::Ok(_)) = (target, &res) {
-            data.after_remove(fs, fh).await;
-        }
-        Outcome::Res(res)
+        Outcome::Res(nfs.unlinking(fs, caller, dir, name, self).await)
     }
 }
 
@@ -777,10 +792,8 @@ proc3! {
         }
     }
 
-    /// RENAME over a file write-behind holds data for removes that file's link as REMOVE
-    /// does: if its handle is stale afterwards, its held data is dropped. Left held, it would
-    /// fail to land on a file that is gone, and that failure changes the write verifier, so
-    /// every client would resend what it has not committed.
+    /// RENAME onto a file write-behind holds data for removes that file's link as REMOVE
+    /// does: [`Nfs3::unlinking`].
     async fn run(
         self,
         nfs: &Nfs3,
@@ -788,17 +801,8 @@ proc3! {
         caller: Caller,
         _: bool,
     ) -> Outcome<RenameResOk, RenameResFail> {
-        let data = nfs.data();
-        if !data.holds_any() {
-            return Outcome::Res(nfs.blocking(fs, caller, self).await);
-        }
         let (dir, name) = (map::handle(&self.to.dir), self.to.name.clone());
-        let target = data.held_target(&fs, &caller, dir, name).await;
-        let res = nfs.blocking(fs.clone(), caller, self).await;
-        if let (Some(fh), NfsResult::Ok(_)) = (target, &res) {
-            data.after_remove(fs, fh).await;
-        }
-        Outcome::Res(res)
+        Outcome::Res(nfs.unlinking(fs, caller, dir, name, self).await)
     }
 }
 
