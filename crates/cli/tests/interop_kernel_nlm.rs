@@ -5,7 +5,10 @@
 //!
 //! Checked in the guest (the script's PASS lines): fcntl and flock locks of two processes on
 //! two v3 mounts conflict (F_SETLK refused, F_GETLK reports the holder, free once released);
-//! a v3 lock refuses a v4.1 F_SETLK on the same file and a v4.1 lock a v3 one. Then, while a
+//! a v3 lock refuses a v4.1 F_SETLK on the same file and a v4.1 lock a v3 one; the
+//! Connectathon-style cases of `kc-tlock` (20, parent through one v3 mount, child through the
+//! other: ranges, splits, upgrades, EOF-relative, F_SETLKW waits and interruption) all pass.
+//! Then, while a
 //! guest process holds a v3 write lock, the host kills `sluice serve` with -9 and starts it
 //! again on the same port and state directory. Checked on the host: the restarted server's
 //! SM_NOTIFY was answered by the guest's statd (the server's log, and statd's own log in the
@@ -92,6 +95,15 @@ fn linux_v3_client_locks_conflict_and_are_reclaimed_after_a_kill9_restart() {
         .status()
         .expect("run gcc");
     assert!(built.success(), "gcc could not build {}", src.display());
+    let tlock = work.path().join("kc-tlock");
+    let src = common::repo_root().join("tests/peers/guest/kc-tlock.c");
+    let built = std::process::Command::new("gcc")
+        .args(["-static", "-O2", "-o"])
+        .arg(&tlock)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(built.success(), "gcc could not build {}", src.display());
 
     let (rpcbind_fwd, statd_port, nlm_port) = (
         free_tcp_udp_port(),
@@ -139,6 +151,8 @@ fn linux_v3_client_locks_conflict_and_are_reclaimed_after_a_kill9_restart() {
                     script.to_str().unwrap(),
                     "--file",
                     helper.to_str().unwrap(),
+                    "--file",
+                    tlock.to_str().unwrap(),
                     "--env",
                     &format!("KC_STATD_PORT={statd_port}"),
                     "--env",

@@ -7,6 +7,7 @@
 #   2. flock: the same with flock(LOCK_EX) (the client sends it as a whole-file NLM lock),
 #      which an fcntl lock through the other mount also meets;
 #   3. v3 against v4: a v3 lock refuses a v4 F_SETLK, and a v4 lock refuses a v3 one;
+#      then the Connectathon-style cases of /kc/kc-tlock, parent on mount a, child on mount b;
 #   4. restart: a process holds a v3 write lock; the host kills the server with -9 and starts
 #      it again on the same state directory; the server's SM_NOTIFY reaches statd here, the
 #      kernel's lockd reclaims the lock, and the host checks from its own client that the
@@ -122,6 +123,11 @@ esac
 release v4v3 || fail "v4v3: the holder failed"
 expect free "v4v3: once released, the v3 F_SETLK succeeds" "$LOCK" probe "$B/v4v3"
 kc_umount /mnt/v4 || fail "umount /mnt/v4"
+
+# 3b. the Connectathon-style lock cases (kc-tlock: its own PASS/FAIL line per case), parent
+# through mount a, child through mount b: two NLM clients of one host
+mkdir -p "$A/tlock"
+if /kc/kc-tlock "$A/tlock" "$B/tlock"; then pass "tlock: every case"; else fail "tlock: a case failed"; fi
 
 # 4. restart: the host kills the server while the lock is held
 holder hold "$A/restart" restart && pass "restart: a v3 write lock before the kill" \
