@@ -86,24 +86,8 @@ fn linux_v3_client_locks_conflict_and_are_reclaimed_after_a_kill9_restart() {
     require_tools(&["qemu-system-x86_64", "gcc"]);
     let _port111 = Port111::take();
     let work = TempDir::new("kernel-nlm");
-    let helper = work.path().join("kc-lock");
-    let src = common::repo_root().join("tests/peers/guest/kc-lock.c");
-    let built = std::process::Command::new("gcc")
-        .args(["-static", "-O2", "-o"])
-        .arg(&helper)
-        .arg(&src)
-        .status()
-        .expect("run gcc");
-    assert!(built.success(), "gcc could not build {}", src.display());
-    let tlock = work.path().join("kc-tlock");
-    let src = common::repo_root().join("tests/peers/guest/kc-tlock.c");
-    let built = std::process::Command::new("gcc")
-        .args(["-static", "-O2", "-o"])
-        .arg(&tlock)
-        .arg(&src)
-        .status()
-        .expect("run gcc");
-    assert!(built.success(), "gcc could not build {}", src.display());
+    let helper = build_static(work.path(), "kc-lock");
+    let tlock = build_static(work.path(), "kc-tlock");
 
     let (rpcbind_fwd, statd_port, nlm_port) = (
         free_tcp_udp_port(),
@@ -344,4 +328,18 @@ fn second_client_tries(
         c.shutdown().await;
         result
     })
+}
+
+/// Builds the guest helper `tests/peers/guest/NAME.c` statically into `dir/NAME`.
+fn build_static(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let out = dir.join(name);
+    let src = common::repo_root().join(format!("tests/peers/guest/{name}.c"));
+    let built = std::process::Command::new("gcc")
+        .args(["-static", "-O2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(built.success(), "gcc could not build {}", src.display());
+    out
 }
